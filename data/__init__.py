@@ -1,0 +1,1 @@
+"""Everything from outside: GPU and model catalogs, workload parsing, measurement schema, importers, collector."""

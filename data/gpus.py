@@ -1,0 +1,186 @@
+"""The GPU catalog: one YAML file per GPU under `data/gpus/`, each number with its source.
+
+Loaded once, validated at the door (`GpuSpec.from_dict`), then trusted by every later stage.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+from joulecast.errors import DataError, InputError, UnknownNameError
+
+GPU_DIR = Path(__file__).parent / "gpus"
+
+ARCHITECTURES = ("volta", "ampere", "ada", "hopper", "blackwell")
+TENSOR_DTYPES = ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")
+CUDA_DTYPES = ("fp64", "fp32")
+
+_REQUIRED_NUMBERS = (
+    "sm_count", "boost_clock_mhz", "tensor_peak_clock_mhz", "memory_gb", "memory_bandwidth_gbs",
+    "memory_clock_mhz", "memory_bus_bits", "l2_mb", "power_limit_w", "idle_power_w",
+)
+_OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w")
+
+# When a GPU's idle power is known only at one clock, idle at the maximum clock is taken as 1.5x that:
+# the EnergAIzer DVFS idle tables give 67.3/44.5 = 1.51 (A100-PCIe) and 120/75 = 1.6 (H100 SXM),
+# via shared/reference/gpus.md [18].
+IDLE_MAX_CLOCK_RATIO = 1.5
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSpec:
+    """One GPU's datasheet numbers (SI-ish units in the names) and the source of each."""
+
+    name: str
+    display_name: str
+    architecture: str
+    compute_capability: str
+    sm_count: int
+    boost_clock_mhz: float
+    tensor_peak_clock_mhz: float
+    memory_type: str
+    memory_gb: float
+    memory_bandwidth_gbs: float
+    memory_clock_mhz: float
+    memory_bus_bits: int
+    l2_mb: float
+    tensor_tflops: Mapping[str, float]
+    cuda_tflops: Mapping[str, float]
+    power_limit_w: float
+    idle_power_w: float
+    idle_power_max_clock_w: float
+    base_clock_mhz: float | None = None
+    aliases: tuple[str, ...] = ()
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def l2_bytes(self) -> float:
+        return self.l2_mb * 2**20
+
+    @property
+    def memory_bandwidth_bps(self) -> float:
+        """Peak DRAM bandwidth in bytes per second."""
+        return self.memory_bandwidth_gbs * 1e9
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], origin: str = "<dict>") -> "GpuSpec":
+        """Validate a catalog entry; every problem names the file and the field."""
+
+        def fail(field_name: str, msg: str) -> DataError:
+            return DataError(f"{origin}: field '{field_name}': {msg}")
+
+        if not isinstance(raw, Mapping):
+            raise DataError(f"{origin}: expected a mapping of fields, got {type(raw).__name__}")
+        for key in ("name", "display_name", "architecture", "compute_capability", "memory_type"):
+            if not isinstance(raw.get(key), str) or not raw[key]:
+                raise fail(key, "missing or not a non-empty string")
+        if raw["architecture"] not in ARCHITECTURES:
+            raise fail("architecture", f"{raw['architecture']!r} is not one of {', '.join(ARCHITECTURES)}")
+        numbers: dict[str, float | None] = {}
+        for key in _REQUIRED_NUMBERS + _OPTIONAL_NUMBERS:
+            value = raw.get(key)
+            if value is None and key in _OPTIONAL_NUMBERS:
+                numbers[key] = None
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise fail(key, f"missing or not a number (got {value!r})")
+            if not value > 0:
+                raise fail(key, f"must be positive, got {value}")
+            numbers[key] = float(value)
+        if numbers["tensor_peak_clock_mhz"] > numbers["boost_clock_mhz"]:
+            raise fail("tensor_peak_clock_mhz", "cannot exceed boost_clock_mhz")
+        if numbers["base_clock_mhz"] and numbers["base_clock_mhz"] > numbers["boost_clock_mhz"]:
+            raise fail("base_clock_mhz", "cannot exceed boost_clock_mhz")
+        if numbers["idle_power_w"] >= numbers["power_limit_w"]:
+            raise fail("idle_power_w", "must be below power_limit_w")
+        peaks = {}
+        for key, allowed in (("tensor_tflops", TENSOR_DTYPES), ("cuda_tflops", CUDA_DTYPES)):
+            table = raw.get(key)
+            if not isinstance(table, Mapping) or (key == "cuda_tflops" and "fp32" not in table):
+                raise fail(key, "missing; a mapping of dtype to dense TFLOP/s" + (" with fp32" if key == "cuda_tflops" else ""))
+            for dtype, value in table.items():
+                if dtype not in allowed:
+                    raise fail(f"{key}.{dtype}", f"unknown dtype; allowed: {', '.join(allowed)}")
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                    raise fail(f"{key}.{dtype}", f"must be a positive number, got {value!r}")
+            peaks[key] = MappingProxyType({d: float(v) for d, v in table.items()})
+        sources = _expand_sources(raw.get("sources"), origin)
+        cited = set(numbers) | {"tensor_tflops", "cuda_tflops", "architecture", "compute_capability", "memory_type"}
+        missing = sorted(k for k in cited if k not in sources and (numbers.get(k) is not None or k not in numbers))
+        if missing:
+            raise fail("sources", f"no source given for {', '.join(missing)}")
+        idle_max = numbers["idle_power_max_clock_w"] or numbers["idle_power_w"] * IDLE_MAX_CLOCK_RATIO
+        return cls(
+            name=raw["name"], display_name=raw["display_name"], architecture=raw["architecture"],
+            compute_capability=str(raw["compute_capability"]), sm_count=int(numbers["sm_count"]),
+            boost_clock_mhz=numbers["boost_clock_mhz"], tensor_peak_clock_mhz=numbers["tensor_peak_clock_mhz"],
+            memory_type=raw["memory_type"], memory_gb=numbers["memory_gb"],
+            memory_bandwidth_gbs=numbers["memory_bandwidth_gbs"], memory_clock_mhz=numbers["memory_clock_mhz"],
+            memory_bus_bits=int(numbers["memory_bus_bits"]), l2_mb=numbers["l2_mb"],
+            tensor_tflops=peaks["tensor_tflops"], cuda_tflops=peaks["cuda_tflops"],
+            power_limit_w=numbers["power_limit_w"], idle_power_w=numbers["idle_power_w"],
+            idle_power_max_clock_w=min(idle_max, numbers["power_limit_w"]), base_clock_mhz=numbers["base_clock_mhz"],
+            aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, YAML-ready form (the inverse of `from_dict`)."""
+        out = {f: getattr(self, f) for f in self.__dataclass_fields__}
+        out["tensor_tflops"], out["cuda_tflops"] = dict(self.tensor_tflops), dict(self.cuda_tflops)
+        out["sources"], out["aliases"] = dict(self.sources), list(self.aliases)
+        return out
+
+
+def _expand_sources(raw: Any, origin: str) -> dict[str, str]:
+    """`sources` keys may list several fields separated by commas; expand them to one key each."""
+    if not isinstance(raw, Mapping):
+        raise DataError(f"{origin}: field 'sources': missing; map each field to its citation")
+    out = {}
+    for keys, citation in raw.items():
+        for key in str(keys).split(","):
+            out[key.strip()] = str(citation)
+    return out
+
+
+def load_gpu_file(path: str | Path) -> GpuSpec:
+    """Load and validate one GPU spec YAML file."""
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise InputError("gpu spec", f"file {str(path)!r} does not exist") from None
+    except yaml.YAMLError as exc:
+        raise DataError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
+    return GpuSpec.from_dict(raw, origin=str(path))
+
+
+@functools.cache
+def catalog() -> Mapping[str, GpuSpec]:
+    """All shipped GPUs by canonical name."""
+    specs = [load_gpu_file(p) for p in sorted(GPU_DIR.glob("*.yaml"))]
+    return MappingProxyType({s.name: s for s in specs})
+
+
+@functools.cache
+def _alias_index() -> Mapping[str, str]:
+    index = {}
+    for spec in catalog().values():
+        for alias in (spec.name, *spec.aliases):
+            index[alias.lower()] = spec.name
+    return MappingProxyType(index)
+
+
+def gpu(name: str | GpuSpec) -> GpuSpec:
+    """Look a GPU up by name or alias (case-insensitive); an unknown name lists close ones."""
+    if isinstance(name, GpuSpec):
+        return name
+    key = str(name).strip().lower()
+    if key in _alias_index():
+        return catalog()[_alias_index()[key]]
+    raise UnknownNameError("gpu", name, _alias_index().keys(), "Run 'joulecast gpus' to list the catalog.")

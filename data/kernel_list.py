@@ -1,0 +1,112 @@
+"""Reader for the EnergAIzer kernel-list JSON format (also joulecast's own `--kernels FILE.json`).
+
+The format (see shared/data/external/energaizer-artifact/PROVENANCE.md) is a JSON list of ``[params, tags]`` pairs:
+``[{"batch":1,"dimM":128,"dimN":2304,"dimK":768,"precM":"bf16","precA":"bf16","useTensorCore":true}, ["gemm","tc","bf16_bf16"]]``.
+joulecast adds two tags the artifact never uses: ``attention`` (fused) and ``embedding``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+
+from joulecast.data.kernels import DTYPES, kernel_table
+from joulecast.data.workload import Workload
+from joulecast.errors import InputError
+
+
+def _dtype(value: Any, where: str) -> str:
+    if value not in DTYPES:
+        raise InputError(where, f"unknown dtype {value!r}; allowed: {', '.join(DTYPES)}")
+    return value
+
+
+def _int(params: dict, key: str, where: str) -> int:
+    value = params.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InputError(f"{where}.{key}", f"must be a positive integer, got {value!r}")
+    return value
+
+
+def _gemm(p: dict, w: str) -> dict:
+    tc = bool(p.get("useTensorCore", True))
+    return dict(kind="gemm", op="bmm" if p.get("batch", 1) > 1 else "linear", tensor_core=tc,
+                dtype=_dtype(p.get("precM"), f"{w}.precM"), acc_dtype=_dtype(p.get("precA", p.get("precM")), f"{w}.precA"),
+                batch=_int(p, "batch", w), m=_int(p, "dimM", w), n=_int(p, "dimN", w), k=_int(p, "dimK", w))
+
+
+def _conv(p: dict, w: str) -> dict:
+    # dimM = N*P*Q output pixels, dimN = output channels, dimK = C*R*S (implicit GEMM, as cuDNN lowers it).
+    inputs = _int(p, "b", w) * _int(p, "c", w) * _int(p, "hw", w) ** 2
+    return dict(kind="conv2d", op="conv2d", tensor_core=bool(p.get("useTensorCore", True)),
+                dtype=_dtype(p.get("precM"), f"{w}.precM"), acc_dtype=_dtype(p.get("precA", p.get("precM")), f"{w}.precA"),
+                batch=1, m=_int(p, "dimM", w), n=_int(p, "dimN", w), k=_int(p, "dimK", w), conv_in_elements=inputs)
+
+
+def _rowwise(kind: str, op: str) -> Callable[[dict, str], dict]:
+    def parse(p: dict, w: str) -> dict:
+        dtype = _dtype(p.get("prec"), f"{w}.prec")
+        return dict(kind=kind, op=op, dtype=dtype, acc_dtype=dtype, rows=_int(p, "batch", w), cols=_int(p, "dim", w))
+    return parse
+
+
+def _elementwise(p: dict, w: str) -> dict:
+    dtype = _dtype(p.get("prec"), f"{w}.prec")
+    op = str(p.get("op", "unspecified_tensor"))
+    out = {"typecast_to_fp32": "fp32", "typecast_to_bf16": "bf16", "typecast_to_fp16": "fp16"}.get(op, dtype)
+    return dict(kind="elementwise", op=op, dtype=dtype, acc_dtype=out, rows=1, cols=_int(p, "dim", w))
+
+
+def _attention(p: dict, w: str) -> dict:
+    dtype = _dtype(p.get("prec"), f"{w}.prec")
+    heads = _int(p, "heads", w)
+    return dict(kind="attention", op="flash", dtype=dtype, acc_dtype=dtype, tensor_core=True, batch=_int(p, "batch", w),
+                heads=heads, kv_heads=p.get("kv_heads", heads), seq_q=_int(p, "seq_q", w), seq_kv=_int(p, "seq_kv", w),
+                head_dim=_int(p, "head_dim", w), causal=bool(p.get("causal", False)))
+
+
+def _embedding(p: dict, w: str) -> dict:
+    dtype = _dtype(p.get("prec"), f"{w}.prec")
+    return dict(kind="embedding", op="lookup", dtype=dtype, acc_dtype=dtype, rows=_int(p, "tokens", w), cols=_int(p, "dim", w))
+
+
+_PARSERS: dict[str, Callable[[dict, str], dict]] = {
+    "gemm": _gemm, "conv2d": _conv, "elementwise": _elementwise, "attention": _attention, "embedding": _embedding,
+    "layernorm": _rowwise("norm", "layernorm"), "rmsnorm": _rowwise("norm", "rmsnorm"), "softmax": _rowwise("softmax", "softmax"),
+}
+
+
+def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
+    """Turn a decoded kernel-list JSON value into a kernel table.
+
+    Raises:
+        InputError: naming the entry index and field that is malformed.
+    """
+    if not isinstance(entries, list) or not entries:
+        raise InputError(origin, "expected a non-empty JSON list of [params, tags] pairs")
+    records = []
+    for i, entry in enumerate(entries):
+        where = f"{origin}[{i}]"
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], dict) and isinstance(entry[1], list) and entry[1]):
+            raise InputError(where, "expected a [params, tags] pair, e.g. [{\"dim\": 4096, \"op\": \"relu\", \"prec\": \"bf16\"}, [\"elementwise\"]]")
+        params, tags = entry
+        parser = _PARSERS.get(tags[0])
+        if parser is None:
+            raise InputError(f"{where}.tags", f"unknown kernel tag {tags[0]!r}; allowed: {', '.join(_PARSERS)}")
+        records.append(parser(params, where))
+    return kernel_table(records)
+
+
+def workload_from_kernels(path: str | Path, name: str | None = None) -> Workload:
+    """Load a kernel-list JSON file as a `Workload` (eager PyTorch launches, as traced)."""
+    path = Path(path)
+    try:
+        entries = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError("--kernels", f"file {str(path)!r} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError("--kernels", f"{path.name} is not valid JSON ({exc})") from None
+    return Workload(name=name or path.stem, kernels=parse_kernel_list(entries, origin=path.name), source="kernel-list")

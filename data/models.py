@@ -1,0 +1,62 @@
+"""The model catalog: architecture configs (shape fields only, no weights) under `data/models/`."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from joulecast.errors import InputError, UnknownNameError
+
+MODEL_DIR = Path(__file__).parent / "models"
+
+# model_type (Hugging Face config) -> lowering family
+MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "qwen2": "llama", "mistral": "llama",
+               "vit": "vit", "resnet": "resnet", "mobilevit": "mobilevit"}
+
+
+@functools.cache
+def catalog() -> Mapping[str, Mapping[str, Any]]:
+    """All shipped model entries by canonical name."""
+    entries = {}
+    for path in sorted(MODEL_DIR.glob("*.json")):
+        entry = json.loads(path.read_text())
+        entries[entry["name"]] = MappingProxyType(entry)
+    return MappingProxyType(entries)
+
+
+@functools.cache
+def _alias_index() -> Mapping[str, str]:
+    return MappingProxyType({a.lower(): e["name"] for e in catalog().values() for a in (e["name"], *e["aliases"])})
+
+
+def model_entry(name: str) -> Mapping[str, Any]:
+    """A catalog model by name or alias; unknown names list close ones."""
+    key = str(name).strip().lower()
+    if key not in _alias_index():
+        raise UnknownNameError("model", name, catalog().keys(), "Run 'joulecast models' to list the catalog.")
+    return catalog()[_alias_index()[key]]
+
+
+def load_config(path: str | Path) -> dict[str, Any]:
+    """Read a Hugging Face style `config.json` (or a catalog entry file with a `config` key)."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise InputError("--config", f"file {str(path)!r} does not exist") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError("--config", f"{path.name} is not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise InputError("--config", f"{path.name} must hold a JSON object")
+    return dict(raw["config"], **{k: v for k, v in raw.items() if k != "config"}) if "config" in raw else raw
+
+
+def family(config: Mapping[str, Any]) -> str:
+    """The lowering family of a config, from its `model_type`."""
+    model_type = config.get("model_type")
+    if model_type not in MODEL_TYPES:
+        raise InputError("config.model_type", f"{model_type!r} is not supported; allowed: {', '.join(MODEL_TYPES)}")
+    return MODEL_TYPES[model_type]

@@ -1,0 +1,47 @@
+"""The `Workload` record: what to estimate, as a kernel table plus where it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from joulecast.data.kernels import kernel_table_hash
+
+PHASES = ("prefill", "decode", "training", "inference")
+LAUNCH_MODES = ("eager", "graph")
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A workload lowered to kernels.
+
+    Attributes:
+        name: a readable identity, e.g. ``gpt2/prefill/b8/s512/bf16``.
+        kernels: the kernel table (`joulecast.data.kernels.KERNEL_COLUMNS`).
+        model: catalog model or config name, where known.
+        phase: prefill, decode, training or inference (vision models).
+        batch, seq: batch size and sequence length (tokens; context length for decode).
+        dtype: the compute dtype.
+        source: ``catalog``, ``config`` or ``kernel-list``.
+        launch_mode: ``eager`` (one host dispatch per kernel, as in PyTorch eager) or ``graph`` (CUDA graphs).
+    """
+
+    name: str
+    kernels: pd.DataFrame = field(compare=False, repr=False)
+    model: str | None = None
+    phase: str | None = None
+    batch: int | None = None
+    seq: int | None = None
+    dtype: str | None = None
+    source: str = "catalog"
+    launch_mode: str = "eager"
+
+    @property
+    def kernel_hash(self) -> str:
+        return kernel_table_hash(self.kernels)
+
+    @property
+    def kernel_count(self) -> int:
+        """Kernel launches in one pass (the sum of counts)."""
+        return int(self.kernels["count"].sum())

@@ -1,0 +1,1 @@
+"""estimator room."""

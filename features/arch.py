@@ -1,0 +1,75 @@
+"""Per-architecture traits the datasheet rows do not carry: tile shapes, residency, L2 bandwidth, DVFS shape.
+
+Each value is either a documented figure (with its source) or a named assumption that the learned residual
+(`joulecast.training`) corrects. Nothing here is fitted to measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class ArchTraits:
+    """Tile-level behaviour of one GPU architecture."""
+
+    tc_tile: tuple[int, int, int]     # CTA tile (M, N, K in 16-bit elements) of a large tensor-core GEMM
+    tc_ctas_per_sm: int               # resident tensor-core GEMM CTAs per SM
+    simt_tile: tuple[int, int, int]   # CTA tile of a CUDA-core (SIMT) GEMM
+    simt_ctas_per_sm: int
+    threads_per_sm: int               # resident threads per SM (streaming kernels' residency)
+    l2_bytes_per_clock: float         # L2 -> SM bandwidth, bytes per SM clock, whole GPU
+
+
+# Tiles: CUTLASS default tensor-core GEMM configurations: 128x128x32 with 3-4 smem stages on Volta/Ampere/Ada
+# (about 48 KB of shared memory, so two CTAs fit in the 96-164 KB per SM); 128x256x64 warp-specialised wgmma
+# kernels, one CTA per SM, on Hopper (228 KB smem). Blackwell: assumed like Hopper per SM.
+# Threads per SM: CUDA C Programming Guide, "Compute capabilities" table (2048 for 7.0/8.0/9.0/10.0, 1536 for 8.6/8.9).
+# L2 bandwidth: A100 whitepaper (2020), "5120 Bytes/clk" for A100 vs "2048 Bytes/clk" for V100; Ada, Hopper and
+# Blackwell publish none, so the A100 figure is assumed for Ada/Hopper and 8192 B/clk for Blackwell (assumption).
+ARCH_TRAITS = {
+    "volta": ArchTraits((128, 128, 32), 2, (128, 128, 8), 2, 2048, 2048.0),
+    "ampere": ArchTraits((128, 128, 32), 2, (128, 128, 8), 2, 2048, 5120.0),
+    "ada": ArchTraits((128, 128, 32), 2, (128, 128, 8), 2, 1536, 5120.0),
+    "hopper": ArchTraits((128, 256, 64), 1, (128, 128, 8), 2, 2048, 5120.0),
+    "blackwell": ArchTraits((128, 256, 64), 1, (128, 128, 8), 2, 2048, 8192.0),
+}
+
+# Fractions of peak that tuned kernels reach (assumptions; the learned residual corrects them):
+GEMM_EFFICIENCY = 0.85      # cuBLAS large GEMMs: 69-80% of peak at a throttled H200 clock (gpus.md M[24]) ~ 0.85/clock
+DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
+L2_EFFICIENCY = 0.80
+ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4)
+
+# Streaming-kernel CTA sizes (PyTorch ATen): elementwise kernels use 128 threads x 4 elements per thread;
+# the persistent softmax handles 4 rows per 128-thread block up to 1024 columns, one row per block above;
+# layer norm uses one block per row.
+ELEMENTWISE_ELEMENTS_PER_CTA = 512
+STREAMING_THREADS_PER_CTA = 128
+SOFTMAX_ROWS_PER_CTA = 4
+SOFTMAX_PERSISTENT_MAX_COLS = 1024
+
+# Timeline constants (assumptions, typical CUDA launch microbenchmarks on A100/H100):
+KERNEL_MIN_S = 2.0e-6       # an almost empty kernel takes 2-3 us from start to completion
+LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 us between them
+# PyTorch eager dispatch: one host-side launch takes tens of microseconds through the Python and ATen layers; the
+# EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
+HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
+# DRAM saturates once about half the SMs issue loads (assumption); fewer active SMs get proportionally less.
+DRAM_SATURATING_SM_FRACTION = 0.5
+
+# DVFS shape. Supply voltage relative to its maximum, from the EnergAIzer A100 table (dvfs__yz8__supply_voltage.json:
+# 693.75 mV flat up to 1020 of 1410 MHz, rising to 893.75 mV at 1410), applied to every GPU as the default shape.
+V_MIN_RATIO = 693.75 / 893.75
+V_KNEE_CLOCK_RATIO = 1020.0 / 1410.0
+# Idle power rises with voltage faster than V^2 f (leakage): idle(f) - idle_min ~ V^4 f reproduces the EnergAIzer
+# A100 idle table (dvfs__yz8__idle_power.json) within 1.5 W between 210 and 1410 MHz.
+IDLE_VOLTAGE_EXPONENT = 4.0
+
+# Dynamic power at full utilisation and maximum clock/voltage, as fractions of (power limit - idle at max clock).
+# Full-rate tensor work exceeds the limit (GPUs throttle on sustained dense GEMM: an H200 at 700 W settles at
+# 1455-1470 MHz, gpus.md M[24]), hence a tensor coefficient that, with the SM term, exceeds 1.
+POWER_COEFFICIENTS = {"tensor": 0.80, "fma": 0.50, "l2": 0.20, "sm": 0.35}
+# DRAM access energy, pJ per bit (O'Connor et al., "Fine-Grained DRAM", MICRO 2017: HBM2 3.9 pJ/bit, GDDR5 14.0;
+# GDDR6 and HBM3/3e taken as 7.5 and 3.5 pJ/bit, assumptions).
+DRAM_PJ_PER_BIT = {"HBM2": 3.9, "HBM2e": 3.9, "HBM3": 3.5, "HBM3e": 3.5, "GDDR6": 7.5, "GDDR6 ECC": 7.5}

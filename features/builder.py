@@ -1,0 +1,96 @@
+"""A small accumulator of kernel records used by the lowerings (one call per kernel *kind*, counts multiply)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# PyTorch runs fp32 matmuls on CUDA cores unless TF32 is enabled (torch.backends.cuda.matmul.allow_tf32 is False by
+# default since PyTorch 1.12), so an "fp32" workload's GEMMs use the CUDA-core path.
+_TENSOR_CORE_DTYPES = {"tf32", "bf16", "fp16", "fp8", "int8"}
+# Activations of fp8/int8 workloads stay in bf16 between GEMMs (only the GEMM inputs are quantised).
+_ACTIVATION_DTYPE = {"fp8": "bf16", "int8": "bf16", "tf32": "fp32"}
+
+
+@dataclass
+class KernelBuilder:
+    """Collects kernel records for one workload; `count` multiplies everything added inside `repeat`."""
+
+    dtype: str
+    records: list[dict[str, Any]] = field(default_factory=list)
+    params: int = 0            # weight elements seen in linear / conv layers (for the optimizer step)
+    _multiplier: int = 1
+
+    @property
+    def act(self) -> str:
+        """The activation (non-GEMM) dtype."""
+        return _ACTIVATION_DTYPE.get(self.dtype, self.dtype)
+
+    def repeat(self, times: int) -> "_Repeat":
+        return _Repeat(self, times)
+
+    def _add(self, count: int = 1, **record: Any) -> None:
+        record["count"] = count * self._multiplier
+        self.records.append(record)
+
+    def _gemm_dtypes(self) -> dict[str, Any]:
+        acc = "fp32" if self.dtype in ("fp32", "tf32") else self.act
+        return dict(dtype=self.dtype, acc_dtype=acc, tensor_core=self.dtype in _TENSOR_CORE_DTYPES)
+
+    def linear(self, out_features: int, tokens: int, in_features: int, tokens_first: bool = False, count: int = 1) -> None:
+        """y = x W^T. cuBLAS sees M = out, N = tokens for nn.Linear; GPT-2's Conv1D (addmm(x, W)) has M = tokens."""
+        m, n = (tokens, out_features) if tokens_first else (out_features, tokens)
+        self.params += out_features * in_features * count * self._multiplier
+        self._add(count, kind="gemm", op="linear", batch=1, m=m, n=n, k=in_features, **self._gemm_dtypes())
+
+    def bmm(self, batch: int, m: int, n: int, k: int, count: int = 1) -> None:
+        self._add(count, kind="gemm", op="bmm", batch=batch, m=m, n=n, k=k, **self._gemm_dtypes())
+
+    def fp32_gemm(self, m: int, n: int, k: int) -> None:
+        """A small fp32 GEMM on CUDA cores, whatever the workload dtype (e.g. rotary tables)."""
+        self._add(kind="gemm", op="linear", batch=1, m=m, n=n, k=k, dtype="fp32", acc_dtype="fp32", tensor_core=False)
+
+    def attention(self, batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int, causal: bool) -> None:
+        """One fused (FlashAttention-style) attention kernel."""
+        self._add(kind="attention", op="flash", dtype=self.act, acc_dtype=self.act, tensor_core=self.act != "fp32",
+                  batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim, causal=causal)
+
+    def ew(self, op: str, elements: int, dtype: str | None = None, out: str | None = None, count: int = 1) -> None:
+        dtype = dtype or self.act
+        self._add(count, kind="elementwise", op=op, dtype=dtype, acc_dtype=out or dtype, rows=1, cols=elements)
+
+    def norm(self, op: str, rows: int, cols: int) -> None:
+        self._add(kind="norm", op=op, dtype=self.act, acc_dtype=self.act, rows=rows, cols=cols)
+
+    def softmax(self, rows: int, cols: int, dtype: str | None = None) -> None:
+        dtype = dtype or self.act
+        self._add(kind="softmax", op="softmax", dtype=dtype, acc_dtype=dtype, rows=rows, cols=cols)
+
+    def embedding(self, tokens: int, dim: int, vocab: int = 0) -> None:
+        self.params += vocab * dim * self._multiplier
+        self._add(kind="embedding", op="lookup", dtype=self.act, acc_dtype=self.act, rows=tokens, cols=dim)
+
+    def conv2d(self, batch: int, c_in: int, c_out: int, hw_in: int, kernel: int, stride: int, padding: int,
+               depthwise: bool = False) -> int:
+        """An implicit-GEMM convolution (M = N*P*Q, N = C_out, K = C_in*R*S); returns the output height/width."""
+        hw_out = (hw_in + 2 * padding - kernel) // stride + 1
+        k = (1 if depthwise else c_in) * kernel * kernel
+        self.params += c_out * k * self._multiplier
+        dtypes = self._gemm_dtypes()
+        if depthwise:  # depthwise convolutions have no reduction across channels: CUDA cores, not tensor cores
+            dtypes["tensor_core"] = False
+        self._add(kind="conv2d", op="depthwise" if depthwise else "conv2d", batch=1, m=batch * hw_out * hw_out,
+                  n=c_out, k=k, conv_in_elements=batch * c_in * hw_in * hw_in, **dtypes)
+        return hw_out
+
+
+class _Repeat:
+    def __init__(self, builder: KernelBuilder, times: int):
+        self.builder, self.times = builder, times
+
+    def __enter__(self) -> KernelBuilder:
+        self.builder._multiplier *= self.times
+        return self.builder
+
+    def __exit__(self, *exc: object) -> None:
+        self.builder._multiplier //= self.times

@@ -1,0 +1,118 @@
+"""Workload -> kernel table: model configs and catalog names lowered to kernels, per phase.
+
+Phases: ``prefill`` (a forward pass over `seq` tokens per sequence), ``decode`` (one new token per sequence with a
+KV cache of `seq` tokens), ``training`` (forward, backward and an AdamW step), and ``inference`` for vision models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping
+
+from joulecast.data import models
+from joulecast.data.kernels import DTYPES, kernel_table
+from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
+from joulecast.errors import InputError, require
+from joulecast.features import lower_transformers as lt
+from joulecast.features import lower_vision as lv
+from joulecast.features.builder import KernelBuilder
+
+ATTENTION_BACKENDS = ("flash", "eager")
+_LOWERINGS: dict[str, Callable[..., None]] = {
+    "gpt2": lt.gpt2, "bert": lt.bert, "opt": lt.opt, "llama": lt.llama, "vit": lt.vit,
+    "resnet": lv.resnet, "mobilevit": lv.mobilevit,
+}
+_VISION = {"vit", "resnet", "mobilevit"}
+_ENCODERS = {"bert"} | _VISION
+
+# Backward of an elementwise / norm / softmax kernel reads the saved input and the incoming gradient and writes one
+# gradient: about twice the forward traffic; modelled as two extra passes of the same kernel.
+_BACKWARD_PASSES_STREAMING = 2
+# FlashAttention-2's backward does 2.5x the forward FLOPs (5 GEMMs against 2; Dao 2023, section 3.2): 2 passes + 1/2.
+_BACKWARD_PASSES_ATTENTION = 2
+# AdamW step (PyTorch fused/foreach): reads param, grad, exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq.
+ADAMW_OPERANDS = 7
+
+
+def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype: str, attention: str = "flash",
+          lm_head: bool | None = None) -> tuple[list[dict[str, Any]], int]:
+    """Lower one model config to kernel records; returns (records, weight parameters)."""
+    fam = models.family(config)
+    require(isinstance(batch, int) and not isinstance(batch, bool) and batch > 0, "batch", f"must be a positive integer, got {batch!r}")
+    require(dtype in DTYPES, "dtype", f"unknown {dtype!r}; allowed: {', '.join(DTYPES)}")
+    require(attention in ATTENTION_BACKENDS, "attention", f"unknown {attention!r}; allowed: {', '.join(ATTENTION_BACKENDS)}")
+    allowed = ("inference", "training") if fam in _VISION else tuple(p for p in PHASES if p != "inference")
+    if fam in _ENCODERS and fam not in _VISION:
+        allowed = ("prefill", "training")
+    require(phase in allowed, "phase", f"{phase!r} is not available for a {fam} model; allowed: {', '.join(allowed)}")
+    if fam not in _VISION:
+        require(isinstance(seq, int) and not isinstance(seq, bool) and seq > 0, "seq", f"must be a positive integer, got {seq!r}")
+        limit = config.get("max_position_embeddings") or config.get("n_positions")
+        if fam in ("gpt2", "bert", "opt") and limit and seq > limit:
+            raise InputError("seq", f"{seq} exceeds this model's {limit} learned positions")
+    decode = phase == "decode"
+    shape = lt.Shape(batch, 1 if decode else (seq or 1), seq or 1, decode)
+    if lm_head is None:
+        lm_head = decode
+    builder = KernelBuilder(dtype=dtype)
+    _LOWERINGS[fam](builder, config, shape, attention, lm_head)
+    records = builder.records
+    if phase == "training":
+        records = training_step(records, builder.params)
+    return records, builder.params
+
+
+def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, Any]]:
+    """Forward records -> forward + backward + optimizer records.
+
+    Each GEMM/convolution gets its two backward GEMMs (input gradient and weight gradient), same FLOPs; streaming
+    kernels and fused attention get backward passes (see the constants above); AdamW updates every weight in fp32.
+    """
+    out = list(forward)
+    for r in forward:
+        if r["kind"] in ("gemm", "conv2d"):
+            m, n, k = r["m"], r["n"], r["k"]
+            out.append({**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n})
+            out.append({**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m})
+        elif r["kind"] == "attention":
+            out.append({**r, "op": "flash_bwd", "count": r["count"] * _BACKWARD_PASSES_ATTENTION})
+        else:
+            out.append({**r, "op": r["op"] + "_bwd", "count": r["count"] * _BACKWARD_PASSES_STREAMING})
+    if params:
+        out.append(dict(kind="elementwise", op="adamw", dtype="fp32", acc_dtype="fp32", rows=1, cols=params, count=1))
+    return out
+
+
+def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: int = 1, seq: int | None = 512,
+             dtype: str = "bf16", attention: str = "flash", lm_head: bool | None = None,
+             launch_mode: str = "eager") -> Workload:
+    """Build a `Workload` from a catalog model name, a config path, or a config mapping.
+
+    Args:
+        model: catalog name (``"llama-3-8b"``), path to a Hugging Face style ``config.json``, or the config itself.
+        phase: ``prefill``, ``decode``, ``training`` (``inference`` for vision models; ``prefill`` is accepted there).
+        batch: sequences (or images) per pass.
+        seq: tokens per sequence (the KV-cache length for ``decode``); ignored by vision models.
+        dtype: compute dtype, one of `joulecast.data.kernels.DTYPES`.
+        attention: ``flash`` (one fused kernel) or ``eager`` (GEMM, mask, softmax, GEMM).
+        lm_head: add the vocabulary projection of the last token (default: only for ``decode``).
+        launch_mode: ``eager`` or ``graph``.
+
+    Raises:
+        InputError: naming the field that is wrong and what is allowed.
+    """
+    require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
+    if isinstance(model, Mapping):
+        config, name, source = dict(model), str(model.get("name", model.get("model_type", "config"))), "config"
+    elif str(model).endswith(".json"):
+        config, source = models.load_config(model), "config"
+        name = str(config.get("name") or config.get("model_type"))
+    else:
+        entry = models.model_entry(str(model))
+        config, name, source = {**entry["config"], **{k: v for k, v in entry.items() if k != "config"}}, entry["name"], "catalog"
+    if models.family(config) in _VISION and phase == "prefill":
+        phase = "inference"
+    records, _ = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention, lm_head=lm_head)
+    seq_part = "" if models.family(config) in _VISION else f"/s{seq}"
+    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}", kernels=kernel_table(records), model=name,
+                    phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq, dtype=dtype,
+                    source=source, launch_mode=launch_mode)

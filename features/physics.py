@@ -1,0 +1,177 @@
+"""The physics estimate: kernel table -> analytical features -> per-kernel time and power -> workload energy.
+
+Everything is column arithmetic over all kernels at once; several workloads can be evaluated in one pass by
+giving the kernel table a `workload_id` column (`joulecast.data.kernels.stack`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.gpus import GpuSpec
+from joulecast.data.kernels import DTYPE_BYTES, DTYPES
+from joulecast.errors import require
+from joulecast.features import arch, tiles, traffic
+from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w
+
+_INT_COLUMNS = ("batch", "m", "n", "k", "rows", "cols", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
+                "conv_in_elements", "count")
+# Bisection steps of the power-cap clock solve: 2^-14 of the clock range, well under a 15 MHz DVFS step.
+_CAP_ITERATIONS = 14
+
+
+@dataclass(frozen=True, slots=True)
+class PhysicsTotals:
+    """Per-workload totals (arrays indexed by workload id)."""
+
+    time_s: np.ndarray
+    energy_j: np.ndarray
+    gpu_busy_s: np.ndarray
+    host_s: np.ndarray
+    idle_gap_energy_j: np.ndarray
+
+    @property
+    def power_w(self) -> np.ndarray:
+        return self.energy_j / self.time_s
+
+
+def _by_dtype(dtypes: np.ndarray, table: dict[str, float], default: float) -> np.ndarray:
+    """Per-row lookup of a per-dtype number (loops over the few dtypes, not over kernels)."""
+    out = np.full(dtypes.shape, default, dtype=float)
+    for dtype in DTYPES:
+        if dtype in table:
+            out[dtypes == dtype] = table[dtype]
+    return out
+
+
+def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarray]:
+    """Clock-independent features: tiles, waves, FLOPs, bytes."""
+    k = {c: kernels[c].to_numpy() for c in kernels.columns}
+    for c in _INT_COLUMNS:
+        k[c] = k[c].astype(np.int64)
+    traits = arch.ARCH_TRAITS[gpu.architecture]
+    b_in = _by_dtype(k["dtype"], DTYPE_BYTES, 2.0)
+    b_out = _by_dtype(k["acc_dtype"], DTYPE_BYTES, 2.0)
+    kind = k["kind"]
+    is_gemm, is_attn = (kind == "gemm") | (kind == "conv2d"), kind == "attention"
+    # Tensor cores need a dtype the GPU has tensor peaks for (no bf16 on Volta): otherwise the CUDA-core path.
+    tc_peak = _by_dtype(k["dtype"], dict(gpu.tensor_tflops), 0.0)
+    k["tensor_core"] = k["tensor_core"].astype(bool) & (tc_peak > 0)
+    parts = [(is_gemm, tiles.gemm_tiles(k, traits, gpu.sm_count, b_in)),
+             (is_attn, tiles.attention_tiles(k, traits, gpu.sm_count))]
+    t = tiles.streaming_tiles(k, traits)
+    for mask, values in parts:
+        for name in t:
+            t[name] = np.where(mask, values[name], t[name])
+    t["waves"], t["last_wave_occupancy"] = tiles.waves(t["tiles"], t["ctas_per_sm"], gpu.sm_count)
+    moved = traffic.streaming_traffic(k, b_in, b_out, gpu.l2_bytes)
+    for mask, values in ((is_gemm, traffic.gemm_traffic(k, t, b_in, b_out, gpu.l2_bytes)),
+                         (is_attn, traffic.attention_traffic(k, t, b_in))):
+        for name in moved:
+            moved[name] = np.where(mask, values[name], moved[name])
+    on_tensor = (is_gemm | is_attn) & k["tensor_core"]
+    cuda_peak = np.where(k["dtype"] == "fp64", gpu.cuda_tflops.get("fp64", gpu.cuda_tflops["fp32"] / 64),
+                         gpu.cuda_tflops["fp32"])
+    efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, arch.GEMM_EFFICIENCY, 1.0))
+    return dict(k, **t, **moved, on_tensor=on_tensor,
+                peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,
+                peak_clock_ref=np.where(on_tensor, gpu.tensor_peak_clock_mhz, gpu.boost_clock_mhz),
+                cuda_flops_ref=cuda_peak * 1e12, efficiency=efficiency, b_in=b_in)
+
+
+def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-kernel time (s) and power (W) at the given SM clock per row."""
+    traits = arch.ARCH_TRAITS[gpu.architecture]
+    peak = f["peak_flops_ref"] * clock_mhz / f["peak_clock_ref"]
+    slots = gpu.sm_count * f["ctas_per_sm"]
+    per_tile_flops = f["exec_flops"] / np.maximum(f["tiles"], 1)
+    t_compute = f["waves"] * slots * per_tile_flops / (peak * f["efficiency"])
+    active_sm_fraction = np.minimum(1.0, f["tiles"] / gpu.sm_count)
+    dram_share = np.minimum(1.0, active_sm_fraction / arch.DRAM_SATURATING_SM_FRACTION)
+    t_dram = f["dram_bytes"] / (gpu.memory_bandwidth_bps * arch.DRAM_EFFICIENCY * dram_share)
+    l2_bandwidth = traits.l2_bytes_per_clock * clock_mhz * 1e6
+    t_l2 = f["l2_bytes"] / (l2_bandwidth * arch.L2_EFFICIENCY)
+    body = np.maximum.reduce([t_compute, t_dram, t_l2, np.full_like(t_compute, arch.KERNEL_MIN_S)])
+    time = body + arch.LAUNCH_GAP_S
+    cuda_peak = f["cuda_flops_ref"] * clock_mhz / gpu.boost_clock_mhz
+    u_tensor = np.where(f["on_tensor"], f["exec_flops"] / (time * peak), 0.0)
+    u_fma = np.where(f["on_tensor"], 0.0, f["exec_flops"] / (time * cuda_peak))
+    u_l2 = f["l2_bytes"] / (time * l2_bandwidth)
+    u_dram = f["dram_bytes"] / (time * gpu.memory_bandwidth_bps)
+    u_sm = body / time * active_sm_fraction
+    c = arch.POWER_COEFFICIENTS
+    budget = gpu.power_limit_w - gpu.idle_power_max_clock_w
+    chip = dynamic_scale(clock_mhz / gpu.boost_clock_mhz) * budget * (
+        c["tensor"] * u_tensor + c["fma"] * u_fma + c["l2"] * u_l2 + c["sm"] * u_sm)
+    dram_w = f["dram_bytes"] / time * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
+    power = idle_power_w(gpu, clock_mhz) + chip + dram_w
+    bound = np.select([t_compute >= np.maximum(t_dram, t_l2), t_dram >= t_l2], ["compute", "dram"], "l2")
+    bound = np.where(body <= arch.KERNEL_MIN_S, "latency", bound)
+    return dict(t_compute_s=t_compute, t_dram_s=t_dram, t_l2_s=t_l2, time_s=time, u_tensor=u_tensor, u_fma=u_fma,
+                u_l2=u_l2, u_dram=u_dram, u_sm=u_sm, power_w=power, bound=bound)
+
+
+def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float) -> np.ndarray:
+    """Lower each over-limit kernel's clock until its power meets the limit (as the GPU's power capping does)."""
+    over = _timeline_and_power(f, gpu, clock)["power_w"] > limit
+    if not over.any():
+        return clock
+    sub = {name: values[over] for name, values in f.items()}
+    low = np.full(int(over.sum()), MIN_CLOCK_RATIO * gpu.boost_clock_mhz)
+    high = clock[over].copy()
+    for _ in range(_CAP_ITERATIONS):
+        mid = (low + high) / 2
+        fits = _timeline_and_power(sub, gpu, mid)["power_w"] <= limit
+        low, high = np.where(fits, mid, low), np.where(fits, high, mid)
+    clock = clock.copy()
+    clock[over] = low
+    return clock
+
+
+def analyze(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
+            power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0) -> tuple[pd.DataFrame, PhysicsTotals]:
+    """Physics estimate of one or more workloads on one GPU.
+
+    Args:
+        kernels: a kernel table, optionally with an integer `workload_id` column (0..n-1).
+        gpu: the GPU.
+        sm_clock_mhz: locked SM clock; default the maximum (boost) clock.
+        power_limit_w: power cap; default the GPU's default limit.
+        host_dispatch_s: host time per kernel launch (per workload id when an array).
+
+    Returns:
+        (feature table with one row per kernel and per-launch time_s, power_w, energy_j; per-workload totals).
+    """
+    clock0 = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
+    limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
+    require(MIN_CLOCK_RATIO * gpu.boost_clock_mhz <= clock0 <= gpu.boost_clock_mhz, "sm_clock_mhz",
+            f"must be between {MIN_CLOCK_RATIO * gpu.boost_clock_mhz:.0f} and {gpu.boost_clock_mhz:.0f} MHz on {gpu.name}, got {clock0:g}")
+    require(gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w, "power_limit_w",
+            f"must be between {gpu.idle_power_max_clock_w:.0f} and {1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, got {limit:g}")
+    f = _static_features(kernels, gpu)
+    clock = _solve_power_cap(f, gpu, np.full(len(kernels), clock0), limit)
+    dyn = _timeline_and_power(f, gpu, clock)
+    dyn["power_w"] = np.minimum(dyn["power_w"], limit)
+    count = f["count"].astype(float)
+    energy = dyn["power_w"] * dyn["time_s"]
+    wid = f.get("workload_id", np.zeros(len(kernels), dtype=np.int64)).astype(np.int64)
+    n = int(wid.max()) + 1
+    busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
+    host = np.bincount(wid, count, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
+    total_time = np.maximum(busy, host)
+    gap_energy = float(idle_power_w(gpu, clock0)) * (total_time - busy)
+    totals = PhysicsTotals(time_s=total_time, energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,
+                           gpu_busy_s=busy, host_s=host, idle_gap_energy_j=gap_energy)
+    features = pd.DataFrame({
+        **{c: kernels[c].to_numpy() for c in kernels.columns},
+        "tensor_core": f["tensor_core"],
+        **{c: f[c] for c in ("tile_m", "tile_n", "tile_k", "tiles", "k_iters", "split_k", "ctas_per_sm", "waves",
+                             "last_wave_occupancy", "flops", "exec_flops", "dram_bytes", "l2_bytes", "smem_bytes")},
+        "intensity_flop_per_byte": f["flops"] / np.maximum(f["dram_bytes"], 1.0),
+        "sm_clock_mhz": clock, **dyn, "energy_j": energy,
+    })
+    features["launches"] = kernels["count"].to_numpy()
+    return features, totals

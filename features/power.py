@@ -1,0 +1,38 @@
+"""Power of a kernel from its module utilisations, and the clock a power cap leaves it.
+
+power = idle(f) + (V/Vmax)^2 (f/fmax) * budget * sum(coefficient * utilisation) + DRAM bytes/s * energy per bit,
+with budget = power limit - idle at the maximum clock (see `features.arch` for each constant's source).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from joulecast.data.gpus import GpuSpec
+from joulecast.features.arch import IDLE_VOLTAGE_EXPONENT, V_KNEE_CLOCK_RATIO, V_MIN_RATIO
+
+# The lowest SM clock DVFS tables list, relative to the maximum (A100: 210 of 1410 MHz; H100: 345 of 1980).
+MIN_CLOCK_RATIO = 0.15
+
+
+def voltage_ratio(clock_ratio: np.ndarray) -> np.ndarray:
+    """V/Vmax: flat at `V_MIN_RATIO` up to the knee, then linear to 1 at the maximum clock."""
+    rising = V_MIN_RATIO + (1 - V_MIN_RATIO) * (clock_ratio - V_KNEE_CLOCK_RATIO) / (1 - V_KNEE_CLOCK_RATIO)
+    return np.clip(np.where(clock_ratio <= V_KNEE_CLOCK_RATIO, V_MIN_RATIO, rising), V_MIN_RATIO, 1.0)
+
+
+def dynamic_scale(clock_ratio: np.ndarray) -> np.ndarray:
+    """(V/Vmax)^2 * f/fmax: how switching power scales with DVFS."""
+    return voltage_ratio(clock_ratio) ** 2 * clock_ratio
+
+
+def idle_power_w(gpu: GpuSpec, clock_mhz: np.ndarray | float) -> np.ndarray:
+    """Idle power at a locked SM clock: from the catalog's idle (lowest clock) to idle at the maximum clock."""
+    ratio = np.asarray(clock_mhz, dtype=float) / gpu.boost_clock_mhz
+
+    def shape(r: np.ndarray | float) -> np.ndarray:
+        return voltage_ratio(np.asarray(r)) ** IDLE_VOLTAGE_EXPONENT * r
+
+    low = shape(MIN_CLOCK_RATIO)
+    fraction = np.clip((shape(ratio) - low) / (1 - low), 0.0, 1.0)
+    return gpu.idle_power_w + (gpu.idle_power_max_clock_w - gpu.idle_power_w) * fraction

@@ -1,0 +1,72 @@
+"""FLOPs and bytes moved (DRAM, L2, shared memory) per kernel launch, vectorised over the kernel table."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+Columns = Mapping[str, np.ndarray]
+
+# Operands read and written per element by an elementwise op, and math per element (rough instruction counts of
+# PyTorch's vectorised implementations; transcendental functions go through several SFU/FMA steps).
+_INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "maxpool": 4}
+_OUTPUTS = {"adamw": 3, "avgpool": 0}
+_FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "batchnorm": 2, "softmax": 5, "layernorm": 8,
+                      "rmsnorm": 4}
+# Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half).
+L2_USABLE_FRACTION = 0.5
+
+
+def _lookup(ops: np.ndarray, table: Mapping[str, float], default: float) -> np.ndarray:
+    """Per-row value of `table[op]` (backward ops share their forward op's entry); loops over distinct ops only."""
+    distinct, inverse = np.unique(ops.astype(str), return_inverse=True)
+    values = np.array([table.get(op.removesuffix("_bwd"), default) for op in distinct], dtype=float)
+    return values[inverse]
+
+
+def gemm_traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) -> dict[str, np.ndarray]:
+    """GEMM / implicit-GEMM conv. Operands are read once when they fit in L2; otherwise the smaller re-read order."""
+    m, n, kk, batch = (k[c].astype(float) for c in ("m", "n", "k", "batch"))
+    a = np.where(k["kind"] == "conv2d", k["conv_in_elements"] / batch, m * kk) * b_in  # im2col is never materialised
+    b = kk * n * b_in
+    c = m * n * b_out
+    l2h = L2_USABLE_FRACTION * l2_bytes
+    reread = np.minimum(a * np.ceil(b / l2h) + b, b * np.ceil(a / l2h) + a)
+    partials = np.where(t["split_k"] > 1, m * n * 4.0 * t["split_k"] * 2, 0.0)  # fp32 partial sums, written and read
+    dram = batch * (np.where(a + b <= l2h, a + b, reread) + c + partials)
+    k_padded = t["k_iters"] * t["tile_k"]
+    loads = t["tiles"] * (t["tile_m"] + t["tile_n"]) * k_padded * b_in
+    executed = 2.0 * t["tiles"] * t["tile_m"] * t["tile_n"] * k_padded
+    return dict(flops=2.0 * m * n * kk * batch, exec_flops=executed, dram_bytes=dram, l2_bytes=loads + batch * c,
+                smem_bytes=2.0 * loads)
+
+
+def attention_traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.ndarray]:
+    """Fused attention: Q, K, V, O cross DRAM once; every query block streams its keys and values through L2."""
+    bsz, h, hkv, d = (k[c].astype(float) for c in ("batch", "heads", "kv_heads", "head_dim"))
+    sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
+    causal_fraction = np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)  # keys visible per query, on average
+    flops = 4.0 * bsz * h * sq * skv * d * causal_fraction
+    executed = flops * np.ceil(sq / 16) * 16 / sq  # MMA tiles have at least 16 query rows
+    q_and_o = 2.0 * bsz * h * sq * d * b_in
+    kv = 2.0 * bsz * hkv * skv * d * b_in
+    streamed = t["tiles"] * 2.0 * (skv / t["split_k"]) * d * b_in * causal_fraction
+    return dict(flops=flops, exec_flops=executed, dram_bytes=q_and_o + kv, l2_bytes=streamed + q_and_o,
+                smem_bytes=2.0 * streamed)
+
+
+def streaming_traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) -> dict[str, np.ndarray]:
+    """Elementwise, softmax, norm, embedding: bandwidth-bound; inputs small enough to stay in L2 after their
+    producer wrote them are read from L2, not DRAM; outputs are written back to DRAM."""
+    kind, ops = k["kind"], k["op"]
+    elements = np.where(kind == "elementwise", k["cols"], k["rows"] * k["cols"]).astype(float)
+    n_in, n_out = _lookup(ops, _INPUTS, 1), _lookup(ops, _OUTPUTS, 1)
+    backward = np.char.endswith(ops.astype(str), "_bwd")
+    n_in = np.where(backward, n_in + 1, n_in)  # backward reads the saved input and the incoming gradient
+    read, write = elements * n_in * b_in, elements * n_out * b_out
+    dram = np.where(read <= L2_USABLE_FRACTION * l2_bytes, 0.0, read) + write
+    flops = elements * _lookup(np.where(kind == "softmax", "softmax", ops), _FLOPS_PER_ELEMENT, 1)
+    reductions = (kind == "softmax") | (kind == "norm")
+    return dict(flops=flops, exec_flops=flops, dram_bytes=dram, l2_bytes=read + write,
+                smem_bytes=np.where(reductions, read, 0.0))

@@ -1,0 +1,110 @@
+"""`joulecast` command line: a thin shell over the Python API. Each subcommand parses, calls one function, renders."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from joulecast.errors import JoulecastError
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    import joulecast
+    from joulecast import render
+
+    if args.kernels:
+        workload = joulecast.workload_from_kernels(args.kernels)
+    else:
+        if not (args.model or args.config):
+            raise joulecast.InputError("--model", "give --model NAME, --config PATH or --kernels FILE.json")
+        workload = joulecast.workload(args.config or args.model, phase=args.phase, batch=args.batch, seq=args.seq,
+                                      dtype=args.dtype, attention=args.attention, launch_mode=args.launch_mode)
+    est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit)
+    print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
+    return 0
+
+
+def _gpus(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from joulecast import render
+    from joulecast.data.gpus import catalog
+
+    rows = [dict(name=s.name, gpu=s.display_name, arch=s.architecture, sms=s.sm_count, boost_mhz=s.boost_clock_mhz,
+                 memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
+                 bf16_tflops=s.tensor_tflops.get("bf16"), fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
+                 idle_w=s.idle_power_w) for s in catalog().values()]
+    print(render.to_json([s.to_dict() for s in catalog().values()]) if args.json else render.frame(pd.DataFrame(rows)))
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from joulecast import render
+    from joulecast.data.models import catalog
+
+    entries = [dict(name=e["name"], family=e["family"], hf_id=e["hf_id"], aliases=", ".join(e["aliases"]))
+               for e in catalog().values()]
+    if args.json:
+        print(render.to_json(entries))
+    else:
+        import pandas as pd
+        print(render.frame(pd.DataFrame(entries)))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    est = sub.add_parser("estimate", help="estimate a workload's energy (J), time (s) and power (W) on a GPU")
+    src = est.add_argument_group("workload (one of)")
+    src.add_argument("--model", help="catalog model name (see 'joulecast models')")
+    src.add_argument("--config", help="path to a Hugging Face style config.json")
+    src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
+    est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
+    est.add_argument("--phase", default="prefill", help="prefill, decode, training (vision: inference); default prefill")
+    est.add_argument("--batch", type=int, default=1, help="batch size (sequences or images); default 1")
+    est.add_argument("--seq", type=int, default=512, help="tokens per sequence (KV-cache length for decode); default 512")
+    est.add_argument("--dtype", default="bf16", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
+    est.add_argument("--attention", default="flash", help="flash (fused) or eager; default flash")
+    est.add_argument("--launch-mode", default="eager", help="eager (PyTorch) or graph (CUDA graphs); default eager")
+    est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
+    est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
+    est.add_argument("--json", action="store_true", help="print JSON for scripts")
+    est.set_defaults(func=_estimate)
+
+    gpus = sub.add_parser("gpus", help="list the GPU catalog")
+    gpus.add_argument("--json", action="store_true")
+    gpus.set_defaults(func=_gpus)
+    models = sub.add_parser("models", help="list the model catalog")
+    models.add_argument("--json", action="store_true")
+    models.set_defaults(func=_models)
+    for register in _EXTENSIONS:
+        register(sub)
+    return parser
+
+
+# Other rooms add their subcommands here (each registers a parser whose func imports its room lazily).
+_EXTENSIONS: list = []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 2 bad input or data, 1 unexpected failure)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return args.func(args)
+    except JoulecastError as exc:
+        print(f"joulecast: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("joulecast: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

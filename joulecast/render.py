@@ -1,0 +1,43 @@
+"""Text renderings for the CLI (the only place, with cli.py, that prints)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+
+def _si(value: float, unit: str) -> str:
+    for factor, prefix in ((1e-6, "µ"), (1e-3, "m"), (1.0, ""), (1e3, "k"), (1e6, "M")):
+        if abs(value) < factor * 1000:
+            return f"{value / factor:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def estimate_table(est: Any) -> str:
+    lines = [
+        f"workload   {est.workload}",
+        f"gpu        {est.gpu} at {est.sm_clock_mhz:.0f} MHz, {est.power_limit_w:.0f} W limit",
+        f"method     {est.method}",
+        "",
+        f"energy     {est.energy_j:.4g} J",
+        f"time       {est.time_s * 1e3:.4g} ms  (GPU busy {est.gpu_busy_s * 1e3:.4g} ms, {est.launches} kernel launches)",
+        f"power      {est.power_w:.4g} W (average)",
+    ]
+    interval = getattr(est, "energy_interval_j", None)
+    if interval:
+        lines.insert(5, f"           {interval[0]:.4g} - {interval[1]:.4g} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
+    lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
+    for row in est.by_kernel_class.itertuples():
+        lines.append(f"{row.kernel_class:<20}{row.launches:>9}{_si(row.time_s, 's'):>12}{_si(row.energy_j, 'J'):>12}"
+                     f"{row.energy_share:>8.1%}")
+    return "\n".join(lines)
+
+
+def frame(table: pd.DataFrame) -> str:
+    return table.to_string(index=False)
+
+
+def to_json(payload: Any) -> str:
+    return json.dumps(payload, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))

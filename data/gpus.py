@@ -134,6 +134,8 @@ class GpuSpec:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
         out["tensor_tflops"], out["cuda_tflops"] = dict(self.tensor_tflops), dict(self.cuda_tflops)
         out["sources"], out["aliases"] = dict(self.sources), list(self.aliases)
+        if "idle_power_max_clock_w" not in self.sources:  # derived from idle_power_w, not a catalog number
+            out["idle_power_max_clock_w"] = None
         return out
 
 

@@ -42,6 +42,7 @@ KERNEL_COLUMNS: Mapping[str, tuple[str, Any]] = {
     "count": ("int64", 1),
 }
 _KEY_COLUMNS = [c for c in KERNEL_COLUMNS if c != "count"]
+_DEFAULTS = {name: default for name, (_, default) in KERNEL_COLUMNS.items()}
 
 # The size columns each kind must have positive.
 _REQUIRED_SIZES = {
@@ -67,23 +68,17 @@ def kernel_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     Raises:
         InputError: a record has an unknown field, kind or dtype, or a non-positive size.
     """
-    records = list(records)
-    columns = {name: [r.get(name, default) for r in records] for name, (_, default) in KERNEL_COLUMNS.items()}
+    merged: dict[tuple, int] = {}  # identical kernels -> summed count, in order of first appearance
     for i, record in enumerate(records):
-        unknown = set(record) - set(KERNEL_COLUMNS)
+        unknown = record.keys() - KERNEL_COLUMNS.keys()
         if unknown:
             raise InputError(f"kernels[{i}]", f"unknown field(s) {sorted(unknown)}; allowed: {', '.join(KERNEL_COLUMNS)}")
-    table = pd.DataFrame({name: np.asarray(columns[name], dtype=KERNEL_COLUMNS[name][0]) for name in KERNEL_COLUMNS})
-    validate_kernel_table(table)
-    return merge_duplicates(table)
-
-
-def merge_duplicates(table: pd.DataFrame) -> pd.DataFrame:
-    """Merge rows that describe the same kernel, summing their counts."""
-    if table.empty:
-        return table
-    merged = table.groupby(_KEY_COLUMNS, sort=False, dropna=False, as_index=False)["count"].sum()
-    return merged[list(KERNEL_COLUMNS)]
+        key = tuple(record.get(name, _DEFAULTS[name]) for name in _KEY_COLUMNS)
+        merged[key] = merged.get(key, 0) + record.get("count", 1)
+    keys = list(zip(*merged)) if merged else [()] * len(_KEY_COLUMNS)
+    columns = {name: np.asarray(values, dtype=KERNEL_COLUMNS[name][0]) for name, values in zip(_KEY_COLUMNS, keys)}
+    columns["count"] = np.fromiter(merged.values(), dtype=np.int64, count=len(merged))
+    return validate_kernel_table(pd.DataFrame(columns))
 
 
 def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -97,25 +92,26 @@ def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
         raise InputError("kernels", f"missing column(s) {missing}")
     if table.empty:
         raise InputError("kernels", "the workload has no kernels")
-    bad_kind = ~table["kind"].isin(KINDS)
-    if bad_kind.any():
-        i = int(np.flatnonzero(bad_kind)[0])
-        raise InputError(f"kernels[{i}].kind", f"unknown {table['kind'].iloc[i]!r}; allowed: {', '.join(KINDS)}")
-    for col in ("dtype", "acc_dtype"):
-        bad = ~table[col].isin(DTYPES)
+    col = {name: table[name].to_numpy() for name in KERNEL_COLUMNS}
+    bad = ~np.isin(col["kind"], KINDS)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"kernels[{i}].kind", f"unknown {col['kind'][i]!r}; allowed: {', '.join(KINDS)}")
+    for name in ("dtype", "acc_dtype"):
+        bad = ~np.isin(col[name], DTYPES)
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"kernels[{i}].{col}", f"unknown dtype {table[col].iloc[i]!r}; allowed: {', '.join(DTYPES)}")
+            raise InputError(f"kernels[{i}].{name}", f"unknown dtype {col[name][i]!r}; allowed: {', '.join(DTYPES)}")
     for kind, sizes in _REQUIRED_SIZES.items():
-        rows = table["kind"].to_numpy() == kind
-        for col in sizes:
-            bad = rows & (table[col].to_numpy() <= 0)
+        rows = col["kind"] == kind
+        for name in sizes:
+            bad = rows & (col[name] <= 0)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
-                raise InputError(f"kernels[{i}].{col}", f"a {kind} kernel needs {col} > 0, got {table[col].iloc[i]}")
-    if (table["count"].to_numpy() < 1).any():
-        i = int(np.flatnonzero(table["count"].to_numpy() < 1)[0])
-        raise InputError(f"kernels[{i}].count", f"must be at least 1, got {table['count'].iloc[i]}")
+                raise InputError(f"kernels[{i}].{name}", f"a {kind} kernel needs {name} > 0, got {col[name][i]}")
+    if (col["count"] < 1).any():
+        i = int(np.flatnonzero(col["count"] < 1)[0])
+        raise InputError(f"kernels[{i}].count", f"must be at least 1, got {col['count'][i]}")
     return table
 
 

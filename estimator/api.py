@@ -15,9 +15,6 @@ from joulecast.data.gpus import GpuSpec, gpu as lookup_gpu
 from joulecast.data.workload import Workload
 from joulecast.features import arch, physics
 
-BREAKDOWN_COLUMNS = ("kernel_class", "launches", "time_s", "energy_j", "energy_share")
-
-
 @dataclass(frozen=True, slots=True)
 class Estimate:
     """One workload's estimate on one GPU (SI units in the names)."""
@@ -45,17 +42,18 @@ class Estimate:
 
 def _breakdown(features: pd.DataFrame, totals: physics.PhysicsTotals) -> pd.DataFrame:
     launches = features["launches"].to_numpy()
-    table = pd.DataFrame({
-        "kernel_class": features["kind"].to_numpy(),
-        "launches": launches,
-        "time_s": launches * features["time_s"].to_numpy(),
-        "energy_j": launches * features["energy_j"].to_numpy(),
-    }).groupby("kernel_class", as_index=False, sort=False).sum()
+    classes, index = np.unique(features["kind"].to_numpy().astype(str), return_inverse=True)
+    launches_by = np.bincount(index, launches, minlength=len(classes)).astype(np.int64)
+    time_by = np.bincount(index, launches * features["time_s"].to_numpy(), minlength=len(classes))
+    energy_by = np.bincount(index, launches * features["energy_j"].to_numpy(), minlength=len(classes))
     gap_s = float(totals.time_s[0] - totals.gpu_busy_s[0])
     if gap_s > 0:  # host-bound: the GPU waits for the next launch at idle power
-        table.loc[len(table)] = ["idle (host-bound)", 0, gap_s, float(totals.idle_gap_energy_j[0])]
-    table["energy_share"] = table["energy_j"] / float(totals.energy_j[0])
-    return table.sort_values("energy_j", ascending=False, ignore_index=True)[list(BREAKDOWN_COLUMNS)]
+        classes = np.append(classes, "idle (host-bound)")
+        launches_by, time_by = np.append(launches_by, 0), np.append(time_by, gap_s)
+        energy_by = np.append(energy_by, float(totals.idle_gap_energy_j[0]))
+    order = np.argsort(-energy_by, kind="stable")
+    return pd.DataFrame({"kernel_class": classes[order], "launches": launches_by[order], "time_s": time_by[order],
+                         "energy_j": energy_by[order], "energy_share": energy_by[order] / float(totals.energy_j[0])})
 
 
 def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None = None,

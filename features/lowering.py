@@ -6,16 +6,19 @@ KV cache of `seq` tokens), ``training`` (forward, backward and an AdamW step), a
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any, Callable, Mapping
 
 from joulecast.data import models
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
-from joulecast.errors import InputError, require
+from joulecast.errors import require
 from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
 from joulecast.features.builder import KernelBuilder
 
+log = logging.getLogger(__name__)
 ATTENTION_BACKENDS = ("flash", "eager")
 _LOWERINGS: dict[str, Callable[..., None]] = {
     "gpt2": lt.gpt2, "bert": lt.bert, "opt": lt.opt, "llama": lt.llama, "vit": lt.vit,
@@ -48,7 +51,7 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
         require(isinstance(seq, int) and not isinstance(seq, bool) and seq > 0, "seq", f"must be a positive integer, got {seq!r}")
         limit = config.get("max_position_embeddings") or config.get("n_positions")
         if fam in ("gpt2", "bert", "opt") and limit and seq > limit:
-            raise InputError("seq", f"{seq} exceeds this model's {limit} learned positions")
+            _warn_once(f"seq {seq} exceeds this model's {limit} learned positions; estimating as if the table were extended")
     decode = phase == "decode"
     shape = lt.Shape(batch, 1 if decode else (seq or 1), seq or 1, decode)
     if lm_head is None:
@@ -59,6 +62,11 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     if phase == "training":
         records = training_step(records, builder.params)
     return records, builder.params
+
+
+@functools.cache
+def _warn_once(message: str) -> None:
+    log.warning(message)
 
 
 def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, Any]]:

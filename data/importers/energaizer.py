@@ -1,0 +1,112 @@
+"""Importer for the EnergAIzer ISPASS'26 artifact (measured prefill/vision inference energy on A10 and A100).
+
+PATH holds `measurements/<gpu>.csv` and `workloads/{all,dvfs}/*.json` as in
+shared/data/external/energaizer-artifact (see its PROVENANCE.md). Each measurement row is joined with its traced
+kernel list; rows without one (fp32 runs, some sequence lengths and eager variants) get the catalog lowering of the
+model, batch, sequence and precision in the row name, marked `kernel_list = lowered`.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.schema import conform
+from joulecast.data.workload_ref import catalog_ref, kernels_ref
+from joulecast.errors import DataError, InputError
+
+log = logging.getLogger(__name__)
+
+# The CSV's stem names the GPU (PROVENANCE: a100 is the A100-40GB-PCIe at 250 W; dvfs.csv is the same A100).
+GPU_OF_FILE = {"a10": "a10", "a100": "a100-pcie-40gb", "dvfs": "a100-pcie-40gb", "h100": "h100-sxm"}
+POWER_LIMIT_W = {"a10": 150.0, "a100-pcie-40gb": 250.0, "h100-sxm": 700.0}
+MODELS = {"gpt2model_gpt2": "gpt2", "bertmodel_large": "bert-large", "optmodel_opt-1p3b": "opt-1.3b",
+          "qwen2model_qwen2-1p5b": "qwen2-1.5b", "vitmodel_large": "vit-large", "mobilevitmodel_small": "mobilevit-small",
+          "resnet101_": "resnet-101"}
+FAMILY = {"gpt2": "gpt2", "bert-large": "bert", "opt-1.3b": "opt", "qwen2-1.5b": "qwen2", "vit-large": "vit",
+          "mobilevit-small": "mobilevit", "resnet-101": "resnet"}
+_NAME = re.compile(r"^(?P<model>.+?)_p(?P<prec>bf16|fp32|fp16)_b(?P<batch>\d+)(?:_s(?P<seq>\d+))?(?:_mode(?P<mode>[a-z]+))?"
+                   r"(?P<eager>_attneager)?_freq(?P<freq>\d+)_iter(?P<iter>\d+)\.csv$")
+# PROVENANCE: good rows span about 30 s of repeats; failed (out-of-memory) runs span 1.3-2.2 s at near-idle power.
+MIN_SPAN_S = 10.0
+
+
+def parse_name(name: str) -> dict[str, object]:
+    """Split a measurement row's `workload` field into its parts."""
+    match = _NAME.match(name)
+    if not match or match["model"] not in MODELS:
+        raise DataError(f"energaizer: cannot parse workload name {name!r}")
+    seq = int(match["seq"]) if match["seq"] else None
+    return dict(model=MODELS[match["model"]], raw_model=match["model"], dtype=match["prec"], batch=int(match["batch"]),
+                seq=seq, phase=match["mode"] or "inference", attention="eager" if match["eager"] else "flash",
+                freq=float(match["freq"]), iterations=int(match["iter"]))
+
+
+def _trace_path(root: Path, file_stem: str, parts: dict[str, object]) -> Path | None:
+    stem = f"{parts['raw_model']}_p{parts['dtype']}_b{parts['batch']}"
+    stem += f"_s{parts['seq']}_mode{parts['phase']}" if parts["seq"] else f"_freq{int(parts['freq'])}"
+    order = ("dvfs", "all") if file_stem == "dvfs" else ("all", "dvfs")
+    for folder in order:
+        path = root / "workloads" / folder / f"{stem}.json"
+        if path.exists():
+            return path
+    return None
+
+
+def import_energaizer(path: str | Path) -> pd.DataFrame:
+    """Read every `measurements/*.csv` under PATH into the measurement schema.
+
+    Raises:
+        InputError: PATH does not hold the artifact layout.
+        DataError: a CSV lacks a column or a row name cannot be parsed.
+    """
+    root = Path(path)
+    csvs = sorted((root / "measurements").glob("*.csv"))
+    if not csvs:
+        raise InputError("PATH", f"{root} has no measurements/*.csv (expected the energaizer-artifact layout)")
+    frames = []
+    for csv in csvs:
+        if csv.stem not in GPU_OF_FILE:
+            raise DataError(f"{csv}: unknown GPU file stem {csv.stem!r}; known: {', '.join(GPU_OF_FILE)}")
+        raw = pd.read_csv(csv)
+        for column in ("workload", "energy", "time", "avg_freq", "temp"):
+            if column not in raw:
+                raise DataError(f"{csv}: missing column '{column}'")
+        frames.append(_rows(root, csv, raw))
+    table = conform(pd.concat(frames, ignore_index=True))
+    counts = table["kernel_list"].value_counts().to_dict()
+    log.info("energaizer: %d rows (%d joined with a traced kernel list, %d lowered from the catalog); %d flagged as "
+             "failed runs", len(table), counts.get("traced", 0), counts.get("lowered", 0), int(table["flag_failed_run"].sum()))
+    return table
+
+
+def _rows(root: Path, csv: Path, raw: pd.DataFrame) -> pd.DataFrame:
+    gpu = GPU_OF_FILE[csv.stem]
+    records = []
+    for i, row in enumerate(raw.itertuples(index=False)):
+        parts = parse_name(row.workload)
+        trace = _trace_path(root, csv.stem, parts)
+        if trace is not None:
+            ref, kernel_list = kernels_ref(str(trace)), "traced"
+        else:
+            ref = catalog_ref(parts["model"], phase=parts["phase"] if parts["seq"] else None, batch=parts["batch"],
+                              seq=parts["seq"], dtype=parts["dtype"], attention=parts["attention"])
+            kernel_list = "lowered"
+        time_s = row.time / 1e3
+        records.append(dict(
+            measurement_id=f"{csv.stem}:{row.workload.removesuffix('.csv')}", source="energaizer",
+            provenance=f"energaizer-artifact/measurements/{csv.name} row {i + 2}", workload_ref=ref,
+            kernel_list=kernel_list, model=parts["model"], model_family=FAMILY[parts["model"]], phase=parts["phase"],
+            batch=parts["batch"], seq=parts["seq"], dtype=parts["dtype"], attention=parts["attention"], gpu=gpu,
+            sm_clock_mhz=row.avg_freq, sm_clock_min_mhz=parts["freq"], sm_clock_max_mhz=parts["freq"],
+            power_limit_w=POWER_LIMIT_W[gpu], temperature_c=row.temp, iterations=parts["iterations"], repeats=1,
+            time_s=time_s, energy_j=row.energy, power_w=row.energy / time_s, method="power_samples",
+            flag_clock_moved=bool(abs(row.avg_freq - parts["freq"]) > 15),
+            flag_window_short=bool(parts["iterations"] * time_s < MIN_SPAN_S),
+            flag_failed_run=bool(parts["iterations"] * time_s < MIN_SPAN_S),
+        ))
+    return pd.DataFrame.from_records(records)

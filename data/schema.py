@@ -1,0 +1,103 @@
+"""The measurement table: one tidy row per measured configuration, whatever its source.
+
+One declared column list (`MEASUREMENT_COLUMNS`), one validator (`validate_measurements`).
+A row's workload is reproducible from `workload_ref` (see `joulecast.data.workload_ref`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from joulecast.errors import DataError
+
+# name -> (kind, nullable). Kinds: str, int, float, bool.
+MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {
+    "measurement_id": ("str", False),    # unique within a collection / source
+    "source": ("str", False),            # joulecast-collector, energaizer, mlenergy, zeus, nvdvfs
+    "provenance": ("str", False),        # where the row came from (file and row, or collection id)
+    "workload_ref": ("str", True),       # how to rebuild the kernel table (catalog:... or kernels:PATH)
+    "kernel_list": ("str", False),       # traced, lowered, or none
+    "kernel_hash": ("str", True),
+    "model": ("str", True),
+    "model_family": ("str", True),
+    "phase": ("str", True),
+    "batch": ("int", True),
+    "seq": ("int", True),
+    "input_len": ("int", True),
+    "output_len": ("int", True),
+    "dtype": ("str", True),
+    "attention": ("str", True),
+    "gpu": ("str", False),
+    "gpu_uuid_hash": ("str", True),
+    "sm_clock_mhz": ("float", True),     # mean over the measured window
+    "sm_clock_min_mhz": ("float", True),
+    "sm_clock_max_mhz": ("float", True),
+    "memory_clock_mhz": ("float", True),
+    "power_limit_w": ("float", True),
+    "temperature_c": ("float", True),
+    "iterations": ("int", True),
+    "repeats": ("int", True),
+    "time_s": ("float", False),          # per iteration
+    "energy_j": ("float", False),        # per iteration
+    "power_w": ("float", False),         # average over the window
+    "idle_power_w": ("float", True),
+    "method": ("str", False),            # energy_counter or power_samples
+    "spread_rel": ("float", True),       # (max - min) / median of the repeats' energy
+    "flag_throttled": ("bool", False),
+    "flag_clock_moved": ("bool", False),
+    "flag_window_short": ("bool", False),
+    "flag_failed_run": ("bool", False),
+}
+METHODS = ("energy_counter", "power_samples")
+_DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
+
+
+def empty_measurements() -> pd.DataFrame:
+    return conform(pd.DataFrame({c: [] for c in MEASUREMENT_COLUMNS}))
+
+
+def conform(table: pd.DataFrame) -> pd.DataFrame:
+    """Order the columns and give each its declared dtype (missing nullable columns become NA)."""
+    out = {}
+    for column, (kind, nullable) in MEASUREMENT_COLUMNS.items():
+        values = table[column] if column in table else pd.Series(pd.NA, index=table.index)
+        if kind == "bool":
+            values = values.fillna(False) if column in table else pd.Series(False, index=table.index)
+        elif kind in ("int", "float"):
+            values = pd.to_numeric(values.astype(object).where(values.notna(), np.nan))
+        out[column] = values.astype(_DTYPES[kind])
+    return pd.DataFrame(out, index=table.index).reset_index(drop=True)
+
+
+def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> pd.DataFrame:
+    """Check columns, types and values; return the table conformed to the schema.
+
+    Raises:
+        DataError: naming `origin` (the file) and the column that is wrong.
+    """
+    missing = [c for c, (_, nullable) in MEASUREMENT_COLUMNS.items() if c not in table.columns and not nullable]
+    if missing:
+        raise DataError(f"{origin}: missing column(s) {', '.join(missing)}")
+    extra = sorted(set(table.columns) - set(MEASUREMENT_COLUMNS))
+    if extra:
+        raise DataError(f"{origin}: unknown column(s) {', '.join(extra)}; the schema is joulecast.data.schema")
+    try:
+        table = conform(table)
+    except (TypeError, ValueError) as exc:
+        raise DataError(f"{origin}: a column has the wrong type ({exc})") from None
+    for column, (kind, nullable) in MEASUREMENT_COLUMNS.items():
+        if not nullable and table[column].isna().any():
+            raise DataError(f"{origin}: column '{column}' has missing values")
+    for column in ("time_s", "energy_j", "power_w"):
+        values = table[column].to_numpy(dtype=float)
+        if not (np.isfinite(values) & (values > 0)).all():
+            raise DataError(f"{origin}: column '{column}' must be positive and finite")
+    if not table["method"].isin(METHODS).all():
+        raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}")
+    if table["measurement_id"].duplicated().any():
+        dup = table.loc[table["measurement_id"].duplicated(), "measurement_id"].iloc[0]
+        raise DataError(f"{origin}: column 'measurement_id' has duplicates (e.g. {dup!r})")
+    return table

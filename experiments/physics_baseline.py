@@ -1,0 +1,78 @@
+"""Physics-only estimate against every EnergAIzer measurement (A10 and A100, 900 MHz; the A100 DVFS sweep too).
+
+Prints energy, time and power MAPE per GPU and per model. Nothing here tunes a coefficient: this is the baseline that
+the learned residual must beat. Usage: python experiments/physics_baseline.py [PATH-TO-energaizer-artifact] [--json]
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import joulecast
+from joulecast.data.importers.energaizer import import_energaizer
+from joulecast.data.workload_ref import resolve
+
+DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "external" / "energaizer-artifact"
+
+
+def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
+    """Physics estimate of each measured row at its measured clock and power limit."""
+    workload = functools.lru_cache(maxsize=None)(resolve)
+    out = []
+    for row in rows.itertuples():
+        est = joulecast.estimate(workload(row.workload_ref), row.gpu, sm_clock_mhz=min(row.sm_clock_mhz, joulecast.gpu(row.gpu).boost_clock_mhz),
+                                 power_limit_w=row.power_limit_w)
+        out.append(dict(energy_pred_j=est.energy_j, time_pred_s=est.time_s, power_pred_w=est.power_w))
+    pred = pd.DataFrame(out, index=rows.index)
+    result = pd.concat([rows, pred], axis=1)
+    for q, unit in (("energy", "j"), ("time", "s"), ("power", "w")):
+        signed = 100 * (result[f"{q}_pred_{unit}"] - result[f"{q}_{unit}"]) / result[f"{q}_{unit}"]
+        result[f"{q}_ape"], result[f"{q}_bias"] = signed.abs(), signed
+    return result
+
+
+def mape_table(result: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    table = result.groupby(by).agg(rows=("energy_ape", "size"), energy_mape=("energy_ape", "mean"),
+                                   time_mape=("time_ape", "mean"), power_mape=("power_ape", "mean"),
+                                   energy_bias=("energy_bias", "mean"), time_bias=("time_bias", "mean"),
+                                   power_bias=("power_bias", "mean"))
+    return table.round(1)
+
+
+def main(argv: list[str]) -> int:
+    path = Path(next((a for a in argv if not a.startswith("--")), DEFAULT))
+    rows = import_energaizer(path)
+    rows = rows[~rows["flag_failed_run"]]
+    result = evaluate(rows)
+    result["set"] = np.where(result["measurement_id"].str.startswith("dvfs:"), "a100 dvfs sweep", "900 MHz")
+    at_900 = result[result["set"] == "900 MHz"]
+    summary = {
+        "rows": int(len(result)),
+        "per_gpu_900mhz": mape_table(at_900, ["gpu"]).reset_index().to_dict(orient="records"),
+        "dvfs_sweep": mape_table(result[result["set"] != "900 MHz"], ["gpu"]).reset_index().to_dict(orient="records"),
+    }
+    if "--json" in argv:
+        print(json.dumps(summary, indent=2))
+        return 0
+    pd.set_option("display.width", 200)
+    print(f"Physics-only baseline on {len(result)} EnergAIzer rows (13 failed runs excluded); MAPE and mean signed error (bias) in percent.\n")
+    print("Per GPU, 900 MHz sets (a10.csv, a100.csv):")
+    print(mape_table(at_900, ["gpu"]).to_string(), "\n")
+    print("Per GPU and model, 900 MHz sets:")
+    print(mape_table(at_900, ["gpu", "model"]).to_string(), "\n")
+    print("Per kernel-list origin, 900 MHz sets:")
+    print(mape_table(at_900, ["gpu", "kernel_list"]).to_string(), "\n")
+    print("A100 DVFS sweep (dvfs.csv, 510-1410 MHz):")
+    print(mape_table(result[result["set"] != "900 MHz"], ["gpu"]).to_string())
+    print("\nReference: EnergAIzer (ISPASS'26) power MAPE 8.26% (A100), 8.05% (A10).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,73 @@
+import copy
+
+import pytest
+import yaml
+
+from joulecast.data import gpus
+from joulecast.errors import DataError, InputError
+
+REQUIRED = ["v100-sxm2", "a10", "a100-pcie-40gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "l4", "l40s", "h100-sxm",
+            "h100-pcie", "h200", "gh200", "b200"]
+
+
+def test_catalog_has_the_required_gpus_with_sources():
+    cat = gpus.catalog()
+    assert set(REQUIRED) <= set(cat)
+    for spec in cat.values():
+        assert "bf16" in spec.tensor_tflops or spec.architecture == "volta"
+        assert spec.sources["sm_count"] and spec.sources["power_limit_w"]
+
+
+def test_datasheet_numbers_copied_from_reference():
+    a100 = gpus.gpu("a100-pcie-40gb")
+    assert (a100.sm_count, a100.memory_bandwidth_gbs, a100.tensor_tflops["bf16"], a100.power_limit_w) == (108, 1555, 312, 250)
+    h100 = gpus.gpu("h100-sxm")
+    assert h100.tensor_tflops["bf16"] == 989.4 and h100.tensor_peak_clock_mhz == 1830 and h100.sm_count == 132
+
+
+def test_lookup_by_alias_is_case_insensitive():
+    assert gpus.gpu("A100").name == "a100-pcie-40gb"
+    assert gpus.gpu("H100-SXM5").name == "h100-sxm"
+
+
+def test_unknown_gpu_lists_close_names():
+    with pytest.raises(InputError, match=r"gpu: unknown 'h100-sxm6'; did you mean 'h100-sxm'"):
+        gpus.gpu("h100-sxm6")
+
+
+@pytest.fixture
+def raw():
+    return yaml.safe_load((gpus.GPU_DIR / "a10.yaml").read_text())
+
+
+@pytest.mark.parametrize("field", ["sm_count", "memory_bandwidth_gbs", "power_limit_w"])
+def test_missing_field_is_named(raw, field):
+    del raw[field]
+    with pytest.raises(DataError, match=f"field '{field}'"):
+        gpus.GpuSpec.from_dict(raw, "a10.yaml")
+
+
+def test_impossible_values_are_named(raw):
+    bad = copy.deepcopy(raw)
+    bad["sm_count"] = -4
+    with pytest.raises(DataError, match="'sm_count': must be positive"):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad = copy.deepcopy(raw)
+    bad["idle_power_w"] = 500
+    with pytest.raises(DataError, match="idle_power_w"):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad = copy.deepcopy(raw)
+    bad["tensor_tflops"]["fp4"] = 10
+    with pytest.raises(DataError, match=r"tensor_tflops.fp4.*unknown dtype"):
+        gpus.GpuSpec.from_dict(bad, "x")
+
+
+def test_every_number_needs_a_source(raw):
+    raw["sources"] = {k: v for k, v in raw["sources"].items() if "idle_power_w" not in k}
+    with pytest.raises(DataError, match="no source given for idle_power_w"):
+        gpus.GpuSpec.from_dict(raw, "x")
+
+
+def test_round_trip(raw):
+    spec = gpus.GpuSpec.from_dict(raw, "a10.yaml")
+    assert gpus.GpuSpec.from_dict(spec.to_dict()) == spec

@@ -1,0 +1,70 @@
+import json
+
+import pytest
+
+from joulecast.data.kernel_list import parse_kernel_list, workload_from_kernels
+from joulecast.data.kernels import kernel_table, kernel_table_hash
+from joulecast.errors import InputError
+
+GEMM = [{"batch": 1, "dimM": 128, "dimN": 2304, "dimK": 768, "precM": "bf16", "precA": "bf16", "useTensorCore": True},
+        ["gemm", "tc", "bf16_bf16"]]
+ADD = [{"dim": 98304, "op": "pointwise_add", "prec": "bf16"}, ["elementwise"]]
+NORM = [{"batch": 128, "dim": 768, "prec": "bf16"}, ["layernorm", "bf16"]]
+
+
+def test_identical_kernels_merge_into_counts():
+    table = parse_kernel_list([ADD, NORM, GEMM, ADD, GEMM, ADD])
+    assert len(table) == 3
+    counts = dict(zip(table["kind"], table["count"]))
+    assert counts == {"elementwise": 3, "norm": 1, "gemm": 2}
+    gemm = table[table.kind == "gemm"].iloc[0]
+    assert (gemm.m, gemm.n, gemm.k, gemm.batch, gemm.tensor_core) == (128, 2304, 768, 1, True)
+
+
+def test_hash_ignores_order_and_sees_content():
+    a = parse_kernel_list([ADD, GEMM])
+    b = parse_kernel_list([GEMM, ADD])
+    assert kernel_table_hash(a) == kernel_table_hash(b)
+    assert kernel_table_hash(a) != kernel_table_hash(parse_kernel_list([GEMM, ADD, ADD]))
+
+
+@pytest.mark.parametrize("entries, match", [
+    ([], "non-empty JSON list"),
+    ([[{"dim": 4}, []]], r"kernels\[0\]: expected a \[params, tags\] pair"),
+    ([[{"dim": 4, "prec": "bf16"}, ["warp_shuffle"]]], r"kernels\[0\].tags: unknown kernel tag 'warp_shuffle'"),
+    ([[{**GEMM[0], "dimK": 0}, GEMM[1]]], r"kernels\[0\].dimK: must be a positive integer, got 0"),
+    ([ADD, [{**ADD[0], "prec": "fp4"}, ["elementwise"]]], r"kernels\[1\].prec: unknown dtype 'fp4'"),
+])
+def test_malformed_kernel_lists_name_the_entry(entries, match):
+    with pytest.raises(InputError, match=match):
+        parse_kernel_list(entries)
+
+
+def test_kernel_table_validates_sizes_and_fields():
+    with pytest.raises(InputError, match=r"kernels\[0\].m: a gemm kernel needs m > 0"):
+        kernel_table([dict(kind="gemm", m=0, n=4, k=4)])
+    with pytest.raises(InputError, match="unknown field"):
+        kernel_table([dict(kind="gemm", m=4, n=4, k=4, colour="red")])
+    with pytest.raises(InputError, match="kind: unknown 'fft'"):
+        kernel_table([dict(kind="fft", cols=4)])
+
+
+def test_workload_from_file_and_bad_json(tmp_path):
+    good = tmp_path / "w.json"
+    good.write_text(json.dumps([GEMM, ADD]))
+    w = workload_from_kernels(good)
+    assert w.kernel_count == 2 and w.source == "kernel-list" and w.name == "w"
+    bad = tmp_path / "bad.json"
+    bad.write_text("[{")
+    with pytest.raises(InputError, match="--kernels: bad.json is not valid JSON"):
+        workload_from_kernels(bad)
+    with pytest.raises(InputError, match="does not exist"):
+        workload_from_kernels(tmp_path / "missing.json")
+
+
+def test_every_traced_workload_parses(energaizer):
+    files = sorted((energaizer / "workloads").glob("*/*.json"))
+    assert len(files) == 96  # 90 in all/ and 6 in dvfs/
+    for path in files:
+        w = workload_from_kernels(path)
+        assert w.kernel_count == len(json.loads(path.read_text()))

@@ -1,0 +1,32 @@
+import json
+
+import pytest
+
+import joulecast
+
+
+def test_estimate_units_and_breakdown_add_up():
+    est = joulecast.estimate(joulecast.workload("bert-large", batch=8, seq=384), "a10")
+    assert est.energy_j > 0 and est.time_s > 0
+    assert est.power_w == pytest.approx(est.energy_j / est.time_s)
+    gpu = joulecast.gpu("a10")
+    assert gpu.idle_power_w < est.power_w <= gpu.power_limit_w
+    assert est.by_kernel_class["energy_j"].sum() == pytest.approx(est.energy_j)
+    assert est.by_kernel_class["energy_share"].sum() == pytest.approx(1.0)
+    assert est.launches == int(est.features["launches"].sum()) == est.by_kernel_class["launches"].sum()
+    json.dumps(est.to_dict())  # JSON-ready
+
+
+def test_feature_table_has_the_analytical_columns():
+    est = joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=128), "h100-sxm")
+    for column in ("tile_m", "tile_n", "tiles", "k_iters", "ctas_per_sm", "waves", "last_wave_occupancy", "flops",
+                   "dram_bytes", "l2_bytes", "smem_bytes", "intensity_flop_per_byte", "time_s", "power_w", "u_tensor",
+                   "u_dram", "energy_j"):
+        assert column in est.features.columns
+    assert (est.features["waves"] >= 1).all()
+
+
+def test_a_newer_gpu_is_faster_on_the_same_workload():
+    w = joulecast.workload("llama-3-8b", batch=8, seq=1024)
+    times = {g: joulecast.estimate(w, g).time_s for g in ("a100-sxm4-80gb", "h100-sxm", "b200")}
+    assert times["a100-sxm4-80gb"] > times["h100-sxm"] > times["b200"]

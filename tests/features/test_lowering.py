@@ -1,0 +1,102 @@
+import json
+import re
+
+import pytest
+
+import joulecast
+from joulecast.data.kernels import KERNEL_COLUMNS
+from joulecast.errors import InputError
+
+TRACED = {"gpt2model_gpt2": "gpt2", "bertmodel_large": "bert-large", "optmodel_opt-1p3b": "opt-1.3b",
+          "qwen2model_qwen2-1p5b": "qwen2-1.5b"}
+_NAME = re.compile(r"([\w-]+?)_p(\w+?)_b(\d+)_s(\d+)_mode(\w+)\.json")
+KEYS = [c for c in KERNEL_COLUMNS if c != "count"]
+
+
+def _as_multiset(table):
+    return table.set_index(KEYS)["count"].sort_index()
+
+
+def test_eager_lowering_reproduces_every_traced_transformer(energaizer):
+    """GEMM shapes and every other kernel of the lowering equal the EnergAIzer traces (85 workloads, 4 models).
+
+    Deliberate difference: the lowering adds the embedding gathers, which the tracer does not record."""
+    checked = 0
+    for path in sorted((energaizer / "workloads").glob("*/*.json")):
+        match = _NAME.match(path.name)
+        if not match or match.group(1) not in TRACED:
+            continue
+        traced = joulecast.workload_from_kernels(path).kernels
+        lowered = joulecast.workload(TRACED[match.group(1)], batch=int(match.group(3)), seq=int(match.group(4)),
+                                     attention="eager").kernels
+        assert set(lowered.loc[lowered.kind == "embedding", "op"]) == {"lookup"}
+        lowered = lowered[lowered.kind != "embedding"]
+        assert _as_multiset(traced).equals(_as_multiset(lowered)), path.name
+        checked += 1
+    assert checked == 85
+
+
+def test_traced_gemm_shapes_by_hand():
+    """GPT-2 at batch 2, 512 tokens: Conv1D GEMMs have M = tokens; attention GEMMs are batched over 2 x 12 heads."""
+    k = joulecast.workload("gpt2", batch=2, seq=512, attention="eager").kernels
+    gemms = {(r.batch, r.m, r.n, r.k): r.count for r in k[k.kind == "gemm"].itertuples()}
+    assert gemms == {(1, 1024, 2304, 768): 12, (24, 512, 512, 64): 12, (24, 512, 64, 512): 12,
+                     (1, 1024, 768, 768): 12, (1, 1024, 3072, 768): 12, (1, 1024, 768, 3072): 12}
+
+
+def test_grouped_query_attention_shapes():
+    k = joulecast.workload("llama-3-70b", batch=1, seq=128, attention="flash").kernels
+    att = k[k.kind == "attention"].iloc[0]
+    assert (att.heads, att.kv_heads, att.head_dim, att.causal, att["count"]) == (64, 8, 128, True, 80)
+    linear = k[(k.kind == "gemm") & (k.op == "linear") & (k.k == 8192)]
+    assert {(r.m, r.count) for r in linear.itertuples()} == {(8192, 160), (1024, 160), (28672, 160)}  # q and o; k, v; gate, up
+
+
+def test_decode_step_has_one_query_and_the_lm_head():
+    k = joulecast.workload("llama-3-8b", phase="decode", batch=4, seq=1000).kernels
+    att = k[k.kind == "attention"].iloc[0]
+    assert (att.seq_q, att.seq_kv, att.batch) == (1, 1000, 4)
+    assert ((k.kind == "gemm") & (k.m == 128256) & (k.n == 4)).sum() == 1
+
+
+def test_training_adds_backward_and_optimizer():
+    fwd = joulecast.workload("gpt2", phase="prefill", batch=2, seq=128).kernels
+    train = joulecast.workload("gpt2", phase="training", batch=2, seq=128).kernels
+    gemm_launches = lambda t: int(t.loc[t.kind == "gemm", "count"].sum())
+    assert gemm_launches(train) == 3 * gemm_launches(fwd)
+    adamw = train[train.op == "adamw"].iloc[0]
+    assert 120e6 < adamw.cols < 130e6  # GPT-2 small has 124M parameters (with tied wte)
+
+
+def test_vision_models_lower_without_sequence():
+    w = joulecast.workload("resnet-101", batch=8)
+    assert w.phase == "inference" and w.seq is None
+    convs = w.kernels[w.kernels.kind == "conv2d"]
+    assert int(convs["count"].sum()) == 104  # 1 stem + 33 bottlenecks x 3 + 4 projections
+    stem = convs.iloc[0]
+    assert (stem.m, stem.n, stem.k) == (8 * 112 * 112, 64, 3 * 7 * 7)
+
+
+def test_config_file_and_mapping(tmp_path):
+    cfg = json.loads((joulecast.data.models.MODEL_DIR / "qwen2-1.5b.json").read_text())["config"]
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    from_file = joulecast.workload(str(path), batch=2, seq=64)
+    from_catalog = joulecast.workload("qwen2-1.5b", batch=2, seq=64)
+    assert from_file.kernel_hash == from_catalog.kernel_hash and from_file.source == "config"
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(model="gpt2", batch=-1), "batch: must be a positive integer, got -1"),
+    (dict(model="gpt2", batch=True), "batch: must be a positive integer"),
+    (dict(model="gpt2", seq=0), "seq: must be a positive integer, got 0"),
+    (dict(model="gpt2", dtype="fp4"), "dtype: unknown 'fp4'"),
+    (dict(model="bert-large", phase="decode"), "phase: 'decode' is not available for a bert model"),
+    (dict(model="gpt2", attention="paged"), "attention: unknown 'paged'"),
+    (dict(model="gpt-5"), "model: unknown 'gpt-5'"),
+    (dict(model={"model_type": "mamba"}), "config.model_type: 'mamba' is not supported"),
+    (dict(model={"model_type": "llama", "hidden_size": 64}), "config.num_hidden_layers: missing"),
+])
+def test_bad_workload_inputs(kwargs, match):
+    with pytest.raises(InputError, match=match):
+        joulecast.workload(**kwargs)

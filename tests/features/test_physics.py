@@ -1,0 +1,81 @@
+import numpy as np
+import pytest
+
+import joulecast
+from joulecast.data.kernels import kernel_table
+from joulecast.errors import InputError
+from joulecast.features import physics
+from joulecast.features.power import idle_power_w
+
+
+def _one(record, gpu="a100", **kw):
+    return physics.analyze(kernel_table([record]), joulecast.gpu(gpu), **kw)[0].iloc[0]
+
+
+def test_roofline_large_gemm_is_compute_bound_and_elementwise_memory_bound():
+    gemm = _one(dict(kind="gemm", m=8192, n=8192, k=8192, tensor_core=True))
+    # A100 ridge point: 312 TFLOP/s / 1555 GB/s = 200 FLOP/byte.
+    assert gemm.bound == "compute" and gemm.intensity_flop_per_byte > 400
+    relu = _one(dict(kind="elementwise", op="relu", cols=2**28))
+    assert relu.bound == "dram" and relu.intensity_flop_per_byte < 1
+    # A big GEMM runs at the derated tensor peak at the clock the power cap leaves it (+ wave rounding, launch gap).
+    ideal = 2 * 8192**3 / (312e12 * 0.85 * gemm.sm_clock_mhz / 1410)
+    assert ideal <= gemm.time_s < 1.1 * ideal
+    # The relu streams 2 x 512 MiB at 1555 GB/s x 0.85.
+    assert relu.time_s == pytest.approx(2 * 2**28 * 2 / (1555e9 * 0.85), rel=0.01)
+
+
+def test_power_stays_between_idle_and_limit_and_cap_lowers_clock():
+    gpu = joulecast.gpu("a100")
+    gemm = dict(kind="gemm", m=8192, n=8192, k=8192, tensor_core=True)
+    free = _one(gemm)
+    assert free.power_w == pytest.approx(gpu.power_limit_w, rel=1e-3) and free.sm_clock_mhz < gpu.boost_clock_mhz
+    capped = _one(gemm, power_limit_w=150)
+    assert capped.power_w <= 150 + 1e-6 and capped.sm_clock_mhz < free.sm_clock_mhz and capped.time_s > free.time_s
+    slow = _one(gemm, sm_clock_mhz=600)
+    assert slow.sm_clock_mhz == 600 and idle_power_w(gpu, 600) < slow.power_w < 150
+
+
+def test_energy_rises_with_batch_and_sequence():
+    gpu = "h100-sxm"
+    energies = [joulecast.estimate(joulecast.workload("llama-3-8b", batch=b, seq=s), gpu).energy_j
+                for b, s in ((1, 256), (4, 256), (4, 1024), (16, 1024))]
+    assert np.all(np.diff(energies) > 0)
+
+
+def test_lower_clock_is_slower_and_host_bound_runs_idle():
+    w = joulecast.workload("qwen2-1.5b", batch=1, seq=128, attention="eager")
+    fast = joulecast.estimate(w, "a100")
+    slow = joulecast.estimate(w, "a100", sm_clock_mhz=600)
+    assert slow.gpu_busy_s > fast.gpu_busy_s
+    # 961 launches x 25 us of eager dispatch exceed the GPU work: the host sets the pace and the GPU idles between.
+    assert fast.time_s == pytest.approx(961 * 25e-6)
+    idle = fast.by_kernel_class.set_index("kernel_class").loc["idle (host-bound)"]
+    assert idle.time_s == pytest.approx(fast.time_s - fast.gpu_busy_s)
+    graph = joulecast.estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph"), "a100")
+    assert graph.time_s == pytest.approx(graph.gpu_busy_s)
+
+
+def test_idle_power_follows_the_dvfs_table():
+    gpu = joulecast.gpu("a100-pcie-40gb")
+    # EnergAIzer's A100 idle table: 44.5 W at 210 MHz, 54.3 W at 1200 MHz, 67.3 W at 1410 MHz.
+    assert idle_power_w(gpu, 210) == pytest.approx(44.5, abs=0.5)
+    assert idle_power_w(gpu, 1200) == pytest.approx(54.3, abs=1.5)
+    assert idle_power_w(gpu, 1410) == pytest.approx(67.3, abs=0.1)
+
+
+def test_bad_clock_and_power_limit_are_named():
+    w = joulecast.workload("gpt2", batch=1, seq=64)
+    with pytest.raises(InputError, match=r"sm_clock_mhz: must be between 212 and 1410 MHz on a100-pcie-40gb, got 5000"):
+        joulecast.estimate(w, "a100", sm_clock_mhz=5000)
+    with pytest.raises(InputError, match="power_limit_w: must be between"):
+        joulecast.estimate(w, "a100", power_limit_w=10)
+
+
+def test_batched_analysis_equals_one_by_one():
+    from joulecast.data.kernels import stack
+    gpu = joulecast.gpu("l40s")
+    ws = [joulecast.workload(m, batch=b, seq=256) for m, b in (("gpt2", 1), ("opt-1.3b", 4), ("mistral-7b", 2))]
+    _, together = physics.analyze(stack({i: w.kernels for i, w in enumerate(ws)}), gpu, host_dispatch_s=25e-6)
+    alone = [physics.analyze(w.kernels, gpu, host_dispatch_s=25e-6)[1].energy_j[0] for w in ws]
+    assert together.energy_j == pytest.approx(alone)

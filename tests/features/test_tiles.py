@@ -1,0 +1,69 @@
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import joulecast
+from joulecast.data.kernels import kernel_table
+from joulecast.features import arch, physics
+
+
+def _features(records, gpu):
+    return physics.analyze(kernel_table(records), joulecast.gpu(gpu))[0]
+
+
+def test_gemm_tiles_and_waves_by_hand_on_a100():
+    # 128x128 tiles: 32 x 18 = 576 tiles; 108 SMs x 2 CTAs = 216 slots -> 3 waves, the last 2/3 full; K/32 = 24 steps.
+    f = _features([dict(kind="gemm", m=4096, n=2304, k=768, tensor_core=True)], "a100").iloc[0]
+    assert (f.tile_m, f.tile_n, f.tile_k, f.tiles, f.k_iters, f.waves) == (128, 128, 32, 576, 24, 3)
+    assert f.last_wave_occupancy == pytest.approx(144 / 216)
+
+
+def test_gemm_tiles_and_waves_by_hand_on_h100():
+    # 256x128 tiles along the longer M: 16 x 18 = 288 tiles on 132 slots -> 3 waves, last 24/132; K step 64.
+    f = _features([dict(kind="gemm", m=4096, n=2304, k=768, tensor_core=True)], "h100-sxm").iloc[0]
+    assert (f.tile_m, f.tile_n, f.tile_k, f.tiles, f.k_iters, f.waves) == (256, 128, 64, 288, 12, 3)
+    assert f.last_wave_occupancy == pytest.approx(24 / 132)
+
+
+def test_skinny_gemm_splits_k():
+    # M=4096, N=8: 64-wide tiles, 32 tiles; 216 slots // 32 = 6 splits (K has 128 steps, >= 4 per split).
+    f = _features([dict(kind="gemm", m=4096, n=8, k=4096, tensor_core=True)], "a100").iloc[0]
+    assert (f.tile_n, f.split_k, f.tiles, f.k_iters) == (64, 6, 192, math.ceil(128 / 6))
+
+
+def test_streaming_grids_by_hand():
+    f = _features([dict(kind="elementwise", op="relu", cols=2**20),
+                   dict(kind="softmax", op="softmax", rows=1000, cols=512),
+                   dict(kind="norm", op="layernorm", rows=300, cols=4096)], "a100")
+    assert list(f.tiles) == [2048, 250, 300]           # 512 elements per CTA; 4 rows per CTA; a row per CTA
+    assert list(f.waves) == [2, 1, 1]                  # 16 CTAs of 128 threads per SM -> 1728 slots
+
+
+def _scalar_gemm_tiles(m, n, k, batch, traits, sms, dtype_bytes=2):
+    """Readable reference of the tile heuristic, one GEMM at a time."""
+    big, small, tk = traits.tc_tile[1], traits.tc_tile[0], traits.tc_tile[2]
+    tm, tn = (big, small) if m >= n else (small, big)
+    tm = min(tm, 64) if m <= 64 else (min(tm, 128) if m <= 128 else tm)
+    tn = min(tn, 64) if n <= 64 else (min(tn, 128) if n <= 128 else tn)
+    tile_k = max(8, tk * 2 // dtype_bytes)
+    tiles = math.ceil(m / tm) * math.ceil(n / tn) * batch
+    steps = math.ceil(k / tile_k)
+    split = max(1, min(sms * traits.tc_ctas_per_sm // tiles, steps // 4))
+    return tm, tn, tiles * split, math.ceil(steps / split)
+
+
+@pytest.mark.parametrize("gpu", ["a100", "h100-sxm", "l4"])
+def test_vectorised_tiles_equal_the_scalar_reference(gpu):
+    rng = np.random.default_rng(0)
+    shapes = rng.integers(1, 9000, size=(200, 3))
+    batches = rng.choice([1, 1, 12, 96], size=200)
+    records = [dict(kind="gemm", m=int(m), n=int(n), k=int(k), batch=int(b), tensor_core=True)
+               for (m, n, k), b in zip(shapes, batches)]
+    spec = joulecast.gpu(gpu)
+    f = physics.analyze(pd.DataFrame(kernel_table(records)), spec)[0]
+    traits = arch.ARCH_TRAITS[spec.architecture]
+    for row in f.itertuples():
+        assert (row.tile_m, row.tile_n, row.tiles, row.k_iters) == _scalar_gemm_tiles(
+            row.m, row.n, row.k, row.batch, traits, spec.sm_count)

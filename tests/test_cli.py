@@ -1,0 +1,52 @@
+import json
+
+import pytest
+
+from joulecast.cli import main
+
+
+def test_estimate_table(capsys):
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a100-pcie-40gb", "--batch", "8", "--seq", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "energy" in out and " J" in out and " ms" in out and " W (average)" in out and "gemm" in out
+
+
+def test_estimate_json(capsys):
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--phase", "decode", "--batch", "4",
+                 "--seq", "2048", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["gpu"] == "h200" and payload["energy_j"] > 0 and payload["by_kernel_class"]
+
+
+def test_estimate_from_kernel_list(capsys, energaizer):
+    path = energaizer / "workloads" / "all" / "gpt2model_gpt2_pbf16_b8_s512_modeprefill.json"
+    assert main(["estimate", "--kernels", str(path), "--gpu", "a100", "--sm-clock", "900", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["launches"] == 242
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "gpt2", "--gpu", "a100", "--batch", "-3"], "batch: must be a positive integer, got -3"),
+    (["--model", "gpt2", "--gpu", "a100", "--dtype", "fp4"], "dtype: unknown 'fp4'"),
+    (["--model", "gpt2", "--gpu", "a1000"], "gpu: unknown 'a1000'; did you mean"),
+    (["--model", "bart", "--gpu", "a100"], "model: unknown 'bart'"),
+    (["--gpu", "a100"], "--model: give --model NAME, --config PATH or --kernels FILE.json"),
+    (["--kernels", "/nonexistent.json", "--gpu", "a100"], "--kernels: file '/nonexistent.json' does not exist"),
+    (["--model", "gpt2", "--gpu", "a100", "--sm-clock", "9000"], "sm_clock_mhz: must be between"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    assert main(["estimate", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("joulecast: error: ") and message in err and err.count("\n") == 1
+
+
+def test_malformed_kernel_json(tmp_path, capsys):
+    path = tmp_path / "k.json"
+    path.write_text('[[{"dimM": 4}, ["gemm"]]]')
+    assert main(["estimate", "--kernels", str(path), "--gpu", "a100"]) == 2
+    assert "k.json[0].precM: unknown dtype None" in capsys.readouterr().err
+
+
+def test_listings(capsys):
+    assert main(["gpus"]) == 0 and "h200" in capsys.readouterr().out
+    assert main(["models", "--json"]) == 0
+    assert {m["name"] for m in json.loads(capsys.readouterr().out)} >= {"gpt2", "llama-3-70b", "resnet-101"}

@@ -54,6 +54,46 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
+IMPORTERS = ("energaizer",)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from joulecast import render
+    from joulecast.data import store
+    from joulecast.data.importers.energaizer import import_energaizer
+    from joulecast.errors import InputError
+
+    if args.source not in IMPORTERS:
+        raise InputError("SOURCE", f"unknown {args.source!r}; allowed: {', '.join(IMPORTERS)}")
+    table = import_energaizer(args.path)
+    summary = {
+        "source": args.source, "rows": int(len(table)),
+        "by_gpu": {str(k): int(v) for k, v in table["gpu"].value_counts().items()},
+        "kernel_list": {str(k): int(v) for k, v in table["kernel_list"].value_counts().items()},
+        "flagged_failed_runs": int(table["flag_failed_run"].sum()),
+    }
+    if args.out:
+        for gpu, rows in table.groupby("gpu"):
+            collection = f"import-{args.source}"
+            store.write_part(rows, args.out, str(gpu), collection)
+            store.write_card(args.out, str(gpu), collection, {
+                "what": f"{args.source} measurements imported by joulecast", "source_path": str(args.path),
+                "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": int(len(rows)),
+                "method": "power_samples (NVML power polled every 10 ms, integrated), per the source's PROVENANCE.md"})
+        summary["written_to"] = str(args.out)
+    if args.json:
+        print(render.to_json(summary))
+    else:
+        print(f"{summary['rows']} rows from {args.source}: " + ", ".join(f"{g} {n}" for g, n in summary["by_gpu"].items()))
+        print(f"kernel lists: {summary['kernel_list'].get('traced', 0)} traced, {summary['kernel_list'].get('lowered', 0)} "
+              f"lowered from the catalog; {summary['flagged_failed_runs']} rows flagged as failed runs")
+        if args.out:
+            print(f"written to {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -82,13 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list the model catalog")
     models.add_argument("--json", action="store_true")
     models.set_defaults(func=_models)
-    for register in _EXTENSIONS:
-        register(sub)
+
+    imp = sub.add_parser("import", help="convert a published measurement set into the measurement schema")
+    imp.add_argument("source", help="energaizer")
+    imp.add_argument("path", help="the data folder, e.g. ../shared/data/external/energaizer-artifact")
+    imp.add_argument("--out", help="store root to write Parquet parts and a dataset card into (default: summary only)")
+    imp.add_argument("--json", action="store_true")
+    imp.set_defaults(func=_import)
     return parser
-
-
-# Other rooms add their subcommands here (each registers a parser whose func imports its room lazily).
-_EXTENSIONS: list = []
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,125 @@
+"""The hardware seam: one small read-only `Meter` protocol, a replay meter for tests, and energy-window arithmetic.
+
+Only `joulecast.data.nvml_meter` imports pynvml. A meter never changes GPU settings: it only reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+
+class Meter(Protocol):
+    """What the collector reads from a GPU (SI units at the seam)."""
+
+    def energy_j(self) -> float: ...                  # cumulative counter; may reset or wrap, so diff with care
+    def power_w(self) -> float: ...
+    def clocks_mhz(self) -> tuple[float, float]: ...  # (sm, memory)
+    def temperature_c(self) -> float: ...
+    def power_limit_w(self) -> float: ...
+    def throttle_reasons(self) -> frozenset[str]: ...
+    def time_s(self) -> float: ...                    # the meter's clock (monotonic)
+
+
+@dataclass(frozen=True)
+class Sample:
+    time_s: float
+    energy_j: float
+    power_w: float
+    sm_clock_mhz: float
+    memory_clock_mhz: float
+    temperature_c: float
+    power_limit_w: float
+    throttle: frozenset[str] = frozenset()
+
+
+class ReplayMeter:
+    """Plays a recorded trace back: each read of `time_s` advances to the next sample."""
+
+    def __init__(self, samples: Sequence[Sample]):
+        if not samples:
+            raise ValueError("a replay needs at least one sample")
+        self._samples, self._i = list(samples), 0
+
+    def _now(self) -> Sample:
+        return self._samples[self._i]
+
+    def time_s(self) -> float:
+        sample = self._now()
+        self._i = min(self._i + 1, len(self._samples) - 1)
+        return sample.time_s
+
+    def energy_j(self) -> float:
+        return self._now().energy_j
+
+    def power_w(self) -> float:
+        return self._now().power_w
+
+    def clocks_mhz(self) -> tuple[float, float]:
+        return self._now().sm_clock_mhz, self._now().memory_clock_mhz
+
+    def temperature_c(self) -> float:
+        return self._now().temperature_c
+
+    def power_limit_w(self) -> float:
+        return self._now().power_limit_w
+
+    def throttle_reasons(self) -> frozenset[str]:
+        return self._now().throttle
+
+
+def counter_energy_j(readings: Sequence[float], wrap_j: float | None = None) -> float:
+    """Energy over a window from successive cumulative-counter readings.
+
+    A reading below its predecessor means the counter wrapped (when `wrap_j`, its range, is known: add the range) or
+    reset (driver reload: count from zero again, i.e. take the new reading as the step).
+    """
+    values = np.asarray(readings, dtype=float)
+    steps = np.diff(values)
+    back = steps < 0
+    if wrap_j is not None:
+        steps[back] += wrap_j
+    else:
+        steps[back] = values[1:][back]
+    return float(steps.sum())
+
+
+def integrate_power_j(times_s: Sequence[float], powers_w: Sequence[float]) -> float:
+    """Energy from power samples (trapezoidal rule), for GPUs without an energy counter."""
+    return float(np.trapezoid(np.asarray(powers_w, dtype=float), np.asarray(times_s, dtype=float)))
+
+
+@dataclass(frozen=True)
+class WindowResult:
+    energy_j: float
+    time_s: float
+    power_w: float
+    idle_energy_j: float   # idle power x window, for idle subtraction downstream
+    sm_clock_mean_mhz: float
+    sm_clock_min_mhz: float
+    sm_clock_max_mhz: float
+    throttled: bool
+    clock_moved: bool
+
+
+# A clock that moves by more than one DVFS step (15 MHz, gpus.md "SM and memory clocks") during a window is flagged.
+CLOCK_STEP_MHZ = 15.0
+# Throttle reasons that mean the GPU slowed itself (NVML clocksThrottleReasons names, without the idle/app-clock ones).
+THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
+
+
+def summarise_window(samples: Sequence[Sample], idle_power_w: float, wrap_j: float | None = None) -> WindowResult:
+    """Energy, mean power and flags of one measured window from the samples taken inside it."""
+    times = [s.time_s for s in samples]
+    duration = times[-1] - times[0]
+    if duration <= 0:
+        raise ValueError("a window needs samples spanning a positive time")
+    energy = counter_energy_j([s.energy_j for s in samples], wrap_j)
+    clocks = np.array([s.sm_clock_mhz for s in samples])
+    throttled = any(s.throttle & THROTTLING for s in samples)
+    return WindowResult(energy_j=energy, time_s=duration, power_w=energy / duration, idle_energy_j=idle_power_w * duration,
+                        sm_clock_mean_mhz=float(clocks.mean()), sm_clock_min_mhz=float(clocks.min()),
+                        sm_clock_max_mhz=float(clocks.max()), throttled=throttled,
+                        clock_moved=bool(clocks.max() - clocks.min() > CLOCK_STEP_MHZ))

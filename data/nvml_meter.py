@@ -1,0 +1,68 @@
+"""`NvmlMeter`: the `Meter` of a real NVIDIA GPU. The only module that imports pynvml (nvidia-ml-py).
+
+Units are converted once, here: NVML reports energy in mJ, power in mW, clocks in MHz.
+"""
+
+from __future__ import annotations
+
+import time
+
+from joulecast.errors import JoulecastError
+
+# nvmlClocksThrottleReason bit -> name (nvml.h)
+_THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+                  0x20: "sw_thermal", 0x40: "hw_thermal", 0x80: "hw_power_brake", 0x100: "display_clocks"}
+
+
+class MeterUnavailable(JoulecastError):
+    """No NVML or no GPU: measuring needs a real NVIDIA GPU."""
+
+
+class NvmlMeter:
+    """Reads one GPU through NVML; never changes its settings."""
+
+    def __init__(self, index: int = 0):
+        try:
+            import pynvml
+        except ImportError:
+            raise MeterUnavailable("measuring needs NVML: pip install 'joulecast[collect]' on a machine with an NVIDIA GPU") from None
+        self._nvml = pynvml
+        try:
+            pynvml.nvmlInit()
+            self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except pynvml.NVMLError as exc:
+            raise MeterUnavailable(f"no NVIDIA GPU reachable through NVML ({exc}); estimates need none, measuring does") from None
+
+    def _call(self, fn: str, *args: object) -> object:
+        try:
+            return getattr(self._nvml, fn)(self._handle, *args)
+        except self._nvml.NVMLError as exc:
+            raise MeterUnavailable(f"NVML {fn} failed: {exc}") from None
+
+    def time_s(self) -> float:
+        return time.monotonic()
+
+    def energy_j(self) -> float:
+        return float(self._call("nvmlDeviceGetTotalEnergyConsumption")) / 1e3
+
+    def power_w(self) -> float:
+        return float(self._call("nvmlDeviceGetPowerUsage")) / 1e3
+
+    def clocks_mhz(self) -> tuple[float, float]:
+        return (float(self._call("nvmlDeviceGetClockInfo", self._nvml.NVML_CLOCK_SM)),
+                float(self._call("nvmlDeviceGetClockInfo", self._nvml.NVML_CLOCK_MEM)))
+
+    def temperature_c(self) -> float:
+        return float(self._call("nvmlDeviceGetTemperature", self._nvml.NVML_TEMPERATURE_GPU))
+
+    def power_limit_w(self) -> float:
+        return float(self._call("nvmlDeviceGetEnforcedPowerLimit")) / 1e3
+
+    def throttle_reasons(self) -> frozenset[str]:
+        bits = int(self._call("nvmlDeviceGetCurrentClocksThrottleReasons"))
+        return frozenset(name for bit, name in _THROTTLE_BITS.items() if bits & bit)
+
+
+def open_meter(index: int = 0) -> NvmlMeter:
+    """The meter of GPU `index`; a one-line `MeterUnavailable` where there is no NVML or GPU."""
+    return NvmlMeter(index)

@@ -1,0 +1,86 @@
+"""The measurement store: `<root>/<gpu>/<collection-id>/part-*.parquet` plus a dataset card per collection.
+
+Writes are atomic (a temporary file in the same folder, then `os.replace`), so an interrupted collection leaves only
+whole part files; `existing_ids` lets a resumed collection skip what is already stored.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+import yaml
+
+from joulecast.data.schema import empty_measurements, validate_measurements
+from joulecast.errors import DataError, InputError
+
+CARD_NAME = "CARD.yaml"
+
+
+def _atomic_write(path: Path, write: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def collection_dir(root: str | Path, gpu: str, collection_id: str) -> Path:
+    return Path(root) / gpu / collection_id
+
+
+def write_part(table: pd.DataFrame, root: str | Path, gpu: str, collection_id: str) -> Path:
+    """Validate and append one part file to a collection; returns its path."""
+    table = validate_measurements(table, origin=f"part for {gpu}/{collection_id}")
+    folder = collection_dir(root, gpu, collection_id)
+    index = len(list(folder.glob("part-*.parquet"))) if folder.exists() else 0
+    path = folder / f"part-{index:05d}.parquet"
+    _atomic_write(path, lambda tmp: table.to_parquet(tmp, index=False))
+    return path
+
+
+def write_card(root: str | Path, gpu: str, collection_id: str, card: Mapping[str, Any]) -> Path:
+    """Write (or replace) the collection's dataset card: what, when, how."""
+    path = collection_dir(root, gpu, collection_id) / CARD_NAME
+    _atomic_write(path, lambda tmp: tmp.write_text(yaml.safe_dump(dict(card), sort_keys=False)))
+    return path
+
+
+def load_store(root: str | Path) -> pd.DataFrame:
+    """All measurements under `root`, validated file by file.
+
+    Raises:
+        InputError: `root` does not exist.
+        DataError: a part file breaks the schema (the message names the file and the column).
+    """
+    root = Path(root)
+    if not root.exists():
+        raise InputError("--store", f"{root} does not exist")
+    parts = sorted(root.glob("*/*/part-*.parquet"))
+    if not parts:
+        return empty_measurements()
+    tables = []
+    for path in parts:
+        try:
+            raw = pd.read_parquet(path)
+        except Exception as exc:  # pyarrow raises several types for a corrupt file
+            raise DataError(f"{path}: not a readable Parquet file ({exc.__class__.__name__})") from None
+        tables.append(validate_measurements(raw, origin=str(path)))
+    table = pd.concat(tables, ignore_index=True)
+    return validate_measurements(table, origin=str(root))
+
+
+def existing_ids(root: str | Path, gpu: str, collection_id: str) -> set[str]:
+    """Measurement ids already stored in a collection (for resuming)."""
+    folder = collection_dir(root, gpu, collection_id)
+    ids: set[str] = set()
+    for path in sorted(folder.glob("part-*.parquet")):
+        ids.update(pd.read_parquet(path, columns=["measurement_id"])["measurement_id"].astype(str))
+    return ids

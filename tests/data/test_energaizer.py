@@ -1,0 +1,45 @@
+import json
+
+import pytest
+
+from joulecast.cli import main
+from joulecast.data.importers.energaizer import import_energaizer, parse_name
+from joulecast.data.schema import validate_measurements
+from joulecast.data.workload_ref import resolve
+from joulecast.errors import DataError
+
+
+def test_parse_row_names():
+    p = parse_name("optmodel_opt-1p3b_pbf16_b8_s2048_modeprefill_attneager_freq900_iter12.csv")
+    assert (p["model"], p["dtype"], p["batch"], p["seq"], p["attention"], p["freq"]) == ("opt-1.3b", "bf16", 8, 2048, "eager", 900)
+    p = parse_name("resnet101__pfp32_b64_freq900_iter693.csv")
+    assert (p["model"], p["seq"], p["phase"]) == ("resnet-101", None, "inference")
+    with pytest.raises(DataError, match="cannot parse"):
+        parse_name("llama_pbf16_b1_freq900_iter1.csv")
+
+
+def test_import_counts_and_values(energaizer):
+    t = validate_measurements(import_energaizer(energaizer))
+    assert len(t) == 97 + 133 + 217  # rows of a10.csv, a100.csv, dvfs.csv
+    assert t["gpu"].value_counts().to_dict() == {"a100-pcie-40gb": 350, "a10": 97}
+    assert t["kernel_list"].value_counts().to_dict() == {"traced": 328, "lowered": 119}
+    assert int(t["flag_failed_run"].sum()) == 13  # the 13 failed runs PROVENANCE lists
+    # First row of a10.csv, by hand: 0.8594588968521826 J in 12.803888648732638 ms.
+    row = t.set_index("measurement_id").loc["a10:bertmodel_large_pbf16_b1_s128_modeprefill_attneager_freq900_iter1891"]
+    assert row.energy_j == pytest.approx(0.8594588968521826)
+    assert row.time_s == pytest.approx(0.012803888648732638)
+    assert row.power_w == pytest.approx(0.8594588968521826 / 0.012803888648732638)
+    assert row.kernel_list == "traced" and row.sm_clock_mhz == pytest.approx(900.0)
+
+
+def test_every_row_rebuilds_its_workload(energaizer):
+    t = import_energaizer(energaizer)
+    for ref in t["workload_ref"].unique():
+        assert resolve(ref).kernel_count > 0
+
+
+def test_import_cli_writes_a_store(energaizer, tmp_path, capsys):
+    assert main(["import", "energaizer", str(energaizer), "--out", str(tmp_path), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["rows"] == 447 and (tmp_path / "a10" / "import-energaizer" / "CARD.yaml").exists()
+    assert main(["import", "zeus", str(energaizer)]) == 2

@@ -1,0 +1,47 @@
+import pandas as pd
+import pytest
+
+from joulecast.data import store
+from joulecast.data.schema import conform, validate_measurements
+from joulecast.errors import DataError
+
+
+def _rows(n, start=0):
+    return conform(pd.DataFrame({
+        "measurement_id": [f"m{i}" for i in range(start, start + n)], "source": "test", "provenance": "unit test",
+        "kernel_list": "lowered", "gpu": "h200", "time_s": 0.01, "energy_j": 3.0, "power_w": 300.0,
+        "method": "energy_counter", "batch": list(range(1, n + 1)),
+    }))
+
+
+def test_round_trip_and_resume_ids(tmp_path):
+    store.write_part(_rows(3), tmp_path, "h200", "c1")
+    store.write_part(_rows(2, start=3), tmp_path, "h200", "c1")
+    store.write_card(tmp_path, "h200", "c1", {"what": "test"})
+    loaded = store.load_store(tmp_path)
+    assert list(loaded["measurement_id"]) == ["m0", "m1", "m2", "m3", "m4"]
+    assert loaded["batch"].tolist() == [1, 2, 3, 1, 2] and loaded["flag_throttled"].dtype == bool
+    assert store.existing_ids(tmp_path, "h200", "c1") == {f"m{i}" for i in range(5)}
+    assert not list(tmp_path.rglob(".part-*"))  # no temporary files left behind
+
+
+def test_a_file_that_breaks_the_schema_names_file_and_column(tmp_path):
+    path = tmp_path / "h200" / "c1" / "part-00000.parquet"
+    path.parent.mkdir(parents=True)
+    _rows(2).drop(columns=["energy_j"]).to_parquet(path)
+    with pytest.raises(DataError, match=r"part-00000.parquet: missing column\(s\) energy_j"):
+        store.load_store(tmp_path)
+    bad = _rows(2)
+    bad["power_w"] = -1.0
+    bad.to_parquet(path)
+    with pytest.raises(DataError, match="part-00000.parquet: column 'power_w' must be positive"):
+        store.load_store(tmp_path)
+
+
+def test_duplicate_ids_and_unknown_method_are_rejected():
+    with pytest.raises(DataError, match="duplicates"):
+        validate_measurements(pd.concat([_rows(2), _rows(1)]))
+    bad = _rows(1)
+    bad["method"] = "guess"
+    with pytest.raises(DataError, match="'method' must be one of"):
+        validate_measurements(bad)

@@ -7,12 +7,12 @@ joulecast adds two tags the artifact never uses: ``attention`` (fused) and ``emb
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
+from joulecast.data.files import read_json
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import Workload
 from joulecast.errors import InputError
@@ -103,10 +103,5 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
 def workload_from_kernels(path: str | Path, name: str | None = None) -> Workload:
     """Load a kernel-list JSON file as a `Workload` (eager PyTorch launches, as traced)."""
     path = Path(path)
-    try:
-        entries = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError("--kernels", f"file {str(path)!r} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("--kernels", f"{path.name} is not valid JSON ({exc})") from None
+    entries = read_json(path, "--kernels")
     return Workload(name=name or path.stem, kernels=parse_kernel_list(entries, origin=path.name), source="kernel-list")

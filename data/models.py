@@ -8,6 +8,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from joulecast.data.files import read_json
 from joulecast.errors import InputError, UnknownNameError
 
 MODEL_DIR = Path(__file__).parent / "models"
@@ -43,12 +44,7 @@ def model_entry(name: str) -> Mapping[str, Any]:
 def load_config(path: str | Path) -> dict[str, Any]:
     """Read a Hugging Face style `config.json` (or a catalog entry file with a `config` key)."""
     path = Path(path)
-    try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError("--config", f"file {str(path)!r} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError("--config", f"{path.name} is not valid JSON ({exc})") from None
+    raw = read_json(path, "--config")
     if not isinstance(raw, dict):
         raise InputError("--config", f"{path.name} must hold a JSON object")
     return dict(raw["config"], **{k: v for k, v in raw.items() if k != "config"}) if "config" in raw else raw

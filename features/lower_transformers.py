@@ -110,10 +110,7 @@ def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
         b.linear(h, t, h)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
-        b.linear(inner, t, h)
-        b.ew("gelu", t * inner)
-        b.linear(h, t, inner)
-        b.ew("pointwise_add", t * h)
+        _mlp(b, t, h, inner, "gelu")
         b.norm("layernorm", t, h)
     b.linear(h, s.batch, h)  # pooler
     b.ew("tanh", s.batch * h)
@@ -139,13 +136,18 @@ def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_hea
         b.linear(h, t, h)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
-        b.linear(ffn, t, h)
-        b.ew("relu", t * ffn)
-        b.linear(h, t, ffn)
-        b.ew("pointwise_add", t * h)
+        _mlp(b, t, h, ffn, "relu")
     b.norm("layernorm", t, h)
     if lm_head:
         _lm_head(b, c, s, h)
+
+
+def _mlp(b: KernelBuilder, t: int, h: int, inner: int, act: str) -> None:
+    """Two-layer MLP with an unfused activation and the residual add."""
+    b.linear(inner, t, h)
+    b.ew(act, t * inner)
+    b.linear(h, t, inner)
+    b.ew("pointwise_add", t * h)
 
 
 def _rmsnorm(b: KernelBuilder, t: int, h: int) -> None:
@@ -219,8 +221,5 @@ def transformer_encoder(b: KernelBuilder, s: Shape, h: int, layers: int, heads: 
         b.linear(h, t, h)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
-        b.linear(inner, t, h)
-        b.ew(act, t * inner)
-        b.linear(h, t, inner)
-        b.ew("pointwise_add", t * h)
+        _mlp(b, t, h, inner, act)
     b.norm("layernorm", t, h)

@@ -62,7 +62,7 @@ def empty_measurements() -> pd.DataFrame:
 def conform(table: pd.DataFrame) -> pd.DataFrame:
     """Order the columns and give each its declared dtype (missing nullable columns become NA)."""
     out = {}
-    for column, (kind, nullable) in MEASUREMENT_COLUMNS.items():
+    for column, (kind, _) in MEASUREMENT_COLUMNS.items():
         values = table[column] if column in table else pd.Series(pd.NA, index=table.index)
         if kind == "bool":
             values = values.fillna(False) if column in table else pd.Series(False, index=table.index)
@@ -88,7 +88,7 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> 
         table = conform(table)
     except (TypeError, ValueError) as exc:
         raise DataError(f"{origin}: a column has the wrong type ({exc})") from None
-    for column, (kind, nullable) in MEASUREMENT_COLUMNS.items():
+    for column, (_, nullable) in MEASUREMENT_COLUMNS.items():
         if not nullable and table[column].isna().any():
             raise DataError(f"{origin}: column '{column}' has missing values")
     for column in ("time_s", "energy_j", "power_w"):

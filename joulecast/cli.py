@@ -75,8 +75,8 @@ def _import(args: argparse.Namespace) -> int:
         "flagged_failed_runs": int(table["flag_failed_run"].sum()),
     }
     if args.out:
+        collection = f"import-{args.source}"
         for gpu, rows in table.groupby("gpu"):
-            collection = f"import-{args.source}"
             store.write_part(rows, args.out, str(gpu), collection)
             store.write_card(args.out, str(gpu), collection, {
                 "what": f"{args.source} measurements imported by joulecast", "source_path": str(args.path),

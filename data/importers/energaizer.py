@@ -12,18 +12,19 @@ import logging
 import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from joulecast.data.gpus import gpu as catalog_gpu
+from joulecast.data.meters import CLOCK_STEP_MHZ
 from joulecast.data.schema import conform
 from joulecast.data.workload_ref import catalog_ref, kernels_ref
 from joulecast.errors import DataError, InputError
 
 log = logging.getLogger(__name__)
 
-# The CSV's stem names the GPU (PROVENANCE: a100 is the A100-40GB-PCIe at 250 W; dvfs.csv is the same A100).
+# The CSV's stem names the GPU (PROVENANCE: a100 is the A100-40GB-PCIe at its default 250 W cap; dvfs.csv is the
+# same A100). Power limits are the catalog's defaults.
 GPU_OF_FILE = {"a10": "a10", "a100": "a100-pcie-40gb", "dvfs": "a100-pcie-40gb", "h100": "h100-sxm"}
-POWER_LIMIT_W = {"a10": 150.0, "a100-pcie-40gb": 250.0, "h100-sxm": 700.0}
 MODELS = {"gpt2model_gpt2": "gpt2", "bertmodel_large": "bert-large", "optmodel_opt-1p3b": "opt-1.3b",
           "qwen2model_qwen2-1p5b": "qwen2-1.5b", "vitmodel_large": "vit-large", "mobilevitmodel_small": "mobilevit-small",
           "resnet101_": "resnet-101"}
@@ -86,6 +87,7 @@ def import_energaizer(path: str | Path) -> pd.DataFrame:
 
 def _rows(root: Path, csv: Path, raw: pd.DataFrame) -> pd.DataFrame:
     gpu = GPU_OF_FILE[csv.stem]
+    power_limit_w = catalog_gpu(gpu).power_limit_w
     records = []
     for i, row in enumerate(raw.itertuples(index=False)):
         parts = parse_name(row.workload)
@@ -97,16 +99,16 @@ def _rows(root: Path, csv: Path, raw: pd.DataFrame) -> pd.DataFrame:
                               seq=parts["seq"], dtype=parts["dtype"], attention=parts["attention"])
             kernel_list = "lowered"
         time_s = row.time / 1e3
+        too_short = bool(parts["iterations"] * time_s < MIN_SPAN_S)
         records.append(dict(
             measurement_id=f"{csv.stem}:{row.workload.removesuffix('.csv')}", source="energaizer",
             provenance=f"energaizer-artifact/measurements/{csv.name} row {i + 2}", workload_ref=ref,
             kernel_list=kernel_list, model=parts["model"], model_family=FAMILY[parts["model"]], phase=parts["phase"],
             batch=parts["batch"], seq=parts["seq"], dtype=parts["dtype"], attention=parts["attention"], gpu=gpu,
             sm_clock_mhz=row.avg_freq, sm_clock_min_mhz=parts["freq"], sm_clock_max_mhz=parts["freq"],
-            power_limit_w=POWER_LIMIT_W[gpu], temperature_c=row.temp, iterations=parts["iterations"], repeats=1,
+            power_limit_w=power_limit_w, temperature_c=row.temp, iterations=parts["iterations"], repeats=1,
             time_s=time_s, energy_j=row.energy, power_w=row.energy / time_s, method="power_samples",
-            flag_clock_moved=bool(abs(row.avg_freq - parts["freq"]) > 15),
-            flag_window_short=bool(parts["iterations"] * time_s < MIN_SPAN_S),
-            flag_failed_run=bool(parts["iterations"] * time_s < MIN_SPAN_S),
+            flag_clock_moved=bool(abs(row.avg_freq - parts["freq"]) > CLOCK_STEP_MHZ),
+            flag_window_short=too_short, flag_failed_run=too_short,
         ))
     return pd.DataFrame.from_records(records)

@@ -1,7 +1,6 @@
 import math
 
 import numpy as np
-import pandas as pd
 import pytest
 
 import joulecast
@@ -62,7 +61,7 @@ def test_vectorised_tiles_equal_the_scalar_reference(gpu):
     records = [dict(kind="gemm", m=int(m), n=int(n), k=int(k), batch=int(b), tensor_core=True)
                for (m, n, k), b in zip(shapes, batches)]
     spec = joulecast.gpu(gpu)
-    f = physics.analyze(pd.DataFrame(kernel_table(records)), spec)[0]
+    f = physics.analyze(kernel_table(records), spec)[0]
     traits = arch.ARCH_TRAITS[spec.architecture]
     for row in f.itertuples():
         assert (row.tile_m, row.tile_n, row.tiles, row.k_iters) == _scalar_gemm_tiles(

@@ -32,6 +32,7 @@ MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {
     "attention": ("str", True),
     "gpu": ("str", False),
     "gpu_uuid_hash": ("str", True),
+    "num_gpus": ("int", True),           # GPUs the row's energy and power are summed over (missing: 1)
     "sm_clock_mhz": ("float", True),     # mean over the measured window
     "sm_clock_min_mhz": ("float", True),
     "sm_clock_max_mhz": ("float", True),
@@ -41,7 +42,7 @@ MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {
     "iterations": ("int", True),
     "repeats": ("int", True),
     "time_s": ("float", False),          # per iteration
-    "energy_j": ("float", False),        # per iteration
+    "energy_j": ("float", False),        # per iteration, all `num_gpus` GPUs
     "power_w": ("float", False),         # average over the window
     "idle_power_w": ("float", True),
     "method": ("str", False),            # energy_counter or power_samples

@@ -54,20 +54,15 @@ def _models(args: argparse.Namespace) -> int:
     return 0
 
 
-IMPORTERS = ("energaizer",)
-
-
 def _import(args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from joulecast import render
     from joulecast.data import store
-    from joulecast.data.importers.energaizer import import_energaizer
-    from joulecast.errors import InputError
+    from joulecast.data.importers import importer
 
-    if args.source not in IMPORTERS:
-        raise InputError("SOURCE", f"unknown {args.source!r}; allowed: {', '.join(IMPORTERS)}")
-    table = import_energaizer(args.path)
+    source = importer(args.source)
+    table = source.read(args.path)
     summary = {
         "source": args.source, "rows": int(len(table)),
         "by_gpu": {str(k): int(v) for k, v in table["gpu"].value_counts().items()},
@@ -77,18 +72,23 @@ def _import(args: argparse.Namespace) -> int:
     if args.out:
         collection = f"import-{args.source}"
         for gpu, rows in table.groupby("gpu"):
-            store.write_part(rows, args.out, str(gpu), collection)
+            folder = store.collection_dir(args.out, str(gpu), collection)
+            stored = store.existing_ids(args.out, str(gpu), collection)
+            new = rows[~rows["measurement_id"].isin(stored)]
+            if len(new):  # importing twice adds nothing
+                store.write_part(new, args.out, str(gpu), collection)
             store.write_card(args.out, str(gpu), collection, {
                 "what": f"{args.source} measurements imported by joulecast", "source_path": str(args.path),
                 "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": int(len(rows)),
-                "method": "power_samples (NVML power polled every 10 ms, integrated), per the source's PROVENANCE.md"})
+                "method": source.method, "folder": str(folder)})
         summary["written_to"] = str(args.out)
     if args.json:
         print(render.to_json(summary))
     else:
         print(f"{summary['rows']} rows from {args.source}: " + ", ".join(f"{g} {n}" for g, n in summary["by_gpu"].items()))
-        print(f"kernel lists: {summary['kernel_list'].get('traced', 0)} traced, {summary['kernel_list'].get('lowered', 0)} "
-              f"lowered from the catalog; {summary['flagged_failed_runs']} rows flagged as failed runs")
+        lists = summary["kernel_list"]
+        print(f"kernel lists: {lists.get('traced', 0)} traced, {lists.get('lowered', 0)} lowered from the catalog, "
+              f"{lists.get('none', 0)} none; {summary['flagged_failed_runs']} rows flagged as failed runs")
         if args.out:
             print(f"written to {args.out}")
     return 0
@@ -124,7 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.set_defaults(func=_models)
 
     imp = sub.add_parser("import", help="convert a published measurement set into the measurement schema")
-    imp.add_argument("source", help="energaizer")
+    imp.add_argument("source", help="energaizer, mlenergy, zeus or nvdvfs")
     imp.add_argument("path", help="the data folder, e.g. ../shared/data/external/energaizer-artifact")
     imp.add_argument("--out", help="store root to write Parquet parts and a dataset card into (default: summary only)")
     imp.add_argument("--json", action="store_true")

@@ -9,7 +9,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("JOULECAST_SHARED", REPO.parent / "shared"))
-ENERGAIZER = SHARED / "data" / "external" / "energaizer-artifact"
+EXTERNAL = SHARED / "data" / "external"
+ENERGAIZER = EXTERNAL / "energaizer-artifact"
 
 
 def require_path(path: Path) -> Path:
@@ -25,3 +26,9 @@ def require_path(path: Path) -> Path:
 @pytest.fixture(scope="session")
 def energaizer() -> Path:
     return require_path(ENERGAIZER)
+
+
+@pytest.fixture(scope="session")
+def external() -> Path:
+    """shared/data/external: the published measurement sets, one folder each."""
+    return require_path(EXTERNAL)

@@ -1,0 +1,105 @@
+"""Importer for the ML.ENERGY leaderboard v2 (A100-SXM4-40GB, H100) and v3 (H100, B200) LLM serving rows.
+
+PATH is `shared/data/external/mlenergy-v2` or `mlenergy-v3` (their `llm_mllm_runs.csv`), or a folder holding both.
+Only text LLM rows are read (v2 `llm_text_generation`, v3 family `llm`); vision-language and diffusion rows are left out.
+
+A row is a steady-state vLLM serving run. One iteration here is one decode step of the running batch:
+    time_s   = avg batch / output throughput          (s per step)
+    energy_j = energy per output token x avg batch    (J per step, all GPUs of the instance)
+    power_w  = energy per output token x throughput   (W, summed over the instance's `num_gpus`)
+Models whose shapes the catalog holds get a decode workload reference. Their context length is not recorded (the
+sources hold no prompt lengths), so the reference assumes a KV cache of half the mean output length: a stated
+lower bound that the row's provenance repeats. Other models keep `kernel_list = none`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.gpus import gpu as catalog_gpu
+from joulecast.data.importers._common import find_files, read_csv
+from joulecast.data.schema import conform
+from joulecast.data.workload_ref import catalog_ref
+from joulecast.errors import DataError
+
+GPUS = {"NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb", "NVIDIA H100 80GB HBM3": "h100-sxm", "H100": "h100-sxm", "B200": "b200"}
+# Hugging Face ids whose shapes equal a catalog model (Llama 3.1/3.3 keep Llama 3's shapes; Mistral v0.3 differs from
+# the catalog's v0.1 only in vocabulary, 32,768 against 32,000 tokens).
+CATALOG = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",
+           "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3-70b",
+           "meta-llama/Llama-3.3-70B-Instruct": "llama-3-70b", "mistralai/Mistral-7B-Instruct-v0.3": "mistral-7b"}
+DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "mxfp4": "mxfp4"}
+V2_COLUMNS = ("category", "task", "Model", "GPU", "TP", "PP", "Energy/req (J)", "Token tput (tok/s)",
+              "Avg Output Tokens", "Avg BS (reqs)", "Max BS (reqs)")
+V3_COLUMNS = ("family", "task", "model_id", "gpu_model", "num_gpus", "max_num_seqs", "avg_batch_size",
+              "weight_precision", "avg_output_len", "energy_per_token_joules", "output_throughput_tokens_per_sec")
+
+
+def import_mlenergy(path: str | Path) -> pd.DataFrame:
+    """Read the LLM rows of every ML.ENERGY `llm_mllm_runs.csv` found at PATH into the measurement schema."""
+    root = Path(path)
+    files = find_files(root, ("llm_mllm_runs.csv", "mlenergy-v*/llm_mllm_runs.csv"),
+                       "shared/data/external/mlenergy-v2 or -v3, or their parent")
+    frames = []
+    for csv in files:
+        header = pd.read_csv(csv, nrows=0).columns
+        version = "v3" if "model_id" in header else "v2"
+        raw = read_csv(csv, V3_COLUMNS if version == "v3" else V2_COLUMNS)
+        frames.append(_v3(raw, csv) if version == "v3" else _v2(raw, csv))
+    return conform(pd.concat(frames, ignore_index=True))
+
+
+def _v2(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
+    rows = raw["category"].eq("llm_text_generation")
+    raw = raw[rows]
+    per_token_j = raw["Energy/req (J)"] / raw["Avg Output Tokens"]
+    return _table(csv, "mlenergy-v2", raw.index, model=raw["Model"], task=raw["task"], gpu=raw["GPU"],
+                  num_gpus=raw["TP"] * raw["PP"], batch=raw["Avg BS (reqs)"], max_batch=raw["Max BS (reqs)"],
+                  dtype=pd.Series(pd.NA, index=raw.index), output_len=raw["Avg Output Tokens"],
+                  per_token_j=per_token_j, throughput=raw["Token tput (tok/s)"])
+
+
+def _v3(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
+    raw = raw[raw["family"].eq("llm")]
+    return _table(csv, "mlenergy-v3", raw.index, model=raw["model_id"], task=raw["task"], gpu=raw["gpu_model"],
+                  num_gpus=raw["num_gpus"], batch=raw["avg_batch_size"], max_batch=raw["max_num_seqs"],
+                  dtype=raw["weight_precision"].map(DTYPES), output_len=raw["avg_output_len"],
+                  per_token_j=raw["energy_per_token_joules"], throughput=raw["output_throughput_tokens_per_sec"])
+
+
+def _family(names: pd.Series) -> pd.Series:
+    """The family is the name's first word: llama-3-8b -> llama, Qwen3-14B -> qwen3, NVIDIA-Nemotron-Nano -> nemotron."""
+    return names.str.lower().str.replace(r"^(meta|nvidia)-", "", regex=True).str.split("-").str[0]
+
+
+def _table(csv: Path, release: str, index: pd.Index, *, model, task, gpu, num_gpus, batch, max_batch, dtype,
+           output_len, per_token_j, throughput) -> pd.DataFrame:
+    gpus = gpu.map(GPUS)
+    if gpus.isna().any():
+        raise DataError(f"{csv}: unknown GPU {gpu[gpus.isna()].iloc[0]!r}; known: {', '.join(GPUS)}")
+    catalog_model = model.map(CATALOG)
+    batch_int = np.maximum(1, np.round(batch.to_numpy(float))).astype(int)
+    kv_len = np.maximum(1, np.round(output_len.to_numpy(float) / 2)).astype(int)
+    refs = [catalog_ref(m, phase="decode", batch=b, seq=s, dtype=d if isinstance(d, str) else "bf16")
+            if isinstance(m, str) else None
+            for m, b, s, d in zip(catalog_model, batch_int, kv_len, dtype)]
+    step_s = batch.to_numpy(float) / throughput.to_numpy(float)
+    line = (index.to_numpy() + 2).astype(str)
+    ids = [f"{release}:{t}:{m}:{g}:x{n}:bs{int(b)}:row{r}" for t, m, g, n, b, r in
+           zip(task, model, gpus, num_gpus, max_batch, line)]
+    return pd.DataFrame(dict(
+        measurement_id=ids, source="mlenergy",
+        provenance=[f"{release}/{csv.name} row {r}" + ("; KV length assumed = output/2 (prompts not recorded)"
+                                                        if isinstance(m, str) else "")
+                    for r, m in zip(line, catalog_model)],
+        workload_ref=refs, kernel_list=np.where(catalog_model.notna(), "lowered", "none"),
+        model=catalog_model.fillna(model), model_family=_family(catalog_model.fillna(model.str.split("/").str[-1])), phase="decode",
+        batch=batch_int, seq=np.where(catalog_model.notna(), kv_len, pd.NA), output_len=np.round(output_len),
+        dtype=dtype, gpu=gpus, num_gpus=num_gpus,
+        power_limit_w=[catalog_gpu(g).power_limit_w for g in gpus],  # default limit (PROVENANCE: not stated per run)
+        iterations=pd.NA, repeats=1, time_s=step_s, energy_j=per_token_j.to_numpy(float) * batch.to_numpy(float),
+        power_w=per_token_j.to_numpy(float) * throughput.to_numpy(float), method="energy_counter",
+    ))

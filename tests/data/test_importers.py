@@ -1,0 +1,71 @@
+"""The mlenergy, zeus and nvdvfs importers on the real shared files: row counts and values checked by hand."""
+
+import json
+
+import pytest
+
+from joulecast.cli import main
+from joulecast.data.importers import import_source
+from joulecast.data.schema import validate_measurements
+from joulecast.data.store import load_store
+from joulecast.data.workload_ref import resolve
+from joulecast.errors import InputError
+
+
+def test_mlenergy_llm_rows(external):
+    t = validate_measurements(import_source("mlenergy", external))  # the parent folder: v2 and v3 together
+    # v2: 314 llm_text_generation of 356 rows; v3: 565 family 'llm' of 838 rows (PROVENANCE splits).
+    assert t["measurement_id"].str.startswith("mlenergy-v2").sum() == 314
+    assert t["measurement_id"].str.startswith("mlenergy-v3").sum() == 565
+    v3 = t.set_index("provenance").loc["mlenergy-v3/llm_mllm_runs.csv row 2"]
+    # Qwen3-14B gpqa on one B200: 7.9973 running requests at 234.060505 tok/s, 1.366263 J per output token.
+    assert v3.time_s == pytest.approx(7.9973 / 234.060505)
+    assert v3.energy_j == pytest.approx(1.366263 * 7.9973)
+    assert v3.power_w == pytest.approx(319.78831, rel=1e-5)  # equals the source's avg_power_watts
+    assert (v3.gpu, v3.num_gpus, v3["dtype"], v3.kernel_list) == ("b200", 1, "bf16", "none")
+    v2 = t.set_index("provenance").loc["mlenergy-v2/llm_mllm_runs.csv row 2"]
+    # gemma-2-27b on 4 A100s: 230.644433524673 J per request of 392.47133 tokens at 1051.33545 tok/s.
+    assert v2.power_w == pytest.approx(230.644433524673 / 392.47133333333335 * 1051.3354539260472)
+    assert (v2.gpu, v2.num_gpus) == ("a100-sxm4-40gb", 4)
+
+
+def test_mlenergy_catalog_models_rebuild_as_decode(external):
+    t = import_source("mlenergy", external / "mlenergy-v2")
+    lowered = t[t["kernel_list"] == "lowered"]
+    assert set(lowered["model"]) == {"llama-3-8b", "llama-3-70b", "mistral-7b"}
+    w = resolve(lowered["workload_ref"].iloc[0])
+    assert w.phase == "decode" and w.kernel_count > 0
+
+
+def test_zeus_epochs(external):
+    t = validate_measurements(import_source("zeus", external / "zeus-nsdi23-powerlimit"))
+    assert len(t) == 453 + 270 + 410 + 476
+    assert t["gpu"].value_counts().to_dict() == {"v100": 476, "a40": 453, "rtx6000": 410, "p100": 270}
+    row = t.set_index("measurement_id").loc["zeus:a40:cifar100:shufflenetv2:bs1024:adadelta:pl100"]
+    assert row.time_s == pytest.approx(27.13) and row.power_w == pytest.approx(106.88881213499654)
+    assert row.energy_j == pytest.approx(2899.8934732224566)  # the shared file's derived column
+    assert row.phase == "training" and row.power_limit_w == 100
+
+
+def test_nvdvfs_kernels(external):
+    t = validate_measurements(import_source("nvdvfs", external / "nv-dvfs-benchmark-v100-rtx8000"))
+    assert t["gpu"].value_counts().to_dict() == {"quadro-rtx-8000": 1580, "v100-pcie": 1580}
+    row = t.set_index("measurement_id").loc["nvdvfs:v100-pcie:real:BlackScholes:BlackScholesGPU:input000:1087MHz"]
+    assert row.time_s == pytest.approx(0.91044e-3) and row.power_w == pytest.approx(157.9836)
+    assert row.energy_j == pytest.approx(157.9836 * 0.91044e-3)
+    assert (row.sm_clock_mhz, row.memory_clock_mhz, row.power_limit_w) == (1087, 877, 250)
+
+
+def test_unknown_source_and_wrong_folder(external):
+    with pytest.raises(InputError, match="SOURCE: unknown 'mlperf'; allowed: energaizer, mlenergy, zeus, nvdvfs"):
+        import_source("mlperf", external)
+    with pytest.raises(InputError, match="PATH: .* holds none of summary_power"):
+        import_source("zeus", external / "mlenergy-v2")
+
+
+def test_import_twice_adds_nothing(external, tmp_path, capsys):
+    path = str(external / "zeus-nsdi23-powerlimit")
+    for _ in range(2):
+        assert main(["import", "zeus", path, "--out", str(tmp_path), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["rows"] == 1609
+    assert len(load_store(tmp_path)) == 1609

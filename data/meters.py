@@ -6,7 +6,7 @@ Only `joulecast.data.nvml_meter` imports pynvml. A meter never changes GPU setti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
@@ -36,20 +36,34 @@ class Sample:
 
 
 class ReplayMeter:
-    """Plays a recorded trace back: each read of `time_s` advances to the next sample."""
+    """Plays a recorded trace back.
 
-    def __init__(self, samples: Sequence[Sample]):
+    Without `clock`, each read of `time_s` advances to the next sample. With `clock` (a function returning seconds,
+    e.g. a test's simulated time), every read returns the last sample at or before `clock()`, so readings depend on
+    when they are taken, as on a real GPU, not on how often.
+    """
+
+    def __init__(self, samples: Sequence[Sample], clock: Callable[[], float] | None = None):
         if not samples:
             raise ValueError("a replay needs at least one sample")
-        self._samples, self._i = list(samples), 0
+        self._samples, self._i, self._clock = list(samples), 0, clock
+        self._times = np.array([s.time_s for s in self._samples])
 
     def _now(self) -> Sample:
+        if self._clock is not None:
+            i = int(np.searchsorted(self._times, self._clock(), side="right")) - 1
+            return self._samples[max(i, 0)]
         return self._samples[self._i]
 
     def time_s(self) -> float:
+        if self._clock is not None:
+            return float(self._clock())
         sample = self._now()
         self._i = min(self._i + 1, len(self._samples) - 1)
         return sample.time_s
+
+    def describe(self) -> dict[str, str]:
+        return {"name": "replay", "samples": str(len(self._samples))}
 
     def energy_j(self) -> float:
         return self._now().energy_j
@@ -102,6 +116,7 @@ class WindowResult:
     sm_clock_max_mhz: float
     throttled: bool
     clock_moved: bool
+    method: str            # energy_counter, or power_samples where the GPU has no counter (NaN readings)
 
 
 # A clock that moves by more than one DVFS step (15 MHz, gpus.md "SM and memory clocks") during a window is flagged.
@@ -116,10 +131,14 @@ def summarise_window(samples: Sequence[Sample], idle_power_w: float, wrap_j: flo
     duration = times[-1] - times[0]
     if duration <= 0:
         raise ValueError("a window needs samples spanning a positive time")
-    energy = counter_energy_j([s.energy_j for s in samples], wrap_j)
+    energies = np.array([s.energy_j for s in samples], dtype=float)
+    if np.isfinite(energies).all():
+        energy, method = counter_energy_j(energies, wrap_j), "energy_counter"
+    else:
+        energy, method = integrate_power_j(times, [s.power_w for s in samples]), "power_samples"
     clocks = np.array([s.sm_clock_mhz for s in samples])
     throttled = any(s.throttle & THROTTLING for s in samples)
     return WindowResult(energy_j=energy, time_s=duration, power_w=energy / duration, idle_energy_j=idle_power_w * duration,
                         sm_clock_mean_mhz=float(clocks.mean()), sm_clock_min_mhz=float(clocks.min()),
                         sm_clock_max_mhz=float(clocks.max()), throttled=throttled,
-                        clock_moved=bool(clocks.max() - clocks.min() > CLOCK_STEP_MHZ))
+                        clock_moved=bool(clocks.max() - clocks.min() > CLOCK_STEP_MHZ), method=method)

@@ -56,3 +56,11 @@ def family(config: Mapping[str, Any]) -> str:
     if model_type not in MODEL_TYPES:
         raise InputError("config.model_type", f"{model_type!r} is not supported; allowed: {', '.join(MODEL_TYPES)}")
     return MODEL_TYPES[model_type]
+
+
+def family_of_name(name: str) -> str:
+    """A model's family for grouping results: the name's first word (llama-3-8b -> llama, Qwen3-14B -> qwen3,
+    bert-large -> bert, Meta-Llama-3.1-8B -> llama, NVIDIA-Nemotron-Nano -> nemotron)."""
+    import re
+
+    return re.sub(r"^(meta|nvidia)-", "", str(name).split("/")[-1].lower()).split("-")[0]

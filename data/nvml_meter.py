@@ -5,6 +5,7 @@ Units are converted once, here: NVML reports energy in mJ, power in mW, clocks i
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from joulecast.errors import JoulecastError
@@ -27,6 +28,7 @@ class NvmlMeter:
         except ImportError:
             raise MeterUnavailable("measuring needs NVML: pip install 'joulecast[collect]' on a machine with an NVIDIA GPU") from None
         self._nvml = pynvml
+        self._has_counter: bool | None = None
         try:
             pynvml.nvmlInit()
             self._handle = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -43,7 +45,27 @@ class NvmlMeter:
         return time.monotonic()
 
     def energy_j(self) -> float:
+        """The total-energy counter (Volta and newer); NaN where the GPU has none, so power samples are integrated."""
+        if self._has_counter is None:
+            try:
+                self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
+                self._has_counter = True
+            except self._nvml.NVMLError:
+                self._has_counter = False
+        if not self._has_counter:
+            return float("nan")
         return float(self._call("nvmlDeviceGetTotalEnergyConsumption")) / 1e3
+
+    def describe(self) -> dict[str, str]:
+        """The GPU's identity for the dataset card; the UUID is hashed, never stored as is."""
+        def text(value: object) -> str:
+            return value.decode() if isinstance(value, bytes) else str(value)
+        uuid = text(self._call("nvmlDeviceGetUUID"))
+        return {"name": text(self._call("nvmlDeviceGetName")),
+                "uuid_hash": hashlib.sha256(uuid.encode()).hexdigest()[:16],
+                "driver": text(self._nvml.nvmlSystemGetDriverVersion()),
+                "cuda_driver": str(self._nvml.nvmlSystemGetCudaDriverVersion_v2()),
+                "power_limit_default_w": str(float(self._call("nvmlDeviceGetPowerManagementDefaultLimit")) / 1e3)}
 
     def power_w(self) -> float:
         return float(self._call("nvmlDeviceGetPowerUsage")) / 1e3

@@ -53,6 +53,17 @@ def write_card(root: str | Path, gpu: str, collection_id: str, card: Mapping[str
     return path
 
 
+def read_card(path: str | Path) -> dict[str, Any]:
+    """A dataset card's contents ({} where there is none yet)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    loaded = yaml.safe_load(path.read_text())
+    if not isinstance(loaded, dict):
+        raise DataError(f"{path}: a dataset card must hold a YAML mapping")
+    return loaded
+
+
 def load_store(root: str | Path) -> pd.DataFrame:
     """All measurements under `root`, validated file by file.
 

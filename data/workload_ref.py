@@ -1,6 +1,7 @@
 """Workload references: a short string that rebuilds a measured row's workload.
 
-``catalog:gpt2?phase=prefill&batch=8&seq=512&dtype=bf16&attention=eager`` or ``kernels:/path/to/list.json``.
+``catalog:gpt2?phase=prefill&batch=8&seq=512&dtype=bf16&attention=eager``, ``kernels:/path/to/list.json``, or one
+kernel ``kernel:gemm?m=4096&n=4096&k=4096&dtype=bf16`` (see `joulecast.features.kernel_specs`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ def kernels_ref(path: str) -> str:
     return f"kernels:{path}"
 
 
+def kernel_ref(op: str, **params: object) -> str:
+    return f"kernel:{op}?{urlencode({k: v for k, v in params.items() if v is not None})}"
+
+
 def resolve(ref: str) -> Workload:
     """Build the workload a reference names."""
     from joulecast.data.kernel_list import workload_from_kernels
@@ -34,4 +39,11 @@ def resolve(ref: str) -> Workload:
             if key in params:
                 params[key] = int(params[key])  # type: ignore[arg-type]
         return workload(model, **params)  # type: ignore[arg-type]
-    raise InputError("workload_ref", f"unknown scheme in {ref!r}; allowed: catalog:, kernels:")
+    if scheme == "kernel":
+        from joulecast.features.kernel_specs import kernel_workload
+
+        op, _, query = rest.partition("?")
+        sizes: dict[str, object] = {k: (v == "True" if k == "causal" else v if k == "dtype" else int(v))
+                                    for k, v in parse_qsl(query)}
+        return kernel_workload(op, **sizes)  # type: ignore[arg-type]
+    raise InputError("workload_ref", f"unknown scheme in {ref!r}; allowed: catalog:, kernels:, kernel:")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -94,6 +95,50 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _collect(args: argparse.Namespace) -> int:
+    from joulecast import render
+    from joulecast.data import store
+    from joulecast.data.plan import expected_durations, load_plan
+
+    plan = load_plan(args.plan)
+    collection = args.collection or plan.name
+    done = store.existing_ids(args.out, plan.gpu, collection)
+    if args.dry_run:
+        estimates = expected_durations(plan)
+        todo_s = sum(e.seconds for e in estimates if e.item.id not in done)
+        total_s = todo_s + 2 * plan.settings.idle_s
+        rows = [dict(item=e.item.id, ms_per_iter=round(e.physics_time_s * 1e3, 4), iters_per_window=e.iterations,
+                     expected_s=round(e.seconds, 2), stored=e.item.id in done) for e in estimates]
+        summary = dict(plan=plan.source, gpu=plan.gpu, collection=collection, items=len(rows), stored=len(done),
+                       expected_s=round(total_s, 1), settings=dict(vars(plan.settings)), rows=rows)
+        if args.json:
+            print(render.to_json(summary))
+        else:
+            import pandas as pd
+            print(render.frame(pd.DataFrame(rows)))
+            print(f"{len(rows)} items ({len(done & {r['item'] for r in rows})} already stored) on {plan.gpu}: "
+                  f"about {total_s / 60:.1f} min (physics estimate, idle windows and setup included)")
+        return 0
+    from joulecast.data.collector import collect
+    from joulecast.data.nvml_meter import open_meter
+    from joulecast.data.torch_runner import TorchRunner
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a timeout's SIGTERM stops as cleanly as Ctrl-C
+    meter = open_meter(args.gpu_index)
+    runner = TorchRunner(f"cuda:{args.gpu_index}")
+    result = collect(plan, args.out, meter, runner, collection=collection, progress=not args.json)
+    summary = dict(vars(result))
+    if args.json:
+        print(render.to_json(summary))
+    else:
+        print(f"{result.written} rows written to {store.collection_dir(args.out, plan.gpu, collection)} "
+              f"({result.skipped} already stored, {len(result.failed)} failed"
+              f"{', interrupted: rerun the same command to resume' if result.interrupted else ''})")
+        for item, reason in result.failed.items():
+            print(f"  failed {item}: {reason}")
+    return 130 if result.interrupted else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -129,7 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
     imp.add_argument("--out", help="store root to write Parquet parts and a dataset card into (default: summary only)")
     imp.add_argument("--json", action="store_true")
     imp.set_defaults(func=_import)
+
+    col = sub.add_parser("collect", help="measure a plan's workloads on this machine's NVIDIA GPU (needs [collect])")
+    col.add_argument("plan", help="plan YAML file, or a shipped plan's name (h200-first)")
+    col.add_argument("--out", default="data/measurements", help="store root (default data/measurements)")
+    col.add_argument("--collection", help="collection id (default: the plan's name); rerun to resume")
+    col.add_argument("--gpu-index", type=int, default=0, help="which GPU (NVML and CUDA index); default 0")
+    col.add_argument("--dry-run", action="store_true", help="list the plan and its expected duration; measure nothing")
+    col.add_argument("--json", action="store_true")
+    col.set_defaults(func=_collect)
     return parser
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,7 @@ import pandas as pd
 
 from joulecast.data.gpus import gpu as catalog_gpu
 from joulecast.data.importers._common import find_files, read_csv
+from joulecast.data.models import family_of_name
 from joulecast.data.schema import conform
 from joulecast.data.workload_ref import catalog_ref
 from joulecast.errors import DataError
@@ -70,11 +71,6 @@ def _v3(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
                   per_token_j=raw["energy_per_token_joules"], throughput=raw["output_throughput_tokens_per_sec"])
 
 
-def _family(names: pd.Series) -> pd.Series:
-    """The family is the name's first word: llama-3-8b -> llama, Qwen3-14B -> qwen3, NVIDIA-Nemotron-Nano -> nemotron."""
-    return names.str.lower().str.replace(r"^(meta|nvidia)-", "", regex=True).str.split("-").str[0]
-
-
 def _table(csv: Path, release: str, index: pd.Index, *, model, task, gpu, num_gpus, batch, max_batch, dtype,
            output_len, per_token_j, throughput) -> pd.DataFrame:
     gpus = gpu.map(GPUS)
@@ -96,7 +92,7 @@ def _table(csv: Path, release: str, index: pd.Index, *, model, task, gpu, num_gp
                                                         if isinstance(m, str) else "")
                     for r, m in zip(line, catalog_model)],
         workload_ref=refs, kernel_list=np.where(catalog_model.notna(), "lowered", "none"),
-        model=catalog_model.fillna(model), model_family=_family(catalog_model.fillna(model.str.split("/").str[-1])), phase="decode",
+        model=catalog_model.fillna(model), model_family=catalog_model.fillna(model).map(family_of_name), phase="decode",
         batch=batch_int, seq=np.where(catalog_model.notna(), kv_len, pd.NA), output_len=np.round(output_len),
         dtype=dtype, gpu=gpus, num_gpus=num_gpus,
         power_limit_w=[catalog_gpu(g).power_limit_w for g in gpus],  # default limit (PROVENANCE: not stated per run)

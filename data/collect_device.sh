@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Run a collection plan on the lent GPU machine in one command; leaves one Parquet file, the dataset card and the
+# log under $OUT (the device tool returns at most 8 files, two folders deep: $OUT/<gpu>/<collection>/...).
+#
+#   bash data/collect_device.sh [PLAN]        # default: h200-first
+#
+# The machine has torch, pandas, pyarrow, pyyaml and nvidia-ml-py but not xgboost or mlflow: joulecast is installed
+# without dependencies, and collecting imports neither.
+set -euo pipefail
+REPO="$(cd "$(dirname "$0")/.." && pwd)"
+PLAN="${1:-h200-first}"
+OUT="${OUT:?set OUT to the folder that comes back}"
+STORE=/tmp/joulecast-store
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/joulecast-site "$REPO" 2>&1 | tail -2 || true
+export PYTHONPATH=/tmp/joulecast-site
+cd /tmp  # never import the checkout's joulecast/ folder: the installed package maps the rooms
+nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
+python3 -m joulecast.cli collect "$PLAN" --dry-run | tail -1 | tee "$OUT/collect.log"
+status=0
+python3 -m joulecast.cli -v collect "$PLAN" --out "$STORE" 2>&1 | tee -a "$OUT/collect.log" || status=$?
+# One part file for the trip back (the store flushes every 20 s); the card travels as written.
+python3 - "$STORE" "$OUT" <<'PY'
+import shutil, sys
+from pathlib import Path
+from joulecast.data import store
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+for folder in sorted(p for p in src.glob("*/*") if p.is_dir()):
+    gpu, collection = folder.parent.name, folder.name
+    rows = store.load_store(src).query("gpu == @gpu")
+    if len(rows):
+        store.write_part(rows, out, gpu, collection)
+    (out / gpu / collection).mkdir(parents=True, exist_ok=True)
+    shutil.copy(folder / store.CARD_NAME, out / gpu / collection / store.CARD_NAME)
+    print(f"{len(rows)} rows -> {out / gpu / collection}")
+PY
+exit "$status"

@@ -1,0 +1,235 @@
+"""The measurement loop: run each plan item on the GPU, read its energy over repeated windows, store rows.
+
+Runner-agnostic (anything with `prepare(item) -> step`, `step.run(n) -> device seconds`, `step.close()`) and
+meter-agnostic (`joulecast.data.meters.Meter`), so the whole loop is tested on the CPU with a replay meter.
+
+Per item: warm-up (doubling iteration counts until `warmup_s`), then `repeats` windows of n iterations, n chosen so
+that a window lasts at least `min_window_s`. A background thread samples the meter every `SAMPLE_INTERVAL_S`
+during each window (clocks, temperature, throttle reasons, and power where there is no energy counter).
+Rows are flushed as atomic part files every `FLUSH_S` seconds and on exit, Ctrl-C included; a rerun skips what is
+stored (resume). Idle power is measured before and after the collection.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data import store
+from joulecast.data.meters import Meter, Sample, WindowResult, summarise_window
+from joulecast.data.models import family_of_name
+from joulecast.data.plan import Plan, PlanItem, expected_durations, item_workload
+
+log = logging.getLogger(__name__)
+SAMPLE_INTERVAL_S = 0.005   # 200 Hz: the issue asks for at least 100 Hz where power samples are integrated
+FLUSH_S = 20.0              # most seconds of finished rows a hard kill can lose
+SOURCE = "joulecast-collector"
+
+
+class Step(Protocol):
+    def run(self, iterations: int) -> float: ...
+    def close(self) -> None: ...
+
+
+class Runner(Protocol):
+    def prepare(self, item: PlanItem) -> Step: ...
+    def describe(self) -> dict[str, str]: ...
+
+
+def read_sample(meter: Meter) -> Sample:
+    sm, mem = meter.clocks_mhz()
+    return Sample(time_s=meter.time_s(), energy_j=meter.energy_j(), power_w=meter.power_w(), sm_clock_mhz=sm,
+                  memory_clock_mhz=mem, temperature_c=meter.temperature_c(), power_limit_w=meter.power_limit_w(),
+                  throttle=meter.throttle_reasons())
+
+
+class Window:
+    """Samples one measured window: a reading at entry, a background thread while open, a reading at exit."""
+
+    def __init__(self, meter: Meter, interval_s: float = SAMPLE_INTERVAL_S):
+        self.meter, self.interval_s, self.samples = meter, interval_s, []  # type: ignore[var-annotated]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.samples.append(read_sample(self.meter))
+
+    def __enter__(self) -> "Window":
+        self.samples.append(read_sample(self.meter))
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.samples.append(read_sample(self.meter))  # the meter is only read by one thread at a time
+
+
+def measure_idle(meter: Meter, seconds: float, sleep: Callable[[float], None] = time.sleep) -> float:
+    """Average power (W) with nothing running, over `seconds`."""
+    with Window(meter) as window:
+        sleep(seconds)
+    return summarise_window(window.samples, idle_power_w=0.0).power_w
+
+
+def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float) -> dict[str, Any]:
+    """Warm up, then measure `settings.repeats` windows; returns the row's measured fields."""
+    elapsed, its, per_iter = 0.0, 1, 0.0
+    while True:  # warm-up: doubling runs until warmup_s has passed (at least two runs: the first allocates)
+        seconds = step.run(its)
+        elapsed += seconds
+        per_iter = seconds / its
+        if elapsed >= settings.warmup_s and its > 1:
+            break
+        its *= 2
+    n = max(settings.min_iterations, math.ceil(settings.min_window_s / max(per_iter, 1e-9)))
+    device_s, windows = [], []
+    for _ in range(settings.repeats):
+        with Window(meter) as window:
+            device_s.append(step.run(n))
+        windows.append((summarise_window(window.samples, idle_power_w), window.samples))
+    return _row_fields(n, device_s, windows, settings)
+
+
+def _row_fields(n: int, device_s: Sequence[float], windows: Sequence[tuple[WindowResult, list[Sample]]],
+                settings: Any) -> dict[str, Any]:
+    energies = [w.energy_j / n for w, _ in windows]
+    samples = [s for _, ss in windows for s in ss]
+    clocks = np.array([s.sm_clock_mhz for s in samples])
+    median_e = statistics.median(energies)
+    return dict(
+        iterations=n, repeats=len(windows), time_s=statistics.median(device_s) / n, energy_j=median_e,
+        power_w=sum(w.energy_j for w, _ in windows) / sum(w.time_s for w, _ in windows),
+        sm_clock_mhz=float(clocks.mean()), sm_clock_min_mhz=float(clocks.min()), sm_clock_max_mhz=float(clocks.max()),
+        memory_clock_mhz=float(np.mean([s.memory_clock_mhz for s in samples])),
+        power_limit_w=float(np.mean([s.power_limit_w for s in samples])),
+        temperature_c=float(np.mean([s.temperature_c for s in samples])),
+        method=windows[0][0].method, spread_rel=(max(energies) - min(energies)) / median_e if median_e > 0 else 0.0,
+        flag_throttled=any(w.throttled for w, _ in windows), flag_clock_moved=any(w.clock_moved for w, _ in windows),
+        flag_window_short=any(w.time_s < 0.9 * settings.min_window_s for w, _ in windows), flag_failed_run=False,
+    )
+
+
+@dataclass
+class CollectResult:
+    collection: str
+    root: str
+    gpu: str
+    written: int = 0
+    skipped: int = 0                                      # already stored (resume)
+    failed: dict[str, str] = field(default_factory=dict)  # item id -> reason
+    interrupted: bool = False
+    idle_before_w: float | None = None
+    idle_after_w: float | None = None
+
+
+def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, collection: str | None = None,
+            progress: bool = True, sleep: Callable[[float], None] = time.sleep,
+            clock: Callable[[], float] = time.monotonic) -> CollectResult:
+    """Measure every item of `plan` not yet stored under `root`; safe to interrupt and rerun."""
+    collection = collection or plan.name
+    result = CollectResult(collection=collection, root=str(root), gpu=plan.gpu)
+    done = store.existing_ids(root, plan.gpu, collection)
+    todo = [it for it in plan.items if it.id not in done]
+    result.skipped = len(plan.items) - len(todo)
+    device = {**getattr(meter, "describe", dict)(), **runner.describe()}
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    _write_card(plan, root, collection, result, device, started, status="running")
+    if not todo:
+        return result
+    plan_s = {e.item.id: e.seconds for e in expected_durations(plan, todo)}
+    bar = _progress(sum(plan_s.values()), progress)
+    buffer: list[dict[str, Any]] = []
+    last_flush = clock()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if buffer:
+            store.write_part(pd.DataFrame(buffer), root, plan.gpu, collection)
+            result.written += len(buffer)
+            buffer.clear()
+        last_flush = clock()
+
+    try:
+        result.idle_before_w = measure_idle(meter, plan.settings.idle_s, sleep)
+        for item in todo:
+            bar.set_postfix_str(item.id, refresh=False)
+            try:
+                step = runner.prepare(item)
+                try:
+                    fields = measure_item(step, meter, plan.settings, result.idle_before_w)
+                finally:
+                    step.close()
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except Exception as exc:  # out of memory, an unsupported dtype: record it and go on
+                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                result.failed[item.id] = reason
+                log.warning("%s failed: %s", item.id, reason)
+            else:
+                buffer.append(_row(item, plan, collection, device, result.idle_before_w, fields))
+            bar.update(plan_s[item.id])
+            if clock() - last_flush >= FLUSH_S:
+                flush()
+        result.idle_after_w = measure_idle(meter, plan.settings.idle_s, sleep)
+    except KeyboardInterrupt:
+        result.interrupted = True
+    finally:
+        bar.close()
+        flush()
+        _write_card(plan, root, collection, result, device, started,
+                    status="interrupted" if result.interrupted else "complete")
+    return result
+
+
+def _row(item: PlanItem, plan: Plan, collection: str, device: dict[str, str], idle_w: float,
+         fields: dict[str, Any]) -> dict[str, Any]:
+    work = item_workload(item)
+    model = item.model or item.op or ""
+    return dict(
+        measurement_id=item.id, source=SOURCE, provenance=f"collection {collection}, plan {plan.source}",
+        workload_ref=item.workload_ref, kernel_list="lowered", kernel_hash=work.kernel_hash, model=model,
+        model_family=family_of_name(model) if item.kind == "model" else item.op, phase=item.phase,
+        batch=item.batch, seq=item.seq, dtype=item.dtype, attention="flash" if item.kind == "model" else None,
+        gpu=plan.gpu, gpu_uuid_hash=device.get("uuid_hash"), num_gpus=1, idle_power_w=idle_w, **fields)
+
+
+def _progress(total_s: float, enabled: bool) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=round(total_s, 1), unit="s", disable=not enabled, dynamic_ncols=True,
+                bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s planned [{elapsed}<{remaining}]{postfix}")
+
+
+def _write_card(plan: Plan, root: str | Path, collection: str, result: CollectResult, device: dict[str, str],
+                started: str, status: str) -> None:
+    """The dataset card: what, when, how; each session (a resume is a new one) is appended."""
+    path = store.collection_dir(root, plan.gpu, collection) / store.CARD_NAME
+    previous = store.read_card(path)
+    sessions = [s for s in previous.get("sessions", []) if s.get("started") != started]
+    sessions.append(dict(started=started, status=status, written=result.written, skipped=result.skipped,
+                         failed=dict(result.failed), idle_before_w=result.idle_before_w,
+                         idle_after_w=result.idle_after_w,
+                         updated=datetime.now(timezone.utc).isoformat(timespec="seconds")))
+    store.write_card(root, plan.gpu, collection, {
+        "what": f"GPU energy, time and power of the '{plan.name}' plan's kernels and models, measured by joulecast",
+        "gpu": plan.gpu, "device": device, "plan": plan.source,
+        "settings": dict(vars(plan.settings)),
+        "sampling": {"energy": "NVML total-energy counter over each window (integrated power samples where the GPU "
+                               "has none)", "sample_interval_s": SAMPLE_INTERVAL_S,
+                     "time": "CUDA events around each window's iterations"},
+        "gpu_settings": "read only: clocks and power limit were left as found",
+        "sessions": sessions,
+    })

@@ -1,0 +1,215 @@
+"""Collection plans: a YAML grid of kernels and catalog-model workloads, expanded into typed `PlanItem`s.
+
+    name: h200-first                 # the collection id
+    gpu: h200                        # catalog GPU the plan is sized for (dry-run durations come from its physics)
+    settings: {min_window_s: 1.0, min_iterations: 5, repeats: 3, warmup_s: 0.5, idle_s: 5}
+    kernels:
+      - op: gemm
+        dtype: [bf16, fp8]
+        grid: {m: [1024, 4096], n: [4096], k: [4096]}   # cartesian product
+        shapes: [{m: 16, n: 4096, k: 4096}]              # and/or an explicit list
+    models:
+      - model: [llama-3-8b]
+        phase: [prefill, decode, training]
+        batch: [1, 8]
+        seq: [512]
+        dtype: [bf16]
+        overrides: {num_hidden_layers: 2}               # optional config overrides (shrunk models for tests)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from joulecast.data.workload import Workload
+from joulecast.data.workload_ref import catalog_ref, kernel_ref
+from joulecast.errors import InputError, require
+
+PLAN_DIR = Path(__file__).parent / "plans"
+# Seconds to set an item up before its warm-up (allocating tensors; building a model with random weights), used
+# only for dry-run durations (assumption, checked against the first real collection).
+SETUP_S = {"kernel": 0.3, "model": 4.0}
+
+
+@dataclass(frozen=True)
+class Settings:
+    min_window_s: float = 1.0   # shortest measured window per repeat
+    min_iterations: int = 5     # fewest iterations per window
+    repeats: int = 3            # measured windows per item (at least 3: their spread is recorded)
+    warmup_s: float = 0.5       # unmeasured running before the first window
+    idle_s: float = 5.0         # idle power measured for this long before and after the collection
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "Settings":
+        known = {f: getattr(cls, f) for f in cls.__dataclass_fields__}
+        extra = sorted(set(raw) - set(known))
+        require(not extra, f"settings.{extra[0] if extra else ''}", f"unknown; allowed: {', '.join(known)}")
+        values = {}
+        for name, default in known.items():
+            value = raw.get(name, default)
+            kind = type(default)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise InputError(f"settings.{name}", f"must be a non-negative number, got {value!r}")
+            values[name] = kind(value)
+        require(values["repeats"] >= 3, "settings.repeats", f"must be at least 3, got {values['repeats']}")
+        require(values["min_iterations"] >= 1, "settings.min_iterations", "must be at least 1")
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class PlanItem:
+    """One configuration to measure."""
+
+    id: str                       # stable: the measurement id within the collection (resume key)
+    kind: str                     # kernel or model
+    op: str | None                # kernel op (gemm, attention, ...) for kernels
+    model: str | None             # catalog model for models
+    phase: str | None
+    batch: int | None
+    seq: int | None
+    dtype: str
+    sizes: Mapping[str, Any] = field(default_factory=dict)       # kernel sizes
+    overrides: Mapping[str, Any] = field(default_factory=dict)   # model config overrides
+    workload_ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    gpu: str
+    settings: Settings
+    items: tuple[PlanItem, ...]
+    source: str = ""
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def _kernel_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
+    from joulecast.features.kernel_specs import check_kernel_spec
+
+    require("op" in entry, f"{where}.op", "missing (gemm, attention, layernorm, rmsnorm, softmax, add, mul, gelu, silu)")
+    extra = sorted(set(entry) - {"op", "dtype", "grid", "shapes", "fixed"})
+    require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: op, dtype, grid, shapes, fixed")
+    grid = entry.get("grid") or {}
+    require(isinstance(grid, Mapping), f"{where}.grid", "must map size names to lists")
+    fixed = dict(entry.get("fixed") or {})
+    shapes = [dict(s) for s in _as_list(entry.get("shapes") or [])]
+    if grid:
+        names = list(grid)
+        shapes += [dict(zip(names, combo)) for combo in itertools.product(*(_as_list(grid[n]) for n in names))]
+    require(bool(shapes), where, "needs 'grid' or 'shapes'")
+    items = []
+    for dtype in _as_list(entry.get("dtype", "bf16")):
+        for i, shape in enumerate(shapes):
+            sizes = check_kernel_spec(entry["op"], {**fixed, **shape}, field=f"{where}.shapes[{i}]")
+            ref = kernel_ref(entry["op"], **sizes, dtype=dtype)
+            ident = f"{entry['op']}/" + "/".join(f"{k}{int(v)}" for k, v in sizes.items()) + f"/{dtype}"
+            items.append(PlanItem(id=ident, kind="kernel", op=entry["op"], model=None, phase="kernel",
+                                  batch=sizes.get("batch", 1), seq=sizes.get("seq_kv"), dtype=dtype, sizes=sizes,
+                                  workload_ref=ref))
+    return items
+
+
+def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
+    from joulecast.data.models import model_entry
+
+    require("model" in entry, f"{where}.model", "missing (a catalog model name; see 'joulecast models')")
+    extra = sorted(set(entry) - {"model", "phase", "batch", "seq", "dtype", "overrides"})
+    require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: model, phase, batch, seq, dtype, overrides")
+    overrides = dict(entry.get("overrides") or {})
+    tag = "/cfg" + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8] if overrides else ""
+    items = []
+    for model, phase, batch, seq, dtype in itertools.product(
+            *(_as_list(entry.get(k, d)) for k, d in (("model", None), ("phase", "prefill"), ("batch", 1),
+                                                       ("seq", 512), ("dtype", "bf16")))):
+        name = model_entry(model)["name"]
+        ref = None if overrides else catalog_ref(name, phase=phase, batch=batch, seq=seq, dtype=dtype, attention="flash")
+        items.append(PlanItem(id=f"{name}/{phase}/b{batch}/s{seq}/{dtype}{tag}", kind="model", op=None, model=name,
+                              phase=phase, batch=batch, seq=seq, dtype=dtype, overrides=overrides, workload_ref=ref))
+    return items
+
+
+def item_workload(item: PlanItem) -> Workload:
+    """The physics-ready workload of a plan item (validates the item's fields)."""
+    if item.kind == "kernel":
+        from joulecast.features.kernel_specs import kernel_workload
+
+        return kernel_workload(item.op or "", dtype=item.dtype, **item.sizes)
+    from joulecast.data.models import model_entry
+    from joulecast.features.lowering import workload
+
+    entry = model_entry(item.model or "")
+    config = {**entry["config"], **item.overrides, "name": entry["name"]}
+    return workload(config, phase=item.phase or "prefill", batch=item.batch or 1, seq=item.seq, dtype=item.dtype)
+
+
+def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:
+    """Build a plan from its mapping; errors name the field (e.g. `models[1].phase`)."""
+    require(isinstance(raw, Mapping), "plan", f"{source} must hold a YAML mapping")
+    extra = sorted(set(raw) - {"name", "gpu", "settings", "kernels", "models", "description"})
+    require(not extra, extra[0] if extra else "", "unknown plan key; allowed: name, gpu, settings, kernels, models, description")
+    require(isinstance(raw.get("name"), str) and raw["name"].strip() != "", "name", "the collection id is missing")
+    from joulecast.data.gpus import gpu as catalog_gpu
+
+    gpu = catalog_gpu(str(raw.get("gpu", ""))).name
+    settings = Settings.from_dict(raw.get("settings") or {})
+    items: list[PlanItem] = []
+    for i, entry in enumerate(raw.get("kernels") or []):
+        items += _kernel_items(entry, f"kernels[{i}]")
+    for i, entry in enumerate(raw.get("models") or []):
+        items += _model_items(entry, f"models[{i}]")
+    require(bool(items), "kernels", "the plan has no kernels and no models")
+    seen: set[str] = set()
+    unique = [it for it in items if not (it.id in seen or seen.add(it.id))]
+    for it in unique:
+        item_workload(it)  # fail at load time, not hours into a collection
+    return Plan(name=raw["name"], gpu=gpu, settings=settings, items=tuple(unique), source=source)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan file (or a shipped plan by name, e.g. `h200-first`)."""
+    path = Path(path)
+    if not path.exists() and (PLAN_DIR / f"{path.name}.yaml").exists():
+        path = PLAN_DIR / f"{path.name}.yaml"
+    if not path.exists():
+        shipped = ", ".join(p.stem for p in sorted(PLAN_DIR.glob("*.yaml")))
+        raise InputError("PLAN", f"{path} does not exist (shipped plans: {shipped or 'none'})")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise InputError("PLAN", f"{path} is not valid YAML ({exc.__class__.__name__})") from None
+    return parse_plan(raw, source=str(path))
+
+
+@dataclass(frozen=True)
+class ItemEstimate:
+    item: PlanItem
+    physics_time_s: float       # per iteration
+    physics_energy_j: float
+    iterations: int             # per window
+    seconds: float              # expected wall time of the item (setup, warm-up, windows)
+
+
+def expected_durations(plan: Plan, items: Sequence[PlanItem] | None = None) -> list[ItemEstimate]:
+    """What each item will cost on the plan's GPU, from the physics estimate (the `--dry-run` figures)."""
+    from joulecast.estimator.api import estimate
+
+    s = plan.settings
+    out = []
+    for item in items if items is not None else plan.items:
+        est = estimate(item_workload(item), plan.gpu)
+        n = max(s.min_iterations, math.ceil(s.min_window_s / est.time_s))
+        seconds = SETUP_S[item.kind] + s.warmup_s + s.repeats * n * est.time_s
+        out.append(ItemEstimate(item, est.time_s, est.energy_j, n, seconds))
+    return out

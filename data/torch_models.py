@@ -1,0 +1,134 @@
+"""Catalog transformers rebuilt in plain PyTorch from their config, with random weights (nothing is downloaded).
+
+The structure follows the lowering (`joulecast.features.lower_transformers`) so that a measured pass and its physics
+estimate describe the same kernels: pre-norm blocks, SDPA attention (the `flash` path), unfused RMSNorm as in the
+Hugging Face code, a gated SiLU MLP for Llama-style models, GELU (GPT-2, BERT) or ReLU (OPT) otherwise. The training
+step's loss is the mean square of the final hidden states: the lowering has no vocabulary projection in training,
+so neither has the measured step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from joulecast.data import models
+from joulecast.errors import InputError
+
+SUPPORTED = ("gpt2", "bert", "opt", "llama")
+
+
+def _dim(config: Mapping[str, Any], *keys: str, default: int | None = None) -> int:
+    for key in keys:
+        if config.get(key):
+            return int(config[key])
+    if default is None:
+        raise InputError(f"config.{keys[0]}", "missing from the model config")
+    return default
+
+
+class RMSNorm(nn.Module):
+    """Hugging Face's eager RMSNorm: fp32 variance, rsqrt, scale (several kernels, as lowered)."""
+
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(dim)), eps
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(x.dtype)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+class Block(nn.Module):
+    def __init__(self, family: str, h: int, heads: int, kv_heads: int, head_dim: int, inner: int, eps: float):
+        super().__init__()
+        self.family, self.heads, self.kv_heads, self.head_dim = family, heads, kv_heads, head_dim
+        norm = (lambda: RMSNorm(h, eps)) if family == "llama" else (lambda: nn.LayerNorm(h, eps=eps))
+        self.norm1, self.norm2 = norm(), norm()
+        self.q = nn.Linear(h, heads * head_dim, bias=family != "llama")
+        self.k = nn.Linear(h, kv_heads * head_dim, bias=family != "llama")
+        self.v = nn.Linear(h, kv_heads * head_dim, bias=family != "llama")
+        self.o = nn.Linear(heads * head_dim, h, bias=family != "llama")
+        self.up = nn.Linear(h, inner, bias=family != "llama")
+        self.gate = nn.Linear(h, inner, bias=False) if family == "llama" else None
+        self.down = nn.Linear(inner, h, bias=family != "llama")
+
+    def forward(self, x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor] | None,
+                cache: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+        b, s, _ = x.shape
+        y = self.norm1(x)
+        q = self.q(y).view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = self.k(y).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = self.v(y).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        if rope is not None:
+            q, k = _rotate(q, *rope), _rotate(k, *rope)
+        if cache is not None:  # decode: the new token's key and value go to the cache's last slot
+            k_cache, v_cache = cache
+            k_cache[:, :, -s:] = k
+            v_cache[:, :, -s:] = v
+            k, v = k_cache, v_cache
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None and self.family != "bert",
+                                           enable_gqa=self.heads != self.kv_heads)
+        x = x + self.o(a.transpose(1, 2).reshape(b, s, self.heads * self.head_dim))
+        y = self.norm2(x)
+        if self.gate is not None:
+            y = self.down(F.silu(self.gate(y)) * self.up(y))
+        else:
+            y = self.down(F.relu(self.up(y)) if self.family == "opt" else F.gelu(self.up(y), approximate="tanh"))
+        return x + y
+
+
+class Transformer(nn.Module):
+    """A decoder (GPT-2, OPT, Llama/Qwen2/Mistral) or encoder (BERT) stack from a Hugging Face style config."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        super().__init__()
+        family = models.family(config)
+        if family not in SUPPORTED:
+            raise InputError("model", f"the PyTorch runner builds {', '.join(SUPPORTED)} models, not {family}")
+        self.family = family
+        h = _dim(config, "hidden_size", "n_embd")
+        heads = _dim(config, "num_attention_heads", "n_head")
+        self.kv_heads = _dim(config, "num_key_value_heads", default=heads)
+        self.head_dim = _dim(config, "head_dim", default=h // heads)
+        inner = _dim(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * h)
+        layers = _dim(config, "num_hidden_layers", "n_layer")
+        vocab = _dim(config, "vocab_size")
+        eps = float(config.get("rms_norm_eps") or config.get("layer_norm_epsilon") or config.get("layer_norm_eps") or 1e-5)
+        self.rope_theta = float(config.get("rope_theta") or 10000.0)
+        self.embed = nn.Embedding(vocab, h)
+        self.positions = None if family == "llama" else nn.Embedding(
+            _dim(config, "max_position_embeddings", "n_positions", default=2048) + 2, h)
+        self.blocks = nn.ModuleList(Block(family, h, heads, self.kv_heads, self.head_dim, inner, eps)
+                                    for _ in range(layers))
+        self.norm = RMSNorm(h, eps) if family == "llama" else nn.LayerNorm(h, eps=eps)
+        self.lm_head = nn.Linear(h, vocab, bias=False)
+
+    def _rope(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        inv = 1.0 / self.rope_theta ** (torch.arange(0, self.head_dim, 2, device=positions.device).float() / self.head_dim)
+        freqs = torch.outer(positions.float(), inv)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(dtype), emb.sin().to(dtype)
+
+    def forward(self, tokens: torch.Tensor, caches: list[tuple[torch.Tensor, torch.Tensor]] | None = None,
+                start: int = 0) -> torch.Tensor:
+        """Hidden states (prefill, training), or the last token's logits when decoding with `caches`."""
+        positions = torch.arange(start, start + tokens.shape[1], device=tokens.device)
+        x = self.embed(tokens)
+        if self.positions is not None:
+            x = x + self.positions(positions.clamp(max=self.positions.num_embeddings - 1))
+        rope = self._rope(positions, x.dtype) if self.family == "llama" else None
+        for i, block in enumerate(self.blocks):
+            x = block(x, rope, caches[i] if caches is not None else None)
+        x = self.norm(x)
+        return self.lm_head(x[:, -1]) if caches is not None else x

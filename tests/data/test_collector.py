@@ -1,0 +1,177 @@
+"""The collection loop on the CPU: replayed meter traces on a simulated clock, and the real PyTorch runners."""
+
+import math
+
+import numpy as np
+import pytest
+
+from joulecast.data.collector import collect
+from joulecast.data.meters import ReplayMeter, Sample
+from joulecast.data.plan import parse_plan
+from joulecast.data.store import load_store, read_card
+
+FAST = {"min_window_s": 0.05, "min_iterations": 5, "repeats": 3, "warmup_s": 0.01, "idle_s": 0.5}
+
+
+class Clock:
+    """Simulated seconds: the fake steps and idle sleeps advance it, the replay meter reads it."""
+
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, seconds):
+        self.t += seconds
+
+
+class FakeStep:
+    def __init__(self, clock, seconds):
+        self.clock, self.seconds = clock, seconds
+
+    def run(self, n):
+        self.clock.t += n * self.seconds
+        return n * self.seconds
+
+    def close(self):
+        pass
+
+
+class FakeRunner:
+    """Each item takes 2 ms per iteration; `explode` maps item ids to the exception their preparation raises."""
+
+    def __init__(self, clock, explode=None):
+        self.clock, self.explode, self.prepared = clock, explode or {}, []
+
+    def describe(self):
+        return {"torch": "fake"}
+
+    def prepare(self, item):
+        self.prepared.append(item.id)
+        if item.id in self.explode:
+            raise self.explode[item.id]
+        return FakeStep(self.clock, 0.002)
+
+
+def trace(power_w=250.0, seconds=200.0, step=0.001, counter=True, throttle_after=None, clock_wobble=False):
+    t = np.arange(0.0, seconds, step)
+    return [Sample(time_s=float(x), energy_j=float(power_w * x) if counter else float("nan"), power_w=power_w,
+                   sm_clock_mhz=max(1000.0, 1980.0 - 1000.0 * x) if clock_wobble else 1980.0, memory_clock_mhz=3201.0,
+                   temperature_c=45.0, power_limit_w=700.0,
+                   throttle=frozenset({"sw_power_cap"}) if throttle_after is not None and x >= throttle_after
+                   else frozenset())
+            for i, x in enumerate(t)]
+
+
+def plan(settings=FAST, elements=(1024, 2048, 4096)):
+    return parse_plan({"name": "test", "gpu": "h200", "settings": settings,
+                       "kernels": [{"op": "add", "grid": {"elements": list(elements)}}]})
+
+
+def test_rows_from_an_energy_counter(tmp_path):
+    clock = Clock()
+    result = collect(plan(), tmp_path, ReplayMeter(trace(), clock), FakeRunner(clock), progress=False,
+                     sleep=clock.sleep, clock=clock)
+    assert (result.written, result.failed, result.interrupted) == (3, {}, False)
+    rows = load_store(tmp_path)
+    assert len(rows) == 3 and set(rows["source"]) == {"joulecast-collector"}
+    row = rows.iloc[0]
+    # 250 W for 2 ms per iteration: 0.5 J; a 0.05 s window needs 25 iterations.
+    assert row.time_s == pytest.approx(0.002) and row.energy_j == pytest.approx(0.5, rel=0.02)
+    assert row.power_w == pytest.approx(250.0, rel=0.02) and row.idle_power_w == pytest.approx(250.0, rel=0.02)
+    assert row.iterations == math.ceil(0.05 / 0.002) and row.repeats == 3 and row.method == "energy_counter"
+    assert not (row.flag_throttled or row.flag_clock_moved or row.flag_window_short)
+    assert row.workload_ref.startswith("kernel:add?elements=") and row.kernel_list == "lowered"
+    assert row.spread_rel < 0.05 and row.sm_clock_mhz == 1980.0 and row.power_limit_w == 700.0
+    card = read_card(tmp_path / "h200" / "test" / "CARD.yaml")
+    assert card["sessions"][-1]["status"] == "complete" and card["sessions"][-1]["written"] == 3
+    assert card["sessions"][-1]["idle_before_w"] == pytest.approx(250.0, rel=0.02)
+
+
+def test_power_samples_where_there_is_no_counter(tmp_path):
+    clock = Clock()
+    collect(plan(), tmp_path, ReplayMeter(trace(counter=False), clock), FakeRunner(clock), progress=False,
+            sleep=clock.sleep, clock=clock)
+    rows = load_store(tmp_path)
+    assert set(rows["method"]) == {"power_samples"}
+    assert rows["energy_j"].to_numpy() == pytest.approx(0.5, rel=0.02)
+
+
+def test_throttle_and_clock_flags(tmp_path):
+    clock = Clock()
+    # Idle 0.5 s, then each item takes about 0.02 + 3 x 0.05 s: the power cap engages during the third item.
+    collect(plan(), tmp_path, ReplayMeter(trace(throttle_after=0.9), clock), FakeRunner(clock), progress=False,
+            sleep=clock.sleep, clock=clock)
+    rows = load_store(tmp_path).set_index("measurement_id")
+    assert rows["flag_throttled"].tolist() == [False, False, True]
+    other = tmp_path / "wobble"
+    clock = Clock()
+    collect(plan(), other, ReplayMeter(trace(clock_wobble=True), clock), FakeRunner(clock), progress=False,
+            sleep=clock.sleep, clock=clock)
+    wobbly = load_store(other)
+    # The clock falls 1,000 MHz per second: 50 MHz inside each 0.05 s window, more than one 15 MHz step.
+    assert wobbly["flag_clock_moved"].all() and (wobbly["sm_clock_max_mhz"] - wobbly["sm_clock_min_mhz"] >= 50).all()
+
+
+def test_interrupted_collection_resumes_without_loss_or_duplicates(tmp_path):
+    p = plan()
+    clock = Clock()
+    ids = [it.id for it in p.items]
+    runner = FakeRunner(clock, explode={ids[2]: KeyboardInterrupt()})
+    first = collect(p, tmp_path, ReplayMeter(trace(), clock), runner, progress=False, sleep=clock.sleep, clock=clock)
+    assert first.interrupted and first.written == 2
+    card = read_card(tmp_path / "h200" / "test" / "CARD.yaml")
+    assert card["sessions"][-1]["status"] == "interrupted"
+    clock2 = Clock()
+    runner2 = FakeRunner(clock2)
+    second = collect(p, tmp_path, ReplayMeter(trace(), clock2), runner2, progress=False, sleep=clock2.sleep,
+                     clock=clock2)
+    assert (second.skipped, second.written, runner2.prepared) == (2, 1, [ids[2]])
+    rows = load_store(tmp_path)
+    assert sorted(rows["measurement_id"]) == sorted(ids)
+    assert len(read_card(tmp_path / "h200" / "test" / "CARD.yaml")["sessions"]) == 2
+
+
+def test_a_failing_item_is_recorded_and_the_rest_measured(tmp_path):
+    p = plan()
+    clock = Clock()
+    bad = p.items[1].id
+    result = collect(p, tmp_path, ReplayMeter(trace(), clock),
+                     FakeRunner(clock, explode={bad: RuntimeError("CUDA out of memory. Tried to allocate 2 GiB")}),
+                     progress=False, sleep=clock.sleep, clock=clock)
+    assert result.written == 2 and result.failed == {bad: "RuntimeError: CUDA out of memory. Tried to allocate 2 GiB"}
+    assert bad not in set(load_store(tmp_path)["measurement_id"])
+
+
+TINY = {"num_hidden_layers": 1, "n_layer": 1, "hidden_size": 64, "n_embd": 64, "intermediate_size": 128,
+        "ffn_dim": 128, "num_attention_heads": 4, "n_head": 4, "num_key_value_heads": 2, "vocab_size": 128,
+        "word_embed_proj_dim": 64}
+
+
+def test_torch_runners_on_the_cpu(tmp_path):
+    """Every kernel op and every model phase runs for real on torch's CPU device through the whole loop."""
+    import time
+
+    torch_runner = pytest.importorskip("joulecast.data.torch_runner", reason="needs the [collect] extra (torch)")
+    p = parse_plan({"name": "cpu", "gpu": "h200", "settings": {**FAST, "min_window_s": 0.02, "idle_s": 0.02},
+                    "kernels": [
+                        {"op": "gemm", "grid": {"m": [32], "n": [16], "k": [24]}},
+                        {"op": "gemm", "dtype": "fp8", "shapes": [{"m": 16, "n": 16, "k": 16}]},
+                        {"op": "attention", "fixed": {"heads": 4, "kv_heads": 2, "head_dim": 16},
+                         "shapes": [{"batch": 2, "seq_q": 8, "seq_kv": 8}, {"batch": 2, "seq_q": 1, "seq_kv": 8}]},
+                        *({"op": op, "shapes": [{"rows": 4, "cols": 32}]} for op in ("rmsnorm", "layernorm", "softmax")),
+                        *({"op": op, "shapes": [{"elements": 256}]} for op in ("add", "mul", "gelu", "silu"))],
+                    "models": [{"model": ["gpt2", "llama-3-8b", "opt-1.3b"], "phase": ["prefill", "decode", "training"],
+                                "batch": 2, "seq": 8, "overrides": TINY},
+                               {"model": "bert-large", "phase": ["prefill", "training"], "batch": 2, "seq": 8,
+                                "overrides": TINY}]})
+    t0 = time.monotonic()
+    meter = ReplayMeter(trace(seconds=120.0, step=0.001), clock=lambda: time.monotonic() - t0)
+    result = collect(p, tmp_path, meter, torch_runner.TorchRunner("cpu"), progress=False)
+    fp8 = "gemm/m16/n16/k16/fp8"
+    assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
+    rows = load_store(tmp_path)
+    assert len(rows) == len(p.items) - 1 == 21
+    assert (rows["time_s"] > 0).all() and (rows["iterations"] >= 5).all()
+    assert set(rows.loc[rows["model_family"] == "llama", "phase"]) == {"prefill", "decode", "training"}

@@ -1,0 +1,58 @@
+import json
+
+import pytest
+
+from joulecast.cli import main
+from joulecast.data.plan import expected_durations, load_plan, parse_plan
+from joulecast.errors import InputError
+
+
+def test_shipped_h200_plan_fits_eight_minutes(capsys):
+    plan = load_plan("h200-first")
+    kinds = {(it.op or it.phase) for it in plan.items}
+    assert {"gemm", "attention", "rmsnorm", "layernorm", "softmax", "add", "silu", "prefill", "decode", "training"} <= kinds
+    assert {it.dtype for it in plan.items if it.op == "gemm"} == {"bf16", "fp8"}
+    assert main(["collect", "h200-first", "--dry-run", "--json", "--out", "/nonexistent-store"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["items"] == len(plan.items) and 0 < summary["expected_s"] <= 8 * 60
+    total = sum(e.seconds for e in expected_durations(plan)) + 2 * plan.settings.idle_s
+    assert summary["expected_s"] == pytest.approx(total, abs=0.1)
+
+
+def test_grid_and_shapes_expand_and_ids_are_stable():
+    raw = {"name": "p", "gpu": "h100", "kernels": [
+        {"op": "gemm", "dtype": ["bf16", "fp16"], "grid": {"m": [1, 2], "n": [8], "k": [16]}, "shapes": [{"m": 4, "n": 4, "k": 4}]}],
+        "models": [{"model": "gpt2", "phase": ["prefill", "decode"], "batch": [1, 4], "seq": 128}]}
+    plan = parse_plan(raw)
+    assert plan.gpu == "h100-sxm" and len(plan.items) == 2 * 3 + 4
+    assert plan.items[0].id == "gemm/m4/n4/k4/bf16" and plan.items[-1].id == "gpt2/decode/b4/s128/bf16"
+    assert [it.id for it in parse_plan(raw).items] == [it.id for it in plan.items]
+
+
+@pytest.mark.parametrize("raw, message", [
+    ({"gpu": "h200", "kernels": []}, "name: the collection id is missing"),
+    ({"name": "p", "gpu": "h900", "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]}, "gpu: unknown 'h900'"),
+    ({"name": "p", "gpu": "h200"}, "kernels: the plan has no kernels and no models"),
+    ({"name": "p", "gpu": "h200", "kernels": [{"op": "conv", "shapes": [{"m": 1}]}]}, "kernels[0].shapes[0].op: unknown 'conv'"),
+    ({"name": "p", "gpu": "h200", "kernels": [{"op": "gemm", "shapes": [{"m": 1, "n": 0, "k": 2}]}]},
+     "kernels[0].shapes[0].n: must be a positive integer, got 0"),
+    ({"name": "p", "gpu": "h200", "models": [{"model": "bert-large", "phase": "decode"}]}, "phase: 'decode' is not available"),
+    ({"name": "p", "gpu": "h200", "settings": {"repeats": 2}, "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
+     "settings.repeats: must be at least 3"),
+    ({"name": "p", "gpu": "h200", "settings": {"window": 2}, "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
+     "settings.window: unknown"),
+])
+def test_bad_plans_name_the_field(raw, message):
+    with pytest.raises(InputError) as err:
+        parse_plan(raw)
+    assert message in str(err.value)
+
+
+def test_collect_without_a_gpu_is_one_line(tmp_path, capsys):
+    plan = tmp_path / "p.yaml"
+    plan.write_text("name: p\ngpu: h200\nkernels: [{op: add, shapes: [{elements: 8}]}]\n")
+    assert main(["collect", str(plan), "--out", str(tmp_path / "store")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("joulecast: error: ") and err.count("\n") == 1 and "GPU" in err
+    assert main(["collect", str(tmp_path / "missing.yaml"), "--dry-run"]) == 2
+    assert "PLAN: " in capsys.readouterr().err

@@ -145,7 +145,7 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
     todo = [it for it in plan.items if it.id not in done]
     result.skipped = len(plan.items) - len(todo)
     device = {**getattr(meter, "describe", dict)(), **runner.describe()}
-    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # also the session's key in the card
     _write_card(plan, root, collection, result, device, started, status="running")
     if not todo:
         return result

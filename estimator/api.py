@@ -1,10 +1,12 @@
-"""`estimate`: a workload on a GPU -> energy (J), time (s), average power (W), with a per-class breakdown.
+"""`estimate`: a workload on a GPU -> energy (J), time (s), average power (W), with an interval and a per-class
+breakdown; `estimate_many`: the same for a DataFrame of configurations, vectorised.
 
-This issue's estimate is the physics half of the hybrid; the learned residual (joulecast.training) multiplies it.
+The estimate is physics x exp(learned residual) (the hybrid); `estimator="physics"` gives the physics alone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +15,10 @@ import pandas as pd
 
 from joulecast.data.gpus import GpuSpec, gpu as lookup_gpu
 from joulecast.data.workload import Workload
-from joulecast.features import arch, physics
+from joulecast.errors import InputError
+from joulecast.estimator.loading import load_estimator
+from joulecast.training.features import design_matrix
+
 
 @dataclass(frozen=True, slots=True)
 class Estimate:
@@ -28,36 +33,57 @@ class Estimate:
     power_w: float
     gpu_busy_s: float
     launches: int
-    method: str = "physics"
+    method: str = "physics"                      # physics, or hybrid (physics x learned residual)
+    physics_energy_j: float | None = None
+    physics_time_s: float | None = None
+    energy_interval_j: tuple[float, float] | None = None
+    time_interval_s: tuple[float, float] | None = None
+    power_interval_w: tuple[float, float] | None = None   # the energy interval at the estimated time
+    interval_level: float | None = None
+    in_domain: bool | None = None                # False: outside the training data (wider interval)
+    flags: tuple[str, ...] = ()
     by_kernel_class: pd.DataFrame = field(default=None, compare=False, repr=False)
     features: pd.DataFrame = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
-        out = {name: getattr(self, name) for name in ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j",
-                                                       "time_s", "power_w", "gpu_busy_s", "launches", "method")}
+        names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
+                 "launches", "method", "physics_energy_j", "physics_time_s", "energy_interval_j", "time_interval_s",
+                 "power_interval_w", "interval_level", "in_domain", "flags")
+        out = {name: getattr(self, name) for name in names}
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
         return out
 
 
-def _breakdown(features: pd.DataFrame, totals: physics.PhysicsTotals) -> pd.DataFrame:
+def _breakdown(features: pd.DataFrame, time_s: float, busy_s: float, idle_gap_j: float, energy_j: float,
+               time_scale: float, energy_scale: float) -> pd.DataFrame:
+    """Per kernel class, from the physics; the hybrid's workload-level corrections scale every class alike."""
     launches = features["launches"].to_numpy()
     classes, index = np.unique(features["kind"].to_numpy().astype(str), return_inverse=True)
     launches_by = np.bincount(index, launches, minlength=len(classes)).astype(np.int64)
     time_by = np.bincount(index, launches * features["time_s"].to_numpy(), minlength=len(classes))
     energy_by = np.bincount(index, launches * features["energy_j"].to_numpy(), minlength=len(classes))
-    gap_s = float(totals.time_s[0] - totals.gpu_busy_s[0])
-    if gap_s > 0:  # host-bound: the GPU waits for the next launch at idle power
+    if time_s - busy_s > 0:  # host-bound: the GPU waits for the next launch at idle power
         classes = np.append(classes, "idle (host-bound)")
-        launches_by, time_by = np.append(launches_by, 0), np.append(time_by, gap_s)
-        energy_by = np.append(energy_by, float(totals.idle_gap_energy_j[0]))
+        launches_by, time_by = np.append(launches_by, 0), np.append(time_by, time_s - busy_s)
+        energy_by = np.append(energy_by, idle_gap_j)
+    time_by, energy_by = time_by * time_scale, energy_by * energy_scale
     order = np.argsort(-energy_by, kind="stable")
     return pd.DataFrame({"kernel_class": classes[order], "launches": launches_by[order], "time_s": time_by[order],
-                         "energy_j": energy_by[order], "energy_share": energy_by[order] / float(totals.energy_j[0])})
+                         "energy_j": energy_by[order], "energy_share": energy_by[order] / energy_j})
+
+
+def _corrections(estimator: Any, X: pd.DataFrame, gpus: list[str]) -> dict[str, np.ndarray] | None:
+    return None if estimator is None else estimator.predict(X, gpus)
+
+
+def _cap(energy: np.ndarray, time_s: np.ndarray, limit_w: np.ndarray | float) -> np.ndarray:
+    """Average board power never exceeds the power limit: a learned correction may not claim otherwise."""
+    return np.minimum(energy, np.asarray(limit_w, dtype=float) * time_s)
 
 
 def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None = None,
-             power_limit_w: float | None = None) -> Estimate:
+             power_limit_w: float | None = None, estimator: str | None = None) -> Estimate:
     """Estimate a workload's energy, time and average power on a GPU.
 
     Args:
@@ -65,19 +91,97 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         gpu: a catalog name or a `GpuSpec`.
         sm_clock_mhz: a locked SM clock (default: the GPU's maximum clock, lowered where the power cap binds).
         power_limit_w: a power cap (default: the GPU's default limit).
+        estimator: None for the shipped default model, "physics" for physics alone, a folder or an MLflow URI.
 
     Raises:
         InputError: unknown GPU, or a clock or power limit outside what the GPU allows.
     """
     spec = lookup_gpu(gpu)
-    host = arch.HOST_DISPATCH_S[workload.launch_mode]
-    features, totals = physics.analyze(workload.kernels, spec, sm_clock_mhz=sm_clock_mhz,
-                                       power_limit_w=power_limit_w, host_dispatch_s=host)
+    model = load_estimator(estimator)
+    X, totals, features = design_matrix([workload], spec, sm_clock_mhz, power_limit_w)
+    phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
+    corr = _corrections(model, X, [spec.name])
+    kw: dict[str, Any] = {}
+    t, e = phys_t, phys_e
+    if corr is not None:
+        limit = spec.power_limit_w if power_limit_w is None else float(power_limit_w)
+        t = phys_t * float(np.exp(corr["time"][0]))
+        e = float(_cap(phys_e * np.exp(corr["energy"][0]), t, limit))
+        t_hi = phys_t * float(np.exp(corr["time_hi"][0]))
+        e_band = (min(phys_e * float(np.exp(corr["energy_lo"][0])), e),
+                  max(float(_cap(phys_e * np.exp(corr["energy_hi"][0]), t_hi, limit)), e))
+        inside = bool(corr["in_domain"][0])
+        kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
+                  time_interval_s=(phys_t * float(np.exp(corr["time_lo"][0])), phys_t * float(np.exp(corr["time_hi"][0]))),
+                  power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
+                  flags=() if inside else (("spec-only",) if spec.name not in model.gpus else ("out-of-domain",)))
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=float(spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz),
         power_limit_w=float(spec.power_limit_w if power_limit_w is None else power_limit_w),
-        energy_j=float(totals.energy_j[0]), time_s=float(totals.time_s[0]), power_w=float(totals.power_w[0]),
-        gpu_busy_s=float(totals.gpu_busy_s[0]), launches=int(np.sum(features["launches"])),
-        by_kernel_class=_breakdown(features, totals), features=features,
-    )
+        energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
+        launches=int(np.sum(features["launches"])),
+        by_kernel_class=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
+                                   e, t / phys_t, e / phys_e),
+        features=features, **kw)
+
+
+CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "sm_clock_mhz", "power_limit_w")
+_DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash"}
+
+
+def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
+    """Estimates for a DataFrame of configurations, one row each (vectorised per GPU setting).
+
+    Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `sm_clock_mhz`,
+    `power_limit_w` (optional). Returns energy_j, time_s, power_w, physics_*, the interval bounds, in_domain.
+    `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `ResidualModel`.
+    """
+    from joulecast.features.lowering import workload
+
+    for column in ("model", "gpu"):
+        if column not in configs:
+            raise InputError(column, f"estimate_many needs a '{column}' column; columns: {', '.join(CONFIG_COLUMNS)}")
+    extra = sorted(set(configs.columns) - set(CONFIG_COLUMNS))
+    if extra:
+        raise InputError(extra[0], f"unknown column; allowed: {', '.join(CONFIG_COLUMNS)}")
+    model = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    frame = configs.reset_index(drop=True).copy()
+    for column, default in _DEFAULTS.items():
+        frame[column] = frame[column].fillna(default) if column in frame else default
+    frame["batch"], frame["seq"] = frame["batch"].astype(int), frame["seq"].astype(int)
+    clocks = frame["sm_clock_mhz"].astype(float) if "sm_clock_mhz" in frame else pd.Series(np.nan, index=frame.index)
+    limits = frame["power_limit_w"].astype(float) if "power_limit_w" in frame else pd.Series(np.nan, index=frame.index)
+    specs = {name: lookup_gpu(name) for name in frame["gpu"].unique()}
+    cache: dict[tuple, Workload] = {}
+    keys = list(zip(frame["model"], frame["phase"], frame["batch"], frame["seq"], frame["dtype"], frame["attention"]))
+    for key in set(keys):
+        m, phase, batch, seq, dtype, attention = key
+        cache[key] = workload(m, phase=phase, batch=int(batch), seq=int(seq), dtype=dtype, attention=attention)
+    n = len(frame)
+    out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
+                                            "energy_hi_j", "time_lo_s", "time_hi_s")}
+    in_domain = np.ones(n, bool)
+    setting = pd.DataFrame({"gpu": frame["gpu"].map(lambda g: specs[g].name), "clock": clocks.fillna(-1.0),
+                            "limit": limits.fillna(-1.0)})
+    for (gpu_name, clock, limit), idx in setting.groupby(["gpu", "clock", "limit"]).indices.items():
+        spec = lookup_gpu(gpu_name)
+        X, totals, _ = design_matrix([cache[keys[i]] for i in idx], spec, None if clock < 0 else clock,
+                                     None if limit < 0 else limit)
+        out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
+        corr = _corrections(model, X, [spec.name] * len(idx))
+        if corr is None:
+            out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
+            continue
+        for name, base, key in (("time_s", totals.time_s, "time"), ("time_lo_s", totals.time_s, "time_lo"),
+                                ("time_hi_s", totals.time_s, "time_hi"), ("energy_j", totals.energy_j, "energy"),
+                                ("energy_lo_j", totals.energy_j, "energy_lo"), ("energy_hi_j", totals.energy_j, "energy_hi")):
+            out[name][idx] = base * np.exp(corr[key])
+        cap_w = spec.power_limit_w if limit < 0 else limit
+        out["energy_j"][idx] = _cap(out["energy_j"][idx], out["time_s"][idx], cap_w)
+        out["energy_hi_j"][idx] = np.maximum(_cap(out["energy_hi_j"][idx], out["time_hi_s"][idx], cap_w), out["energy_j"][idx])
+        out["energy_lo_j"][idx] = np.minimum(out["energy_lo_j"][idx], out["energy_j"][idx])
+        in_domain[idx] = corr["in_domain"]
+    result = frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain,
+                          method="physics" if model is None else "hybrid")
+    return result

@@ -10,9 +10,9 @@ from joulecast.data.gpus import GpuSpec, catalog as gpu_catalog, gpu
 from joulecast.data.kernel_list import workload_from_kernels
 from joulecast.data.workload import Workload
 from joulecast.errors import DataError, InputError, JoulecastError
-from joulecast.estimator.api import Estimate, estimate
+from joulecast.estimator.api import Estimate, estimate, estimate_many
 from joulecast.features.lowering import workload
 
 __version__ = "0.1.0"
-__all__ = ["Estimate", "GpuSpec", "Workload", "DataError", "InputError", "JoulecastError", "estimate", "gpu",
+__all__ = ["Estimate", "GpuSpec", "Workload", "DataError", "InputError", "JoulecastError", "estimate", "estimate_many", "gpu",
            "gpu_catalog", "workload", "workload_from_kernels"]

@@ -10,6 +10,9 @@ from collections.abc import Sequence
 
 from joulecast.errors import JoulecastError
 
+if False:  # typing only
+    import pandas as pd  # noqa: F401
+
 
 def _estimate(args: argparse.Namespace) -> int:
     import joulecast
@@ -22,7 +25,8 @@ def _estimate(args: argparse.Namespace) -> int:
             raise joulecast.InputError("--model", "give --model NAME, --config PATH or --kernels FILE.json")
         workload = joulecast.workload(args.config or args.model, phase=args.phase, batch=args.batch, seq=args.seq,
                                       dtype=args.dtype, attention=args.attention, launch_mode=args.launch_mode)
-    est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit)
+    est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
+                             estimator=args.estimator)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
     return 0
 
@@ -139,6 +143,68 @@ def _collect(args: argparse.Namespace) -> int:
     return 130 if result.interrupted else 0
 
 
+SHARED_EXTERNAL = "../shared/data/external"
+DEFAULT_IMPORTS = (("energaizer", "energaizer-artifact"), ("mlenergy", ""))
+
+
+def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "pd.DataFrame":
+    """Measurements from store folders and importer sources (NAME=PATH); by default the project's own store and
+    the published sets in ../shared/data/external that have workloads (EnergAIzer, ML.ENERGY)."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from joulecast.data.importers import import_source
+    from joulecast.data.store import load_store
+    from joulecast.errors import InputError
+
+    frames = []
+    if not stores and not imports:
+        stores = [s for s in ("data/measurements",) if Path(s).exists()]
+        imports = [f"{name}={Path(SHARED_EXTERNAL) / sub}" for name, sub in DEFAULT_IMPORTS
+                   if (Path(SHARED_EXTERNAL) / sub).exists()]
+    for folder in stores or []:
+        frames.append(load_store(folder))
+    for spec in imports or []:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            raise InputError("--import", f"expected NAME=PATH, got {spec!r}")
+        frames.append(import_source(name, path))
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        raise InputError("--store", "no measurements found: give --store DIR or --import SOURCE=PATH")
+    return pd.concat(frames, ignore_index=True)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from joulecast import render
+    from joulecast.training.train import train
+
+    measurements = load_measurements(args.store, args.imports)
+    result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
+                   exclude_source=args.exclude_source or (), out=args.out, tracking_uri=args.tracking_uri,
+                   register=not args.no_register, log_mlflow=not args.no_mlflow)
+    summary = dict(rows=len(result.table.rows), dropped=result.table.dropped, params=result.model.params,
+                   metrics={k: round(v, 3) for k, v in result.metrics.items() if k.count("_") <= 4},
+                   run_id=result.run_id, model_version=result.model_version, out=result.out)
+    if args.json:
+        print(render.to_json(summary))
+        return 0
+    print(f"trained on {summary['rows']} rows (dropped: {result.table.dropped})")
+    cv = result.partitions[(result.partitions["split"] == "cv") & (result.partitions["by"] == "gpu")]
+    print("grouped cross-validation by model family (MAPE, %):")
+    print(render.frame(cv[["estimator", "value", "rows", "energy_mape", "time_mape", "power_mape"]].round(2)))
+    held = result.partitions[result.partitions["split"] == "held_out"]
+    if len(held):
+        print("held out (excluded from training):")
+        print(render.frame(held[["by", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage"]].round(2)))
+    if result.run_id:
+        print(f"MLflow run {result.run_id}" + (f", model version {result.model_version} is @champion" if result.model_version else ""))
+    if result.out:
+        print(f"saved to {result.out} (use --estimator {result.out})")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -158,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--launch-mode", default="eager", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
     est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
+    est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
+                     "or 'physics' (default: the shipped model)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")
     est.set_defaults(func=_estimate)
 
@@ -183,6 +251,21 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--dry-run", action="store_true", help="list the plan and its expected duration; measure nothing")
     col.add_argument("--json", action="store_true")
     col.set_defaults(func=_collect)
+
+    tr = sub.add_parser("train", help="train the residual model (physics x learned correction), logged to MLflow")
+    tr.add_argument("--store", action="append", help="measurement store folder (repeatable; default data/measurements)")
+    tr.add_argument("--import", dest="imports", action="append", metavar="SOURCE=PATH",
+                    help="an importer source and its folder (repeatable; default: energaizer and mlenergy from "
+                         "../shared/data/external)")
+    tr.add_argument("--exclude-gpu", action="append", metavar="NAME", help="hold a GPU out (zero-shot test)")
+    tr.add_argument("--exclude-model", action="append", metavar="FAMILY", help="hold a model family out")
+    tr.add_argument("--exclude-source", action="append", metavar="NAME", help="hold a source out")
+    tr.add_argument("--out", help="save the trained estimator to this folder (load it with --estimator PATH)")
+    tr.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    tr.add_argument("--no-register", action="store_true", help="log the run but register no model version")
+    tr.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    tr.add_argument("--json", action="store_true")
+    tr.set_defaults(func=_train)
     return parser
 
 

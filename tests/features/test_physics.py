@@ -8,6 +8,11 @@ from joulecast.features import physics
 from joulecast.features.power import idle_power_w
 
 
+def physics_estimate(*args, **kwargs):
+    """The physics half alone (these tests check the analytical model, not the learned residual)."""
+    return joulecast.estimate(*args, estimator="physics", **kwargs)
+
+
 def _one(record, gpu="a100", **kw):
     return physics.analyze(kernel_table([record]), joulecast.gpu(gpu), **kw)[0].iloc[0]
 
@@ -38,21 +43,21 @@ def test_power_stays_between_idle_and_limit_and_cap_lowers_clock():
 
 def test_energy_rises_with_batch_and_sequence():
     gpu = "h100-sxm"
-    energies = [joulecast.estimate(joulecast.workload("llama-3-8b", batch=b, seq=s), gpu).energy_j
+    energies = [physics_estimate(joulecast.workload("llama-3-8b", batch=b, seq=s), gpu).energy_j
                 for b, s in ((1, 256), (4, 256), (4, 1024), (16, 1024))]
     assert np.all(np.diff(energies) > 0)
 
 
 def test_lower_clock_is_slower_and_host_bound_runs_idle():
     w = joulecast.workload("qwen2-1.5b", batch=1, seq=128, attention="eager")
-    fast = joulecast.estimate(w, "a100")
-    slow = joulecast.estimate(w, "a100", sm_clock_mhz=600)
+    fast = physics_estimate(w, "a100")
+    slow = physics_estimate(w, "a100", sm_clock_mhz=600)
     assert slow.gpu_busy_s > fast.gpu_busy_s
     # 961 launches x 25 us of eager dispatch exceed the GPU work: the host sets the pace and the GPU idles between.
     assert fast.time_s == pytest.approx(961 * 25e-6)
     idle = fast.by_kernel_class.set_index("kernel_class").loc["idle (host-bound)"]
     assert idle.time_s == pytest.approx(fast.time_s - fast.gpu_busy_s)
-    graph = joulecast.estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph"), "a100")
+    graph = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph"), "a100")
     assert graph.time_s == pytest.approx(graph.gpu_busy_s)
 
 
@@ -67,9 +72,9 @@ def test_idle_power_follows_the_dvfs_table():
 def test_bad_clock_and_power_limit_are_named():
     w = joulecast.workload("gpt2", batch=1, seq=64)
     with pytest.raises(InputError, match=r"sm_clock_mhz: must be between 212 and 1410 MHz on a100-pcie-40gb, got 5000"):
-        joulecast.estimate(w, "a100", sm_clock_mhz=5000)
+        physics_estimate(w, "a100", sm_clock_mhz=5000)
     with pytest.raises(InputError, match="power_limit_w: must be between"):
-        joulecast.estimate(w, "a100", power_limit_w=10)
+        physics_estimate(w, "a100", power_limit_w=10)
 
 
 def test_batched_analysis_equals_one_by_one():

@@ -1,0 +1,33 @@
+"""The hybrid estimator as an MLflow pyfunc model: a DataFrame of configurations in, estimates out."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import mlflow.pyfunc
+import pandas as pd
+
+
+def example_input() -> pd.DataFrame:
+    return pd.DataFrame({"model": ["gpt2", "llama-3-8b"], "gpu": ["a100-pcie-40gb", "h100-sxm"],
+                         "phase": ["prefill", "decode"], "batch": [8, 16], "seq": [512, 2048], "dtype": ["bf16", "bf16"]})
+
+
+class HybridPyfunc(mlflow.pyfunc.PythonModel):
+    """Physics x exp(residual); the residual models travel as the `estimator` artifact folder."""
+
+    def load_context(self, context: Any) -> None:
+        self.load_context_from(context.artifacts["estimator"])
+
+    def load_context_from(self, folder: str | Path) -> None:
+        from joulecast.training.residual import ResidualModel
+
+        self._model = ResidualModel.load(folder)
+
+    def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
+        from joulecast.estimator.api import estimate_many
+
+        result = estimate_many(model_input, estimator=self._model)
+        return result[["energy_j", "time_s", "power_w", "energy_lo_j", "energy_hi_j", "physics_energy_j",
+                       "physics_time_s", "in_domain"]]

@@ -1,0 +1,79 @@
+"""The training table: measurement rows joined with their physics estimate and workload features.
+
+A row is usable when its workload can be rebuilt (`workload_ref`), its GPU is in the catalog (so that it has spec
+features and a physics estimate), it ran on one GPU, and it is not a failed run. The rest are counted by reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.gpus import catalog as gpu_catalog, gpu as lookup_gpu
+from joulecast.data.workload_ref import resolve
+from joulecast.training.features import design_matrix
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainingTable:
+    X: pd.DataFrame            # features, one row per usable measurement
+    rows: pd.DataFrame         # the measurement rows (same order) plus physics_time_s, physics_energy_j
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def y_time(self) -> np.ndarray:
+        return np.log(self.rows["time_s"].to_numpy(float) / self.rows["physics_time_s"].to_numpy(float))
+
+    @property
+    def y_energy(self) -> np.ndarray:
+        return np.log(self.rows["energy_j"].to_numpy(float) / self.rows["physics_energy_j"].to_numpy(float))
+
+
+def usable(measurements: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+    known = set(gpu_catalog())
+    reasons = {
+        "failed run": measurements["flag_failed_run"].to_numpy(bool),
+        "no workload (kernel list none)": measurements["workload_ref"].isna().to_numpy(),
+        "GPU not in the catalog": ~measurements["gpu"].isin(known).to_numpy(),
+        "several GPUs": (measurements["num_gpus"].fillna(1) > 1).to_numpy(),
+    }
+    keep = np.ones(len(measurements), bool)
+    dropped = {}
+    for reason, mask in reasons.items():
+        dropped[reason] = int((keep & mask).sum())
+        keep &= ~mask
+    return measurements[keep].reset_index(drop=True), {k: v for k, v in dropped.items() if v}
+
+
+def setting_of(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """The clock a row was locked at (its minimum where one was set; NaN = default boost) and its power limit."""
+    clock = rows["sm_clock_min_mhz"].to_numpy(float)
+    return clock, rows["power_limit_w"].to_numpy(float)
+
+
+def training_table(measurements: pd.DataFrame) -> TrainingTable:
+    """Physics and features for every usable row (one physics pass per GPU setting)."""
+    rows, dropped = usable(measurements)
+    if rows.empty:
+        return TrainingTable(pd.DataFrame(), rows, dropped)
+    workloads = {ref: resolve(ref) for ref in rows["workload_ref"].unique()}
+    clock, limit = setting_of(rows)
+    key = pd.DataFrame({"gpu": rows["gpu"], "clock": np.nan_to_num(clock, nan=-1.0), "limit": np.nan_to_num(limit, nan=-1.0)})
+    X_parts, phys_t, phys_e = [], np.empty(len(rows)), np.empty(len(rows))
+    for (gpu_name, c, lim), idx in key.groupby(["gpu", "clock", "limit"]).indices.items():
+        spec = lookup_gpu(gpu_name)
+        c_arg = None if c < 0 else min(float(c), spec.boost_clock_mhz)
+        refs = rows["workload_ref"].to_numpy()[idx]
+        X, totals, _ = design_matrix([workloads[r] for r in refs], spec, c_arg, None if lim < 0 else float(lim))
+        X.index = idx
+        X_parts.append(X)
+        phys_t[idx], phys_e[idx] = totals.time_s, totals.energy_j
+    X = pd.concat(X_parts).sort_index()
+    rows = rows.assign(physics_time_s=phys_t, physics_energy_j=phys_e)
+    log.info("training table: %d rows (%s dropped)", len(rows), dropped)
+    return TrainingTable(X.reset_index(drop=True), rows, dropped)

@@ -1,0 +1,173 @@
+"""`joulecast train`: physics only, a plain XGBoost on raw parameters, and the hybrid, side by side; logged to MLflow.
+
+The hybrid (physics x exp(learned residual)) is saved with `out=` and logged as an MLflow pyfunc model registered as
+`joulecast` with the alias `champion`. Rows excluded by GPU, model family or source form the held-out set: that is
+how zero-shot accuracy on an unseen GPU is measured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulecast.errors import InputError
+from joulecast.training.dataset import TrainingTable, training_table
+from joulecast.training.evaluate import error_table
+from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, group_folds
+
+log = logging.getLogger(__name__)
+MODEL_NAME = "joulecast"
+CHAMPION = "champion"
+# The plain baseline sees the workload's size and setting and the GPU's specs, but no physics estimate.
+RAW_FEATURES = ("log_flops", "log_dram_bytes", "log_launches", "log_batch", "log_seq", "dtype_bytes", "clock_ratio",
+                "power_limit_ratio", "phase_prefill", "phase_decode", "phase_training", "phase_inference",
+                "phase_kernel", "gpu_arch", "gpu_sms", "gpu_boost_mhz", "gpu_bandwidth_gbs", "gpu_l2_mb",
+                "gpu_bf16_tflops", "gpu_fp32_tflops", "gpu_tdp_w", "gpu_idle_w", "gpu_hbm")
+
+
+def default_tracking_uri() -> str:
+    return os.environ.get("JOULECAST_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
+
+
+def dataset_digest(rows: pd.DataFrame) -> str:
+    ids = "\n".join(sorted(rows["measurement_id"].astype(str)))
+    return hashlib.sha256(ids.encode()).hexdigest()[:16]
+
+
+@dataclass
+class TrainResult:
+    model: ResidualModel
+    table: TrainingTable
+    metrics: dict[str, float] = field(default_factory=dict)
+    partitions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    run_id: str | None = None
+    model_version: str | None = None
+    out: str | None = None
+
+
+def _predictions(rows: pd.DataFrame, time_corr: np.ndarray, energy_corr: np.ndarray) -> pd.DataFrame:
+    t = rows["physics_time_s"].to_numpy() * np.exp(time_corr)
+    e = rows["physics_energy_j"].to_numpy() * np.exp(energy_corr)
+    return rows.assign(pred_time_s=t, pred_energy_j=e, pred_power_w=e / t)
+
+
+def _split(table: TrainingTable, exclude_gpu: Sequence[str], exclude_model: Sequence[str],
+           exclude_source: Sequence[str]) -> np.ndarray:
+    r = table.rows
+    held = r["gpu"].isin(exclude_gpu) | r["model_family"].isin(exclude_model) | r["source"].isin(exclude_source)
+    for name, values, column in (("--exclude-gpu", exclude_gpu, "gpu"), ("--exclude-model", exclude_model, "model_family"),
+                                 ("--exclude-source", exclude_source, "source")):
+        unknown = sorted(set(values) - set(r[column]))
+        if unknown:
+            raise InputError(name, f"{unknown[0]!r} is not in the training data; present: {', '.join(sorted(set(r[column])))}")
+    return held.to_numpy()
+
+
+def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclude_model: Sequence[str] = (),
+          exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
+          experiment: str = "joulecast", register: bool = True, level: float = 0.9,
+          grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True) -> TrainResult:
+    table = training_table(measurements)
+    if len(table.rows) < 20:
+        raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: {table.dropped}); need 20")
+    held = _split(table, exclude_gpu, exclude_model, exclude_source)
+    fit_rows, X = table.rows[~held].reset_index(drop=True), table.X[~held].reset_index(drop=True)
+    y = {"time": table.y_time[~held], "energy": table.y_energy[~held]}
+    groups = fit_rows["model_family"].astype(str).to_numpy()
+    model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid)
+
+    # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
+    zeros = np.zeros(len(fit_rows))
+    plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))
+    raw = X[list(RAW_FEATURES)]
+    for train_idx, test_idx in group_folds(groups):
+        for target, dest in (("time_s", plain_t), ("energy_j", plain_e)):
+            target_log = np.log(fit_rows[target].to_numpy())
+            dest[test_idx] = _regressor(model.params).fit(raw.iloc[train_idx], target_log[train_idx]).predict(raw.iloc[test_idx])
+    compared = {
+        "physics": _predictions(fit_rows, zeros, zeros),
+        "plain_xgboost": fit_rows.assign(pred_time_s=np.exp(plain_t), pred_energy_j=np.exp(plain_e),
+                                         pred_power_w=np.exp(plain_e - plain_t)),
+        "hybrid": _predictions(fit_rows, model.oof["time"], model.oof["energy"]),
+    }
+    metrics: dict[str, float] = {}
+    parts = []
+    for name, frame in compared.items():
+        overall = error_table(frame, None).iloc[0]
+        for q in ("energy_mape", "time_mape", "power_mape"):
+            metrics[f"cv_{name}_{q}"] = float(overall[q])
+        for by in ("gpu", "model_family"):
+            t = error_table(frame, by).assign(estimator=name, by=by, split="cv")
+            parts.append(t)
+            for _, p in t.iterrows():
+                for q in ("energy_mape", "time_mape", "power_mape"):
+                    metrics[f"cv_{name}_{q}_{by}_{p['value']}"] = float(p[q])
+    if held.any():
+        held_rows = table.rows[held].reset_index(drop=True)
+        pred = model.predict(table.X[held].reset_index(drop=True), held_rows["gpu"])
+        frame = _predictions(held_rows, pred["time"], pred["energy"]).assign(
+            lo_energy_j=lambda f: f["physics_energy_j"] * np.exp(pred["energy_lo"]),
+            hi_energy_j=lambda f: f["physics_energy_j"] * np.exp(pred["energy_hi"]))
+        for by in (None, "gpu", "model_family"):
+            t = error_table(frame, by).assign(estimator="hybrid", by=by or "all", split="held_out")
+            parts.append(t)
+        overall = error_table(frame, None).iloc[0]
+        metrics.update({f"held_out_{q}": float(overall[q]) for q in ("energy_mape", "time_mape", "power_mape", "coverage")})
+        physics_only = error_table(_predictions(held_rows, np.zeros(len(held_rows)), np.zeros(len(held_rows))), None).iloc[0]
+        metrics.update({f"held_out_physics_{q}": float(physics_only[q]) for q in ("energy_mape", "time_mape", "power_mape")})
+    # Coverage of the conformal band on the out-of-fold residuals (calibration check, per GPU).
+    result = TrainResult(model=model, table=table, metrics=metrics, partitions=pd.concat(parts, ignore_index=True))
+    meta = dict(trained_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), rows=int(len(fit_rows)),
+                data_digest=dataset_digest(fit_rows), sources=sorted(set(fit_rows["source"])),
+                excluded=dict(gpu=list(exclude_gpu), model=list(exclude_model), source=list(exclude_source)),
+                metrics={k: round(v, 3) for k, v in metrics.items() if k.count("_") <= 4})
+    if out:
+        result.out = str(model.save(out, meta))
+    if log_mlflow:
+        _log_mlflow(result, meta, tracking_uri or default_tracking_uri(), experiment, register, compared["hybrid"])
+    return result
+
+
+def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment: str, register: bool,
+                hybrid: pd.DataFrame) -> None:
+    import mlflow
+    from mlflow.models import infer_signature
+
+    from joulecast.estimator.pyfunc import HybridPyfunc, example_input
+    from joulecast.training.plots import parity_figure
+
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_experiment(experiment)
+    rows = result.table.rows
+    with mlflow.start_run() as run:
+        mlflow.log_params({"level": result.model.level, **{f"xgb_{k}": v for k, v in result.model.params.items()},
+                           "rows": meta["rows"], "excluded": str(meta["excluded"]), "sources": ",".join(meta["sources"])})
+        dataset = mlflow.data.from_pandas(rows.drop(columns=["kernel_hash"], errors="ignore"), name="measurements",
+                                          source=",".join(meta["sources"]), digest=meta["data_digest"])
+        mlflow.log_input(dataset, context="training")
+        mlflow.log_metrics({k.replace("/", "_"): v for k, v in result.metrics.items()})
+        mlflow.log_figure(parity_figure(hybrid), "parity.png")
+        mlflow.log_table(result.partitions.astype({"value": str}), "partitions.json")
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = result.model.save(Path(tmp) / "estimator", meta)
+            example = example_input()
+            model = HybridPyfunc()
+            model.load_context_from(folder)
+            signature = infer_signature(example, model.predict(None, example))
+            info = mlflow.pyfunc.log_model(name="model", python_model=HybridPyfunc(), artifacts={"estimator": str(folder)},
+                                           signature=signature, input_example=example,
+                                           registered_model_name=MODEL_NAME if register else None)
+        result.run_id = run.info.run_id
+        if register and info.registered_model_version is not None:
+            result.model_version = str(info.registered_model_version)
+            mlflow.MlflowClient().set_registered_model_alias(MODEL_NAME, CHAMPION, result.model_version)

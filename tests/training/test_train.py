@@ -1,0 +1,122 @@
+"""Training on real EnergAIzer rows (small grid), the hybrid against physics, intervals, MLflow on a real server."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import joulecast
+from joulecast.data.importers import import_source
+from joulecast.estimator.loading import load_estimator
+from joulecast.training.dataset import training_table
+from joulecast.training.train import train
+
+SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
+
+
+@pytest.fixture(scope="module")
+def measurements(energaizer):
+    return import_source("energaizer", energaizer)
+
+
+def test_training_table(measurements):
+    table = training_table(measurements)
+    assert len(table.rows) == 447 - 13 and table.dropped == {"failed run": 13}
+    assert np.isfinite(table.y_energy).all() and np.isfinite(table.y_time).all()
+    assert len(table.X) == len(table.rows) and not table.X.isna().any().any()
+
+
+def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
+    result = train(measurements, exclude_model=["gpt2"], out=tmp_path / "est", grid=SMALL_GRID, log_mlflow=False)
+    m = result.metrics
+    # Grouped CV (model families never in both train and test): the residual must remove most of the physics error.
+    assert m["cv_hybrid_energy_mape"] < 0.5 * m["cv_physics_energy_mape"]
+    assert m["held_out_energy_mape"] < m["held_out_physics_energy_mape"]
+    assert 0 <= m["held_out_coverage"] <= 100
+    model = load_estimator(str(tmp_path / "est"))
+    est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a100", sm_clock_mhz=900,
+                             estimator=str(tmp_path / "est"))
+    assert est.method == "hybrid" and est.energy_interval_j[0] <= est.energy_j <= est.energy_interval_j[1]
+    assert model.level == 0.9 and est.in_domain and est.flags == ()
+    spec_only = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "l4", estimator=str(tmp_path / "est"))
+    assert spec_only.flags == ("spec-only",) and not spec_only.in_domain
+    width = lambda e: e.energy_interval_j[1] / e.energy_interval_j[0]  # noqa: E731
+    assert width(spec_only) > width(est)
+    with pytest.raises(joulecast.InputError, match="--exclude-gpu: 'h200' is not in the training data"):
+        train(measurements, exclude_gpu=["h200"], grid=SMALL_GRID, log_mlflow=False)
+
+
+def test_hybrid_respects_physics_limits():
+    """Shipped model: a higher clock is never slower; average power never exceeds the limit."""
+    w = joulecast.workload("qwen2-1.5b", batch=4, seq=512)
+    times = [joulecast.estimate(w, "a100", sm_clock_mhz=c).time_s for c in (600, 900, 1200, 1410)]
+    assert all(a >= b for a, b in zip(times, times[1:]))
+    for gpu in ("a10", "a100", "h100-sxm"):
+        est = joulecast.estimate(joulecast.workload("bert-large", batch=8, seq=384), gpu)
+        assert est.power_w <= est.power_limit_w + 1e-9
+
+
+def test_estimate_many_equals_one_by_one():
+    configs = pd.DataFrame({"model": ["gpt2", "llama-3-8b", "gpt2", "qwen2-1.5b"],
+                            "gpu": ["a100", "h100-sxm", "a10", "a100"], "phase": ["prefill", "decode", "prefill", "training"],
+                            "batch": [8, 16, 1, 2], "seq": [512, 2048, 128, 256], "sm_clock_mhz": [900, None, None, 1200]})
+    many = joulecast.estimate_many(configs)
+    for row, out in zip(configs.itertuples(), many.itertuples()):
+        clock = None if pd.isna(row.sm_clock_mhz) else row.sm_clock_mhz
+        one = joulecast.estimate(joulecast.workload(row.model, phase=row.phase, batch=row.batch, seq=row.seq), row.gpu,
+                                 sm_clock_mhz=clock)
+        assert out.energy_j == pytest.approx(one.energy_j) and out.time_s == pytest.approx(one.time_s)
+        assert out.energy_lo_j == pytest.approx(one.energy_interval_j[0])
+    with pytest.raises(joulecast.InputError, match="gpu: estimate_many needs a 'gpu' column"):
+        joulecast.estimate_many(pd.DataFrame({"model": ["gpt2"]}))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_train_against_a_real_mlflow_server(measurements, tmp_path, monkeypatch):
+    """One real `mlflow server` on 127.0.0.1: a run with dataset, metrics and plot, a registered champion."""
+    import mlflow
+
+    port = _free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{tmp_path / 'server.db'}", "--artifacts-destination", str(tmp_path / "art")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                time.sleep(0.5)
+        a10 = measurements[measurements["gpu"] == "a10"]
+        result = train(a10, tracking_uri=uri, grid=SMALL_GRID)
+        assert result.run_id and result.model_version == "1"
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+        client = mlflow.MlflowClient(uri)
+        run = client.get_run(result.run_id)
+        assert run.data.metrics["cv_hybrid_energy_mape"] == pytest.approx(result.metrics["cv_hybrid_energy_mape"])
+        assert "parity.png" in [a.path for a in client.list_artifacts(result.run_id)]
+        assert run.inputs.dataset_inputs[0].dataset.digest
+        assert client.get_model_version_by_alias("joulecast", "champion").version == "1"
+        mlflow.set_tracking_uri(uri)
+        loaded = mlflow.pyfunc.load_model("models:/joulecast@champion")
+        from joulecast.estimator.pyfunc import example_input
+        out = loaded.predict(example_input())
+        assert (out["energy_j"] > 0).all() and list(out.columns)[:3] == ["energy_j", "time_s", "power_w"]
+        est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", sm_clock_mhz=900,
+                                 estimator="models:/joulecast@champion")
+        assert est.method == "hybrid"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

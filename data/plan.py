@@ -208,7 +208,7 @@ def expected_durations(plan: Plan, items: Sequence[PlanItem] | None = None) -> l
     s = plan.settings
     out = []
     for item in items if items is not None else plan.items:
-        est = estimate(item_workload(item), plan.gpu)
+        est = estimate(item_workload(item), plan.gpu, estimator="physics")  # needs no xgboost (the GPU machine has none)
         n = max(s.min_iterations, math.ceil(s.min_window_s / est.time_s))
         seconds = SETUP_S[item.kind] + s.warmup_s + s.repeats * n * est.time_s
         out.append(ItemEstimate(item, est.time_s, est.energy_j, n, seconds))

@@ -19,10 +19,10 @@ PHYSICS = "physics"
 def load_estimator(uri: str | None = None) -> "ResidualModel | None":
     """`None`: the shipped default; `"physics"`: no residual; a folder saved by `joulecast train --out`;
     or an MLflow URI (`models:/joulecast@champion`, `runs:/<run id>/model`)."""
+    if uri == PHYSICS:
+        return None  # before importing xgboost: the GPU machine's collector runs without it
     from joulecast.training.residual import ResidualModel
 
-    if uri == PHYSICS:
-        return None
     if uri is None:
         if not (DEFAULT_DIR / "estimator.json").exists():
             return None  # a source checkout before the first `joulecast train`: physics only

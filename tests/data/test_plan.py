@@ -56,3 +56,21 @@ def test_collect_without_a_gpu_is_one_line(tmp_path, capsys):
     assert err.startswith("joulecast: error: ") and err.count("\n") == 1 and "GPU" in err
     assert main(["collect", str(tmp_path / "missing.yaml"), "--dry-run"]) == 2
     assert "PLAN: " in capsys.readouterr().err
+
+
+def test_dry_run_needs_neither_xgboost_nor_mlflow(tmp_path):
+    """The GPU machine has torch but not xgboost or mlflow: planning and collecting must not import them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "class Block:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] in ('xgboost', 'mlflow'):\n"
+            "            raise ImportError('blocked ' + name)\n"
+            "sys.meta_path.insert(0, Block())\n"
+            "from joulecast.cli import main\n"
+            f"sys.exit(main(['collect', 'h200-first', '--dry-run', '--json', '--out', {str(tmp_path)!r}]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["gpu"] == "h200"

@@ -82,6 +82,17 @@ def _cap(energy: np.ndarray, time_s: np.ndarray, limit_w: np.ndarray | float) ->
     return np.minimum(energy, np.asarray(limit_w, dtype=float) * time_s)
 
 
+def _hybrid(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarray], limit_w: float) -> dict[str, np.ndarray]:
+    """Physics x exp(correction) with its interval; energy capped at the power limit, the interval kept around it."""
+    out = {name: base * np.exp(corr[key]) for name, base, key in (
+        ("time_s", phys_t, "time"), ("time_lo_s", phys_t, "time_lo"), ("time_hi_s", phys_t, "time_hi"),
+        ("energy_j", phys_e, "energy"), ("energy_lo_j", phys_e, "energy_lo"), ("energy_hi_j", phys_e, "energy_hi"))}
+    out["energy_j"] = _cap(out["energy_j"], out["time_s"], limit_w)
+    out["energy_hi_j"] = np.maximum(_cap(out["energy_hi_j"], out["time_hi_s"], limit_w), out["energy_j"])
+    out["energy_lo_j"] = np.minimum(out["energy_lo_j"], out["energy_j"])
+    return out
+
+
 def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None = None,
              power_limit_w: float | None = None, estimator: str | None = None) -> Estimate:
     """Estimate a workload's energy, time and average power on a GPU.
@@ -105,14 +116,12 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     t, e = phys_t, phys_e
     if corr is not None:
         limit = spec.power_limit_w if power_limit_w is None else float(power_limit_w)
-        t = phys_t * float(np.exp(corr["time"][0]))
-        e = float(_cap(phys_e * np.exp(corr["energy"][0]), t, limit))
-        t_hi = phys_t * float(np.exp(corr["time_hi"][0]))
-        e_band = (min(phys_e * float(np.exp(corr["energy_lo"][0])), e),
-                  max(float(_cap(phys_e * np.exp(corr["energy_hi"][0]), t_hi, limit)), e))
+        h = {k: float(v[0]) for k, v in _hybrid(totals.time_s, totals.energy_j, corr, limit).items()}
+        t, e = h["time_s"], h["energy_j"]
+        e_band = (h["energy_lo_j"], h["energy_hi_j"])
         inside = bool(corr["in_domain"][0])
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
-                  time_interval_s=(phys_t * float(np.exp(corr["time_lo"][0])), phys_t * float(np.exp(corr["time_hi"][0]))),
+                  time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
                   flags=() if inside else (("spec-only",) if spec.name not in model.gpus else ("out-of-domain",)))
     return Estimate(
@@ -173,14 +182,9 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
         if corr is None:
             out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
             continue
-        for name, base, key in (("time_s", totals.time_s, "time"), ("time_lo_s", totals.time_s, "time_lo"),
-                                ("time_hi_s", totals.time_s, "time_hi"), ("energy_j", totals.energy_j, "energy"),
-                                ("energy_lo_j", totals.energy_j, "energy_lo"), ("energy_hi_j", totals.energy_j, "energy_hi")):
-            out[name][idx] = base * np.exp(corr[key])
-        cap_w = spec.power_limit_w if limit < 0 else limit
-        out["energy_j"][idx] = _cap(out["energy_j"][idx], out["time_s"][idx], cap_w)
-        out["energy_hi_j"][idx] = np.maximum(_cap(out["energy_hi_j"][idx], out["time_hi_s"][idx], cap_w), out["energy_j"][idx])
-        out["energy_lo_j"][idx] = np.minimum(out["energy_lo_j"][idx], out["energy_j"][idx])
+        hybrid = _hybrid(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit < 0 else limit)
+        for name, values in hybrid.items():
+            out[name][idx] = values
         in_domain[idx] = corr["in_domain"]
     result = frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain,
                           method="physics" if model is None else "hybrid")

@@ -8,10 +8,12 @@ import signal
 import sys
 from collections.abc import Sequence
 
+from typing import TYPE_CHECKING
+
 from joulecast.errors import JoulecastError
 
-if False:  # typing only
-    import pandas as pd  # noqa: F401
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _estimate(args: argparse.Namespace) -> int:
@@ -178,14 +180,14 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
 def _train(args: argparse.Namespace) -> int:
     from joulecast import render
-    from joulecast.training.train import train
+    from joulecast.training.train import headline, train
 
     measurements = load_measurements(args.store, args.imports)
     result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
                    exclude_source=args.exclude_source or (), out=args.out, tracking_uri=args.tracking_uri,
                    register=not args.no_register, log_mlflow=not args.no_mlflow)
     summary = dict(rows=len(result.table.rows), dropped=result.table.dropped, params=result.model.params,
-                   metrics={k: round(v, 3) for k, v in result.metrics.items() if k.count("_") <= 4},
+                   metrics=headline(result.metrics),
                    run_id=result.run_id, model_version=result.model_version, out=result.out)
     if args.json:
         print(render.to_json(summary))

@@ -39,6 +39,11 @@ def default_tracking_uri() -> str:
     return os.environ.get("JOULECAST_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
 
 
+def headline(metrics: dict[str, float]) -> dict[str, float]:
+    """The overall figures, without the per-partition ones (whose names carry `_gpu_...` or `_model_family_...`)."""
+    return {k: round(v, 3) for k, v in metrics.items() if k.count("_") <= 4}
+
+
 def dataset_digest(rows: pd.DataFrame) -> str:
     ids = "\n".join(sorted(rows["measurement_id"].astype(str)))
     return hashlib.sha256(ids.encode()).hexdigest()[:16]
@@ -125,12 +130,11 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
         metrics.update({f"held_out_{q}": float(overall[q]) for q in ("energy_mape", "time_mape", "power_mape", "coverage")})
         physics_only = error_table(_predictions(held_rows, np.zeros(len(held_rows)), np.zeros(len(held_rows))), None).iloc[0]
         metrics.update({f"held_out_physics_{q}": float(physics_only[q]) for q in ("energy_mape", "time_mape", "power_mape")})
-    # Coverage of the conformal band on the out-of-fold residuals (calibration check, per GPU).
     result = TrainResult(model=model, table=table, metrics=metrics, partitions=pd.concat(parts, ignore_index=True))
     meta = dict(trained_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), rows=int(len(fit_rows)),
                 data_digest=dataset_digest(fit_rows), sources=sorted(set(fit_rows["source"])),
                 excluded=dict(gpu=list(exclude_gpu), model=list(exclude_model), source=list(exclude_source)),
-                metrics={k: round(v, 3) for k, v in metrics.items() if k.count("_") <= 4})
+                metrics=headline(metrics))
     if out:
         result.out = str(model.save(out, meta))
     if log_mlflow:

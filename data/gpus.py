@@ -6,6 +6,9 @@ Loaded once, validated at the door (`GpuSpec.from_dict`), then trusted by every 
 from __future__ import annotations
 
 import functools
+import os
+import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -162,11 +165,66 @@ def load_gpu_file(path: str | Path) -> GpuSpec:
     return GpuSpec.from_dict(raw, origin=str(path))
 
 
+def user_gpu_dir() -> Path:
+    """Where `joulecast gpu add` keeps spec files: $JOULECAST_HOME/gpus (default ~/.joulecast/gpus)."""
+    return Path(os.environ.get("JOULECAST_HOME") or Path.home() / ".joulecast") / "gpus"
+
+
 @functools.cache
 def catalog() -> Mapping[str, GpuSpec]:
-    """All shipped GPUs by canonical name."""
-    specs = [load_gpu_file(p) for p in sorted(GPU_DIR.glob("*.yaml"))]
-    return MappingProxyType({s.name: s for s in specs})
+    """All GPUs by canonical name: the shipped ones, then those added with `joulecast gpu add`."""
+    shipped = {s.name: s for s in (load_gpu_file(p) for p in sorted(GPU_DIR.glob("*.yaml")))}
+    added = {}
+    for path in sorted(user_gpu_dir().glob("*.yaml")):
+        spec = load_gpu_file(path)
+        if spec.name in shipped:
+            raise DataError(f"{path}: field 'name': {spec.name!r} is a shipped GPU; remove the file or rename it")
+        added[spec.name] = spec
+    return MappingProxyType({**shipped, **added})
+
+
+def reload_catalog() -> None:
+    """Forget the loaded catalog (after a GPU is added or removed)."""
+    catalog.cache_clear()
+    _alias_index.cache_clear()
+
+
+def added_gpus() -> list[str]:
+    return sorted(load_gpu_file(p).name for p in user_gpu_dir().glob("*.yaml"))
+
+
+def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
+    """Validate a spec file and add it to the user catalog; its name and aliases may not clash with another GPU."""
+    spec = load_gpu_file(path)
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", spec.name):
+        raise InputError("name", f"{spec.name!r}: use lower-case letters, digits, '.', '_' and '-' (it names a file)")
+    target = user_gpu_dir() / f"{spec.name}.yaml"
+    own = {spec.name, *[a.lower() for a in spec.aliases]}
+    for other in catalog().values():
+        if other.name == spec.name and target.exists() and replace:
+            continue
+        clash = own & {other.name, *[a.lower() for a in other.aliases]}
+        if clash:
+            hint = " (pass --replace to update a GPU you added)" if target.exists() else ""
+            raise InputError("name", f"{min(clash, key=lambda c: (c != spec.name, c))!r} is already in the catalog as "
+                                     f"{other.name!r}{hint}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(Path(path).read_text())
+    os.replace(tmp, target)
+    reload_catalog()
+    return spec
+
+
+def remove_gpu(name: str) -> Path:
+    """Remove a GPU added with `add_gpu` (shipped GPUs cannot be removed)."""
+    target = user_gpu_dir() / f"{name}.yaml"
+    if not target.exists():
+        raise InputError("name", f"{name!r} is not a GPU you added; added: {', '.join(added_gpus()) or 'none'}")
+    target.unlink()
+    reload_catalog()
+    return target
 
 
 @functools.cache

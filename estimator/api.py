@@ -82,7 +82,8 @@ def _cap(energy: np.ndarray, time_s: np.ndarray, limit_w: np.ndarray | float) ->
     return np.minimum(energy, np.asarray(limit_w, dtype=float) * time_s)
 
 
-def _hybrid(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarray], limit_w: float) -> dict[str, np.ndarray]:
+def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarray],
+            limit_w: np.ndarray | float) -> dict[str, np.ndarray]:
     """Physics x exp(correction) with its interval; energy capped at the power limit, the interval kept around it."""
     out = {name: base * np.exp(corr[key]) for name, base, key in (
         ("time_s", phys_t, "time"), ("time_lo_s", phys_t, "time_lo"), ("time_hi_s", phys_t, "time_hi"),
@@ -90,6 +91,22 @@ def _hybrid(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
     out["energy_j"] = _cap(out["energy_j"], out["time_s"], limit_w)
     out["energy_hi_j"] = np.maximum(_cap(out["energy_hi_j"], out["time_hi_s"], limit_w), out["energy_j"])
     out["energy_lo_j"] = np.minimum(out["energy_lo_j"], out["energy_j"])
+    return out
+
+
+def scored_frame(rows: pd.DataFrame, corr: Mapping[str, np.ndarray] | None) -> pd.DataFrame:
+    """Measured rows (with physics_time_s, physics_energy_j, power_limit_w) plus the estimate's pred_* columns and
+    interval (lo_/hi_energy_j, lo_/hi_time_s) for scoring; `corr=None` scores physics alone (no interval)."""
+    t, e = rows["physics_time_s"].to_numpy(float), rows["physics_energy_j"].to_numpy(float)
+    if corr is None:
+        return rows.assign(pred_time_s=t, pred_energy_j=e, pred_power_w=e / t)
+    limits = rows["power_limit_w"].astype(float).fillna(rows["gpu"].map(lambda g: lookup_gpu(g).power_limit_w))
+    h = combine(t, e, corr, limits.to_numpy(float))
+    out = rows.assign(pred_time_s=h["time_s"], pred_energy_j=h["energy_j"], pred_power_w=h["energy_j"] / h["time_s"],
+                      lo_energy_j=h["energy_lo_j"], hi_energy_j=h["energy_hi_j"], lo_time_s=h["time_lo_s"],
+                      hi_time_s=h["time_hi_s"])
+    if "in_domain" in corr:
+        out["in_domain"] = corr["in_domain"]
     return out
 
 
@@ -116,14 +133,14 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     t, e = phys_t, phys_e
     if corr is not None:
         limit = spec.power_limit_w if power_limit_w is None else float(power_limit_w)
-        h = {k: float(v[0]) for k, v in _hybrid(totals.time_s, totals.energy_j, corr, limit).items()}
+        h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit).items()}
         t, e = h["time_s"], h["energy_j"]
         e_band = (h["energy_lo_j"], h["energy_hi_j"])
         inside = bool(corr["in_domain"][0])
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
-                  flags=() if inside else (("spec-only",) if spec.name not in model.gpus else ("out-of-domain",)))
+                  flags=tuple(f for f in model.flags(corr["in_domain"], [spec.name]) if f))
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=float(spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz),
@@ -182,7 +199,7 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
         if corr is None:
             out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
             continue
-        hybrid = _hybrid(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit < 0 else limit)
+        hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit < 0 else limit)
         for name, values in hybrid.items():
             out[name][idx] = values
         in_domain[idx] = corr["in_domain"]

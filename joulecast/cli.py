@@ -207,6 +207,107 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _audit(args: argparse.Namespace) -> int:
+    from joulecast import render
+    from joulecast.estimator.audit import audit, describe_estimator, log_audit, score_measurements
+    from joulecast.estimator.loading import load_estimator
+    from joulecast.estimator.report import write_report
+    from joulecast.errors import InputError
+
+    if bool(args.store) == bool(args.source):
+        raise InputError("--store", "give either --store PATH or --source NAME --path PATH")
+    if args.source and not args.path:
+        raise InputError("--path", f"--source {args.source} needs --path (the data folder)")
+    data = f"store {args.store}" if args.store else f"{args.source} at {args.path}"
+    measurements = load_measurements([args.store] if args.store else None,
+                                     None if args.store else [f"{args.source}={args.path}"])
+    model = load_estimator(args.estimator)
+    frame, dropped = score_measurements(measurements, args.estimator)
+    result = audit(frame, target=args.target, gate_on=_csv(args.gate_on), gate_by=_csv(args.gate_by),
+                   min_rows=args.min_rows, meta=dict(estimator=describe_estimator(args.estimator, model), data=data,
+                                                     dropped=dropped))
+    files = write_report(result, args.report)
+    if not args.no_mlflow:
+        from joulecast.training.train import default_tracking_uri
+
+        result.summary["mlflow_run_id"] = log_audit(result, files, args.tracking_uri or default_tracking_uri(),
+                                                    run_name=f"audit {data}")
+    result.summary["report"] = [str(f) for f in files]
+    if args.json:
+        print(render.to_json(result.summary))
+    else:
+        print(render.audit_text(result))
+    return 0 if result.passed else AUDIT_FAILED
+
+
+# Zero-shot examples printed by `gpu add`: a small prefill, a large prefill and a decode step.
+GPU_ADD_EXAMPLES = (("gpt2", "prefill", 8, 512), ("llama-3-8b", "prefill", 4, 2048), ("llama-3-8b", "decode", 16, 2048))
+
+
+def _gpu_add(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from joulecast import estimate_many, render
+    from joulecast.data.gpus import add_gpu, user_gpu_dir
+
+    spec = add_gpu(args.spec, replace=args.replace)
+    configs = pd.DataFrame([dict(model=m, gpu=spec.name, phase=ph, batch=b, seq=q) for m, ph, b, q in GPU_ADD_EXAMPLES])
+    est = estimate_many(configs)
+    flags = est["in_domain"].map({True: "", False: "spec-only"}) if est["method"].iloc[0] == "hybrid" else ""
+    examples = est.assign(flags=flags)[["model", "phase", "batch", "seq", "energy_j", "energy_lo_j", "energy_hi_j",
+                                        "time_s", "power_w", "flags"]] if "energy_lo_j" in est else est
+    summary = dict(added=spec.name, display_name=spec.display_name, file=str(user_gpu_dir() / f"{spec.name}.yaml"),
+                   examples=examples.to_dict(orient="records"))
+    if args.json:
+        print(render.to_json(summary))
+        return 0
+    print(f"added {spec.display_name} as {spec.name!r} ({summary['file']})")
+    print("zero-shot estimates (physics + residual on its spec features; wide intervals until it is measured):")
+    print(render.frame(examples.round(4)))
+    print(f"when measurements arrive: joulecast retrain --gpu {spec.name}")
+    return 0
+
+
+def _gpu_remove(args: argparse.Namespace) -> int:
+    from joulecast.data.gpus import remove_gpu
+
+    print(f"removed {remove_gpu(args.name)}")
+    return 0
+
+
+def _retrain(args: argparse.Namespace) -> int:
+    from joulecast import render
+    from joulecast.training.onboard import retrain
+
+    measurements = load_measurements(args.store, args.imports)
+    result = retrain(measurements, args.gpu, tolerance=args.tolerance, tracking_uri=args.tracking_uri,
+                     champion=args.champion, out=args.out, report_dir=args.report)
+    summary = result.summary()
+    if args.json:
+        print(render.to_json(summary))
+        return 0
+    for name in ("before", "after"):
+        figures = summary[name]
+        print(f"{name:<6} {'champion' if name == 'before' else 'candidate':<9} on {result.gpu} ({figures['rows']} rows): "
+              f"energy {figures['energy_mape']:.2f} %, time {figures['time_mape']:.2f} %, power "
+              f"{figures['power_mape']:.2f} % MAPE" + (f", coverage {figures['coverage']:.1f} %" if figures["coverage"] else ""))
+    print(f"champion was: {result.champion}")
+    print(render.frame(result.comparison.round(2)))
+    decision = "PROMOTED to champion" if result.promoted else "NOT promoted (the champion stays)"
+    version = result.trained.model_version
+    print(f"candidate {('version ' + version) if version else ''} {decision}:")
+    for reason in result.reasons:
+        print(f"  - {reason}")
+    return 0
+
+
+AUDIT_FAILED = 3  # distinct from 1 (unexpected) and 2 (bad input): the audit ran and a gated partition missed
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
@@ -268,6 +369,54 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_train)
+
+    from joulecast.estimator.audit import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS
+
+    au = sub.add_parser("audit", help="score an estimator on a measurement set, per partition, against a target; "
+                        f"exit {AUDIT_FAILED} when a gated partition misses it")
+    au.add_argument("--store", help="measurement store folder")
+    au.add_argument("--source", help="an importer source (energaizer, mlenergy, zeus, nvdvfs), with --path")
+    au.add_argument("--path", help="the source's data folder, e.g. ../shared/data/external/energaizer-artifact")
+    au.add_argument("--estimator", help="a folder, models:/joulecast@champion, runs:/ID/model, or 'physics' "
+                    "(default: the shipped model)")
+    au.add_argument("--target", type=float, default=TARGET_PCT, help=f"MAPE target in percent (default {TARGET_PCT:g})")
+    au.add_argument("--gate-on", default=",".join(GATE_ON), help=f"quantities the target applies to (default "
+                    f"{','.join(GATE_ON)}; also time)")
+    au.add_argument("--gate-by", default=",".join(PARTITIONS), help=f"partition kinds that are gated (default all: "
+                    f"{','.join(PARTITIONS)})")
+    au.add_argument("--min-rows", type=int, default=MIN_ROWS, help=f"smaller partitions are reported, not gated "
+                    f"(default {MIN_ROWS})")
+    au.add_argument("--report", default="audit-report", help="folder for report.html and audit.json (default audit-report)")
+    au.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    au.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    au.add_argument("--json", action="store_true", help="print the JSON summary")
+    au.set_defaults(func=_audit)
+
+    gp = sub.add_parser("gpu", help="add a GPU to the catalog from a spec file, or remove one you added")
+    gsub = gp.add_subparsers(dest="gpu_command", required=True)
+    add = gsub.add_parser("add", help="validate a GPU spec YAML (see data/examples/l40s.yaml) and add it")
+    add.add_argument("spec", help="spec YAML: the catalog's fields, each number with its source")
+    add.add_argument("--replace", action="store_true", help="replace a GPU you added before under the same name")
+    add.add_argument("--json", action="store_true")
+    add.set_defaults(func=_gpu_add)
+    rm = gsub.add_parser("remove", help="remove a GPU you added")
+    rm.add_argument("name")
+    rm.set_defaults(func=_gpu_remove)
+
+    rt = sub.add_parser("retrain", help="retrain with a new GPU's measurements; promote the candidate only if no "
+                        "partition regresses")
+    rt.add_argument("--gpu", required=True, help="the GPU whose measurements arrived (catalog name)")
+    rt.add_argument("--store", action="append", help="measurement store folder (repeatable; default data/measurements)")
+    rt.add_argument("--import", dest="imports", action="append", metavar="SOURCE=PATH",
+                    help="an importer source and its folder (repeatable; default: energaizer and mlenergy)")
+    rt.add_argument("--tolerance", type=float, default=TOLERANCE_PTS,
+                    help=f"MAPE points a partition may lose before the candidate is refused (default {TOLERANCE_PTS:g})")
+    rt.add_argument("--champion", help="the model to beat (default: models:/joulecast@champion, else the shipped model)")
+    rt.add_argument("--out", help="also save the candidate to this folder")
+    rt.add_argument("--report", default="retrain-report", help="folder for the before/after audit reports")
+    rt.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    rt.add_argument("--json", action="store_true")
+    rt.set_defaults(func=_retrain)
     return parser
 
 

@@ -41,3 +41,19 @@ def frame(table: pd.DataFrame) -> str:
 
 def to_json(payload: Any) -> str:
     return json.dumps(payload, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+
+
+def audit_text(result: Any) -> str:
+    s = result.summary
+    lines = [f"audit of {s['estimator']}", f"on {s['data']}: {s['rows']} rows (dropped: {s.get('dropped') or 'none'})",
+             f"overall MAPE: energy {s['energy_mape']:.2f} %, time {s['time_mape']:.2f} %, power {s['power_mape']:.2f} %"
+             + (f"; {s['coverage']:.1f} % of rows inside the interval" if s.get("coverage") is not None else ""), ""]
+    columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
+                           "mean_width", "pass") if c in result.partitions]
+    lines.append(frame(result.partitions[columns].round(2).fillna("-")))
+    gate = f"target {s['target_pct']:g} % MAPE on {', '.join(s['gate_on'])}"
+    lines += ["", f"PASS: every gated partition within {gate}" if s["pass"]
+              else f"FAIL ({gate}): " + ", ".join(s["failed"]), f"report: {', '.join(s['report'])}"]
+    if s.get("mlflow_run_id"):
+        lines.append(f"MLflow run {s['mlflow_run_id']}")
+    return "\n".join(lines)

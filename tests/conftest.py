@@ -32,3 +32,31 @@ def energaizer() -> Path:
 def external() -> Path:
     """shared/data/external: the published measurement sets, one folder each."""
     return require_path(EXTERNAL)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def isolated_home(tmp_path_factory):
+    """GPUs added with `joulecast gpu add` go to $JOULECAST_HOME: a fresh folder, never the user's own."""
+    from joulecast.data.gpus import reload_catalog
+
+    previous = os.environ.get("JOULECAST_HOME")
+    os.environ["JOULECAST_HOME"] = str(tmp_path_factory.mktemp("joulecast-home"))
+    reload_catalog()
+    yield
+    if previous is None:
+        os.environ.pop("JOULECAST_HOME", None)
+    else:
+        os.environ["JOULECAST_HOME"] = previous
+    reload_catalog()
+
+
+@pytest.fixture
+def user_home(tmp_path, monkeypatch):
+    """A per-test $JOULECAST_HOME, with the catalog reloaded before and after."""
+    from joulecast.data.gpus import reload_catalog
+
+    monkeypatch.setenv("JOULECAST_HOME", str(tmp_path / "home"))
+    reload_catalog()
+    yield tmp_path / "home"
+    monkeypatch.undo()
+    reload_catalog()

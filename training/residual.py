@@ -43,6 +43,13 @@ def _quantiles(level: float) -> list[float]:
     return [(1 - level) / 2, 1 - (1 - level) / 2]
 
 
+def _interval(point: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float,
+              widen: np.ndarray | float) -> tuple[np.ndarray, np.ndarray]:
+    """CQR: the quantile band around the point, widened by the conformal margin `q` (and by `widen` out of domain)."""
+    lo, hi = np.minimum(lo, point), np.maximum(hi, point)
+    return point - (point - lo + q) * widen, point + (hi - point + q) * widen
+
+
 def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
     """Mean absolute percentage error, in percent."""
     return float(np.mean(np.abs(np.asarray(predicted) / np.asarray(measured) - 1)) * 100)
@@ -86,6 +93,9 @@ class ResidualModel:
             score = np.maximum(lo - yt, yt - hi)
             n = len(score)
             self.conformal[target] = float(np.quantile(score, min(1.0, math.ceil((n + 1) * self.level) / n)))
+            # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
+            self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
+                self.oof[target], lo, hi, self.conformal[target], 1.0)
             self.points[target] = _regressor(self.params, target).fit(X, yt)
             self.bands[target] = self._band_model(target).fit(X, yt)
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
@@ -118,6 +128,11 @@ class ResidualModel:
             ok &= (X[c].to_numpy(float) >= low - span) & (X[c].to_numpy(float) <= high + span)
         return ok
 
+    def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: "" inside the domain, "spec-only" on a GPU never trained on, "out-of-domain" otherwise."""
+        seen = np.isin(np.asarray(gpus, dtype=str), self.gpus)
+        return np.where(in_domain, "", np.where(seen, "out-of-domain", "spec-only"))
+
     def predict(self, X: pd.DataFrame, gpus: Sequence[str]) -> dict[str, np.ndarray]:
         """Log corrections per target: `<t>` (point), `<t>_lo`, `<t>_hi`; and `in_domain`."""
         X = X[self.features]
@@ -128,12 +143,9 @@ class ResidualModel:
             # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row
             point = self.points[target].get_booster().inplace_predict(values)
             band = self.bands[target].get_booster().inplace_predict(values).reshape(len(values), 2)
-            lo, hi = np.minimum(band[:, 0], point), np.maximum(band[:, 1], point)
-            widen = np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN)
-            q = self.conformal[target]
             out[target] = point
-            out[f"{target}_lo"] = point - (point - lo + q) * widen
-            out[f"{target}_hi"] = point + (hi - point + q) * widen
+            out[f"{target}_lo"], out[f"{target}_hi"] = _interval(
+                point, band[:, 0], band[:, 1], self.conformal[target], np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN))
         return out
 
     def save(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:

@@ -21,11 +21,14 @@ import numpy as np
 import pandas as pd
 
 from joulecast.errors import InputError
+from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import error_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, group_folds
 
 log = logging.getLogger(__name__)
+SCORES = ("energy_mape", "time_mape", "power_mape", "coverage")
+PARTITIONS = ("gpu", "model_family")
 MODEL_NAME = "joulecast"
 CHAMPION = "champion"
 # The plain baseline sees the workload's size and setting and the GPU's specs, but no physics estimate.
@@ -41,7 +44,16 @@ def default_tracking_uri() -> str:
 
 def headline(metrics: dict[str, float]) -> dict[str, float]:
     """The overall figures, without the per-partition ones (whose names carry `_gpu_...` or `_model_family_...`)."""
-    return {k: round(v, 3) for k, v in metrics.items() if k.count("_") <= 4}
+    return {k: round(v, 3) for k, v in metrics.items() if not any(f"_{by}_" in k for by in PARTITIONS)}
+
+
+def cv_record(partitions: pd.DataFrame) -> list[dict[str, Any]]:
+    """The hybrid's cross-validated figures per partition, kept with the saved model: `retrain` compares a
+    candidate's against them (same protocol: model families out of fold)."""
+    cv = partitions[(partitions["estimator"] == "hybrid") & (partitions["split"] == "cv")]
+    keep = ["by", "value", "rows", *[q for q in SCORES if q in cv]]
+    return [{k: (v if isinstance(v, str) else float(v)) for k, v in r.items()}
+            for r in cv[keep].astype({"value": str}).to_dict(orient="records")]
 
 
 def dataset_digest(rows: pd.DataFrame) -> str:
@@ -55,15 +67,10 @@ class TrainResult:
     table: TrainingTable
     metrics: dict[str, float] = field(default_factory=dict)
     partitions: pd.DataFrame = field(default_factory=pd.DataFrame)
+    fit_mask: np.ndarray | None = None   # the table's rows the model was fitted on (the rest were held out)
     run_id: str | None = None
     model_version: str | None = None
     out: str | None = None
-
-
-def _predictions(rows: pd.DataFrame, time_corr: np.ndarray, energy_corr: np.ndarray) -> pd.DataFrame:
-    t = rows["physics_time_s"].to_numpy() * np.exp(time_corr)
-    e = rows["physics_energy_j"].to_numpy() * np.exp(energy_corr)
-    return rows.assign(pred_time_s=t, pred_energy_j=e, pred_power_w=e / t)
 
 
 def _split(table: TrainingTable, exclude_gpu: Sequence[str], exclude_model: Sequence[str],
@@ -81,7 +88,11 @@ def _split(table: TrainingTable, exclude_gpu: Sequence[str], exclude_model: Sequ
 def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclude_model: Sequence[str] = (),
           exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
           experiment: str = "joulecast", register: bool = True, level: float = 0.9,
-          grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True) -> TrainResult:
+          grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, promote: bool = True) -> TrainResult:
+    """Fit the residual on the measurements not excluded; score physics, plain XGBoost and the hybrid by grouped CV.
+
+    `register` logs a model version under MODEL_NAME; `promote` also points the `champion` alias at it.
+    """
     table = training_table(measurements)
     if len(table.rows) < 20:
         raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: {table.dropped}); need 20")
@@ -92,7 +103,6 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid)
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
-    zeros = np.zeros(len(fit_rows))
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))
     raw = X[list(RAW_FEATURES)]
     for train_idx, test_idx in group_folds(groups):
@@ -100,50 +110,46 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
             target_log = np.log(fit_rows[target].to_numpy())
             dest[test_idx] = _regressor(model.params).fit(raw.iloc[train_idx], target_log[train_idx]).predict(raw.iloc[test_idx])
     compared = {
-        "physics": _predictions(fit_rows, zeros, zeros),
+        "physics": scored_frame(fit_rows, None),
         "plain_xgboost": fit_rows.assign(pred_time_s=np.exp(plain_t), pred_energy_j=np.exp(plain_e),
                                          pred_power_w=np.exp(plain_e - plain_t)),
-        "hybrid": _predictions(fit_rows, model.oof["time"], model.oof["energy"]),
+        "hybrid": scored_frame(fit_rows, model.oof),
     }
     metrics: dict[str, float] = {}
     parts = []
     for name, frame in compared.items():
         overall = error_table(frame, None).iloc[0]
-        for q in ("energy_mape", "time_mape", "power_mape"):
-            metrics[f"cv_{name}_{q}"] = float(overall[q])
-        for by in ("gpu", "model_family"):
+        metrics.update({f"cv_{name}_{q}": float(overall[q]) for q in SCORES if q in overall})
+        for by in PARTITIONS:
             t = error_table(frame, by).assign(estimator=name, by=by, split="cv")
             parts.append(t)
             for _, p in t.iterrows():
-                for q in ("energy_mape", "time_mape", "power_mape"):
-                    metrics[f"cv_{name}_{q}_{by}_{p['value']}"] = float(p[q])
+                metrics.update({f"cv_{name}_{q}_{by}_{p['value']}": float(p[q]) for q in SCORES if q in p})
     if held.any():
         held_rows = table.rows[held].reset_index(drop=True)
-        pred = model.predict(table.X[held].reset_index(drop=True), held_rows["gpu"])
-        frame = _predictions(held_rows, pred["time"], pred["energy"]).assign(
-            lo_energy_j=lambda f: f["physics_energy_j"] * np.exp(pred["energy_lo"]),
-            hi_energy_j=lambda f: f["physics_energy_j"] * np.exp(pred["energy_hi"]))
-        for by in (None, "gpu", "model_family"):
-            t = error_table(frame, by).assign(estimator="hybrid", by=by or "all", split="held_out")
-            parts.append(t)
+        frame = scored_frame(held_rows, model.predict(table.X[held].reset_index(drop=True), held_rows["gpu"]))
+        for by in (None, *PARTITIONS):
+            parts.append(error_table(frame, by).assign(estimator="hybrid", by=by or "all", split="held_out"))
         overall = error_table(frame, None).iloc[0]
-        metrics.update({f"held_out_{q}": float(overall[q]) for q in ("energy_mape", "time_mape", "power_mape", "coverage")})
-        physics_only = error_table(_predictions(held_rows, np.zeros(len(held_rows)), np.zeros(len(held_rows))), None).iloc[0]
-        metrics.update({f"held_out_physics_{q}": float(physics_only[q]) for q in ("energy_mape", "time_mape", "power_mape")})
-    result = TrainResult(model=model, table=table, metrics=metrics, partitions=pd.concat(parts, ignore_index=True))
+        metrics.update({f"held_out_{q}": float(overall[q]) for q in SCORES})
+        physics_only = error_table(scored_frame(held_rows, None), None).iloc[0]
+        metrics.update({f"held_out_physics_{q}": float(physics_only[q]) for q in SCORES[:3]})
+    result = TrainResult(model=model, table=table, metrics=metrics, partitions=pd.concat(parts, ignore_index=True),
+                         fit_mask=~held)
     meta = dict(trained_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), rows=int(len(fit_rows)),
                 data_digest=dataset_digest(fit_rows), sources=sorted(set(fit_rows["source"])),
                 excluded=dict(gpu=list(exclude_gpu), model=list(exclude_model), source=list(exclude_source)),
-                metrics=headline(metrics))
+                metrics=headline(metrics), cv_partitions=cv_record(result.partitions))
     if out:
         result.out = str(model.save(out, meta))
     if log_mlflow:
-        _log_mlflow(result, meta, tracking_uri or default_tracking_uri(), experiment, register, compared["hybrid"])
+        _log_mlflow(result, meta, tracking_uri or default_tracking_uri(), experiment, register, promote,
+                    compared["hybrid"])
     return result
 
 
 def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment: str, register: bool,
-                hybrid: pd.DataFrame) -> None:
+                promote: bool, hybrid: pd.DataFrame) -> None:
     import mlflow
     from mlflow.models import infer_signature
 
@@ -174,4 +180,5 @@ def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment:
         result.run_id = run.info.run_id
         if register and info.registered_model_version is not None:
             result.model_version = str(info.registered_model_version)
-            mlflow.MlflowClient().set_registered_model_alias(MODEL_NAME, CHAMPION, result.model_version)
+            if promote:
+                mlflow.MlflowClient().set_registered_model_alias(MODEL_NAME, CHAMPION, result.model_version)

@@ -71,3 +71,43 @@ def test_every_number_needs_a_source(raw):
 def test_round_trip(raw):
     spec = gpus.GpuSpec.from_dict(raw, "a10.yaml")
     assert gpus.GpuSpec.from_dict(spec.to_dict()) == spec
+
+
+EXAMPLE = gpus.GPU_DIR.parent / "examples" / "a100-sxm4-80gb-500w.yaml"
+
+
+def test_gpu_add_gives_spec_only_estimates_with_wider_intervals(user_home):
+    import joulecast
+
+    spec = gpus.add_gpu(EXAMPLE)
+    assert spec.power_limit_w == 500 and (user_home / "gpus" / f"{spec.name}.yaml").exists()
+    assert gpus.gpu("A100-80GB-500W").name == spec.name and gpus.added_gpus() == [spec.name]
+    w = joulecast.workload("gpt2", batch=8, seq=512)
+    new, known = joulecast.estimate(w, spec.name), joulecast.estimate(w, "a100-pcie-40gb")
+    assert new.flags == ("spec-only",) and new.in_domain is False and known.flags == ()
+
+    def width(e):
+        return (e.energy_interval_j[1] - e.energy_interval_j[0]) / e.energy_j
+
+    assert width(new) > 1.5 * width(known)
+
+
+def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, raw):
+    with pytest.raises(InputError, match=r"name: 'a10' is already in the catalog as 'a10'"):
+        gpus.add_gpu(gpus.GPU_DIR / "a10.yaml")
+    gpus.add_gpu(EXAMPLE)
+    with pytest.raises(InputError, match="pass --replace"):
+        gpus.add_gpu(EXAMPLE)
+    assert gpus.add_gpu(EXAMPLE, replace=True).name == "a100-sxm4-80gb-500w"
+    clash = dict(raw, name="my-a10", aliases=["nvidia-a10"])  # an alias of the shipped A10
+    (tmp_path / "clash.yaml").write_text(yaml.safe_dump(clash))
+    with pytest.raises(InputError, match="'nvidia-a10' is already in the catalog as 'a10'"):
+        gpus.add_gpu(tmp_path / "clash.yaml")
+    unsourced = dict(raw, name="my-gpu", aliases=[], sources={k: v for k, v in raw["sources"].items() if "idle" not in k})
+    (tmp_path / "unsourced.yaml").write_text(yaml.safe_dump(unsourced))
+    with pytest.raises(DataError, match="field 'sources': no source given for idle_power_w"):
+        gpus.add_gpu(tmp_path / "unsourced.yaml")
+    gpus.remove_gpu("a100-sxm4-80gb-500w")
+    assert "a100-sxm4-80gb-500w" not in gpus.catalog()
+    with pytest.raises(InputError, match="not a GPU you added; added: none"):
+        gpus.remove_gpu("a10")

@@ -1,0 +1,85 @@
+"""The audit's report: one self-contained HTML file (tables, figures inlined as PNG) and a JSON summary."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from joulecast.estimator.audit import AuditResult
+from joulecast.training import plots
+
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}.fail{background:#fdd}.pass{background:#dfd}
+h1 small{font-weight:normal;color:#555}"""
+
+
+def _png(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    plt.close(fig)
+    return f'<img src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
+
+
+def _table(frame: pd.DataFrame) -> str:
+    """An HTML table; rows with a `pass` verdict are shaded green or red."""
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = []
+    for record in frame.round(2).to_dict(orient="records"):
+        verdict = record.get("pass")
+        cls = {True: " class='pass'", False: " class='fail'"}.get(verdict, "") if isinstance(verdict, bool) else ""
+        cells = "".join(f"<td>{'' if pd.isna(v) else html.escape(str(v))}</td>" for v in record.values())
+        body.append(f"<tr{cls}>{cells}</tr>")
+    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def render_html(result: AuditResult) -> str:
+    s = result.summary
+    verdict = "PASS" if s["pass"] else f"FAIL ({len(s['failed'])} gated partitions above target)"
+    overall = pd.DataFrame([{k: s.get(k) for k in ("rows", "energy_mape", "energy_median_ape", "energy_p90_ape",
+                                                     "time_mape", "time_median_ape", "time_p90_ape", "power_mape",
+                                                     "power_median_ape", "power_p90_ape", "coverage", "mean_width")}])
+    worst = pd.DataFrame(s["worst"])
+    frame = result.frame
+    figures = [plots.parity_figure(frame, "energy per iteration, estimated (with interval) vs measured"),
+               plots.error_histogram(frame, s["target_pct"]), plots.partition_figure(result.partitions, s["target_pct"]),
+               plots.size_figure(frame)]
+    parts = [
+        f"<h1>joulecast accuracy audit <small>{html.escape(verdict)}</small></h1>",
+        f"<p>Estimator: {html.escape(str(s.get('estimator')))}<br>Data: {html.escape(str(s.get('data')))}<br>"
+        f"Target: MAPE ≤ {s['target_pct']:g} % on {', '.join(s['gate_on'])}, gated by {', '.join(s['gate_by'])} "
+        f"(partitions with at least {s['min_rows']} rows). Errors are absolute percentage errors of the per-iteration "
+        f"energy (J), time (s) and average power (W); coverage is the share of rows whose measured energy lies in "
+        f"the estimate's interval; width is relative to the estimate.</p>",
+        "<h2>Overall</h2>", _table(overall),
+        "<h2>Per partition</h2>", _table(result.partitions.drop(columns=["gated"])),
+        "<h2>Figures</h2>", *(f"<p>{_png(f)}</p>" for f in figures),
+        "<h2>Ten worst rows (by energy error)</h2>", _table(worst) if len(worst) else "<p>none</p>",
+    ]
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast audit</title><style>{STYLE}</style>"
+            f"</head><body>{''.join(parts)}</body></html>")
+
+
+def write_report(result: AuditResult, folder: str | Path) -> list[Path]:
+    """Write `report.html` and `audit.json` into `folder` (atomically); returns their paths."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    report, summary = folder / "report.html", folder / "audit.json"
+    _write_atomic(summary, json.dumps(result.summary, indent=1, default=str))
+    _write_atomic(report, render_html(result))
+    return [report, summary]

@@ -1,0 +1,112 @@
+"""The accuracy audit on real EnergAIzer rows: figures that agree with `estimate`, gating per partition, the
+report and the CLI's JSON and exit codes."""
+
+import json
+
+import numpy as np
+import pytest
+
+import joulecast
+from joulecast.cli import main
+from joulecast.data import store
+from joulecast.data.importers import import_source
+from joulecast.data.workload_ref import resolve
+from joulecast.errors import InputError
+from joulecast.estimator.audit import PARTITIONS, audit, score_measurements
+from joulecast.estimator.report import write_report
+
+
+@pytest.fixture(scope="module")
+def a10(energaizer):
+    rows = import_source("energaizer", energaizer)
+    return rows[rows["gpu"] == "a10"].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def scored(a10):
+    return score_measurements(a10)
+
+
+def test_scores_agree_with_estimate(a10, scored):
+    frame, dropped = scored
+    assert len(frame) == int((~a10["flag_failed_run"]).sum()) and dropped == {"failed run": 2}
+    for row in frame.sample(3, random_state=0).itertuples():
+        est = joulecast.estimate(resolve(row.workload_ref), row.gpu, sm_clock_mhz=None if np.isnan(row.sm_clock_min_mhz)
+                                 else row.sm_clock_min_mhz, power_limit_w=row.power_limit_w)
+        assert row.pred_energy_j == pytest.approx(est.energy_j, rel=1e-6)
+        assert row.pred_time_s == pytest.approx(est.time_s, rel=1e-6)
+        assert (row.lo_energy_j, row.hi_energy_j) == pytest.approx(est.energy_interval_j, rel=1e-6)
+        assert row.ape_energy == pytest.approx(abs(est.energy_j / row.energy_j - 1) * 100)
+
+
+def test_partitions_cover_every_row_and_gate_on_the_target(scored):
+    frame, _ = scored
+    result = audit(frame, target=8.0, min_rows=20)
+    s, parts = result.summary, result.partitions
+    assert set(parts["by"]) == set(PARTITIONS)
+    for by in PARTITIONS:
+        assert parts.loc[parts["by"] == by, "rows"].sum() == len(frame)
+    assert s["energy_mape"] == pytest.approx(frame["ape_energy"].mean(), abs=1e-3)
+    assert s["power_p90_ape"] == pytest.approx(np.percentile(frame["ape_power"], 90), abs=1e-3)
+    small = parts[parts["rows"] < 20]
+    assert len(small) and not small["gated"].any() and small["pass"].isna().all()
+    gated = parts[parts["gated"]]
+    expected = (gated["energy_mape"] <= 8.0) & (gated["power_mape"] <= 8.0)
+    assert (gated["pass"] == expected).all()
+    assert s["pass"] == (bool(expected.all()) and s["energy_mape"] <= 8 and s["power_mape"] <= 8)
+    assert len(s["worst"]) == 10 and s["worst"][0]["ape_energy"] == pytest.approx(frame["ape_energy"].max(), abs=1e-3)
+
+    strict = audit(frame, target=0.01)
+    assert not strict.passed and "overall" in strict.summary["failed"] and "gpu=a10" in strict.summary["failed"]
+    assert audit(frame, target=1e4).passed
+    only_gpu = audit(frame, target=0.01, gate_by=("gpu",))
+    assert set(only_gpu.partitions.loc[only_gpu.partitions["gated"], "by"]) == {"gpu"}
+
+
+def test_bad_audit_settings_name_the_option(scored):
+    frame, _ = scored
+    with pytest.raises(InputError, match=r"--gate-on: 'watts' is not allowed; choose from energy, time, power"):
+        audit(frame, gate_on=("watts",))
+    with pytest.raises(InputError, match="--gate-by"):
+        audit(frame, gate_by=("colour",))
+    with pytest.raises(InputError, match="--target: must be a positive percentage"):
+        audit(frame, target=0)
+
+
+def test_report_is_self_contained(scored, tmp_path):
+    result = audit(scored[0])
+    report, summary = write_report(result, tmp_path / "r")
+    text = report.read_text()
+    assert text.count('<img src="data:image/png;base64,') == 4 and "http" not in text.split("<body>")[1][:2000]
+    assert json.loads(summary.read_text())["energy_mape"] == result.summary["energy_mape"]
+
+
+def test_cli_json_exit_codes_and_mlflow(a10, tmp_path, capsys):
+    store.write_part(a10, tmp_path / "store", "a10", "subset")
+    base = ["audit", "--store", str(tmp_path / "store"), "--report", str(tmp_path / "report"), "--json"]
+    assert main(base + ["--estimator", "physics", "--no-mlflow"]) == 3  # physics alone misses 8 %
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["energy_mape"] > 8 and not payload["pass"] and payload["coverage"] is None
+    part = payload["partitions"][0]
+    assert {"by", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage", "pass"} <= set(part)
+    assert {p["by"] for p in payload["partitions"]} == set(PARTITIONS)
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    assert main(base + ["--target", "1000", "--tracking-uri", uri]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["pass"] and 0 < payload["coverage"] <= 100
+    import mlflow
+
+    mlflow.set_tracking_uri(uri)
+    run = mlflow.get_run(payload["mlflow_run_id"])
+    assert run.data.metrics["energy_mape"] == pytest.approx(payload["energy_mape"], abs=1e-3)
+    assert "energy_mape_gpu_a10" in run.data.metrics and run.data.tags["audit_pass"] == "True"
+    artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
+    assert artifacts == {"report.html", "audit.json"}
+
+
+def test_cli_audit_needs_one_data_source(capsys):
+    assert main(["audit", "--no-mlflow"]) == 2
+    assert "--store: give either --store PATH or --source NAME --path PATH" in capsys.readouterr().err
+    assert main(["audit", "--source", "energaizer", "--no-mlflow"]) == 2
+    assert "--path: --source energaizer needs --path" in capsys.readouterr().err

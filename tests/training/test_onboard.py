@@ -1,0 +1,70 @@
+"""New-GPU onboarding: the regression rule, and `retrain` on real EnergAIzer rows with the A10 as the new GPU."""
+
+import json
+
+import mlflow
+import pandas as pd
+import pytest
+
+from joulecast.cli import main
+from joulecast.data.importers import import_source
+from joulecast.errors import InputError
+from joulecast.training.onboard import compare, retrain
+from joulecast.training.train import CHAMPION, MODEL_NAME, train
+
+SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
+
+
+def test_compare_flags_a_partition_that_loses_more_than_the_tolerance():
+    before = pd.DataFrame({"by": ["gpu", "gpu", "model"], "value": ["a", "b", "m"], "energy_mape": [10.0, 10.0, 5.0],
+                           "power_mape": [6.0, 6.0, 6.0]})
+    after = pd.DataFrame({"by": ["gpu", "gpu", "model", "model"], "value": ["a", "b", "m", "new"], "rows": [50, 50, 3, 9],
+                          "energy_mape": [12.5, 4.0, 30.0, 1.0], "power_mape": [7.0, 6.5, 6.0, 1.0]})
+    table = compare(before, after, tolerance=2.0)
+    # model=m has 3 rows (< 5: not compared); model=new has no "before"; gpu=a energy rose 2.5 points.
+    assert set(zip(table["by"], table["value"])) == {("gpu", "a"), ("gpu", "b")}
+    regressed = table[table["regressed"]]
+    assert list(zip(regressed["value"], regressed["quantity"])) == [("a", "energy")]
+    assert table.loc[(table["value"] == "b") & (table["quantity"] == "energy"), "change"].item() == pytest.approx(-6.0)
+    assert not compare(before, after, tolerance=3.0)["regressed"].any()
+
+
+@pytest.fixture(scope="module")
+def setting(energaizer, tmp_path_factory):
+    """EnergAIzer rows, and a registry whose champion was trained without the A10."""
+    measurements = import_source("energaizer", energaizer)
+    uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
+    champion = train(measurements[measurements["gpu"] != "a10"].reset_index(drop=True), tracking_uri=uri,
+                     grid=SMALL_GRID)
+    return measurements, uri, champion.model_version
+
+
+def test_retrain_refuses_a_candidate_that_regresses(setting, tmp_path):
+    measurements, uri, champion_version = setting
+    result = retrain(measurements, "a10", tolerance=-1e6, tracking_uri=uri, grid=SMALL_GRID, report_dir=tmp_path)
+    assert not result.promoted and result.comparison["regressed"].all() and len(result.reasons) == len(result.comparison)
+    # Before: the champion never saw the A10, so every A10 row is a zero-shot, spec-only estimate.
+    assert set(result.before.frame["flags"]) == {"spec-only"} and result.before.summary["rows"] == 95
+    assert result.after.summary["rows"] == 95 and set(result.after.frame["gpu"]) == {"a10"}
+    client = mlflow.MlflowClient()
+    assert str(client.get_model_version_by_alias(MODEL_NAME, CHAMPION).version) == champion_version
+    run = client.get_run(result.trained.run_id)
+    assert run.data.tags["promoted"] == "False" and "regressed" not in run.data.tags["decision"]
+    audits = mlflow.search_runs(experiment_names=["joulecast-audit"], filter_string="tags.mlflow.runName LIKE 'retrain a10%'")
+    assert len(audits) >= 2 and (tmp_path / "before" / "report.html").exists() and (tmp_path / "after" / "audit.json").exists()
+    with pytest.raises(InputError, match=r"--gpu: no usable measurements of 'h200'; GPUs with data: a10, a100-pcie-40gb"):
+        retrain(measurements, "h200", tracking_uri=uri)
+
+
+def test_cli_retrain_promotes_when_nothing_regresses(setting, energaizer, tmp_path, capsys):
+    _, uri, champion_version = setting
+    argv = ["retrain", "--gpu", "a10", "--import", f"energaizer={energaizer}", "--tolerance", "1000",
+            "--tracking-uri", uri, "--report", str(tmp_path), "--json"]
+    assert main(argv) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["promoted"] and payload["gpu"] == "a10" and payload["candidate_version"] != champion_version
+    assert payload["before"]["rows"] == payload["after"]["rows"] == 95
+    assert "no partition regressed by more than 1000 points" in payload["reasons"][0]
+    mlflow.set_tracking_uri(uri)
+    alias = mlflow.MlflowClient().get_model_version_by_alias(MODEL_NAME, CHAMPION)
+    assert str(alias.version) == payload["candidate_version"]

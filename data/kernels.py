@@ -78,7 +78,10 @@ def kernel_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
     keys = list(zip(*merged)) if merged else [()] * len(_KEY_COLUMNS)
     columns = {name: np.asarray(values, dtype=KERNEL_COLUMNS[name][0]) for name, values in zip(_KEY_COLUMNS, keys)}
     columns["count"] = np.fromiter(merged.values(), dtype=np.int64, count=len(merged))
-    return validate_kernel_table(pd.DataFrame(columns))
+    if not merged:
+        raise InputError("kernels", "the workload has no kernels")
+    _check_columns(columns)  # on the arrays in hand: reading them back from the table costs more
+    return pd.DataFrame(columns)
 
 
 def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -92,7 +95,11 @@ def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
         raise InputError("kernels", f"missing column(s) {missing}")
     if table.empty:
         raise InputError("kernels", "the workload has no kernels")
-    col = {name: table[name].to_numpy() for name in KERNEL_COLUMNS}
+    _check_columns({name: table[name].to_numpy() for name in KERNEL_COLUMNS})
+    return table
+
+
+def _check_columns(col: Mapping[str, np.ndarray]) -> None:
     bad = ~np.isin(col["kind"], KINDS)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
@@ -112,7 +119,6 @@ def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
     if (col["count"] < 1).any():
         i = int(np.flatnonzero(col["count"] < 1)[0])
         raise InputError(f"kernels[{i}].count", f"must be at least 1, got {col['count'][i]}")
-    return table
 
 
 def kernel_table_hash(table: pd.DataFrame) -> str:

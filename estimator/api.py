@@ -17,7 +17,7 @@ from joulecast.data.gpus import GpuSpec, gpu as lookup_gpu
 from joulecast.data.workload import Workload
 from joulecast.errors import InputError
 from joulecast.estimator.loading import load_estimator
-from joulecast.training.features import design_matrix
+from joulecast.training.features import design_matrix, setting_groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +43,13 @@ class Estimate:
     in_domain: bool | None = None                # False: outside the training data (wider interval)
     flags: tuple[str, ...] = ()
     by_kernel_class: pd.DataFrame = field(default=None, compare=False, repr=False)
-    features: pd.DataFrame = field(default=None, compare=False, repr=False)
+    kernel_columns: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)
+
+    @property
+    def features(self) -> pd.DataFrame:
+        """The per-kernel physics table (tiles, waves, bytes, utilisations, time, power, energy per launch).
+        Built on request: most callers never look, and a table costs a third of a millisecond."""
+        return pd.DataFrame(self.kernel_columns)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
@@ -55,14 +61,14 @@ class Estimate:
         return out
 
 
-def _breakdown(features: pd.DataFrame, time_s: float, busy_s: float, idle_gap_j: float, energy_j: float,
+def _breakdown(features: Mapping[str, np.ndarray], time_s: float, busy_s: float, idle_gap_j: float, energy_j: float,
                time_scale: float, energy_scale: float) -> pd.DataFrame:
     """Per kernel class, from the physics; the hybrid's workload-level corrections scale every class alike."""
-    launches = features["launches"].to_numpy()
-    classes, index = np.unique(features["kind"].to_numpy().astype(str), return_inverse=True)
+    launches = np.asarray(features["launches"])
+    classes, index = np.unique(np.asarray(features["kind"]).astype(str), return_inverse=True)
     launches_by = np.bincount(index, launches, minlength=len(classes)).astype(np.int64)
-    time_by = np.bincount(index, launches * features["time_s"].to_numpy(), minlength=len(classes))
-    energy_by = np.bincount(index, launches * features["energy_j"].to_numpy(), minlength=len(classes))
+    time_by = np.bincount(index, launches * np.asarray(features["time_s"]), minlength=len(classes))
+    energy_by = np.bincount(index, launches * np.asarray(features["energy_j"]), minlength=len(classes))
     if time_s - busy_s > 0:  # host-bound: the GPU waits for the next launch at idle power
         classes = np.append(classes, "idle (host-bound)")
         launches_by, time_by = np.append(launches_by, 0), np.append(time_by, time_s - busy_s)
@@ -149,7 +155,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         launches=int(np.sum(features["launches"])),
         by_kernel_class=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
                                    e, t / phys_t, e / phys_e),
-        features=features, **kw)
+        kernel_columns=features, **kw)
 
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "sm_clock_mhz", "power_limit_w")
@@ -188,18 +194,15 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
                                             "energy_hi_j", "time_lo_s", "time_hi_s")}
     in_domain = np.ones(n, bool)
-    setting = pd.DataFrame({"gpu": frame["gpu"].map(lambda g: specs[g].name), "clock": clocks.fillna(-1.0),
-                            "limit": limits.fillna(-1.0)})
-    for (gpu_name, clock, limit), idx in setting.groupby(["gpu", "clock", "limit"]).indices.items():
+    for gpu_name, clock, limit, idx in setting_groups(frame["gpu"].map(lambda g: specs[g].name), clocks, limits):
         spec = lookup_gpu(gpu_name)
-        X, totals, _ = design_matrix([cache[keys[i]] for i in idx], spec, None if clock < 0 else clock,
-                                     None if limit < 0 else limit)
+        X, totals, _ = design_matrix([cache[keys[i]] for i in idx], spec, clock, limit)
         out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
         corr = _corrections(model, X, [spec.name] * len(idx))
         if corr is None:
             out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
             continue
-        hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit < 0 else limit)
+        hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit is None else limit)
         for name, values in hybrid.items():
             out[name][idx] = values
         in_domain[idx] = corr["in_domain"]

@@ -194,8 +194,9 @@ def _train(args: argparse.Namespace) -> int:
         return 0
     print(f"trained on {summary['rows']} rows (dropped: {result.table.dropped})")
     cv = result.partitions[(result.partitions["split"] == "cv") & (result.partitions["by"] == "gpu")]
-    print("grouped cross-validation by model family (MAPE, %):")
-    print(render.frame(cv[["estimator", "value", "rows", "energy_mape", "time_mape", "power_mape"]].round(2)))
+    print("grouped cross-validation by model family (MAPE %; coverage: % of rows inside the 90 % energy interval):")
+    print(render.frame(cv[["estimator", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage"]]
+                       .round(2).fillna("-")))
     held = result.partitions[result.partitions["split"] == "held_out"]
     if len(held):
         print("held out (excluded from training):")

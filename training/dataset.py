@@ -14,7 +14,7 @@ import pandas as pd
 
 from joulecast.data.gpus import catalog as gpu_catalog, gpu as lookup_gpu
 from joulecast.data.workload_ref import resolve
-from joulecast.training.features import design_matrix
+from joulecast.training.features import design_matrix, setting_groups
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +63,12 @@ def training_table(measurements: pd.DataFrame) -> TrainingTable:
         return TrainingTable(pd.DataFrame(), rows, dropped)
     workloads = {ref: resolve(ref) for ref in rows["workload_ref"].unique()}
     clock, limit = setting_of(rows)
-    key = pd.DataFrame({"gpu": rows["gpu"], "clock": np.nan_to_num(clock, nan=-1.0), "limit": np.nan_to_num(limit, nan=-1.0)})
     X_parts, phys_t, phys_e = [], np.empty(len(rows)), np.empty(len(rows))
-    for (gpu_name, c, lim), idx in key.groupby(["gpu", "clock", "limit"]).indices.items():
+    for gpu_name, c, lim, idx in setting_groups(rows["gpu"], clock, limit):
         spec = lookup_gpu(gpu_name)
-        c_arg = None if c < 0 else min(float(c), spec.boost_clock_mhz)
         refs = rows["workload_ref"].to_numpy()[idx]
-        X, totals, _ = design_matrix([workloads[r] for r in refs], spec, c_arg, None if lim < 0 else float(lim))
+        X, totals, _ = design_matrix([workloads[r] for r in refs], spec, None if c is None else min(c, spec.boost_clock_mhz),
+                                     lim)
         X.index = idx
         X_parts.append(X)
         phys_t[idx], phys_e[idx] = totals.time_s, totals.energy_j

@@ -122,10 +122,15 @@ class ResidualModel:
         return lo, hi
 
     def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
+        return self._in_domain(X[self.features].to_numpy(float), gpus)
+
+    def _in_domain(self, values: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
+        """`values`: the features in `self.features` order."""
         ok = np.isin(np.asarray(gpus, dtype=str), self.gpus)
         for c, (low, high) in self.domain.items():
+            column = values[:, self.features.index(c)]
             span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
-            ok &= (X[c].to_numpy(float) >= low - span) & (X[c].to_numpy(float) <= high + span)
+            ok &= (column >= low - span) & (column <= high + span)
         return ok
 
     def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
@@ -135,9 +140,10 @@ class ResidualModel:
 
     def predict(self, X: pd.DataFrame, gpus: Sequence[str]) -> dict[str, np.ndarray]:
         """Log corrections per target: `<t>` (point), `<t>_lo`, `<t>_hi`; and `in_domain`."""
-        X = X[self.features]
-        inside = self.in_domain(X, gpus)
+        if list(X.columns) != self.features:  # design_matrix gives the training order: no reindexing then
+            X = X[self.features]
         values = np.ascontiguousarray(X.to_numpy(dtype=np.float32))
+        inside = self._in_domain(values, gpus)
         out: dict[str, np.ndarray] = {"in_domain": inside}
         for target in TARGETS:
             # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row

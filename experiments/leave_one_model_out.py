@@ -9,10 +9,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from joulecast.data.importers import import_source
+from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import training_table
 from joulecast.training.evaluate import error_table
 from joulecast.training.residual import ResidualModel
@@ -24,24 +24,18 @@ def main(path: str) -> None:
     table = training_table(import_source("energaizer", path))
     rows, X = table.rows, table.X
     y = {"time": table.y_time, "energy": table.y_energy}
-    pred_t, pred_e = np.empty(len(rows)), np.empty(len(rows))
-    lo_e, hi_e = np.empty(len(rows)), np.empty(len(rows))
+    parts = []
     for family in sorted(rows["model_family"].unique()):
         test = (rows["model_family"] == family).to_numpy()
         train = ~test
         model = ResidualModel().fit(X[train].reset_index(drop=True), {k: v[train] for k, v in y.items()},
                                     rows.loc[train, "model_family"].to_numpy(), rows.loc[train, "gpu"])
-        corr = model.predict(X[test].reset_index(drop=True), rows.loc[test, "gpu"].tolist())
-        pred_t[test] = rows.loc[test, "physics_time_s"] * np.exp(corr["time"])
-        pred_e[test] = np.minimum(rows.loc[test, "physics_energy_j"] * np.exp(corr["energy"]),
-                                  rows.loc[test, "power_limit_w"] * pred_t[test])
-        lo_e[test] = rows.loc[test, "physics_energy_j"] * np.exp(corr["energy_lo"])
-        hi_e[test] = rows.loc[test, "physics_energy_j"] * np.exp(corr["energy_hi"])
+        held = rows[test].reset_index(drop=True)
+        # scored as `estimate` scores: power cap on the estimate and on the interval's upper edge
+        parts.append(scored_frame(held, model.predict(X[test].reset_index(drop=True), held["gpu"].tolist())))
         print(f"  held out {family:<10} ({int(test.sum())} rows) done", flush=True)
-    frame = rows.assign(pred_time_s=pred_t, pred_energy_j=pred_e, pred_power_w=pred_e / pred_t,
-                        lo_energy_j=lo_e, hi_energy_j=hi_e)
-    physics = rows.assign(pred_time_s=rows["physics_time_s"], pred_energy_j=rows["physics_energy_j"],
-                          pred_power_w=rows["physics_energy_j"] / rows["physics_time_s"])
+    frame = pd.concat(parts, ignore_index=True)
+    physics = scored_frame(rows, None)
     pd.set_option("display.width", 140)
     by_gpu = error_table(frame, "gpu").round(2)
     by_gpu["paper_power_mape"] = by_gpu["value"].map(PAPER_POWER_MAPE)

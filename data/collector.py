@@ -84,6 +84,9 @@ def measure_idle(meter: Meter, seconds: float, sleep: Callable[[float], None] = 
     return summarise_window(window.samples, idle_power_w=0.0).power_w
 
 
+RECALIBRATIONS = 2  # times a window that came out shorter than min_window_s is measured again with a larger n
+
+
 def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float) -> dict[str, Any]:
     """Warm up, then measure `settings.repeats` windows; returns the row's measured fields."""
     elapsed, its, per_iter = 0.0, 1, 0.0
@@ -94,12 +97,18 @@ def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float) -
         if elapsed >= settings.warmup_s and its > 1:
             break
         its *= 2
-    n = max(settings.min_iterations, math.ceil(settings.min_window_s / max(per_iter, 1e-9)))
-    device_s, windows = [], []
-    for _ in range(settings.repeats):
-        with Window(meter) as window:
-            device_s.append(step.run(n))
-        windows.append((summarise_window(window.samples, idle_power_w), window.samples))
+    for _ in range(RECALIBRATIONS + 1):
+        n = max(settings.min_iterations, math.ceil(settings.min_window_s / max(per_iter, 1e-9)))
+        device_s, windows = [], []
+        for _ in range(settings.repeats):
+            with Window(meter) as window:
+                device_s.append(step.run(n))
+            windows.append((summarise_window(window.samples, idle_power_w), window.samples))
+        if min(w.time_s for w, _ in windows) >= 0.9 * settings.min_window_s:
+            break
+        # A hiccup in warm-up (a collection, a clock ramp) made the iterations look slower than they are and the
+        # windows came out short: size n again from the windows just measured.
+        per_iter = statistics.median(device_s) / n
     return _row_fields(n, device_s, windows, settings)
 
 

@@ -50,3 +50,15 @@ def test_listings(capsys):
     assert main(["gpus"]) == 0 and "h200" in capsys.readouterr().out
     assert main(["models", "--json"]) == 0
     assert {m["name"] for m in json.loads(capsys.readouterr().out)} >= {"gpt2", "llama-3-70b", "resnet-101"}
+
+
+def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):
+    from joulecast.data.gpus import GPU_DIR
+
+    assert main(["gpu", "add", str(GPU_DIR.parent / "examples" / "a100-sxm4-80gb-500w.yaml"), "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["added"] == "a100-sxm4-80gb-500w" and len(payload["examples"]) == 3
+    assert all(e["flags"] == "spec-only" and e["energy_lo_j"] < e["energy_j"] < e["energy_hi_j"] for e in payload["examples"])
+    assert main(["gpu", "remove", "a100-sxm4-80gb-500w"]) == 0
+    assert main(["gpu", "remove", "a100-sxm4-80gb-500w"]) == 2
+    assert "not a GPU you added" in capsys.readouterr().err

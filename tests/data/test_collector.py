@@ -175,3 +175,27 @@ def test_torch_runners_on_the_cpu(tmp_path):
     assert len(rows) == len(p.items) - 1 == 21
     assert (rows["time_s"] > 0).all() and (rows["iterations"] >= 5).all()
     assert set(rows.loc[rows["model_family"] == "llama", "phase"]) == {"prefill", "decode", "training"}
+
+
+class HiccupStep(FakeStep):
+    """Warm-up runs are slowed by a hiccup (a collection, a clock ramp): they look 100 times slower than the rest."""
+
+    def __init__(self, clock, seconds):
+        super().__init__(clock, seconds)
+        self.runs = 0
+
+    def run(self, n):
+        self.runs += 1
+        return super().run(n * (100 if self.runs <= 2 else 1))
+
+
+def test_short_windows_are_measured_again_with_more_iterations():
+    from joulecast.data.collector import measure_item
+    from joulecast.data.plan import Settings
+
+    clock = Clock()
+    settings = Settings(**{**FAST, "warmup_s": 0.0})
+    fields = measure_item(HiccupStep(clock, 0.002), ReplayMeter(trace(), clock), settings, idle_power_w=50.0)
+    # The warm-up saw 0.2 s per iteration, so 5 iterations (10 ms) per window; measured again at 25 (0.05 s).
+    assert fields["iterations"] == 25 and not fields["flag_window_short"]
+    assert fields["time_s"] == pytest.approx(0.002) and fields["energy_j"] == pytest.approx(0.5, rel=0.05)

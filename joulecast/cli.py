@@ -225,9 +225,11 @@ def _audit(args: argparse.Namespace) -> int:
                                      None if args.store else [f"{args.source}={args.path}"])
     model = load_estimator(args.estimator)
     frame, dropped = score_measurements(measurements, args.estimator)
+    trained_on = set(model.cv.get("meta", {}).get("sources", [])) if model is not None else set()
     result = audit(frame, target=args.target, gate_on=_csv(args.gate_on), gate_by=_csv(args.gate_by),
                    min_rows=args.min_rows, meta=dict(estimator=describe_estimator(args.estimator, model), data=data,
-                                                     dropped=dropped))
+                                                     dropped=dropped,
+                                                     in_sample_sources=sorted(trained_on & set(frame["source"]))))
     files = write_report(result, args.report)
     if not args.no_mlflow:
         from joulecast.training.train import default_tracking_uri

@@ -48,6 +48,9 @@ def audit_text(result: Any) -> str:
     lines = [f"audit of {s['estimator']}", f"on {s['data']}: {s['rows']} rows (dropped: {s.get('dropped') or 'none'})",
              f"overall MAPE: energy {s['energy_mape']:.2f} %, time {s['time_mape']:.2f} %, power {s['power_mape']:.2f} %"
              + (f"; {s['coverage']:.1f} % of rows inside the interval" if s.get("coverage") is not None else ""), ""]
+    if s.get("in_sample_sources"):
+        lines[-1:-1] = [f"note: the estimator was trained on {', '.join(s['in_sample_sources'])}: these figures measure its "
+                        "fit, not its accuracy on new data (see train's cross-validation, experiments/)"]
     columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
                            "mean_width", "pass") if c in result.partitions]
     lines.append(frame(result.partitions[columns].round(2).fillna("-")))

@@ -87,6 +87,7 @@ def test_cli_json_exit_codes_and_mlflow(a10, tmp_path, capsys):
     assert main(base + ["--estimator", "physics", "--no-mlflow"]) == 3  # physics alone misses 8 %
     payload = json.loads(capsys.readouterr().out)
     assert payload["energy_mape"] > 8 and not payload["pass"] and payload["coverage"] is None
+    assert payload["in_sample_sources"] == []
     part = payload["partitions"][0]
     assert {"by", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage", "pass"} <= set(part)
     assert {p["by"] for p in payload["partitions"]} == set(PARTITIONS)
@@ -95,6 +96,7 @@ def test_cli_json_exit_codes_and_mlflow(a10, tmp_path, capsys):
     assert main(base + ["--target", "1000", "--tracking-uri", uri]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["pass"] and 0 < payload["coverage"] <= 100
+    assert payload["in_sample_sources"] == ["energaizer"]  # the shipped model was trained on these rows: a fit
     import mlflow
 
     mlflow.set_tracking_uri(uri)

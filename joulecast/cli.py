@@ -285,7 +285,7 @@ def _retrain(args: argparse.Namespace) -> int:
 
     measurements = load_measurements(args.store, args.imports)
     result = retrain(measurements, args.gpu, tolerance=args.tolerance, tracking_uri=args.tracking_uri,
-                     champion=args.champion, out=args.out, report_dir=args.report)
+                     champion=args.champion, out=args.out, report_dir=args.report, progress=not args.json)
     summary = result.summary()
     if args.json:
         print(render.to_json(summary))

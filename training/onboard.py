@@ -103,7 +103,7 @@ def _candidate_record(oof: pd.DataFrame, gpu: str, seen: bool) -> pd.DataFrame:
 
 def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANCE_PTS, tracking_uri: str | None = None,
             champion: str | None = None, out: str | Path | None = None, report_dir: str | Path = "retrain-report",
-            grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True) -> RetrainResult:
+            grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, progress: bool = False) -> RetrainResult:
     """Retrain with `gpu`'s measurements; promote the candidate only if no partition regresses (see the module doc).
 
     `champion`: the model to beat (default: the registry's champion, else the shipped default).
@@ -115,6 +115,11 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
         present = sorted(set(table.rows["gpu"])) if len(table.rows) else []
         raise InputError("--gpu", f"no usable measurements of {spec.name!r}; GPUs with data: {', '.join(present) or 'none'}"
                          " (collect or import them, e.g. --store DIR or --import SOURCE=PATH)")
+    from tqdm.auto import tqdm
+
+    stages = tqdm(total=4, desc="retrain", unit="stage", disable=not progress, dynamic_ncols=True,
+                  bar_format="{desc}: {n}/{total}{postfix}")
+    stages.set_postfix_str("auditing the champion")
     uri = tracking_uri or default_tracking_uri()
     if log_mlflow and champion is None:
         champion = current_champion(uri)
@@ -124,6 +129,8 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     corr = None if model is None else model.predict(X, rows["gpu"])
     before = audit(scored_rows(rows, X, corr, model), meta=dict(estimator=described, data=f"{spec.name} measurements"))
 
+    stages.update()
+    stages.set_postfix_str("training the candidate (grouped cross-validation)")
     trained = train(measurements, tracking_uri=uri, register=log_mlflow, promote=False, out=out, grid=grid,
                     log_mlflow=log_mlflow)
     fit_rows, fit_X = trained.table.rows[trained.fit_mask].reset_index(drop=True), \
@@ -133,6 +140,8 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     after = audit(scored_rows(fit_rows[new].reset_index(drop=True), fit_X[new].reset_index(drop=True), oof),
                   meta=dict(estimator="candidate, out of fold (grouped by model family)", data=f"{spec.name} measurements"))
 
+    stages.update()
+    stages.set_postfix_str("comparing partitions")
     record = _champion_record(model, before, spec.name)
     candidate = _candidate_record(scored_frame(fit_rows, trained.model.oof), spec.name,
                                   seen=bool(model is not None and spec.name in model.gpus))
@@ -151,8 +160,12 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
         reasons.append("the champion has no cross-validated record; only the new GPU was compared")
     result = RetrainResult(gpu=spec.name, champion=described, before=before, after=after, comparison=comparison,
                            promoted=promoted, reasons=reasons, trained=trained)
+    stages.update()
     if log_mlflow:
+        stages.set_postfix_str("logging to MLflow")
         _log(result, uri, Path(report_dir))
+    stages.update()
+    stages.close()
     return result
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -16,6 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from joulecast.data.files import write_atomic
 from joulecast.errors import DataError, InputError, UnknownNameError
 
 GPU_DIR = Path(__file__).parent / "gpus"
@@ -208,11 +208,7 @@ def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
             hint = " (pass --replace to update a GPU you added)" if target.exists() else ""
             raise InputError("name", f"{min(clash, key=lambda c: (c != spec.name, c))!r} is already in the catalog as "
                                      f"{other.name!r}{hint}")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(Path(path).read_text())
-    os.replace(tmp, target)
+    write_atomic(target, lambda tmp: tmp.write_text(Path(path).read_text()))
     reload_catalog()
     return spec
 

@@ -6,30 +6,17 @@ whole part files; `existing_ids` lets a resumed collection skip what is already 
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 import yaml
 
+from joulecast.data.files import write_atomic
 from joulecast.data.schema import empty_measurements, validate_measurements
 from joulecast.errors import DataError, InputError
 
 CARD_NAME = "CARD.yaml"
-
-
-def _atomic_write(path: Path, write: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    os.close(fd)
-    try:
-        write(Path(tmp))
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
 
 
 def collection_dir(root: str | Path, gpu: str, collection_id: str) -> Path:
@@ -42,14 +29,14 @@ def write_part(table: pd.DataFrame, root: str | Path, gpu: str, collection_id: s
     folder = collection_dir(root, gpu, collection_id)
     index = len(list(folder.glob("part-*.parquet"))) if folder.exists() else 0
     path = folder / f"part-{index:05d}.parquet"
-    _atomic_write(path, lambda tmp: table.to_parquet(tmp, index=False))
+    write_atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
     return path
 
 
 def write_card(root: str | Path, gpu: str, collection_id: str, card: Mapping[str, Any]) -> Path:
     """Write (or replace) the collection's dataset card: what, when, how."""
     path = collection_dir(root, gpu, collection_id) / CARD_NAME
-    _atomic_write(path, lambda tmp: tmp.write_text(yaml.safe_dump(dict(card), sort_keys=False)))
+    write_atomic(path, lambda tmp: tmp.write_text(yaml.safe_dump(dict(card), sort_keys=False)))
     return path
 
 

@@ -6,12 +6,11 @@ import base64
 import html
 import io
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import pandas as pd
 
+from joulecast.data.files import write_atomic
 from joulecast.estimator.audit import AuditResult
 from joulecast.training import plots
 
@@ -39,13 +38,6 @@ def _table(frame: pd.DataFrame) -> str:
         cells = "".join(f"<td>{'' if pd.isna(v) else html.escape(str(v))}</td>" for v in record.values())
         body.append(f"<tr{cls}>{cells}</tr>")
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def render_html(result: AuditResult) -> str:
@@ -80,6 +72,8 @@ def write_report(result: AuditResult, folder: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     report, summary = folder / "report.html", folder / "audit.json"
-    _write_atomic(summary, json.dumps(result.summary, indent=1, default=str))
-    _write_atomic(report, render_html(result))
+    text = json.dumps(result.summary, indent=1, default=str)
+    write_atomic(summary, lambda tmp: tmp.write_text(text))
+    page = render_html(result)
+    write_atomic(report, lambda tmp: tmp.write_text(page))
     return [report, summary]

@@ -256,10 +256,8 @@ def _gpu_add(args: argparse.Namespace) -> int:
 
     spec = add_gpu(args.spec, replace=args.replace)
     configs = pd.DataFrame([dict(model=m, gpu=spec.name, phase=ph, batch=b, seq=q) for m, ph, b, q in GPU_ADD_EXAMPLES])
-    est = estimate_many(configs)
-    flags = est["in_domain"].map({True: "", False: "spec-only"}) if est["method"].iloc[0] == "hybrid" else ""
-    examples = est.assign(flags=flags)[["model", "phase", "batch", "seq", "energy_j", "energy_lo_j", "energy_hi_j",
-                                        "time_s", "power_w", "flags"]] if "energy_lo_j" in est else est
+    examples = estimate_many(configs)[["model", "phase", "batch", "seq", "energy_j", "energy_lo_j", "energy_hi_j",
+                                       "time_s", "power_w", "flags"]]
     summary = dict(added=spec.name, display_name=spec.display_name, file=str(user_gpu_dir() / f"{spec.name}.yaml"),
                    examples=examples.to_dict(orient="records"))
     if args.json:

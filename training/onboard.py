@@ -15,16 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.errors import InputError
-from joulecast.estimator.api import scored_frame
 from joulecast.estimator.audit import (GATE_ON, MIN_ROWS, TOLERANCE_PTS, AuditResult, audit, describe_estimator, log_audit,
                                        scored_rows)
 from joulecast.estimator.loading import load_estimator
-from joulecast.training.dataset import training_table
+from joulecast.training.dataset import usable
 from joulecast.training.evaluate import error_table
 from joulecast.training.residual import PARAM_GRID
 from joulecast.training.train import CHAMPION, MODEL_NAME, TrainResult, default_tracking_uri, train
@@ -45,9 +43,9 @@ class RetrainResult:
     trained: TrainResult | None = None
 
     def summary(self) -> dict[str, Any]:
+        keys = ("rows", "energy_mape", "time_mape", "power_mape", "coverage")
         return dict(gpu=self.gpu, champion=self.champion, promoted=self.promoted, reasons=self.reasons,
-                    before={k: self.before.summary[k] for k in ("rows", "energy_mape", "time_mape", "power_mape", "coverage")},
-                    after={k: self.after.summary[k] for k in ("rows", "energy_mape", "time_mape", "power_mape", "coverage")},
+                    before={k: self.before.summary[k] for k in keys}, after={k: self.after.summary[k] for k in keys},
                     candidate_run_id=self.trained.run_id if self.trained else None,
                     candidate_version=self.trained.model_version if self.trained else None,
                     comparison=self.comparison.round(3).to_dict(orient="records"))
@@ -109,42 +107,40 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     `champion`: the model to beat (default: the registry's champion, else the shipped default).
     """
     spec = lookup_gpu(gpu)
-    table = training_table(measurements)
-    on_gpu = (table.rows["gpu"] == spec.name).to_numpy() if len(table.rows) else np.zeros(0, bool)
-    if not on_gpu.any():
-        present = sorted(set(table.rows["gpu"])) if len(table.rows) else []
-        raise InputError("--gpu", f"no usable measurements of {spec.name!r}; GPUs with data: {', '.join(present) or 'none'}"
-                         " (collect or import them, e.g. --store DIR or --import SOURCE=PATH)")
+    rows, _ = usable(measurements)  # checked before training, without the physics pass that training makes
+    if not (rows["gpu"] == spec.name).any():
+        raise InputError("--gpu", f"no usable measurements of {spec.name!r}; GPUs with data: "
+                         f"{', '.join(sorted(set(rows['gpu']))) or 'none'} (collect or import them, e.g. --store DIR or "
+                         "--import SOURCE=PATH)")
     from tqdm.auto import tqdm
 
     stages = tqdm(total=4, desc="retrain", unit="stage", disable=not progress, dynamic_ncols=True,
                   bar_format="{desc}: {n}/{total}{postfix}")
-    stages.set_postfix_str("auditing the champion")
+    stages.set_postfix_str("training the candidate (grouped cross-validation)")
     uri = tracking_uri or default_tracking_uri()
     if log_mlflow and champion is None:
-        champion = current_champion(uri)
-    model = load_estimator(champion)
-    described = describe_estimator(champion, model)
-    rows, X = table.rows[on_gpu].reset_index(drop=True), table.X[on_gpu].reset_index(drop=True)
-    corr = None if model is None else model.predict(X, rows["gpu"])
-    before = audit(scored_rows(rows, X, corr, model), meta=dict(estimator=described, data=f"{spec.name} measurements"))
-
-    stages.update()
-    stages.set_postfix_str("training the candidate (grouped cross-validation)")
+        champion = current_champion(uri)  # before training registers a version
     trained = train(measurements, tracking_uri=uri, register=log_mlflow, promote=False, out=out, grid=grid,
                     log_mlflow=log_mlflow)
     fit_rows, fit_X = trained.table.rows[trained.fit_mask].reset_index(drop=True), \
         trained.table.X[trained.fit_mask].reset_index(drop=True)
     new = (fit_rows["gpu"] == spec.name).to_numpy()
-    oof = {k: v[new] for k, v in trained.model.oof.items()}
-    after = audit(scored_rows(fit_rows[new].reset_index(drop=True), fit_X[new].reset_index(drop=True), oof),
+
+    stages.update()
+    stages.set_postfix_str("auditing the champion and the candidate")
+    model = load_estimator(champion)
+    described = describe_estimator(champion, model)
+    rows, X = fit_rows[new].reset_index(drop=True), fit_X[new].reset_index(drop=True)
+    corr = None if model is None else model.predict(X, rows["gpu"])
+    before = audit(scored_rows(rows, X, corr, model), meta=dict(estimator=described, data=f"{spec.name} measurements"))
+    oof = scored_rows(fit_rows, fit_X, trained.model.oof)
+    after = audit(oof[new].reset_index(drop=True),
                   meta=dict(estimator="candidate, out of fold (grouped by model family)", data=f"{spec.name} measurements"))
 
     stages.update()
     stages.set_postfix_str("comparing partitions")
     record = _champion_record(model, before, spec.name)
-    candidate = _candidate_record(scored_frame(fit_rows, trained.model.oof), spec.name,
-                                  seen=bool(model is not None and spec.name in model.gpus))
+    candidate = _candidate_record(oof, spec.name, seen=bool(model is not None and spec.name in model.gpus))
     comparison = compare(record, candidate, tolerance)
     regressed = comparison[comparison["regressed"]]
     promoted = regressed.empty

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from joulecast.training.evaluate import QUANTITIES
+
 
 def _pyplot():
     import matplotlib
@@ -35,7 +37,7 @@ def error_histogram(frame: pd.DataFrame, target: float):
     """Signed percentage error of energy, time and power, with the target band."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 3, figsize=(12, 3.4), sharey=True)
-    for ax, (q, col) in zip(axes, (("energy", "energy_j"), ("time", "time_s"), ("power", "power_w"))):
+    for ax, (q, col) in zip(axes, QUANTITIES):
         err = (frame[f"pred_{col}"] / frame[col] - 1).to_numpy() * 100
         ax.hist(np.clip(err, -100, 100), bins=40, color="tab:blue", alpha=0.8)
         ax.axvspan(-target, target, color="tab:green", alpha=0.12, label=f"±{target:g} % target")

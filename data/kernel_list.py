@@ -3,6 +3,11 @@
 The format (see shared/data/external/energaizer-artifact/PROVENANCE.md) is a JSON list of ``[params, tags]`` pairs:
 ``[{"batch":1,"dimM":128,"dimN":2304,"dimK":768,"precM":"bf16","precA":"bf16","useTensorCore":true}, ["gemm","tc","bf16_bf16"]]``.
 joulecast adds two tags the artifact never uses: ``attention`` (fused) and ``embedding``.
+
+The EnergAIzer tracer does not record layout copies, yet eager attention makes four, each a launch and a pass over
+DRAM: `torch.matmul` on Q, K and V viewed as (batch, heads, seq, dim) reshapes them to 3-D batches, which copies, and
+Hugging Face merges the output's heads back with `transpose(1, 2).contiguous()`. Each batched GEMM of queries by keys
+(M = N: a prefill attention's scores) therefore brings its four copies in with it, as the lowering has them.
 """
 
 from __future__ import annotations
@@ -97,7 +102,23 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
         if parser is None:
             raise InputError(f"{where}.tags", f"unknown kernel tag {tags[0]!r}; allowed: {', '.join(_PARSERS)}")
         records.append(parser(params, where))
-    return kernel_table(records)
+    return kernel_table(records + _layout_copies(records))
+
+
+def _layout_copies(records: list[dict]) -> list[dict]:
+    """The copies an eager attention makes that the tracer leaves out (see the module docstring). An attention's
+    scores GEMM is followed by its values GEMM, which may have the same shape (128 tokens of head size 128)."""
+    out, values_next = [], False
+    for r in records:
+        if r["kind"] != "gemm" or r["op"] != "bmm":
+            continue
+        if not values_next and r["m"] == r["n"]:
+            out.append(dict(kind="elementwise", op="copy", dtype=r["dtype"], acc_dtype=r["dtype"], rows=1,
+                            cols=r["batch"] * r["m"] * r["k"], count=4))
+            values_next = True
+        else:
+            values_next = False
+    return out
 
 
 def workload_from_kernels(path: str | Path, name: str | None = None) -> Workload:

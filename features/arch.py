@@ -36,10 +36,23 @@ ARCH_TRAITS = {
 }
 
 # Fractions of peak that tuned kernels reach (assumptions; the learned residual corrects them):
-GEMM_EFFICIENCY = 0.85      # cuBLAS large GEMMs: 69-80% of peak at a throttled H200 clock (gpus.md M[24]) ~ 0.85/clock
+# cuBLAS BF16 GEMMs on an H200 reach 687-795 TFLOP/s with the clock throttled to 1455-1470 MHz (gpus.md M[24]):
+# 87-100 % of the peak at that clock; the midpoint, for a long K.
+GEMM_EFFICIENCY = 0.93
+# Each CTA tile also fills its multistage pipeline before the first MMA and stores its output tile after the last:
+# about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs
+# at 24/28 of the rate of a long K.
+GEMM_TILE_OVERHEAD_K_STEPS = 4
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
 L2_EFFICIENCY = 0.80
 ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4)
+
+# GA10x and AD10x SMs (compute capability 8.6, 8.7, 8.9) count two FP32 datapaths per SM partition in their FP32
+# peak, one of them shared with INT32 (NVIDIA Ampere GA102 GPU architecture whitepaper, 2020). A CUDA-core GEMM's
+# inner loop keeps the shared one busy with integer address arithmetic, so it is given the FP32-only half
+# (assumption; ViT-L in fp32 on the A10, EnergAIzer a10.csv, runs at about half the datasheet peak overall).
+DUAL_FP32_COMPUTE_CAPABILITIES = frozenset({"8.6", "8.7", "8.9"})
+DUAL_FP32_GEMM_FRACTION = 0.5
 
 # Streaming-kernel CTA sizes (PyTorch ATen): elementwise kernels use 128 threads x 4 elements per thread;
 # the persistent softmax handles 4 rows per 128-thread block up to 1024 columns, one row per block above;
@@ -57,6 +70,11 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # DRAM saturates once about half the SMs issue loads (assumption); fewer active SMs get proportionally less.
 DRAM_SATURATING_SM_FRACTION = 0.5
+# ... and once the SM clock is above 0.6 of its maximum: the requests the SMs keep in flight are bounded, and part
+# of their latency is counted in SM cycles, so below that clock the bandwidth falls in proportion (Little's law).
+# Assumption, set on the EnergAIzer A100 DVFS sweep (dvfs.csv, 510-1410 MHz): it flattens each workload's
+# measured/physics time ratio across clocks (mean spread of its log 0.085 without, 0.064 with).
+DRAM_SATURATING_CLOCK_RATIO = 0.6
 
 # DVFS shape. Supply voltage relative to its maximum, from the EnergAIzer A100 table (dvfs__yz8__supply_voltage.json:
 # 693.75 mV flat up to 1020 of 1410 MHz, rising to 893.75 mV at 1410), applied to every GPU as the default shape.

@@ -77,6 +77,8 @@ class KernelBuilder:
         k = (1 if depthwise else c_in) * kernel * kernel
         self.params += c_out * k * self._multiplier
         dtypes = self._gemm_dtypes()
+        if self.dtype == "fp32":  # cuDNN convolutions use TF32 tensor cores (torch.backends.cudnn.allow_tf32 is True
+            dtypes.update(dtype="tf32", tensor_core=True)  # by default, unlike matmuls; PyTorch docs, "TF32 on Ampere")
         if depthwise:  # depthwise convolutions have no reduction across channels: CUDA cores, not tensor cores
             dtypes["tensor_core"] = False
         self._add(kind="conv2d", op="depthwise" if depthwise else "conv2d", batch=1, m=batch * hw_out * hw_out,

@@ -2,10 +2,11 @@
 
 The ``eager`` attention path follows Hugging Face's eager PyTorch code kernel by kernel, as the EnergAIzer tracer
 recorded it (shared/data/external/energaizer-artifact/workloads): the tracer records GEMMs, softmax, norms and
-elementwise math, but not embedding gathers or layout copies (permute/contiguous, repeat_kv, cat). Embedding lookups
-are kept here because they are real DRAM traffic; layout copies are left out, as in the traces, so that traced and
-lowered kernel lists of the same workload are interchangeable. The ``flash`` path replaces the attention core
-(scores GEMM, scale, mask, softmax, value GEMM) with one fused kernel, as FlashAttention-2 / SDPA do.
+elementwise math, but not embedding gathers or the attention's layout copies. Both are kept here because they are
+real kernels with real DRAM traffic; the kernel-list reader adds the same four copies per traced attention
+(`joulecast.data.kernel_list`), so that traced and lowered kernel lists of the same workload are interchangeable.
+The ``flash`` path replaces the attention core (scores GEMM, scale, mask, softmax, value GEMM) with one fused
+kernel, as FlashAttention-2 / SDPA do.
 """
 
 from __future__ import annotations
@@ -45,10 +46,17 @@ def _attention_core(b: KernelBuilder, s: Shape, heads: int, kv_heads: int, head_
                     attention: str, eager_ops: tuple[tuple[str, str | None, str | None], ...], softmax_dtype: str | None,
                     ops_after_softmax: tuple[tuple[str, str | None, str | None], ...] = ()) -> None:
     """Scores, softmax and weighted values, eager (op list per model) or fused."""
+    queries = s.batch * heads * s.seq_q * head_dim
     if attention == "flash":
         b.attention(s.batch, heads, kv_heads, s.seq_q, s.seq_kv, head_dim, causal)
+        b.ew("copy", queries)  # the output's heads merged back: transpose(1, 2).contiguous()
         return
     bh, scores = s.batch * heads, s.batch * heads * s.seq_q * s.seq_kv
+    # Layout copies (see joulecast.data.kernel_list): torch.matmul copies Q, K and V viewed as (batch, heads, seq,
+    # dim) into 3-D batches (K and V at all heads after repeat_kv), and the output's heads are merged back.
+    keys = s.batch * heads * s.seq_kv * head_dim
+    for elements in (queries, keys, keys, queries):
+        b.ew("copy", elements)
     b.bmm(bh, s.seq_q, s.seq_kv, head_dim)
     for op, dtype, out in eager_ops:
         b.ew(op, scores, dtype=dtype, out=out)
@@ -78,7 +86,9 @@ def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
         b.norm("layernorm", t, h)
         b.linear(3 * h, t, h, tokens_first=True)
         _kv_cache_append(b, s, heads, d, attention)
-        _attention_core(b, s, heads, heads, d, True, attention, (("unspecified_tensor", None, None),), None)
+        # scores / sqrt(d) (a 0-dim tensor divisor), then torch.where(causal_mask, scores, min): the tracer records
+        # the division (as "unspecified_tensor") but not the where
+        _attention_core(b, s, heads, heads, d, True, attention, (("scalar_div", None, None), ("where", None, None)), None)
         b.linear(h, t, h, tokens_first=True)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)

@@ -79,9 +79,13 @@ def mobilevit(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, 
         b.conv2d(n, c_out, hidden, hw, 1, 1, 0)
         tokens = (hw // patch) ** 2  # unfolded: batch * patch_area sequences of (hw/patch)^2 tokens
         shape = Shape(n * patch * patch, tokens, tokens, False)
+        # unfolding and folding each transpose then reshape twice: two copies of the feature map each way
+        b.ew("copy", n * hidden * hw * hw, count=2)
         transformer_encoder(b, shape, hidden, st["transformer_layers"], heads, st["transformer_intermediate_size"],
-                            "silu", attention, add_positions=False)
+                            "silu", "eager", add_positions=False)  # transformers' MobileViT has no fused attention
+        b.ew("copy", n * hidden * hw * hw, count=2)
         _conv_bn_act(b, n, hidden, c_out, hw, 1, 1, "silu")
+        b.ew("copy", n * 2 * c_out * hw * hw)  # torch.cat of the block's input and output
         _conv_bn_act(b, n, 2 * c_out, c_out, hw, 3, 1, "silu")  # fusion of concat(input, output)
     exp = stages["conv_1x1_exp"]
     _conv_bn_act(b, n, exp["in_channels"], exp["out_channels"], hw, 1, 1, "silu")

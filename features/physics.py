@@ -76,7 +76,12 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
     on_tensor = (is_gemm | is_attn) & k["tensor_core"]
     cuda_peak = np.where(k["dtype"] == "fp64", gpu.cuda_tflops.get("fp64", gpu.cuda_tflops["fp32"] / 64),
                          gpu.cuda_tflops["fp32"])
-    efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, arch.GEMM_EFFICIENCY, 1.0))
+    if gpu.compute_capability in arch.DUAL_FP32_COMPUTE_CAPABILITIES:  # CUDA-core GEMMs get the FP32-only half
+        cuda_peak = np.where(is_gemm & ~on_tensor & (k["dtype"] != "fp64"), cuda_peak * arch.DUAL_FP32_GEMM_FRACTION,
+                             cuda_peak)
+    k_iters = t["k_iters"].astype(float)  # a tile's pipeline prologue and epilogue cost a few K-steps of its own
+    gemm_efficiency = arch.GEMM_EFFICIENCY * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)
+    efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor,
                 peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,
                 peak_clock_ref=np.where(on_tensor, gpu.tensor_peak_clock_mhz, gpu.boost_clock_mhz),
@@ -89,12 +94,15 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
     candidate clocks, which broadcasts)."""
     traits = arch.ARCH_TRAITS[gpu.architecture]
     peak = f["peak_flops_ref"] * clock_mhz / f["peak_clock_ref"]
-    slots = gpu.sm_count * f["ctas_per_sm"]
     per_tile_flops = f["exec_flops"] / np.maximum(f["tiles"], 1)
-    t_compute = f["waves"] * slots * per_tile_flops / (peak * f["efficiency"])
+    # Quantised per SM, not per wave: CTAs sharing an SM share its throughput, and one left alone in a partial wave
+    # gets all of it, so the busiest SM's tile count sets the time (256 tiles on 108 SMs cost 3 tile-times, not the
+    # 2 waves x 2 CTAs = 4 of a wave count).
+    t_compute = np.ceil(f["tiles"] / gpu.sm_count) * gpu.sm_count * per_tile_flops / (peak * f["efficiency"])
     active_sm_fraction = np.minimum(1.0, f["tiles"] / gpu.sm_count)
     dram_share = np.minimum(1.0, active_sm_fraction / arch.DRAM_SATURATING_SM_FRACTION)
-    t_dram = f["dram_bytes"] / (gpu.memory_bandwidth_bps * arch.DRAM_EFFICIENCY * dram_share)
+    clock_share = np.minimum(1.0, clock_mhz / (arch.DRAM_SATURATING_CLOCK_RATIO * gpu.boost_clock_mhz))
+    t_dram = f["dram_bytes"] / (gpu.memory_bandwidth_bps * arch.DRAM_EFFICIENCY * dram_share * clock_share)
     l2_bandwidth = traits.l2_bytes_per_clock * clock_mhz * 1e6
     t_l2 = f["l2_bytes"] / (l2_bandwidth * arch.L2_EFFICIENCY)
     body = np.maximum(np.maximum(t_compute, t_dram), np.maximum(t_l2, arch.KERNEL_MIN_S))

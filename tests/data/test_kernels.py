@@ -21,6 +21,21 @@ def test_identical_kernels_merge_into_counts():
     assert (gemm.m, gemm.n, gemm.k, gemm.batch, gemm.tensor_core) == (128, 2304, 768, 1, True)
 
 
+def _bmm(m, n, k):
+    return [{"batch": 24, "dimM": m, "dimN": n, "dimK": k, "precM": "bf16", "precA": "bf16", "useTensorCore": True},
+            ["gemm", "tc", "bf16_bf16"]]
+
+
+def test_each_traced_attention_brings_its_four_layout_copies():
+    """Scores (M = N) then values; when both are 128 x 128 x 128 (head size 128, 128 tokens) the pair still counts once."""
+    for scores, values in ((_bmm(512, 512, 64), _bmm(512, 64, 512)), (_bmm(128, 128, 128), _bmm(128, 128, 128))):
+        table = parse_kernel_list([GEMM, scores, ADD, values, GEMM] * 2)
+        copies = table[table.op == "copy"]
+        assert len(copies) == 1 and copies["count"].item() == 4 * 2
+        assert copies["cols"].item() == 24 * scores[0]["dimM"] * scores[0]["dimK"]  # batch x heads x tokens x head size
+    assert not (parse_kernel_list([GEMM, ADD]).op == "copy").any()
+
+
 def test_hash_ignores_order_and_sees_content():
     a = parse_kernel_list([ADD, GEMM])
     b = parse_kernel_list([GEMM, ADD])
@@ -67,4 +82,8 @@ def test_every_traced_workload_parses(energaizer):
     assert len(files) == 96  # 90 in all/ and 6 in dvfs/
     for path in files:
         w = workload_from_kernels(path)
-        assert w.kernel_count == len(json.loads(path.read_text()))
+        entries = json.loads(path.read_text())
+        copies = int(w.kernels.loc[w.kernels.op == "copy", "count"].sum())
+        bmms = sum(tags[0] == "gemm" and p.get("batch", 1) > 1 for p, tags in entries)
+        # every recorded kernel, plus the four layout copies of each eager attention (two batched GEMMs each)
+        assert w.kernel_count == len(entries) + copies and copies == 4 * (bmms // 2), path.name

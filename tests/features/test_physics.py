@@ -14,7 +14,8 @@ def physics_estimate(*args, **kwargs):
 
 
 def _one(record, gpu="a100", **kw):
-    return physics.analyze(kernel_table([record]), joulecast.gpu(gpu), **kw)[0].iloc[0]
+    spec = joulecast.gpu(gpu) if isinstance(gpu, str) else gpu
+    return physics.analyze(kernel_table([record]), spec, **kw)[0].iloc[0]
 
 
 def test_roofline_large_gemm_is_compute_bound_and_elementwise_memory_bound():
@@ -23,11 +24,39 @@ def test_roofline_large_gemm_is_compute_bound_and_elementwise_memory_bound():
     assert gemm.bound == "compute" and gemm.intensity_flop_per_byte > 400
     relu = _one(dict(kind="elementwise", op="relu", cols=2**28))
     assert relu.bound == "dram" and relu.intensity_flop_per_byte < 1
-    # A big GEMM runs at the derated tensor peak at the clock the power cap leaves it (+ wave rounding, launch gap).
-    ideal = 2 * 8192**3 / (312e12 * 0.85 * gemm.sm_clock_mhz / 1410)
+    # A big GEMM runs at the derated tensor peak at the clock the power cap leaves it (+ wave rounding, launch gap):
+    # 0.93 of it, less 4 K-steps of pipeline fill and epilogue on the 8192 / 32 = 256 of each tile.
+    ideal = 2 * 8192**3 / (312e12 * 0.93 * 256 / 260 * gemm.sm_clock_mhz / 1410)
     assert ideal <= gemm.time_s < 1.1 * ideal
     # The relu streams 2 x 512 MiB at 1555 GB/s x 0.85.
     assert relu.time_s == pytest.approx(2 * 2**28 * 2 / (1555e9 * 0.85), rel=0.01)
+
+
+def test_cuda_core_gemms_on_dual_fp32_parts_get_the_fp32_only_half():
+    """GA10x (A10, CC 8.6) counts a shared FP32/INT32 datapath in its FP32 peak; the A100 (CC 8.0) does not."""
+    from dataclasses import replace
+
+    sgemm = dict(kind="gemm", m=8192, n=8192, k=8192, dtype="fp32", acc_dtype="fp32", tensor_core=False)
+    a10 = joulecast.gpu("a10")
+    as_cc80 = replace(a10, compute_capability="8.0")
+    t = [_one(sgemm, gpu, sm_clock_mhz=900).t_compute_s for gpu in (a10, as_cc80)]
+    assert t[0] == pytest.approx(2 * t[1])
+    relu = dict(kind="elementwise", op="relu", cols=2**24, dtype="fp32", acc_dtype="fp32")
+    assert _one(relu, a10, sm_clock_mhz=900).time_s == _one(relu, as_cc80, sm_clock_mhz=900).time_s
+
+
+def test_short_k_gemms_pay_for_each_tile_pipeline_fill():
+    """Per FLOP, K = 768 (24 K-steps of 32 per tile) costs 28/24 of what K = 8192 (256 steps) costs per 256/260."""
+    t = {k: _one(dict(kind="gemm", m=8192, n=8192, k=k, tensor_core=True), sm_clock_mhz=900).t_compute_s / k
+         for k in (768, 8192)}
+    assert t[768] / t[8192] == pytest.approx((28 / 24) / (260 / 256))
+
+
+def test_dram_bandwidth_falls_below_the_saturating_clock():
+    """Full bandwidth down to 0.6 of the maximum clock (846 MHz on the A100), then in proportion to the clock."""
+    relu = dict(kind="elementwise", op="relu", cols=2**28)
+    at = {mhz: _one(relu, sm_clock_mhz=mhz).time_s for mhz in (1410, 900, 423)}
+    assert at[900] == at[1410] and at[423] == pytest.approx(2 * at[1410], rel=0.01)
 
 
 def test_power_stays_between_idle_and_limit_and_cap_lowers_clock():
@@ -53,8 +82,9 @@ def test_lower_clock_is_slower_and_host_bound_runs_idle():
     fast = physics_estimate(w, "a100")
     slow = physics_estimate(w, "a100", sm_clock_mhz=600)
     assert slow.gpu_busy_s > fast.gpu_busy_s
-    # 961 launches x 25 us of eager dispatch exceed the GPU work: the host sets the pace and the GPU idles between.
-    assert fast.time_s == pytest.approx(961 * 25e-6)
+    # 1,073 launches (961 traced kernels, 28 x 4 layout copies) x 25 us of eager dispatch exceed the GPU work: the
+    # host sets the pace and the GPU idles between.
+    assert fast.launches == 1073 and fast.time_s == pytest.approx(1073 * 25e-6)
     idle = fast.by_kernel_class.set_index("kernel_class").loc["idle (host-bound)"]
     assert idle.time_s == pytest.approx(fast.time_s - fast.gpu_busy_s)
     graph = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph"), "a100")

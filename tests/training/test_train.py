@@ -38,6 +38,9 @@ def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
     assert m["held_out_energy_mape"] < m["held_out_physics_energy_mape"]
     assert 0 <= m["held_out_coverage"] <= 100
     model = load_estimator(str(tmp_path / "est"))
+    # batch, sequence, launch count and mean kernel time name a model: not inputs of the trees, but still the domain
+    assert not {"log_batch", "log_seq", "log_launches", "log_mean_kernel_s"} & set(model.features)
+    assert {"log_batch", "log_seq"} <= set(model.domain)
     est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a100", sm_clock_mhz=900,
                              estimator=str(tmp_path / "est"))
     assert est.method == "hybrid" and est.energy_interval_j[0] <= est.energy_j <= est.energy_interval_j[1]

@@ -190,7 +190,7 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
     n = int(wid.max()) + 1
     busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
     host = np.bincount(wid, count, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
-    total_time = np.maximum(busy, host)
+    total_time = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
     gap_energy = float(idle_power_w(gpu, clock0)) * (total_time - busy)
     totals = PhysicsTotals(time_s=total_time, energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,
                            gpu_busy_s=busy, host_s=host, idle_gap_energy_j=gap_energy)

@@ -58,6 +58,7 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
     out = {
         "log_physics_time": np.log(totals.time_s), "log_physics_energy": np.log(totals.energy_j),
         "physics_power_w": totals.power_w, "busy_fraction": totals.gpu_busy_s / totals.time_s,
+        "log_host_over_busy": np.log(np.maximum(totals.host_s, 1e-9) / totals.gpu_busy_s),
         "log_launches": np.log(np.bincount(wid, launches, minlength=n)),
         "log_flops": np.log1p(total(column("flops"))),
         "log_dram_bytes": np.log1p(total(column("dram_bytes"))),

@@ -83,8 +83,9 @@ def test_lower_clock_is_slower_and_host_bound_runs_idle():
     slow = physics_estimate(w, "a100", sm_clock_mhz=600)
     assert slow.gpu_busy_s > fast.gpu_busy_s
     # 1,073 launches (961 traced kernels, 28 x 4 layout copies) x 25 us of eager dispatch exceed the GPU work: the
-    # host sets the pace and the GPU idles between.
-    assert fast.launches == 1073 and fast.time_s == pytest.approx(1073 * 25e-6)
+    # host sets the pace, overlapping the GPU's work only in part (their 2-norm), and the GPU idles between.
+    host = 1073 * 25e-6
+    assert fast.launches == 1073 and host < fast.time_s == pytest.approx(np.hypot(host, fast.gpu_busy_s))
     idle = fast.by_kernel_class.set_index("kernel_class").loc["idle (host-bound)"]
     assert idle.time_s == pytest.approx(fast.time_s - fast.gpu_busy_s)
     graph = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph"), "a100")

@@ -1,7 +1,8 @@
 """Per-architecture traits the datasheet rows do not carry: tile shapes, residency, L2 bandwidth, DVFS shape.
 
 Each value is either a documented figure (with its source) or a named assumption that the learned residual
-(`joulecast.training`) corrects. Nothing here is fitted to measurements.
+(`joulecast.training`) corrects. Nothing is fitted by a solver; two assumptions (`OVERLAP_NORM`,
+`DRAM_SATURATING_CLOCK_RATIO`) were chosen by looking at EnergAIzer measurements, and their comments say which.
 """
 
 from __future__ import annotations

@@ -146,7 +146,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
-                  flags=tuple(f for f in model.flags(corr["in_domain"], [spec.name]) if f))
+                  flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f))
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=float(spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz),

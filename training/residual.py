@@ -34,6 +34,9 @@ DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_by
 # 12.5 / 11.0 against 10.7 / 9.1 % on the physics before the traces were completed). They still bound the domain.
 NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s")
 OUT_OF_DOMAIN_WIDEN = 2.0
+# Conformal margins are taken per GPU where a GPU has this many rows (Mondrian CQR: a GPU whose residuals are
+# smaller gets a narrower band, one whose are larger a wider one); other GPUs share the pooled margin.
+MIN_ROWS_PER_GPU_MARGIN = 30
 # Where physics demands it: a higher SM clock or power limit never makes a workload slower. Physics time already
 # falls with both; a time correction that does not rise with them keeps the product monotone.
 MONOTONE = {"time": {"clock_ratio": -1, "power_limit_ratio": -1}, "energy": {}}
@@ -77,6 +80,7 @@ class ResidualModel:
     points: dict[str, xgb.XGBRegressor] = field(default_factory=dict)
     bands: dict[str, xgb.XGBRegressor] = field(default_factory=dict)
     conformal: dict[str, float] = field(default_factory=dict)       # CQR widening per target (log units)
+    conformal_by_gpu: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> GPU -> widening
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
@@ -94,20 +98,33 @@ class ResidualModel:
             scores.append(float(np.mean(np.abs(np.exp(y["energy"] - oof) - 1))))
         self.params = dict(grid[int(np.argmin(scores))])
         self.cv = {"grid_energy_mape": [round(s * 100, 3) for s in scores], "folds": len(folds)}
+        gpu_of_row = np.asarray(gpus, dtype=str)
         for target in TARGETS:
             yt = np.asarray(y[target])
             self.oof[target] = self._oof_point(X, yt, folds, self.params, target)
             lo, hi = self._oof_band(X, yt, folds, target)
             score = np.maximum(lo - yt, yt - hi)
-            n = len(score)
-            self.conformal[target] = float(np.quantile(score, min(1.0, math.ceil((n + 1) * self.level) / n)))
+            self.conformal[target] = self._margin(score)
+            self.conformal_by_gpu[target] = {
+                g: self._margin(score[gpu_of_row == g]) for g in np.unique(gpu_of_row)
+                if (gpu_of_row == g).sum() >= MIN_ROWS_PER_GPU_MARGIN}
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
             self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
-                self.oof[target], lo, hi, self.conformal[target], 1.0)
+                self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0)
             self.points[target] = _regressor(self.params, target).fit(X, yt)
             self.bands[target] = self._band_model(target).fit(X, yt)
         self.gpus = sorted(set(map(str, gpus)))
         return self
+
+    def _margin(self, score: np.ndarray) -> float:
+        """The conformal quantile of the scores: the (n + 1) * level-th smallest."""
+        n = len(score)
+        return float(np.quantile(score, min(1.0, math.ceil((n + 1) * self.level) / n)))
+
+    def _margins(self, target: str, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: its GPU's margin where it has one, else the pooled margin."""
+        own = self.conformal_by_gpu.get(target, {})
+        return np.array([own.get(str(g), self.conformal[target]) for g in gpus])
 
     def _band_model(self, target: str) -> xgb.XGBRegressor:
         return _regressor(self.params, target, objective="reg:quantileerror",
@@ -158,7 +175,7 @@ class ResidualModel:
             band = self.bands[target].get_booster().inplace_predict(values).reshape(len(values), 2)
             out[target] = point
             out[f"{target}_lo"], out[f"{target}_hi"] = _interval(
-                point, band[:, 0], band[:, 1], self.conformal[target], np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN))
+                point, band[:, 0], band[:, 1], self._margins(target, gpus), np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN))
         return out
 
     def save(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
@@ -168,7 +185,8 @@ class ResidualModel:
             self.points[target].save_model(folder / f"{target}.json")
             self.bands[target].save_model(folder / f"{target}_band.json")
         info = dict(level=self.level, features=self.features, params=self.params, conformal=self.conformal,
-                    domain=self.domain, gpus=self.gpus, cv=self.cv, **(meta or {}))
+                    conformal_by_gpu=self.conformal_by_gpu, domain=self.domain, gpus=self.gpus, cv=self.cv,
+                    **(meta or {}))
         (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
         return folder
 
@@ -177,11 +195,13 @@ class ResidualModel:
         folder = Path(folder)
         info = json.loads((folder / "estimator.json").read_text())
         model = cls(level=info["level"], features=info["features"], params=info["params"],
-                    conformal=info["conformal"], domain=info["domain"], gpus=info["gpus"], cv=info.get("cv", {}))
+                    conformal=info["conformal"], conformal_by_gpu=info.get("conformal_by_gpu", {}),
+                    domain=info["domain"], gpus=info["gpus"], cv=info.get("cv", {}))
         for target in TARGETS:
             model.points[target] = xgb.XGBRegressor()
             model.points[target].load_model(folder / f"{target}.json")
             model.bands[target] = xgb.XGBRegressor()
             model.bands[target].load_model(folder / f"{target}_band.json")
-        model.cv["meta"] = {k: v for k, v in info.items() if k not in ("features", "params", "conformal", "domain")}
+        model.cv["meta"] = {k: v for k, v in info.items()
+                            if k not in ("features", "params", "conformal", "conformal_by_gpu", "domain")}
         return model

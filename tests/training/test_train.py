@@ -41,6 +41,10 @@ def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
     # batch, sequence, launch count and mean kernel time name a model: not inputs of the trees, but still the domain
     assert not {"log_batch", "log_seq", "log_launches", "log_mean_kernel_s"} & set(model.features)
     assert {"log_batch", "log_seq"} <= set(model.domain)
+    # a conformal margin of its own for each GPU with 30 rows or more (both here), saved and loaded with the model
+    assert set(model.conformal_by_gpu["energy"]) == {"a10", "a100-pcie-40gb"} == set(model.conformal_by_gpu["time"])
+    margins = model._margins("energy", ["a10", "h100-sxm"])  # a GPU with too few rows takes the pooled margin
+    assert list(margins) == [model.conformal_by_gpu["energy"]["a10"], model.conformal["energy"]]
     est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a100", sm_clock_mhz=900,
                              estimator=str(tmp_path / "est"))
     assert est.method == "hybrid" and est.energy_interval_j[0] <= est.energy_j <= est.energy_interval_j[1]

@@ -27,7 +27,7 @@ def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for row in rows.itertuples():
         est = joulecast.estimate(workload(row.workload_ref), row.gpu, sm_clock_mhz=min(row.sm_clock_mhz, joulecast.gpu(row.gpu).boost_clock_mhz),
-                                 power_limit_w=row.power_limit_w)
+                                 power_limit_w=row.power_limit_w, estimator="physics")
         out.append(dict(energy_pred_j=est.energy_j, time_pred_s=est.time_s, power_pred_w=est.power_w))
     pred = pd.DataFrame(out, index=rows.index)
     result = pd.concat([rows, pred], axis=1)

@@ -15,19 +15,24 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def _g4(value: float) -> str:
+    """Four significant digits, trailing zeros kept (3.000 J, not 3 J), no bare trailing point."""
+    return f"{value:#.4g}".rstrip(".")
+
+
 def estimate_table(est: Any) -> str:
     lines = [
         f"workload   {est.workload}",
         f"gpu        {est.gpu} at {est.sm_clock_mhz:.0f} MHz, {est.power_limit_w:.0f} W limit",
         f"method     {est.method}",
         "",
-        f"energy     {est.energy_j:.4g} J",
-        f"time       {est.time_s * 1e3:.4g} ms  (GPU busy {est.gpu_busy_s * 1e3:.4g} ms, {est.launches} kernel launches)",
-        f"power      {est.power_w:.4g} W (average)",
+        f"energy     {_g4(est.energy_j)} J",
+        f"time       {_g4(est.time_s * 1e3)} ms  (GPU busy {_g4(est.gpu_busy_s * 1e3)} ms, {est.launches} kernel launches)",
+        f"power      {_g4(est.power_w)} W (average)",
     ]
     interval = getattr(est, "energy_interval_j", None)
     if interval:
-        lines.insert(5, f"           {interval[0]:.4g} - {interval[1]:.4g} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
+        lines.insert(5, f"           {_g4(interval[0])} - {_g4(interval[1])} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
     lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
     for row in est.by_kernel_class.itertuples():
         lines.append(f"{row.kernel_class:<20}{row.launches:>9}{_si(row.time_s, 's'):>12}{_si(row.energy_j, 'J'):>12}"

@@ -11,6 +11,12 @@ def test_estimate_table(capsys):
     assert "energy" in out and " J" in out and " ms" in out and " W (average)" in out and "gemm" in out
 
 
+def test_figures_keep_four_significant_digits():
+    from joulecast.render import _g4
+
+    assert [_g4(x) for x in (3.0, 12.034, 249.44, 1234.4)] == ["3.000", "12.03", "249.4", "1234"]
+
+
 def test_estimate_json(capsys):
     assert main(["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--phase", "decode", "--batch", "4",
                  "--seq", "2048", "--json"]) == 0

@@ -27,7 +27,7 @@ from joulecast.data import store
 src, out = Path(sys.argv[1]), Path(sys.argv[2])
 for folder in sorted(p for p in src.glob("*/*") if p.is_dir()):
     gpu, collection = folder.parent.name, folder.name
-    rows = store.load_store(src).query("gpu == @gpu")
+    rows = store.load_collection(src, gpu, collection)  # this collection's rows only, read once
     if len(rows):
         store.write_part(rows, out, gpu, collection)
     (out / gpu / collection).mkdir(parents=True, exist_ok=True)

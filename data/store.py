@@ -61,7 +61,16 @@ def load_store(root: str | Path) -> pd.DataFrame:
     root = Path(root)
     if not root.exists():
         raise InputError("--store", f"{root} does not exist")
-    parts = sorted(root.glob("*/*/part-*.parquet"))
+    return _load_parts(sorted(root.glob("*/*/part-*.parquet")), root)
+
+
+def load_collection(root: str | Path, gpu: str, collection_id: str) -> pd.DataFrame:
+    """The measurements of one collection (empty where it has none yet)."""
+    folder = collection_dir(root, gpu, collection_id)
+    return _load_parts(sorted(folder.glob("part-*.parquet")), folder)
+
+
+def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
     if not parts:
         return empty_measurements()
     tables = []
@@ -72,7 +81,7 @@ def load_store(root: str | Path) -> pd.DataFrame:
             raise DataError(f"{path}: not a readable Parquet file ({exc.__class__.__name__})") from None
         tables.append(validate_measurements(raw, origin=str(path)))
     table = pd.concat(tables, ignore_index=True)
-    return validate_measurements(table, origin=str(root))
+    return validate_measurements(table, origin=str(origin))
 
 
 def existing_ids(root: str | Path, gpu: str, collection_id: str) -> set[str]:

@@ -22,6 +22,9 @@ def test_round_trip_and_resume_ids(tmp_path):
     assert list(loaded["measurement_id"]) == ["m0", "m1", "m2", "m3", "m4"]
     assert loaded["batch"].tolist() == [1, 2, 3, 1, 2] and loaded["flag_throttled"].dtype == bool
     assert store.existing_ids(tmp_path, "h200", "c1") == {f"m{i}" for i in range(5)}
+    store.write_part(_rows(1, start=5), tmp_path, "h200", "c2")  # another collection of the same GPU stays apart
+    assert list(store.load_collection(tmp_path, "h200", "c1")["measurement_id"]) == [f"m{i}" for i in range(5)]
+    assert store.load_collection(tmp_path, "h200", "c3").empty
     assert not list(tmp_path.rglob(".part-*"))  # no temporary files left behind
 
 

@@ -1,8 +1,9 @@
 """Per-architecture traits the datasheet rows do not carry: tile shapes, residency, L2 bandwidth, DVFS shape.
 
 Each value is either a documented figure (with its source) or a named assumption that the learned residual
-(`joulecast.training`) corrects. Nothing is fitted by a solver; two assumptions (`OVERLAP_NORM`,
-`DRAM_SATURATING_CLOCK_RATIO`) were chosen by looking at EnergAIzer measurements, and their comments say which.
+(`joulecast.training`) corrects. Nothing is fitted by a solver; three assumptions (`OVERLAP_NORM`,
+`DRAM_SATURATING_CLOCK_RATIO` here, `traffic.INSTRUCTIONS_PER_ELEMENT`) were chosen by looking at EnergAIzer
+measurements, and their comments say which.
 """
 
 from __future__ import annotations
@@ -50,10 +51,11 @@ ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Da
 
 # GA10x and AD10x SMs (compute capability 8.6, 8.7, 8.9) count two FP32 datapaths per SM partition in their FP32
 # peak, one of them shared with INT32 (NVIDIA Ampere GA102 GPU architecture whitepaper, 2020). A CUDA-core GEMM's
-# inner loop keeps the shared one busy with integer address arithmetic, so it is given the FP32-only half
-# (assumption; ViT-L in fp32 on the A10, EnergAIzer a10.csv, runs at about half the datasheet peak overall).
+# inner loop, and a streaming kernel's address arithmetic, keep the shared one busy with integer work, so both are
+# given the FP32-only half (assumption; ViT-L in fp32 on the A10, EnergAIzer a10.csv, runs at about half the
+# datasheet peak overall).
 DUAL_FP32_COMPUTE_CAPABILITIES = frozenset({"8.6", "8.7", "8.9"})
-DUAL_FP32_GEMM_FRACTION = 0.5
+DUAL_FP32_FRACTION = 0.5
 
 # Streaming-kernel CTA sizes (PyTorch ATen): elementwise kernels use 128 threads x 4 elements per thread;
 # the persistent softmax handles 4 rows per 128-thread block up to 1024 columns, one row per block above;

@@ -76,8 +76,8 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
     on_tensor = (is_gemm | is_attn) & k["tensor_core"]
     cuda_peak = np.where(k["dtype"] == "fp64", gpu.cuda_tflops.get("fp64", gpu.cuda_tflops["fp32"] / 64),
                          gpu.cuda_tflops["fp32"])
-    if gpu.compute_capability in arch.DUAL_FP32_COMPUTE_CAPABILITIES:  # CUDA-core GEMMs get the FP32-only half
-        cuda_peak = np.where(is_gemm & ~on_tensor & (k["dtype"] != "fp64"), cuda_peak * arch.DUAL_FP32_GEMM_FRACTION,
+    if gpu.compute_capability in arch.DUAL_FP32_COMPUTE_CAPABILITIES:  # CUDA-core work gets the FP32-only half
+        cuda_peak = np.where(~on_tensor & ~is_attn & (k["dtype"] != "fp64"), cuda_peak * arch.DUAL_FP32_FRACTION,
                              cuda_peak)
     k_iters = t["k_iters"].astype(float)  # a tile's pipeline prologue and epilogue cost a few K-steps of its own
     gemm_efficiency = arch.GEMM_EFFICIENCY * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)

@@ -41,8 +41,21 @@ def test_cuda_core_gemms_on_dual_fp32_parts_get_the_fp32_only_half():
     as_cc80 = replace(a10, compute_capability="8.0")
     t = [_one(sgemm, gpu, sm_clock_mhz=900).t_compute_s for gpu in (a10, as_cc80)]
     assert t[0] == pytest.approx(2 * t[1])
+    # a streaming kernel's instruction issue gets the half too; a relu stays DRAM-bound all the same
     relu = dict(kind="elementwise", op="relu", cols=2**24, dtype="fp32", acc_dtype="fp32")
-    assert _one(relu, a10, sm_clock_mhz=900).time_s == _one(relu, as_cc80, sm_clock_mhz=900).time_s
+    on = [_one(relu, gpu, sm_clock_mhz=900) for gpu in (a10, as_cc80)]
+    assert on[0].t_compute_s == pytest.approx(2 * on[1].t_compute_s) and on[0].time_s == on[1].time_s
+    assert on[0].bound == "dram"
+
+
+def test_streaming_kernels_issue_their_instructions_at_the_sm_clock():
+    """A 2^27-element fp32 softmax issues 40 instructions per element on 108 SMs x 64 lanes: at 900 MHz that takes
+    longer than streaming its 1 GiB through DRAM, at 1410 MHz it does not."""
+    softmax = dict(kind="softmax", op="softmax", rows=2**16, cols=2048, dtype="fp32", acc_dtype="fp32")
+    slow, fast = (_one(softmax, sm_clock_mhz=mhz) for mhz in (900, 1410))
+    assert slow.bound == "compute" and fast.bound == "dram"
+    assert slow.t_compute_s == pytest.approx(2**27 * 40 / (108 * 64 * 900e6), rel=0.01)
+    assert fast.time_s == pytest.approx(2 * 2**27 * 4 / (1555e9 * 0.85), rel=0.01)
 
 
 def test_short_k_gemms_pay_for_each_tile_pipeline_fill():

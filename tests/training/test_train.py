@@ -13,6 +13,7 @@ import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
+from joulecast.training.residual import ResidualModel
 from joulecast.training.train import train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
@@ -55,6 +56,20 @@ def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
     assert width(spec_only) > width(est)
     with pytest.raises(joulecast.InputError, match="--exclude-gpu: 'h200' is not in the training data"):
         train(measurements, exclude_gpu=["h200"], grid=SMALL_GRID, log_mlflow=False)
+
+
+def test_point_corrections_are_medians():
+    """The point models minimise the absolute log error: a fifth of the rows 2x off (say, a slow host) leave the
+    correction at the median, 0, where a squared error would move it to about log(2) / 5."""
+    rng = np.random.default_rng(0)
+    n = 200
+    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
+                      "power_limit_ratio": np.ones(n)})
+    y = np.where(rng.random(n) < 0.2, np.log(2.0), 0.0)
+    model = ResidualModel().fit(X, {"time": y, "energy": y}, np.repeat(list("abcd"), n // 4), ["a100"] * n,
+                                grid=SMALL_GRID)
+    point = model.predict(X, ["a100"] * n)["energy"]
+    assert np.median(np.abs(point)) < 0.02 < np.log(2.0) / 5
 
 
 def test_hybrid_respects_physics_limits():

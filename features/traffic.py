@@ -14,11 +14,12 @@ _INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "ada
 _OUTPUTS = {"adamw": 3, "avgpool": 0}
 _FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "batchnorm": 2, "softmax": 5, "layernorm": 8,
                       "rmsnorm": 4}
-# Instruction issue of streaming kernels, in FP32-lane instructions per element (address arithmetic, type conversion,
-# reduction passes, the op itself): a kernel also needs elements x this / (SMs x 64 lanes x clock), which binds
-# when the SM clock is low against the DRAM bandwidth. Assumptions, set by looking at EnergAIzer measurements: at
-# 900 MHz the A100 runs bf16 transformers 1.3-1.5x slower than a DRAM-bound timeline, the A10 (about half the DRAM bandwidth
-# per SM-clock) does not; softmax and norms read their input in several passes (max, sum, write).
+# Instruction issue of streaming kernels, in FP32-lane instructions per element (address arithmetic, type
+# conversion, reduction passes, the op itself): a kernel also needs elements x this / (SMs x 64 lanes x clock),
+# which binds when the SM clock is low against the DRAM bandwidth. Assumptions, set by looking at EnergAIzer
+# measurements: at 900 MHz the A100 runs bf16 transformers 1.3-1.5x slower than a DRAM-bound timeline, the A10
+# (about half the DRAM bandwidth per SM-clock) does not; softmax and norms read their input in several passes
+# (max, sum, write).
 INSTRUCTIONS_PER_ELEMENT = {"elementwise": 16, "softmax": 40, "norm": 40}
 # Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half).
 L2_USABLE_FRACTION = 0.5

@@ -224,7 +224,7 @@ def _audit(args: argparse.Namespace) -> int:
     measurements = load_measurements([args.store] if args.store else None,
                                      None if args.store else [f"{args.source}={args.path}"])
     model = load_estimator(args.estimator)
-    frame, dropped = score_measurements(measurements, args.estimator)
+    frame, dropped = score_measurements(measurements, "physics" if model is None else model)  # loaded once
     trained_on = set(model.cv.get("meta", {}).get("sources", [])) if model is not None else set()
     result = audit(frame, target=args.target, gate_on=_csv(args.gate_on), gate_by=_csv(args.gate_by),
                    min_rows=args.min_rows, meta=dict(estimator=describe_estimator(args.estimator, model), data=data,

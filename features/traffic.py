@@ -16,10 +16,12 @@ _FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "batchnorm"
                       "rmsnorm": 4}
 # Instruction issue of streaming kernels, in FP32-lane instructions per element (address arithmetic, type
 # conversion, reduction passes, the op itself): a kernel also needs elements x this / (SMs x 64 lanes x clock),
-# which binds when the SM clock is low against the DRAM bandwidth. Assumptions, set by looking at EnergAIzer
-# measurements: at 900 MHz the A100 runs bf16 transformers 1.3-1.5x slower than a DRAM-bound timeline, the A10
-# (about half the DRAM bandwidth per SM-clock) does not; softmax and norms read their input in several passes
-# (max, sum, write).
+# which binds when the SM clock is low against the DRAM bandwidth. 64 FP32 lanes per SM is what the catalog's FP32
+# peak implies (A100: 19.5 TFLOP/s = 108 SMs x 64 x 2 x 1.41 GHz; the A10's dual-FP32 peak is halved in physics).
+# The counts are assumptions, set by looking at EnergAIzer measurements: at 900 MHz the A100 runs bf16
+# transformers 1.3-1.5x slower than a DRAM-bound timeline, the A10 does not (600 GB/s over 72 SMs against
+# 1555 GB/s over 108: 0.6 of the A100's DRAM bandwidth per SM-clock); softmax and norms read their input in
+# several passes (max, sum, write).
 INSTRUCTIONS_PER_ELEMENT = {"elementwise": 16, "softmax": 40, "norm": 40}
 # Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half).
 L2_USABLE_FRACTION = 0.5

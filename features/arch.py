@@ -71,6 +71,15 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # PyTorch eager dispatch: one host-side launch takes tens of microseconds through the Python and ATen layers; the
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
+# PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as
+# `..._nhwckrsc_nchw_...`: NHWC activations, KRSC filters, NCHW output), so cuDNN transposes each convolution's input
+# first (`nchwToNhwcKernel` in profiles; the PyTorch performance tuning guide's advice to use channels_last avoids
+# it). With it, physics time on the EnergAIzer ResNet-101 rows moved from 1.33 to 1.14x too fast on the A10 and from
+# 1.77 to 1.54x on the A100 (geometric mean of measured/physics time; bf16 rows at 900 MHz with the GPU busy over
+# 85 % of the time).
+LAYOUT_TRANSPOSE_OP = "nchw_to_nhwc"
+# Kernels a library launches from C++ inside one dispatched call (cuDNN's transposes): no host dispatch of their own.
+LIBRARY_LAUNCHED_OPS = (LAYOUT_TRANSPOSE_OP,)
 # Host dispatch and GPU work overlap only in part: within a layer some kernels outlast their dispatch and some do
 # not, so neither side keeps its lead throughout. A workload takes the 2-norm of the two, not their maximum
 # (assumption; EnergAIzer runs near the crossover take the host's time plus 30-50 % of the GPU's, e.g. BERT-large,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from joulecast.features import arch
+
 # PyTorch runs fp32 matmuls on CUDA cores unless TF32 is enabled (torch.backends.cuda.matmul.allow_tf32 is False by
 # default since PyTorch 1.12), so an "fp32" workload's GEMMs use the CUDA-core path.
 _TENSOR_CORE_DTYPES = {"tf32", "bf16", "fp16", "fp8", "int8"}
@@ -81,6 +83,8 @@ class KernelBuilder:
             dtypes.update(dtype="tf32", tensor_core=True)  # by default, unlike matmuls; PyTorch docs, "TF32 on Ampere")
         if depthwise:  # depthwise convolutions have no reduction across channels: CUDA cores, not tensor cores
             dtypes["tensor_core"] = False
+        else:  # cuDNN's tensor-core kernels read NHWC: an NCHW input is transposed first (arch.LAYOUT_TRANSPOSE_OP)
+            self.ew(arch.LAYOUT_TRANSPOSE_OP, batch * c_in * hw_in * hw_in)
         self._add(kind="conv2d", op="depthwise" if depthwise else "conv2d", batch=1, m=batch * hw_out * hw_out,
                   n=c_out, k=k, conv_in_elements=batch * c_in * hw_in * hw_in, **dtypes)
         return hw_out

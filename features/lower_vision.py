@@ -1,8 +1,9 @@
 """Lowering of convolutional vision models (ResNet, MobileViT) to kernel records.
 
-Convolutions become implicit GEMMs (M = N*P*Q, N = C_out, K = C_in*R*S), as cuDNN lowers them. Unlike the EnergAIzer
-traces, which record only convolutions, activations and GEMMs, batch-norm (inference affine), residual adds and pooling
-are kept here: they are real kernels with real DRAM traffic.
+Convolutions become implicit GEMMs (M = N*P*Q, N = C_out, K = C_in*R*S), as cuDNN lowers them, each after the NCHW to
+NHWC transpose of its input that cuDNN launches itself (`KernelBuilder.conv2d`). Unlike the EnergAIzer traces, which
+record only convolutions, activations and GEMMs, batch-norm (inference affine), residual adds and pooling are kept
+here: they are real kernels with real DRAM traffic.
 """
 
 from __future__ import annotations

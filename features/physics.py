@@ -189,7 +189,8 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
     wid = f.get("workload_id", np.zeros(len(kernels), dtype=np.int64)).astype(np.int64)
     n = int(wid.max()) + 1
     busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
-    host = np.bincount(wid, count, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
+    dispatched = np.where(np.isin(f["op"], arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
+    host = np.bincount(wid, dispatched, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
     total_time = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
     gap_energy = float(idle_power_w(gpu, clock0)) * (total_time - busy)
     totals = PhysicsTotals(time_s=total_time, energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,

@@ -20,6 +20,8 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
+from joulecast.training.tree_arrays import TreeArrays
+
 TARGETS = ("time", "energy")
 PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
     dict(max_depth=d, learning_rate=lr, n_estimators=n, min_child_weight=2.0, subsample=0.8, colsample_bytree=0.8)
@@ -40,6 +42,10 @@ DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_by
 # 12.5 / 11.0 against 10.7 / 9.1 % on the physics before the traces were completed). They still bound the domain.
 NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s")
 OUT_OF_DOMAIN_WIDEN = 2.0
+# Up to this many rows, predictions walk the trees as numpy arrays (tens of microseconds a call) rather than through
+# `inplace_predict` (a fixed 0.2-0.3 ms a call); beyond it XGBoost's own predictor is faster (measured crossover
+# about 8 rows; `joulecast.training.tree_arrays`).
+TREE_ARRAY_MAX_ROWS = 4
 # Conformal margins are taken per GPU where a GPU has this many rows (Mondrian CQR: a GPU whose residuals are
 # smaller gets a narrower band, one whose are larger a wider one); other GPUs share the pooled margin.
 MIN_ROWS_PER_GPU_MARGIN = 30
@@ -92,9 +98,11 @@ class ResidualModel:
     gpus: list[str] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    _arrays: dict[str, TreeArrays] = field(default_factory=dict, repr=False)  # booster name -> its tree arrays
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
             grid: Sequence[Mapping[str, Any]] = PARAM_GRID) -> "ResidualModel":
+        self._arrays.clear()
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
@@ -177,13 +185,23 @@ class ResidualModel:
         values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
         out: dict[str, np.ndarray] = {"in_domain": inside}
         for target in TARGETS:
-            # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row
-            point = self.points[target].get_booster().inplace_predict(values)
-            band = self.bands[target].get_booster().inplace_predict(values).reshape(len(values), 2)
+            point = self._raw(target, values)
+            band = self._raw(f"{target}_band", values).reshape(len(values), 2)
             out[target] = point
             out[f"{target}_lo"], out[f"{target}_hi"] = _interval(
                 point, band[:, 0], band[:, 1], self._margins(target, gpus), np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN))
         return out
+
+    def _raw(self, name: str, values: np.ndarray) -> np.ndarray:
+        """Margins of booster `name` ("<target>" or "<target>_band") for a float32 block of rows."""
+        target, _, band = name.partition("_")
+        booster = (self.bands if band else self.points)[target].get_booster()
+        if len(values) > TREE_ARRAY_MAX_ROWS:
+            # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row
+            return booster.inplace_predict(values)
+        if name not in self._arrays:
+            self._arrays[name] = TreeArrays.from_booster(booster)
+        return self._arrays[name].predict(values)
 
     def save(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
         folder = Path(folder)

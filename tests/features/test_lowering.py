@@ -82,6 +82,16 @@ def test_vision_models_lower_without_sequence():
     assert (stem.m, stem.n, stem.k) == (8 * 112 * 112, 64, 3 * 7 * 7)
 
 
+def test_nchw_convolutions_transpose_their_input_for_cudnn_and_depthwise_ones_do_not():
+    k = joulecast.workload("resnet-101", batch=8).kernels
+    transposes = k[k.op == "nchw_to_nhwc"]
+    assert int(transposes["count"].sum()) == int(k.loc[k.kind == "conv2d", "count"].sum()) == 104
+    assert transposes.iloc[0].cols == 8 * 3 * 224 * 224  # the stem's input image, before its first convolution
+    m = joulecast.workload("mobilevit-small", batch=8).kernels
+    dense = int(m.loc[(m.kind == "conv2d") & (m.op == "conv2d"), "count"].sum())
+    assert (m.op == "depthwise").any() and int(m.loc[m.op == "nchw_to_nhwc", "count"].sum()) == dense
+
+
 def test_fp32_convolutions_use_tf32_tensor_cores_and_matmuls_do_not():
     """PyTorch defaults: torch.backends.cudnn.allow_tf32 is True, torch.backends.cuda.matmul.allow_tf32 False."""
     k = joulecast.workload("vit-large", batch=8, dtype="fp32").kernels

@@ -105,6 +105,17 @@ def test_lower_clock_is_slower_and_host_bound_runs_idle():
     assert graph.time_s == pytest.approx(graph.gpu_busy_s)
 
 
+def test_kernels_a_library_launches_cost_no_host_dispatch():
+    """cuDNN's layout transposes run inside the convolution's dispatch: GPU time, but no eager dispatch of their own."""
+    k = joulecast.workload("resnet-101", batch=8).kernels
+    _, totals = physics.analyze(k, joulecast.gpu("a100"), host_dispatch_s=25e-6)
+    dispatched = int(k["count"].sum()) - int(k.loc[k.op == "nchw_to_nhwc", "count"].sum())
+    assert dispatched == 344  # as eager PyTorch runs ResNet-101 (the EnergAIzer importer's note)
+    assert totals.host_s[0] == pytest.approx(dispatched * 25e-6)
+    without = physics.analyze(k[k.op != "nchw_to_nhwc"], joulecast.gpu("a100"), host_dispatch_s=25e-6)[1]
+    assert totals.host_s[0] == pytest.approx(without.host_s[0]) and totals.gpu_busy_s[0] > without.gpu_busy_s[0]
+
+
 def test_idle_power_follows_the_dvfs_table():
     gpu = joulecast.gpu("a100-pcie-40gb")
     # EnergAIzer's A100 idle table: 44.5 W at 210 MHz, 54.3 W at 1200 MHz, 67.3 W at 1410 MHz.

@@ -13,7 +13,7 @@ import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
-from joulecast.training.residual import ResidualModel
+from joulecast.training.residual import TREE_ARRAY_MAX_ROWS, ResidualModel
 from joulecast.training.train import train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
@@ -83,13 +83,18 @@ def test_hybrid_respects_physics_limits():
 
 
 def test_estimate_many_equals_one_by_one():
-    configs = pd.DataFrame({"model": ["gpt2", "llama-3-8b", "gpt2", "qwen2-1.5b"],
-                            "gpu": ["a100", "h100-sxm", "a10", "a100"], "phase": ["prefill", "decode", "prefill", "training"],
-                            "batch": [8, 16, 1, 2], "seq": [512, 2048, 128, 256], "sm_clock_mhz": [900, None, None, 1200]})
+    """Also the two tree walkers: one row goes through numpy tree arrays, six through XGBoost's predictor."""
+    configs = pd.DataFrame({"model": ["gpt2", "llama-3-8b", "gpt2", "qwen2-1.5b", "resnet-101", "bert-large"],
+                            "gpu": ["a100", "h100-sxm", "a10", "a100", "a10", "h200"],
+                            "phase": ["prefill", "decode", "prefill", "training", "inference", "prefill"],
+                            "batch": [8, 16, 1, 2, 32, 4], "seq": [512, 2048, 128, 256, None, 384],
+                            "sm_clock_mhz": [900, None, None, 1200, None, None]})
+    assert len(configs) > TREE_ARRAY_MAX_ROWS
     many = joulecast.estimate_many(configs)
     for row, out in zip(configs.itertuples(), many.itertuples()):
         clock = None if pd.isna(row.sm_clock_mhz) else row.sm_clock_mhz
-        one = joulecast.estimate(joulecast.workload(row.model, phase=row.phase, batch=row.batch, seq=row.seq), row.gpu,
+        seq = None if pd.isna(row.seq) else int(row.seq)
+        one = joulecast.estimate(joulecast.workload(row.model, phase=row.phase, batch=row.batch, seq=seq), row.gpu,
                                  sm_clock_mhz=clock)
         assert out.energy_j == pytest.approx(one.energy_j) and out.time_s == pytest.approx(one.time_s)
         assert out.energy_lo_j == pytest.approx(one.energy_interval_j[0])

@@ -24,7 +24,7 @@ from joulecast.errors import InputError
 from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import error_table
-from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, group_folds
+from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, gpu_weights, group_folds
 
 log = logging.getLogger(__name__)
 SCORES = ("energy_mape", "time_mape", "power_mape", "coverage")
@@ -104,11 +104,13 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))
-    raw = X[list(RAW_FEATURES)]
+    raw, weight = X[list(RAW_FEATURES)], gpu_weights(fit_rows["gpu"])  # weighted as the hybrid is
     for train_idx, test_idx in group_folds(groups):
         for target, dest in (("time_s", plain_t), ("energy_j", plain_e)):
             target_log = np.log(fit_rows[target].to_numpy())
-            dest[test_idx] = _regressor(model.params).fit(raw.iloc[train_idx], target_log[train_idx]).predict(raw.iloc[test_idx])
+            plain = _regressor(model.params).fit(raw.iloc[train_idx], target_log[train_idx],
+                                                 sample_weight=weight[train_idx])
+            dest[test_idx] = plain.predict(raw.iloc[test_idx])
     compared = {
         "physics": scored_frame(fit_rows, None),
         "plain_xgboost": fit_rows.assign(pred_time_s=np.exp(plain_t), pred_energy_j=np.exp(plain_e),

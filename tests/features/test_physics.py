@@ -58,6 +58,17 @@ def test_streaming_kernels_issue_their_instructions_at_the_sm_clock():
     assert fast.time_s == pytest.approx(2 * 2**27 * 4 / (1555e9 * 0.85), rel=0.01)
 
 
+def test_transcendental_activations_issue_more_instructions_than_adds():
+    """tanh issues 16 + 36 instructions per element, an add 16: on 108 SMs x 64 lanes at 900 MHz, 2^27 bf16
+    elements of tanh outlast their DRAM traffic, those of a scalar multiply do not."""
+    tanh, mul = ({"kind": "elementwise", "op": op, "cols": 2**27} for op in ("tanh", "scalar_mul"))
+    slow, quick = (_one(k, sm_clock_mhz=900) for k in (tanh, mul))
+    assert slow.bound == "compute" and quick.bound == "dram"
+    assert slow.t_compute_s == pytest.approx(2**27 * (16 + 36) / (108 * 64 * 900e6), rel=0.01)
+    assert quick.t_compute_s == pytest.approx(2**27 * 16 / (108 * 64 * 900e6), rel=0.01)
+    assert slow.t_dram_s == pytest.approx(quick.t_dram_s)
+
+
 def test_short_k_gemms_pay_for_each_tile_pipeline_fill():
     """Per FLOP, K = 768 (24 K-steps of 32 per tile) costs 28/24 of what K = 8192 (256 steps) costs per 256/260."""
     t = {k: _one(dict(kind="gemm", m=8192, n=8192, k=k, tensor_core=True), sm_clock_mhz=900).t_compute_s / k

@@ -13,7 +13,7 @@ import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
-from joulecast.training.residual import TREE_ARRAY_MAX_ROWS, ResidualModel
+from joulecast.training.residual import GPU_WEIGHT_MIN_ROWS, TREE_ARRAY_MAX_ROWS, ResidualModel, gpu_weights
 from joulecast.training.train import train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
@@ -70,6 +70,14 @@ def test_point_corrections_are_medians():
                                 grid=SMALL_GRID)
     point = model.predict(X, ["a100"] * n)["energy"]
     assert np.median(np.abs(point)) < 0.02 < np.log(2.0) / 5
+
+
+def test_every_gpu_weighs_the_same_and_a_few_rows_do_not_outweigh_the_rest():
+    gpus = ["a100"] * 300 + ["a10"] * 120 + ["h100"] * 5
+    w = gpu_weights(gpus)
+    assert w.mean() == pytest.approx(1.0)
+    assert w[:300].sum() == pytest.approx(w[300:420].sum())  # 300 A100 rows weigh what 120 A10 rows do
+    assert w[420:].sum() == pytest.approx(w[300:420].sum() * 5 / GPU_WEIGHT_MIN_ROWS)  # 5 rows count as 5 of 100
 
 
 def test_hybrid_respects_physics_limits():

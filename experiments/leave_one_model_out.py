@@ -52,6 +52,11 @@ def main(path: str, seeds: int) -> None:
     print(by_gpu.to_string(index=False))
     print("\nper held-out model:")
     print(error_table(frame, "model_family").round(2).to_string(index=False))
+    cells = error_table(frame.assign(cell=frame["gpu"] + " / " + frame["model_family"]), "cell")
+    print("\nper GPU and held-out model, energy MAPE % (coverage %):")
+    cells[["gpu", "model"]] = cells["value"].str.split(" / ", expand=True)
+    cells["text"] = cells["energy_mape"].map("{:.2f}".format) + " (" + cells["coverage"].map("{:.0f}".format) + ")"
+    print(cells.pivot(index="model", columns="gpu", values="text").to_string())
     if seeds > 1:  # the trees subsample rows and columns: how much of the figure is the seed's
         runs = [error_table(frame, "gpu").assign(seed=0)]
         for seed in range(1, seeds):

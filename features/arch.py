@@ -1,9 +1,10 @@
 """Per-architecture traits the datasheet rows do not carry: tile shapes, residency, L2 bandwidth, DVFS shape.
 
 Each value is either a documented figure (with its source) or a named assumption that the learned residual
-(`joulecast.training`) corrects. Nothing is fitted by a solver; three assumptions (`OVERLAP_NORM`,
-`DRAM_SATURATING_CLOCK_RATIO` here, `traffic.INSTRUCTIONS_PER_ELEMENT`) were chosen by looking at EnergAIzer
-measurements, and their comments say which.
+(`joulecast.training`) corrects. Nothing is fitted by a solver; four assumptions (`OVERLAP_NORM`,
+`DRAM_SATURATING_CLOCK_RATIO` here, `traffic.INSTRUCTIONS_PER_ELEMENT` and
+`traffic.TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT`) were chosen by looking at EnergAIzer measurements, and their
+comments say which.
 """
 
 from __future__ import annotations

@@ -23,11 +23,13 @@ _FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "batchnorm"
 # 1555 GB/s over 108: 0.6 of the A100's DRAM bandwidth per SM-clock); softmax and norms read their input in
 # several passes (max, sum, write).
 INSTRUCTIONS_PER_ELEMENT = {"elementwise": 16, "softmax": 40, "norm": 40}
-# ... and on top of those, transcendental activations' own arithmetic: accurate (not fast-math) tanhf and erff, and
-# the exp and IEEE division of a sigmoid, take 15-25 FP32 instructions each, two of them on the quarter-rate special
-# function units (libdevice). Set to 1.5x that count (an assumption, chosen by looking at the data like the counts
-# above): it makes the A100's measured/physics time the most uniform across model families (standard deviation of
-# its log over GPU-bound bf16 rows at 900 MHz 0.065 without, 0.060 at 1x, 0.059 at 1.5x, 0.061 at 2x, 0.068 at 3x).
+# ... and on top of those, transcendental activations' own arithmetic. Accurate (not fast-math) tanhf and erff, and
+# the exp and IEEE division of a sigmoid, take about 15-25 FP32 instructions each (an estimate of libdevice's
+# polynomial and range-reduction code), two of them on the special function units, which issue 16 results per
+# clock per SM against 64 FP32 ones (CUDA C Programming Guide, "Arithmetic Instructions" throughput table, compute
+# capability 8.0). Set to 1.5x that count (an assumption, chosen by looking at the data like the counts above): it
+# makes the A100's measured/physics time the most uniform across model families (standard deviation of its log over
+# GPU-bound bf16 rows at 900 MHz 0.065 without, 0.060 at 1x, 0.059 at 1.5x, 0.061 at 2x, 0.068 at 3x).
 TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "sigmoid": 24}
 # Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half).
 L2_USABLE_FRACTION = 0.5

@@ -113,7 +113,7 @@ class ResidualModel:
     gpus: list[str] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _arrays: dict[str, TreeArrays] = field(default_factory=dict, repr=False)  # booster name -> its tree arrays
+    _arrays: dict[tuple[str, bool], TreeArrays] = field(default_factory=dict, repr=False)  # (target, band) -> trees
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
             grid: Sequence[Mapping[str, Any]] = PARAM_GRID) -> "ResidualModel":
@@ -204,23 +204,22 @@ class ResidualModel:
         values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
         out: dict[str, np.ndarray] = {"in_domain": inside}
         for target in TARGETS:
-            point = self._raw(target, values)
-            band = self._raw(f"{target}_band", values).reshape(len(values), 2)
+            point = self._raw(target, False, values)
+            band = self._raw(target, True, values).reshape(len(values), 2)
             out[target] = point
             out[f"{target}_lo"], out[f"{target}_hi"] = _interval(
                 point, band[:, 0], band[:, 1], self._margins(target, gpus), np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN))
         return out
 
-    def _raw(self, name: str, values: np.ndarray) -> np.ndarray:
-        """Margins of booster `name` ("<target>" or "<target>_band") for a float32 block of rows."""
-        target, _, band = name.partition("_")
+    def _raw(self, target: str, band: bool, values: np.ndarray) -> np.ndarray:
+        """Margins of a target's point (or band) model for a float32 block of rows."""
         booster = (self.bands if band else self.points)[target].get_booster()
         if len(values) > TREE_ARRAY_MAX_ROWS:
             # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row
             return booster.inplace_predict(values)
-        if name not in self._arrays:
-            self._arrays[name] = TreeArrays.from_booster(booster)
-        return self._arrays[name].predict(values)
+        if (target, band) not in self._arrays:
+            self._arrays[target, band] = TreeArrays.from_booster(booster)
+        return self._arrays[target, band].predict(values)
 
     def save(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
         folder = Path(folder)

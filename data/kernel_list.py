@@ -8,6 +8,8 @@ The EnergAIzer tracer does not record layout copies, yet eager attention makes f
 DRAM: `torch.matmul` on Q, K and V viewed as (batch, heads, seq, dim) reshapes them to 3-D batches, which copies, and
 Hugging Face merges the output's heads back with `transpose(1, 2).contiguous()`. Each batched GEMM of queries by keys
 (M = N: a prefill attention's scores) therefore brings its four copies in with it, as the lowering has them.
+Nor does it record cuDNN's NCHW -> NHWC transpose of a tensor-core convolution's input (`features.arch.
+LAYOUT_TRANSPOSE_OP`), launched by cuDNN itself; each such convolution brings it in, as the lowering has it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from joulecast.data.files import read_json
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import Workload
 from joulecast.errors import InputError
+from joulecast.features import arch
 
 
 def _dtype(value: Any, where: str) -> str:
@@ -106,10 +109,16 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
 
 
 def _layout_copies(records: list[dict]) -> list[dict]:
-    """The copies an eager attention makes that the tracer leaves out (see the module docstring). An attention's
-    scores GEMM is followed by its values GEMM, which may have the same shape (128 tokens of head size 128)."""
+    """The copies eager attention and cuDNN make that the tracer leaves out (see the module docstring). An
+    attention's scores GEMM is followed by its values GEMM, which may have the same shape (128 tokens of head size
+    128)."""
     out, values_next = [], False
     for r in records:
+        if r["kind"] == "conv2d" and r["tensor_core"]:
+            storage = "fp32" if r["dtype"] == "tf32" else r["dtype"]  # TF32 is how fp32 is multiplied, not stored
+            out.append(dict(kind="elementwise", op=arch.LAYOUT_TRANSPOSE_OP, dtype=storage, acc_dtype=storage,
+                            rows=1, cols=r["conv_in_elements"]))
+            continue
         if r["kind"] != "gemm" or r["op"] != "bmm":
             continue
         if not values_next and r["m"] == r["n"]:

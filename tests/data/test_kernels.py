@@ -5,6 +5,7 @@ import pytest
 from joulecast.data.kernel_list import parse_kernel_list, workload_from_kernels
 from joulecast.data.kernels import kernel_table, kernel_table_hash
 from joulecast.errors import InputError
+from joulecast.features import arch
 
 GEMM = [{"batch": 1, "dimM": 128, "dimN": 2304, "dimK": 768, "precM": "bf16", "precA": "bf16", "useTensorCore": True},
         ["gemm", "tc", "bf16_bf16"]]
@@ -84,6 +85,10 @@ def test_every_traced_workload_parses(energaizer):
         w = workload_from_kernels(path)
         entries = json.loads(path.read_text())
         copies = int(w.kernels.loc[w.kernels.op == "copy", "count"].sum())
+        transposes = int(w.kernels.loc[w.kernels.op == arch.LAYOUT_TRANSPOSE_OP, "count"].sum())
         bmms = sum(tags[0] == "gemm" and p.get("batch", 1) > 1 for p, tags in entries)
-        # every recorded kernel, plus the four layout copies of each eager attention (two batched GEMMs each)
-        assert w.kernel_count == len(entries) + copies and copies == 4 * (bmms // 2), path.name
+        tc_convs = sum(tags[0] == "conv2d" and p.get("useTensorCore", True) for p, tags in entries)
+        # every recorded kernel, plus the four layout copies of each eager attention (two batched GEMMs each) and the
+        # input transpose of each tensor-core convolution
+        assert w.kernel_count == len(entries) + copies + transposes, path.name
+        assert copies == 4 * (bmms // 2) and transposes == tc_convs, path.name

@@ -1,5 +1,5 @@
-"""The learned half of the hybrid: XGBoost on log(measured / physics) for time and energy, with conformalized
-quantile regression (CQR) intervals and a training-domain check.
+"""The learned half of the hybrid: XGBoost on log(measured / physics) for time and energy, each model a bag of
+boosters of different seeds, with conformalized quantile regression (CQR) intervals and a training-domain check.
 
 Hyper-parameters are chosen by grouped cross-validation (a model family never in both train and test); the same
 folds give out-of-fold residuals and conformity scores, so the intervals are calibrated on predictions for model
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
-from joulecast.training.tree_arrays import TreeArrays
+from joulecast.training.tree_arrays import TreeArrays, bag_margin
 
 TARGETS = ("time", "energy")
 PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
@@ -42,10 +42,11 @@ DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_by
 # 12.5 / 11.0 against 10.7 / 9.1 % on the physics before the traces were completed). They still bound the domain.
 NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s")
 OUT_OF_DOMAIN_WIDEN = 2.0
-# Up to this many rows, predictions walk the trees as numpy arrays (tens of microseconds a call) rather than through
-# `inplace_predict` (a fixed 0.2-0.3 ms a call); beyond it XGBoost's own predictor is faster (measured crossover
-# about 8 rows; `joulecast.training.tree_arrays`).
-TREE_ARRAY_MAX_ROWS = 4
+# Up to this many rows, predictions walk the trees as numpy arrays (`joulecast.training.tree_arrays`) rather than
+# through `inplace_predict` (a fixed 0.3-0.4 ms a call, twenty calls for four bags of five); beyond it XGBoost's own
+# predictor is faster. Measured, all four bags: 1 row 0.7 against 7.8 ms, 8 rows 4.8 against 8.7, 16 rows 11.0
+# against 8.9.
+TREE_ARRAY_MAX_ROWS = 8
 # Conformal margins are taken per GPU where a GPU has this many rows (Mondrian CQR: a GPU whose residuals are
 # smaller gets a narrower band, one whose are larger a wider one); other GPUs share the pooled margin.
 MIN_ROWS_PER_GPU_MARGIN = 30
@@ -60,6 +61,12 @@ GPU_WEIGHT_MIN_ROWS = 100
 # Where physics demands it: a higher SM clock or power limit never makes a workload slower. Physics time already
 # falls with both; a time correction that does not rise with them keeps the product monotone.
 MONOTONE = {"time": {"clock_ratio": -1, "power_limit_ratio": -1}, "energy": {}}
+# Every model here is a bag: the mean of BAG_SEEDS boosters that differ only in their seed (the rows and columns
+# each tree samples). One booster's figures depend on its seed: leave-one-model-out energy MAPE on the A10 / A100
+# (experiments/leave_one_model_out.py) ranged 4.72-5.33 / 4.62-4.99 % over five seeds. Bags of five: 4.97 / 4.82 %
+# (seeds 0-4) and 4.81 / 4.60 % (seeds 5-9). Costs: five times the training (the shipped model: 15 -> 59 s) and
+# about 1 ms per estimate (the learned part of one estimate: 0.67 -> 1.5-1.7 ms, `experiments/speed.py`).
+BAG_SEEDS = 5
 
 
 def _regressor(params: Mapping[str, Any], target: str | None = None, **extra: Any) -> xgb.XGBRegressor:
@@ -67,6 +74,24 @@ def _regressor(params: Mapping[str, Any], target: str | None = None, **extra: An
     if target and MONOTONE.get(target):
         extra["monotone_constraints"] = MONOTONE[target]
     return xgb.XGBRegressor(tree_method="hist", n_jobs=2, **{"random_state": 0, **params}, **extra)
+
+
+def _fit_bag(make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any], size: int,
+             X: pd.DataFrame, y: np.ndarray, weight: np.ndarray) -> list[xgb.XGBRegressor]:
+    """`size` boosters made by `make` from `params` with seeds seed * size ... seed * size + size - 1 (seed: the
+    params' random_state, default 0), so that bags of different seeds share no booster."""
+    seed = int(params.get("random_state", 0))
+    return [make({**params, "random_state": seed * size + i}).fit(X, y, sample_weight=weight) for i in range(size)]
+
+
+def _predict_bag(bag: Sequence[xgb.XGBRegressor], X: pd.DataFrame) -> np.ndarray:
+    return bag_margin([m.get_booster().inplace_predict(X) for m in bag])
+
+
+def _load_booster(path: Path) -> xgb.XGBRegressor:
+    model = xgb.XGBRegressor()
+    model.load_model(path)
+    return model
 
 
 def _quantiles(level: float) -> list[float]:
@@ -103,21 +128,22 @@ def group_folds(groups: Sequence[str], n_splits: int = 5) -> list[tuple[np.ndarr
 @dataclass
 class ResidualModel:
     level: float = 0.9
+    bag: int = BAG_SEEDS                                            # boosters per model
     features: list[str] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
-    points: dict[str, xgb.XGBRegressor] = field(default_factory=dict)
-    bands: dict[str, xgb.XGBRegressor] = field(default_factory=dict)
+    points: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)  # target -> the bag's boosters
+    bands: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)
     conformal: dict[str, float] = field(default_factory=dict)       # CQR widening per target (log units)
     conformal_by_gpu: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> GPU -> widening
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _arrays: dict[tuple[str, bool], TreeArrays] = field(default_factory=dict, repr=False)  # (target, band) -> trees
+    _arrays: TreeArrays | None = field(default=None, repr=False)    # every model's trees, for a few rows
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
             grid: Sequence[Mapping[str, Any]] = PARAM_GRID) -> "ResidualModel":
-        self._arrays.clear()
+        self._arrays = None
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
@@ -125,14 +151,14 @@ class ResidualModel:
         weight = gpu_weights(gpus)
         scores = []
         for params in grid:  # choose on energy, the quantity people ask for
-            oof = self._oof_point(X, y["energy"], folds, params, "energy", weight)
+            oof = self._oof_point(X, y["energy"], folds, params, "energy", weight, self.bag)
             scores.append(float(np.average(np.abs(np.exp(y["energy"] - oof) - 1), weights=weight)))
         self.params = dict(grid[int(np.argmin(scores))])
         self.cv = {"grid_energy_mape": [round(s * 100, 3) for s in scores], "folds": len(folds)}
         gpu_of_row = np.asarray(gpus, dtype=str)
         for target in TARGETS:
             yt = np.asarray(y[target])
-            self.oof[target] = self._oof_point(X, yt, folds, self.params, target, weight)
+            self.oof[target] = self._oof_point(X, yt, folds, self.params, target, weight, self.bag)
             lo, hi = self._oof_band(X, yt, folds, target, weight)
             score = np.maximum(lo - yt, yt - hi)
             self.conformal[target] = self._margin(score)
@@ -142,8 +168,8 @@ class ResidualModel:
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
             self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
                 self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0)
-            self.points[target] = _regressor(self.params, target).fit(X, yt, sample_weight=weight)
-            self.bands[target] = self._band_model(target).fit(X, yt, sample_weight=weight)
+            self.points[target] = _fit_bag(lambda p: _regressor(p, target), self.params, self.bag, X, yt, weight)
+            self.bands[target] = _fit_bag(lambda p: self._band_model(target, p), self.params, self.bag, X, yt, weight)
         self.gpus = sorted(set(map(str, gpus)))
         return self
 
@@ -157,25 +183,26 @@ class ResidualModel:
         own = self.conformal_by_gpu.get(target, {})
         return np.array([own.get(str(g), self.conformal[target]) for g in gpus])
 
-    def _band_model(self, target: str) -> xgb.XGBRegressor:
-        return _regressor(self.params, target, objective="reg:quantileerror",
+    def _band_model(self, target: str, params: Mapping[str, Any]) -> xgb.XGBRegressor:
+        return _regressor(params, target, objective="reg:quantileerror",
                           quantile_alpha=np.array(_quantiles(self.level)))
 
     @staticmethod
     def _oof_point(X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
-                   params: Mapping[str, Any], target: str, weight: np.ndarray) -> np.ndarray:
+                   params: Mapping[str, Any], target: str, weight: np.ndarray, bag: int) -> np.ndarray:
         out = np.empty(len(y))
         for train, test in folds:
-            model = _regressor(params, target).fit(X.iloc[train], y[train], sample_weight=weight[train])
-            out[test] = model.predict(X.iloc[test])
+            models = _fit_bag(lambda p: _regressor(p, target), params, bag, X.iloc[train], y[train], weight[train])
+            out[test] = _predict_bag(models, X.iloc[test])
         return out
 
     def _oof_band(self, X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]], target: str,
                   weight: np.ndarray):
         lo, hi = np.empty(len(y)), np.empty(len(y))
         for train, test in folds:
-            model = self._band_model(target).fit(X.iloc[train], y[train], sample_weight=weight[train])
-            pred = model.predict(X.iloc[test])
+            models = _fit_bag(lambda p: self._band_model(target, p), self.params, self.bag, X.iloc[train], y[train],
+                              weight[train])
+            pred = _predict_bag(models, X.iloc[test])
             lo[test], hi[test] = pred[:, 0], pred[:, 1]
         return lo, hi
 
@@ -202,32 +229,34 @@ class ResidualModel:
         every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
         inside = self._in_domain(every, columns, gpus)
         values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
+        margins = self._raw(values)
         out: dict[str, np.ndarray] = {"in_domain": inside}
         for target in TARGETS:
-            point = self._raw(target, False, values)
-            band = self._raw(target, True, values).reshape(len(values), 2)
+            point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
             out[target] = point
             out[f"{target}_lo"], out[f"{target}_hi"] = _interval(
                 point, band[:, 0], band[:, 1], self._margins(target, gpus), np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN))
         return out
 
-    def _raw(self, target: str, band: bool, values: np.ndarray) -> np.ndarray:
-        """Margins of a target's point (or band) model for a float32 block of rows."""
-        booster = (self.bands if band else self.points)[target].get_booster()
+    def _raw(self, values: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
+        """Margins of every model, (target, band) -> point (or band) margins, for a float32 block of rows."""
+        keys = [(target, band) for target in TARGETS for band in (False, True)]
+        bags = [[m.get_booster() for m in (self.bands if band else self.points)[target]] for target, band in keys]
         if len(values) > TREE_ARRAY_MAX_ROWS:
             # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row
-            return booster.inplace_predict(values)
-        if (target, band) not in self._arrays:
-            self._arrays[target, band] = TreeArrays.from_booster(booster)
-        return self._arrays[target, band].predict(values)
+            return {key: bag_margin([b.inplace_predict(values) for b in bag]) for key, bag in zip(keys, bags)}
+        if self._arrays is None:
+            self._arrays = TreeArrays.from_models(bags)
+        return dict(zip(keys, self._arrays.predict_models(values)))
 
     def save(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         for target in TARGETS:
-            self.points[target].save_model(folder / f"{target}.json")
-            self.bands[target].save_model(folder / f"{target}_band.json")
-        info = dict(level=self.level, features=self.features, params=self.params, conformal=self.conformal,
+            for i, (point, band) in enumerate(zip(self.points[target], self.bands[target])):
+                point.save_model(folder / f"{target}_{i}.json")
+                band.save_model(folder / f"{target}_band_{i}.json")
+        info = dict(level=self.level, bag=self.bag, features=self.features, params=self.params, conformal=self.conformal,
                     conformal_by_gpu=self.conformal_by_gpu, domain=self.domain, gpus=self.gpus, cv=self.cv,
                     **(meta or {}))
         (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
@@ -237,14 +266,14 @@ class ResidualModel:
     def load(cls, folder: str | Path) -> "ResidualModel":
         folder = Path(folder)
         info = json.loads((folder / "estimator.json").read_text())
-        model = cls(level=info["level"], features=info["features"], params=info["params"],
+        model = cls(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
                     conformal=info["conformal"], conformal_by_gpu=info.get("conformal_by_gpu", {}),
                     domain=info["domain"], gpus=info["gpus"], cv=info.get("cv", {}))
+        # a model saved before bags (one booster, no "bag" key) names its files without a member number
+        names = [f"_{i}" for i in range(model.bag)] if "bag" in info else [""]
         for target in TARGETS:
-            model.points[target] = xgb.XGBRegressor()
-            model.points[target].load_model(folder / f"{target}.json")
-            model.bands[target] = xgb.XGBRegressor()
-            model.bands[target].load_model(folder / f"{target}_band.json")
+            model.points[target] = [_load_booster(folder / f"{target}{n}.json") for n in names]
+            model.bands[target] = [_load_booster(folder / f"{target}_band{n}.json") for n in names]
         model.cv["meta"] = {k: v for k, v in info.items()
                             if k not in ("features", "params", "conformal", "conformal_by_gpu", "domain")}
         return model

@@ -1,81 +1,131 @@
-"""A trained XGBoost booster as flat numpy arrays, for predictions of a few rows.
+"""Trained XGBoost boosters as flat numpy arrays, for predictions of a few rows.
 
 `Booster.inplace_predict` costs about 0.3 ms per call whatever the row count (argument checks, a JSON config, the
-thread pool), and an estimate makes four calls (point and band, time and energy): over a third of the 5 ms budget.
-Walking the trees here, all trees of all rows at once, one tree level per step, costs tens of microseconds for one
-row. The arrays come from the booster's own JSON model, so the two predict the same float32 values, bit for bit (checked in the tests).
+thread pool), and an estimate needs four models (point and band, time and energy), each a bag of boosters
+(`joulecast.training.residual`): twenty calls, more than the 5 ms budget. Walking the trees here, every tree of
+every model for all rows at once, one tree level per step, costs well under a millisecond for one row. The arrays
+come from the boosters' own JSON models, so each booster's sum is XGBoost's float32 value, bit for bit (checked in
+the tests), and a bag's mean is `bag_margin` of those sums, as on the XGBoost path.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import xgboost as xgb
 
 
+def bag_margin(margins: Sequence[np.ndarray]) -> np.ndarray:
+    """A bag's prediction from its boosters' float32 margins: a single booster's as they are, else their mean
+    (summed in float64, in member order)."""
+    return margins[0] if len(margins) == 1 else np.stack(margins).astype(np.float64).mean(axis=0)
+
+
 @dataclass(frozen=True)
 class TreeArrays:
-    """Every node of every tree, numbered globally; `roots[t]` is tree t's first node."""
+    """Every node of every tree of one or more models (each a bag of boosters), numbered globally; `roots[t]` is
+    tree t's first node."""
 
     roots: np.ndarray         # (trees,) node index of each tree's root
-    output: np.ndarray        # (trees,) the target (output column) each tree adds to
-    left: np.ndarray          # (nodes,) child taken when x < threshold; a leaf points at itself
-    right: np.ndarray
+    groups: tuple             # per model: (boosters, targets, trees per target) indices into roots, in boosting order
+    children: np.ndarray      # (2 * nodes,) node i's child at 2i (x >= threshold) and 2i + 1 (x < threshold);
+                              # a leaf points at itself
     default_left: np.ndarray  # (nodes,) the branch for a missing value
     feature: np.ndarray       # (nodes,) feature index (0 at leaves)
     threshold: np.ndarray     # (nodes,) float32, as XGBoost compares
     value: np.ndarray         # (nodes,) float32 leaf value (0 at inner nodes)
-    base_score: np.ndarray    # (targets,) float32
+    base_scores: tuple        # per model: (boosters, targets) float32
     depth: int                # the deepest tree's number of levels
 
     @classmethod
     def from_booster(cls, booster: xgb.Booster) -> "TreeArrays":
-        learner = json.loads(booster.save_raw(raw_format="json"))["learner"]
-        if learner["gradient_booster"].get("name") != "gbtree":
-            raise ValueError("only gbtree boosters flatten to tree arrays")
-        model = learner["gradient_booster"]["model"]
-        base = np.atleast_1d(np.asarray(json.loads(learner["learner_model_param"]["base_score"]), dtype=np.float32))
+        return cls.from_models([[booster]])
+
+    @classmethod
+    def from_models(cls, models: Sequence[Sequence[xgb.Booster]]) -> "TreeArrays":
+        """Models, each a bag of boosters with as many trees per target (the same n_estimators)."""
         parts: dict[str, list[np.ndarray]] = {k: [] for k in ("left", "right", "default_left", "feature",
                                                               "threshold", "value")}
-        roots, offset, depth = [], 0, 1
-        for tree in model["trees"]:
-            if any(tree.get("split_type", [])) or tree.get("categories"):
-                raise ValueError("categorical splits are not supported")
-            left = np.asarray(tree["left_children"], dtype=np.int64)
-            right = np.asarray(tree["right_children"], dtype=np.int64)
-            leaf = left < 0
-            own = np.arange(len(left))
-            parts["left"].append(np.where(leaf, own, left) + offset)
-            parts["right"].append(np.where(leaf, own, right) + offset)
-            parts["default_left"].append(np.asarray(tree["default_left"], dtype=bool))
-            parts["feature"].append(np.where(leaf, 0, np.asarray(tree["split_indices"], dtype=np.int64)))
-            conditions = np.asarray(tree["split_conditions"], dtype=np.float32)
-            parts["threshold"].append(np.where(leaf, np.float32(0), conditions))
-            parts["value"].append(np.where(leaf, conditions, np.float32(0)))  # leaves keep their value there
-            depth = max(depth, _depth(left, right))
-            roots.append(offset)
-            offset += len(left)
-        flat = {k: np.concatenate(v) if v else np.zeros(0) for k, v in parts.items()}
-        return cls(roots=np.asarray(roots, dtype=np.int64), output=np.asarray(model["tree_info"], dtype=np.int64),
-                   base_score=base, depth=depth, **flat)
+        roots: list[int] = []
+        groups, bases, depth = [], [], 1
+        for bag in models:
+            group, base = [], []
+            for booster in bag:
+                learner = json.loads(booster.save_raw(raw_format="json"))["learner"]
+                if learner["gradient_booster"].get("name") != "gbtree":
+                    raise ValueError("only gbtree boosters flatten to tree arrays")
+                model = learner["gradient_booster"]["model"]
+                scores = json.loads(learner["learner_model_param"]["base_score"])
+                base.append(np.atleast_1d(np.asarray(scores, dtype=np.float32)))
+                tree_info = np.asarray(model["tree_info"], dtype=np.int64)
+                own = len(roots) + np.arange(len(tree_info))
+                group.append([own[tree_info == t] for t in range(len(base[-1]))])
+                depth = max(depth, _flatten(model["trees"], parts, roots))
+            if len({len(trees) for member in group for trees in member}) != 1 or len({len(b) for b in base}) != 1:
+                raise ValueError("the boosters of a bag must have the same targets and trees per target")
+            groups.append(np.asarray(group, dtype=np.int64))
+            bases.append(np.stack(base))
+        flat = {k: np.concatenate(v) for k, v in parts.items()}
+        children = np.stack([flat.pop("right"), flat.pop("left")], axis=1).ravel()
+        return cls(roots=np.asarray(roots, dtype=np.int64), groups=tuple(groups), base_scores=tuple(bases),
+                   depth=depth, children=children, **flat)
 
     def predict(self, values: np.ndarray) -> np.ndarray:
-        """Raw margins (identity link), shape (rows,) for one target or (rows, targets)."""
+        """The first model's raw margins (identity link), shape (rows,) for one target or (rows, targets)."""
+        return self.predict_models(values)[0]
+
+    def predict_models(self, values: np.ndarray) -> list[np.ndarray]:
+        """Each model's raw margins: `bag_margin` of its boosters' float32 sums."""
+        return [bag_margin(members) for members in self.predict_members(values)]
+
+    def predict_members(self, values: np.ndarray) -> list[list[np.ndarray]]:
+        """Per model, each booster's raw margins, float32: (rows,) for one target or (rows, targets)."""
         x = np.asarray(values, dtype=np.float32)
         rows = np.arange(len(x))[:, None]
         node = np.broadcast_to(self.roots, (len(x), len(self.roots)))
+        missing = bool(np.isnan(x).any())
         for _ in range(self.depth):
             v = x[rows, self.feature[node]]
-            go_left = np.where(np.isnan(v), self.default_left[node], v < self.threshold[node])
-            node = np.where(go_left, self.left[node], self.right[node])
+            go_left = v < self.threshold[node]
+            if missing:  # a missing value takes the branch its node learned
+                go_left |= np.isnan(v) & self.default_left[node]
+            node = self.children[2 * node + go_left]
         leaves = self.value[node]
-        # XGBoost adds each tree's leaf to the base score in float32, tree by tree: a sequential float32 sum (cumsum,
-        # not numpy's pairwise sum) gives the same bits.
-        out = [np.cumsum(np.column_stack([np.full(len(x), base, np.float32), leaves[:, self.output == t]]),
-                         axis=1, dtype=np.float32)[:, -1] for t, base in enumerate(self.base_score)]
-        return out[0] if len(out) == 1 else np.stack(out, axis=1)
+        out = []
+        for group, base in zip(self.groups, self.base_scores):
+            # XGBoost adds each tree's leaf to the base score in float32, tree by tree: a sequential float32 sum
+            # (cumsum, not numpy's pairwise sum) gives the same bits. Axes: rows, boosters, targets, trees.
+            terms = np.concatenate([np.broadcast_to(base[None, :, :, None], (len(x), *base.shape, 1)),
+                                    leaves[:, group]], axis=3)
+            sums = np.cumsum(terms, axis=3, dtype=np.float32)[..., -1]
+            out.append([sums[:, i, 0] if base.shape[1] == 1 else sums[:, i] for i in range(len(base))])
+        return out
+
+
+def _flatten(trees: list[dict], parts: dict[str, list[np.ndarray]], roots: list[int]) -> int:
+    """Append the trees' nodes to `parts` (numbered after those already there) and their roots; their depth."""
+    offset, depth = sum(len(p) for p in parts["left"]), 1
+    for tree in trees:
+        if any(tree.get("split_type", [])) or tree.get("categories"):
+            raise ValueError("categorical splits are not supported")
+        left = np.asarray(tree["left_children"], dtype=np.int64)
+        right = np.asarray(tree["right_children"], dtype=np.int64)
+        leaf = left < 0
+        own = np.arange(len(left))
+        parts["left"].append(np.where(leaf, own, left) + offset)
+        parts["right"].append(np.where(leaf, own, right) + offset)
+        parts["default_left"].append(np.asarray(tree["default_left"], dtype=bool))
+        parts["feature"].append(np.where(leaf, 0, np.asarray(tree["split_indices"], dtype=np.int64)))
+        conditions = np.asarray(tree["split_conditions"], dtype=np.float32)
+        parts["threshold"].append(np.where(leaf, np.float32(0), conditions))
+        parts["value"].append(np.where(leaf, conditions, np.float32(0)))  # leaves keep their value there
+        depth = max(depth, _depth(left, right))
+        roots.append(offset)
+        offset += len(left)
+    return depth
 
 
 def _depth(left: np.ndarray, right: np.ndarray) -> int:

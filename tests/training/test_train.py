@@ -1,5 +1,6 @@
 """Training on real EnergAIzer rows (small grid), the hybrid against physics, intervals, MLflow on a real server."""
 
+import json
 import socket
 import subprocess
 import sys
@@ -72,6 +73,40 @@ def test_point_corrections_are_medians():
     assert np.median(np.abs(point)) < 0.02 < np.log(2.0) / 5
 
 
+def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path):
+    """Each model is the mean of `bag` boosters of different seeds; saved and loaded, it predicts the same, on the
+    tree-array path (a few rows) and on XGBoost's (many); a folder saved before bags (one booster a model, no `bag`
+    key) still loads."""
+    rng = np.random.default_rng(4)
+    n = 120
+    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
+                      "power_limit_ratio": np.ones(n)})
+    y = 0.1 * np.sin(X["log_flops"].to_numpy()) + 0.02 * rng.normal(size=n)
+    groups, gpus = np.repeat(list("abcd"), n // 4), ["a100"] * n
+    model = ResidualModel(bag=3).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    assert [m.get_params()["random_state"] for m in model.points["energy"]] == [0, 1, 2]
+    X2 = X.assign(log_flops=X["log_flops"] + 0.01)  # not the training rows
+    singles = [model.points["energy"][i].get_booster().inplace_predict(X2) for i in range(3)]
+    many = model.predict(X2, gpus)
+    np.testing.assert_allclose(many["energy"], np.mean(singles, axis=0), rtol=1e-6)
+    loaded = ResidualModel.load(model.save(tmp_path / "bag"))
+    assert loaded.bag == 3
+    for rows in (slice(0, 2), slice(0, n)):
+        np.testing.assert_array_equal(loaded.predict(X2[rows], gpus[rows])["energy_hi"], many["energy_hi"][rows])
+        np.testing.assert_array_equal(model.predict(X2[rows], gpus[rows])["energy"], many["energy"][rows])
+
+    single = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    old = single.save(tmp_path / "old")
+    for name in ("time", "time_band", "energy", "energy_band"):
+        (old / f"{name}_0.json").rename(old / f"{name}.json")
+    info = json.loads((old / "estimator.json").read_text())
+    del info["bag"]
+    (old / "estimator.json").write_text(json.dumps(info))
+    legacy = ResidualModel.load(old)
+    assert legacy.bag == 1 and len(legacy.points["energy"]) == 1
+    np.testing.assert_array_equal(legacy.predict(X2, gpus)["energy"], single.predict(X2, gpus)["energy"])
+
+
 def test_every_gpu_weighs_the_same_and_a_few_rows_do_not_outweigh_the_rest():
     gpus = ["a100"] * 300 + ["a10"] * 120 + ["h100"] * 5
     w = gpu_weights(gpus)
@@ -91,12 +126,15 @@ def test_hybrid_respects_physics_limits():
 
 
 def test_estimate_many_equals_one_by_one():
-    """Also the two tree walkers: one row goes through numpy tree arrays, six through XGBoost's predictor."""
-    configs = pd.DataFrame({"model": ["gpt2", "llama-3-8b", "gpt2", "qwen2-1.5b", "resnet-101", "bert-large"],
-                            "gpu": ["a100", "h100-sxm", "a10", "a100", "a10", "h200"],
-                            "phase": ["prefill", "decode", "prefill", "training", "inference", "prefill"],
-                            "batch": [8, 16, 1, 2, 32, 4], "seq": [512, 2048, 128, 256, None, 384],
-                            "sm_clock_mhz": [900, None, None, 1200, None, None]})
+    """Also the two tree walkers: one row goes through numpy tree arrays, nine through XGBoost's predictor."""
+    configs = pd.DataFrame({"model": ["gpt2", "llama-3-8b", "gpt2", "qwen2-1.5b", "resnet-101", "bert-large",
+                                      "vit-large", "mistral-7b", "opt-1.3b"],
+                            "gpu": ["a100", "h100-sxm", "a10", "a100", "a10", "h200", "l4", "b200", "a100"],
+                            "phase": ["prefill", "decode", "prefill", "training", "inference", "prefill", "inference",
+                                      "decode", "prefill"],
+                            "batch": [8, 16, 1, 2, 32, 4, 16, 1, 4], "seq": [512, 2048, 128, 256, None, 384, None, 512,
+                                                                            1024],
+                            "sm_clock_mhz": [900, None, None, 1200, None, None, None, None, 1000]})
     assert len(configs) > TREE_ARRAY_MAX_ROWS
     many = joulecast.estimate_many(configs)
     for row, out in zip(configs.itertuples(), many.itertuples()):

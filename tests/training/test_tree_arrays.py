@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from joulecast.training.tree_arrays import TreeArrays
+from joulecast.training.tree_arrays import TreeArrays, bag_margin
 
 
 @pytest.fixture(scope="module")
@@ -34,3 +34,24 @@ def test_tree_arrays_predict_as_xgboost(data, params):
         got = arrays.predict(rows)
         assert got.shape == expected.shape
         np.testing.assert_array_equal(got, expected)  # the same float32 sums, bit for bit
+
+
+def test_bags_walk_as_one_and_average_as_the_xgboost_path(data):
+    """A point bag and a two-quantile band bag, flattened together, give each booster's own float32 margins and each
+    bag `bag_margin` of them, as the XGBoost path computes it; a single booster's margins come back unchanged."""
+    X, y = data
+    fresh = np.random.default_rng(3).normal(size=(20, 6)).astype(np.float32)
+    fresh[::3, 1] = np.nan
+    bags = [[xgb.XGBRegressor(n_estimators=40, max_depth=3, subsample=0.8, colsample_bytree=0.8, random_state=seed,
+                              tree_method="hist", **params).fit(X, y).get_booster() for seed in range(3)]
+            for params in (dict(objective="reg:absoluteerror"),
+                           dict(objective="reg:quantileerror", quantile_alpha=np.array([0.05, 0.95])))]
+    arrays = TreeArrays.from_models(bags)
+    for bag, members, got in zip(bags, arrays.predict_members(fresh), arrays.predict_models(fresh)):
+        margins = [b.inplace_predict(fresh) for b in bag]
+        assert not np.array_equal(margins[0], margins[1])  # the seeds make different boosters
+        for member, expected in zip(members, margins):
+            np.testing.assert_array_equal(member, expected)
+        np.testing.assert_array_equal(got, bag_margin(margins))
+        np.testing.assert_allclose(got, np.mean(np.stack(margins), axis=0), rtol=1e-6)
+        assert got.shape == margins[0].shape and bag_margin(margins[:1]) is margins[0]

@@ -186,7 +186,7 @@ def _train(args: argparse.Namespace) -> int:
     measurements = load_measurements(args.store, args.imports)
     result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
                    exclude_source=args.exclude_source or (), out=args.out, tracking_uri=args.tracking_uri,
-                   register=not args.no_register, log_mlflow=not args.no_mlflow)
+                   register=not args.no_register, log_mlflow=not args.no_mlflow, progress=not args.json)
     summary = dict(rows=len(result.table.rows), dropped=result.table.dropped, params=result.model.params,
                    metrics=headline(result.metrics),
                    run_id=result.run_id, model_version=result.model_version, out=result.out)

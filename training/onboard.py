@@ -121,7 +121,7 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     if log_mlflow and champion is None:
         champion = current_champion(uri)  # before training registers a version
     trained = train(measurements, tracking_uri=uri, register=log_mlflow, promote=False, out=out, grid=grid,
-                    log_mlflow=log_mlflow)
+                    log_mlflow=log_mlflow, progress=progress)
     fit_rows, fit_X = trained.table.rows[trained.fit_mask].reset_index(drop=True), \
         trained.table.X[trained.fit_mask].reset_index(drop=True)
     new = (fit_rows["gpu"] == spec.name).to_numpy()

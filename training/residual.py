@@ -78,11 +78,16 @@ def _regressor(params: Mapping[str, Any], target: str | None = None, **extra: An
 
 
 def _fit_bag(make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any], size: int,
-             X: pd.DataFrame, y: np.ndarray, weight: np.ndarray) -> list[xgb.XGBRegressor]:
+             X: pd.DataFrame, y: np.ndarray, weight: np.ndarray,
+             tick: Callable[[], Any] = lambda: None) -> list[xgb.XGBRegressor]:
     """`size` boosters made by `make` from `params` with seeds seed * size ... seed * size + size - 1 (seed: the
-    params' random_state, default 0), so that bags of different seeds share no booster."""
+    params' random_state, default 0), so that bags of different seeds share no booster; `tick` after each."""
     seed = int(params.get("random_state", 0))
-    return [make({**params, "random_state": seed * size + i}).fit(X, y, sample_weight=weight) for i in range(size)]
+    bag = []
+    for i in range(size):
+        bag.append(make({**params, "random_state": seed * size + i}).fit(X, y, sample_weight=weight))
+        tick()
+    return bag
 
 
 def _predict_bag(bag: Sequence[xgb.XGBRegressor], X: pd.DataFrame) -> np.ndarray:
@@ -141,25 +146,41 @@ class ResidualModel:
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _arrays: TreeArrays | None = field(default=None, repr=False)    # every model's trees, for a few rows
+    _tick: Callable[[], Any] = field(default=lambda: None, repr=False)  # called after each booster fitted
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
-            grid: Sequence[Mapping[str, Any]] = PARAM_GRID) -> "ResidualModel":
+            grid: Sequence[Mapping[str, Any]] = PARAM_GRID, progress: bool = False) -> "ResidualModel":
+        """Choose hyper-parameters, calibrate the intervals and fit the bags; `progress` draws a bar of the
+        boosters fitted (on stderr)."""
+        from tqdm.auto import tqdm
+
+        folds = group_folds(groups)
+        # boosters: grid selection, then per target out-of-fold points and bands and the final point and band
+        total = self.bag * (len(grid) * len(folds) + len(TARGETS) * (2 * len(folds) + 2))
+        with tqdm(total=total, unit="booster", desc="training", disable=not progress, dynamic_ncols=True) as bar:
+            self._tick = bar.update
+            try:
+                return self._fit(X, y, groups, gpus, grid, folds)
+            finally:
+                self._tick = lambda: None
+
+    def _fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
+             grid: Sequence[Mapping[str, Any]], folds: list[tuple[np.ndarray, np.ndarray]]) -> "ResidualModel":
         self._arrays = None
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
-        folds = group_folds(groups)
         weight = gpu_weights(gpus)
         scores = []
         for params in grid:  # choose on energy, the quantity people ask for
-            oof = self._oof_point(X, y["energy"], folds, params, "energy", weight, self.bag)
+            oof = self._oof_point(X, y["energy"], folds, params, "energy", weight)
             scores.append(float(np.average(np.abs(np.exp(y["energy"] - oof) - 1), weights=weight)))
         self.params = dict(grid[int(np.argmin(scores))])
         self.cv = {"grid_energy_mape": [round(s * 100, 3) for s in scores], "folds": len(folds)}
         gpu_of_row = np.asarray(gpus, dtype=str)
         for target in TARGETS:
             yt = np.asarray(y[target])
-            self.oof[target] = self._oof_point(X, yt, folds, self.params, target, weight, self.bag)
+            self.oof[target] = self._oof_point(X, yt, folds, self.params, target, weight)
             lo, hi = self._oof_band(X, yt, folds, target, weight)
             score = np.maximum(lo - yt, yt - hi)
             self.conformal[target] = self._margin(score)
@@ -169,8 +190,10 @@ class ResidualModel:
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
             self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
                 self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0)
-            self.points[target] = _fit_bag(lambda p: _regressor(p, target), self.params, self.bag, X, yt, weight)
-            self.bands[target] = _fit_bag(lambda p: self._band_model(target, p), self.params, self.bag, X, yt, weight)
+            self.points[target] = _fit_bag(lambda p: _regressor(p, target), self.params, self.bag, X, yt, weight,
+                                           self._tick)
+            self.bands[target] = _fit_bag(lambda p: self._band_model(target, p), self.params, self.bag, X, yt, weight,
+                                          self._tick)
         self.gpus = sorted(set(map(str, gpus)))
         return self
 
@@ -188,12 +211,12 @@ class ResidualModel:
         return _regressor(params, target, objective="reg:quantileerror",
                           quantile_alpha=np.array(_quantiles(self.level)))
 
-    @staticmethod
-    def _oof_point(X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
-                   params: Mapping[str, Any], target: str, weight: np.ndarray, bag: int) -> np.ndarray:
+    def _oof_point(self, X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
+                   params: Mapping[str, Any], target: str, weight: np.ndarray) -> np.ndarray:
         out = np.empty(len(y))
         for train, test in folds:
-            models = _fit_bag(lambda p: _regressor(p, target), params, bag, X.iloc[train], y[train], weight[train])
+            models = _fit_bag(lambda p: _regressor(p, target), params, self.bag, X.iloc[train], y[train],
+                              weight[train], self._tick)
             out[test] = _predict_bag(models, X.iloc[test])
         return out
 
@@ -202,7 +225,7 @@ class ResidualModel:
         lo, hi = np.empty(len(y)), np.empty(len(y))
         for train, test in folds:
             models = _fit_bag(lambda p: self._band_model(target, p), self.params, self.bag, X.iloc[train], y[train],
-                              weight[train])
+                              weight[train], self._tick)
             pred = _predict_bag(models, X.iloc[test])
             lo[test], hi[test] = pred[:, 0], pred[:, 1]
         return lo, hi

@@ -88,10 +88,12 @@ def _split(table: TrainingTable, exclude_gpu: Sequence[str], exclude_model: Sequ
 def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclude_model: Sequence[str] = (),
           exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
           experiment: str = "joulecast", register: bool = True, level: float = 0.9,
-          grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, promote: bool = True) -> TrainResult:
+          grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, promote: bool = True,
+          progress: bool = False) -> TrainResult:
     """Fit the residual on the measurements not excluded; score physics, plain XGBoost and the hybrid by grouped CV.
 
-    `register` logs a model version under MODEL_NAME; `promote` also points the `champion` alias at it.
+    `register` logs a model version under MODEL_NAME; `promote` also points the `champion` alias at it; `progress`
+    draws a bar of the boosters fitted.
     """
     table = training_table(measurements)
     if len(table.rows) < 20:
@@ -100,7 +102,7 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     fit_rows, X = table.rows[~held].reset_index(drop=True), table.X[~held].reset_index(drop=True)
     y = {"time": table.y_time[~held], "energy": table.y_energy[~held]}
     groups = fit_rows["model_family"].astype(str).to_numpy()
-    model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid)
+    model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid, progress=progress)
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))

@@ -107,6 +107,19 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     np.testing.assert_array_equal(legacy.predict(X2, gpus)["energy"], single.predict(X2, gpus)["energy"])
 
 
+def test_training_progress_counts_every_booster(capsys):
+    """The bar's total is the number of boosters fitted: bags of 2 x (one grid setting x 4 folds, then per target 4
+    out-of-fold points, 4 out-of-fold bands, the final point and band) = 48."""
+    rng = np.random.default_rng(5)
+    n = 80
+    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
+                      "power_limit_ratio": np.ones(n)})
+    y = 0.02 * rng.normal(size=n)
+    ResidualModel(bag=2).fit(X, {"time": y, "energy": y}, np.repeat(list("abcd"), n // 4), ["a100"] * n,
+                             grid=SMALL_GRID, progress=True)
+    assert "48/48" in capsys.readouterr().err
+
+
 def test_every_gpu_weighs_the_same_and_a_few_rows_do_not_outweigh_the_rest():
     gpus = ["a100"] * 300 + ["a10"] * 120 + ["h100"] * 5
     w = gpu_weights(gpus)

@@ -90,7 +90,7 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     many = model.predict(X2, gpus)
     np.testing.assert_allclose(many["energy"], np.mean(singles, axis=0), rtol=1e-6)
     loaded = ResidualModel.load(model.save(tmp_path / "bag"))
-    assert loaded.bag == 3
+    assert loaded.bag == 3 and loaded.band_floor == model.band_floor
     for rows in (slice(0, 2), slice(0, n)):
         np.testing.assert_array_equal(loaded.predict(X2[rows], gpus[rows])["energy_hi"], many["energy_hi"][rows])
         np.testing.assert_array_equal(model.predict(X2[rows], gpus[rows])["energy"], many["energy"][rows])
@@ -100,11 +100,36 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     for name in ("time", "time_band", "energy", "energy_band"):
         (old / f"{name}_0.json").rename(old / f"{name}.json")
     info = json.loads((old / "estimator.json").read_text())
-    del info["bag"]
+    del info["bag"], info["band_floor"]
     (old / "estimator.json").write_text(json.dumps(info))
     legacy = ResidualModel.load(old)
-    assert legacy.bag == 1 and len(legacy.points["energy"]) == 1
+    assert legacy.bag == 1 and len(legacy.points["energy"]) == 1 and legacy.band_floor == {}  # no floor: the band
     np.testing.assert_array_equal(legacy.predict(X2, gpus)["energy"], single.predict(X2, gpus)["energy"])
+
+
+def test_a_narrow_band_reaches_at_least_the_median_and_the_out_of_fold_intervals_cover():
+    """Noise ten times larger on half of the rows: the quantile band is narrow on the quiet half, where it is
+    floored at the median out-of-fold reach in each direction; the conformal margin comes on top, and the out-of-fold
+    intervals it was calibrated on cover at least the nominal 90 %."""
+    rng = np.random.default_rng(6)
+    n = 200
+    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
+                      "power_limit_ratio": np.ones(n)})
+    y = np.where(X["log_flops"] > 25, 0.1, 0.01) * rng.normal(size=n)
+    gpus = ["a100"] * n
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, np.repeat(list("abcd"), n // 4), gpus,
+                                     grid=SMALL_GRID)
+    below_floor, above_floor = model.band_floor["energy"]
+    assert 0 < below_floor < 0.1 and 0 < above_floor < 0.1
+    out = model.predict(X, gpus)
+    margin = model.conformal_by_gpu["energy"]["a100"]
+    below, above = out["energy"] - out["energy_lo"], out["energy_hi"] - out["energy"]
+    assert (below >= below_floor + margin - 1e-6).all() and (above >= above_floor + margin - 1e-6).all()
+    quiet = (X["log_flops"] < 25).to_numpy()
+    assert np.isclose(below[quiet], below_floor + margin, atol=1e-6).mean() > 0.5  # the floor is what sets them
+    assert below[~quiet].mean() > below[quiet].mean()  # the noisy half still gets the wider band
+    oof_covered = (model.oof["energy_lo"] <= y) & (y <= model.oof["energy_hi"])
+    assert oof_covered.mean() >= 0.9
 
 
 def test_training_progress_counts_every_booster(capsys):

@@ -14,7 +14,8 @@ import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
-from joulecast.training.residual import GPU_WEIGHT_MIN_ROWS, TREE_ARRAY_MAX_ROWS, ResidualModel, gpu_weights
+from joulecast.training.residual import (GPU_WEIGHT_MIN_ROWS, OUT_OF_DOMAIN_WIDEN, TREE_ARRAY_MAX_ROWS, ResidualModel,
+                                         gpu_weights, weighted_quantile)
 from joulecast.training.train import train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
@@ -47,6 +48,7 @@ def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
     assert set(model.conformal_by_gpu["energy"]) == {"a10", "a100-pcie-40gb"} == set(model.conformal_by_gpu["time"])
     margins = model._margins("energy", ["a10", "h100-sxm"])  # a GPU with too few rows takes the pooled margin
     assert list(margins) == [model.conformal_by_gpu["energy"]["a10"], model.conformal["energy"]]
+    assert set(model.conformal_new_gpu) == {"time", "energy"}  # measured by leaving the A10, then the A100, out
     est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a100", sm_clock_mhz=900,
                              estimator=str(tmp_path / "est"))
     assert est.method == "hybrid" and est.energy_interval_j[0] <= est.energy_j <= est.energy_interval_j[1]
@@ -100,7 +102,7 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     for name in ("time", "time_band", "energy", "energy_band"):
         (old / f"{name}_0.json").rename(old / f"{name}.json")
     info = json.loads((old / "estimator.json").read_text())
-    del info["bag"], info["band_floor"]
+    del info["bag"], info["band_floor"], info["conformal_new_gpu"]
     (old / "estimator.json").write_text(json.dumps(info))
     legacy = ResidualModel.load(old)
     assert legacy.bag == 1 and len(legacy.points["energy"]) == 1 and legacy.band_floor == {}  # no floor: the band
@@ -130,6 +132,39 @@ def test_a_narrow_band_reaches_at_least_the_median_and_the_out_of_fold_intervals
     assert below[~quiet].mean() > below[quiet].mean()  # the noisy half still gets the wider band
     oof_covered = (model.oof["energy_lo"] <= y) & (y <= model.oof["energy_hi"])
     assert oof_covered.mean() >= 0.9
+
+
+def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike():
+    """Three GPUs told apart by a spec column; the third's corrections sit 0.3 above the others'. Trained on, it is
+    learnt; left out, nothing says so and it is predicted about 0.3 low. As it weighs a third of the new-GPU scores
+    (its 30 rows against 120 each), the 90 % margin for a GPU never trained on is about that far, which reaches further
+    than the widened interval; a GPU trained on keeps its own, smaller margin."""
+    rng = np.random.default_rng(7)
+    counts = {"a": 120, "b": 120, "c": 30}
+    gpus = np.repeat(list(counts), list(counts.values()))
+    n = len(gpus)
+    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
+                      "power_limit_ratio": np.ones(n), "gpu_bandwidth_gbs": np.select([gpus == "a", gpus == "b"],
+                                                                                      [600.0, 900.0], 1500.0)})
+    y = np.where(gpus == "c", 0.3, 0.0) + 0.01 * rng.normal(size=n)
+    groups = np.tile(list("abcde"), n // 5)
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    new = model.conformal_new_gpu["energy"]
+    assert 0.2 < new < 0.35 and new > model.conformal_by_gpu["energy"]["a"]
+    rows = X.iloc[:3]
+    seen, unseen = model.predict(rows, ["a"] * 3), model.predict(rows, ["h100"] * 3)
+    # the measured margin reaches further than twice the interval of a GPU trained on, so it sets the interval
+    assert ((unseen["energy_hi"] - unseen["energy"]) > 2 * (seen["energy_hi"] - seen["energy"])).all()
+    np.testing.assert_allclose((unseen["energy_hi"] - unseen["energy"]) - (seen["energy_hi"] - seen["energy"]),
+                               new - model.conformal_by_gpu["energy"]["a"], atol=1e-6)
+    assert not unseen["in_domain"].any()  # still flagged spec-only: the margin is what changes
+    one_gpu = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, ["a"] * n, grid=SMALL_GRID)
+    assert one_gpu.conformal_new_gpu == {}  # nothing to leave out: a new GPU is only widened
+    alone, other = one_gpu.predict(rows, ["a"] * 3), one_gpu.predict(rows, ["h100"] * 3)
+    np.testing.assert_allclose(other["energy_hi"] - other["energy"],
+                               (alone["energy_hi"] - alone["energy"]) * OUT_OF_DOMAIN_WIDEN, rtol=1e-6)
+    assert weighted_quantile(np.array([4.0, 1.0, 3.0, 2.0]), np.ones(4), 0.5) == 2.0
+    assert weighted_quantile(np.array([4.0, 1.0, 3.0, 2.0]), np.array([1.0, 0.0, 0.0, 0.0]), 0.5) == 4.0
 
 
 def test_training_progress_counts_every_booster(capsys):

@@ -112,6 +112,11 @@ def _half_widths(point: np.ndarray, lo: np.ndarray, hi: np.ndarray,
     return np.maximum(point - lo, max(floor[0], 0.0)), np.maximum(hi - point, max(floor[1], 0.0))
 
 
+def _conformity(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """CQR's score: how far y lies outside the band reaching `below` and `above` the point (negative inside)."""
+    return np.maximum(point - below - y, y - point - above)
+
+
 def _interval(point: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray,
               widen: np.ndarray | float, floor: Sequence[float] = (0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
     """CQR: the (floored) quantile band around the point, widened by the conformal margin `q` (and by `widen` out
@@ -188,6 +193,8 @@ class ResidualModel:
     def _fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
              grid: Sequence[Mapping[str, Any]], folds: list[tuple[np.ndarray, np.ndarray]]) -> "ResidualModel":
         self._arrays = None
+        self.gpus = sorted(set(map(str, gpus)))
+        self.conformal_new_gpu = {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
@@ -207,7 +214,7 @@ class ResidualModel:
             self.band_floor[target] = [float(np.quantile(below, BAND_FLOOR_QUANTILE)),
                                        float(np.quantile(above, BAND_FLOOR_QUANTILE))]
             below, above = _half_widths(self.oof[target], lo, hi, self.band_floor[target])
-            score = np.maximum(self.oof[target] - below - yt, yt - self.oof[target] - above)
+            score = _conformity(self.oof[target], below, above, yt)
             self.conformal[target] = self._margin(score)
             self.conformal_by_gpu[target] = {
                 g: self._margin(score[gpu_of_row == g]) for g in np.unique(gpu_of_row)
@@ -217,10 +224,8 @@ class ResidualModel:
                 self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0, self.band_floor[target])
             self.points[target] = self._fit_bag(lambda p: _regressor(p, target), self.params, X, yt, weight)
             self.bands[target] = self._fit_bag(lambda p: self._band_model(target, p), self.params, X, yt, weight)
-            self.conformal_new_gpu.pop(target, None)
-            if len(np.unique(gpu_of_row)) > 1:
+            if len(self.gpus) > 1:
                 self.conformal_new_gpu[target] = self._new_gpu_margin(X, yt, gpu_of_row, target, weight)
-        self.gpus = sorted(set(map(str, gpus)))
         return self
 
     def _margin(self, score: np.ndarray) -> float:
@@ -240,8 +245,7 @@ class ResidualModel:
             band = _predict_bag(self.bands[target], X[out])
             below, above = _half_widths(_predict_bag(self.points[target], X[out]), band[:, 0], band[:, 1],
                                         self.band_floor[target])
-            point = _predict_bag(bag, X[out])
-            scores.append(np.maximum(point - below - y[out], y[out] - point - above))
+            scores.append(_conformity(_predict_bag(bag, X[out]), below, above, y[out]))
             weights.append(np.full(out.sum(), 1.0 / out.sum()))
         return weighted_quantile(np.concatenate(scores), np.concatenate(weights), self.level)
 
@@ -285,10 +289,8 @@ class ResidualModel:
 
     def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
         """Per row: a GPU trained on, and every domain feature within its training range (5 % margin)."""
-        return self._in_domain(X.to_numpy(dtype=np.float32), list(X.columns), gpus)
-
-    def _in_domain(self, values: np.ndarray, columns: list[str], gpus: Sequence[str]) -> np.ndarray:
-        return np.isin(np.asarray(gpus, dtype=str), self.gpus) & self._features_in_domain(values, columns)
+        values = X.to_numpy(dtype=np.float32)
+        return np.isin(np.asarray(gpus, dtype=str), self.gpus) & self._features_in_domain(values, list(X.columns))
 
     def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
         ok = np.ones(len(values), dtype=bool)

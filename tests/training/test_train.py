@@ -21,6 +21,12 @@ from joulecast.training.train import train
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
 
 
+def _synthetic_features(rng: np.random.Generator, n: int) -> pd.DataFrame:
+    """n rows of the features the synthetic residual tests need: FLOPs, clock and power limit (at the maximum)."""
+    return pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
+                         "power_limit_ratio": np.ones(n)})
+
+
 @pytest.fixture(scope="module")
 def measurements(energaizer):
     return import_source("energaizer", energaizer)
@@ -66,8 +72,7 @@ def test_point_corrections_are_medians():
     correction at the median, 0, where a squared error would move it to about log(2) / 5."""
     rng = np.random.default_rng(0)
     n = 200
-    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
-                      "power_limit_ratio": np.ones(n)})
+    X = _synthetic_features(rng, n)
     y = np.where(rng.random(n) < 0.2, np.log(2.0), 0.0)
     model = ResidualModel().fit(X, {"time": y, "energy": y}, np.repeat(list("abcd"), n // 4), ["a100"] * n,
                                 grid=SMALL_GRID)
@@ -81,8 +86,7 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     key) still loads."""
     rng = np.random.default_rng(4)
     n = 120
-    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
-                      "power_limit_ratio": np.ones(n)})
+    X = _synthetic_features(rng, n)
     y = 0.1 * np.sin(X["log_flops"].to_numpy()) + 0.02 * rng.normal(size=n)
     groups, gpus = np.repeat(list("abcd"), n // 4), ["a100"] * n
     model = ResidualModel(bag=3).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
@@ -115,8 +119,7 @@ def test_a_narrow_band_reaches_at_least_the_median_and_the_out_of_fold_intervals
     intervals it was calibrated on cover at least the nominal 90 %."""
     rng = np.random.default_rng(6)
     n = 200
-    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
-                      "power_limit_ratio": np.ones(n)})
+    X = _synthetic_features(rng, n)
     y = np.where(X["log_flops"] > 25, 0.1, 0.01) * rng.normal(size=n)
     gpus = ["a100"] * n
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, np.repeat(list("abcd"), n // 4), gpus,
@@ -143,9 +146,8 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     counts = {"a": 120, "b": 120, "c": 30}
     gpus = np.repeat(list(counts), list(counts.values()))
     n = len(gpus)
-    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
-                      "power_limit_ratio": np.ones(n), "gpu_bandwidth_gbs": np.select([gpus == "a", gpus == "b"],
-                                                                                      [600.0, 900.0], 1500.0)})
+    X = _synthetic_features(rng, n).assign(
+        gpu_bandwidth_gbs=np.select([gpus == "a", gpus == "b"], [600.0, 900.0], 1500.0))
     y = np.where(gpus == "c", 0.3, 0.0) + 0.01 * rng.normal(size=n)
     groups = np.tile(list("abcde"), n // 5)
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
@@ -172,8 +174,7 @@ def test_training_progress_counts_every_booster(capsys):
     out-of-fold points, 4 out-of-fold bands, the final point and band) = 48."""
     rng = np.random.default_rng(5)
     n = 80
-    X = pd.DataFrame({"log_flops": rng.uniform(20, 30, n), "clock_ratio": rng.uniform(0.4, 1.0, n),
-                      "power_limit_ratio": np.ones(n)})
+    X = _synthetic_features(rng, n)
     y = 0.02 * rng.normal(size=n)
     ResidualModel(bag=2).fit(X, {"time": y, "energy": y}, np.repeat(list("abcd"), n // 4), ["a100"] * n,
                              grid=SMALL_GRID, progress=True)

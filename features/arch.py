@@ -1,8 +1,8 @@
 """Per-architecture traits the datasheet rows do not carry: tile shapes, residency, L2 bandwidth, DVFS shape.
 
 Each value is either a documented figure (with its source) or a named assumption that the learned residual
-(`joulecast.training`) corrects. Nothing is fitted by a solver; four assumptions (`OVERLAP_NORM`,
-`DRAM_SATURATING_CLOCK_RATIO` here, `traffic.INSTRUCTIONS_PER_ELEMENT` and
+(`joulecast.training`) corrects. Nothing is fitted by a solver; five assumptions (`OVERLAP_NORM`,
+`DRAM_SATURATING_CLOCK_RATIO`, `MISALIGNED_GEMM_RATE` here, `traffic.INSTRUCTIONS_PER_ELEMENT` and
 `traffic.TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT`) were chosen by looking at EnergAIzer measurements, and their
 comments say which.
 """
@@ -46,6 +46,14 @@ GEMM_EFFICIENCY = 0.93
 # about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs
 # at 24/28 of the rate of a long K.
 GEMM_TILE_OVERHEAD_K_STEPS = 4
+# Tensor-core GEMMs load their operands 16 bytes at a time (Ampere's cp.async, Hopper's TMA), which needs each
+# leading dimension to be a multiple of 16 bytes (8 bf16 elements); cuBLAS otherwise picks kernels with narrow
+# loads ("Tensor Core Requirements", NVIDIA Matrix Multiplication Background User's Guide). Those run at a third
+# of the aligned rate (assumption, chosen on EnergAIzer's ViT-L bf16 rows, whose eager attention multiplies
+# 197-wide score rows: at 1/3, their measured/physics time sits among the other transformers' on both the A10 and
+# the A100, from 0.08 above the highest to 0.02 below; text models' shapes are all aligned).
+GEMM_ALIGN_BYTES = 16
+MISALIGNED_GEMM_RATE = 1 / 3
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
 L2_EFFICIENCY = 0.80
 ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4)

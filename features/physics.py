@@ -81,6 +81,11 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
                              cuda_peak)
     k_iters = t["k_iters"].astype(float)  # a tile's pipeline prologue and epilogue cost a few K-steps of its own
     gemm_efficiency = arch.GEMM_EFFICIENCY * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)
+    # Leading dimensions: K, and a batched product's output width (attention scores, values). A linear layer's
+    # other side is either its width (aligned in every model) or the token count, which no operand strides by.
+    align = arch.GEMM_ALIGN_BYTES // b_in.astype(np.int64)
+    misaligned = (kind == "gemm") & on_tensor & ((k["k"] % align != 0) | ((k["op"] == "bmm") & (k["n"] % align != 0)))
+    gemm_efficiency = np.where(misaligned, gemm_efficiency * arch.MISALIGNED_GEMM_RATE, gemm_efficiency)
     efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor,
                 peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,

@@ -76,6 +76,27 @@ def test_short_k_gemms_pay_for_each_tile_pipeline_fill():
     assert t[768] / t[8192] == pytest.approx((28 / 24) / (260 / 256))
 
 
+def test_tensor_core_gemms_with_misaligned_leading_dimensions_run_at_a_third():
+    """ViT's eager attention (197 tokens): 197-wide bf16 score rows are not 16-byte multiples, 200-wide ones are.
+    A batched product's K and output width count; a linear layer's token count (ViT-L at batch 1) does not."""
+    def compute_s(op, batch, m, n, k, gpu="a100", **dtypes):
+        return _one(dict(kind="gemm", tensor_core=True, op=op, batch=batch, m=m, n=n, k=k, **dtypes), gpu,
+                    sm_clock_mhz=900).t_compute_s
+
+    # 197 and 200 take the same tiles (two 128 wide) and K-steps (seven of 32): only the alignment differs.
+    assert compute_s("bmm", 512, 197, 197, 64) == pytest.approx(3 * compute_s("bmm", 512, 197, 200, 64))
+    assert compute_s("bmm", 512, 197, 64, 197) == pytest.approx(3 * compute_s("bmm", 512, 197, 64, 200))
+    # fp8 (on an H100's tensor cores) needs 16 elements: 200 is misaligned there, 208 is not
+    fp8 = dict(dtype="fp8", acc_dtype="bf16", gpu="h100")
+    assert compute_s("bmm", 512, 256, 200, 64, **fp8) == pytest.approx(3 * compute_s("bmm", 512, 256, 208, 64, **fp8))
+    # nn.Linear: M = out features, N = tokens; 197 tokens are no leading dimension
+    assert compute_s("linear", 1, 1024, 197, 1024) == pytest.approx(compute_s("linear", 1, 1024, 200, 1024))
+    # CUDA-core (fp32) GEMMs load element by element anyway
+    sgemm = dict(kind="gemm", op="bmm", batch=512, m=197, k=64, dtype="fp32", acc_dtype="fp32", tensor_core=False)
+    t = [_one(dict(sgemm, n=n), sm_clock_mhz=900).t_compute_s for n in (197, 200)]
+    assert t[0] == pytest.approx(t[1])
+
+
 def test_dram_bandwidth_falls_below_the_saturating_clock():
     """Full bandwidth down to 0.6 of the maximum clock (846 MHz on the A100), then in proportion to the clock."""
     relu = dict(kind="elementwise", op="relu", cols=2**28)

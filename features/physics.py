@@ -81,10 +81,14 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
                              cuda_peak)
     k_iters = t["k_iters"].astype(float)  # a tile's pipeline prologue and epilogue cost a few K-steps of its own
     gemm_efficiency = arch.GEMM_EFFICIENCY * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)
-    # Leading dimensions: K, and a batched product's output width (attention scores, values). A linear layer's
-    # other side is either its width (aligned in every model) or the token count, which no operand strides by.
+    # Leading dimensions: a linear layer's K (its other side is either its width, aligned in every model, or the
+    # token count, which no operand strides by); a batched product's K or output width N, where the M x K or M x N
+    # matrix they stride is no smaller than the aligned operand beside it (eager attention's scores and
+    # probabilities over 197 tokens, not a decode step's single query row against the cached keys and values).
     align = arch.GEMM_ALIGN_BYTES // b_in.astype(np.int64)
-    misaligned = (kind == "gemm") & on_tensor & ((k["k"] % align != 0) | ((k["op"] == "bmm") & (k["n"] % align != 0)))
+    deep, wide = k["k"] % align != 0, k["n"] % align != 0
+    batched = (k["op"] == "bmm") & (((deep & (k["m"] >= k["n"])) | (wide & (k["m"] >= k["k"]))))
+    misaligned = (kind == "gemm") & on_tensor & np.where(k["op"] == "bmm", batched, deep)
     gemm_efficiency = np.where(misaligned, gemm_efficiency * arch.MISALIGNED_GEMM_RATE, gemm_efficiency)
     efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor,

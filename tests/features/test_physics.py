@@ -91,6 +91,9 @@ def test_tensor_core_gemms_with_misaligned_leading_dimensions_run_at_a_third():
     assert compute_s("bmm", 512, 256, 200, 64, **fp8) == pytest.approx(3 * compute_s("bmm", 512, 256, 208, 64, **fp8))
     # nn.Linear: M = out features, N = tokens; 197 tokens are no leading dimension
     assert compute_s("linear", 1, 1024, 197, 1024) == pytest.approx(compute_s("linear", 1, 1024, 200, 1024))
+    # a decode step: one query row's 2047 scores are small beside the 2047 x 128 cached keys, which stay aligned
+    assert compute_s("bmm", 512, 1, 2047, 128) == pytest.approx(compute_s("bmm", 512, 1, 2048, 128))
+    assert compute_s("bmm", 512, 1, 128, 2047) == pytest.approx(compute_s("bmm", 512, 1, 128, 2048))
     # CUDA-core (fp32) GEMMs load element by element anyway
     sgemm = dict(kind="gemm", op="bmm", batch=512, m=197, k=64, dtype="fp32", acc_dtype="fp32", tensor_core=False)
     t = [_one(dict(sgemm, n=n), sm_clock_mhz=900).t_compute_s for n in (197, 200)]

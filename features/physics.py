@@ -91,7 +91,7 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
     misaligned = (kind == "gemm") & on_tensor & np.where(k["op"] == "bmm", batched, deep)
     gemm_efficiency = np.where(misaligned, gemm_efficiency * arch.MISALIGNED_GEMM_RATE, gemm_efficiency)
     efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
-    return dict(k, **t, **moved, on_tensor=on_tensor,
+    return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned,
                 peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,
                 peak_clock_ref=np.where(on_tensor, gpu.tensor_peak_clock_mhz, gpu.boost_clock_mhz),
                 cuda_flops_ref=cuda_peak * 1e12, efficiency=efficiency, b_in=b_in)
@@ -206,7 +206,7 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
                            gpu_busy_s=busy, host_s=host, idle_gap_energy_j=gap_energy)
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels.columns},
-        "tensor_core": f["tensor_core"],
+        "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],
         **{c: f[c] for c in ("tile_m", "tile_n", "tile_k", "tiles", "k_iters", "split_k", "ctas_per_sm", "waves",
                              "last_wave_occupancy", "flops", "exec_flops", "dram_bytes", "l2_bytes", "smem_bytes")},
         "intensity_flop_per_byte": f["flops"] / np.maximum(f["dram_bytes"], 1.0),

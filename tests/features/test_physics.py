@@ -83,7 +83,10 @@ def test_tensor_core_gemms_with_misaligned_leading_dimensions_run_at_a_third():
         return _one(dict(kind="gemm", tensor_core=True, op=op, batch=batch, m=m, n=n, k=k, **dtypes), gpu,
                     sm_clock_mhz=900).t_compute_s
 
-    # 197 and 200 take the same tiles (two 128 wide) and K-steps (seven of 32): only the alignment differs.
+    # 197 and 200 take the same tiles (two 128 wide) and K-steps (seven of 32): only the alignment differs, and the
+    # per-kernel table says which is which
+    assert [_one(dict(kind="gemm", tensor_core=True, op="bmm", batch=512, m=197, n=n, k=64)).misaligned
+            for n in (197, 200)] == [True, False]
     assert compute_s("bmm", 512, 197, 197, 64) == pytest.approx(3 * compute_s("bmm", 512, 197, 200, 64))
     assert compute_s("bmm", 512, 197, 64, 197) == pytest.approx(3 * compute_s("bmm", 512, 197, 64, 200))
     # fp8 (on an H100's tensor cores) needs 16 elements: 200 is misaligned there, 208 is not

@@ -50,8 +50,9 @@ GEMM_TILE_OVERHEAD_K_STEPS = 4
 # leading dimension to be a multiple of 16 bytes (8 bf16 elements); cuBLAS otherwise picks kernels with narrow
 # loads ("Tensor Core Requirements", NVIDIA Matrix Multiplication Background User's Guide). Those run at a third
 # of the aligned rate (assumption, chosen on EnergAIzer's ViT-L bf16 rows, whose eager attention multiplies
-# 197-wide score rows: at 1/3, their measured/physics time sits among the other transformers' on both the A10 and
-# the A100, from 0.08 above the highest to 0.02 below; text models' shapes are all aligned).
+# 197-wide score rows: at 1/3, the log of their measured/physics time at batch 16-64 moves from 0.285 to 0.200 on
+# the A100, among 0.12-0.23 for the text models at 2048 tokens or more, and from 0.091 to -0.013 on the A10, among
+# 0.01-0.05; the text models' shapes are all aligned).
 GEMM_ALIGN_BYTES = 16
 MISALIGNED_GEMM_RATE = 1 / 3
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth

@@ -87,7 +87,7 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
     # probabilities over 197 tokens, not a decode step's single query row against the cached keys and values).
     align = arch.GEMM_ALIGN_BYTES // b_in.astype(np.int64)
     deep, wide = k["k"] % align != 0, k["n"] % align != 0
-    batched = (k["op"] == "bmm") & (((deep & (k["m"] >= k["n"])) | (wide & (k["m"] >= k["k"]))))
+    batched = (deep & (k["m"] >= k["n"])) | (wide & (k["m"] >= k["k"]))
     misaligned = (kind == "gemm") & on_tensor & np.where(k["op"] == "bmm", batched, deep)
     gemm_efficiency = np.where(misaligned, gemm_efficiency * arch.MISALIGNED_GEMM_RATE, gemm_efficiency)
     efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))

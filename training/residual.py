@@ -53,7 +53,10 @@ OUT_OF_DOMAIN_WIDEN = 2.0
 # against 8.9.
 TREE_ARRAY_MAX_ROWS = 8
 # Conformal margins are taken per GPU where a GPU has this many rows (Mondrian CQR: a GPU whose residuals are
-# smaller gets a narrower band, one whose are larger a wider one); other GPUs share the pooled margin.
+# smaller gets a narrower band, one whose are larger a wider one). A GPU trained on with fewer rows has been seen
+# little: it gets the margin measured for a GPU not trained on (`ResidualModel.conformal_new_gpu`), as a handful of
+# rows leaves its errors large (experiments/onboarding.py, seed 0: with 1-14 rows of the H100, B200 or A100-SXM4
+# added, their energy MAPE is 8.6-60 %, against 23-57 % with none).
 MIN_ROWS_PER_GPU_MARGIN = 30
 # GPUs weigh alike in the fits (rows weighted by 1 / their GPU's row count), so that the GPU measured most (the A100:
 # 339 EnergAIzer rows against the A10's 95) does not set the corrections of the others. A GPU with fewer than
@@ -219,13 +222,13 @@ class ResidualModel:
             self.conformal_by_gpu[target] = {
                 g: self._margin(score[gpu_of_row == g]) for g in np.unique(gpu_of_row)
                 if (gpu_of_row == g).sum() >= MIN_ROWS_PER_GPU_MARGIN}
-            # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
-            self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
-                self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0, self.band_floor[target])
             self.points[target] = self._fit_bag(lambda p: _regressor(p, target), self.params, X, yt, weight)
             self.bands[target] = self._fit_bag(lambda p: self._band_model(target, p), self.params, X, yt, weight)
             if len(self.gpus) > 1:
                 self.conformal_new_gpu[target] = self._new_gpu_margin(X, yt, gpu_of_row, target, weight)
+            # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
+            self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
+                self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0, self.band_floor[target])
         return self
 
     def _margin(self, score: np.ndarray) -> float:
@@ -250,9 +253,11 @@ class ResidualModel:
         return weighted_quantile(np.concatenate(scores), np.concatenate(weights), self.level)
 
     def _margins(self, target: str, gpus: Sequence[str]) -> np.ndarray:
-        """Per row: its GPU's margin where it has one, else the pooled margin."""
-        own = self.conformal_by_gpu.get(target, {})
-        return np.array([own.get(str(g), self.conformal[target]) for g in gpus])
+        """Per row: its GPU's margin where it has one; a GPU trained on with too few rows for one, the new-GPU
+        margin where there is one (see MIN_ROWS_PER_GPU_MARGIN); else the pooled margin."""
+        own, pooled = self.conformal_by_gpu.get(target, {}), self.conformal[target]
+        little = max(pooled, self.conformal_new_gpu.get(target, pooled))
+        return np.array([own.get(str(g), little if str(g) in self.gpus else pooled) for g in gpus])
 
     def _fit_bag(self, make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any],
                  X: pd.DataFrame, y: np.ndarray, weight: np.ndarray) -> list[xgb.XGBRegressor]:

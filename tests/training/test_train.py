@@ -141,13 +141,14 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     """Three GPUs told apart by a spec column; the third's corrections sit 0.3 above the others'. Trained on, it is
     learnt; left out, nothing says so and it is predicted about 0.3 low. As it weighs a third of the new-GPU scores
     (its 30 rows against 120 each), the 90 % margin for a GPU never trained on is about that far, which reaches further
-    than the widened interval; a GPU trained on keeps its own, smaller margin."""
+    than the widened interval; a GPU trained on keeps its own, smaller margin, unless it has too few rows for one (the
+    fourth, 10 rows like the first's): seen so little, it gets the new-GPU margin."""
     rng = np.random.default_rng(7)
-    counts = {"a": 120, "b": 120, "c": 30}
+    counts = {"a": 120, "b": 120, "c": 30, "d": 10}
     gpus = np.repeat(list(counts), list(counts.values()))
     n = len(gpus)
     X = _synthetic_features(rng, n).assign(
-        gpu_bandwidth_gbs=np.select([gpus == "a", gpus == "b"], [600.0, 900.0], 1500.0))
+        gpu_bandwidth_gbs=np.select([gpus == "a", gpus == "b", gpus == "c"], [600.0, 900.0, 1500.0], 650.0))
     y = np.where(gpus == "c", 0.3, 0.0) + 0.01 * rng.normal(size=n)
     groups = np.tile(list("abcde"), n // 5)
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
@@ -160,6 +161,13 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     np.testing.assert_allclose((unseen["energy_hi"] - unseen["energy"]) - (seen["energy_hi"] - seen["energy"]),
                                new - model.conformal_by_gpu["energy"]["a"], atol=1e-6)
     assert not unseen["in_domain"].any()  # still flagged spec-only: the margin is what changes
+    assert "d" not in model.conformal_by_gpu["energy"]
+    little = model.predict(rows, ["d"] * 3)
+    np.testing.assert_allclose((little["energy_hi"] - little["energy"]) - (seen["energy_hi"] - seen["energy"]),
+                               new - model.conformal_by_gpu["energy"]["a"], atol=1e-6)
+    assert little["in_domain"].all()  # trained on: not flagged, only its margin is the new-GPU one
+    d = gpus == "d"  # and so do its out-of-fold intervals, which the coverage reports score
+    assert (model.oof["energy_hi"][d] - model.oof["energy"][d] >= model.band_floor["energy"][1] + new - 1e-9).all()
     one_gpu = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, ["a"] * n, grid=SMALL_GRID)
     assert one_gpu.conformal_new_gpu == {}  # nothing to leave out: a new GPU is only widened
     alone, other = one_gpu.predict(rows, ["a"] * 3), one_gpu.predict(rows, ["h100"] * 3)

@@ -56,7 +56,7 @@ TREE_ARRAY_MAX_ROWS = 8
 # smaller gets a narrower band, one whose are larger a wider one). A GPU trained on with fewer rows has been seen
 # little: it gets the margin measured for a GPU not trained on (`ResidualModel.conformal_new_gpu`), as a handful of
 # rows leaves its errors large (experiments/onboarding.py, seed 0: with 1-14 rows of the H100, B200 or A100-SXM4
-# added, their energy MAPE is 8.6-60 %, against 23-57 % with none).
+# added, their energy MAPE is 9.6-60 %, against 24-62 % with none).
 MIN_ROWS_PER_GPU_MARGIN = 30
 # GPUs weigh alike in the fits (rows weighted by 1 / their GPU's row count), so that the GPU measured most (the A100:
 # 339 EnergAIzer rows against the A10's 95) does not set the corrections of the others. A GPU with fewer than

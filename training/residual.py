@@ -292,10 +292,13 @@ class ResidualModel:
             lo[test], hi[test] = pred[:, 0], pred[:, 1]
         return lo, hi
 
+    def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: whether its GPU is one the model was trained on."""
+        return np.isin(np.asarray(gpus, dtype=str), self.gpus)
+
     def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
         """Per row: a GPU trained on, and every domain feature within its training range (5 % margin)."""
-        values = X.to_numpy(dtype=np.float32)
-        return np.isin(np.asarray(gpus, dtype=str), self.gpus) & self._features_in_domain(values, list(X.columns))
+        return self.trained_on(gpus) & self._features_in_domain(X.to_numpy(dtype=np.float32), list(X.columns))
 
     def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
         ok = np.ones(len(values), dtype=bool)
@@ -307,7 +310,7 @@ class ResidualModel:
 
     def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
         """Per row: "" inside the domain, "spec-only" on a GPU never trained on, "out-of-domain" otherwise."""
-        seen = np.isin(np.asarray(gpus, dtype=str), self.gpus)
+        seen = self.trained_on(gpus)
         return np.where(in_domain, "", np.where(seen, "out-of-domain", "spec-only"))
 
     def predict(self, X: pd.DataFrame, gpus: Sequence[str]) -> dict[str, np.ndarray]:
@@ -315,7 +318,7 @@ class ResidualModel:
         columns = list(X.columns)
         every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
         features_inside = self._features_in_domain(every, columns)
-        seen = np.isin(np.asarray(gpus, dtype=str), self.gpus)
+        seen = self.trained_on(gpus)
         inside = seen & features_inside
         values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
         margins = self._raw(values)

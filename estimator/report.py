@@ -57,7 +57,8 @@ def render_html(result: AuditResult) -> str:
         f"Target: MAPE ≤ {s['target_pct']:g} % on {', '.join(s['gate_on'])}, gated by {', '.join(s['gate_by'])} "
         f"(partitions with at least {s['min_rows']} rows). Errors are absolute percentage errors of the per-iteration "
         f"energy (J), time (s) and average power (W); coverage is the share of rows whose measured energy lies in "
-        f"the estimate's interval; width is relative to the estimate.</p>",
+        f"the estimate's interval, chance_low to chance_high the range of coverage (%) chance allows it 95 % of the "
+        f"time when a model family's rows on one GPU share an error offset; width is relative to the estimate.</p>",
         "<h2>Overall</h2>", _table(overall),
         "<h2>Per partition</h2>", _table(result.partitions.drop(columns=["gated"])),
         "<h2>Figures</h2>", *(f"<p>{_png(f)}</p>" for f in figures),

@@ -56,9 +56,13 @@ def audit_text(result: Any) -> str:
     if s.get("in_sample_sources"):
         lines[-1:-1] = [f"note: the estimator was trained on {', '.join(s['in_sample_sources'])}: these figures measure its "
                         "fit, not its accuracy on new data (see train's cross-validation, experiments/)"]
+    parts = result.partitions.round(2)
+    if "chance_low" in parts:  # the coverage a partition may show by chance, "low-high" %
+        parts["chance"] = [f"{lo:.0f}-{hi:.0f}" if lo == lo else None
+                           for lo, hi in zip(parts["chance_low"], parts["chance_high"])]
     columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
-                           "mean_width", "pass") if c in result.partitions]
-    lines.append(frame(result.partitions[columns].round(2).fillna("-")))
+                           "chance", "mean_width", "pass") if c in parts]
+    lines.append(frame(parts[columns].fillna("-")))
     gate = f"target {s['target_pct']:g} % MAPE on {', '.join(s['gate_on'])}"
     lines += ["", f"PASS: every gated partition within {gate}" if s["pass"]
               else f"FAIL ({gate}): " + ", ".join(s["failed"]), f"report: {', '.join(s['report'])}"]

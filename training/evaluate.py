@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 
 QUANTITIES = (("energy", "energy_j"), ("time", "time_s"), ("power", "power_w"))
+COVERAGE_TARGET = (86.0, 94.0)  # the hybrid issue's target for 90 % intervals: within +-4 points, per partition
+SIMULATED_VALUES = 2_000_000  # coverage_chance draws at most this many errors at a time (16 MB of floats)
 
 
 def _p90(values: pd.Series) -> float:
@@ -46,3 +48,60 @@ def error_table(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
     stats.columns = [f"{c}|{'p90' if s == '_p90' else s}" for c, s in stats.columns]
     out = pd.DataFrame({name: stats[f"{c}|{s}"] for name, (c, s) in columns.items()})
     return out.reset_index().rename(columns={key: "value"})
+
+
+def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = ("model_family", "gpu"),
+                    level: float = 0.95, draws: int = 4000, seed: int = 0,
+                    target: tuple[float, float] = COVERAGE_TARGET) -> pd.DataFrame:
+    """How far each partition's energy-interval coverage may stray by chance when rows share an offset.
+
+    Rows that share the values of `shared` (a model family on one GPU) share one error offset: a held-out family is
+    off as a whole, so its rows are not independent draws and its coverage swings far more than its row count
+    suggests. The log errors log(measured / estimated) are split, by the one-way random-effects moments, into an
+    offset per group (spread tau) and a spread of rows about it (sigma). Each partition is then redrawn `draws`
+    times, a normal offset per group and a normal error per row, against its own rows' interval edges; the central
+    `level` range of the redrawn coverage is what chance allows, and `in_target` the share of draws (%) whose
+    coverage lies within `target` (%). Columns: value, rows, groups, coverage, chance_low, chance_high, in_target,
+    and tau, sigma (log units, the same for every partition).
+    """
+    e = np.log(frame["energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
+    below = np.log(frame["pred_energy_j"].to_numpy(float) / frame["lo_energy_j"].to_numpy(float))
+    above = np.log(frame["hi_energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
+    group = pd.MultiIndex.from_frame(frame[list(shared)].astype(str)).factorize()[0]
+    tau, sigma = _random_effects(e, group)
+    rng = np.random.default_rng(seed)
+    tail = (1 - level) / 2 * 100
+    out = []
+    for value, rows in pd.Series(np.arange(len(frame))).groupby(frame[by].to_numpy()).groups.items():
+        rows = np.asarray(rows)
+        groups, inverse = np.unique(group[rows], return_inverse=True)
+        covered = np.empty(draws)
+        step = max(1, SIMULATED_VALUES // len(rows))  # draws at a time: a large partition in bounded memory
+        for start in range(0, draws, step):
+            n = min(step, draws - start)
+            x = rng.normal(0, tau, (n, len(groups)))[:, inverse] + rng.normal(0, sigma, (n, len(rows)))
+            covered[start:start + n] = ((x >= -below[rows]) & (x <= above[rows])).mean(axis=1) * 100
+        low, high = np.percentile(covered, [tail, 100 - tail])
+        out.append({"value": value, "rows": len(rows), "groups": len(groups),
+                    "coverage": float(np.mean((e[rows] >= -below[rows]) & (e[rows] <= above[rows])) * 100),
+                    "chance_low": float(low), "chance_high": float(high),
+                    "in_target": float(np.mean((covered >= target[0]) & (covered <= target[1])) * 100),
+                    "tau": tau, "sigma": sigma})
+    return pd.DataFrame(out, columns=["value", "rows", "groups", "coverage", "chance_low", "chance_high", "in_target",
+                                      "tau", "sigma"])
+
+
+def _random_effects(values: np.ndarray, group: np.ndarray) -> tuple[float, float]:
+    """(between-group, within-group) standard deviations of `values` by the one-way ANOVA moments (unbalanced).
+    Groups of one row each leave no spread within: it is all counted between, which draws the same rows."""
+    if not len(values):
+        return 0.0, 0.0
+    n, k = len(values), int(group.max()) + 1
+    size = np.bincount(group, minlength=k).astype(float)
+    mean = np.bincount(group, values, minlength=k) / size
+    within = float(np.sum((values - mean[group]) ** 2) / max(n - k, 1))
+    if k < 2:
+        return 0.0, float(np.sqrt(within))
+    between = float(np.sum(size * (mean - values.mean()) ** 2) / (k - 1))
+    n0 = (n - np.sum(size ** 2) / n) / (k - 1)  # the effective group size of unbalanced groups
+    return float(np.sqrt(max(0.0, (between - within) / n0))), float(np.sqrt(within))

@@ -1,0 +1,64 @@
+"""Coverage and the spread chance allows it: rows that share an offset swing a partition's coverage far more than
+independent rows do."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from joulecast.training.evaluate import _random_effects, coverage_chance
+
+Z90 = 1.6449  # the two-sided 90 % normal quantile
+
+
+def scored(offsets: np.ndarray, rows_per_group: int, sigma: float, seed: int = 0) -> pd.DataFrame:
+    """Rows of one family per group on one GPU, log errors offset + N(0, sigma), each with the 90 % interval a
+    perfect model of the rows' own spread would give."""
+    rng = np.random.default_rng(seed)
+    group = np.repeat(np.arange(len(offsets)), rows_per_group)
+    error = offsets[group] + rng.normal(0, sigma, len(group))
+    pred = np.full(len(group), 10.0)
+    half = Z90 * np.hypot(sigma, offsets.std())
+    return pd.DataFrame({"model_family": [f"m{g}" for g in group], "gpu": "a10", "part": np.where(group % 2, "x", "y"),
+                         "energy_j": pred * np.exp(error), "pred_energy_j": pred,
+                         "lo_energy_j": pred * np.exp(-half), "hi_energy_j": pred * np.exp(half)})
+
+
+def test_random_effects_recover_the_offset_and_row_spreads():
+    rng = np.random.default_rng(1)
+    group = np.repeat(np.arange(60), rng.integers(5, 40, 60))
+    values = rng.normal(0, 0.03, 60)[group] + rng.normal(0, 0.05, len(group))
+    tau, sigma = _random_effects(values, group)
+    assert tau == pytest.approx(0.03, rel=0.25) and sigma == pytest.approx(0.05, rel=0.05)
+    assert _random_effects(rng.normal(0, 0.05, 500), np.repeat(np.arange(50), 10))[0] < 0.01  # no offsets
+    assert _random_effects(np.array([1.0, 2.0, 3.0]), np.zeros(3, int)) == (0.0, 1.0)  # one group: all rows
+
+
+def test_independent_rows_allow_the_binomial_spread():
+    frame = scored(np.zeros(200), rows_per_group=1, sigma=0.05)
+    chance = coverage_chance(frame, "part").set_index("value")
+    assert (chance["rows"] == 100).all() and (chance["groups"] == 100).all()
+    # one row per group: its spread cannot be told from its offset's, and either draws the same independent rows
+    assert np.hypot(chance["tau"].iloc[0], chance["sigma"].iloc[0]) == pytest.approx(0.05, rel=0.1)
+    binomial = 196 * np.sqrt(0.9 * 0.1 / 100)  # +- points, 95 % of the time
+    for part in ("x", "y"):
+        low, high = chance.loc[part, ["chance_low", "chance_high"]]
+        assert low < 90 < high and high - low == pytest.approx(2 * binomial, abs=3)
+    # P(86 <= coverage <= 94) of 100 rows each covered with probability 0.9: 0.87 (binomial)
+    assert chance["in_target"].to_numpy() == pytest.approx([87, 87], abs=5)
+    # the coverage is the partition's own: its share of rows inside their interval
+    inside = frame["energy_j"].between(frame["lo_energy_j"], frame["hi_energy_j"])
+    assert chance["coverage"].to_dict() == pytest.approx((inside.groupby(frame["part"]).mean() * 100).to_dict())
+
+
+def test_shared_offsets_widen_the_range_for_as_many_rows():
+    frame = scored(np.random.default_rng(2).normal(0, 0.08, 4), rows_per_group=50, sigma=0.03)
+    chance = coverage_chance(frame, "part").set_index("value")
+    assert (chance["rows"] == 100).all() and (chance["groups"] == 2).all()
+    assert chance["tau"].iloc[0] > chance["sigma"].iloc[0]
+    independent = coverage_chance(frame.assign(model_family=[f"r{i}" for i in range(len(frame))]), "part")
+    widths = (chance["chance_high"] - chance["chance_low"]).to_numpy()
+    assert (widths > 2 * (independent["chance_high"] - independent["chance_low"]).to_numpy()).all()
+    assert (chance["in_target"].to_numpy() < independent["in_target"].to_numpy() - 20).all()
+    # the same seed draws the same range; memory is bounded by drawing in steps, which changes nothing else
+    again = coverage_chance(frame, "part").set_index("value")
+    assert again[["chance_low", "chance_high"]].equals(chance[["chance_low", "chance_high"]])

@@ -21,7 +21,7 @@ from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
 from joulecast.training import evaluate
-from joulecast.training.evaluate import absolute_errors, coverage_chance, error_table
+from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table
 from joulecast.training.features import KERNEL_CLASSES
 
 # Partition name (as reported) -> column of the scored frame.
@@ -31,9 +31,6 @@ QUANTITIES = tuple(q for q, _ in evaluate.QUANTITIES)  # energy, time, power
 GATE_ON = ("energy", "power")  # energy is what users ask for; power is what the research reference reports
 TARGET_PCT = 8.0               # EnergAIzer's power MAPE on A100/A10 (8.26 % / 8.05 %), rounded
 MIN_ROWS = 5
-# Rows that share these share one error offset (a model family on one GPU is off as a whole): the chance range of a
-# partition's coverage (chance_low, chance_high) is drawn so (`evaluate.coverage_chance`).
-CHANCE_SHARED = ("model_family", "gpu")
 TOLERANCE_PTS = 2.0  # MAPE points a partition may lose before `retrain` refuses a candidate (assumption)
 WORST_COLUMNS = ("measurement_id", "source", "gpu", "model", "phase", "batch", "seq", "dtype", "energy_j",
                  "pred_energy_j", "lo_energy_j", "hi_energy_j", "ape_energy", "ape_time", "ape_power", "flags")
@@ -108,23 +105,22 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
         raise InputError("--target", f"must be a positive percentage, got {target}")
 
     intervals = "lo_energy_j" in frame  # physics alone has none
-    offsets = {"tau": np.nan, "sigma": np.nan}
+    offsets: dict[str, dict[str, float]] = {}  # GPU -> spread of family offsets (tau) and of rows (sigma), log
 
     def verdict(table: pd.DataFrame, gated: np.ndarray, scored: pd.DataFrame, column: str) -> pd.DataFrame:
         ok = np.all([table[f"{q}_mape"].to_numpy() <= target for q in gate_on], axis=0)
-        missing = {c: np.nan for c in ("coverage", "mean_width", "chance_low", "chance_high") if c not in table}
         if intervals:  # the coverage chance allows, rows of a model family on one GPU sharing an offset
-            chance = coverage_chance(scored, column, shared=CHANCE_SHARED).set_index("value")
-            offsets.update(chance[["tau", "sigma"]].iloc[0].to_dict())
-            missing = {c: table["value"].map(chance[c]).to_numpy() for c in missing if c in chance}
+            table = add_coverage_chance(table, scored, column)
+            offsets.update(table.attrs["coverage_offsets"])
+            table = table.drop(columns="in_target")
+        missing = {c: np.nan for c in ("coverage", "mean_width", "chance_low", "chance_high") if c not in table}
         return table.assign(**missing, gated=gated, **{"pass": np.where(gated, ok, None)})
 
-    shared_as_text = {c: frame[c].astype(str) for c in CHANCE_SHARED}
     overall = error_table(frame, None)
-    overall = verdict(overall, np.array([True]), frame.assign(_all="all", **shared_as_text), "_all")
+    overall = verdict(overall, np.array([True]), frame.assign(_all="all"), "_all")
     parts = []
     for by, column in PARTITIONS.items():
-        scored = frame.assign(**{**shared_as_text, column: frame[column].astype(str)})
+        scored = frame.assign(**{column: frame[column].astype(str)})
         table = error_table(scored, column)
         parts.append(verdict(table, (by in gate_by) & (table["rows"].to_numpy() >= min_rows), scored, column)
                      .assign(by=by))
@@ -137,7 +133,7 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
     summary: dict[str, Any] = dict(meta or {})
     summary.update(
         rows=int(len(frame)), target_pct=target, gate_on=list(gate_on), gate_by=list(gate_by), min_rows=min_rows,
-        coverage_offsets={k: _clean(v) for k, v in offsets.items()},
+        coverage_offsets={gpu: {k: _clean(v) for k, v in o.items()} for gpu, o in offsets.items()},
         **{k: _clean(v) for k, v in top.items() if k not in ("value", "rows", "gated", "pass")},
         **{"pass": bool(top["pass"]) and failed.empty,
            "failed": [f"{r.by}={r.value}" for r in failed.itertuples()] + ([] if top["pass"] else ["overall"])},

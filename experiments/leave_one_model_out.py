@@ -17,7 +17,7 @@ import pandas as pd
 from joulecast.data.importers import import_source
 from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import TrainingTable, training_table
-from joulecast.training.evaluate import coverage_chance, error_table
+from joulecast.training.evaluate import add_coverage_chance, error_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 
 NOMINAL = ResidualModel.level  # the intervals' level (90 %)
@@ -46,10 +46,10 @@ def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True) -
 def with_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str) -> pd.DataFrame:
     """`table` (from error_table) with, per partition, the range of energy coverage (%) chance allows when a
     family's rows on one GPU share an offset ("low-high") and the chance (%) of landing within +-4 points of 90 %."""
-    shared = coverage_chance(frame, by).set_index("value")
-    text = shared["chance_low"].map("{:.0f}".format) + "-" + shared["chance_high"].map("{:.0f}".format)
-    return table.assign(chance_range=table["value"].map(text).to_numpy(),
-                        chance_in_target=table["value"].map(shared["in_target"]).to_numpy())
+    out = add_coverage_chance(table, frame, by)
+    text = out["chance_low"].map("{:.0f}".format) + "-" + out["chance_high"].map("{:.0f}".format)
+    out = out.assign(chance_range=text, chance_in_target=out["in_target"])
+    return out.drop(columns=["chance_low", "chance_high", "in_target"])
 
 
 def main(path: str, seeds: int) -> None:
@@ -69,11 +69,11 @@ def main(path: str, seeds: int) -> None:
     # (chance_range, `coverage_chance`)
     by_model["chance_pts"] = 196 * np.sqrt(NOMINAL * (1 - NOMINAL) / by_model["rows"])
     by_model = with_chance(by_model, frame, "model_family")
-    tau, sigma = coverage_chance(frame, "gpu")[["tau", "sigma"]].iloc[0]
+    offsets = ", ".join(f"{gpu} tau {o['tau']:.3f}, sigma {o['sigma']:.3f}"
+                        for gpu, o in by_model.attrs["coverage_offsets"].items())
     print("\nper held-out model (chance_pts: the coverage spread 90 % intervals show by chance alone with rows "
           "independent, +- points;\nchance_range: the range of coverage, %, when each family's rows on one GPU share "
-          f"an offset (tau {tau:.3f}, sigma {sigma:.3f} log);\nchance_in_target: the chance, %, that such coverage "
-          "lies within 86-94 %):")
+          f"an offset ({offsets}; log);\nchance_in_target: the chance, %, that such coverage lies within 86-94 %):")
     print(by_model.round(2).to_string(index=False))
     print(f"chance that every held-out model lies within 86-94 %: {np.prod(by_model['chance_in_target'] / 100):.1%}")
     cells = error_table(frame.assign(cell=frame["gpu"] + " / " + frame["model_family"]), "cell")

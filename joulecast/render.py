@@ -48,6 +48,15 @@ def to_json(payload: Any) -> str:
     return json.dumps(payload, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
 
 
+def with_chance_text(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with `chance`: the coverage a partition may show by chance, "low-high" (%), where it has
+    chance_low and chance_high."""
+    if "chance_low" not in table:
+        return table
+    return table.assign(chance=[f"{lo:.0f}-{hi:.0f}" if lo == lo else None
+                                for lo, hi in zip(table["chance_low"], table["chance_high"])])
+
+
 def audit_text(result: Any) -> str:
     s = result.summary
     lines = [f"audit of {s['estimator']}", f"on {s['data']}: {s['rows']} rows (dropped: {s.get('dropped') or 'none'})",
@@ -56,10 +65,7 @@ def audit_text(result: Any) -> str:
     if s.get("in_sample_sources"):
         lines[-1:-1] = [f"note: the estimator was trained on {', '.join(s['in_sample_sources'])}: these figures measure its "
                         "fit, not its accuracy on new data (see train's cross-validation, experiments/)"]
-    parts = result.partitions.round(2)
-    if "chance_low" in parts:  # the coverage a partition may show by chance, "low-high" %
-        parts["chance"] = [f"{lo:.0f}-{hi:.0f}" if lo == lo else None
-                           for lo, hi in zip(parts["chance_low"], parts["chance_high"])]
+    parts = with_chance_text(result.partitions.round(2))
     columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
                            "chance", "mean_width", "pass") if c in parts]
     lines.append(frame(parts[columns].fillna("-")))

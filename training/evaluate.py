@@ -7,6 +7,8 @@ import numpy as np
 import pandas as pd
 
 QUANTITIES = (("energy", "energy_j"), ("time", "time_s"), ("power", "power_w"))
+# Rows that share these share one error offset: a model family on one GPU is off as a whole (coverage_chance).
+OFFSET_GROUPS = ("model_family", "gpu")
 COVERAGE_TARGET = (86.0, 94.0)  # the hybrid issue's target for 90 % intervals: within +-4 points, per partition
 SIMULATED_VALUES = 2_000_000  # coverage_chance draws at most this many errors at a time (16 MB of floats)
 
@@ -50,45 +52,71 @@ def error_table(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
     return out.reset_index().rename(columns={key: "value"})
 
 
-def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = ("model_family", "gpu"),
-                    level: float = 0.95, draws: int = 4000, seed: int = 0,
+def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFSET_GROUPS,
+                    strata: str | None = "gpu", level: float = 0.95, draws: int = 4000, seed: int = 0,
                     target: tuple[float, float] = COVERAGE_TARGET) -> pd.DataFrame:
     """How far each partition's energy-interval coverage may stray by chance when rows share an offset.
 
     Rows that share the values of `shared` (a model family on one GPU) share one error offset: a held-out family is
     off as a whole, so its rows are not independent draws and its coverage swings far more than its row count
-    suggests. The log errors log(measured / estimated) are split, by the one-way random-effects moments, into an
-    offset per group (spread tau) and a spread of rows about it (sigma). Each partition is then redrawn `draws`
-    times, a normal offset per group and a normal error per row, against its own rows' interval edges; the central
-    `level` range of the redrawn coverage is what chance allows, and `in_target` the share of draws (%) whose
-    coverage lies within `target` (%). Columns: value, rows, groups, coverage, chance_low, chance_high, in_target,
-    and tau, sigma (log units, the same for every partition).
+    suggests. Within each stratum (a GPU: some are modelled far better than others), the log errors
+    log(measured / estimated) are split, by the one-way random-effects moments, into an offset per group (spread
+    tau) and a spread of rows about it (sigma); a stratum of one group takes the tau of all rows. Each partition
+    is then redrawn `draws` times, a normal offset per group and a normal error per row, against its own rows'
+    interval edges; the central `level` range of the redrawn coverage is what chance allows, and `in_target` the
+    share of draws (%) whose coverage lies within `target` (%). Columns: value, rows, groups, coverage,
+    chance_low, chance_high, in_target, and tau, sigma (log units, root mean square over the partition's rows);
+    `attrs["offsets"]`: stratum -> {tau, sigma}.
     """
     e = np.log(frame["energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
     below = np.log(frame["pred_energy_j"].to_numpy(float) / frame["lo_energy_j"].to_numpy(float))
     above = np.log(frame["hi_energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
     group = pd.MultiIndex.from_frame(frame[list(shared)].astype(str)).factorize()[0]
-    tau, sigma = _random_effects(e, group)
+    stratum = frame[strata].astype(str).to_numpy() if strata else np.full(len(frame), "all")
+    pooled_tau = _random_effects(e, group)[0]
+    offsets = {}
+    tau, sigma = np.zeros(len(frame)), np.zeros(len(frame))  # per row: its group's tau, its own sigma
+    for name in np.unique(stratum):
+        inside = stratum == name
+        local = pd.factorize(group[inside])[0]
+        t, sg = _random_effects(e[inside], local)
+        offsets[str(name)] = {"tau": t if local.max() >= 1 else pooled_tau, "sigma": sg}
+        tau[inside], sigma[inside] = offsets[str(name)]["tau"], sg
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2 * 100
     out = []
     for value, rows in pd.Series(np.arange(len(frame))).groupby(frame[by].to_numpy()).groups.items():
         rows = np.asarray(rows)
-        groups, inverse = np.unique(group[rows], return_inverse=True)
+        groups, first, inverse = np.unique(group[rows], return_index=True, return_inverse=True)
+        group_tau = tau[rows][first]
         covered = np.empty(draws)
         step = max(1, SIMULATED_VALUES // len(rows))  # draws at a time: a large partition in bounded memory
         for start in range(0, draws, step):
             n = min(step, draws - start)
-            x = rng.normal(0, tau, (n, len(groups)))[:, inverse] + rng.normal(0, sigma, (n, len(rows)))
+            x = ((rng.normal(0, 1, (n, len(groups))) * group_tau)[:, inverse]
+                 + rng.normal(0, 1, (n, len(rows))) * sigma[rows])
             covered[start:start + n] = ((x >= -below[rows]) & (x <= above[rows])).mean(axis=1) * 100
         low, high = np.percentile(covered, [tail, 100 - tail])
         out.append({"value": value, "rows": len(rows), "groups": len(groups),
                     "coverage": float(np.mean((e[rows] >= -below[rows]) & (e[rows] <= above[rows])) * 100),
                     "chance_low": float(low), "chance_high": float(high),
                     "in_target": float(np.mean((covered >= target[0]) & (covered <= target[1])) * 100),
-                    "tau": tau, "sigma": sigma})
-    return pd.DataFrame(out, columns=["value", "rows", "groups", "coverage", "chance_low", "chance_high", "in_target",
-                                      "tau", "sigma"])
+                    "tau": float(np.sqrt(np.mean(tau[rows] ** 2))), "sigma": float(np.sqrt(np.mean(sigma[rows] ** 2)))})
+    result = pd.DataFrame(out, columns=["value", "rows", "groups", "coverage", "chance_low", "chance_high",
+                                        "in_target", "tau", "sigma"])
+    result.attrs["offsets"] = offsets
+    return result
+
+
+def add_coverage_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str,
+                        shared: tuple[str, ...] = OFFSET_GROUPS) -> pd.DataFrame:
+    """`table` (error_table's of `frame` by `by`) with `coverage_chance`'s chance_low, chance_high and in_target
+    per partition; its offsets per GPU (tau, sigma) go to `attrs["coverage_offsets"]`."""
+    chance = coverage_chance(frame.assign(**{c: frame[c].astype(str) for c in shared}), by, shared)
+    out = table.assign(**{c: table["value"].map(chance.set_index("value")[c]).to_numpy()
+                          for c in ("chance_low", "chance_high", "in_target")})
+    out.attrs["coverage_offsets"] = chance.attrs["offsets"]
+    return out
 
 
 def _random_effects(values: np.ndarray, group: np.ndarray) -> tuple[float, float]:

@@ -23,7 +23,7 @@ import pandas as pd
 from joulecast.errors import InputError
 from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import TrainingTable, training_table
-from joulecast.training.evaluate import error_table
+from joulecast.training.evaluate import add_coverage_chance, error_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, gpu_weights, group_folds
 
 log = logging.getLogger(__name__)
@@ -125,7 +125,10 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"cv_{name}_{q}": float(overall[q]) for q in SCORES if q in overall})
         for by in PARTITIONS:
-            t = error_table(frame, by).assign(estimator=name, by=by, split="cv")
+            t = error_table(frame, by)
+            if "lo_energy_j" in frame:  # the range of coverage chance allows, a family's rows sharing an offset
+                t = add_coverage_chance(t, frame, by)
+            t = t.assign(estimator=name, by=by, split="cv")
             parts.append(t)
             for _, p in t.iterrows():
                 metrics.update({f"cv_{name}_{q}_{by}_{p['value']}": float(p[q]) for q in SCORES if q in p})
@@ -133,7 +136,9 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
         held_rows = table.rows[held].reset_index(drop=True)
         frame = scored_frame(held_rows, model.predict(table.X[held].reset_index(drop=True), held_rows["gpu"]))
         for by in (None, *PARTITIONS):
-            parts.append(error_table(frame, by).assign(estimator="hybrid", by=by or "all", split="held_out"))
+            t = error_table(frame, by)
+            t = add_coverage_chance(t, frame.assign(all="all"), by or "all")
+            parts.append(t.assign(estimator="hybrid", by=by or "all", split="held_out"))
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"held_out_{q}": float(overall[q]) for q in SCORES})
         physics_only = error_table(scored_frame(held_rows, None), None).iloc[0]

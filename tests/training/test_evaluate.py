@@ -62,3 +62,15 @@ def test_shared_offsets_widen_the_range_for_as_many_rows():
     # the same seed draws the same range; memory is bounded by drawing in steps, which changes nothing else
     again = coverage_chance(frame, "part").set_index("value")
     assert again[["chance_low", "chance_high"]].equals(chance[["chance_low", "chance_high"]])
+
+
+def test_each_gpu_draws_with_its_own_spreads():
+    good = scored(np.random.default_rng(3).normal(0, 0.02, 6), rows_per_group=20, sigma=0.03)
+    bad = scored(np.random.default_rng(4).normal(0, 0.5, 6), rows_per_group=20, sigma=0.4, seed=5)
+    frame = pd.concat([good, bad.assign(gpu="b200", model_family="x" + bad["model_family"])], ignore_index=True)
+    per_gpu = coverage_chance(frame, "gpu").set_index("value")
+    pooled = coverage_chance(frame, "gpu", strata=None).set_index("value")
+    assert set(per_gpu.attrs["offsets"]) == {"a10", "b200"}
+    assert per_gpu.attrs["offsets"]["a10"]["sigma"] == pytest.approx(0.03, rel=0.15)
+    # the well-modelled GPU's range is its own, not pulled down by the other's large errors
+    assert per_gpu.loc["a10", "chance_low"] > 70 > pooled.loc["a10", "chance_low"] + 10

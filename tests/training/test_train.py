@@ -46,6 +46,11 @@ def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
     assert m["cv_hybrid_energy_mape"] < 0.5 * m["cv_physics_energy_mape"]
     assert m["held_out_energy_mape"] < m["held_out_physics_energy_mape"]
     assert 0 <= m["held_out_coverage"] <= 100
+    # beside the hybrid's coverage (cross-validated and held out), the range chance allows it; physics has no interval
+    parts = result.partitions
+    hybrid = parts[parts["estimator"] == "hybrid"]
+    assert set(hybrid["split"]) == {"cv", "held_out"} and (hybrid["chance_low"] <= hybrid["chance_high"]).all()
+    assert parts.loc[parts["estimator"] == "physics", "chance_low"].isna().all()
     model = load_estimator(str(tmp_path / "est"))
     # batch, sequence, launch count and mean kernel time name a model: not inputs of the trees, but still the domain
     assert not {"log_batch", "log_seq", "log_launches", "log_mean_kernel_s"} & set(model.features)

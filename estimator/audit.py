@@ -104,20 +104,18 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
     if not target > 0:
         raise InputError("--target", f"must be a positive percentage, got {target}")
 
-    intervals = "lo_energy_j" in frame  # physics alone has none
     offsets: dict[str, dict[str, float]] = {}  # GPU -> spread of family offsets (tau) and of rows (sigma), log
 
-    def verdict(table: pd.DataFrame, gated: np.ndarray, scored: pd.DataFrame, column: str) -> pd.DataFrame:
+    def verdict(table: pd.DataFrame, gated: np.ndarray, scored: pd.DataFrame, column: str | None) -> pd.DataFrame:
         ok = np.all([table[f"{q}_mape"].to_numpy() <= target for q in gate_on], axis=0)
-        if intervals:  # the coverage chance allows, rows of a model family on one GPU sharing an offset
-            table = add_coverage_chance(table, scored, column)
-            offsets.update(table.attrs["coverage_offsets"])
-            table = table.drop(columns="in_target")
-        missing = {c: np.nan for c in ("coverage", "mean_width", "chance_low", "chance_high") if c not in table}
-        return table.assign(**missing, gated=gated, **{"pass": np.where(gated, ok, None)})
+        # the coverage chance allows, rows of a model family on one GPU sharing an offset
+        table = add_coverage_chance(table, scored, column)
+        offsets.update(table.attrs["coverage_offsets"])
+        missing = {c: np.nan for c in ("coverage", "mean_width") if c not in table}  # physics alone has no interval
+        return table.drop(columns="in_target").assign(**missing, gated=gated, **{"pass": np.where(gated, ok, None)})
 
     overall = error_table(frame, None)
-    overall = verdict(overall, np.array([True]), frame.assign(_all="all"), "_all")
+    overall = verdict(overall, np.array([True]), frame, None)
     parts = []
     for by, column in PARTITIONS.items():
         scored = frame.assign(**{column: frame[column].astype(str)})

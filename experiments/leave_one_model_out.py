@@ -16,6 +16,7 @@ import pandas as pd
 
 from joulecast.data.importers import import_source
 from joulecast.estimator.api import scored_frame
+from joulecast.render import with_chance_text
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel
@@ -46,10 +47,9 @@ def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True) -
 def with_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str) -> pd.DataFrame:
     """`table` (from error_table) with, per partition, the range of energy coverage (%) chance allows when a
     family's rows on one GPU share an offset ("low-high") and the chance (%) of landing within +-4 points of 90 %."""
-    out = add_coverage_chance(table, frame, by)
-    text = out["chance_low"].map("{:.0f}".format) + "-" + out["chance_high"].map("{:.0f}".format)
-    out = out.assign(chance_range=text, chance_in_target=out["in_target"])
-    return out.drop(columns=["chance_low", "chance_high", "in_target"])
+    out = with_chance_text(add_coverage_chance(table, frame, by))
+    out = out.rename(columns={"chance": "chance_range", "in_target": "chance_in_target"})
+    return out.drop(columns=["chance_low", "chance_high"])
 
 
 def main(path: str, seeds: int) -> None:

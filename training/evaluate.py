@@ -84,6 +84,10 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
         tau[inside], sigma[inside] = offsets[str(name)]["tau"], sg
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2 * 100
+
+    def inside(error: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return (error >= -below[rows]) & (error <= above[rows])
+
     out = []
     for value, rows in pd.Series(np.arange(len(frame))).groupby(frame[by].to_numpy()).groups.items():
         rows = np.asarray(rows)
@@ -95,10 +99,10 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
             n = min(step, draws - start)
             x = ((rng.normal(0, 1, (n, len(groups))) * group_tau)[:, inverse]
                  + rng.normal(0, 1, (n, len(rows))) * sigma[rows])
-            covered[start:start + n] = ((x >= -below[rows]) & (x <= above[rows])).mean(axis=1) * 100
+            covered[start:start + n] = inside(x, rows).mean(axis=1) * 100
         low, high = np.percentile(covered, [tail, 100 - tail])
         out.append({"value": value, "rows": len(rows), "groups": len(groups),
-                    "coverage": float(np.mean((e[rows] >= -below[rows]) & (e[rows] <= above[rows])) * 100),
+                    "coverage": float(np.mean(inside(e[rows], rows)) * 100),
                     "chance_low": float(low), "chance_high": float(high),
                     "in_target": float(np.mean((covered >= target[0]) & (covered <= target[1])) * 100),
                     "tau": float(np.sqrt(np.mean(tau[rows] ** 2))), "sigma": float(np.sqrt(np.mean(sigma[rows] ** 2)))})
@@ -108,13 +112,19 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
     return result
 
 
-def add_coverage_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str,
+def add_coverage_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str | None,
                         shared: tuple[str, ...] = OFFSET_GROUPS) -> pd.DataFrame:
-    """`table` (error_table's of `frame` by `by`) with `coverage_chance`'s chance_low, chance_high and in_target
-    per partition; its offsets per GPU (tau, sigma) go to `attrs["coverage_offsets"]`."""
-    chance = coverage_chance(frame.assign(**{c: frame[c].astype(str) for c in shared}), by, shared)
-    out = table.assign(**{c: table["value"].map(chance.set_index("value")[c]).to_numpy()
-                          for c in ("chance_low", "chance_high", "in_target")})
+    """`table` (error_table's of `frame` by `by`, None for all rows) with `coverage_chance`'s chance_low,
+    chance_high and in_target per partition (NaN where `frame` has no intervals); its offsets per GPU (tau, sigma)
+    go to `attrs["coverage_offsets"]`."""
+    columns = ("chance_low", "chance_high", "in_target")
+    if "lo_energy_j" not in frame:  # physics alone has no interval
+        out = table.assign(**{c: np.nan for c in columns})
+        out.attrs["coverage_offsets"] = {}
+        return out
+    key = by or "_all"
+    chance = coverage_chance(frame.assign(**{c: frame[c].astype(str) for c in shared}, _all="all"), key, shared)
+    out = table.assign(**{c: table["value"].map(chance.set_index("value")[c]).to_numpy() for c in columns})
     out.attrs["coverage_offsets"] = chance.attrs["offsets"]
     return out
 

@@ -125,10 +125,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"cv_{name}_{q}": float(overall[q]) for q in SCORES if q in overall})
         for by in PARTITIONS:
-            t = error_table(frame, by)
-            if "lo_energy_j" in frame:  # the range of coverage chance allows, a family's rows sharing an offset
-                t = add_coverage_chance(t, frame, by)
-            t = t.assign(estimator=name, by=by, split="cv")
+            # beside the coverage, the range chance allows it, a family's rows on one GPU sharing an offset
+            t = add_coverage_chance(error_table(frame, by), frame, by).assign(estimator=name, by=by, split="cv")
             parts.append(t)
             for _, p in t.iterrows():
                 metrics.update({f"cv_{name}_{q}_{by}_{p['value']}": float(p[q]) for q in SCORES if q in p})
@@ -136,8 +134,7 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
         held_rows = table.rows[held].reset_index(drop=True)
         frame = scored_frame(held_rows, model.predict(table.X[held].reset_index(drop=True), held_rows["gpu"]))
         for by in (None, *PARTITIONS):
-            t = error_table(frame, by)
-            t = add_coverage_chance(t, frame.assign(all="all"), by or "all")
+            t = add_coverage_chance(error_table(frame, by), frame, by)
             parts.append(t.assign(estimator="hybrid", by=by or "all", split="held_out"))
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"held_out_{q}": float(overall[q]) for q in SCORES})

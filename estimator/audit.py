@@ -21,7 +21,7 @@ from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
 from joulecast.training import evaluate
-from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table
+from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table, offset_spreads
 from joulecast.training.features import KERNEL_CLASSES
 
 # Partition name (as reported) -> column of the scored frame.
@@ -105,11 +105,12 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
         raise InputError("--target", f"must be a positive percentage, got {target}")
 
     offsets: dict[str, dict[str, float]] = {}  # GPU -> spread of family offsets (tau) and of rows (sigma), log
+    spreads = offset_spreads(frame)  # estimated once: every partition below holds the same rows
 
     def verdict(table: pd.DataFrame, gated: np.ndarray, scored: pd.DataFrame, column: str | None) -> pd.DataFrame:
         ok = np.all([table[f"{q}_mape"].to_numpy() <= target for q in gate_on], axis=0)
         # the coverage chance allows, rows of a model family on one GPU sharing an offset
-        table = add_coverage_chance(table, scored, column)
+        table = add_coverage_chance(table, scored, column, spreads=spreads)
         offsets.update(table.attrs["coverage_offsets"])
         missing = {c: np.nan for c in ("coverage", "mean_width") if c not in table}  # physics alone has no interval
         return table.drop(columns="in_target").assign(**missing, gated=gated, **{"pass": np.where(gated, ok, None)})

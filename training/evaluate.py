@@ -3,6 +3,8 @@ partition, and interval coverage and width."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -52,36 +54,65 @@ def error_table(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
     return out.reset_index().rename(columns={key: "value"})
 
 
-def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFSET_GROUPS,
-                    strata: str | None = "gpu", level: float = 0.95, draws: int = 4000, seed: int = 0,
-                    target: tuple[float, float] = COVERAGE_TARGET) -> pd.DataFrame:
-    """How far each partition's energy-interval coverage may stray by chance when rows share an offset.
+@dataclass(frozen=True)
+class OffsetSpreads:
+    """Per row of a scored frame: the spread (log units) of its group's offset (`tau`) and of rows about it
+    (`sigma`); `by_stratum`: stratum -> {tau, sigma}."""
+    tau: np.ndarray
+    sigma: np.ndarray
+    by_stratum: dict[str, dict[str, float]]
 
-    Rows that share the values of `shared` (a model family on one GPU) share one error offset: a held-out family is
-    off as a whole, so its rows are not independent draws and its coverage swings far more than its row count
-    suggests. Within each stratum (a GPU: some are modelled far better than others), the log errors
-    log(measured / estimated) are split, by the one-way random-effects moments, into an offset per group (spread
-    tau) and a spread of rows about it (sigma); a stratum of one group takes the tau of all rows. Each partition
-    is then redrawn `draws` times, a normal offset per group and a normal error per row, against its own rows'
-    interval edges; the central `level` range of the redrawn coverage is what chance allows, and `in_target` the
-    share of draws (%) whose coverage lies within `target` (%). Columns: value, rows, groups, coverage,
-    chance_low, chance_high, in_target, and tau, sigma (log units, root mean square over the partition's rows);
-    `attrs["offsets"]`: stratum -> {tau, sigma}.
-    """
-    e = np.log(frame["energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
-    below = np.log(frame["pred_energy_j"].to_numpy(float) / frame["lo_energy_j"].to_numpy(float))
-    above = np.log(frame["hi_energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
-    group = pd.MultiIndex.from_frame(frame[list(shared)].astype(str)).factorize()[0]
+
+def _log_errors(frame: pd.DataFrame) -> np.ndarray:
+    return np.log(frame["energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
+
+
+def _offset_groups(frame: pd.DataFrame, shared: tuple[str, ...]) -> np.ndarray:
+    return pd.MultiIndex.from_frame(frame[list(shared)].astype(str)).factorize()[0]
+
+
+def offset_spreads(frame: pd.DataFrame, shared: tuple[str, ...] = OFFSET_GROUPS,
+                   strata: str | None = "gpu") -> OffsetSpreads:
+    """The log errors log(measured / estimated) of a scored frame split, within each stratum (a GPU: some are
+    modelled far better than others), by the one-way random-effects moments into an offset per group of rows
+    sharing `shared` (spread tau) and a spread of rows about it (sigma); a stratum of one group takes the tau of
+    all rows. Estimated once, they serve every partition of the same frame (`coverage_chance(spreads=...)`)."""
+    e, group = _log_errors(frame), _offset_groups(frame, shared)
     stratum = frame[strata].astype(str).to_numpy() if strata else np.full(len(frame), "all")
     pooled_tau = _random_effects(e, group)[0]
-    offsets = {}
+    by_stratum = {}
     tau, sigma = np.zeros(len(frame)), np.zeros(len(frame))  # per row: its group's tau, its own sigma
     for name in np.unique(stratum):
         inside = stratum == name
         local = pd.factorize(group[inside])[0]
         t, sg = _random_effects(e[inside], local)
-        offsets[str(name)] = {"tau": t if local.max() >= 1 else pooled_tau, "sigma": sg}
-        tau[inside], sigma[inside] = offsets[str(name)]["tau"], sg
+        by_stratum[str(name)] = {"tau": t if local.max() >= 1 else pooled_tau, "sigma": sg}
+        tau[inside], sigma[inside] = by_stratum[str(name)]["tau"], sg
+    return OffsetSpreads(tau, sigma, by_stratum)
+
+
+def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFSET_GROUPS,
+                    strata: str | None = "gpu", level: float = 0.95, draws: int = 4000, seed: int = 0,
+                    target: tuple[float, float] = COVERAGE_TARGET,
+                    spreads: OffsetSpreads | None = None) -> pd.DataFrame:
+    """How far each partition's energy-interval coverage may stray by chance when rows share an offset.
+
+    Rows that share the values of `shared` (a model family on one GPU) share one error offset: a held-out family is
+    off as a whole, so its rows are not independent draws and its coverage swings far more than its row count
+    suggests. With the spreads of offsets and rows (`offset_spreads` of `strata`; `spreads` where they are already
+    estimated for this frame), each partition is redrawn `draws` times, a normal offset per group and a normal error
+    per row, against its own rows' interval edges; the central `level` range of the redrawn coverage is what chance
+    allows, and `in_target` the share of draws (%) whose coverage lies within `target` (%). Columns: value, rows,
+    groups, coverage, chance_low, chance_high, in_target, and tau, sigma (log units, root mean square over the
+    partition's rows); `attrs["offsets"]`: stratum -> {tau, sigma}.
+    """
+    if spreads is None:
+        spreads = offset_spreads(frame, shared, strata)
+    if len(spreads.tau) != len(frame):
+        raise ValueError(f"spreads for {len(spreads.tau)} rows given with a frame of {len(frame)}")
+    e, group, tau, sigma = _log_errors(frame), _offset_groups(frame, shared), spreads.tau, spreads.sigma
+    below = np.log(frame["pred_energy_j"].to_numpy(float) / frame["lo_energy_j"].to_numpy(float))
+    above = np.log(frame["hi_energy_j"].to_numpy(float) / frame["pred_energy_j"].to_numpy(float))
     rng = np.random.default_rng(seed)
     tail = (1 - level) / 2 * 100
 
@@ -108,22 +139,24 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
                     "tau": float(np.sqrt(np.mean(tau[rows] ** 2))), "sigma": float(np.sqrt(np.mean(sigma[rows] ** 2)))})
     result = pd.DataFrame(out, columns=["value", "rows", "groups", "coverage", "chance_low", "chance_high",
                                         "in_target", "tau", "sigma"])
-    result.attrs["offsets"] = offsets
+    result.attrs["offsets"] = spreads.by_stratum
     return result
 
 
 def add_coverage_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str | None,
-                        shared: tuple[str, ...] = OFFSET_GROUPS) -> pd.DataFrame:
+                        shared: tuple[str, ...] = OFFSET_GROUPS, spreads: OffsetSpreads | None = None) -> pd.DataFrame:
     """`table` (error_table's of `frame` by `by`, None for all rows) with `coverage_chance`'s chance_low,
     chance_high and in_target per partition (NaN where `frame` has no intervals); its offsets per GPU (tau, sigma)
-    go to `attrs["coverage_offsets"]`."""
+    go to `attrs["coverage_offsets"]`. `spreads`: `offset_spreads(frame)`, where one frame is partitioned several
+    ways."""
     columns = ("chance_low", "chance_high", "in_target")
     if "lo_energy_j" not in frame:  # physics alone has no interval
         out = table.assign(**{c: np.nan for c in columns})
         out.attrs["coverage_offsets"] = {}
         return out
     key = by or "_all"
-    chance = coverage_chance(frame.assign(**{c: frame[c].astype(str) for c in shared}, _all="all"), key, shared)
+    chance = coverage_chance(frame.assign(**{c: frame[c].astype(str) for c in shared}, _all="all"), key, shared,
+                             spreads=spreads)
     out = table.assign(**{c: table["value"].map(chance.set_index("value")[c]).to_numpy() for c in columns})
     out.attrs["coverage_offsets"] = chance.attrs["offsets"]
     return out

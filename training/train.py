@@ -23,7 +23,7 @@ import pandas as pd
 from joulecast.errors import InputError
 from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import TrainingTable, training_table
-from joulecast.training.evaluate import add_coverage_chance, error_table
+from joulecast.training.evaluate import add_coverage_chance, error_table, offset_spreads
 from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, gpu_weights, group_folds
 
 log = logging.getLogger(__name__)
@@ -124,17 +124,20 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     for name, frame in compared.items():
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"cv_{name}_{q}": float(overall[q]) for q in SCORES if q in overall})
+        spreads = offset_spreads(frame)
         for by in PARTITIONS:
             # beside the coverage, the range chance allows it, a family's rows on one GPU sharing an offset
-            t = add_coverage_chance(error_table(frame, by), frame, by).assign(estimator=name, by=by, split="cv")
+            t = add_coverage_chance(error_table(frame, by), frame, by, spreads=spreads)
+            t = t.assign(estimator=name, by=by, split="cv")
             parts.append(t)
             for _, p in t.iterrows():
                 metrics.update({f"cv_{name}_{q}_{by}_{p['value']}": float(p[q]) for q in SCORES if q in p})
     if held.any():
         held_rows = table.rows[held].reset_index(drop=True)
         frame = scored_frame(held_rows, model.predict(table.X[held].reset_index(drop=True), held_rows["gpu"]))
+        spreads = offset_spreads(frame)
         for by in (None, *PARTITIONS):
-            t = add_coverage_chance(error_table(frame, by), frame, by)
+            t = add_coverage_chance(error_table(frame, by), frame, by, spreads=spreads)
             parts.append(t.assign(estimator="hybrid", by=by or "all", split="held_out"))
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"held_out_{q}": float(overall[q]) for q in SCORES})

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulecast.training.evaluate import _random_effects, coverage_chance
+from joulecast.training.evaluate import _random_effects, coverage_chance, offset_spreads
 
 Z90 = 1.6449  # the two-sided 90 % normal quantile
 
@@ -74,3 +74,14 @@ def test_each_gpu_draws_with_its_own_spreads():
     assert per_gpu.attrs["offsets"]["a10"]["sigma"] == pytest.approx(0.03, rel=0.15)
     # the well-modelled GPU's range is its own, not pulled down by the other's large errors
     assert per_gpu.loc["a10", "chance_low"] > 70 > pooled.loc["a10", "chance_low"] + 10
+
+
+def test_spreads_estimated_once_serve_every_partition():
+    frame = scored(np.random.default_rng(6).normal(0, 0.05, 6), rows_per_group=10, sigma=0.03)
+    spreads = offset_spreads(frame)
+    assert spreads.tau.shape == spreads.sigma.shape == (len(frame),)
+    for by in ("part", "model_family"):  # the same draws whether the spreads are passed in or estimated anew
+        given = coverage_chance(frame, by, spreads=spreads)
+        assert given.equals(coverage_chance(frame, by)) and given.attrs["offsets"] == spreads.by_stratum
+    with pytest.raises(ValueError, match="spreads for 60 rows given with a frame of 10"):
+        coverage_chance(frame.iloc[:10], "part", spreads=spreads)

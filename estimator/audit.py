@@ -104,25 +104,22 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
     if not target > 0:
         raise InputError("--target", f"must be a positive percentage, got {target}")
 
-    offsets: dict[str, dict[str, float]] = {}  # GPU -> spread of family offsets (tau) and of rows (sigma), log
-    spreads = offset_spreads(frame)  # estimated once: every partition below holds the same rows
-
-    def verdict(table: pd.DataFrame, gated: np.ndarray, scored: pd.DataFrame, column: str | None) -> pd.DataFrame:
+    def verdict(table: pd.DataFrame, gated: np.ndarray) -> pd.DataFrame:
         ok = np.all([table[f"{q}_mape"].to_numpy() <= target for q in gate_on], axis=0)
-        # the coverage chance allows, rows of a model family on one GPU sharing an offset
-        table = add_coverage_chance(table, scored, column, spreads=spreads)
-        offsets.update(table.attrs["coverage_offsets"])
         missing = {c: np.nan for c in ("coverage", "mean_width") if c not in table}  # physics alone has no interval
         return table.drop(columns="in_target").assign(**missing, gated=gated, **{"pass": np.where(gated, ok, None)})
 
-    overall = error_table(frame, None)
-    overall = verdict(overall, np.array([True]), frame, None)
+    # Beside each coverage, the range chance allows it, rows of a model family on one GPU sharing an offset; the
+    # spreads of offsets and rows are estimated once, as every partition below holds the same rows.
+    spreads = offset_spreads(frame)
+    overall = add_coverage_chance(error_table(frame, None), frame, None, spreads=spreads)
+    offsets = overall.attrs["coverage_offsets"]  # GPU -> spread of family offsets (tau) and of rows (sigma), log
+    overall = verdict(overall, np.array([True]))
     parts = []
     for by, column in PARTITIONS.items():
         scored = frame.assign(**{column: frame[column].astype(str)})
-        table = error_table(scored, column)
-        parts.append(verdict(table, (by in gate_by) & (table["rows"].to_numpy() >= min_rows), scored, column)
-                     .assign(by=by))
+        table = add_coverage_chance(error_table(scored, column), scored, column, spreads=spreads)
+        parts.append(verdict(table, (by in gate_by) & (table["rows"].to_numpy() >= min_rows)).assign(by=by))
     partitions = pd.concat(parts, ignore_index=True)
     columns = ["by", "value", "rows"] + [c for c in overall.columns if c not in ("value", "rows")]
     partitions = partitions[columns]

@@ -18,7 +18,7 @@ from joulecast.data.importers import import_source
 from joulecast.estimator.api import scored_frame
 from joulecast.render import with_chance_text
 from joulecast.training.dataset import TrainingTable, training_table
-from joulecast.training.evaluate import add_coverage_chance, error_table
+from joulecast.training.evaluate import OffsetSpreads, add_coverage_chance, error_table, offset_spreads
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 
 NOMINAL = ResidualModel.level  # the intervals' level (90 %)
@@ -44,10 +44,10 @@ def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True) -
     return pd.concat(parts, ignore_index=True)
 
 
-def with_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str) -> pd.DataFrame:
+def with_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str, spreads: OffsetSpreads) -> pd.DataFrame:
     """`table` (from error_table) with, per partition, the range of energy coverage (%) chance allows when a
     family's rows on one GPU share an offset ("low-high") and the chance (%) of landing within +-4 points of 90 %."""
-    out = with_chance_text(add_coverage_chance(table, frame, by))
+    out = with_chance_text(add_coverage_chance(table, frame, by, spreads=spreads))
     out = out.rename(columns={"chance": "chance_range", "in_target": "chance_in_target"})
     return out.drop(columns=["chance_low", "chance_high"])
 
@@ -60,7 +60,8 @@ def main(path: str, seeds: int) -> None:
     by_gpu = error_table(frame, "gpu").round(2)
     by_gpu["paper_power_mape"] = by_gpu["value"].map(PAPER_POWER_MAPE)
     by_gpu["physics_energy_mape"] = error_table(physics, "gpu")["energy_mape"].round(2).to_numpy()
-    by_gpu = with_chance(by_gpu, frame, "gpu")
+    spreads = offset_spreads(frame)  # of offsets and rows, for both partitions of the held-out rows
+    by_gpu = with_chance(by_gpu, frame, "gpu", spreads)
     print("\nleave-one-model-out, hybrid (MAPE %, coverage % of the 90 % energy interval; chance_*: see below):")
     print(by_gpu.to_string(index=False))
     by_model = error_table(frame, "model_family")
@@ -68,7 +69,7 @@ def main(path: str, seeds: int) -> None:
     # (chance_pts: 16 rows allow +-15 points), and with each family's rows on one GPU sharing an offset, as they do
     # (chance_range, `coverage_chance`)
     by_model["chance_pts"] = 196 * np.sqrt(NOMINAL * (1 - NOMINAL) / by_model["rows"])
-    by_model = with_chance(by_model, frame, "model_family")
+    by_model = with_chance(by_model, frame, "model_family", spreads)
     offsets = ", ".join(f"{gpu} tau {o['tau']:.3f}, sigma {o['sigma']:.3f}"
                         for gpu, o in by_model.attrs["coverage_offsets"].items())
     print("\nper held-out model (chance_pts: the coverage spread 90 % intervals show by chance alone with rows "

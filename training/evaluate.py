@@ -3,6 +3,7 @@ partition, and interval coverage and width."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -141,6 +142,23 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
                                         "in_target", "tau", "sigma"])
     result.attrs["offsets"] = spreads.by_stratum
     return result
+
+
+def calibrated_in_target(rows: int, level: float = 0.9, target: tuple[float, float] = COVERAGE_TARGET) -> float:
+    """The chance (%) that a perfectly calibrated interval puts a partition of `rows` rows within `target` (%):
+    each row inside with probability `level`, independently (no shared offsets). The ceiling of what any interval
+    can be expected to reach: of 16 rows, 14 or 15 must be inside (87.5 or 93.75 %), which happens 60 % of the time."""
+    if rows < 1:
+        raise ValueError(f"rows must be at least 1, got {rows}")
+    k = np.arange(rows + 1)
+    share = k / rows * 100
+    k = k[(share >= target[0] - 1e-9) & (share <= target[1] + 1e-9)]
+    if not len(k):
+        return 0.0
+    # binomial probabilities in logs: exact for any row count without overflowing the binomial coefficient
+    log_pmf = (math.lgamma(rows + 1) - np.array([math.lgamma(i + 1) + math.lgamma(rows - i + 1) for i in k])
+               + k * math.log(level) + (rows - k) * math.log1p(-level))
+    return float(min(np.exp(log_pmf).sum(), 1.0) * 100)  # a sum of many terms may round past 1
 
 
 def add_coverage_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str | None,

@@ -1,11 +1,13 @@
 """Coverage and the spread chance allows it: rows that share an offset swing a partition's coverage far more than
 independent rows do."""
 
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from joulecast.training.evaluate import _random_effects, coverage_chance, offset_spreads
+from joulecast.training.evaluate import _random_effects, calibrated_in_target, coverage_chance, offset_spreads
 
 Z90 = 1.6449  # the two-sided 90 % normal quantile
 
@@ -85,3 +87,21 @@ def test_spreads_estimated_once_serve_every_partition():
         assert given.equals(coverage_chance(frame, by)) and given.attrs["offsets"] == spreads.by_stratum
     with pytest.raises(ValueError, match="spreads for 60 rows given with a frame of 10"):
         coverage_chance(frame.iloc[:10], "part", spreads=spreads)
+
+
+def test_calibrated_interval_lands_in_target_as_often_as_the_binomial_says():
+    def enumerated(n):  # every count of rows inside, by the binomial coefficient itself
+        return 100 * sum(math.comb(n, k) * 0.9 ** k * 0.1 ** (n - k) for k in range(n + 1) if 86 <= 100 * k / n <= 94)
+
+    for n in (10, 16, 83, 115):
+        assert calibrated_in_target(n) == pytest.approx(enumerated(n), rel=1e-9)
+    assert calibrated_in_target(16) == pytest.approx(60.39, abs=0.01)  # only 14 or 15 of 16 inside count
+    assert calibrated_in_target(1) == 0.0  # one row is 0 or 100 % covered
+    # many rows: nearly sure, and no overflow where the binomial coefficient has thousands of digits
+    assert 99.99 < calibrated_in_target(20_000) <= 100.0
+    # a Monte Carlo of independent rows agrees
+    draws = np.random.default_rng(0).random((20_000, 16)) < 0.9
+    share = draws.mean(axis=1) * 100
+    assert np.mean((share >= 86) & (share <= 94)) * 100 == pytest.approx(calibrated_in_target(16), abs=1.5)
+    with pytest.raises(ValueError, match="rows must be at least 1"):
+        calibrated_in_target(0)

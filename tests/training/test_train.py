@@ -118,6 +118,28 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     np.testing.assert_array_equal(legacy.predict(X2, gpus)["energy"], single.predict(X2, gpus)["energy"])
 
 
+def test_each_booster_of_a_bag_leaves_one_family_out():
+    """A jackknife over families: with four families, the i-th booster of seed 0 is fitted without the i-th family
+    (the fifth without the first again), so only the booster that never saw family d's large offset predicts none
+    for d's rows; with two families every booster sees both."""
+    rng = np.random.default_rng(8)
+    n = 160
+    X = _synthetic_features(rng, n)
+    groups = np.repeat(list("abcd"), n // 4)
+    X.loc[groups == "d", "log_flops"] += 20  # family d's rows lie apart, and its correction is large
+    y = np.where(groups == "d", 1.0, 0.0)
+    model = ResidualModel(bag=5).fit(X, {"time": y, "energy": y}, groups, ["a100"] * n, grid=SMALL_GRID)
+    d = X[groups == "d"][model.features]
+    per_booster = np.array([np.median(b.get_booster().inplace_predict(d)) for b in model.points["energy"]])
+    assert per_booster[3] == pytest.approx(0.0, abs=0.05)  # fitted without d
+    assert np.delete(per_booster, 3) == pytest.approx(np.ones(4), abs=0.05)
+    two = (groups == "c") | (groups == "d")
+    pair = ResidualModel(bag=3).fit(X[two].reset_index(drop=True), {"time": y[two], "energy": y[two]}, groups[two],
+                                    ["a100"] * int(two.sum()), grid=SMALL_GRID)
+    assert [np.median(b.get_booster().inplace_predict(d)) for b in pair.points["energy"]] == pytest.approx(
+        [1.0] * 3, abs=0.05)
+
+
 def test_a_narrow_band_reaches_at_least_the_median_and_the_out_of_fold_intervals_cover():
     """Noise ten times larger on half of the rows: the quantile band is narrow on the quiet half, where it is
     floored at the median out-of-fold reach in each direction; the conformal margin comes on top, and the out-of-fold

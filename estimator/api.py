@@ -42,6 +42,7 @@ class Estimate:
     interval_level: float | None = None
     in_domain: bool | None = None                # False: outside the training data (wider interval)
     flags: tuple[str, ...] = ()
+    outside_domain: tuple[str, ...] = ()         # out-of-domain: which features lie outside the training range
     by_kernel_class: pd.DataFrame = field(default=None, compare=False, repr=False)
     kernel_columns: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)
 
@@ -55,7 +56,7 @@ class Estimate:
         """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
         names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
                  "launches", "method", "physics_energy_j", "physics_time_s", "energy_interval_j", "time_interval_s",
-                 "power_interval_w", "interval_level", "in_domain", "flags")
+                 "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain")
         out = {name: getattr(self, name) for name in names}
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
         return out
@@ -146,7 +147,8 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
-                  flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f))
+                  flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f),
+                  outside_domain=() if inside else model.outside_domain(X)[0])
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=float(spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz),

@@ -82,6 +82,10 @@ def main(path: str, seeds: int) -> None:
     print(by_model.round(2).to_string(index=False))
     print(f"chance that every held-out model lies within 86-94 %: {np.prod(by_model['chance_in_target'] / 100):.1%}"
           f" (with a perfectly calibrated interval: {np.prod(by_model['calibrated_in_target'] / 100):.1%})")
+    inside = error_table(frame[frame["in_domain"]], "model_family").set_index("value")
+    print("coverage %, rows inside the training domain only (in_domain above: their share of a family's rows; the "
+          "rest are flagged out-of-domain, their intervals widened):\n"
+          + ", ".join(f"{family} {row.coverage:.1f} % ({row.rows:.0f} rows)" for family, row in inside.iterrows()))
     cells = error_table(frame.assign(cell=frame["gpu"] + " / " + frame["model_family"]), "cell")
     print("\nper GPU and held-out model, energy MAPE % (coverage %):")
     cells[["gpu", "model"]] = cells["value"].str.split(" / ", expand=True)
@@ -98,7 +102,7 @@ def main(path: str, seeds: int) -> None:
             print(f"\n{what} by seed (row and column subsampling of the trees):\n{spread.round(2).to_string()}")
             print(f"mean {spread.mean().round(2).to_dict()}, range {(spread.max() - spread.min()).round(2).to_dict()}")
         families = pd.concat([error_table(f, "model_family") for f in frames]).groupby("value", sort=True)
-        mean = families[["rows", "energy_mape", "coverage", "mean_width", "time_coverage"]].mean()
+        mean = families[["rows", "energy_mape", "coverage", "mean_width", "time_coverage", "in_domain"]].mean()
         chance = ["chance_pts", "chance_range", "chance_in_target", "calibrated_in_target"]
         mean[chance] = by_model.set_index("value")[chance]
         print(f"\nper held-out model, mean over the {seeds} seeds:\n{mean.round(2).to_string()}")

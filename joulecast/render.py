@@ -33,11 +33,22 @@ def estimate_table(est: Any) -> str:
     interval = getattr(est, "energy_interval_j", None)
     if interval:
         lines.insert(5, f"           {_g4(interval[0])} - {_g4(interval[1])} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
+    lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(est))]
     lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
     for row in est.by_kernel_class.itertuples():
         lines.append(f"{row.kernel_class:<20}{row.launches:>9}{_si(row.time_s, 's'):>12}{_si(row.energy_j, 'J'):>12}"
                      f"{row.energy_share:>8.1%}")
     return "\n".join(lines)
+
+
+FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
+                 "out-of-domain": "outside the training data: wider interval"}
+
+
+def _flag_lines(est: Any) -> list[str]:
+    """What each flag of an estimate means, and for out-of-domain which features lie outside the training range."""
+    out = [f"{flag}: {FLAG_MEANINGS.get(flag, '')}".rstrip(": ") for flag in getattr(est, "flags", ())]
+    return out + [f"  {reason}" for reason in getattr(est, "outside_domain", ())]
 
 
 def frame(table: pd.DataFrame) -> str:
@@ -67,7 +78,7 @@ def audit_text(result: Any) -> str:
                         "fit, not its accuracy on new data (see train's cross-validation, experiments/)"]
     parts = with_chance_text(result.partitions.round(2))
     columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
-                           "chance", "mean_width", "pass") if c in parts]
+                           "chance", "mean_width", "in_domain", "pass") if c in parts]
     lines.append(frame(parts[columns].fillna("-")))
     gate = f"target {s['target_pct']:g} % MAPE on {', '.join(s['gate_on'])}"
     lines += ["", f"PASS: every gated partition within {gate}" if s["pass"]

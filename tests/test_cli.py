@@ -30,6 +30,19 @@ def test_estimate_from_kernel_list(capsys, energaizer):
     assert json.loads(capsys.readouterr().out)["launches"] == 242 + 12 * 4  # recorded kernels + layout copies
 
 
+def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
+    """Layer norms alone: the shipped model was trained on workloads where they take a few % of the time."""
+    path = tmp_path / "norms.json"
+    path.write_text(json.dumps([[{"batch": 4096, "dim": 4096, "prec": "bf16"}, ["layernorm", "bf16"]]] * 8))
+    assert main(["estimate", "--kernels", str(path), "--gpu", "a100"]) == 0
+    out = capsys.readouterr().out
+    assert "flag       out-of-domain: outside the training data: wider interval" in out and "  share_norm = 1 (" in out
+    assert main(["estimate", "--kernels", str(path), "--gpu", "a100", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["flags"] == ["out-of-domain"] and payload["in_domain"] is False
+    assert any(reason.startswith("share_norm = 1 (trained 0 to ") for reason in payload["outside_domain"])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--model", "gpt2", "--gpu", "a100", "--batch", "-3"], "batch: must be a positive integer, got -3"),
     (["--model", "gpt2", "--gpu", "a100", "--dtype", "fp4"], "dtype: unknown 'fp4'"),

@@ -30,7 +30,8 @@ def error_table(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
     """Per-partition errors (%) from columns energy_j/time_s/power_w (measured) and pred_* (estimated).
 
     `coverage` (% of rows whose measured energy lies in [lo_energy_j, hi_energy_j]) and `mean_width` (the interval's
-    width relative to the estimate, %) are added when those columns are present; `time_coverage` likewise.
+    width relative to the estimate, %) are added when those columns are present; `time_coverage` likewise; and
+    `in_domain` (% of rows inside the training domain, neither flagged out-of-domain nor spec-only) when flagged.
     """
     f = frame.assign(**absolute_errors(frame))
     columns = {"rows": ("ape_energy", "size")}
@@ -44,6 +45,9 @@ def error_table(frame: pd.DataFrame, by: str | None) -> pd.DataFrame:
     if "lo_time_s" in f:
         f["time_covered"] = ((f["time_s"] >= f["lo_time_s"]) & (f["time_s"] <= f["hi_time_s"])) * 100.0
         columns.update(time_coverage=("time_covered", "mean"))
+    if "in_domain" in f:
+        f["inside"] = f["in_domain"].astype(float) * 100.0
+        columns.update(in_domain=("inside", "mean"))
     key = by or "_all"
     if not by:
         f = f.assign(_all="all")

@@ -21,6 +21,7 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
+from joulecast.training.features import KERNEL_CLASSES
 from joulecast.training.tree_arrays import TreeArrays, bag_margin
 
 TARGETS = ("time", "energy")
@@ -40,7 +41,17 @@ POINT_OBJECTIVE = "reg:absoluteerror"
 # estimates are far off. Zero-shot energy coverage (experiments/onboarding.py, seed 0), widened -> either: A100-SXM4
 # 25.0 -> 100 %, B200 55.6 -> 66.7 %, H100 50.0 -> 82.1 %, A10 and A100 100 % both ways; mean width 59 / 98 / 96 ->
 # 139 / 129 / 151 %, A100 145 -> 194 %.
-DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_bytes", "power_limit_ratio")
+# The kernel mix (the share of physics time per kernel class) bounds the domain too, as the issue asks for an interval
+# "wider for a kernel mix the model has seen little of": a time share, in [0, 1], may stray DOMAIN_SHARE_MARGIN from
+# its training range (a range as narrow as the norm kernels' 0-5 % would otherwise leave no room). Left out of
+# training (experiments/leave_one_model_out.py, tree seeds 0-2), ResNet-101 is the one family this flags:
+# convolutions take 38-57 % of its time, 14-22 % of MobileViT's and none of the others'. Its A100 rows are
+# under-estimated by about 10 %, and its unflagged intervals covered 75 % of them; flagged, 87.5 % (the family 87.5 ->
+# 93.8 %; mean width of the 90 % energy interval A10 25 -> 27 %, A100 21 -> 22 %). No other family's rows move.
+KERNEL_MIX_FEATURES = tuple(f"share_{c}" for c in KERNEL_CLASSES)
+DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_bytes", "power_limit_ratio",
+                   *KERNEL_MIX_FEATURES)
+DOMAIN_SHARE_MARGIN = 0.05
 # Features that name a model more than they describe its work: batch and sequence length (whose meaning differs
 # between a GPT-2 and a Qwen2), the launch count and the mean kernel time (near-constant within a model family).
 # Trees split on them to memorise per-family offsets, which do not carry over to a model they have not seen
@@ -317,15 +328,33 @@ class ResidualModel:
         return np.isin(np.asarray(gpus, dtype=str), self.gpus)
 
     def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
-        """Per row: a GPU trained on, and every domain feature within its training range (5 % margin)."""
+        """Per row: a GPU trained on, and every domain feature within its training range (a margin of 5 % of the
+        range, and at least DOMAIN_SHARE_MARGIN for a kernel class's time share)."""
         return self.trained_on(gpus) & self._features_in_domain(X.to_numpy(dtype=np.float32), list(X.columns))
 
-    def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
-        ok = np.ones(len(values), dtype=bool)
+    def outside_domain(self, X: pd.DataFrame) -> list[tuple[str, ...]]:
+        """Per row: each domain feature outside its training range (with the margin `in_domain` allows), as
+        "name = value (trained low to high)"."""
+        values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
+        misses = self._domain_misses(values, columns)
+        return [tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
+                      for c, (low, high) in self.domain.items() if misses[c][i]) for i in range(len(values))]
+
+    def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
+        """Domain feature -> per row, whether the value lies outside the training range and its margin."""
+        misses = {}
         for c, (low, high) in self.domain.items():
             column = values[:, columns.index(c)]
             span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
-            ok &= (column >= low - span) & (column <= high + span)
+            if c in KERNEL_MIX_FEATURES:
+                span = max(span, DOMAIN_SHARE_MARGIN)
+            misses[c] = (column < low - span) | (column > high + span)
+        return misses
+
+    def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
+        ok = np.ones(len(values), dtype=bool)
+        for outside in self._domain_misses(values, columns).values():
+            ok &= ~outside
         return ok
 
     def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:

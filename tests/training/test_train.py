@@ -204,6 +204,32 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     assert weighted_quantile(np.array([4.0, 1.0, 3.0, 2.0]), np.array([1.0, 0.0, 0.0, 0.0]), 0.5) == 4.0
 
 
+def test_a_kernel_mix_not_trained_on_is_flagged_and_widened():
+    """Convolutions take at most a fifth of the training rows' time: a workload where they take half lies outside
+    the domain, is flagged, named and widened by OUT_OF_DOMAIN_WIDEN; one at 24 % is within the margin a time share
+    is allowed, as is a norm share of 6 % where the training range is 0-2 %."""
+    rng = np.random.default_rng(9)
+    n = 120
+    X = _synthetic_features(rng, n).assign(share_conv2d=rng.uniform(0, 0.2, n), share_norm=rng.uniform(0, 0.02, n))
+    y = 0.05 * rng.normal(size=n)
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, np.tile(list("abcd"), n // 4), ["a100"] * n,
+                                     grid=SMALL_GRID)
+    assert {"share_conv2d", "share_norm"} <= set(model.domain)
+    rows = pd.concat([X.iloc[[0]]] * 3, ignore_index=True)
+    rows.loc[1, ["share_conv2d", "share_norm"]] = [0.24, 0.06]
+    rows.loc[2, "share_conv2d"] = 0.5
+    out = model.predict(rows, ["a100"] * 3)
+    assert list(out["in_domain"]) == [True, True, False]
+    assert list(model.flags(out["in_domain"], ["a100"] * 3)) == ["", "", "out-of-domain"]
+    low, high = model.domain["share_conv2d"]
+    assert model.outside_domain(rows) == [(), (), (f"share_conv2d = 0.5 (trained {low:.3g} to {high:.3g})",)]
+    blind = ResidualModel(**{**vars(model), "domain": {c: r for c, r in model.domain.items() if c != "share_conv2d"}})
+    inside = blind.predict(rows, ["a100"] * 3)
+    assert inside["in_domain"].all()
+    np.testing.assert_allclose(out["energy_hi"] - out["energy"], (inside["energy_hi"] - inside["energy"]) *
+                               np.array([1.0, 1.0, OUT_OF_DOMAIN_WIDEN]), rtol=1e-6)
+
+
 def test_training_progress_counts_every_booster(capsys):
     """The bar's total is the number of boosters fitted: bags of 2 x (one grid setting x 4 folds, then per target 4
     out-of-fold points, 4 out-of-fold bands, the final point and band) = 48."""

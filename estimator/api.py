@@ -168,8 +168,9 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     """Estimates for a DataFrame of configurations, one row each (vectorised per GPU setting).
 
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `sm_clock_mhz`,
-    `power_limit_w` (optional). Returns energy_j, time_s, power_w, physics_*, the interval bounds, in_domain and
-    flags (as `Estimate.flags`: spec-only, out-of-domain, or empty).
+    `power_limit_w` (optional). Returns energy_j, time_s, power_w, physics_*, the interval bounds, in_domain,
+    flags (as `Estimate.flags`: spec-only, out-of-domain, or empty) and outside_domain (`Estimate.outside_domain`
+    joined by "; ").
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `ResidualModel`.
     """
     from joulecast.features.lowering import workload
@@ -196,7 +197,7 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     n = len(frame)
     out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
                                             "energy_hi_j", "time_lo_s", "time_hi_s")}
-    in_domain = np.ones(n, bool)
+    in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
     gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
     for gpu_name, clock, limit, idx in setting_groups(gpu_names, clocks, limits):
         spec = lookup_gpu(gpu_name)
@@ -210,6 +211,9 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
         for name, values in hybrid.items():
             out[name][idx] = values
         in_domain[idx] = corr["in_domain"]
+        away = ~corr["in_domain"]
+        if away.any():
+            outside[idx[away]] = ["; ".join(reasons) for reasons in model.outside_domain(X[away])]
     flags = "" if model is None else model.flags(in_domain, gpu_names)
     return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
-                        method="physics" if model is None else "hybrid")
+                        outside_domain=outside, method="physics" if model is None else "hybrid")

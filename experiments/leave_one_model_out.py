@@ -18,11 +18,12 @@ from joulecast.data.importers import import_source
 from joulecast.estimator.api import scored_frame
 from joulecast.render import with_chance_text
 from joulecast.training.dataset import TrainingTable, training_table
-from joulecast.training.evaluate import (OffsetSpreads, add_coverage_chance, calibrated_in_target, error_table,
-                                         offset_spreads)
+from joulecast.training.evaluate import (OffsetSpreads, add_coverage_chance, calibrated_in_target,
+                                         coverage_p_value, error_table, offset_spreads)
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 
 NOMINAL = ResidualModel.level  # the intervals' level (90 %)
+SIGNIFICANCE = 0.05  # a partition's coverage is called outside the target where p_in_target falls below this
 PAPER_POWER_MAPE = {"a100-pcie-40gb": 8.26, "a10": 8.05}  # EnergAIzer (ISPASS'26), as the issue quotes
 
 
@@ -55,6 +56,14 @@ def with_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str, spreads: Offs
     return out.drop(columns=["chance_low", "chance_high"])
 
 
+def significantly_outside(table: pd.DataFrame) -> str:
+    """The partitions of an error_table whose coverage lies outside 86-94 % by more than chance explains
+    (`coverage_p_value` below SIGNIFICANCE, rows independent), with their p-values; "none" if there are none."""
+    p = [coverage_p_value(round(c * n / 100), int(n)) for c, n in zip(table["coverage"], table["rows"])]
+    out = [f"{v} {c:.1f} % (p {q:.3f})" for v, c, q in zip(table["value"], table["coverage"], p) if q < SIGNIFICANCE]
+    return ", ".join(out) or "none"
+
+
 def main(path: str, seeds: int) -> None:
     table = training_table(import_source("energaizer", path))
     frame = held_out_frame(table)
@@ -78,8 +87,10 @@ def main(path: str, seeds: int) -> None:
     print("\nper held-out model (chance_pts: the coverage spread 90 % intervals show by chance alone with rows "
           "independent, +- points;\nchance_range: the range of coverage, %, when each family's rows on one GPU share "
           f"an offset ({offsets}; log);\nchance_in_target: the chance, %, that such coverage lies within 86-94 %;\n"
-          "calibrated_in_target: the same for a perfectly calibrated interval, rows independent and no offsets):")
-    print(by_model.round(2).to_string(index=False))
+          "calibrated_in_target: the same for a perfectly calibrated interval, rows independent and no offsets;\n"
+          "p_in_target: how likely the coverage seen, or one further out, would be were the true coverage within "
+          "86-94 %, rows independent):")
+    print(by_model.round(3).to_string(index=False))
     print(f"chance that every held-out model lies within 86-94 %: {np.prod(by_model['chance_in_target'] / 100):.1%}"
           f" (with a perfectly calibrated interval: {np.prod(by_model['calibrated_in_target'] / 100):.1%})")
     inside = error_table(frame[frame["in_domain"]], "model_family").set_index("value")
@@ -91,6 +102,8 @@ def main(path: str, seeds: int) -> None:
     cells[["gpu", "model"]] = cells["value"].str.split(" / ", expand=True)
     cells["text"] = cells["energy_mape"].map("{:.2f}".format) + " (" + cells["coverage"].map("{:.0f}".format) + ")"
     print(cells.pivot(index="model", columns="gpu", values="text").to_string())
+    print(f"held-out models with coverage outside 86-94 % beyond chance (p < {SIGNIFICANCE}): "
+          f"{significantly_outside(by_model)}; of the {len(cells)} GPU and model cells: {significantly_outside(cells)}")
     if seeds > 1:  # the trees subsample rows and columns: how much of the figure is the seed's
         frames = [frame]
         for seed in range(1, seeds):
@@ -101,6 +114,9 @@ def main(path: str, seeds: int) -> None:
             spread = runs.pivot(index="seed", columns="value", values=column)
             print(f"\n{what} by seed (row and column subsampling of the trees):\n{spread.round(2).to_string()}")
             print(f"mean {spread.mean().round(2).to_dict()}, range {(spread.max() - spread.min()).round(2).to_dict()}")
+        for seed, f in enumerate(frames):
+            print(f"seed {seed}: held-out models with coverage outside 86-94 % beyond chance (p < {SIGNIFICANCE}): "
+                  f"{significantly_outside(error_table(f, 'model_family'))}")
         families = pd.concat([error_table(f, "model_family") for f in frames]).groupby("value", sort=True)
         mean = families[["rows", "energy_mape", "coverage", "mean_width", "time_coverage", "in_domain"]].mean()
         chance = ["chance_pts", "chance_range", "chance_in_target", "calibrated_in_target"]

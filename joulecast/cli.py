@@ -196,15 +196,14 @@ def _train(args: argparse.Namespace) -> int:
     print(f"trained on {summary['rows']} rows (dropped: {result.table.dropped})")
     cv = result.partitions[(result.partitions["split"] == "cv") & (result.partitions["by"] == "gpu")]
     print("grouped cross-validation by model family (MAPE %; coverage: % of rows inside the 90 % energy interval; "
-          "chance: the coverage chance allows, a family's rows on one GPU sharing an offset):")
-    cv = render.with_chance_text(cv)
-    print(render.frame(cv[["estimator", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage", "chance"]]
-                       .round(2).fillna("-")))
+          "chance: the coverage chance allows, a family's rows on one GPU sharing an offset; p_in_target: how likely "
+          "that coverage would be were the true one within 86-94 %):")
+    columns = ["rows", "energy_mape", "time_mape", "power_mape", "coverage", "chance", "p_in_target"]
+    print(render.frame(render.rounded(render.with_chance_text(cv))[["estimator", "value", *columns]].fillna("-")))
     held = render.with_chance_text(result.partitions[result.partitions["split"] == "held_out"])
     if len(held):
         print("held out (excluded from training):")
-        print(render.frame(held[["by", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage", "chance"]]
-                           .round(2)))
+        print(render.frame(render.rounded(held)[["by", "value", *columns]].fillna("-")))
     if result.run_id:
         print(f"MLflow run {result.run_id}" + (f", model version {result.model_version} is @champion" if result.model_version else ""))
     if result.out:

@@ -68,6 +68,11 @@ def with_chance_text(table: pd.DataFrame) -> pd.DataFrame:
                                 for lo, hi in zip(table["chance_low"], table["chance_high"])])
 
 
+def rounded(table: pd.DataFrame) -> pd.DataFrame:
+    """Figures to 2 decimals for printing; p-values (p_*) to 3, as 0.048 is not 0.05."""
+    return table.round({c: 3 if c.startswith("p_") else 2 for c in table.select_dtypes("number").columns})
+
+
 def audit_text(result: Any) -> str:
     s = result.summary
     lines = [f"audit of {s['estimator']}", f"on {s['data']}: {s['rows']} rows (dropped: {s.get('dropped') or 'none'})",
@@ -76,9 +81,9 @@ def audit_text(result: Any) -> str:
     if s.get("in_sample_sources"):
         lines[-1:-1] = [f"note: the estimator was trained on {', '.join(s['in_sample_sources'])}: these figures measure its "
                         "fit, not its accuracy on new data (see train's cross-validation, experiments/)"]
-    parts = with_chance_text(result.partitions.round(2))
+    parts = with_chance_text(rounded(result.partitions))
     columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
-                           "chance", "mean_width", "in_domain", "pass") if c in parts]
+                           "chance", "p_in_target", "mean_width", "in_domain", "pass") if c in parts]
     lines.append(frame(parts[columns].fillna("-")))
     gate = f"target {s['target_pct']:g} % MAPE on {', '.join(s['gate_on'])}"
     lines += ["", f"PASS: every gated partition within {gate}" if s["pass"]

@@ -107,9 +107,10 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
     suggests. With the spreads of offsets and rows (`offset_spreads` of `strata`; `spreads` where they are already
     estimated for this frame), each partition is redrawn `draws` times, a normal offset per group and a normal error
     per row, against its own rows' interval edges; the central `level` range of the redrawn coverage is what chance
-    allows, and `in_target` the share of draws (%) whose coverage lies within `target` (%). Columns: value, rows,
-    groups, coverage, chance_low, chance_high, in_target, and tau, sigma (log units, root mean square over the
-    partition's rows); `attrs["offsets"]`: stratum -> {tau, sigma}.
+    allows, and `in_target` the share of draws (%) whose coverage lies within `target` (%); `p_in_target` is
+    `coverage_p_value` of the partition's own count. Columns: value, rows, groups, coverage, chance_low, chance_high,
+    in_target, p_in_target, and tau, sigma (log units, root mean square over the partition's rows);
+    `attrs["offsets"]`: stratum -> {tau, sigma}.
     """
     if spreads is None:
         spreads = offset_spreads(frame, shared, strata)
@@ -141,9 +142,10 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
                     "coverage": float(np.mean(inside(e[rows], rows)) * 100),
                     "chance_low": float(low), "chance_high": float(high),
                     "in_target": float(np.mean((covered >= target[0]) & (covered <= target[1])) * 100),
+                    "p_in_target": coverage_p_value(int(inside(e[rows], rows).sum()), len(rows), target),
                     "tau": float(np.sqrt(np.mean(tau[rows] ** 2))), "sigma": float(np.sqrt(np.mean(sigma[rows] ** 2)))})
     result = pd.DataFrame(out, columns=["value", "rows", "groups", "coverage", "chance_low", "chance_high",
-                                        "in_target", "tau", "sigma"])
+                                        "in_target", "p_in_target", "tau", "sigma"])
     result.attrs["offsets"] = spreads.by_stratum
     return result
 
@@ -156,22 +158,43 @@ def calibrated_in_target(rows: int, level: float = 0.9, target: tuple[float, flo
         raise ValueError(f"rows must be at least 1, got {rows}")
     k = np.arange(rows + 1)
     share = k / rows * 100
-    k = k[(share >= target[0] - 1e-9) & (share <= target[1] + 1e-9)]
+    return _binomial_mass(rows, k[(share >= target[0] - 1e-9) & (share <= target[1] + 1e-9)], level) * 100
+
+
+def coverage_p_value(inside: int, rows: int, target: tuple[float, float] = COVERAGE_TARGET) -> float:
+    """How likely `inside` of `rows` rows covered, or a count further out, would be if the true coverage lay within
+    `target` (%): 1 where the observed coverage does; else the one-sided binomial p-value at the nearer edge of the
+    target (rows independent). Rows that share an offset are less independent than this assumes, so it overstates
+    the evidence against the target: a partition it does not reject is consistent with the target."""
+    if not 0 <= inside <= rows or rows < 1:
+        raise ValueError(f"inside must lie within 0-{rows} and rows be at least 1, got {inside} of {rows}")
+    share = inside / rows * 100
+    if share > target[1]:
+        return _binomial_mass(rows, np.arange(inside, rows + 1), target[1] / 100)
+    if share < target[0]:
+        return _binomial_mass(rows, np.arange(inside + 1), target[0] / 100)
+    return 1.0
+
+
+def _binomial_mass(rows: int, k: np.ndarray, p: float) -> float:
+    """P(X in k) for X ~ Binomial(rows, p), summed in logs: exact for any row count without overflowing the
+    binomial coefficient."""
     if not len(k):
         return 0.0
-    # binomial probabilities in logs: exact for any row count without overflowing the binomial coefficient
+    if p <= 0 or p >= 1:  # all rows inside (p = 1) or none (p = 0)
+        return float(np.isin(rows if p >= 1 else 0, k))
     log_pmf = (math.lgamma(rows + 1) - np.array([math.lgamma(i + 1) + math.lgamma(rows - i + 1) for i in k])
-               + k * math.log(level) + (rows - k) * math.log1p(-level))
-    return float(min(np.exp(log_pmf).sum(), 1.0) * 100)  # a sum of many terms may round past 1
+               + k * math.log(p) + (rows - k) * math.log1p(-p))
+    return float(min(np.exp(log_pmf).sum(), 1.0))  # a sum of many terms may round past 1
 
 
 def add_coverage_chance(table: pd.DataFrame, frame: pd.DataFrame, by: str | None,
                         shared: tuple[str, ...] = OFFSET_GROUPS, spreads: OffsetSpreads | None = None) -> pd.DataFrame:
     """`table` (error_table's of `frame` by `by`, None for all rows) with `coverage_chance`'s chance_low,
-    chance_high and in_target per partition (NaN where `frame` has no intervals); its offsets per GPU (tau, sigma)
-    go to `attrs["coverage_offsets"]`. `spreads`: `offset_spreads(frame)`, where one frame is partitioned several
-    ways."""
-    columns = ("chance_low", "chance_high", "in_target")
+    chance_high, in_target and p_in_target per partition (NaN where `frame` has no intervals); its offsets per GPU
+    (tau, sigma) go to `attrs["coverage_offsets"]`. `spreads`: `offset_spreads(frame)`, where one frame is
+    partitioned several ways."""
+    columns = ("chance_low", "chance_high", "in_target", "p_in_target")
     if "lo_energy_j" not in frame:  # physics alone has no interval
         out = table.assign(**{c: np.nan for c in columns})
         out.attrs["coverage_offsets"] = {}

@@ -124,7 +124,7 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     for name, frame in compared.items():
         overall = error_table(frame, None).iloc[0]
         metrics.update({f"cv_{name}_{q}": float(overall[q]) for q in SCORES if q in overall})
-        spreads = offset_spreads(frame)
+        spreads = offset_spreads(frame) if "lo_energy_j" in frame else None  # physics and plain: no interval
         for by in PARTITIONS:
             # beside the coverage, the range chance allows it, a family's rows on one GPU sharing an offset
             t = add_coverage_chance(error_table(frame, by), frame, by, spreads=spreads)

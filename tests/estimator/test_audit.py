@@ -57,6 +57,8 @@ def test_partitions_cover_every_row_and_gate_on_the_target(scored):
     assert len(s["worst"]) == 10 and s["worst"][0]["ape_energy"] == pytest.approx(frame["ape_energy"].max(), abs=1e-3)
     # beside each coverage, the range chance allows it with a family's rows sharing an offset
     assert ((parts["chance_low"] <= parts["chance_high"]) & parts["chance_low"].between(0, 100)).all()
+    assert parts["p_in_target"].between(0, 1).all()
+    assert (parts.loc[parts["coverage"].between(86, 94), "p_in_target"] == 1).all()  # inside the target: nothing to test
     assert s["chance_low"] <= s["chance_high"] and list(s["coverage_offsets"]) == ["a10"]
     assert all(s["coverage_offsets"]["a10"][k] >= 0 for k in ("tau", "sigma"))
 

@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulecast.training.evaluate import _random_effects, calibrated_in_target, coverage_chance, offset_spreads
+from joulecast.training.evaluate import (_random_effects, calibrated_in_target, coverage_chance, coverage_p_value,
+                                         offset_spreads)
 
 Z90 = 1.6449  # the two-sided 90 % normal quantile
 
@@ -105,3 +106,29 @@ def test_calibrated_interval_lands_in_target_as_often_as_the_binomial_says():
     assert np.mean((share >= 86) & (share <= 94)) * 100 == pytest.approx(calibrated_in_target(16), abs=1.5)
     with pytest.raises(ValueError, match="rows must be at least 1"):
         calibrated_in_target(0)
+
+
+def test_coverage_outside_the_target_is_tested_against_its_nearer_edge():
+    def tail(n, ks, p):  # by the binomial coefficient itself
+        return sum(math.comb(n, k) * p ** k * (1 - p) ** (n - k) for k in ks)
+
+    assert coverage_p_value(110, 115) == pytest.approx(tail(115, range(110, 116), 0.94), rel=1e-9)  # 95.7 % vs 94
+    assert coverage_p_value(10, 15) == pytest.approx(tail(15, range(0, 11), 0.86), rel=1e-9)        # 66.7 % vs 86
+    assert coverage_p_value(10, 15) < 0.05 < coverage_p_value(110, 115)
+    assert coverage_p_value(100, 115) == coverage_p_value(14, 16) == 1.0  # 87.0 and 87.5 %: inside the target
+    assert coverage_p_value(16, 16, target=(86, 100)) == 1.0 and coverage_p_value(0, 4, target=(0, 50)) == 1.0
+    assert coverage_p_value(5, 5, target=(0, 0)) == 0.0  # a true coverage of 0 never covers a row
+    # a valid test: where the true coverage sits on the target's edge, it rejects at most 5 % of the time
+    inside = (np.random.default_rng(0).random((4000, 115)) < 0.94).sum(axis=1)
+    p = np.array([coverage_p_value(int(k), 115) for k in inside])
+    assert 0.005 < np.mean(p < 0.05) <= 0.05
+    for bad in ((-1, 10), (11, 10), (0, 0)):
+        with pytest.raises(ValueError, match="inside must lie within"):
+            coverage_p_value(*bad)
+
+
+def test_each_partition_has_the_p_value_of_its_own_count():
+    frame = scored(np.zeros(200), rows_per_group=1, sigma=0.05)
+    chance = coverage_chance(frame, "part").set_index("value")
+    inside = frame["energy_j"].between(frame["lo_energy_j"], frame["hi_energy_j"]).groupby(frame["part"]).sum()
+    assert chance["p_in_target"].to_dict() == {part: coverage_p_value(int(k), 100) for part, k in inside.items()}

@@ -14,6 +14,7 @@ import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
+from joulecast.training.evaluate import coverage_p_value
 from joulecast.training.residual import (GPU_WEIGHT_MIN_ROWS, OUT_OF_DOMAIN_WIDEN, TREE_ARRAY_MAX_ROWS, ResidualModel,
                                          gpu_weights, weighted_quantile)
 from joulecast.training.train import train
@@ -51,6 +52,10 @@ def test_hybrid_beats_physics_and_holds_out_a_family(measurements, tmp_path):
     hybrid = parts[parts["estimator"] == "hybrid"]
     assert set(hybrid["split"]) == {"cv", "held_out"} and (hybrid["chance_low"] <= hybrid["chance_high"]).all()
     assert parts.loc[parts["estimator"] == "physics", "chance_low"].isna().all()
+    # and the p-value of its count were the true coverage within 86-94 %
+    assert (hybrid["p_in_target"] == [coverage_p_value(round(c * n / 100), n)
+                                      for c, n in zip(hybrid["coverage"], hybrid["rows"])]).all()
+    assert parts.loc[parts["estimator"] == "physics", "p_in_target"].isna().all()
     model = load_estimator(str(tmp_path / "est"))
     # batch, sequence, launch count and mean kernel time name a model: not inputs of the trees, but still the domain
     assert not {"log_batch", "log_seq", "log_launches", "log_mean_kernel_s"} & set(model.features)

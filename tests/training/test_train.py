@@ -116,7 +116,7 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     for name in ("time", "time_band", "energy", "energy_band"):
         (old / f"{name}_0.json").rename(old / f"{name}.json")
     info = json.loads((old / "estimator.json").read_text())
-    del info["bag"], info["band_floor"], info["conformal_new_gpu"]
+    del info["bag"], info["band_floor"], info["conformal_new_gpu"], info["conformal_few_rows"]
     # one margin for both sides, as saved before each side had its own
     info["conformal"] = {t: max(m) for t, m in info["conformal"].items()}
     info["conformal_by_gpu"] = {t: {g: max(m) for g, m in by.items()} for t, by in info["conformal_by_gpu"].items()}
@@ -124,7 +124,40 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     legacy = ResidualModel.load(old)
     assert legacy.bag == 1 and len(legacy.points["energy"]) == 1 and legacy.band_floor == {}  # no floor: the band
     assert legacy.conformal_by_gpu["energy"]["a100"] == [max(single.conformal_by_gpu["energy"]["a100"])] * 2
+    assert legacy.conformal_few_rows == {}  # saved before: a GPU of few rows takes the new-GPU margin, as it did
     np.testing.assert_array_equal(legacy.predict(X2, gpus)["energy"], single.predict(X2, gpus)["energy"])
+
+
+def test_a_gpu_of_few_rows_whose_own_rows_miss_further_keeps_their_margins(tmp_path):
+    """Of two GPUs with 10 rows each, one ("e") has corrections that scatter (sd 0.8) where every other GPU's sit
+    near 0; its few rows weigh too little for a leaf of their own, so its out-of-fold rows miss by more than a GPU
+    not trained on does. Its margins are then its own rows' (the largest miss on each side: 10 rows are too few for
+    the conformal rank) and its out-of-fold intervals cover every one of them; the other ("d"), whose rows miss
+    less, keeps the new-GPU margin. Saved and loaded with the model."""
+    rng = np.random.default_rng(11)
+    counts = {"a": 120, "b": 120, "d": 10, "e": 10}
+    gpus = np.repeat(list(counts), list(counts.values()))
+    n = len(gpus)
+    X = _synthetic_features(rng, n).assign(
+        gpu_bandwidth_gbs=np.select([gpus == "a", gpus == "b", gpus == "e"], [600.0, 900.0, 3000.0], 650.0))
+    y = np.where(gpus == "e", rng.normal(0, 0.8, n), 0.0) + 0.01 * rng.normal(size=n)
+    groups = np.tile(list("abcde"), n // 5)
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    few, new = model.conformal_few_rows["energy"], model.conformal_new_gpu["energy"]
+    assert set(few) == {"d", "e"} and set(model.conformal_by_gpu["energy"]) == {"a", "b"}
+    little = np.maximum(model.conformal["energy"], new)
+    assert (np.asarray(few["e"]) > little).all() and (np.asarray(few["d"]) < little).all()
+    np.testing.assert_array_equal(model._margins("energy", ["e", "d", "a", "h100"]),
+                                  [few["e"], little, model.conformal_by_gpu["energy"]["a"], model.conformal["energy"]])
+    e = gpus == "e"
+    assert ((y[e] >= model.oof["energy_lo"][e]) & (y[e] <= model.oof["energy_hi"][e])).all()
+    rows = X.iloc[:3]
+    own, seen_little = model.predict(rows, ["e"] * 3), model.predict(rows, ["d"] * 3)
+    assert ((own["energy_hi"] - own["energy"]) > (seen_little["energy_hi"] - seen_little["energy"])).all()
+    assert own["in_domain"].all()  # trained on: not flagged, its interval is only wider
+    loaded = ResidualModel.load(model.save(tmp_path / "few"))
+    assert loaded.conformal_few_rows == model.conformal_few_rows
+    np.testing.assert_array_equal(loaded.predict(rows, ["e"] * 3)["energy_lo"], own["energy_lo"])
 
 
 def test_each_booster_of_a_bag_leaves_one_family_out():

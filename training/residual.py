@@ -68,16 +68,16 @@ TREE_ARRAY_MAX_ROWS = 8
 # smaller gets a narrower band, one whose are larger a wider one). A GPU trained on with fewer rows has been seen
 # little: it gets the margin measured for a GPU not trained on (`ResidualModel.conformal_new_gpu`), as a handful of
 # rows leaves its errors large (experiments/onboarding.py, seed 0: with 1-14 rows of the H100, B200 or A100-SXM4
-# added, their energy MAPE is 9.6-60 %, against 24-62 % with none).
+# added, their energy MAPE is 8.3-26.8 %, against 13.3-25.6 % with none).
 MIN_ROWS_PER_GPU_MARGIN = 30
 # ... unless its own out-of-fold rows miss by more (`ResidualModel.conformal_few_rows`: each side's conformal quantile
 # of its scores, the largest where it has under 19 rows): a GPU whose physics is far off and whose few rows leave the
-# trees unable to correct it (the B200's 9 ML.ENERGY decode rows, physics 0.42-2.25 times the measured energy) misses
-# by more than a new GPU does on average. The shipped model's grouped CV (its own rows set the margin, so the B200's
-# figure is in-sample): coverage B200 55.6 -> 88.9 % (the ninth row lies on the edge), H100 89.3 -> 100 %.
-# experiments/onboarding.py (seed 0; rows added, then tested on the rest): H100 with 10 % of its rows 80 -> 100 %,
-# B200 with 50 % 80 -> 100 %, B200 with 10 or 25 % (1 or 2 rows) 62.5 / 57.1 % as before; H100 width 117-170 ->
-# 237-287 % of the estimate.
+# trees unable to correct it misses by more than a new GPU does on average. Measured before ML.ENERGY's decode steps
+# were modelled as CUDA graphs, when the B200's 9 rows were 0.42-2.25 times their physics energy: the shipped model's
+# grouped CV (its own rows set the margin, so the B200's figure is in-sample), coverage B200 55.6 -> 88.9 % (the
+# ninth row on the edge), H100 89.3 -> 100 %; experiments/onboarding.py (seed 0; rows added, tested on the rest), H100
+# with 10 % of its rows 80 -> 100 %, B200 with 50 % 80 -> 100 %, B200 with 1 or 2 rows 62.5 / 57.1 % as before; H100
+# width 117-170 -> 237-287 % of the estimate.
 # GPUs weigh alike in the fits (rows weighted by 1 / their GPU's row count), so that the GPU measured most (the A100:
 # 339 EnergAIzer rows against the A10's 95) does not set the corrections of the others. A GPU with fewer than
 # GPU_WEIGHT_MIN_ROWS rows counts as if it had that many: a dozen ML.ENERGY rows, whose physics energy is about 50 %

@@ -35,6 +35,7 @@ def test_mlenergy_catalog_models_rebuild_as_decode(external):
     assert set(lowered["model"]) == {"llama-3-8b", "llama-3-70b", "mistral-7b"}
     w = resolve(lowered["workload_ref"].iloc[0])
     assert w.phase == "decode" and w.kernel_count > 0
+    assert w.launch_mode == "graph"  # vLLM replays decode steps as CUDA graphs
 
 
 def test_zeus_epochs(external):

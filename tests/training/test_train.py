@@ -28,6 +28,15 @@ def _synthetic_features(rng: np.random.Generator, n: int) -> pd.DataFrame:
                          "power_limit_ratio": np.ones(n)})
 
 
+def _gpus_told_apart(rng: np.random.Generator, counts: dict[str, int],
+                     bandwidth: dict[str, float]) -> tuple[np.ndarray, pd.DataFrame, np.ndarray]:
+    """`counts` rows per GPU, told apart by a spec column (`bandwidth` per GPU, 650 GB/s for the rest), and their
+    model families, five cycling: (gpus, features, groups)."""
+    gpus = np.repeat(list(counts), list(counts.values()))
+    X = _synthetic_features(rng, len(gpus)).assign(gpu_bandwidth_gbs=[bandwidth.get(g, 650.0) for g in gpus])
+    return gpus, X, np.tile(list("abcde"), len(gpus) // 5)
+
+
 @pytest.fixture(scope="module")
 def measurements(energaizer):
     return import_source("energaizer", energaizer)
@@ -135,13 +144,10 @@ def test_a_gpu_of_few_rows_whose_own_rows_miss_further_keeps_their_margins(tmp_p
     the conformal rank) and its out-of-fold intervals cover every one of them; the other ("d"), whose rows miss
     less, keeps the new-GPU margin. Saved and loaded with the model."""
     rng = np.random.default_rng(11)
-    counts = {"a": 120, "b": 120, "d": 10, "e": 10}
-    gpus = np.repeat(list(counts), list(counts.values()))
+    gpus, X, groups = _gpus_told_apart(rng, {"a": 120, "b": 120, "d": 10, "e": 10},
+                                       {"a": 600.0, "b": 900.0, "e": 3000.0})
     n = len(gpus)
-    X = _synthetic_features(rng, n).assign(
-        gpu_bandwidth_gbs=np.select([gpus == "a", gpus == "b", gpus == "e"], [600.0, 900.0, 3000.0], 650.0))
     y = np.where(gpus == "e", rng.normal(0, 0.8, n), 0.0) + 0.01 * rng.normal(size=n)
-    groups = np.tile(list("abcde"), n // 5)
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
     few, new = model.conformal_few_rows["energy"], model.conformal_new_gpu["energy"]
     assert set(few) == {"d", "e"} and set(model.conformal_by_gpu["energy"]) == {"a", "b"}
@@ -232,13 +238,10 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     than the widened interval; a GPU trained on keeps its own, smaller margin, unless it has too few rows for one (the
     fourth, 10 rows like the first's): seen so little, it gets the new-GPU margin."""
     rng = np.random.default_rng(7)
-    counts = {"a": 120, "b": 120, "c": 30, "d": 10}
-    gpus = np.repeat(list(counts), list(counts.values()))
+    gpus, X, groups = _gpus_told_apart(rng, {"a": 120, "b": 120, "c": 30, "d": 10},
+                                       {"a": 600.0, "b": 900.0, "c": 1500.0})
     n = len(gpus)
-    X = _synthetic_features(rng, n).assign(
-        gpu_bandwidth_gbs=np.select([gpus == "a", gpus == "b", gpus == "c"], [600.0, 900.0, 1500.0], 650.0))
     y = np.where(gpus == "c", 0.3, 0.0) + 0.01 * rng.normal(size=n)
-    groups = np.tile(list("abcde"), n // 5)
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
     new = model.conformal_new_gpu["energy"]
     assert 0.2 < new < 0.35 and new > max(model.conformal_by_gpu["energy"]["a"])

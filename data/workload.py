@@ -25,6 +25,8 @@ class Workload:
         dtype: the compute dtype.
         source: ``catalog``, ``config`` or ``kernel-list``.
         launch_mode: ``eager`` (one host dispatch per kernel, as in PyTorch eager) or ``graph`` (CUDA graphs).
+        engine: the serving engine whose own host work runs between steps (`joulecast.features.arch.SERVING_ENGINES`),
+            or None for the kernels alone.
     """
 
     name: str
@@ -36,6 +38,7 @@ class Workload:
     dtype: str | None = None
     source: str = "catalog"
     launch_mode: str = "eager"
+    engine: str | None = None
 
     @property
     def kernel_hash(self) -> str:

@@ -70,7 +70,7 @@ def _breakdown(features: Mapping[str, np.ndarray], time_s: float, busy_s: float,
     launches_by = np.bincount(index, launches, minlength=len(classes)).astype(np.int64)
     time_by = np.bincount(index, launches * np.asarray(features["time_s"]), minlength=len(classes))
     energy_by = np.bincount(index, launches * np.asarray(features["energy_j"]), minlength=len(classes))
-    if time_s - busy_s > 0:  # host-bound: the GPU waits for the next launch at idle power
+    if time_s - busy_s > 0:  # host-bound: the GPU waits for the next launch, or for a serving engine's host work
         classes = np.append(classes, "idle (host-bound)")
         launches_by, time_by = np.append(launches_by, 0), np.append(time_by, time_s - busy_s)
         energy_by = np.append(energy_by, idle_gap_j)
@@ -160,17 +160,19 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         kernel_columns=features, **kw)
 
 
-CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "sm_clock_mhz", "power_limit_w")
-_DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash"}
+CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
+                  "sm_clock_mhz", "power_limit_w")
+_DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
+                                "launch_mode": "eager"}
 
 
 def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     """Estimates for a DataFrame of configurations, one row each (vectorised per GPU setting).
 
-    Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `sm_clock_mhz`,
-    `power_limit_w` (optional). Returns energy_j, time_s, power_w, physics_*, the interval bounds, in_domain,
-    flags (as `Estimate.flags`: spec-only, out-of-domain, or empty) and outside_domain (`Estimate.outside_domain`
-    joined by "; ").
+    Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
+    (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w` (optional). Returns energy_j, time_s,
+    power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`: spec-only, out-of-domain, or
+    empty) and outside_domain (`Estimate.outside_domain` joined by "; ").
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `ResidualModel`.
     """
     from joulecast.features.lowering import workload
@@ -186,14 +188,18 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     for column, default in _DEFAULTS.items():
         frame[column] = frame[column].fillna(default) if column in frame else default
     frame["batch"], frame["seq"] = frame["batch"].astype(int), frame["seq"].astype(int)
+    # a list, not a column: pandas would store "no engine" as NaN
+    engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
     clocks = frame["sm_clock_mhz"].astype(float) if "sm_clock_mhz" in frame else pd.Series(np.nan, index=frame.index)
     limits = frame["power_limit_w"].astype(float) if "power_limit_w" in frame else pd.Series(np.nan, index=frame.index)
     specs = {name: lookup_gpu(name) for name in frame["gpu"].unique()}
     cache: dict[tuple, Workload] = {}
-    keys = list(zip(frame["model"], frame["phase"], frame["batch"], frame["seq"], frame["dtype"], frame["attention"]))
+    keys = list(zip(frame["model"], frame["phase"], frame["batch"], frame["seq"], frame["dtype"], frame["attention"],
+                    frame["launch_mode"], engines))
     for key in set(keys):
-        m, phase, batch, seq, dtype, attention = key
-        cache[key] = workload(m, phase=phase, batch=int(batch), seq=int(seq), dtype=dtype, attention=attention)
+        m, phase, batch, seq, dtype, attention, launch_mode, engine = key
+        cache[key] = workload(m, phase=phase, batch=int(batch), seq=int(seq), dtype=dtype, attention=attention,
+                              launch_mode=launch_mode, engine=engine)
     n = len(frame)
     out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
                                             "energy_hi_j", "time_lo_s", "time_hi_s")}

@@ -81,6 +81,15 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # PyTorch eager dispatch: one host-side launch takes tens of microseconds through the Python and ATen layers; the
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
+# A serving engine's own host work per decode step (scheduling, sampling, detokenising and streaming each sequence's
+# token) runs between the GPU's steps, not under them: seconds per running sequence, and the GPU's power meanwhile as
+# a multiple of its idle power (not idle: small kernels and the prefills of new requests run too). vLLM 0.5.4, the
+# ML.ENERGY v2 engine: derived from that release's 12 A100-SXM4-40GB rows (experiments/serving_overhead.py: measured
+# step time less the kernels' physics, summed, over the running sequences summed), 0.454 ms per sequence at 2.01x
+# idle power. Its 17 H100 rows, not used, give 0.416 ms and 1.68x: as host work would, the same time on a GPU whose
+# steps are 1.8-2.2x shorter. The v3 engine (vLLM 0.11.1) has no entry: on its rows the GPU draws more than physics,
+# not less, so what physics misses there is GPU work (the prompts, not recorded), not host time.
+SERVING_ENGINES = {"vllm-0.5.4": {"host_s_per_sequence": 0.454e-3, "power_over_idle": 2.01}}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as
 # `..._nhwckrsc_nchw_...`: NHWC activations, KRSC filters, NCHW output), so cuDNN transposes each convolution's input
 # first (`nchwToNhwcKernel` in profiles; the PyTorch performance tuning guide's advice to use channels_last avoids

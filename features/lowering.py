@@ -14,6 +14,7 @@ from joulecast.data import models
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
 from joulecast.errors import require
+from joulecast.features import arch
 from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
 from joulecast.features.builder import KernelBuilder
@@ -92,7 +93,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
 
 def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: int = 1, seq: int | None = 512,
              dtype: str = "bf16", attention: str = "flash", lm_head: bool | None = None,
-             launch_mode: str = "eager") -> Workload:
+             launch_mode: str = "eager", engine: str | None = None) -> Workload:
     """Build a `Workload` from a catalog model name, a config path, or a config mapping.
 
     Args:
@@ -104,11 +105,15 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         attention: ``flash`` (one fused kernel) or ``eager`` (GEMM, mask, softmax, GEMM).
         lm_head: add the vocabulary projection of the last token (default: only for ``decode``).
         launch_mode: ``eager`` or ``graph``.
+        engine: a serving engine (`joulecast.features.arch.SERVING_ENGINES`) whose host work per step adds to the
+            kernels' time, or None.
 
     Raises:
         InputError: naming the field that is wrong and what is allowed.
     """
     require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
+    require(engine is None or engine in arch.SERVING_ENGINES, "engine",
+            f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
     if isinstance(model, Mapping):
         config, name, source = dict(model), str(model.get("name", model.get("model_type", "config"))), "config"
     elif str(model).endswith(".json"):
@@ -121,6 +126,7 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         phase = "inference"
     records, _ = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention, lm_head=lm_head)
     seq_part = "" if models.family(config) in _VISION else f"/s{seq}"
-    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}", kernels=kernel_table(records), model=name,
-                    phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq, dtype=dtype,
-                    source=source, launch_mode=launch_mode)
+    engine_part = f"/{engine}" if engine else ""
+    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}", kernels=kernel_table(records),
+                    model=name, phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq,
+                    dtype=dtype, source=source, launch_mode=launch_mode, engine=engine)

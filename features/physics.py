@@ -31,8 +31,9 @@ class PhysicsTotals:
     time_s: np.ndarray
     energy_j: np.ndarray
     gpu_busy_s: np.ndarray
-    host_s: np.ndarray
+    host_s: np.ndarray              # host dispatch plus a serving engine's host work
     idle_gap_energy_j: np.ndarray
+    engine_host_s: np.ndarray       # a serving engine's host work alone
 
     @property
     def power_w(self) -> np.ndarray:
@@ -160,16 +161,20 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
 
 
 def analyze(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
-            power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0) -> tuple[pd.DataFrame, PhysicsTotals]:
+            power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
+            serial_host_s: float | np.ndarray = 0.0,
+            serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[pd.DataFrame, PhysicsTotals]:
     """`analyze_arrays` with the per-kernel features as a DataFrame."""
     columns, totals = analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
-                                     host_dispatch_s=host_dispatch_s)
+                                     host_dispatch_s=host_dispatch_s, serial_host_s=serial_host_s,
+                                     serial_power_over_idle=serial_power_over_idle)
     return pd.DataFrame(columns), totals
 
 
 def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
-                   power_limit_w: float | None = None,
-                   host_dispatch_s: float | np.ndarray = 0.0) -> tuple[dict[str, np.ndarray], PhysicsTotals]:
+                   power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
+                   serial_host_s: float | np.ndarray = 0.0,
+                   serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[dict[str, np.ndarray], PhysicsTotals]:
     """Physics estimate of one or more workloads on one GPU.
 
     Args:
@@ -178,6 +183,8 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
         sm_clock_mhz: locked SM clock; default the maximum (boost) clock.
         power_limit_w: power cap; default the GPU's default limit.
         host_dispatch_s: host time per kernel launch (per workload id when an array).
+        serial_host_s: host time per pass that the GPU waits out (a serving engine's work between steps; per
+            workload id when an array), at `serial_power_over_idle` times the GPU's idle power.
 
     Returns:
         (per-kernel feature columns, one row per kernel, with per-launch time_s, power_w, energy_j; per-workload
@@ -200,10 +207,14 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
     busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
     dispatched = np.where(np.isin(f["op"], arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
     host = np.bincount(wid, dispatched, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
-    total_time = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
-    gap_energy = float(idle_power_w(gpu, clock0)) * (total_time - busy)
-    totals = PhysicsTotals(time_s=total_time, energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,
-                           gpu_busy_s=busy, host_s=host, idle_gap_energy_j=gap_energy)
+    overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
+    serial = np.broadcast_to(np.asarray(serial_host_s, dtype=float), (n,))
+    idle = float(idle_power_w(gpu, clock0))
+    gap_energy = idle * (overlapped - busy + serial * np.asarray(serial_power_over_idle, dtype=float))
+    totals = PhysicsTotals(time_s=overlapped + serial,
+                           energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,
+                           gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
+                           engine_host_s=np.array(serial))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels.columns},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],

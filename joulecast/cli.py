@@ -27,7 +27,8 @@ def _estimate(args: argparse.Namespace) -> int:
         if not (args.model or args.config):
             raise joulecast.InputError("--model", "give --model NAME, --config PATH or --kernels FILE.json")
         workload = joulecast.workload(args.config or args.model, phase=args.phase, batch=args.batch, seq=args.seq,
-                                      dtype=args.dtype, attention=args.attention, launch_mode=args.launch_mode)
+                                      dtype=args.dtype, attention=args.attention, launch_mode=args.launch_mode,
+                                      engine=args.engine)
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
@@ -329,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--dtype", default="bf16", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
     est.add_argument("--attention", default="flash", help="flash (fused) or eager; default flash")
     est.add_argument("--launch-mode", default="eager", help="eager (PyTorch) or graph (CUDA graphs); default eager")
+    est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's (vllm-0.5.4); "
+                     "default none: the kernels alone")
     est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
     est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "

@@ -13,7 +13,9 @@ lower bound that the row's provenance repeats. Other models keep `kernel_list = 
 vLLM replays decode steps as captured CUDA graphs unless told `enforce_eager` (its default is False; no v3 server
 config in `benchmark_configs.csv` sets it, two set `cudagraph_mode`), so the references launch as graphs: no host
 dispatch per kernel, which for a small batch would otherwise be most of the step (llama-3-8b, batch 8, B200:
-physics 25.5 ms eager against 4.95 ms as graphs; measured 4.9 ms).
+physics 25.5 ms eager against 4.95 ms as graphs; measured 4.9 ms). v2's references name their engine, vLLM 0.5.4,
+whose own host work between steps was most of a v2 step (`joulecast.features.arch.SERVING_ENGINES`; llama-3-8b, batch
+128, H100: the kernels' physics 12.2 ms, measured 59.4 ms).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ GPUS = {"NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb", "NVIDIA H100 80GB HBM3": "h10
 CATALOG = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",
            "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3-70b",
            "meta-llama/Llama-3.3-70B-Instruct": "llama-3-70b", "mistralai/Mistral-7B-Instruct-v0.3": "mistral-7b"}
+# v2 ran vLLM 0.5.4 (its PROVENANCE), whose host work per step the physics adds (arch.SERVING_ENGINES); v3's vLLM
+# 0.11.1 has no entry there.
+V2_ENGINE = "vllm-0.5.4"
 DTYPES = {"bfloat16": "bf16", "fp8": "fp8", "mxfp4": "mxfp4"}
 V2_COLUMNS = ("category", "task", "Model", "GPU", "TP", "PP", "Energy/req (J)", "Token tput (tok/s)",
               "Avg Output Tokens", "Avg BS (reqs)", "Max BS (reqs)")
@@ -64,7 +69,7 @@ def _v2(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
     return _table(csv, "mlenergy-v2", raw.index, model=raw["Model"], task=raw["task"], gpu=raw["GPU"],
                   num_gpus=raw["TP"] * raw["PP"], batch=raw["Avg BS (reqs)"], max_batch=raw["Max BS (reqs)"],
                   dtype=pd.Series(pd.NA, index=raw.index), output_len=raw["Avg Output Tokens"],
-                  per_token_j=per_token_j, throughput=raw["Token tput (tok/s)"])
+                  per_token_j=per_token_j, throughput=raw["Token tput (tok/s)"], engine=V2_ENGINE)
 
 
 def _v3(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
@@ -72,11 +77,12 @@ def _v3(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
     return _table(csv, "mlenergy-v3", raw.index, model=raw["model_id"], task=raw["task"], gpu=raw["gpu_model"],
                   num_gpus=raw["num_gpus"], batch=raw["avg_batch_size"], max_batch=raw["max_num_seqs"],
                   dtype=raw["weight_precision"].map(DTYPES), output_len=raw["avg_output_len"],
-                  per_token_j=raw["energy_per_token_joules"], throughput=raw["output_throughput_tokens_per_sec"])
+                  per_token_j=raw["energy_per_token_joules"], throughput=raw["output_throughput_tokens_per_sec"],
+                  engine=None)
 
 
 def _table(csv: Path, release: str, index: pd.Index, *, model, task, gpu, num_gpus, batch, max_batch, dtype,
-           output_len, per_token_j, throughput) -> pd.DataFrame:
+           output_len, per_token_j, throughput, engine: str | None) -> pd.DataFrame:
     gpus = gpu.map(GPUS)
     if gpus.isna().any():
         raise DataError(f"{csv}: unknown GPU {gpu[gpus.isna()].iloc[0]!r}; known: {', '.join(GPUS)}")
@@ -84,7 +90,7 @@ def _table(csv: Path, release: str, index: pd.Index, *, model, task, gpu, num_gp
     batch_int = np.maximum(1, np.round(batch.to_numpy(float))).astype(int)
     kv_len = np.maximum(1, np.round(output_len.to_numpy(float) / 2)).astype(int)
     refs = [catalog_ref(m, phase="decode", batch=b, seq=s, dtype=d if isinstance(d, str) else "bf16",
-                        launch_mode="graph")
+                        launch_mode="graph", engine=engine)
             if isinstance(m, str) else None
             for m, b, s, d in zip(catalog_model, batch_int, kv_len, dtype)]
     step_s = batch.to_numpy(float) / throughput.to_numpy(float)

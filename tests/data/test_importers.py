@@ -36,6 +36,9 @@ def test_mlenergy_catalog_models_rebuild_as_decode(external):
     w = resolve(lowered["workload_ref"].iloc[0])
     assert w.phase == "decode" and w.kernel_count > 0
     assert w.launch_mode == "graph"  # vLLM replays decode steps as CUDA graphs
+    assert w.engine == "vllm-0.5.4"  # v2's engine, whose host work per step the physics adds
+    v3 = import_source("mlenergy", external / "mlenergy-v3")
+    assert resolve(v3.loc[v3["kernel_list"] == "lowered", "workload_ref"].iloc[0]).engine is None
 
 
 def test_zeus_epochs(external):

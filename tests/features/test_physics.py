@@ -4,7 +4,7 @@ import pytest
 import joulecast
 from joulecast.data.kernels import kernel_table
 from joulecast.errors import InputError
-from joulecast.features import physics
+from joulecast.features import arch, physics
 from joulecast.features.power import idle_power_w
 
 
@@ -141,6 +141,23 @@ def test_lower_clock_is_slower_and_host_bound_runs_idle():
     assert idle.time_s == pytest.approx(fast.time_s - fast.gpu_busy_s)
     graph = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph"), "a100")
     assert graph.time_s == pytest.approx(graph.gpu_busy_s)
+
+
+def test_a_serving_engine_adds_its_host_work_per_sequence_at_a_multiple_of_idle_power():
+    engine = arch.SERVING_ENGINES["vllm-0.5.4"]
+    alone = physics_estimate(joulecast.workload("llama-3-8b", phase="decode", batch=128, seq=256, launch_mode="graph"),
+                             "h100-sxm")
+    served = physics_estimate(joulecast.workload("llama-3-8b", phase="decode", batch=128, seq=256, launch_mode="graph",
+                                                 engine="vllm-0.5.4"), "h100-sxm")
+    host = 128 * engine["host_s_per_sequence"]  # 58 ms against a GPU step of about 12 ms
+    assert served.gpu_busy_s == pytest.approx(alone.gpu_busy_s) and host > 4 * alone.time_s
+    assert served.time_s == pytest.approx(alone.time_s + host)
+    idle = idle_power_w(joulecast.gpu("h100-sxm"), joulecast.gpu("h100-sxm").boost_clock_mhz)
+    assert served.energy_j - alone.energy_j == pytest.approx(host * engine["power_over_idle"] * idle)
+    gap = served.by_kernel_class.set_index("kernel_class").loc["idle (host-bound)"]
+    assert gap.time_s == pytest.approx(host)
+    with pytest.raises(InputError, match="engine: unknown 'vllm-9'; allowed: vllm-0.5.4"):
+        joulecast.workload("llama-3-8b", phase="decode", engine="vllm-9")
 
 
 def test_kernels_a_library_launches_cost_no_host_dispatch():

@@ -13,6 +13,7 @@ import pytest
 import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
+from joulecast.features import arch
 from joulecast.training.dataset import training_table
 from joulecast.training.evaluate import coverage_p_value
 from joulecast.training.residual import (GPU_WEIGHT_MIN_ROWS, OUT_OF_DOMAIN_WIDEN, TREE_ARRAY_MAX_ROWS, ResidualModel,
@@ -334,19 +335,27 @@ def test_estimate_many_equals_one_by_one():
                                       "decode", "prefill", "decode"],
                             "batch": [8, 16, 1, 2, 32, 4, 16, 1, 4, 32], "seq": [512, 2048, 128, 256, None, 384, None,
                                                                                  512, 1024, 4096],
-                            "sm_clock_mhz": [900, None, None, 1200, None, None, None, None, 1000, None]})
+                            "sm_clock_mhz": [900, None, None, 1200, None, None, None, None, 1000, None],
+                            # one decode served as by vLLM 0.5.4: CUDA graphs and the engine's host work per step
+                            "launch_mode": ["eager"] * 7 + ["graph", None, None],
+                            "engine": [None] * 7 + ["vllm-0.5.4", None, None]})
     assert len(configs) > TREE_ARRAY_MAX_ROWS
     many = joulecast.estimate_many(configs)
     assert many["outside_domain"].iloc[-1].startswith("share_attention = 0.4")
     for row, out in zip(configs.itertuples(), many.itertuples()):
         clock = None if pd.isna(row.sm_clock_mhz) else row.sm_clock_mhz
         seq = None if pd.isna(row.seq) else int(row.seq)
-        one = joulecast.estimate(joulecast.workload(row.model, phase=row.phase, batch=row.batch, seq=seq), row.gpu,
-                                 sm_clock_mhz=clock)
+        launch_mode, engine = (value if isinstance(value, str) else default  # pandas reads None as NaN
+                               for value, default in ((row.launch_mode, "eager"), (row.engine, None)))
+        w = joulecast.workload(row.model, phase=row.phase, batch=row.batch, seq=seq, launch_mode=launch_mode,
+                               engine=engine)
+        one = joulecast.estimate(w, row.gpu, sm_clock_mhz=clock)
         assert out.energy_j == pytest.approx(one.energy_j) and out.time_s == pytest.approx(one.time_s)
         assert out.energy_lo_j == pytest.approx(one.energy_interval_j[0])
         assert (out.in_domain, out.flags, out.outside_domain) == (one.in_domain, "".join(one.flags),
                                                                    "; ".join(one.outside_domain))
+    served = many.iloc[7]
+    assert served.physics_time_s > configs.batch[7] * arch.SERVING_ENGINES["vllm-0.5.4"]["host_s_per_sequence"]
     with pytest.raises(joulecast.InputError, match="gpu: estimate_many needs a 'gpu' column"):
         joulecast.estimate_many(pd.DataFrame({"model": ["gpt2"]}))
 

@@ -1,0 +1,25 @@
+"""The serving engine's host time per step: the shipped constant is what ML.ENERGY's rows measure."""
+
+import pytest
+
+from joulecast.data.importers import import_source
+from joulecast.features import arch
+from joulecast.training.dataset import usable
+from joulecast.training.engine_overhead import kernels_alone, pooled
+
+
+def test_vllm_054_host_time_is_what_its_a100_rows_leave_over_physics_and_holds_on_the_h100(external):
+    rows, _ = usable(import_source("mlenergy", external / "mlenergy-v2"))
+    frame = kernels_alone(rows)
+    by_gpu = {gpu: pooled(part) for gpu, part in frame.groupby("gpu")}
+    a100, h100 = by_gpu["a100-sxm4-40gb"], by_gpu["h100-sxm"]
+    assert (a100["rows"], h100["rows"]) == (12, 17)  # llama-3-8b and mistral-7b on one GPU
+    shipped = arch.SERVING_ENGINES["vllm-0.5.4"]
+    assert a100["host_s_per_sequence"] == pytest.approx(shipped["host_s_per_sequence"], abs=0.5e-6)
+    assert a100["power_over_idle"] == pytest.approx(shipped["power_over_idle"], abs=0.005)
+    # Host work: the H100, whose kernels' physics runs the same steps (model, batch 64-319) 1.7-2.2x faster, leaves
+    # nearly the same time over.
+    steps = frame.pivot_table(index=["model", "batch"], columns="gpu", values="physics_time_s").dropna()
+    assert len(steps) == 10 and (steps["a100-sxm4-40gb"] / steps["h100-sxm"]).between(1.7, 2.2).all()
+    assert h100["host_s_per_sequence"] == pytest.approx(a100["host_s_per_sequence"], rel=0.1)
+    assert (frame["extra_ms_per_sequence"] > 0.3).all()  # every row, batch 32 to 1,230

@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mlflow.pyfunc
 import pandas as pd
+
+if TYPE_CHECKING:
+    from mlflow.types.schema import Schema
 
 
 def example_input() -> pd.DataFrame:
     return pd.DataFrame({"model": ["gpt2", "llama-3-8b"], "gpu": ["a100-pcie-40gb", "h100-sxm"],
                          "phase": ["prefill", "decode"], "batch": [8, 16], "seq": [512, 2048], "dtype": ["bf16", "bf16"]})
+
+
+# MLflow passes a served model only the columns its signature names, so the signature names every column
+# `estimate_many` reads (`model` and `gpu` required, the rest optional), not only the example's.
+_NUMBERS = {"batch": "long", "seq": "long", "sm_clock_mhz": "double", "power_limit_w": "double"}
+
+
+def input_schema() -> "Schema":
+    from mlflow.types.schema import ColSpec, Schema
+
+    from joulecast.estimator.api import CONFIG_COLUMNS
+
+    return Schema([ColSpec(_NUMBERS.get(c, "string"), c, required=c in ("model", "gpu")) for c in CONFIG_COLUMNS])
 
 
 class HybridPyfunc(mlflow.pyfunc.PythonModel):

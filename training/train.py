@@ -160,9 +160,9 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
 def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment: str, register: bool,
                 promote: bool, hybrid: pd.DataFrame) -> None:
     import mlflow
-    from mlflow.models import infer_signature
+    from mlflow.models import ModelSignature, infer_signature
 
-    from joulecast.estimator.pyfunc import HybridPyfunc, example_input
+    from joulecast.estimator.pyfunc import HybridPyfunc, example_input, input_schema
     from joulecast.training.plots import parity_figure
 
     mlflow.set_tracking_uri(uri)
@@ -182,7 +182,8 @@ def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment:
             example = example_input()
             model = HybridPyfunc()
             model.load_context_from(folder)
-            signature = infer_signature(example, model.predict(None, example))
+            outputs = infer_signature(example, model.predict(None, example)).outputs
+            signature = ModelSignature(inputs=input_schema(), outputs=outputs)
             info = mlflow.pyfunc.log_model(name="model", python_model=HybridPyfunc(), artifacts={"estimator": str(folder)},
                                            signature=signature, input_example=example,
                                            registered_model_name=MODEL_NAME if register else None)

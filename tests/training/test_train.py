@@ -399,6 +399,13 @@ def test_train_against_a_real_mlflow_server(measurements, tmp_path, monkeypatch)
         from joulecast.estimator.pyfunc import example_input
         out = loaded.predict(example_input())
         assert (out["energy_j"] > 0).all() and list(out.columns)[:3] == ["energy_j", "time_s", "power_w"]
+        # every column estimate_many reads reaches it through the signature, not only the example's
+        decode = example_input().iloc[[1]].reset_index(drop=True)
+        served = decode.assign(launch_mode="graph", engine="vllm-0.5.4", sm_clock_mhz=1500.0)
+        direct = joulecast.estimate_many(served, estimator=load_estimator(f"runs:/{result.run_id}/model"))
+        assert loaded.predict(served)["energy_j"].iloc[0] == pytest.approx(direct["energy_j"].iloc[0])
+        assert loaded.predict(served)["physics_time_s"].iloc[0] != pytest.approx(
+            loaded.predict(decode)["physics_time_s"].iloc[0], rel=0.05)
         est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", sm_clock_mhz=900,
                                  estimator="models:/joulecast@champion")
         assert est.method == "hybrid"

@@ -87,8 +87,10 @@ HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # ML.ENERGY v2 engine: derived from that release's 12 A100-SXM4-40GB rows (experiments/serving_overhead.py: measured
 # step time less the kernels' physics, summed, over the running sequences summed), 0.454 ms per sequence at 2.01x
 # idle power. Its 17 H100 rows, not used, give 0.416 ms and 1.68x: as host work would, the same time on a GPU whose
-# steps are 1.8-2.2x shorter. The v3 engine (vLLM 0.11.1) has no entry: on its rows the GPU draws more than physics,
-# not less, so what physics misses there is GPU work (the prompts, not recorded), not host time.
+# steps are 1.7-2.2x shorter (so experiments/onboarding.py's zero-shot H100 figures are blind to the constant, its
+# A100-SXM4 ones are not). The v3 engine (vLLM 0.11.1) has no entry: what physics misses of its steps is 0.06 ms
+# per sequence, an eighth of v2's, and on its H100 rows the GPU meanwhile draws more than the kernels' physics (685
+# against 611 W at batch 691), so it is GPU work (prompts, which are not recorded) more than host time.
 SERVING_ENGINES = {"vllm-0.5.4": {"host_s_per_sequence": 0.454e-3, "power_over_idle": 2.01}}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as
 # `..._nhwckrsc_nchw_...`: NHWC activations, KRSC filters, NCHW output), so cuDNN transposes each convolution's input

@@ -138,11 +138,11 @@ def coverage_chance(frame: pd.DataFrame, by: str, shared: tuple[str, ...] = OFFS
                  + rng.normal(0, 1, (n, len(rows))) * sigma[rows])
             covered[start:start + n] = inside(x, rows).mean(axis=1) * 100
         low, high = np.percentile(covered, [tail, 100 - tail])
-        out.append({"value": value, "rows": len(rows), "groups": len(groups),
-                    "coverage": float(np.mean(inside(e[rows], rows)) * 100),
+        seen = int(inside(e[rows], rows).sum())
+        out.append({"value": value, "rows": len(rows), "groups": len(groups), "coverage": seen / len(rows) * 100,
                     "chance_low": float(low), "chance_high": float(high),
                     "in_target": float(np.mean((covered >= target[0]) & (covered <= target[1])) * 100),
-                    "p_in_target": coverage_p_value(int(inside(e[rows], rows).sum()), len(rows), target),
+                    "p_in_target": coverage_p_value(seen, len(rows), target),
                     "tau": float(np.sqrt(np.mean(tau[rows] ** 2))), "sigma": float(np.sqrt(np.mean(sigma[rows] ** 2)))})
     result = pd.DataFrame(out, columns=["value", "rows", "groups", "coverage", "chance_low", "chance_high",
                                         "in_target", "p_in_target", "tau", "sigma"])

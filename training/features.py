@@ -34,13 +34,15 @@ def physics_batch(workloads: Sequence[Workload], gpu: GpuSpec, sm_clock_mhz: flo
                                   host_dispatch_s=host, **serial)
 
 
+_NO_ENGINE = {"host_s_per_sequence": 0.0, "power_over_idle": 1.0}
+
+
 def _engine_host(workloads: Sequence[Workload]) -> dict[str, np.ndarray]:
     """Per workload, its serving engine's host time per step (per running sequence x batch) and the GPU's power
     meanwhile; none without an engine."""
-    engines = [arch.SERVING_ENGINES.get(w.engine or "", {}) for w in workloads]
-    return {"serial_host_s": np.array([e.get("host_s_per_sequence", 0.0) * (w.batch or 1)
-                                       for e, w in zip(engines, workloads)]),
-            "serial_power_over_idle": np.array([e.get("power_over_idle", 1.0) for e in engines])}
+    engines = [arch.SERVING_ENGINES[w.engine] if w.engine else _NO_ENGINE for w in workloads]
+    return {"serial_host_s": np.array([e["host_s_per_sequence"] * (w.batch or 1) for e, w in zip(engines, workloads)]),
+            "serial_power_over_idle": np.array([e["power_over_idle"] for e in engines])}
 
 
 def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals) -> dict[str, np.ndarray]:

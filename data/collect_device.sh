@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Run a collection plan on the lent GPU machine in one command; leaves one Parquet file, the dataset card and the
-# log under $OUT (the device tool returns at most 8 files, two folders deep: $OUT/<gpu>/<collection>/...).
+# Run a collection plan on the lent GPU machine in one command; leaves the rows (one Parquet file), their meter
+# readings (one more), the dataset card and the logs under $OUT (the device tool returns at most 8 files, two folders
+# deep: $OUT/<gpu>/<collection>/...).
 #
 #   bash data/collect_device.sh [PLAN]        # default: h200-first
+#
+# COLLECT_LIMIT_S (default 420) stops the collection with SIGTERM, which it takes like Ctrl-C: the rows measured so
+# far are flushed and still come back, and a rerun on the same machine resumes.
 #
 # The machine has torch, pandas, pyarrow, pyyaml and nvidia-ml-py but not xgboost or mlflow: joulecast is installed
 # without dependencies, and collecting imports neither.
@@ -15,10 +19,12 @@ export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation --target /tmp/joulecast-site "$REPO" 2>&1 | tail -2 || true
 export PYTHONPATH=/tmp/joulecast-site
 cd /tmp  # never import the checkout's joulecast/ folder: the installed package maps the rooms
-nvidia-smi --query-gpu=name,driver_version,power.limit,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/nvidia-smi.csv"
+nvidia-smi --query-gpu=name,driver_version,power.limit,power.default_limit,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/nvidia-smi.csv"
+nvidia-smi -q -d POWER,CLOCK,TEMPERATURE,PERFORMANCE >"$OUT/nvidia-smi-q.txt" 2>&1 || true
 python3 -m joulecast.cli collect "$PLAN" --dry-run | tail -1 | tee "$OUT/collect.log"
 status=0
-python3 -m joulecast.cli -v collect "$PLAN" --out "$STORE" 2>&1 | tee -a "$OUT/collect.log" || status=$?
+timeout -s TERM -k 30 "${COLLECT_LIMIT_S:-420}" \
+  python3 -m joulecast.cli -v collect "$PLAN" --out "$STORE" 2>&1 | tr '\r' '\n' | tee -a "$OUT/collect.log" || status=$?
 # One part file for the trip back (the store flushes every 20 s); the card travels as written.
 python3 - "$STORE" "$OUT" <<'PY'
 import shutil, sys
@@ -30,8 +36,11 @@ for folder in sorted(p for p in src.glob("*/*") if p.is_dir()):
     rows = store.load_collection(src, gpu, collection)  # this collection's rows only, read once
     if len(rows):
         store.write_part(rows, out, gpu, collection)
+    samples = store.load_samples(src, gpu, collection)
+    if len(samples):
+        store.write_samples(samples, out, gpu, collection)
     (out / gpu / collection).mkdir(parents=True, exist_ok=True)
     shutil.copy(folder / store.CARD_NAME, out / gpu / collection / store.CARD_NAME)
-    print(f"{len(rows)} rows -> {out / gpu / collection}")
+    print(f"{len(rows)} rows, {len(samples)} meter readings -> {out / gpu / collection}")
 PY
 exit "$status"

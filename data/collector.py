@@ -7,7 +7,9 @@ Per item: warm-up (doubling iteration counts until `warmup_s`), then `repeats` w
 that a window lasts at least `min_window_s`. A background thread samples the meter every `SAMPLE_INTERVAL_S`
 during each window (clocks, temperature, throttle reasons, and power where there is no energy counter).
 Rows are flushed as atomic part files every `FLUSH_S` seconds and on exit, Ctrl-C included; a rerun skips what is
-stored (resume). Idle power is measured before and after the collection.
+stored (resume). Idle power is measured before and after the collection. Every meter reading of the measured windows
+is kept beside the rows (`samples-*.parquet`), so a window's energy can be recomputed later in another way (a fit of
+the counter against time, say, where it updates coarsely).
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from joulecast.data.models import family_of_name
 from joulecast.data.plan import Plan, PlanItem, expected_durations, item_workload
 
 log = logging.getLogger(__name__)
-SAMPLE_INTERVAL_S = 0.005   # 200 Hz: the issue asks for at least 100 Hz where power samples are integrated
+# 100 Hz: the issue asks for at least that where power samples are integrated, and every reading takes the GIL from
+# the thread launching the kernels, which slows launch-bound work (small-batch decode) the more often it happens.
+SAMPLE_INTERVAL_S = 0.01
 FLUSH_S = 20.0              # most seconds of finished rows a hard kill can lose
 SOURCE = "joulecast-collector"
 
@@ -77,18 +81,32 @@ class Window:
         self.samples.append(read_sample(self.meter))  # the meter is only read by one thread at a time
 
 
-def measure_idle(meter: Meter, seconds: float, sleep: Callable[[float], None] = time.sleep) -> float:
-    """Average power (W) with nothing running, over `seconds`."""
+def measure_idle(meter: Meter, seconds: float, sleep: Callable[[float], None] = time.sleep,
+                 keep: list[list[Sample]] | None = None) -> float:
+    """Average power (W) with nothing running, over `seconds`; `keep` receives the window's samples."""
     with Window(meter) as window:
         sleep(seconds)
+    if keep is not None:
+        keep.append(window.samples)
     return summarise_window(window.samples, idle_power_w=0.0).power_w
+
+
+def samples_frame(measurement_id: str, windows: Sequence[Sequence[Sample]]) -> pd.DataFrame:
+    """One row per meter reading: which item and window, the meter's own time, and what it read."""
+    rows = [dict(measurement_id=measurement_id, window=w, time_s=s.time_s, energy_j=s.energy_j, power_w=s.power_w,
+                 sm_clock_mhz=s.sm_clock_mhz, memory_clock_mhz=s.memory_clock_mhz, temperature_c=s.temperature_c,
+                 power_limit_w=s.power_limit_w, throttle=",".join(sorted(s.throttle)))
+            for w, samples in enumerate(windows) for s in samples]
+    return pd.DataFrame(rows)
 
 
 RECALIBRATIONS = 2  # times a window that came out shorter than min_window_s is measured again with a larger n
 
 
-def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float) -> dict[str, Any]:
-    """Warm up, then measure `settings.repeats` windows; returns the row's measured fields."""
+def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float,
+                 keep: list[list[Sample]] | None = None) -> dict[str, Any]:
+    """Warm up, then measure `settings.repeats` windows; returns the row's measured fields. `keep` receives the
+    samples of the windows the row is made of."""
     elapsed, its, per_iter = 0.0, 1, 0.0
     while True:  # warm-up: doubling runs until warmup_s has passed (at least two runs: the first allocates)
         seconds = step.run(its)
@@ -109,6 +127,8 @@ def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float) -
         # A hiccup in warm-up (a collection, a clock ramp) made the iterations look slower than they are and the
         # windows came out short: size n again from the windows just measured.
         per_iter = statistics.median(device_s) / n
+    if keep is not None:
+        keep.extend(samples for _, samples in windows)
     return _row_fields(n, device_s, windows, settings)
 
 
@@ -161,24 +181,35 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
     plan_s = {e.item.id: e.seconds for e in expected_durations(plan, todo)}
     bar = _progress(sum(plan_s.values()), progress)
     buffer: list[dict[str, Any]] = []
+    traces: list[pd.DataFrame] = []
     last_flush = clock()
 
     def flush() -> None:
         nonlocal last_flush
-        if buffer:
+        if buffer:  # the rows first: samples without their row are only remeasured on resume, never lost rows
             store.write_part(pd.DataFrame(buffer), root, plan.gpu, collection)
             result.written += len(buffer)
             buffer.clear()
+        if traces:
+            store.write_samples(pd.concat(traces, ignore_index=True), root, plan.gpu, collection)
+            traces.clear()
         last_flush = clock()
 
+    def idle(label: str) -> float:
+        windows: list[list[Sample]] = []
+        power = measure_idle(meter, plan.settings.idle_s, sleep, keep=windows)
+        traces.append(samples_frame(f"{label}/{started}", windows))
+        return power
+
     try:
-        result.idle_before_w = measure_idle(meter, plan.settings.idle_s, sleep)
+        result.idle_before_w = idle("idle-before")
         for item in todo:
             bar.set_postfix_str(item.id, refresh=False)
+            windows: list[list[Sample]] = []
             try:
                 step = runner.prepare(item)
                 try:
-                    fields = measure_item(step, meter, plan.settings, result.idle_before_w)
+                    fields = measure_item(step, meter, plan.settings, result.idle_before_w, keep=windows)
                 finally:
                     step.close()
             except (KeyboardInterrupt, SystemExit):
@@ -189,10 +220,11 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
                 log.warning("%s failed: %s", item.id, reason)
             else:
                 buffer.append(_row(item, plan, collection, device, result.idle_before_w, fields))
+                traces.append(samples_frame(item.id, windows))
             bar.update(plan_s[item.id])
             if clock() - last_flush >= FLUSH_S:
                 flush()
-        result.idle_after_w = measure_idle(meter, plan.settings.idle_s, sleep)
+        result.idle_after_w = idle("idle-after")
     except KeyboardInterrupt:
         result.interrupted = True
     finally:
@@ -238,7 +270,10 @@ def _write_card(plan: Plan, root: str | Path, collection: str, result: CollectRe
         "settings": dict(vars(plan.settings)),
         "sampling": {"energy": "NVML total-energy counter over each window (integrated power samples where the GPU "
                                "has none)", "sample_interval_s": SAMPLE_INTERVAL_S,
-                     "time": "CUDA events around each window's iterations"},
+                     "time": "CUDA events around each window's iterations",
+                     "samples": "every reading of the rows' windows and of the idle windows, in samples-*.parquet "
+                                "(measurement_id, window, the meter's monotonic time_s, its cumulative energy_j, "
+                                "power_w, clocks, temperature, power limit, throttle reasons)"},
         "gpu_settings": "read only: clocks and power limit were left as found",
         "sessions": sessions,
     })

@@ -81,7 +81,10 @@ class NvmlMeter:
         return float(self._call("nvmlDeviceGetEnforcedPowerLimit")) / 1e3
 
     def throttle_reasons(self) -> frozenset[str]:
-        bits = int(self._call("nvmlDeviceGetCurrentClocksThrottleReasons"))
+        # Renamed "clocks event reasons" in newer bindings; the old name may go.
+        name = next(n for n in ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons")
+                    if hasattr(self._nvml, n))
+        bits = int(self._call(name))
         return frozenset(name for bit, name in _THROTTLE_BITS.items() if bits & bit)
 
 

@@ -1,4 +1,5 @@
-"""The measurement store: `<root>/<gpu>/<collection-id>/part-*.parquet` plus a dataset card per collection.
+"""The measurement store: `<root>/<gpu>/<collection-id>/part-*.parquet` plus a dataset card per collection, and
+beside the rows the meter readings they were made from (`samples-*.parquet`, which `load_store` leaves alone).
 
 Writes are atomic (a temporary file in the same folder, then `os.replace`), so an interrupted collection leaves only
 whole part files; `existing_ids` lets a resumed collection skip what is already stored.
@@ -31,6 +32,30 @@ def write_part(table: pd.DataFrame, root: str | Path, gpu: str, collection_id: s
     path = folder / f"part-{index:05d}.parquet"
     write_atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
     return path
+
+
+SAMPLE_COLUMNS = ("measurement_id", "window", "time_s", "energy_j", "power_w", "sm_clock_mhz", "memory_clock_mhz",
+                  "temperature_c", "power_limit_w", "throttle")
+
+
+def write_samples(table: pd.DataFrame, root: str | Path, gpu: str, collection_id: str) -> Path:
+    """Append one file of raw meter readings to a collection; returns its path."""
+    missing = [c for c in SAMPLE_COLUMNS if c not in table.columns]
+    if missing:
+        raise DataError(f"samples for {gpu}/{collection_id}: missing column(s) {', '.join(missing)}")
+    folder = collection_dir(root, gpu, collection_id)
+    index = len(list(folder.glob("samples-*.parquet"))) if folder.exists() else 0
+    path = folder / f"samples-{index:05d}.parquet"
+    write_atomic(path, lambda tmp: table[list(SAMPLE_COLUMNS)].to_parquet(tmp, index=False))
+    return path
+
+
+def load_samples(root: str | Path, gpu: str, collection_id: str) -> pd.DataFrame:
+    """A collection's raw meter readings (empty where it has none)."""
+    parts = sorted(collection_dir(root, gpu, collection_id).glob("samples-*.parquet"))
+    if not parts:
+        return pd.DataFrame({c: [] for c in SAMPLE_COLUMNS})
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
 
 
 def write_card(root: str | Path, gpu: str, collection_id: str, card: Mapping[str, Any]) -> Path:

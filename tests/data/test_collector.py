@@ -199,3 +199,23 @@ def test_short_windows_are_measured_again_with_more_iterations():
     # The warm-up saw 0.2 s per iteration, so 5 iterations (10 ms) per window; measured again at 25 (0.05 s).
     assert fields["iterations"] == 25 and not fields["flag_window_short"]
     assert fields["time_s"] == pytest.approx(0.002) and fields["energy_j"] == pytest.approx(0.5, rel=0.05)
+
+
+def test_every_reading_of_the_windows_is_kept_beside_the_rows(tmp_path):
+    from joulecast.data.store import load_samples
+
+    clock = Clock()
+    p = plan()
+    collect(p, tmp_path, ReplayMeter(trace(power_w=300.0, step=0.01), clock), FakeRunner(clock), progress=False,
+            sleep=clock.sleep, clock=clock)
+    samples, rows = load_samples(tmp_path, "h200", "test"), load_store(tmp_path)
+    idle = samples["measurement_id"].str.startswith(("idle-before/", "idle-after/"))
+    assert samples.loc[idle, "measurement_id"].nunique() == 2
+    measured = samples[~idle]
+    assert set(measured["measurement_id"]) == set(rows["measurement_id"])
+    assert set(measured["window"]) == {0, 1, 2}  # the three repeats of each row
+    # The readings give back each row's energy: the counter's rise over a window, per iteration.
+    for _, row in rows.iterrows():
+        window = measured[measured["measurement_id"] == row["measurement_id"]]
+        per_window = window.groupby("window")["energy_j"].agg(lambda e: e.max() - e.min()) / row["iterations"]
+        assert math.isclose(per_window.median(), row["energy_j"], rel_tol=1e-9)

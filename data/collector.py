@@ -151,6 +151,34 @@ def _row_fields(n: int, device_s: Sequence[float], windows: Sequence[tuple[Windo
     )
 
 
+def samples_of(frame: pd.DataFrame) -> list[Sample]:
+    """`samples_frame`'s rows back as `Sample`s, in time order."""
+    frame = frame.sort_values("time_s")
+    return [Sample(time_s=r.time_s, energy_j=r.energy_j, power_w=r.power_w, sm_clock_mhz=r.sm_clock_mhz,
+                   memory_clock_mhz=r.memory_clock_mhz, temperature_c=r.temperature_c, power_limit_w=r.power_limit_w,
+                   throttle=frozenset(str(r.throttle).split(",")) - {""})
+            for r in frame.itertuples(index=False)]
+
+
+def rederive(rows: pd.DataFrame, samples: pd.DataFrame, settings: Any) -> pd.DataFrame:
+    """Rows with their energy, power and spread computed again from their kept meter readings by today's
+    `summarise_window` (time, from CUDA events, is not in the readings and stays). Rows without readings stay as
+    they are. This is how a collection measured before a change in the window arithmetic is brought up to it."""
+    out = rows.copy()
+    by_id = dict(tuple(samples.groupby("measurement_id")))
+    for i, row in out.iterrows():
+        kept = by_id.get(row["measurement_id"])
+        if kept is None:
+            continue
+        windows = [(summarise_window(samples_of(w), row["idle_power_w"]), samples_of(w))
+                   for _, w in kept.groupby("window")]
+        n = int(row["iterations"])
+        fields = _row_fields(n, [row["time_s"] * n] * len(windows), windows, settings)
+        for column in ("energy_j", "power_w", "spread_rel"):
+            out.at[i, column] = fields[column]
+    return out
+
+
 @dataclass
 class CollectResult:
     collection: str

@@ -84,8 +84,8 @@ class ReplayMeter:
         return self._now().throttle
 
 
-def counter_energy_j(readings: Sequence[float], wrap_j: float | None = None) -> float:
-    """Energy over a window from successive cumulative-counter readings.
+def _counter_steps(readings: Sequence[float], wrap_j: float | None) -> np.ndarray:
+    """Energy between successive cumulative-counter readings.
 
     A reading below its predecessor means the counter wrapped (when `wrap_j`, its range, is known: add the range) or
     reset (driver reload: count from zero again, i.e. take the new reading as the step).
@@ -97,7 +97,33 @@ def counter_energy_j(readings: Sequence[float], wrap_j: float | None = None) -> 
         steps[back] += wrap_j
     else:
         steps[back] = values[1:][back]
-    return float(steps.sum())
+    return steps
+
+
+def counter_energy_j(readings: Sequence[float], wrap_j: float | None = None) -> float:
+    """Energy over a window from successive cumulative-counter readings: the counter's rise from first to last."""
+    return float(_counter_steps(readings, wrap_j).sum())
+
+
+# A counter fit needs this many updates inside the window, spanning at least this share of it.
+FIT_MIN_UPDATES, FIT_MIN_SPAN = 3, 0.5
+
+
+def counter_fit_power_w(times_s: Sequence[float], readings: Sequence[float], wrap_j: float | None = None) -> float | None:
+    """Mean power from the instants the counter moved: the slope of energy against time over its updates.
+
+    The counter does not count continuously: on the H200 it moves every 100 ms or so (joulecast's own samples,
+    data/measurements/h200/h200-first). Its rise from a window's first reading to its last is then off by up to one
+    update's energy at either end, ±10 % on a 1 s window; its updates fall on the sampling clock to within one sample
+    (about 14 ms), so their slope is good to about 1 %. None where there are too few updates to fit.
+    """
+    times = np.asarray(times_s, dtype=float)
+    steps = _counter_steps(readings, wrap_j)
+    moved = np.flatnonzero(steps != 0) + 1          # the first reading showing each update
+    if len(moved) < FIT_MIN_UPDATES or times[moved[-1]] - times[moved[0]] < FIT_MIN_SPAN * (times[-1] - times[0]):
+        return None
+    energy = np.concatenate([[0.0], np.cumsum(steps)])
+    return float(np.polyfit(times[moved], energy[moved], 1)[0])
 
 
 def integrate_power_j(times_s: Sequence[float], powers_w: Sequence[float]) -> float:
@@ -133,7 +159,9 @@ def summarise_window(samples: Sequence[Sample], idle_power_w: float, wrap_j: flo
         raise ValueError("a window needs samples spanning a positive time")
     energies = np.array([s.energy_j for s in samples], dtype=float)
     if np.isfinite(energies).all():
-        energy, method = counter_energy_j(energies, wrap_j), "energy_counter"
+        fit_w = counter_fit_power_w(times, energies, wrap_j)
+        energy = fit_w * duration if fit_w is not None else counter_energy_j(energies, wrap_j)
+        method = "energy_counter"
     else:
         energy, method = integrate_power_j(times, [s.power_w for s in samples]), "power_samples"
     clocks = np.array([s.sm_clock_mhz for s in samples])

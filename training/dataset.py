@@ -50,9 +50,23 @@ def usable(measurements: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     return measurements[keep].reset_index(drop=True), {k: v for k, v in dropped.items() if v}
 
 
+# The collector's source name (joulecast.data.collector.SOURCE; not imported: that module needs the collector's
+# packages' neighbours, pandas threads and all, and the name is part of the stored data anyway).
+COLLECTOR_SOURCE = "joulecast-collector"
+
+
 def setting_of(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """The clock a row was locked at (its minimum where one was set; NaN = default boost) and its power limit."""
-    clock = rows["sm_clock_min_mhz"].to_numpy(float)
+    """The clock a row was locked at (NaN = none: the default boost clock) and its power limit.
+
+    Imported rows give a locked clock as their minimum clock. The collector never sets one; where it measured a GPU
+    throttling (power or heat), its clocks fell because of the limit, which the physics' power-cap solve reproduces
+    from the default clock, so the row has no lock. Otherwise its highest clock is the one the GPU was left at (a
+    lock someone else set, or the boost clock).
+    """
+    clock = rows["sm_clock_min_mhz"].to_numpy(float).copy()
+    own = (rows["source"] == COLLECTOR_SOURCE).to_numpy(bool)
+    throttled = rows["flag_throttled"].to_numpy(bool)
+    clock[own] = np.where(throttled[own], np.nan, rows["sm_clock_max_mhz"].to_numpy(float)[own])
     return clock, rows["power_limit_w"].to_numpy(float)
 
 

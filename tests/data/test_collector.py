@@ -219,3 +219,22 @@ def test_every_reading_of_the_windows_is_kept_beside_the_rows(tmp_path):
         window = measured[measured["measurement_id"] == row["measurement_id"]]
         per_window = window.groupby("window")["energy_j"].agg(lambda e: e.max() - e.min()) / row["iterations"]
         assert math.isclose(per_window.median(), row["energy_j"], rel_tol=1e-9)
+
+
+def test_rows_are_rederived_from_their_readings(tmp_path):
+    """A row whose energy was worked out some other way gets today's window arithmetic back from its readings."""
+    from joulecast.data.collector import rederive
+    from joulecast.data.store import load_samples
+
+    clock = Clock()
+    p = plan()
+    collect(p, tmp_path, ReplayMeter(trace(power_w=300.0, step=0.01), clock), FakeRunner(clock), progress=False,
+            sleep=clock.sleep, clock=clock)
+    rows, samples = load_store(tmp_path), load_samples(tmp_path, "h200", "test")
+    spoiled = rows.assign(energy_j=rows["energy_j"] * 1.1, power_w=1.0, spread_rel=0.5)
+    again = rederive(spoiled, samples, p.settings)
+    for column in ("energy_j", "power_w", "spread_rel", "time_s"):
+        assert np.allclose(again[column], rows[column], rtol=1e-9, atol=1e-12), column
+    assert math.isclose(again["power_w"].iloc[0], 300.0, rel_tol=1e-6)
+    alone = rederive(spoiled, samples.iloc[:0], p.settings)  # no readings: nothing to go on, nothing changes
+    assert alone["energy_j"].equals(spoiled["energy_j"])

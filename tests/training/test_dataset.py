@@ -1,0 +1,27 @@
+"""The training table's reading of a row's GPU setting, on the project's own H200 measurements."""
+
+from pathlib import Path
+
+import numpy as np
+
+from joulecast.data.store import load_store
+from joulecast.training.dataset import setting_of, training_table
+
+OWN = Path(__file__).resolve().parents[2] / "data" / "measurements"
+
+
+def test_the_collectors_throttled_rows_ran_at_the_default_clock_under_their_power_limit():
+    rows = load_store(OWN)
+    rows = rows[rows["gpu"] == "h200"].reset_index(drop=True)
+    clock, limit = setting_of(rows)
+    throttled = rows["flag_throttled"].to_numpy(bool)
+    assert 0 < throttled.sum() < len(rows)
+    assert np.isnan(clock[throttled]).all()  # no lock: the power cap lowered the clock
+    assert (clock[~throttled] == rows.loc[~throttled, "sm_clock_max_mhz"]).all() and (limit == 700.0).all()
+    # So the physics meets the cap as the GPU did: a 16k GEMM draws its 700 W limit, not the 290 W that locking the
+    # clock at the lowest one seen (1,110 MHz) would give, and takes the measured time to within 5 %.
+    gemm = rows.index[rows["measurement_id"] == "gemm/m16384/n16384/k16384/bf16"]
+    table = training_table(rows.loc[gemm])
+    physics_power = table.rows["physics_energy_j"] / table.rows["physics_time_s"]
+    assert np.allclose(physics_power, 700.0, rtol=0.01)
+    assert np.allclose(table.rows["physics_time_s"], table.rows["time_s"], rtol=0.05)

@@ -278,7 +278,7 @@ def _row(item: PlanItem, plan: Plan, collection: str, device: dict[str, str], id
 def _progress(total_s: float, enabled: bool) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=round(total_s, 1), unit="s", disable=not enabled, dynamic_ncols=True,
+    return tqdm(total=total_s, unit="s", disable=not enabled, dynamic_ncols=True,
                 bar_format="{l_bar}{bar}| {n:.0f}/{total:.0f} s planned [{elapsed}<{remaining}]{postfix}")
 
 

@@ -5,6 +5,10 @@ candidate to champion only if no partition regresses beyond a tolerance.
 Like is compared with like: the champion's figures on the GPUs it was trained on are its own cross-validated
 record (kept with the model by `train`), the candidate's are its cross-validated figures (model families out of
 fold). Comparing the champion's in-sample fit with the candidate's out-of-fold errors would never promote anything.
+Where the GPU is new to the champion, the other partitions' "before" is a baseline instead: the candidate's training
+without the GPU's rows, on the candidate's folds and hyper-parameters, so that only the new rows differ. (Folds
+balance rows, so new rows can move whole model families between folds, and a small partition's figure moves with
+its fold's company; the champion may also have been trained on other data than the candidate.)
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import usable
 from joulecast.training.evaluate import error_table
 from joulecast.training.residual import PARAM_GRID
-from joulecast.training.train import CHAMPION, MODEL_NAME, TrainResult, default_tracking_uri, train
+from joulecast.training.train import CHAMPION, MODEL_NAME, TrainResult, cv_record, default_tracking_uri, train
 
 log = logging.getLogger(__name__)
 COMPARED_BY = {"gpu": "gpu", "model_family": "model"}  # train's CV partition kinds -> audit's names
@@ -41,6 +45,7 @@ class RetrainResult:
     promoted: bool
     reasons: list[str] = field(default_factory=list)
     trained: TrainResult | None = None
+    baseline: TrainResult | None = None   # the candidate's training without the GPU (where it is new), same folds
 
     def summary(self) -> dict[str, Any]:
         keys = ("rows", "energy_mape", "time_mape", "power_mape", "coverage")
@@ -80,15 +85,30 @@ def compare(before: pd.DataFrame, after: pd.DataFrame, tolerance: float, quantit
     return table.sort_values(["by", "value", "quantity"], ignore_index=True)
 
 
-def _champion_record(model: Any, before: AuditResult, gpu: str) -> pd.DataFrame:
-    """The champion's figures per partition: its stored CV record; for a GPU it never saw, its zero-shot audit."""
-    record = pd.DataFrame((model.cv.get("meta", {}).get("cv_partitions") or []) if model is not None else [],
-                          columns=["by", "value", "rows", *[f"{q}_mape" for q in GATE_ON]])
+def _record(cv_partitions: list[dict[str, Any]]) -> pd.DataFrame:
+    """A stored cross-validated record (`train.cv_record`) as the rows `compare` reads."""
+    record = pd.DataFrame(cv_partitions, columns=["by", "value", "rows", *[f"{q}_mape" for q in GATE_ON]])
     record["by"] = record["by"].map(COMPARED_BY)
-    if ((record["by"] == "gpu") & (record["value"] == gpu)).any():
-        return record  # trained on this GPU already: its CV figure, not an in-sample audit
+    return record
+
+
+def _with_zero_shot(record: pd.DataFrame, before: AuditResult) -> pd.DataFrame:
     audited = before.partitions[before.partitions["by"] == "gpu"]
     return pd.concat([record, audited[record.columns]], ignore_index=True)
+
+
+def _champion_record(model: Any, before: AuditResult, gpu: str) -> pd.DataFrame:
+    """The champion's figures per partition: its stored CV record; for a GPU it never saw, its zero-shot audit."""
+    record = _record((model.cv.get("meta", {}).get("cv_partitions") or []) if model is not None else [])
+    if ((record["by"] == "gpu") & (record["value"] == gpu)).any():
+        return record  # trained on this GPU already: its CV figure, not an in-sample audit
+    return _with_zero_shot(record, before)
+
+
+def _baseline_record(baseline: TrainResult, before: AuditResult) -> pd.DataFrame:
+    """The baseline's cross-validated figures, with the champion's zero-shot audit of the new GPU (which the
+    baseline, like the champion, never saw)."""
+    return _with_zero_shot(_record(cv_record(baseline.partitions)), before)
 
 
 def _candidate_record(oof: pd.DataFrame, gpu: str, seen: bool) -> pd.DataFrame:
@@ -114,7 +134,7 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
                          "--import SOURCE=PATH)")
     from tqdm.auto import tqdm
 
-    stages = tqdm(total=4, desc="retrain", unit="stage", disable=not progress, dynamic_ncols=True,
+    stages = tqdm(total=5, desc="retrain", unit="stage", disable=not progress, dynamic_ncols=True,
                   bar_format="{desc}: {n}/{total}{postfix}")
     stages.set_postfix_str("training the candidate (grouped cross-validation)")
     uri = tracking_uri or default_tracking_uri()
@@ -127,9 +147,16 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     new = (fit_rows["gpu"] == spec.name).to_numpy()
 
     stages.update()
-    stages.set_postfix_str("auditing the champion and the candidate")
     model = load_estimator(champion)
     described = describe_estimator(champion, model)
+    seen = bool(model is not None and spec.name in model.gpus)
+    baseline = None
+    if not seen and (~new).any():
+        stages.set_postfix_str(f"training the baseline without {spec.name} on the candidate's folds")
+        baseline = train(measurements, exclude_gpu=[spec.name], log_mlflow=False, register=False,
+                         grid=[trained.model.params], fold_of=trained.model.fold_of)
+    stages.update()
+    stages.set_postfix_str("auditing the champion and the candidate")
     rows, X = fit_rows[new].reset_index(drop=True), fit_X[new].reset_index(drop=True)
     corr = None if model is None else model.predict(X, rows["gpu"])
     before = audit(scored_rows(rows, X, corr, model), meta=dict(estimator=described, data=f"{spec.name} measurements"))
@@ -139,8 +166,8 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
 
     stages.update()
     stages.set_postfix_str("comparing partitions")
-    record = _champion_record(model, before, spec.name)
-    candidate = _candidate_record(oof, spec.name, seen=bool(model is not None and spec.name in model.gpus))
+    record = _champion_record(model, before, spec.name) if baseline is None else _baseline_record(baseline, before)
+    candidate = _candidate_record(oof, spec.name, seen=seen)
     comparison = compare(record, candidate, tolerance)
     regressed = comparison[comparison["regressed"]]
     promoted = regressed.empty
@@ -152,10 +179,13 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
         reasons.append(f"no partition regressed by more than {tolerance:g} points on {', '.join(GATE_ON)} MAPE "
                        f"({len(compared_on)} partitions compared); on {spec.name}: " + ", ".join(
                            f"{r.quantity} {r.before:.2f} % -> {r.after:.2f} %" for r in gain.itertuples()))
-    if model is None or not model.cv.get("meta", {}).get("cv_partitions"):
+    if baseline is not None:
+        reasons.append(f"the other partitions were compared with a baseline trained without {spec.name} on the "
+                       "candidate's folds and hyper-parameters")
+    elif model is None or not model.cv.get("meta", {}).get("cv_partitions"):
         reasons.append("the champion has no cross-validated record; only the new GPU was compared")
     result = RetrainResult(gpu=spec.name, champion=described, before=before, after=after, comparison=comparison,
-                           promoted=promoted, reasons=reasons, trained=trained)
+                           promoted=promoted, reasons=reasons, trained=trained, baseline=baseline)
     stages.update()
     if log_mlflow:
         stages.set_postfix_str("logging to MLflow")

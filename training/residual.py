@@ -200,12 +200,31 @@ def gpu_weights(gpus: Sequence[str]) -> np.ndarray:
     return weight / weight.mean()
 
 
-def group_folds(groups: Sequence[str], n_splits: int = 5) -> list[tuple[np.ndarray, np.ndarray]]:
-    groups = np.asarray(groups)
+def group_folds(groups: Sequence[str], n_splits: int = 5,
+                fold_of: Mapping[str, int] | None = None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) row indices of grouped cross-validation: each model family wholly in one fold. GroupKFold
+    balances the folds by rows, so adding rows can move a family to another fold; `fold_of` (family -> fold, as
+    `fold_assignment` gives) repeats a split on other rows of the same families instead."""
+    groups = np.asarray(groups, dtype=str)
+    if fold_of is not None:
+        missing = sorted(set(groups) - set(fold_of))
+        if missing:
+            raise ValueError(f"no fold given for model famil{'ies' if len(missing) > 1 else 'y'} {', '.join(missing)}")
+        index = np.array([fold_of[g] for g in groups])
+        tests = [np.flatnonzero(index == f) for f in np.unique(index)]
+        if len(tests) < 2:
+            raise ValueError("grouped cross-validation needs model families in at least two folds")
+        return [(np.flatnonzero(index != index[test[0]]), test) for test in tests]
     k = min(n_splits, len(np.unique(groups)))
     if k < 2:
         raise ValueError("grouped cross-validation needs at least two model families")
     return list(GroupKFold(n_splits=k).split(np.zeros(len(groups)), groups=groups))
+
+
+def fold_assignment(groups: Sequence[str], folds: Sequence[tuple[np.ndarray, np.ndarray]]) -> dict[str, int]:
+    """Each model family's fold in `folds` (for `group_folds(..., fold_of=)`)."""
+    groups = np.asarray(groups, dtype=str)
+    return {str(g): i for i, (_, test) in enumerate(folds) for g in np.unique(groups[test])}
 
 
 @dataclass
@@ -224,17 +243,20 @@ class ResidualModel:
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
+    fold_of: dict[str, int] = field(default_factory=dict)           # each model family's fold in that selection
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _arrays: TreeArrays | None = field(default=None, repr=False)    # every model's trees, for a few rows
     _tick: Callable[[], Any] = field(default=lambda: None, repr=False)  # called after each booster fitted
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
-            grid: Sequence[Mapping[str, Any]] = PARAM_GRID, progress: bool = False) -> "ResidualModel":
+            grid: Sequence[Mapping[str, Any]] = PARAM_GRID, progress: bool = False,
+            fold_of: Mapping[str, int] | None = None) -> "ResidualModel":
         """Choose hyper-parameters, calibrate the intervals and fit the bags; `progress` draws a bar of the
-        boosters fitted (on stderr)."""
+        boosters fitted (on stderr); `fold_of` pins each model family's cross-validation fold (`group_folds`)."""
         from tqdm.auto import tqdm
 
-        folds = group_folds(groups)
+        folds = group_folds(groups, fold_of=fold_of)
+        self.fold_of = fold_assignment(groups, folds)
         # boosters: grid selection, then per target out-of-fold points and bands, the final point and band, and one
         # point a GPU left out (for the new-GPU margin, where there are two GPUs or more)
         n_gpus = len(set(map(str, gpus)))

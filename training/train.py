@@ -89,11 +89,12 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
           exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
           experiment: str = "joulecast", register: bool = True, level: float = 0.9,
           grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, promote: bool = True,
-          progress: bool = False) -> TrainResult:
+          progress: bool = False, fold_of: dict[str, int] | None = None) -> TrainResult:
     """Fit the residual on the measurements not excluded; score physics, plain XGBoost and the hybrid by grouped CV.
 
     `register` logs a model version under MODEL_NAME; `promote` also points the `champion` alias at it; `progress`
-    draws a bar of the boosters fitted.
+    draws a bar of the boosters fitted; `fold_of` pins each model family's fold (another training's
+    `model.fold_of`), so that two trainings on different rows are cross-validated alike.
     """
     table = training_table(measurements)
     if len(table.rows) < 20:
@@ -102,12 +103,12 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     fit_rows, X = table.rows[~held].reset_index(drop=True), table.X[~held].reset_index(drop=True)
     y = {"time": table.y_time[~held], "energy": table.y_energy[~held]}
     groups = fit_rows["model_family"].astype(str).to_numpy()
-    model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid, progress=progress)
+    model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid, progress=progress, fold_of=fold_of)
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))
     raw, weight = X[list(RAW_FEATURES)], gpu_weights(fit_rows["gpu"])  # weighted as the hybrid is
-    for train_idx, test_idx in group_folds(groups):
+    for train_idx, test_idx in group_folds(groups, fold_of=model.fold_of):
         for target, dest in (("time_s", plain_t), ("energy_j", plain_e)):
             target_log = np.log(fit_rows[target].to_numpy())
             plain = _regressor(model.params).fit(raw.iloc[train_idx], target_log[train_idx],

@@ -42,7 +42,16 @@ def setting(energaizer, tmp_path_factory):
 def test_retrain_refuses_a_candidate_that_regresses(setting, tmp_path):
     measurements, uri, champion_version = setting
     result = retrain(measurements, "a10", tolerance=-1e6, tracking_uri=uri, grid=SMALL_GRID, report_dir=tmp_path)
-    assert not result.promoted and result.comparison["regressed"].all() and len(result.reasons) == len(result.comparison)
+    assert not result.promoted and result.comparison["regressed"].all()
+    assert len(result.reasons) == len(result.comparison) + 1 and "baseline trained without a10" in result.reasons[-1]
+    # The A100's "before" is the baseline's: the candidate's training without the A10, on the candidate's folds.
+    candidate, baseline = result.trained.model, result.baseline.model
+    assert baseline.fold_of == candidate.fold_of and baseline.params == candidate.params  # the A10 has every family
+    cv = result.baseline.partitions
+    a100 = cv[(cv["split"] == "cv") & (cv["estimator"] == "hybrid") & (cv["value"] == "a100-pcie-40gb")]
+    compared = result.comparison[(result.comparison["value"] == "a100-pcie-40gb")
+                                 & (result.comparison["quantity"] == "energy")]
+    assert compared["before"].item() == pytest.approx(a100["energy_mape"].item())
     # Before: the champion never saw the A10, so every A10 row is a zero-shot, spec-only estimate.
     assert set(result.before.frame["flags"]) == {"spec-only"} and result.before.summary["rows"] == 95
     assert result.after.summary["rows"] == 95 and set(result.after.frame["gpu"]) == {"a10"}

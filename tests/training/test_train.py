@@ -413,3 +413,20 @@ def test_train_against_a_real_mlflow_server(measurements, tmp_path, monkeypatch)
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_pinned_folds_keep_each_family_where_it_was():
+    from joulecast.training.residual import fold_assignment, group_folds
+
+    groups = np.repeat(list("abcdefg"), [40, 30, 20, 10, 10, 5, 5])
+    folds = group_folds(groups)
+    fold_of = fold_assignment(groups, folds)
+    assert len(set(fold_of.values())) == 5 and set(fold_of) == set("abcdefg")
+    # Without family a's rows and with fewer of b's, GroupKFold balances afresh; pinned, every family stays put.
+    subset = groups[(groups != "a") & ~((groups == "b") & (np.arange(len(groups)) % 2 == 0))]
+    pinned = group_folds(subset, fold_of=fold_of)
+    assert all(fold_of[g] == fold_of[str(subset[test[0]])] for _, test in pinned for g in subset[test])
+    assert sorted(np.concatenate([test for _, test in pinned])) == list(range(len(subset)))
+    assert {str(g) for _, test in pinned for g in subset[test]} == set("bcdefg")
+    with pytest.raises(ValueError, match="no fold given for model family z"):
+        group_folds(np.array(["b", "z"]), fold_of=fold_of)

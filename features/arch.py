@@ -91,7 +91,11 @@ HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # A100-SXM4 ones are not). The v3 engine (vLLM 0.11.1) has no entry: what physics misses of its steps is 0.06 ms
 # per sequence, an eighth of v2's, and on its H100 rows the GPU meanwhile draws more than the kernels' physics (685
 # against 611 W at batch 691), so it is GPU work (prompts, which are not recorded) more than host time.
-SERVING_ENGINES = {"vllm-0.5.4": {"host_s_per_sequence": 0.454e-3, "power_over_idle": 2.01}}
+# Its decode attention is its own PagedAttention kernel, one thread block per query head (and sequence and key
+# partition; vLLM csrc/attention/attention_kernels.cu), which reads a grouped query's keys and values once per query
+# head, not FlashAttention-2's once per key-value head (`tiles.gqa_packed`): "decode_attention" names that kernel.
+SERVING_ENGINES = {"vllm-0.5.4": {"host_s_per_sequence": 0.454e-3, "power_over_idle": 2.01,
+                                  "decode_attention": "paged"}}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as
 # `..._nhwckrsc_nchw_...`: NHWC activations, KRSC filters, NCHW output), so cuDNN transposes each convolution's input
 # first (`nchwToNhwcKernel` in profiles; the PyTorch performance tuning guide's advice to use channels_last avoids

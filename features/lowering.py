@@ -125,6 +125,9 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     if models.family(config) in _VISION and phase == "prefill":
         phase = "inference"
     records, _ = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention, lm_head=lm_head)
+    paged = arch.SERVING_ENGINES[engine].get("decode_attention") if engine else None
+    if paged:  # the engine's own decode attention kernel in place of FlashAttention's
+        records = [dict(r, op=paged) if r["kind"] == "attention" and r.get("seq_q") == 1 else r for r in records]
     seq_part = "" if models.family(config) in _VISION else f"/s{seq}"
     engine_part = f"/{engine}" if engine else ""
     return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}", kernels=kernel_table(records),

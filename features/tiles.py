@@ -47,15 +47,30 @@ def gemm_tiles(k: Columns, traits: ArchTraits, sm_count: int, dtype_bytes: np.nd
                 tiles=base_tiles * split, k_iters=_ceil_div(k_steps, split))
 
 
+def gqa_packed(k: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(query rows per attention CTA row block, heads with a CTA of their own). FlashAttention-2 decodes one query
+    token of grouped-query attention with the query heads that share a key-value head as the rows of one CTA
+    (flash_api.cpp, `seqlenq_ngroups_swapped`), so each key and value is streamed once per key-value head, not once
+    per query head. On the H200 (data/measurements/h200/h200-first, 32 query and 8 key-value heads) such decode
+    attention ran 2.1-2.2x faster than physics streaming them per query head, at batch 16-64. A serving engine's own
+    decode kernel (op `paged`, `arch.SERVING_ENGINES`) keeps a block per query head."""
+    seq_q = np.maximum(k["seq_q"], 1)  # rows of other kinds hold zeros
+    heads, kv_heads = k["heads"], np.maximum(k["kv_heads"], 1)
+    packed = (k["op"] == "flash") & (seq_q == 1) & (heads > kv_heads)  # not a serving engine's paged kernel
+    return np.where(packed, heads // kv_heads, seq_q), np.where(packed, kv_heads, heads)
+
+
 def attention_tiles(k: Columns, traits: ArchTraits, sm_count: int) -> dict[str, np.ndarray]:
     """FlashAttention-2 grid: one CTA per (batch, head, 128 query rows); decode (<= 16 queries) splits the keys
-    into 512-key chunks instead (flash-decoding), so a single query still fills the GPU."""
-    seq_q, seq_kv = np.maximum(k["seq_q"], 1), np.maximum(k["seq_kv"], 1)  # rows of other kinds hold zeros
-    q_blocks = _ceil_div(seq_q, 128)
-    kv_split = np.where(seq_q <= 16, _ceil_div(seq_kv, 512), 1)
-    tiles = k["batch"] * k["heads"] * q_blocks * kv_split
+    into 512-key chunks instead (flash-decoding), so a single query still fills the GPU (a grouped query's heads
+    share one, `gqa_packed`)."""
+    rows, heads = gqa_packed(k)
+    seq_kv = np.maximum(k["seq_kv"], 1)
+    q_blocks = _ceil_div(rows, 128)
+    kv_split = np.where(rows <= 16, _ceil_div(seq_kv, 512), 1)
+    tiles = k["batch"] * heads * q_blocks * kv_split
     ones = np.ones_like(tiles)
-    return dict(tile_m=np.minimum(seq_q, 128), tile_n=np.full_like(tiles, 64), tile_k=k["head_dim"],
+    return dict(tile_m=np.minimum(rows, 128), tile_n=np.full_like(tiles, 64), tile_k=k["head_dim"],
                 ctas_per_sm=ones * traits.tc_ctas_per_sm, split_k=kv_split, tiles=tiles,
                 k_iters=_ceil_div(_ceil_div(seq_kv, kv_split), 64))
 

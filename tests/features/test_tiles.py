@@ -66,3 +66,22 @@ def test_vectorised_tiles_equal_the_scalar_reference(gpu):
     for row in f.itertuples():
         assert (row.tile_m, row.tile_n, row.tiles, row.k_iters) == _scalar_gemm_tiles(
             row.m, row.n, row.k, row.batch, traits, spec.sm_count)
+
+
+def test_a_grouped_query_decode_streams_each_key_and_value_once_per_key_value_head():
+    decode = dict(kind="attention", op="flash", dtype="bf16", acc_dtype="bf16", tensor_core=True, batch=64,
+                  head_dim=128, seq_q=1, seq_kv=8192, causal=False)
+    gqa, mha = _features([dict(decode, heads=32, kv_heads=8), dict(decode, heads=8, kv_heads=8)], "h200").itertuples()
+    # The 4 query heads of a group are one CTA's rows: 64 x 8 heads x 16 key chunks of 512, and the keys and values
+    # cross L2 as often as with 8 heads alone (the queries and outputs, 4x as many, are the difference).
+    assert (gqa.tiles, gqa.tile_m, mha.tile_m) == (64 * 8 * 16, 4, 1)
+    assert gqa.l2_bytes - mha.l2_bytes == pytest.approx(2 * 64 * (32 - 8) * 128 * 2)
+    assert gqa.dram_bytes - mha.dram_bytes == pytest.approx(2 * 64 * (32 - 8) * 128 * 2)
+    # vLLM 0.5.4's own decode kernel keeps a block per query head; a workload served by it uses that kernel.
+    paged = _features([dict(decode, op="paged", heads=32, kv_heads=8)], "h200").iloc[0]
+    assert (paged.tiles, paged.tile_m) == (64 * 32 * 16, 1)
+    served = joulecast.workload("llama-3-8b", phase="decode", batch=64, seq=8192, engine="vllm-0.5.4").kernels
+    assert set(served.loc[served["kind"] == "attention", "op"]) == {"paged"}
+    # Prefill keeps one CTA per query head (and 128-query block).
+    prefill = _features([dict(decode, heads=32, kv_heads=8, seq_q=2048, seq_kv=2048, causal=True)], "h200").iloc[0]
+    assert (prefill.tiles, prefill.tile_m) == (64 * 32 * 16, 128)

@@ -327,21 +327,21 @@ def test_hybrid_respects_physics_limits():
 
 def test_estimate_many_equals_one_by_one():
     """Also the two tree walkers: one row goes through numpy tree arrays, nine through XGBoost's predictor; and the
-    flags, with what lies outside the domain (the last row: a decode whose attention takes 43 % of the time)."""
+    flags, with what lies outside the domain (the last row: a decode whose attention takes 70 % of the time)."""
     configs = pd.DataFrame({"model": ["gpt2", "llama-3-8b", "gpt2", "qwen2-1.5b", "resnet-101", "bert-large",
-                                      "vit-large", "mistral-7b", "opt-1.3b", "llama-3-70b"],
+                                      "vit-large", "mistral-7b", "opt-1.3b", "opt-1.3b"],
                             "gpu": ["a100", "h100-sxm", "a10", "a100", "a10", "h200", "l4", "b200", "a100", "h100-sxm"],
                             "phase": ["prefill", "decode", "prefill", "training", "inference", "prefill", "inference",
                                       "decode", "prefill", "decode"],
                             "batch": [8, 16, 1, 2, 32, 4, 16, 1, 4, 32], "seq": [512, 2048, 128, 256, None, 384, None,
-                                                                                 512, 1024, 4096],
+                                                                                 512, 1024, 2048],
                             "sm_clock_mhz": [900, None, None, 1200, None, None, None, None, 1000, None],
                             # one decode served as by vLLM 0.5.4: CUDA graphs and the engine's host work per step
                             "launch_mode": ["eager"] * 7 + ["graph", None, None],
                             "engine": [None] * 7 + ["vllm-0.5.4", None, None]})
     assert len(configs) > TREE_ARRAY_MAX_ROWS
     many = joulecast.estimate_many(configs)
-    assert many["outside_domain"].iloc[-1].startswith("share_attention = 0.4")
+    assert many["outside_domain"].iloc[-1].startswith("share_attention = 0.6")
     for row, out in zip(configs.itertuples(), many.itertuples()):
         clock = None if pd.isna(row.sm_clock_mhz) else row.sm_clock_mhz
         seq = None if pd.isna(row.seq) else int(row.seq)

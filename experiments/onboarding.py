@@ -4,7 +4,7 @@ For each GPU with data: train without it and audit zero-shot (spec features only
 its rows (random, several seeds) and audit again on the rows not added. Prints the figures and draws error against
 the share of rows added.
 
-Usage: python experiments/onboarding.py [--seeds 3] [--plot onboarding.png] [--min-rows 8]
+Usage: python experiments/onboarding.py [--seeds 3] [--plot onboarding.png] [--min-rows 8] [--no-own]
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.importers import import_source
+from joulecast.data.store import load_store
 from joulecast.estimator.audit import audit, scored_rows
 from joulecast.training.dataset import training_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "external"
+OWN = Path(__file__).resolve().parents[1] / "data" / "measurements"  # the project's own collections (the H200)
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 # One fixed setting of the grid (depth 4, the one grouped CV picks on this data) instead of the whole grid:
 # 4 x seeds fits per GPU.
@@ -33,9 +35,9 @@ def _fit(rows: pd.DataFrame, X: pd.DataFrame, table, mask: np.ndarray) -> Residu
                                rows.loc[mask, "gpu"], grid=[PARAMS])
 
 
-def study(seeds: int, min_rows: int) -> pd.DataFrame:
-    measurements = pd.concat([import_source("energaizer", SHARED / "energaizer-artifact"),
-                              import_source("mlenergy", SHARED)], ignore_index=True)
+def study(seeds: int, min_rows: int, own: bool = True) -> pd.DataFrame:
+    sets = [import_source("energaizer", SHARED / "energaizer-artifact"), import_source("mlenergy", SHARED)]
+    measurements = pd.concat([*sets, load_store(OWN)] if own else sets, ignore_index=True)
     table = training_table(measurements)
     rows, X = table.rows, table.X
     counts = rows["gpu"].value_counts()
@@ -88,8 +90,9 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3, help="random draws per share of rows added")
     parser.add_argument("--min-rows", type=int, default=8, help="GPUs with fewer usable rows are skipped")
     parser.add_argument("--plot", default="onboarding.png", help="where to save the figure")
+    parser.add_argument("--no-own", action="store_true", help="leave the project's own collections (the H200) out")
     args = parser.parse_args()
-    results = study(args.seeds, args.min_rows)
+    results = study(args.seeds, args.min_rows, own=not args.no_own)
     columns = ["energy_mape", "time_mape", "power_mape", "coverage", "mean_width", "spec_only"]
     summary = results.groupby(["gpu", "fraction"])[columns].agg(["mean", "std"]).reset_index()
     flat = results.groupby(["gpu", "fraction"]).agg(added=("added", "mean"), tested=("tested", "mean"),

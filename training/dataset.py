@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from joulecast.data.collector import SOURCE as COLLECTOR_SOURCE
 from joulecast.data.gpus import catalog as gpu_catalog, gpu as lookup_gpu
 from joulecast.data.workload_ref import resolve
 from joulecast.training.features import design_matrix, setting_groups
@@ -50,11 +51,6 @@ def usable(measurements: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
     return measurements[keep].reset_index(drop=True), {k: v for k, v in dropped.items() if v}
 
 
-# The collector's source name (joulecast.data.collector.SOURCE; not imported: that module needs the collector's
-# packages' neighbours, pandas threads and all, and the name is part of the stored data anyway).
-COLLECTOR_SOURCE = "joulecast-collector"
-
-
 def setting_of(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The clock a row was locked at (NaN = none: the default boost clock) and its power limit.
 
@@ -64,7 +60,7 @@ def setting_of(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     lock someone else set, or the boost clock).
     """
     clock = rows["sm_clock_min_mhz"].to_numpy(float).copy()
-    own = (rows["source"] == COLLECTOR_SOURCE).to_numpy(bool)
+    own = (rows["source"] == COLLECTOR_SOURCE).to_numpy(bool)  # the rows the collector measured
     throttled = rows["flag_throttled"].to_numpy(bool)
     clock[own] = np.where(throttled[own], np.nan, rows["sm_clock_max_mhz"].to_numpy(float)[own])
     return clock, rows["power_limit_w"].to_numpy(float)

@@ -19,6 +19,14 @@ def test_shipped_h200_plan_fits_eight_minutes(capsys):
     assert summary["expected_s"] == pytest.approx(total, abs=0.1)
 
 
+def test_the_other_shipped_h200_plans_hold_out_new_configurations_and_repeat_old_ones():
+    first = {it.id for it in load_plan("h200-first").items}
+    holdout, repeat = load_plan("h200-holdout"), load_plan("h200-repeat")
+    assert not first & {it.id for it in holdout.items} and len(holdout.items) == 32  # none measured twice
+    assert {it.id for it in repeat.items} <= first and len(repeat.items) == 20
+    assert holdout.settings == repeat.settings == load_plan("h200-first").settings
+
+
 def test_grid_and_shapes_expand_and_ids_are_stable():
     raw = {"name": "p", "gpu": "h100", "kernels": [
         {"op": "gemm", "dtype": ["bf16", "fp16"], "grid": {"m": [1, 2], "n": [8], "k": [16]}, "shapes": [{"m": 4, "n": 4, "k": 4}]}],

@@ -5,7 +5,8 @@ h200-first (other batches, lengths and phases of the same models, and a few othe
 training set. Scored here, per phase: physics alone; the shipped model, which has seen no H200 row (a GPU it knows
 by its specs only); and a candidate trained as `joulecast train` trains by default (the project's own store with
 h200-first, and ../shared's EnergAIzer and ML.ENERGY sets). The candidate's grouped cross-validation per GPU is
-printed beside the shipped model's, as `joulecast retrain --gpu h200` compares them.
+printed beside the shipped model's (`joulecast retrain --gpu h200` gates on a paired baseline instead: the same
+training without the H200, on the candidate's folds).
 
 Usage: python experiments/h200_holdout.py   (about 1.5 minutes: one training)
 """
@@ -16,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from joulecast.cli import load_measurements
 from joulecast.data.store import load_store
 from joulecast.estimator.audit import score_measurements
-from joulecast.cli import load_measurements
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.evaluate import error_table
 from joulecast.training.train import train
@@ -59,8 +60,7 @@ def main() -> None:
     after = trained.partitions[(trained.partitions["split"] == "cv") & (trained.partitions["estimator"] == "hybrid")]
     cv = pd.DataFrame({"shipped": before[before["by"] == "gpu"].set_index("value")["energy_mape"],
                        "candidate": after[after["by"] == "gpu"].set_index("value")["energy_mape"]})
-    print("\ngrouped cross-validation by model family, energy MAPE % per GPU (what `joulecast retrain --gpu h200` "
-          "gates on, with the per-model partitions):")
+    print("\ngrouped cross-validation by model family, energy MAPE % per GPU:")
     print(cv.round(2).to_string(na_rep="-"))
 
 

@@ -171,8 +171,8 @@ def rederive(rows: pd.DataFrame, samples: pd.DataFrame, settings: Any) -> pd.Dat
         kept = by_id.get(row["measurement_id"])
         if kept is None:
             continue
-        windows = [(summarise_window(samples_of(w), row["idle_power_w"]), samples_of(w))
-                   for _, w in kept.groupby("window")]
+        readings = [samples_of(w) for _, w in kept.groupby("window")]
+        windows = [(summarise_window(r, row["idle_power_w"]), r) for r in readings]
         n = int(row["iterations"])
         fields = _row_fields(n, [row["time_s"] * n] * len(windows), windows, settings)
         for column in ("energy_j", "power_w", "spread_rel"):

@@ -22,7 +22,7 @@ from joulecast.data.store import load_store
 from joulecast.estimator.audit import score_measurements
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.evaluate import error_table
-from joulecast.training.train import train
+from joulecast.training.train import cv_record, train
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "external"
@@ -56,8 +56,7 @@ def main() -> None:
     print(f"\nheld-out H200 rows ({len(holdout)}, data/holdout): MAPE %, coverage % of the 90 % energy interval, "
           "mean interval width % of the estimate")
     print(table.round(2).to_string(index=False, na_rep="-"))
-    before = pd.DataFrame(shipped.cv["meta"]["cv_partitions"])
-    after = trained.partitions[(trained.partitions["split"] == "cv") & (trained.partitions["estimator"] == "hybrid")]
+    before, after = pd.DataFrame(shipped.cv["meta"]["cv_partitions"]), pd.DataFrame(cv_record(trained.partitions))
     cv = pd.DataFrame({"shipped": before[before["by"] == "gpu"].set_index("value")["energy_mape"],
                        "candidate": after[after["by"] == "gpu"].set_index("value")["energy_mape"]})
     print("\ngrouped cross-validation by model family, energy MAPE % per GPU:")

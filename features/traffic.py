@@ -6,6 +6,8 @@ from typing import Mapping
 
 import numpy as np
 
+from joulecast.features.tiles import gqa_packed
+
 Columns = Mapping[str, np.ndarray]
 
 # Operands read and written per element by an elementwise op, and math per element (rough instruction counts of
@@ -65,7 +67,7 @@ def attention_traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.
     sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
     causal_fraction = np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)  # keys visible per query, on average
     flops = 4.0 * bsz * h * sq * skv * d * causal_fraction
-    rows = np.maximum(t["tile_m"], 1.0)  # query rows a CTA's tile holds (a decode step's grouped heads, packed)
+    rows = gqa_packed(k)[0].astype(float)  # query rows: a decode step's grouped heads where they are packed
     executed = flops * np.ceil(rows / 16) * 16 / rows  # MMA tiles have at least 16 query rows
     q_and_o = 2.0 * bsz * h * sq * d * b_in
     kv = 2.0 * bsz * hkv * skv * d * b_in

@@ -85,3 +85,6 @@ def test_a_grouped_query_decode_streams_each_key_and_value_once_per_key_value_he
     # Prefill keeps one CTA per query head (and 128-query block).
     prefill = _features([dict(decode, heads=32, kv_heads=8, seq_q=2048, seq_kv=2048, causal=True)], "h200").iloc[0]
     assert (prefill.tiles, prefill.tile_m) == (64 * 32 * 16, 128)
+    # Unpacked, a query count off a multiple of 16 still pads to one: ViT's 197 tokens execute 208 rows' worth.
+    vit = _features([dict(decode, heads=16, kv_heads=16, seq_q=197, seq_kv=197, head_dim=64)], "a100").iloc[0]
+    assert vit.exec_flops / vit.flops == pytest.approx(208 / 197)

@@ -19,7 +19,7 @@ MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {
     "source": ("str", False),            # joulecast-collector, energaizer, mlenergy, zeus, nvdvfs
     "provenance": ("str", False),        # where the row came from (file and row, or collection id)
     "workload_ref": ("str", True),       # how to rebuild the kernel table (catalog:... or kernels:PATH)
-    "kernel_list": ("str", False),       # traced, lowered, or none
+    "kernel_list": ("str", False),       # traced, lowered, partial (lowered, but the run did more work), or none
     "kernel_hash": ("str", True),
     "model": ("str", True),
     "model_family": ("str", True),

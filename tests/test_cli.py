@@ -31,16 +31,16 @@ def test_estimate_from_kernel_list(capsys, energaizer):
 
 
 def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
-    """Layer norms alone: the shipped model was trained on workloads where they take a few % of the time."""
-    path = tmp_path / "norms.json"
-    path.write_text(json.dumps([[{"batch": 4096, "dim": 4096, "prec": "bf16"}, ["layernorm", "bf16"]]] * 8))
+    """Embedding lookups alone: the shipped model was trained on workloads where they take under 1 % of the time."""
+    path = tmp_path / "lookups.json"
+    path.write_text(json.dumps([[{"tokens": 8192, "dim": 4096, "prec": "bf16"}, ["embedding", "bf16"]]] * 8))
     assert main(["estimate", "--kernels", str(path), "--gpu", "a100"]) == 0
     out = capsys.readouterr().out
-    assert "flag       out-of-domain: outside the training data: wider interval" in out and "  share_norm = 1 (" in out
+    assert "flag       out-of-domain: outside the training data: wider interval" in out and "  share_embedding = 1 (" in out
     assert main(["estimate", "--kernels", str(path), "--gpu", "a100", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["flags"] == ["out-of-domain"] and payload["in_domain"] is False
-    assert any(reason.startswith("share_norm = 1 (trained 0 to ") for reason in payload["outside_domain"])
+    assert any(reason.startswith("share_embedding = 1 (trained 0 to ") for reason in payload["outside_domain"])
 
 
 @pytest.mark.parametrize("argv, message", [

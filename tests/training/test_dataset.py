@@ -5,7 +5,8 @@ from pathlib import Path
 import numpy as np
 
 from joulecast.data.store import load_store
-from joulecast.training.dataset import setting_of, training_table
+from joulecast.data.importers import import_source
+from joulecast.training.dataset import setting_of, training_table, usable
 
 OWN = Path(__file__).resolve().parents[2] / "data" / "measurements"
 
@@ -25,3 +26,12 @@ def test_the_collectors_throttled_rows_ran_at_the_default_clock_under_their_powe
     physics_power = table.rows["physics_energy_j"] / table.rows["physics_time_s"]
     assert np.allclose(physics_power, 700.0, rtol=0.01)
     assert np.allclose(table.rows["physics_time_s"], table.rows["time_s"], rtol=0.05)
+
+
+def test_rows_whose_kernel_list_lacks_work_the_run_did_are_not_trained_on(external):
+    measured = import_source("mlenergy", external)
+    rows, dropped = usable(measured)
+    partial = measured["kernel_list"] == "partial"  # ML.ENERGY v3's decode steps, which also ran unrecorded prompts
+    assert dropped["kernel list partial (the run did more work)"] == partial.sum() > 0
+    assert not rows["measurement_id"].isin(measured.loc[partial, "measurement_id"]).any()
+    assert set(rows["kernel_list"]) == {"lowered"}  # v2's, whose engine constant stands for its host work

@@ -97,7 +97,8 @@ def _import(args: argparse.Namespace) -> int:
         print(f"{summary['rows']} rows from {args.source}: " + ", ".join(f"{g} {n}" for g, n in summary["by_gpu"].items()))
         lists = summary["kernel_list"]
         print(f"kernel lists: {lists.get('traced', 0)} traced, {lists.get('lowered', 0)} lowered from the catalog, "
-              f"{lists.get('partial', 0)} partial, {lists.get('none', 0)} none; {summary['flagged_failed_runs']} rows flagged as failed runs")
+              f"{lists.get('partial', 0)} partial, {lists.get('none', 0)} none; "
+              f"{summary['flagged_failed_runs']} rows flagged as failed runs")
         if args.out:
             print(f"written to {args.out}")
     return 0

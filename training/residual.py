@@ -325,7 +325,8 @@ class ResidualModel:
         gpu_of_row = np.asarray(gpus, dtype=str)
         scores = []
         for params in grid:  # choose on energy, the quantity people ask for
-            oof = self._oof_point(X, y["energy"], folds, params, "energy", weight, groups, gpu_of_row)
+            oof = self._oof(lambda p: _regressor(p, "energy"), params, X, y["energy"], folds, weight, groups,
+                            gpu_of_row)
             scores.append(float(np.average(np.abs(np.exp(y["energy"] - oof) - 1), weights=weight)))
         self.params = dict(grid[int(np.argmin(scores))])
         self.cv = {"grid_energy_mape": [round(s * 100, 3) for s in scores], "folds": len(folds)}
@@ -333,8 +334,11 @@ class ResidualModel:
             yt = np.asarray(y[target])
             self.levels[target] = gpu_levels(yt, gpu_of_row)
             around = yt - level_of(self.levels[target], gpu_of_row)
-            self.oof[target] = self._oof_point(X, yt, folds, self.params, target, weight, groups, gpu_of_row)
-            lo, hi = self._oof_band(X, yt, folds, target, weight, groups, gpu_of_row)
+            self.oof[target] = self._oof(lambda p: _regressor(p, target), self.params, X, yt, folds, weight, groups,
+                                         gpu_of_row)
+            band = self._oof(lambda p: self._band_model(target, p), self.params, X, yt, folds, weight, groups,
+                             gpu_of_row)
+            lo, hi = band[:, 0], band[:, 1]
             below, above = _half_widths(self.oof[target], lo, hi, (0.0, 0.0))
             self.band_floor[target] = [float(np.quantile(below, BAND_FLOOR_QUANTILE)),
                                        float(np.quantile(above, BAND_FLOOR_QUANTILE))]
@@ -413,32 +417,20 @@ class ResidualModel:
         return _regressor(params, target, objective="reg:quantileerror",
                           quantile_alpha=np.array(_quantiles(self.level)))
 
-    @staticmethod
-    def _fold_levels(y: np.ndarray, gpus: np.ndarray, train: np.ndarray) -> np.ndarray:
-        """Per row, its GPU's level as the fold's training rows set it (a GPU with none there: their levels' median)."""
-        return level_of(gpu_levels(y[train], gpus[train]), gpus)
-
-    def _oof_point(self, X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]],
-                   params: Mapping[str, Any], target: str, weight: np.ndarray, groups: np.ndarray,
-                   gpus: np.ndarray) -> np.ndarray:
-        out = np.empty(len(y))
+    def _oof(self, make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any],
+             X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]], weight: np.ndarray,
+             groups: np.ndarray, gpus: np.ndarray) -> np.ndarray:
+        """Out-of-fold predictions of bags made by `make` (a point: one column; a band: two), each fitted around the
+        GPUs' levels as its fold's training rows set them (a GPU with none there: their levels' median)."""
+        out = None
         for train, test in folds:
-            level = self._fold_levels(y, gpus, train)
-            models = self._fit_bag(lambda p: _regressor(p, target), params, X.iloc[train], y[train] - level[train],
-                                   weight[train], groups[train])
-            out[test] = _predict_bag(models, X.iloc[test]) + level[test]
-        return out
-
-    def _oof_band(self, X: pd.DataFrame, y: np.ndarray, folds: Sequence[tuple[np.ndarray, np.ndarray]], target: str,
-                  weight: np.ndarray, groups: np.ndarray, gpus: np.ndarray):
-        lo, hi = np.empty(len(y)), np.empty(len(y))
-        for train, test in folds:
-            level = self._fold_levels(y, gpus, train)
-            models = self._fit_bag(lambda p: self._band_model(target, p), self.params, X.iloc[train],
-                                   y[train] - level[train], weight[train], groups[train])
+            level = level_of(gpu_levels(y[train], gpus[train]), gpus)
+            models = self._fit_bag(make, params, X.iloc[train], y[train] - level[train], weight[train], groups[train])
             pred = _predict_bag(models, X.iloc[test])
-            lo[test], hi[test] = pred[:, 0] + level[test], pred[:, 1] + level[test]
-        return lo, hi
+            if out is None:
+                out = np.empty((len(y), *pred.shape[1:]))
+            out[test] = pred + (level[test][:, None] if pred.ndim > 1 else level[test])
+        return out
 
     def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
         """Per row: whether its GPU is one the model was trained on."""

@@ -5,6 +5,7 @@ its rows (random, several seeds) and audit again on the rows not added. Prints t
 the share of rows added.
 
 Usage: python experiments/onboarding.py [--seeds 3] [--plot onboarding.png] [--min-rows 8] [--no-own]
+                                       [--fractions 0,0.1,0.25,0.5]  (--fractions 0: zero-shot alone)
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ def _fit(rows: pd.DataFrame, X: pd.DataFrame, table, mask: np.ndarray) -> Residu
                                rows.loc[mask, "gpu"], grid=[PARAMS])
 
 
-def study(seeds: int, min_rows: int, own: bool = True) -> pd.DataFrame:
+def study(seeds: int, min_rows: int, own: bool = True, fractions: tuple[float, ...] = FRACTIONS) -> pd.DataFrame:
     sets = [import_source("energaizer", SHARED / "energaizer-artifact"), import_source("mlenergy", SHARED)]
     measurements = pd.concat([*sets, load_store(OWN)] if own else sets, ignore_index=True)
     table = training_table(measurements)
@@ -45,7 +46,7 @@ def study(seeds: int, min_rows: int, own: bool = True) -> pd.DataFrame:
     for gpu in sorted(counts[counts >= min_rows].index):
         on_gpu = (rows["gpu"] == gpu).to_numpy()
         index = np.flatnonzero(on_gpu)
-        for fraction in FRACTIONS:
+        for fraction in fractions:
             for seed in range(1 if fraction == 0 else seeds):
                 rng = np.random.default_rng(seed)
                 added = rng.choice(index, size=max(1, round(fraction * len(index))), replace=False) if fraction else []
@@ -85,14 +86,26 @@ def plot(summary: pd.DataFrame, path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _fractions(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"comma-separated numbers in [0, 1), got {text!r}") from None
+    if not values or any(not 0 <= v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"each share must be in [0, 1) (0 = zero-shot), got {text!r}")
+    return values
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3, help="random draws per share of rows added")
     parser.add_argument("--min-rows", type=int, default=8, help="GPUs with fewer usable rows are skipped")
     parser.add_argument("--plot", default="onboarding.png", help="where to save the figure")
     parser.add_argument("--no-own", action="store_true", help="leave the project's own collections (the H200) out")
+    parser.add_argument("--fractions", type=_fractions, default=FRACTIONS,
+                        help="shares of a GPU's rows to add, comma-separated (default 0,0.1,0.25,0.5; 0 = zero-shot)")
     args = parser.parse_args()
-    results = study(args.seeds, args.min_rows, own=not args.no_own)
+    results = study(args.seeds, args.min_rows, own=not args.no_own, fractions=args.fractions)
     columns = ["energy_mape", "time_mape", "power_mape", "coverage", "mean_width", "spec_only"]
     summary = results.groupby(["gpu", "fraction"])[columns].agg(["mean", "std"]).reset_index()
     flat = results.groupby(["gpu", "fraction"]).agg(added=("added", "mean"), tested=("tested", "mean"),

@@ -32,7 +32,7 @@ def main() -> int:
     args = parser.parse_args()
     table = import_source("mlenergy", args.path)
     # v3's partial kernel lists too: the work they lack is part of what this measures
-    rows, _ = usable(table.assign(kernel_list=table["kernel_list"].replace("partial", "lowered")))
+    rows, _ = usable(table, partial=True)
     frame = kernels_alone(rows)
     frame["release"] = frame["measurement_id"].str.split(":").str[0]
     table = pd.DataFrame([{"release": release, "gpu": gpu, **pooled(part)}

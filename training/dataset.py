@@ -36,7 +36,9 @@ class TrainingTable:
         return np.log(self.rows["energy_j"].to_numpy(float) / self.rows["physics_energy_j"].to_numpy(float))
 
 
-def usable(measurements: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
+def usable(measurements: pd.DataFrame, *, partial: bool = False) -> tuple[pd.DataFrame, dict[str, int]]:
+    """The usable rows and, per reason, how many were dropped. `partial=True` keeps rows whose kernel list lacks part
+    of the run's work, for studies of that work (experiments/serving_overhead.py); never for training."""
     known = set(gpu_catalog())
     reasons = {
         "failed run": measurements["flag_failed_run"].to_numpy(bool),
@@ -45,7 +47,8 @@ def usable(measurements: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, int]]:
         # holds (joulecast.data.importers.mlenergy.PARTIAL_RELEASES). The shipped model (no H200 rows) on the H200
         # holdout (experiments/h200_holdout.py), energy MAPE with -> without ML.ENERGY v3's rows: 46.0 -> 18.5 %,
         # prefills 74.2 -> 25.9 %, against physics' 17.3 / 21.2 %.
-        "kernel list partial (the run did more work)": measurements["kernel_list"].eq("partial").to_numpy(bool),
+        "kernel list partial (the run did more work)": measurements["kernel_list"].eq("partial").to_numpy(bool)
+        & (not partial),
         "GPU not in the catalog": ~measurements["gpu"].isin(known).to_numpy(),
         "several GPUs": (measurements["num_gpus"].fillna(1) > 1).to_numpy(),
     }

@@ -35,3 +35,9 @@ def test_rows_whose_kernel_list_lacks_work_the_run_did_are_not_trained_on(extern
     assert dropped["kernel list partial (the run did more work)"] == partial.sum() > 0
     assert not rows["measurement_id"].isin(measured.loc[partial, "measurement_id"]).any()
     assert set(rows["kernel_list"]) == {"lowered"}  # v2's, whose engine constant stands for its host work
+    # A study of that missing work asks for them by name, and gets them, still marked partial.
+    kept, kept_dropped = usable(measured, partial=True)
+    extra = kept["kernel_list"] == "partial"
+    assert "kernel list partial (the run did more work)" not in kept_dropped
+    assert 0 < extra.sum() <= partial.sum() and len(kept) == len(rows) + extra.sum()
+    assert kept.loc[~extra, "measurement_id"].tolist() == rows["measurement_id"].tolist()

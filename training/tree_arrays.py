@@ -6,6 +6,12 @@ thread pool), and an estimate needs four models (point and band, time and energy
 every model for all rows at once, one tree level per step, costs well under a millisecond for one row. The arrays
 come from the boosters' own JSON models, so each booster's sum is XGBoost's float32 value, bit for bit (checked in
 the tests), and a bag's mean is `bag_margin` of those sums, as on the XGBoost path.
+
+The walk reads each tree as a complete binary tree of the deepest tree's depth (a leaf above the last level
+stands for the whole subtree below it, every branch reaching its value), so that a tree's nodes lie side by side
+and a node's children are found by arithmetic, not looked up. The shipped model's 12,000 trees of depth 4 take
+2.4 MB instead of 6.9 MB, and one row's margins (`predict_members`) 0.37 instead of 0.53 ms with the arrays in
+cache, 0.42 instead of 0.91 ms after other work has evicted them, as between estimates (medians of 1,000 calls).
 """
 
 from __future__ import annotations
@@ -17,6 +23,10 @@ from dataclasses import dataclass
 import numpy as np
 import xgboost as xgb
 
+# Deeper trees would make the complete layout large (2^(depth + 1) entries a tree): deeper models predict through
+# XGBoost (`joulecast.training.residual`).
+MAX_DEPTH = 8
+
 
 def bag_margin(margins: Sequence[np.ndarray]) -> np.ndarray:
     """A bag's prediction from its boosters' float32 margins: a single booster's as they are, else their mean
@@ -26,17 +36,15 @@ def bag_margin(margins: Sequence[np.ndarray]) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TreeArrays:
-    """Every node of every tree of one or more models (each a bag of boosters), numbered globally; `roots[t]` is
-    tree t's first node."""
+    """Every tree of one or more models (each a bag of boosters), numbered globally, in the complete-tree layout."""
 
-    roots: np.ndarray         # (trees,) node index of each tree's root
-    groups: tuple             # per model: (boosters, targets, trees per target) indices into roots, in boosting order
-    children: np.ndarray      # (2 * nodes,) node i's child at 2i (x >= threshold) and 2i + 1 (x < threshold);
-                              # a leaf points at itself
-    default_left: np.ndarray  # (nodes,) the branch for a missing value
-    feature: np.ndarray       # (nodes,) feature index (0 at leaves)
-    threshold: np.ndarray     # (nodes,) float32, as XGBoost compares
-    value: np.ndarray         # (nodes,) float32 leaf value (0 at inner nodes)
+    groups: tuple             # per model: (boosters, targets, trees per target) tree indices, in boosting order
+    # Tree t's split i (heap order: the root 0, split i's children 2i + 1 if x < threshold, else 2i + 2) at
+    # t * (2^depth - 1) + i; a split under a leaf sends both ways to copies of that leaf.
+    feature: np.ndarray       # (trees * (2^depth - 1),) feature index
+    threshold: np.ndarray     # float32, as XGBoost compares
+    default_left: np.ndarray  # the branch for a missing value
+    value: np.ndarray         # (trees * 2^depth,) float32: tree t's leaf j at t * 2^depth + j
     base_scores: tuple        # per model: (boosters, targets) float32
     depth: int                # the deepest tree's number of levels
 
@@ -68,10 +76,11 @@ class TreeArrays:
                 raise ValueError("the boosters of a bag must have the same targets and trees per target")
             groups.append(np.asarray(group, dtype=np.int64))
             bases.append(np.stack(base))
+        if depth > MAX_DEPTH:
+            raise ValueError(f"trees of depth {depth}: tree arrays hold trees up to depth {MAX_DEPTH}")
         flat = {k: np.concatenate(v) for k, v in parts.items()}
-        children = np.stack([flat.pop("right"), flat.pop("left")], axis=1).ravel()
-        return cls(roots=np.asarray(roots, dtype=np.int64), groups=tuple(groups), base_scores=tuple(bases),
-                   depth=depth, children=children, **flat)
+        return cls(groups=tuple(groups), base_scores=tuple(bases), depth=depth,
+                   **_complete(np.asarray(roots, dtype=np.int64), depth, **flat))
 
     def predict(self, values: np.ndarray) -> np.ndarray:
         """The first model's raw margins (identity link), shape (rows,) for one target or (rows, targets)."""
@@ -83,17 +92,20 @@ class TreeArrays:
 
     def predict_members(self, values: np.ndarray) -> list[list[np.ndarray]]:
         """Per model, each booster's raw margins, float32: (rows,) for one target or (rows, targets)."""
-        x = np.asarray(values, dtype=np.float32)
-        rows = np.arange(len(x))[:, None]
-        node = np.broadcast_to(self.roots, (len(x), len(self.roots)))
-        missing = bool(np.isnan(x).any())
+        x = np.ascontiguousarray(values, dtype=np.float32)
+        splits, trees = 2 ** self.depth - 1, len(self.value) >> self.depth
+        first = np.arange(trees, dtype=np.intp) * splits  # each tree's root
+        row_start = (np.arange(len(x), dtype=np.intp) * x.shape[1])[:, None]  # into x, flattened
+        cells, missing = x.ravel(), bool(np.isnan(x).any())
+        at = np.zeros((len(x), trees), dtype=np.intp)  # per row and tree, the split reached (heap order)
         for _ in range(self.depth):
-            v = x[rows, self.feature[node]]
+            node = first + at
+            v = cells[row_start + self.feature[node]]
             go_left = v < self.threshold[node]
             if missing:  # a missing value takes the branch its node learned
                 go_left |= np.isnan(v) & self.default_left[node]
-            node = self.children[2 * node + go_left]
-        leaves = self.value[node]
+            at = 2 * at + 2 - go_left
+        leaves = self.value[(np.arange(trees, dtype=np.intp) << self.depth) + at - splits]
         out = []
         for group, base in zip(self.groups, self.base_scores):
             # XGBoost adds each tree's leaf to the base score in float32, tree by tree: a sequential float32 sum
@@ -103,6 +115,23 @@ class TreeArrays:
             sums = np.cumsum(terms, axis=3, dtype=np.float32)[..., -1]
             out.append([sums[:, i, 0] if base.shape[1] == 1 else sums[:, i] for i in range(len(base))])
         return out
+
+
+def _complete(roots: np.ndarray, depth: int, left: np.ndarray, right: np.ndarray, default_left: np.ndarray,
+              feature: np.ndarray, threshold: np.ndarray, value: np.ndarray) -> dict[str, np.ndarray]:
+    """The complete-tree layout (`TreeArrays`) of trees given node by node, numbered globally, whose leaves are their
+    own children: level by level, the nodes each heap position holds."""
+    splits = 2 ** depth - 1
+    node = roots[:, None]  # (trees, positions on this level)
+    out = {"feature": np.empty((len(roots), splits), np.int32),
+           "threshold": np.empty((len(roots), splits), np.float32),
+           "default_left": np.empty((len(roots), splits), bool)}
+    for level in range(depth):
+        first = 2 ** level - 1
+        for name, source in (("feature", feature), ("threshold", threshold), ("default_left", default_left)):
+            out[name][:, first:first + 2 ** level] = source[node]
+        node = np.stack([left[node], right[node]], axis=2).reshape(len(roots), -1)
+    return {name: a.ravel() for name, a in out.items()} | {"value": value[node].ravel()}
 
 
 def _flatten(trees: list[dict], parts: dict[str, list[np.ndarray]], roots: list[int]) -> int:

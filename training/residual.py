@@ -23,8 +23,7 @@ import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
 from joulecast.training.features import KERNEL_CLASSES
-from joulecast.training import tree_arrays
-from joulecast.training.tree_arrays import TreeArrays, bag_margin
+from joulecast.training.tree_arrays import MAX_DEPTH as TREE_ARRAY_MAX_DEPTH, TreeArrays, bag_margin
 
 TARGETS = ("time", "energy")
 PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
@@ -62,9 +61,10 @@ DOMAIN_SHARE_MARGIN = 0.05
 NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s")
 OUT_OF_DOMAIN_WIDEN = 2.0
 # Up to this many rows, predictions walk the trees as numpy arrays (`joulecast.training.tree_arrays`, for trees no
-# deeper than its MAX_DEPTH) rather than through `inplace_predict` (a fixed 0.3-0.4 ms a call, twenty calls for four bags of five); beyond it XGBoost's own
-# predictor is faster. Measured, all four bags: 1 row 0.65 against 9.2 ms, 8 rows 3.2 against 9.7, 16 rows 9.9
-# against 9.6 (with the complete-tree walk; before it, on another machine, 0.7 / 7.8, 4.8 / 8.7, 11.0 / 8.9).
+# deeper than its MAX_DEPTH) rather than through `inplace_predict` (a fixed 0.3-0.4 ms a call, twenty calls for four
+# bags of five); beyond it XGBoost's own predictor is faster. Measured, all four bags: 1 row 0.65 against 9.2 ms,
+# 8 rows 3.2 against 9.7, 16 rows 9.9 against 9.6 (with the complete-tree walk; before it, on another machine,
+# 0.7 / 7.8, 4.8 / 8.7, 11.0 / 8.9).
 TREE_ARRAY_MAX_ROWS = 8
 # Conformal margins are taken per GPU where a GPU has this many rows (Mondrian CQR: a GPU whose residuals are
 # smaller gets a narrower band, one whose are larger a wider one). A GPU trained on with fewer rows has been seen
@@ -523,7 +523,7 @@ class ResidualModel:
         keys = [(target, band) for target in TARGETS for band in (False, True)]
         points, bands = (self.pooled, self.pooled_bands) if pooled else (self.points, self.bands)
         bags = [(bands if band else points)[target] for target, band in keys]
-        if len(values) > TREE_ARRAY_MAX_ROWS or self.params.get("max_depth", 6) > tree_arrays.MAX_DEPTH:
+        if len(values) > TREE_ARRAY_MAX_ROWS or self.params.get("max_depth", 6) > TREE_ARRAY_MAX_DEPTH:
             return {key: _predict_bag(bag, values) for key, bag in zip(keys, bags)}
         if pooled not in self._arrays:
             self._arrays[pooled] = TreeArrays.from_models([[m.get_booster() for m in bag] for bag in bags])

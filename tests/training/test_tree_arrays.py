@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from joulecast.training.tree_arrays import TreeArrays, bag_margin
+from joulecast.training.tree_arrays import MAX_DEPTH, TreeArrays, bag_margin
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +55,11 @@ def test_bags_walk_as_one_and_average_as_the_xgboost_path(data):
         np.testing.assert_array_equal(got, bag_margin(margins))
         np.testing.assert_allclose(got, np.mean(np.stack(margins), axis=0), rtol=1e-6)
         assert got.shape == margins[0].shape and bag_margin(margins[:1]) is margins[0]
+
+
+def test_trees_deeper_than_the_complete_layout_holds_are_refused(data):
+    """Each tree is held complete (2^(depth + 1) entries): deeper models predict through XGBoost instead."""
+    X, y = data
+    booster = xgb.XGBRegressor(n_estimators=3, max_depth=12, min_child_weight=0, tree_method="hist").fit(X, y)
+    with pytest.raises(ValueError, match=f"up to depth {MAX_DEPTH}"):
+        TreeArrays.from_booster(booster.get_booster())

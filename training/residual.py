@@ -9,6 +9,7 @@ families the fold did not see.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import math
@@ -335,10 +336,10 @@ class ResidualModel:
             yt = np.asarray(y[target])
             self.levels[target] = gpu_levels(yt, gpu_of_row)
             around = yt - level_of(self.levels[target], gpu_of_row)
-            self.oof[target] = self._oof(lambda p: _regressor(p, target), self.params, X, yt, folds, weight, groups,
-                                         gpu_of_row)
-            band = self._oof(lambda p: self._band_model(target, p), self.params, X, yt, folds, weight, groups,
-                             gpu_of_row)
+            point_model = functools.partial(_regressor, target=target)  # params -> an unfitted booster
+            band_model = functools.partial(self._band_model, target)
+            self.oof[target] = self._oof(point_model, self.params, X, yt, folds, weight, groups, gpu_of_row)
+            band = self._oof(band_model, self.params, X, yt, folds, weight, groups, gpu_of_row)
             lo, hi = band[:, 0], band[:, 1]
             below, above = _half_widths(self.oof[target], lo, hi, (0.0, 0.0))
             self.band_floor[target] = [float(np.quantile(below, BAND_FLOOR_QUANTILE)),
@@ -350,13 +351,10 @@ class ResidualModel:
             many = {g for g in self.gpus if (gpu_of_row == g).sum() >= MIN_ROWS_PER_GPU_MARGIN}
             self.conformal_by_gpu[target] = {g: m for g, m in own.items() if g in many}
             self.conformal_few_rows[target] = {g: m for g, m in own.items() if g not in many}
-            self.points[target] = self._fit_bag(lambda p: _regressor(p, target), self.params, X, around, weight,
-                                                groups)
-            self.bands[target] = self._fit_bag(lambda p: self._band_model(target, p), self.params, X, around, weight,
-                                               groups)
-            self.pooled[target] = self._fit_bag(lambda p: _regressor(p, target), self.params, X, yt, weight, groups)
-            self.pooled_bands[target] = self._fit_bag(lambda p: self._band_model(target, p), self.params, X, yt,
-                                                      weight, groups)
+            self.points[target] = self._fit_bag(point_model, self.params, X, around, weight, groups)
+            self.bands[target] = self._fit_bag(band_model, self.params, X, around, weight, groups)
+            self.pooled[target] = self._fit_bag(point_model, self.params, X, yt, weight, groups)
+            self.pooled_bands[target] = self._fit_bag(band_model, self.params, X, yt, weight, groups)
             if len(self.gpus) > 1:
                 self.conformal_new_gpu[target] = self._new_gpu_margin(X, yt, gpu_of_row, target, weight, groups)
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
@@ -561,11 +559,11 @@ class ResidualModel:
                     cv=info.get("cv", {}))
         # a model saved before bags (one booster, no "bag" key) names its files without a member number
         names = [f"_{i}" for i in range(model.bag)] if "bag" in info else [""]
+        # a model saved before GPU levels fitted one bag for every GPU: it is its own pooled bag, levels none
+        pooled = "levels" in info
         for target in TARGETS:
             model.points[target] = [_load_booster(folder / f"{target}{n}") for n in names]
             model.bands[target] = [_load_booster(folder / f"{target}_band{n}") for n in names]
-            # a model saved before GPU levels fitted one bag for every GPU: it is its own pooled bag, levels none
-            pooled = "levels" in info
             model.pooled[target] = ([_load_booster(folder / f"{target}_pooled{n}") for n in names] if pooled
                                     else model.points[target])
             model.pooled_bands[target] = ([_load_booster(folder / f"{target}_pooled_band{n}") for n in names]

@@ -1,0 +1,82 @@
+"""The estimate reference: 500 configurations on five GPUs, estimated by physics and by the shipped hybrid, with
+intervals and flags, saved before the estimate path was rewritten (issue 26) so that the new path is held to it.
+
+    python tests/reference/make_estimates.py      # rewrites estimates.parquet (only when results are meant to move)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).parent
+REFERENCE = HERE / "estimates.parquet"
+# Trained on (A10, A100-PCIe, H100-SXM, H200) and one the shipped model never saw (L40S: spec-only).
+GPUS = ("a10", "a100-pcie-40gb", "h100-sxm", "h200", "l40s")
+_LANGUAGE = ("gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b", "llama-3-8b", "mistral-7b", "qwen2-7b", "llama-3-70b")
+_VISION = ("vit-large", "resnet-101", "mobilevit-small")
+
+
+def configurations(n: int = 500, seed: int = 26) -> pd.DataFrame:
+    """`n` workload configurations drawn at random (model, phase, batch, sequence, dtype, attention, launch mode,
+    engine, clock and power limit as fractions of the GPU's), each later estimated on every GPU of GPUS."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for _ in range(n):
+        model = str(rng.choice(_LANGUAGE + _VISION))
+        if model in _VISION:
+            phase = str(rng.choice(["inference", "training"]))
+        elif model == "bert-large":
+            phase = str(rng.choice(["prefill", "training"]))
+        else:
+            phase = str(rng.choice(["prefill", "decode", "training"]))
+        served = phase == "decode" and rng.random() < 0.3
+        rows.append(dict(
+            model=model, phase=phase, batch=int(rng.choice([1, 2, 4, 8, 16, 32, 64, 128])),
+            seq=int(rng.choice([64, 128, 197, 256, 384, 512, 1000, 1024, 2048, 4096])),
+            dtype=str(rng.choice(["bf16", "fp16", "fp32"])), attention=str(rng.choice(["flash", "eager"])),
+            launch_mode="graph" if served or rng.random() < 0.2 else "eager",
+            engine="vllm-0.5.4" if served else "",
+            clock_fraction=float(rng.choice([np.nan, np.nan, 0.7, 0.85])),
+            limit_fraction=float(rng.choice([np.nan, np.nan, np.nan, 0.8]))))
+    return pd.DataFrame(rows)
+
+
+def grid(configs: pd.DataFrame) -> pd.DataFrame:
+    """Every configuration on every GPU, with the clock and power limit as numbers (NaN: the GPU's default)."""
+    import joulecast
+
+    frames = []
+    for name in GPUS:
+        spec = joulecast.gpu(name)
+        frames.append(configs.assign(
+            gpu=name, sm_clock_mhz=np.round(configs["clock_fraction"] * spec.boost_clock_mhz),
+            power_limit_w=np.round(configs["limit_fraction"] * spec.power_limit_w)))
+    return pd.concat(frames, ignore_index=True).drop(columns=["clock_fraction", "limit_fraction"])
+
+
+COLUMNS = ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "power_w", "energy_lo_j", "energy_hi_j",
+           "time_lo_s", "time_hi_s", "in_domain", "flags", "outside_domain")
+
+
+def estimates(configs: pd.DataFrame) -> pd.DataFrame:
+    """The grid's physics and hybrid estimates (shipped model), side by side."""
+    import joulecast
+
+    frame = grid(configs)
+    hybrid = joulecast.estimate_many(frame)
+    physics = joulecast.estimate_many(frame, estimator="physics")
+    out = frame.copy()
+    for column in COLUMNS:
+        out[f"hybrid_{column}"] = hybrid[column].to_numpy()
+    for column in ("time_s", "energy_j"):
+        out[f"physics_only_{column}"] = physics[column].to_numpy()
+    return out
+
+
+if __name__ == "__main__":
+    table = estimates(configurations())
+    table.to_parquet(REFERENCE, index=False)
+    print(f"{len(table)} rows -> {REFERENCE}")

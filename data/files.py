@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 
 
 def read_json(path: str | Path, field: str) -> Any:

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import yaml
 
 from joulecast.data.files import write_atomic
-from joulecast.errors import DataError, InputError, UnknownNameError
+from joulecast.data.errors import DataError, InputError, UnknownNameError
 
 GPU_DIR = Path(__file__).parent / "gpus"
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 
 KINDS = ("gemm", "attention", "softmax", "norm", "elementwise", "embedding", "conv2d")
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from joulecast.data.files import read_json
-from joulecast.errors import InputError, UnknownNameError
+from joulecast.data.errors import InputError, UnknownNameError
 
 MODEL_DIR = Path(__file__).parent / "models"
 

@@ -11,7 +11,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from joulecast.errors import DataError
+from joulecast.data.errors import DataError
+
+# The `source` of rows the project's own collector measured (`joulecast.data.collect`).
+COLLECTOR_SOURCE = "joulecast-collector"
+# A clock that moves by more than one DVFS step (15 MHz, gpus.md "SM and memory clocks") during a window is flagged.
+CLOCK_STEP_MHZ = 15.0
 
 # name -> (kind, nullable). Kinds: str, int, float, bool.
 MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {

@@ -15,7 +15,7 @@ import yaml
 
 from joulecast.data.files import write_atomic
 from joulecast.data.schema import empty_measurements, validate_measurements
-from joulecast.errors import DataError, InputError
+from joulecast.data.errors import DataError, InputError
 
 CARD_NAME = "CARD.yaml"
 

@@ -15,9 +15,9 @@ import pandas as pd
 
 from joulecast.data.gpus import GpuSpec, gpu as lookup_gpu
 from joulecast.data.workload import Workload
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.estimator.loading import load_estimator
-from joulecast.training.features import design_matrix, setting_groups
+from joulecast.features.design import design_matrix, setting_groups
 
 
 @dataclass(frozen=True, slots=True)

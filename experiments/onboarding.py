@@ -18,7 +18,7 @@ import pandas as pd
 
 from joulecast.data.importers import import_source
 from joulecast.data.store import load_store
-from joulecast.estimator.audit import audit, scored_rows
+from joulecast.training.audit import audit, scored_rows
 from joulecast.training.dataset import training_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 

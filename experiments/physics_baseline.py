@@ -16,7 +16,7 @@ import pandas as pd
 
 import joulecast
 from joulecast.data.importers.energaizer import import_energaizer
-from joulecast.data.workload_ref import resolve
+from joulecast.features.refs import resolve
 
 DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "external" / "energaizer-artifact"
 

@@ -1,7 +1,7 @@
 """Single-kernel workloads (a GEMM shape, an attention call, a norm, a softmax, an elementwise op), as the
 collector's plans name them: `kernel_workload("gemm", dtype="bf16", m=4096, n=4096, k=4096)`.
 
-The same spec drives the physics estimate (here) and the PyTorch runner (`joulecast.data.torch_runner`), so a
+The same spec drives the physics estimate (here) and the PyTorch runner (`joulecast.data.collect.torch_runner`), so a
 measured kernel and its estimate describe one thing.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import Workload
-from joulecast.errors import InputError, require
+from joulecast.data.errors import InputError, require
 from joulecast.features.builder import KernelBuilder
 
 # op -> the size fields it takes (all positive integers, except `causal`).

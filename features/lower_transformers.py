@@ -4,7 +4,7 @@ The ``eager`` attention path follows Hugging Face's eager PyTorch code kernel by
 recorded it (shared/data/external/energaizer-artifact/workloads): the tracer records GEMMs, softmax, norms and
 elementwise math, but not embedding gathers or the attention's layout copies. Both are kept here because they are
 real kernels with real DRAM traffic; the kernel-list reader adds the same four copies per traced attention
-(`joulecast.data.kernel_list`), so that traced and lowered kernel lists of the same workload are interchangeable.
+(`joulecast.features.kernel_list`), so that traced and lowered kernel lists of the same workload are interchangeable.
 The ``flash`` path replaces the attention core (scores GEMM, scale, mask, softmax, value GEMM) with one fused
 kernel, as FlashAttention-2 / SDPA do.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.features.builder import KernelBuilder
 
 
@@ -52,7 +52,7 @@ def _attention_core(b: KernelBuilder, s: Shape, heads: int, kv_heads: int, head_
         b.ew("copy", queries)  # the output's heads merged back: transpose(1, 2).contiguous()
         return
     bh, scores = s.batch * heads, s.batch * heads * s.seq_q * s.seq_kv
-    # Layout copies (see joulecast.data.kernel_list): torch.matmul copies Q, K and V viewed as (batch, heads, seq,
+    # Layout copies (see joulecast.features.kernel_list): torch.matmul copies Q, K and V viewed as (batch, heads, seq,
     # dim) into 3-D batches (K and V at all heads after repeat_kv), and the output's heads are merged back.
     keys = s.batch * heads * s.seq_kv * head_dim
     for elements in (queries, keys, keys, queries):

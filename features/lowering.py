@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from joulecast.data import models
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
-from joulecast.errors import require
+from joulecast.data.errors import require
 from joulecast.features import arch
 from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv

@@ -13,7 +13,7 @@ import pandas as pd
 
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kernels import DTYPE_BYTES, DTYPES
-from joulecast.errors import require
+from joulecast.data.errors import require
 from joulecast.features import arch, tiles, traffic
 from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w
 

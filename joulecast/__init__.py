@@ -4,15 +4,39 @@
     >>> w = joulecast.workload("llama-3-8b", phase="prefill", batch=8, seq=1024, dtype="bf16")
     >>> est = joulecast.estimate(w, "h100-sxm")
     >>> est.energy_j, est.time_s, est.power_w
+
+The names below load on first use (PEP 562): importing `joulecast.data`, which every room does, does not import the
+estimator through this package.
 """
 
-from joulecast.data.gpus import GpuSpec, catalog as gpu_catalog, gpu
-from joulecast.data.kernel_list import workload_from_kernels
-from joulecast.data.workload import Workload
-from joulecast.errors import DataError, InputError, JoulecastError
-from joulecast.estimator.api import Estimate, estimate, estimate_many
-from joulecast.features.lowering import workload
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["Estimate", "GpuSpec", "Workload", "DataError", "InputError", "JoulecastError", "estimate", "estimate_many", "gpu",
-           "gpu_catalog", "workload", "workload_from_kernels"]
+_EXPORTS = {
+    "GpuSpec": "joulecast.data.gpus", "gpu": "joulecast.data.gpus", "Workload": "joulecast.data.workload",
+    "DataError": "joulecast.data.errors", "InputError": "joulecast.data.errors",
+    "JoulecastError": "joulecast.data.errors", "workload": "joulecast.features.lowering",
+    "workload_from_kernels": "joulecast.features.kernel_list", "Estimate": "joulecast.estimator.api",
+    "estimate": "joulecast.estimator.api", "estimate_many": "joulecast.estimator.api",
+}
+_RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog")}
+__all__ = sorted([*_EXPORTS, *_RENAMED])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        module, attribute = _EXPORTS[name], name
+    elif name in _RENAMED:
+        module, attribute = _RENAMED[name]
+    else:
+        raise AttributeError(f"module 'joulecast' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -11,10 +11,24 @@ from collections.abc import Sequence
 
 from typing import TYPE_CHECKING
 
-from joulecast.errors import JoulecastError
+from joulecast.data.errors import JoulecastError
 
 if TYPE_CHECKING:
     import pandas as pd
+
+# What each optional extra brings (pyproject.toml): a command that needs one says which, instead of a traceback.
+EXTRAS = {"train": ("xgboost", "sklearn", "mlflow", "matplotlib", "pyarrow"), "collect": ("torch", "pynvml", "pyarrow"),
+          "parquet": ("pyarrow",)}
+
+
+def require_extra(extra: str, command: str) -> None:
+    """Raise one clear line, exit 2, when a module of `extra` is missing (checked without importing it)."""
+    import importlib.util
+
+    missing = [m for m in EXTRAS[extra] if importlib.util.find_spec(m) is None]
+    if missing:
+        name = "train" if extra == "parquet" else extra
+        raise JoulecastError(f"{command} needs {', '.join(missing)}: pip install 'joulecast[{name}]'")
 
 
 def _estimate(args: argparse.Namespace) -> int:
@@ -70,6 +84,8 @@ def _import(args: argparse.Namespace) -> int:
     from joulecast.data import store
     from joulecast.data.importers import importer
 
+    if args.out:
+        require_extra("parquet", "import --out")
     source = importer(args.source)
     table = source.read(args.path)
     summary = {
@@ -107,7 +123,7 @@ def _import(args: argparse.Namespace) -> int:
 def _collect(args: argparse.Namespace) -> int:
     from joulecast import render
     from joulecast.data import store
-    from joulecast.data.plan import expected_durations, load_plan
+    from joulecast.data.collect.plan import expected_durations, load_plan
 
     plan = load_plan(args.plan)
     collection = args.collection or plan.name
@@ -128,9 +144,10 @@ def _collect(args: argparse.Namespace) -> int:
             print(f"{len(rows)} items ({len(done & {r['item'] for r in rows})} already stored) on {plan.gpu}: "
                   f"about {total_s / 60:.1f} min (physics estimate, idle windows and setup included)")
         return 0
-    from joulecast.data.collector import collect
-    from joulecast.data.nvml_meter import open_meter
-    from joulecast.data.torch_runner import TorchRunner
+    require_extra("collect", "collect")
+    from joulecast.data.collect.collector import collect
+    from joulecast.data.collect.nvml_meter import open_meter
+    from joulecast.data.collect.torch_runner import TorchRunner
 
     signal.signal(signal.SIGTERM, _interrupt)  # a timeout's SIGTERM stops as cleanly as Ctrl-C
     meter = open_meter(args.gpu_index)
@@ -161,7 +178,7 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
     from joulecast.data.importers import import_source
     from joulecast.data.store import load_store
-    from joulecast.errors import InputError
+    from joulecast.data.errors import InputError
 
     frames = []
     if not stores and not imports:
@@ -182,6 +199,7 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
 
 def _train(args: argparse.Namespace) -> int:
+    require_extra("train", "train")
     from joulecast import render
     from joulecast.training.train import headline, train
 
@@ -214,11 +232,12 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def _audit(args: argparse.Namespace) -> int:
+    require_extra("train", "audit")
     from joulecast import render
-    from joulecast.estimator.audit import audit, describe_estimator, log_audit, score_measurements
+    from joulecast.training.audit import audit, describe_estimator, log_audit, score_measurements
     from joulecast.estimator.loading import load_estimator
-    from joulecast.estimator.report import write_report
-    from joulecast.errors import InputError
+    from joulecast.training.report import write_report
+    from joulecast.data.errors import InputError
 
     if bool(args.store) == bool(args.source):
         raise InputError("--store", "give either --store PATH or --source NAME --path PATH")
@@ -282,6 +301,7 @@ def _gpu_remove(args: argparse.Namespace) -> int:
 
 
 def _retrain(args: argparse.Namespace) -> int:
+    require_extra("train", "retrain")
     from joulecast import render
     from joulecast.training.onboard import retrain
 
@@ -378,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_train)
 
-    from joulecast.estimator.audit import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS
+    from joulecast.training.gates import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS
 
     au = sub.add_parser("audit", help="score an estimator on a measurement set, per partition, against a target; "
                         f"exit {AUDIT_FAILED} when a gated partition misses it")

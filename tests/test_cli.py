@@ -81,3 +81,16 @@ def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):
     assert main(["gpu", "remove", "a100-sxm4-80gb-500w"]) == 0
     assert main(["gpu", "remove", "a100-sxm4-80gb-500w"]) == 2
     assert "not a GPU you added" in capsys.readouterr().err
+
+
+def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, capsys, monkeypatch):
+    """`joulecast collect` without torch (the core install) is one line naming the extra, exit 2, no traceback."""
+    from joulecast import cli
+
+    monkeypatch.setitem(cli.EXTRAS, "collect", ("joulecast_no_such_module",))
+    assert main(["collect", "h200-first", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["joulecast: error: collect needs joulecast_no_such_module: pip install 'joulecast[collect]'"]
+    monkeypatch.setitem(cli.EXTRAS, "train", ("joulecast_no_such_module",))
+    assert main(["train", "--out", str(tmp_path / "m")]) == 2
+    assert "pip install 'joulecast[train]'" in capsys.readouterr().err

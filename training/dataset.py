@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from joulecast.data.collector import SOURCE as COLLECTOR_SOURCE
+from joulecast.data.schema import COLLECTOR_SOURCE
 from joulecast.data.gpus import catalog as gpu_catalog, gpu as lookup_gpu
-from joulecast.data.workload_ref import resolve
-from joulecast.training.features import design_matrix, setting_groups
+from joulecast.features.refs import resolve
+from joulecast.features.design import design_matrix, setting_groups
 
 log = logging.getLogger(__name__)
 

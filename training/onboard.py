@@ -22,8 +22,8 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.errors import InputError
-from joulecast.estimator.audit import (GATE_ON, MIN_ROWS, TOLERANCE_PTS, AuditResult, audit, describe_estimator, log_audit,
+from joulecast.data.errors import InputError
+from joulecast.training.audit import (GATE_ON, MIN_ROWS, TOLERANCE_PTS, AuditResult, audit, describe_estimator, log_audit,
                                        scored_rows)
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import usable
@@ -199,7 +199,7 @@ def _log(result: RetrainResult, uri: str, report_dir: Path) -> None:
     """Both audits as MLflow runs with their reports; the decision as tags on the candidate's run; the alias."""
     import mlflow
 
-    from joulecast.estimator.report import write_report
+    from joulecast.training.report import write_report
 
     for name, outcome in (("before", result.before), ("after", result.after)):
         files = write_report(outcome, report_dir / name)

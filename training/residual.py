@@ -23,10 +23,10 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
-from joulecast.training.features import KERNEL_CLASSES
-from joulecast.training.tree_arrays import MAX_DEPTH as TREE_ARRAY_MAX_DEPTH, TreeArrays, bag_margin
-
-TARGETS = ("time", "energy")
+from joulecast.estimator.residual import (BAG_KEYS, DOMAIN_FEATURES, TARGETS, Residual, _half_widths, _interval,
+                                         fitted_fields, level_of)
+from joulecast.estimator.tree_arrays import MAX_DEPTH as TREE_ARRAY_MAX_DEPTH, TreeArrays, bag_margin
+from joulecast.training.tree_export import from_models
 PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
     dict(max_depth=d, learning_rate=lr, n_estimators=n, min_child_weight=2.0, subsample=0.8, colsample_bytree=0.8)
     for d, lr, n in ((3, 0.1, 300), (4, 0.1, 400)))
@@ -36,31 +36,12 @@ PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
 # families do not support them, and depth-6 models (1,000 trees, as L1 at a rate of 0.03 needs) took the p50 of
 # one estimate from 4.4 to 6.6 ms, over the 5 ms target.
 POINT_OBJECTIVE = "reg:absoluteerror"
-# Features whose training range defines the domain: outside it an estimate is flagged and its interval widened by
-# OUT_OF_DOMAIN_WIDEN (assumption). On a GPU not trained on it is widened so too, or further where the margin
-# measured by leaving each GPU out reaches further (ResidualModel._new_gpu_margin): a handful of GPUs is too few to
-# trust the measurement alone, and the assumption alone covered 25-56 % of the rows of the GPUs whose zero-shot
-# estimates are far off. Zero-shot energy coverage (experiments/onboarding.py, seed 0), widened -> either: A100-SXM4
-# 25.0 -> 100 %, B200 55.6 -> 66.7 %, H100 50.0 -> 82.1 %, A10 and A100 100 % both ways; mean width 59 / 98 / 96 ->
-# 139 / 129 / 151 %, A100 145 -> 194 %.
-# The kernel mix (the share of physics time per kernel class) bounds the domain too, as the issue asks for an interval
-# "wider for a kernel mix the model has seen little of": a time share, in [0, 1], may stray DOMAIN_SHARE_MARGIN
-# (assumption) from its training range, as one as narrow as the norm kernels' 0-5 % would otherwise leave no room.
-# Left out of training (experiments/leave_one_model_out.py, tree seeds 0-2), ResNet-101 is the one family this flags:
-# convolutions take 38-57 % of its time, 14-22 % of MobileViT's and none of the others'. Its A100 rows are
-# under-estimated by about 10 %, and its unflagged intervals covered 75 % of them; flagged, 87.5 % (the family 87.5 ->
-# 93.8 %; mean width of the 90 % energy interval A10 25 -> 27 %, A100 21 -> 22 %). No other family's rows move.
-KERNEL_MIX_FEATURES = tuple(f"share_{c}" for c in KERNEL_CLASSES)
-DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_bytes", "power_limit_ratio",
-                   *KERNEL_MIX_FEATURES)
-DOMAIN_SHARE_MARGIN = 0.05
 # Features that name a model more than they describe its work: batch and sequence length (whose meaning differs
 # between a GPT-2 and a Qwen2), the launch count and the mean kernel time (near-constant within a model family).
 # Trees split on them to memorise per-family offsets, which do not carry over to a model they have not seen
 # (leave-one-model-out energy MAPE on the A10 / A100, 4-seed probe: 6.2 / 6.4 % with them, 5.9 / 6.3 % without;
 # 12.5 / 11.0 against 10.7 / 9.1 % on the physics before the traces were completed). They still bound the domain.
 NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s")
-OUT_OF_DOMAIN_WIDEN = 2.0
 # Up to this many rows, predictions walk the trees as numpy arrays (`joulecast.training.tree_arrays`, for trees no
 # deeper than its MAX_DEPTH) rather than through `inplace_predict` (a fixed 0.3-0.4 ms a call, twenty calls for four
 # bags of five); beyond it XGBoost's own predictor is faster. Measured, all four bags: 1 row 0.65 against 9.2 ms,
@@ -147,12 +128,6 @@ def gpu_levels(y: np.ndarray, gpus: np.ndarray) -> dict[str, float]:
     return {str(g): float(np.median(y[gpus == g])) for g in np.unique(gpus)}
 
 
-def level_of(levels: Mapping[str, float], gpus: Sequence[str], missing: float | None = None) -> np.ndarray:
-    """Per row, its GPU's level; a GPU without one gets `missing` (default: the median of the levels)."""
-    fill = float(np.median(list(levels.values()))) if missing is None and levels else (missing or 0.0)
-    return np.array([levels.get(str(g), fill) for g in gpus], dtype=float)
-
-
 def _regressor(params: Mapping[str, Any], target: str | None = None, **extra: Any) -> xgb.XGBRegressor:
     extra.setdefault("objective", POINT_OBJECTIVE)
     if target and MONOTONE.get(target):
@@ -184,12 +159,6 @@ def _quantiles(level: float) -> list[float]:
     return [(1 - level) / 2, 1 - (1 - level) / 2]
 
 
-def _half_widths(point: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-                 floor: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """The quantile band's reach below and above the point, each at least its floor (and never negative)."""
-    return np.maximum(point - lo, max(floor[0], 0.0)), np.maximum(hi - point, max(floor[1], 0.0))
-
-
 def _misses(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CQR's scores per side: how far y lies under the band reaching `below` and `above` the point, and how far over
     it (negative inside)."""
@@ -199,21 +168,6 @@ def _misses(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarr
 def _conformity(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarray) -> np.ndarray:
     """CQR's score: how far y lies outside the band, on either side (negative inside)."""
     return np.maximum(*_misses(point, below, above, y))
-
-
-def _interval(point: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray,
-              widen: np.ndarray | float, floor: Sequence[float] = (0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
-    """CQR: the (floored) quantile band around the point, widened by the conformal margins `q` ([below, above], per
-    row or for all; one number for both sides) and by `widen` out of domain."""
-    below, above = _half_widths(point, lo, hi, floor)
-    q = np.asarray(q, dtype=float)
-    q_below, q_above = (q[..., 0], q[..., 1]) if q.ndim else (q, q)
-    return point - (below + q_below) * widen, point + (above + q_above) * widen
-
-
-def _as_pair(margin: float | Sequence[float]) -> list[float]:
-    """[below, above]; a model saved before the two sides had margins of their own has one number for both."""
-    return [float(margin)] * 2 if np.isscalar(margin) else [float(m) for m in margin]
 
 
 def mape(predicted: np.ndarray, measured: np.ndarray) -> float:
@@ -271,27 +225,17 @@ def fold_assignment(groups: Sequence[str], folds: Sequence[tuple[np.ndarray, np.
 
 
 @dataclass
-class ResidualModel:
-    level: float = 0.9
+class ResidualModel(Residual):
+    """`Residual` with its XGBoost boosters, fitted here (`fit`); it predicts as the estimator's record does, through
+    tree arrays built from the boosters (or XGBoost's own predictor for many rows)."""
+
     bag: int = BAG_SEEDS                                            # boosters per model
-    features: list[str] = field(default_factory=list)
-    params: dict[str, Any] = field(default_factory=dict)
     points: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)  # target -> the bag's boosters
     bands: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)
-    levels: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> GPU -> level (log), under points
     pooled: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)  # no levels: for GPUs not trained on
     pooled_bands: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)
-    conformal: dict[str, list[float]] = field(default_factory=dict)  # target -> CQR [below, above] widening (log)
-    conformal_by_gpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> GPU -> the same
-    band_floor: dict[str, list[float]] = field(default_factory=dict)  # target -> least [below, above] reach (log)
-    conformal_new_gpu: dict[str, float] = field(default_factory=dict)  # target -> margin on a GPU not trained on
-    conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
-    domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
-    gpus: list[str] = field(default_factory=list)
-    cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     fold_of: dict[str, int] = field(default_factory=dict)           # each model family's fold in that selection
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
-    _arrays: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> trees, for a few rows
     _tick: Callable[[], Any] = field(default=lambda: None, repr=False)  # called after each booster fitted
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
@@ -317,7 +261,7 @@ class ResidualModel:
 
     def _fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
              grid: Sequence[Mapping[str, Any]], folds: list[tuple[np.ndarray, np.ndarray]]) -> "ResidualModel":
-        self._arrays = {}
+        self.trees = {}
         self.gpus = sorted(set(map(str, gpus)))
         self.conformal_new_gpu, self.conformal_few_rows = {}, {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
@@ -386,16 +330,6 @@ class ResidualModel:
             weights.append(np.full(out.sum(), 1.0 / out.sum()))
         return weighted_quantile(np.concatenate(scores), np.concatenate(weights), self.level)
 
-    def _margins(self, target: str, gpus: Sequence[str]) -> np.ndarray:
-        """Per row, [below, above]: its GPU's margins where it has them; a GPU trained on with too few rows for them,
-        the largest of the pooled, the new-GPU and its own rows' margins (see MIN_ROWS_PER_GPU_MARGIN); else the
-        pooled margins."""
-        own, pooled = self.conformal_by_gpu.get(target, {}), self.conformal[target]
-        little = np.maximum(pooled, self.conformal_new_gpu.get(target, pooled))
-        few = {g: np.maximum(little, m).tolist() for g, m in self.conformal_few_rows.get(target, {}).items()}
-        return np.array([own.get(str(g), few.get(str(g), little.tolist()) if str(g) in self.gpus else pooled)
-                         for g in gpus], dtype=float).reshape(-1, 2)
-
     def _fit_bag(self, make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any],
                  X: pd.DataFrame, y: np.ndarray, weight: np.ndarray, groups: np.ndarray) -> list[xgb.XGBRegressor]:
         """`bag` boosters made by `make` from `params` with seeds seed * bag ... seed * bag + bag - 1 (seed: the
@@ -431,103 +365,22 @@ class ResidualModel:
             out[test] = pred + (level[test][:, None] if pred.ndim > 1 else level[test])
         return out
 
-    def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
-        """Per row: whether its GPU is one the model was trained on."""
-        return np.isin(np.asarray(gpus, dtype=str), self.gpus)
-
-    def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
-        """Per row: a GPU trained on, and every domain feature within its training range (a margin of 5 % of the
-        range, and at least DOMAIN_SHARE_MARGIN for a kernel class's time share)."""
-        return self.trained_on(gpus) & self._features_in_domain(X.to_numpy(dtype=np.float32), list(X.columns))
-
-    def outside_domain(self, X: pd.DataFrame) -> list[tuple[str, ...]]:
-        """Per row: each domain feature outside its training range (with the margin `in_domain` allows), as
-        "name = value (trained low to high)"."""
-        values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
-        misses = self._domain_misses(values, columns)
-        return [tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
-                      for c, (low, high) in self.domain.items() if misses[c][i]) for i in range(len(values))]
-
-    def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
-        """Domain feature -> per row, whether the value lies outside the training range and its margin."""
-        misses = {}
-        for c, (low, high) in self.domain.items():
-            column = values[:, columns.index(c)]
-            span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
-            if c in KERNEL_MIX_FEATURES:
-                span = max(span, DOMAIN_SHARE_MARGIN)
-            misses[c] = (column < low - span) | (column > high + span)
-        return misses
-
-    def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
-        ok = np.ones(len(values), dtype=bool)
-        for outside in self._domain_misses(values, columns).values():
-            ok &= ~outside
-        return ok
-
-    def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
-        """Per row: "" inside the domain, "spec-only" on a GPU never trained on, "out-of-domain" otherwise."""
-        seen = self.trained_on(gpus)
-        return np.where(in_domain, "", np.where(seen, "out-of-domain", "spec-only"))
-
-    def predict(self, X: pd.DataFrame, gpus: Sequence[str]) -> dict[str, np.ndarray]:
-        """Log corrections per target: `<t>` (point), `<t>_lo`, `<t>_hi`; and `in_domain`."""
-        columns = list(X.columns)
-        every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
-        features_inside = self._features_in_domain(every, columns)
-        seen = self.trained_on(gpus)
-        inside = seen & features_inside
-        values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
-        margins = self._corrections(values, gpus, seen)
-        out: dict[str, np.ndarray] = {"in_domain": inside}
-        for target in TARGETS:
-            point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
-            out[target] = point
-            floor = self.band_floor.get(target, (0.0, 0.0))
-            lo, hi = _interval(point, band[:, 0], band[:, 1], self._margins(target, gpus),
-                               np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
-            if target in self.conformal_new_gpu and not seen.all():
-                # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
-                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], self.conformal_new_gpu[target],
-                                           np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
-                lo, hi = np.where(seen, lo, np.minimum(lo, new_lo)), np.where(seen, hi, np.maximum(hi, new_hi))
-            out[f"{target}_lo"], out[f"{target}_hi"] = lo, hi
-        return out
-
-    def _corrections(self, values: np.ndarray, gpus: Sequence[str],
-                     seen: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
-        """(target, band) -> point (or band) log corrections: on a GPU trained on, its level plus the trees around
-        it; on another, the pooled bags'."""
-        out: dict[tuple[str, bool], np.ndarray] = {}
-        for pooled, rows in ((False, np.flatnonzero(seen)), (True, np.flatnonzero(~seen))):
-            if not len(rows):
-                continue
-            everyone = len(rows) == len(values)
-            raw = self._raw(values if everyone else values[rows], pooled)
-            levels = {} if pooled else {t: level_of(self.levels.get(t, {}), [gpus[i] for i in rows], missing=0.0)
-                                        for t in TARGETS}
-            for (target, band), margin in raw.items():
-                if not pooled:
-                    margin = margin + (levels[target][:, None] if margin.ndim > 1 else levels[target])
-                if everyone:
-                    out[target, band] = margin
-                else:
-                    out.setdefault((target, band), np.empty((len(values), *margin.shape[1:])))[rows] = margin
-        return out
-
     def _raw(self, values: np.ndarray, pooled: bool) -> dict[tuple[str, bool], np.ndarray]:
-        """Margins of every model, (target, band) -> point (or band) margins, for a float32 block of rows: of the
-        pooled bags, or of those fitted around each GPU's level (without it)."""
-        keys = [(target, band) for target in TARGETS for band in (False, True)]
-        points, bands = (self.pooled, self.pooled_bands) if pooled else (self.points, self.bands)
-        bags = [(bands if band else points)[target] for target, band in keys]
         if len(values) > TREE_ARRAY_MAX_ROWS or self.params.get("max_depth", 6) > TREE_ARRAY_MAX_DEPTH:
-            return {key: _predict_bag(bag, values) for key, bag in zip(keys, bags)}
-        if pooled not in self._arrays:
-            self._arrays[pooled] = TreeArrays.from_models([[m.get_booster() for m in bag] for bag in bags])
-        return dict(zip(keys, self._arrays[pooled].predict_models(values)))
+            return {key: _predict_bag(bag, values) for key, bag in zip(BAG_KEYS, self._bags(pooled))}
+        return super()._raw(values, pooled)
+
+    def _bags(self, pooled: bool) -> list[list[xgb.XGBRegressor]]:
+        points, bands = (self.pooled, self.pooled_bands) if pooled else (self.points, self.bands)
+        return [(bands if band else points)[target] for target, band in BAG_KEYS]
+
+    def _tree_arrays(self, pooled: bool) -> TreeArrays:
+        if pooled not in self.trees:
+            self.trees[pooled] = from_models([[m.get_booster() for m in bag] for bag in self._bags(pooled)])
+        return self.trees[pooled]
 
     def save(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
+        """The boosters (XGBoost's JSON, gzipped) beside what the estimator reads (`Residual.save_fitted`)."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         for target in TARGETS:
@@ -537,26 +390,14 @@ class ResidualModel:
             for i, (point, band) in enumerate(zip(self.pooled[target], self.pooled_bands[target])):
                 _save_booster(point, folder / f"{target}_pooled_{i}.json.gz")
                 _save_booster(band, folder / f"{target}_pooled_band_{i}.json.gz")
-        info = dict(level=self.level, bag=self.bag, features=self.features, params=self.params, levels=self.levels,
-                    conformal=self.conformal,
-                    conformal_by_gpu=self.conformal_by_gpu, band_floor=self.band_floor,
-                    conformal_new_gpu=self.conformal_new_gpu, conformal_few_rows=self.conformal_few_rows,
-                    domain=self.domain, gpus=self.gpus, cv=self.cv,
-                    **(meta or {}))
-        (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
-        return folder
+        return self.save_fitted(folder, meta)
 
     @classmethod
     def load(cls, folder: str | Path) -> "ResidualModel":
+        """A saved model with its boosters (also one saved before tree arrays were: `convert` adds them)."""
         folder = Path(folder)
         info = json.loads((folder / "estimator.json").read_text())
-        model = cls(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
-                    conformal={t: _as_pair(m) for t, m in info["conformal"].items()},
-                    conformal_by_gpu={t: {g: _as_pair(m) for g, m in by_gpu.items()}
-                                      for t, by_gpu in info.get("conformal_by_gpu", {}).items()},
-                    band_floor=info.get("band_floor", {}), conformal_new_gpu=info.get("conformal_new_gpu", {}),
-                    conformal_few_rows=info.get("conformal_few_rows", {}), domain=info["domain"], gpus=info["gpus"],
-                    cv=info.get("cv", {}))
+        model = cls(**fitted_fields(info))
         # a model saved before bags (one booster, no "bag" key) names its files without a member number
         names = [f"_{i}" for i in range(model.bag)] if "bag" in info else [""]
         # a model saved before GPU levels fitted one bag for every GPU: it is its own pooled bag, levels none
@@ -568,8 +409,11 @@ class ResidualModel:
                                     else model.points[target])
             model.pooled_bands[target] = ([_load_booster(folder / f"{target}_pooled_band{n}") for n in names]
                                           if pooled else model.bands[target])
-        model.levels = info.get("levels", {})
-        model.cv["meta"] = {k: v for k, v in info.items()
-                            if k not in ("features", "params", "levels", "conformal", "conformal_by_gpu", "band_floor",
-                                         "conformal_new_gpu", "conformal_few_rows", "domain")}
         return model
+
+
+def convert(folder: str | Path) -> Path:
+    """Add the tree arrays the estimator reads to a model folder saved before they were (boosters unchanged)."""
+    model = ResidualModel.load(folder)
+    meta = model.cv.pop("meta", {})
+    return model.save_fitted(folder, {k: v for k, v in meta.items() if k not in ("level", "bag", "gpus", "cv")})

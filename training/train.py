@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.estimator.api import scored_frame
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table, offset_spreads
@@ -163,7 +163,7 @@ def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment:
     import mlflow
     from mlflow.models import ModelSignature, infer_signature
 
-    from joulecast.estimator.pyfunc import HybridPyfunc, example_input, input_schema
+    from joulecast.training.pyfunc import HybridPyfunc, example_input, input_schema
     from joulecast.training.plots import parity_figure
 
     mlflow.set_tracking_uri(uri)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from joulecast.errors import DataError, InputError
+from joulecast.data.errors import DataError, InputError
 
 
 def read_csv(path: Path, columns: Iterable[str]) -> pd.DataFrame:

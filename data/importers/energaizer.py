@@ -15,10 +15,9 @@ from pathlib import Path
 import pandas as pd
 
 from joulecast.data.gpus import gpu as catalog_gpu
-from joulecast.data.meters import CLOCK_STEP_MHZ
-from joulecast.data.schema import conform
+from joulecast.data.schema import CLOCK_STEP_MHZ, conform
 from joulecast.data.workload_ref import catalog_ref, kernels_ref
-from joulecast.errors import DataError, InputError
+from joulecast.data.errors import DataError, InputError
 
 log = logging.getLogger(__name__)
 

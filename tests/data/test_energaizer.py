@@ -5,8 +5,8 @@ import pytest
 from joulecast.cli import main
 from joulecast.data.importers.energaizer import import_energaizer, parse_name
 from joulecast.data.schema import validate_measurements
-from joulecast.data.workload_ref import resolve
-from joulecast.errors import DataError
+from joulecast.features.refs import resolve
+from joulecast.data.errors import DataError
 
 
 def test_parse_row_names():

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 from joulecast.data import gpus
-from joulecast.errors import DataError, InputError
+from joulecast.data.errors import DataError, InputError
 
 REQUIRED = ["v100-sxm2", "a10", "a100-pcie-40gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "l4", "l40s", "h100-sxm",
             "h100-pcie", "h200", "gh200", "b200"]

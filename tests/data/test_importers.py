@@ -8,8 +8,8 @@ from joulecast.cli import main
 from joulecast.data.importers import import_source
 from joulecast.data.schema import validate_measurements
 from joulecast.data.store import load_store
-from joulecast.data.workload_ref import resolve
-from joulecast.errors import InputError
+from joulecast.features.refs import resolve
+from joulecast.data.errors import InputError
 
 
 def test_mlenergy_llm_rows(external):

@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from joulecast.data.kernel_list import parse_kernel_list, workload_from_kernels
+from joulecast.features.kernel_list import parse_kernel_list, workload_from_kernels
 from joulecast.data.kernels import kernel_table, kernel_table_hash
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.features import arch
 
 GEMM = [{"batch": 1, "dimM": 128, "dimN": 2304, "dimK": 768, "precM": "bf16", "precA": "bf16", "useTensorCore": True},

@@ -3,7 +3,7 @@ import pytest
 
 from joulecast.data import store
 from joulecast.data.schema import conform, validate_measurements
-from joulecast.errors import DataError
+from joulecast.data.errors import DataError
 
 
 def _rows(n, start=0):

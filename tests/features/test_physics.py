@@ -3,7 +3,7 @@ import pytest
 
 import joulecast
 from joulecast.data.kernels import kernel_table
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.features import arch, physics
 from joulecast.features.power import idle_power_w
 

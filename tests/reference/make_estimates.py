@@ -61,11 +61,10 @@ COLUMNS = ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "power_w"
            "time_lo_s", "time_hi_s", "in_domain", "flags", "outside_domain")
 
 
-def estimates(configs: pd.DataFrame) -> pd.DataFrame:
-    """The grid's physics and hybrid estimates (shipped model), side by side."""
+def estimates(frame: pd.DataFrame) -> pd.DataFrame:
+    """Physics and hybrid estimates (shipped model) of configurations on GPUs (`grid`), side by side."""
     import joulecast
 
-    frame = grid(configs)
     hybrid = joulecast.estimate_many(frame)
     physics = joulecast.estimate_many(frame, estimator="physics")
     out = frame.copy()
@@ -77,6 +76,6 @@ def estimates(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 if __name__ == "__main__":
-    table = estimates(configurations())
+    table = estimates(grid(configurations()))
     table.to_parquet(REFERENCE, index=False)
     print(f"{len(table)} rows -> {REFERENCE}")

@@ -17,8 +17,9 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import arch
 from joulecast.training.dataset import training_table
 from joulecast.training.evaluate import coverage_p_value
-from joulecast.training.residual import (GPU_WEIGHT_MIN_ROWS, OUT_OF_DOMAIN_WIDEN, TREE_ARRAY_MAX_ROWS, ResidualModel,
-                                         gpu_weights, weighted_quantile)
+from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN
+from joulecast.training.residual import (GPU_WEIGHT_MIN_ROWS, TREE_ARRAY_MAX_ROWS, ResidualModel, gpu_weights,
+                                         weighted_quantile)
 from joulecast.training.train import train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
@@ -433,7 +434,7 @@ def test_train_against_a_real_mlflow_server(measurements, tmp_path, monkeypatch)
         assert client.get_model_version_by_alias("joulecast", "champion").version == "1"
         mlflow.set_tracking_uri(uri)
         loaded = mlflow.pyfunc.load_model("models:/joulecast@champion")
-        from joulecast.estimator.pyfunc import example_input
+        from joulecast.training.pyfunc import example_input
         out = loaded.predict(example_input())
         assert (out["energy_j"] > 0).all() and list(out.columns)[:3] == ["energy_j", "time_s", "power_w"]
         # every column estimate_many reads reaches it through the signature, not only the example's

@@ -37,9 +37,9 @@ class HybridPyfunc(mlflow.pyfunc.PythonModel):
         self.load_context_from(context.artifacts["estimator"])
 
     def load_context_from(self, folder: str | Path) -> None:
-        from joulecast.training.residual import ResidualModel
+        from joulecast.estimator.residual import Residual
 
-        self._model = ResidualModel.load(folder)
+        self._model = Residual.load(folder)
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
         from joulecast.estimator.api import estimate_many

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from joulecast.data import models
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 
 SUPPORTED = ("gpt2", "bert", "opt", "llama")
 

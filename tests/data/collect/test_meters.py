@@ -2,7 +2,7 @@ import pytest
 
 import numpy as np
 
-from joulecast.data.meters import (ReplayMeter, Sample, counter_energy_j, counter_fit_power_w, integrate_power_j,
+from joulecast.data.collect.meters import (ReplayMeter, Sample, counter_energy_j, counter_fit_power_w, integrate_power_j,
                                    summarise_window)
 
 

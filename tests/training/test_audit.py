@@ -10,10 +10,10 @@ import joulecast
 from joulecast.cli import main
 from joulecast.data import store
 from joulecast.data.importers import import_source
-from joulecast.data.workload_ref import resolve
-from joulecast.errors import InputError
-from joulecast.estimator.audit import PARTITIONS, audit, score_measurements
-from joulecast.estimator.report import write_report
+from joulecast.features.refs import resolve
+from joulecast.data.errors import InputError
+from joulecast.training.audit import PARTITIONS, audit, score_measurements
+from joulecast.training.report import write_report
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ import pandas as pd
 from joulecast.data.files import read_json
 from joulecast.data.kernels import DTYPES, kernel_table
 from joulecast.data.workload import Workload
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.features import arch
 
 

@@ -1,6 +1,6 @@
 """The hardware seam: one small read-only `Meter` protocol, a replay meter for tests, and energy-window arithmetic.
 
-Only `joulecast.data.nvml_meter` imports pynvml. A meter never changes GPU settings: it only reads them.
+Only `joulecast.data.collect.nvml_meter` imports pynvml. A meter never changes GPU settings: it only reads them.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
 import numpy as np
+
+from joulecast.data.schema import CLOCK_STEP_MHZ
 
 
 class Meter(Protocol):
@@ -145,8 +147,6 @@ class WindowResult:
     method: str            # energy_counter, or power_samples where the GPU has no counter (NaN readings)
 
 
-# A clock that moves by more than one DVFS step (15 MHz, gpus.md "SM and memory clocks") during a window is flagged.
-CLOCK_STEP_MHZ = 15.0
 # Throttle reasons that mean the GPU slowed itself (NVML clocksThrottleReasons names, without the idle/app-clock ones).
 THROTTLING = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal", "hw_thermal", "hw_power_brake"})
 

@@ -16,22 +16,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.errors import InputError
+from joulecast.data.errors import InputError
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.dataset import training_table
 from joulecast.training import evaluate
 from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table, offset_spreads
-from joulecast.training.features import KERNEL_CLASSES
+from joulecast.features.design import KERNEL_CLASSES
 
-# Partition name (as reported) -> column of the scored frame.
-PARTITIONS = {"gpu": "gpu", "model": "model_family", "phase": "phase", "dtype": "dtype",
-              "kernel_class": "kernel_class", "source": "source"}
+from joulecast.training.gates import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS  # noqa: F401
+
 QUANTITIES = tuple(q for q, _ in evaluate.QUANTITIES)  # energy, time, power
-GATE_ON = ("energy", "power")  # energy is what users ask for; power is what the research reference reports
-TARGET_PCT = 8.0               # EnergAIzer's power MAPE on A100/A10 (8.26 % / 8.05 %), rounded
-MIN_ROWS = 5
-TOLERANCE_PTS = 2.0  # MAPE points a partition may lose before `retrain` refuses a candidate (assumption)
 WORST_COLUMNS = ("measurement_id", "source", "gpu", "model", "phase", "batch", "seq", "dtype", "energy_j",
                  "pred_energy_j", "lo_energy_j", "hi_energy_j", "ape_energy", "ape_time", "ape_power", "flags")
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import xgboost as xgb
 
-from joulecast.training.tree_arrays import MAX_DEPTH, TreeArrays, bag_margin
+from joulecast.estimator.tree_arrays import MAX_DEPTH, TreeArrays, bag_margin
+from joulecast.training.tree_export import from_booster, from_models
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def test_tree_arrays_predict_as_xgboost(data, params):
     X, y = data
     params = {"max_depth": 4, **params}
     booster = xgb.XGBRegressor(n_estimators=80, learning_rate=0.2, tree_method="hist", **params).fit(X, y).get_booster()
-    arrays = TreeArrays.from_booster(booster)
+    arrays = from_booster(booster)
     assert arrays.depth == params["max_depth"]
     fresh = np.random.default_rng(2).normal(size=(50, 6)).astype(np.float32)
     fresh[::4, 0] = np.nan
@@ -46,7 +47,7 @@ def test_bags_walk_as_one_and_average_as_the_xgboost_path(data):
                               tree_method="hist", **params).fit(X, y).get_booster() for seed in range(3)]
             for params in (dict(objective="reg:absoluteerror"),
                            dict(objective="reg:quantileerror", quantile_alpha=np.array([0.05, 0.95])))]
-    arrays = TreeArrays.from_models(bags)
+    arrays = from_models(bags)
     for bag, members, got in zip(bags, arrays.predict_members(fresh), arrays.predict_models(fresh)):
         margins = [b.inplace_predict(fresh) for b in bag]
         assert not np.array_equal(margins[0], margins[1])  # the seeds make different boosters
@@ -62,4 +63,23 @@ def test_trees_deeper_than_the_complete_layout_holds_are_refused(data):
     X, y = data
     booster = xgb.XGBRegressor(n_estimators=3, max_depth=12, min_child_weight=0, tree_method="hist").fit(X, y)
     with pytest.raises(ValueError, match=f"up to depth {MAX_DEPTH}"):
-        TreeArrays.from_booster(booster.get_booster())
+        from_booster(booster.get_booster())
+
+
+def test_saved_arrays_load_with_numpy_alone_and_chunked_walks_agree(data, tmp_path):
+    """The .npz the estimator ships reads back to the same arrays, and a batch walked a chunk of rows at a time
+    (more rows than CHUNK_ROWS) gives what each row alone gives."""
+    from joulecast.estimator.tree_arrays import CHUNK_ROWS
+
+    X, y = data
+    bags = [[xgb.XGBRegressor(n_estimators=30, max_depth=4, random_state=seed, tree_method="hist").fit(X, y)
+             .get_booster() for seed in range(2)]]
+    arrays = from_models(bags)
+    loaded = TreeArrays.load(arrays.save(tmp_path / "trees.npz"))
+    assert loaded.depth == arrays.depth and len(loaded.groups) == len(arrays.groups)
+    rows = np.random.default_rng(4).normal(size=(CHUNK_ROWS * 2 + 3, 6)).astype(np.float32)
+    batch = loaded.predict_models(rows)[0]
+    np.testing.assert_array_equal(batch, arrays.predict_models(rows)[0])
+    np.testing.assert_array_equal(batch[-3:], np.concatenate([loaded.predict_models(rows[i:i + 1])[0]
+                                                              for i in range(len(rows) - 3, len(rows))]))
+    np.testing.assert_array_equal(batch, bag_margin([b.inplace_predict(rows) for b in bags[0]]))

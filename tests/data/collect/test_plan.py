@@ -3,8 +3,8 @@ import json
 import pytest
 
 from joulecast.cli import main
-from joulecast.data.plan import expected_durations, load_plan, parse_plan
-from joulecast.errors import InputError
+from joulecast.data.collect.plan import expected_durations, load_plan, parse_plan
+from joulecast.data.errors import InputError
 
 
 def test_shipped_h200_plan_fits_eight_minutes(capsys):

@@ -1,7 +1,7 @@
 """The measurement loop: run each plan item on the GPU, read its energy over repeated windows, store rows.
 
 Runner-agnostic (anything with `prepare(item) -> step`, `step.run(n) -> device seconds`, `step.close()`) and
-meter-agnostic (`joulecast.data.meters.Meter`), so the whole loop is tested on the CPU with a replay meter.
+meter-agnostic (`joulecast.data.collect.meters.Meter`), so the whole loop is tested on the CPU with a replay meter.
 
 Per item: warm-up (doubling iteration counts until `warmup_s`), then `repeats` windows of n iterations, n chosen so
 that a window lasts at least `min_window_s`. A background thread samples the meter every `SAMPLE_INTERVAL_S`
@@ -29,9 +29,10 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data import store
-from joulecast.data.meters import Meter, Sample, WindowResult, summarise_window
+from joulecast.data.collect.meters import Meter, Sample, WindowResult, summarise_window
 from joulecast.data.models import family_of_name
-from joulecast.data.plan import Plan, PlanItem, expected_durations, item_workload
+from joulecast.data.schema import COLLECTOR_SOURCE
+from joulecast.data.collect.plan import Plan, PlanItem, expected_durations, item_workload
 
 log = logging.getLogger(__name__)
 # 100 Hz: the issue asks for at least that where power samples are integrated. No faster: every reading takes the GIL
@@ -40,7 +41,6 @@ log = logging.getLogger(__name__)
 # in data/measurements/h200/h200-first).
 SAMPLE_INTERVAL_S = 0.01
 FLUSH_S = 20.0              # most seconds of finished rows a hard kill can lose
-SOURCE = "joulecast-collector"
 
 
 class Step(Protocol):
@@ -270,7 +270,7 @@ def _row(item: PlanItem, plan: Plan, collection: str, device: dict[str, str], id
     work = item_workload(item)
     model = item.model or item.op or ""
     return dict(
-        measurement_id=item.id, source=SOURCE, provenance=f"collection {collection}, plan {plan.source}",
+        measurement_id=item.id, source=COLLECTOR_SOURCE, provenance=f"collection {collection}, plan {plan.source}",
         workload_ref=item.workload_ref, kernel_list="lowered", kernel_hash=work.kernel_hash, model=model,
         model_family=family_of_name(model) if item.kind == "model" else item.op, phase=item.phase,
         batch=item.batch, seq=item.seq, dtype=item.dtype, attention="flash" if item.kind == "model" else None,

@@ -1,6 +1,6 @@
 """The PyTorch side of the collector: builds a plan item's work on a device and times it.
 
-Only this module and `joulecast.data.torch_models` import torch (the `[collect]` extra). Time per window comes from
+Only this module and `joulecast.data.collect.torch_models` import torch (the `[collect]` extra). Time per window comes from
 CUDA events on a GPU, from the host clock on the CPU (where the runners are tested).
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from joulecast.data.plan import PlanItem
-from joulecast.errors import InputError, JoulecastError
+from joulecast.data.collect.plan import PlanItem
+from joulecast.data.errors import InputError, JoulecastError
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _EW = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y,
@@ -114,7 +114,7 @@ class TorchRunner:
 
     def _model(self, item: PlanItem) -> Step:
         from joulecast.data.models import model_entry
-        from joulecast.data.torch_models import Transformer
+        from joulecast.data.collect.torch_models import Transformer
 
         if item.dtype not in TORCH_DTYPES:
             raise InputError("dtype", f"the PyTorch runner builds models in {', '.join(TORCH_DTYPES)}, not {item.dtype}")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.estimator.audit import AuditResult
+from joulecast.training.audit import AuditResult
 from joulecast.training import plots
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}

@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from joulecast.data.collector import collect
-from joulecast.data.meters import ReplayMeter, Sample
-from joulecast.data.plan import parse_plan
+from joulecast.data.collect.collector import collect
+from joulecast.data.collect.meters import ReplayMeter, Sample
+from joulecast.data.collect.plan import parse_plan
 from joulecast.data.store import load_store, read_card
 
 FAST = {"min_window_s": 0.05, "min_iterations": 5, "repeats": 3, "warmup_s": 0.01, "idle_s": 0.5}
@@ -153,7 +153,7 @@ def test_torch_runners_on_the_cpu(tmp_path):
     """Every kernel op and every model phase runs for real on torch's CPU device through the whole loop."""
     import time
 
-    torch_runner = pytest.importorskip("joulecast.data.torch_runner", reason="needs the [collect] extra (torch)")
+    torch_runner = pytest.importorskip("joulecast.data.collect.torch_runner", reason="needs the [collect] extra (torch)")
     p = parse_plan({"name": "cpu", "gpu": "h200", "settings": {**FAST, "min_window_s": 0.02, "idle_s": 0.02},
                     "kernels": [
                         {"op": "gemm", "grid": {"m": [32], "n": [16], "k": [24]}},
@@ -190,8 +190,8 @@ class HiccupStep(FakeStep):
 
 
 def test_short_windows_are_measured_again_with_more_iterations():
-    from joulecast.data.collector import measure_item
-    from joulecast.data.plan import Settings
+    from joulecast.data.collect.collector import measure_item
+    from joulecast.data.collect.plan import Settings
 
     clock = Clock()
     settings = Settings(**{**FAST, "warmup_s": 0.0})
@@ -223,7 +223,7 @@ def test_every_reading_of_the_windows_is_kept_beside_the_rows(tmp_path):
 
 def test_rows_are_rederived_from_their_readings(tmp_path):
     """A row whose energy was worked out some other way gets today's window arithmetic back from its readings."""
-    from joulecast.data.collector import rederive
+    from joulecast.data.collect.collector import rederive
     from joulecast.data.store import load_samples
 
     clock = Clock()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from joulecast.errors import JoulecastError
+from joulecast.data.errors import JoulecastError
 
 # nvmlClocksThrottleReason bit -> name (nvml.h)
 _THROTTLE_BITS = {0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",

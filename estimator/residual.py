@@ -1,0 +1,235 @@
+"""The learned half of the hybrid as the estimator reads it: a fitted residual model (its GPU levels, conformal
+margins, training domain and tree arrays), predicting log corrections to physics time and energy with intervals.
+
+Training (`joulecast.training.residual`) fits it with XGBoost and saves it as `estimator.json` plus `trees.npz`, which
+numpy alone reads: estimating needs no XGBoost, scikit-learn or MLflow.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.kernels import KINDS as KERNEL_CLASSES
+from joulecast.estimator.tree_arrays import TreeArrays
+
+TARGETS = ("time", "energy")
+
+# Features whose training range defines the domain: outside it an estimate is flagged and its interval widened by
+# OUT_OF_DOMAIN_WIDEN (assumption). On a GPU not trained on it is widened so too, or further where the margin
+# measured by leaving each GPU out reaches further (`joulecast.training.residual`): a handful of GPUs is too few to
+# trust the measurement alone, and the assumption alone covered 25-56 % of the rows of the GPUs whose zero-shot
+# estimates are far off. Zero-shot energy coverage (experiments/onboarding.py, seed 0), widened -> either: A100-SXM4
+# 25.0 -> 100 %, B200 55.6 -> 66.7 %, H100 50.0 -> 82.1 %, A10 and A100 100 % both ways; mean width 59 / 98 / 96 ->
+# 139 / 129 / 151 %, A100 145 -> 194 %.
+# The kernel mix (the share of physics time per kernel class) bounds the domain too, as the issue asks for an interval
+# "wider for a kernel mix the model has seen little of": a time share, in [0, 1], may stray DOMAIN_SHARE_MARGIN
+# (assumption) from its training range, as one as narrow as the norm kernels' 0-5 % would otherwise leave no room.
+# Left out of training (experiments/leave_one_model_out.py, tree seeds 0-2), ResNet-101 is the one family this flags:
+# convolutions take 38-57 % of its time, 14-22 % of MobileViT's and none of the others'. Its A100 rows are
+# under-estimated by about 10 %, and its unflagged intervals covered 75 % of them; flagged, 87.5 % (the family 87.5 ->
+# 93.8 %; mean width of the 90 % energy interval A10 25 -> 27 %, A100 21 -> 22 %). No other family's rows move.
+KERNEL_MIX_FEATURES = tuple(f"share_{c}" for c in KERNEL_CLASSES)
+DOMAIN_FEATURES = ("log_flops", "log_batch", "log_seq", "clock_ratio", "dtype_bytes", "power_limit_ratio",
+                   *KERNEL_MIX_FEATURES)
+DOMAIN_SHARE_MARGIN = 0.05
+OUT_OF_DOMAIN_WIDEN = 2.0
+TREES_FILE, POOLED_TREES_FILE = "trees.npz", "trees_pooled.npz"
+BAG_KEYS = tuple((target, band) for target in TARGETS for band in (False, True))  # the models' order in the arrays
+
+
+def level_of(levels: Mapping[str, float], gpus: Sequence[str], missing: float | None = None) -> np.ndarray:
+    """Per row, its GPU's level; a GPU without one gets `missing` (default: the median of the levels)."""
+    fill = float(np.median(list(levels.values()))) if missing is None and levels else (missing or 0.0)
+    return np.array([levels.get(str(g), fill) for g in gpus], dtype=float)
+
+
+def _half_widths(point: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 floor: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    """The quantile band's reach below and above the point, each at least its floor (and never negative)."""
+    return np.maximum(point - lo, max(floor[0], 0.0)), np.maximum(hi - point, max(floor[1], 0.0))
+
+
+def _interval(point: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray,
+              widen: np.ndarray | float, floor: Sequence[float] = (0.0, 0.0)) -> tuple[np.ndarray, np.ndarray]:
+    """CQR: the (floored) quantile band around the point, widened by the conformal margins `q` ([below, above], per
+    row or for all; one number for both sides) and by `widen` out of domain."""
+    below, above = _half_widths(point, lo, hi, floor)
+    q = np.asarray(q, dtype=float)
+    q_below, q_above = (q[..., 0], q[..., 1]) if q.ndim else (q, q)
+    return point - (below + q_below) * widen, point + (above + q_above) * widen
+
+
+def _as_pair(margin: float | Sequence[float]) -> list[float]:
+    """[below, above]; a model saved before the two sides had margins of their own has one number for both."""
+    return [float(margin)] * 2 if np.isscalar(margin) else [float(m) for m in margin]
+
+
+@dataclass
+class Residual:
+    """A fitted residual model. Bags of boosters are held as tree arrays: `trees[pooled]` walks, in order, the time
+    point, time band, energy point and energy band bags fitted around each GPU's level (pooled False) or on the raw
+    residuals, for GPUs not trained on (pooled True)."""
+
+    level: float = 0.9
+    bag: int = 5                                                    # boosters per model
+    features: list[str] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+    levels: dict[str, dict[str, float]] = field(default_factory=dict)  # target -> GPU -> level (log), under points
+    conformal: dict[str, list[float]] = field(default_factory=dict)  # target -> CQR [below, above] widening (log)
+    conformal_by_gpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> GPU -> the same
+    band_floor: dict[str, list[float]] = field(default_factory=dict)  # target -> least [below, above] reach (log)
+    conformal_new_gpu: dict[str, float] = field(default_factory=dict)  # target -> margin on a GPU not trained on
+    conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
+    domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
+    gpus: list[str] = field(default_factory=list)
+    cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
+    trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags
+
+    def _margins(self, target: str, gpus: Sequence[str]) -> np.ndarray:
+        """Per row, [below, above]: its GPU's margins where it has them; a GPU trained on with too few rows for them
+        (`joulecast.training.residual.MIN_ROWS_PER_GPU_MARGIN`), the largest of the pooled, the new-GPU and its own
+        rows' margins; else the pooled margins."""
+        own, pooled = self.conformal_by_gpu.get(target, {}), self.conformal[target]
+        little = np.maximum(pooled, self.conformal_new_gpu.get(target, pooled))
+        few = {g: np.maximum(little, m).tolist() for g, m in self.conformal_few_rows.get(target, {}).items()}
+        return np.array([own.get(str(g), few.get(str(g), little.tolist()) if str(g) in self.gpus else pooled)
+                         for g in gpus], dtype=float).reshape(-1, 2)
+
+    def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: whether its GPU is one the model was trained on."""
+        return np.isin(np.asarray(gpus, dtype=str), self.gpus)
+
+    def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: a GPU trained on, and every domain feature within its training range (a margin of 5 % of the
+        range, and at least DOMAIN_SHARE_MARGIN for a kernel class's time share)."""
+        return self.trained_on(gpus) & self._features_in_domain(X.to_numpy(dtype=np.float32), list(X.columns))
+
+    def outside_domain(self, X: pd.DataFrame) -> list[tuple[str, ...]]:
+        """Per row: each domain feature outside its training range (with the margin `in_domain` allows), as
+        "name = value (trained low to high)"."""
+        values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
+        misses = self._domain_misses(values, columns)
+        return [tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
+                      for c, (low, high) in self.domain.items() if misses[c][i]) for i in range(len(values))]
+
+    def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
+        """Domain feature -> per row, whether the value lies outside the training range and its margin."""
+        misses = {}
+        for c, (low, high) in self.domain.items():
+            column = values[:, columns.index(c)]
+            span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
+            if c in KERNEL_MIX_FEATURES:
+                span = max(span, DOMAIN_SHARE_MARGIN)
+            misses[c] = (column < low - span) | (column > high + span)
+        return misses
+
+    def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
+        ok = np.ones(len(values), dtype=bool)
+        for outside in self._domain_misses(values, columns).values():
+            ok &= ~outside
+        return ok
+
+    def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: "" inside the domain, "spec-only" on a GPU never trained on, "out-of-domain" otherwise."""
+        seen = self.trained_on(gpus)
+        return np.where(in_domain, "", np.where(seen, "out-of-domain", "spec-only"))
+
+    def predict(self, X: pd.DataFrame, gpus: Sequence[str]) -> dict[str, np.ndarray]:
+        """Log corrections per target: `<t>` (point), `<t>_lo`, `<t>_hi`; and `in_domain`."""
+        columns = list(X.columns)
+        every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
+        features_inside = self._features_in_domain(every, columns)
+        seen = self.trained_on(gpus)
+        inside = seen & features_inside
+        values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
+        margins = self._corrections(values, gpus, seen)
+        out: dict[str, np.ndarray] = {"in_domain": inside}
+        for target in TARGETS:
+            point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
+            out[target] = point
+            floor = self.band_floor.get(target, (0.0, 0.0))
+            lo, hi = _interval(point, band[:, 0], band[:, 1], self._margins(target, gpus),
+                               np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
+            if target in self.conformal_new_gpu and not seen.all():
+                # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
+                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], self.conformal_new_gpu[target],
+                                           np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
+                lo, hi = np.where(seen, lo, np.minimum(lo, new_lo)), np.where(seen, hi, np.maximum(hi, new_hi))
+            out[f"{target}_lo"], out[f"{target}_hi"] = lo, hi
+        return out
+
+    def _corrections(self, values: np.ndarray, gpus: Sequence[str],
+                     seen: np.ndarray) -> dict[tuple[str, bool], np.ndarray]:
+        """(target, band) -> point (or band) log corrections: on a GPU trained on, its level plus the trees around
+        it; on another, the pooled bags'."""
+        out: dict[tuple[str, bool], np.ndarray] = {}
+        for pooled, rows in ((False, np.flatnonzero(seen)), (True, np.flatnonzero(~seen))):
+            if not len(rows):
+                continue
+            everyone = len(rows) == len(values)
+            raw = self._raw(values if everyone else values[rows], pooled)
+            levels = {} if pooled else {t: level_of(self.levels.get(t, {}), [gpus[i] for i in rows], missing=0.0)
+                                        for t in TARGETS}
+            for (target, band), margin in raw.items():
+                if not pooled:
+                    margin = margin + (levels[target][:, None] if margin.ndim > 1 else levels[target])
+                if everyone:
+                    out[target, band] = margin
+                else:
+                    out.setdefault((target, band), np.empty((len(values), *margin.shape[1:])))[rows] = margin
+        return out
+
+    def _raw(self, values: np.ndarray, pooled: bool) -> dict[tuple[str, bool], np.ndarray]:
+        """Margins of every model, (target, band) -> point (or band) margins, for a float32 block of rows: of the
+        pooled bags, or of those fitted around each GPU's level (without it)."""
+        return dict(zip(BAG_KEYS, self._tree_arrays(pooled).predict_models(values)))
+
+    def _tree_arrays(self, pooled: bool) -> TreeArrays:
+        return self.trees[pooled]
+
+    def save_fitted(self, folder: str | Path, meta: Mapping[str, Any] | None = None) -> Path:
+        """`estimator.json` (levels, margins, domain, metadata) and `trees.npz` (`TreeArrays.save`) into `folder`."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        for pooled, name in ((False, TREES_FILE), (True, POOLED_TREES_FILE)):
+            self._tree_arrays(pooled).save(folder / name)
+        info = dict(level=self.level, bag=self.bag, features=self.features, params=self.params, levels=self.levels,
+                    conformal=self.conformal,
+                    conformal_by_gpu=self.conformal_by_gpu, band_floor=self.band_floor,
+                    conformal_new_gpu=self.conformal_new_gpu, conformal_few_rows=self.conformal_few_rows,
+                    domain=self.domain, gpus=self.gpus, cv=self.cv,
+                    **(meta or {}))
+        (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
+        return folder
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Residual":
+        """A model saved by `save_fitted` (as `joulecast train --out` does)."""
+        folder = Path(folder)
+        info = json.loads((folder / "estimator.json").read_text())
+        model = cls(**fitted_fields(info))
+        model.trees = {False: TreeArrays.load(folder / TREES_FILE), True: TreeArrays.load(folder / POOLED_TREES_FILE)}
+        return model
+
+
+def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
+    """The `Residual` fields of a saved `estimator.json` (older files lack the newer fields; a margin saved as one
+    number serves both sides), with the rest of the file as `cv["meta"]`."""
+    meta = {k: v for k, v in info.items()
+            if k not in ("features", "params", "levels", "conformal", "conformal_by_gpu", "band_floor",
+                         "conformal_new_gpu", "conformal_few_rows", "domain")}
+    return dict(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
+                levels=info.get("levels", {}),
+                conformal={t: _as_pair(m) for t, m in info["conformal"].items()},
+                conformal_by_gpu={t: {g: _as_pair(m) for g, m in by_gpu.items()}
+                                  for t, by_gpu in info.get("conformal_by_gpu", {}).items()},
+                band_floor=info.get("band_floor", {}), conformal_new_gpu=info.get("conformal_new_gpu", {}),
+                conformal_few_rows=info.get("conformal_few_rows", {}), domain=info["domain"], gpus=info["gpus"],
+                cv={**info.get("cv", {}), "meta": meta})

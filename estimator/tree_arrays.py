@@ -1,0 +1,111 @@
+"""Trained XGBoost boosters as flat numpy arrays: the estimator's tree walk, with no XGBoost needed to predict.
+
+`Booster.inplace_predict` costs about 0.3 ms per call whatever the row count (argument checks, a JSON config, the
+thread pool), and an estimate needs four models (point and band, time and energy), each a bag of boosters
+(`joulecast.training.residual`): twenty calls, more than the 5 ms budget. Walking the trees here, every tree of
+every model for all rows at once, one tree level per step, costs well under a millisecond for one row. The arrays
+come from the boosters' own JSON models, so each booster's sum is XGBoost's float32 value, bit for bit (checked in
+the tests), and a bag's mean is `bag_margin` of those sums, as on the XGBoost path.
+
+The walk reads each tree as a complete binary tree of the deepest tree's depth (a leaf above the last level
+stands for the whole subtree below it, every branch reaching its value), so that a tree's nodes lie side by side
+and a node's children are found by arithmetic, not looked up. The shipped model's 12,000 trees of depth 4 take
+2.4 MB instead of 6.9 MB, and one row's margins (`predict_members`) 0.37 instead of 0.53 ms with the arrays in
+cache, 0.42 instead of 0.91 ms after other work has evicted them, as between estimates (medians of 1,000 calls).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+# Deeper trees would make the complete layout large (2^(depth + 1) entries a tree): training refuses deeper models
+# (`joulecast.training.tree_export`).
+MAX_DEPTH = 8
+# Rows walked at once: the walk holds a few (rows x trees) index arrays, 8 bytes an entry, so a chunk of 256 rows
+# over the shipped model's 12,000 trees of one kind takes about 25 MB each, whatever the batch.
+CHUNK_ROWS = 256
+_ARRAYS = ("feature", "threshold", "default_left", "value")
+
+
+def bag_margin(margins: Sequence[np.ndarray]) -> np.ndarray:
+    """A bag's prediction from its boosters' float32 margins: a single booster's as they are, else their mean
+    (summed in float64, in member order)."""
+    return margins[0] if len(margins) == 1 else np.stack(margins).astype(np.float64).mean(axis=0)
+
+
+@dataclass(frozen=True)
+class TreeArrays:
+    """Every tree of one or more models (each a bag of boosters), numbered globally, in the complete-tree layout."""
+
+    groups: tuple             # per model: (boosters, targets, trees per target) tree indices, in boosting order
+    # Tree t's split i (heap order: the root 0, split i's children 2i + 1 if x < threshold, else 2i + 2) at
+    # t * (2^depth - 1) + i; a split under a leaf sends both ways to copies of that leaf.
+    feature: np.ndarray       # (trees * (2^depth - 1),) feature index
+    threshold: np.ndarray     # float32, as XGBoost compares
+    default_left: np.ndarray  # the branch for a missing value
+    value: np.ndarray         # (trees * 2^depth,) float32: tree t's leaf j at t * 2^depth + j
+    base_scores: tuple        # per model: (boosters, targets) float32
+    depth: int                # the deepest tree's number of levels
+
+    def predict(self, values: np.ndarray) -> np.ndarray:
+        """The first model's raw margins (identity link), shape (rows,) for one target or (rows, targets)."""
+        return self.predict_models(values)[0]
+
+    def predict_models(self, values: np.ndarray) -> list[np.ndarray]:
+        """Each model's raw margins: `bag_margin` of its boosters' float32 sums."""
+        return [bag_margin(members) for members in self.predict_members(values)]
+
+    def predict_members(self, values: np.ndarray) -> list[list[np.ndarray]]:
+        """Per model, each booster's raw margins, float32: (rows,) for one target or (rows, targets)."""
+        if len(values) > CHUNK_ROWS:  # bounded memory: the same walk, a chunk of rows at a time
+            parts = [self._walk(values[i:i + CHUNK_ROWS]) for i in range(0, len(values), CHUNK_ROWS)]
+            return [[np.concatenate([p[m][b] for p in parts]) for b in range(len(parts[0][m]))]
+                    for m in range(len(parts[0]))]
+        return self._walk(values)
+
+    def _walk(self, values: np.ndarray) -> list[list[np.ndarray]]:
+        x = np.ascontiguousarray(values, dtype=np.float32)
+        splits, trees = 2 ** self.depth - 1, len(self.value) >> self.depth
+        first = np.arange(trees, dtype=np.intp) * splits  # each tree's root
+        row_start = (np.arange(len(x), dtype=np.intp) * x.shape[1])[:, None]  # into x, flattened
+        cells, missing = x.ravel(), bool(np.isnan(x).any())
+        at = np.zeros((len(x), trees), dtype=np.intp)  # per row and tree, the split reached (heap order)
+        for _ in range(self.depth):
+            node = first + at
+            v = cells[row_start + self.feature[node]]
+            go_left = v < self.threshold[node]
+            if missing:  # a missing value takes the branch its node learned
+                go_left |= np.isnan(v) & self.default_left[node]
+            at = 2 * at + 2 - go_left
+        leaves = self.value[(np.arange(trees, dtype=np.intp) << self.depth) + at - splits]
+        out = []
+        for group, base in zip(self.groups, self.base_scores):
+            # XGBoost adds each tree's leaf to the base score in float32, tree by tree: a sequential float32 sum
+            # (cumsum, not numpy's pairwise sum) gives the same bits. Axes: rows, boosters, targets, trees.
+            terms = np.concatenate([np.broadcast_to(base[None, :, :, None], (len(x), *base.shape, 1)),
+                                    leaves[:, group]], axis=3)
+            sums = np.cumsum(terms, axis=3, dtype=np.float32)[..., -1]
+            out.append([sums[:, i, 0] if base.shape[1] == 1 else sums[:, i] for i in range(len(base))])
+        return out
+
+    def save(self, path: str | Path) -> Path:
+        """The arrays as one .npz file (numpy alone reads it back: `TreeArrays.load`)."""
+        path = Path(path)
+        groups = {f"group_{i}": g for i, g in enumerate(self.groups)}
+        bases = {f"base_{i}": b for i, b in enumerate(self.base_scores)}
+        with path.open("wb") as out:
+            np.savez_compressed(out, depth=np.int64(self.depth), **{n: getattr(self, n) for n in _ARRAYS},
+                                **groups, **bases)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> "TreeArrays":
+        with np.load(path) as stored:
+            models = sum(1 for name in stored.files if name.startswith("group_"))
+            return cls(groups=tuple(stored[f"group_{i}"] for i in range(models)),
+                       base_scores=tuple(stored[f"base_{i}"] for i in range(models)), depth=int(stored["depth"]),
+                       **{n: stored[n] for n in _ARRAYS})

@@ -1,0 +1,32 @@
+"""The estimate path holds to the reference saved before it was rewritten (`make_estimates.py`)."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from make_estimates import COLUMNS, REFERENCE, estimates
+
+RTOL = 1e-9
+
+
+@pytest.fixture(scope="module")
+def now_and_then():
+    reference = pd.read_parquet(REFERENCE)
+    configs = reference[["model", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "gpu",
+                         "sm_clock_mhz", "power_limit_w"]]
+    return estimates(configs), reference
+
+
+def test_every_number_matches_the_reference(now_and_then):
+    now, then = now_and_then
+    numbers = [c for c in then.columns if c.startswith(("hybrid_", "physics_only_")) and then[c].dtype.kind == "f"]
+    assert len(numbers) == 11  # nine hybrid figures, two of physics alone
+    for column in numbers:
+        np.testing.assert_allclose(now[column].to_numpy(), then[column].to_numpy(), rtol=RTOL, err_msg=column)
+
+
+def test_flags_and_domain_match_the_reference(now_and_then):
+    now, then = now_and_then
+    for column in ("hybrid_in_domain", "hybrid_flags", "hybrid_outside_domain"):
+        assert (now[column].to_numpy() == then[column].to_numpy()).all(), column
+    assert set(COLUMNS) <= {c.removeprefix("hybrid_") for c in then.columns}

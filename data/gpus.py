@@ -15,12 +15,13 @@ from typing import Any, Mapping
 
 import yaml
 
+from joulecast.data import architectures
+from joulecast.data.architectures import expand_sources
 from joulecast.data.files import write_atomic
 from joulecast.data.errors import DataError, InputError, UnknownNameError
 
 GPU_DIR = Path(__file__).parent / "gpus"
 
-ARCHITECTURES = ("volta", "ampere", "ada", "hopper", "blackwell")
 TENSOR_DTYPES = ("fp64", "tf32", "bf16", "fp16", "fp8", "int8")
 CUDA_DTYPES = ("fp64", "fp32")
 
@@ -83,8 +84,9 @@ class GpuSpec:
         for key in ("name", "display_name", "architecture", "compute_capability", "memory_type"):
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise fail(key, "missing or not a non-empty string")
-        if raw["architecture"] not in ARCHITECTURES:
-            raise fail("architecture", f"{raw['architecture']!r} is not one of {', '.join(ARCHITECTURES)}")
+        if raw["architecture"] not in architectures.catalog():
+            raise fail("architecture", f"{raw['architecture']!r} is not one of {', '.join(architectures.catalog())} "
+                                       "(data/architectures/*.yaml)")
         numbers: dict[str, float | None] = {}
         for key in _REQUIRED_NUMBERS + _OPTIONAL_NUMBERS:
             value = raw.get(key)
@@ -113,7 +115,7 @@ class GpuSpec:
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
                     raise fail(f"{key}.{dtype}", f"must be a positive number, got {value!r}")
             peaks[key] = MappingProxyType({d: float(v) for d, v in table.items()})
-        sources = _expand_sources(raw.get("sources"), origin)
+        sources = expand_sources(raw.get("sources"), origin)
         cited = set(numbers) | {"tensor_tflops", "cuda_tflops", "architecture", "compute_capability", "memory_type"}
         missing = sorted(k for k in cited if k not in sources and (numbers.get(k) is not None or k not in numbers))
         if missing:
@@ -140,17 +142,6 @@ class GpuSpec:
         if "idle_power_max_clock_w" not in self.sources:  # derived from idle_power_w, not a catalog number
             out["idle_power_max_clock_w"] = None
         return out
-
-
-def _expand_sources(raw: Any, origin: str) -> dict[str, str]:
-    """`sources` keys may list several fields separated by commas; expand them to one key each."""
-    if not isinstance(raw, Mapping):
-        raise DataError(f"{origin}: field 'sources': missing; map each field to its citation")
-    out = {}
-    for keys, citation in raw.items():
-        for key in str(keys).split(","):
-            out[key.strip()] = str(citation)
-    return out
 
 
 def load_gpu_file(path: str | Path) -> GpuSpec:

@@ -20,6 +20,20 @@ from joulecast.data.errors import DataError, InputError
 CARD_NAME = "CARD.yaml"
 
 
+def _parquet_engine() -> None:
+    """Parquet needs pyarrow, which the core install leaves out: one line naming the extras that bring it."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyarrow") is None:
+        raise DataError("the measurement store is Parquet, which needs pyarrow: pip install 'joulecast[train]' "
+                        "(or '[collect]')")
+
+
+def _read_parquet(path: Path, **kwargs: object) -> pd.DataFrame:
+    _parquet_engine()
+    return pd.read_parquet(path, **kwargs)
+
+
 def collection_dir(root: str | Path, gpu: str, collection_id: str) -> Path:
     return Path(root) / gpu / collection_id
 
@@ -30,6 +44,7 @@ def write_part(table: pd.DataFrame, root: str | Path, gpu: str, collection_id: s
     folder = collection_dir(root, gpu, collection_id)
     index = len(list(folder.glob("part-*.parquet"))) if folder.exists() else 0
     path = folder / f"part-{index:05d}.parquet"
+    _parquet_engine()
     write_atomic(path, lambda tmp: table.to_parquet(tmp, index=False))
     return path
 
@@ -46,6 +61,7 @@ def write_samples(table: pd.DataFrame, root: str | Path, gpu: str, collection_id
     folder = collection_dir(root, gpu, collection_id)
     index = len(list(folder.glob("samples-*.parquet"))) if folder.exists() else 0
     path = folder / f"samples-{index:05d}.parquet"
+    _parquet_engine()
     write_atomic(path, lambda tmp: table[list(SAMPLE_COLUMNS)].to_parquet(tmp, index=False))
     return path
 
@@ -55,7 +71,7 @@ def load_samples(root: str | Path, gpu: str, collection_id: str) -> pd.DataFrame
     parts = sorted(collection_dir(root, gpu, collection_id).glob("samples-*.parquet"))
     if not parts:
         return pd.DataFrame({c: [] for c in SAMPLE_COLUMNS})
-    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+    return pd.concat([_read_parquet(p) for p in parts], ignore_index=True)
 
 
 def write_card(root: str | Path, gpu: str, collection_id: str, card: Mapping[str, Any]) -> Path:
@@ -101,7 +117,7 @@ def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
     tables = []
     for path in parts:
         try:
-            raw = pd.read_parquet(path)
+            raw = _read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise DataError(f"{path}: not a readable Parquet file ({exc.__class__.__name__})") from None
         tables.append(validate_measurements(raw, origin=str(path)))
@@ -114,5 +130,5 @@ def existing_ids(root: str | Path, gpu: str, collection_id: str) -> set[str]:
     folder = collection_dir(root, gpu, collection_id)
     ids: set[str] = set()
     for path in sorted(folder.glob("part-*.parquet")):
-        ids.update(pd.read_parquet(path, columns=["measurement_id"])["measurement_id"].astype(str))
+        ids.update(_read_parquet(path, columns=["measurement_id"])["measurement_id"].astype(str))
     return ids

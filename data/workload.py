@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
-from joulecast.data.kernels import kernel_table_hash
+from joulecast.data.kernels import as_columns, kernel_table_hash
 
 PHASES = ("prefill", "decode", "training", "inference")
 LAUNCH_MODES = ("eager", "graph")
@@ -18,7 +20,8 @@ class Workload:
 
     Attributes:
         name: a readable identity, e.g. ``gpt2/prefill/b8/s512/bf16``.
-        kernels: the kernel table (`joulecast.data.kernels.KERNEL_COLUMNS`).
+        columns: the kernel table (`joulecast.data.kernels.KERNEL_COLUMNS`), one numpy array per column; `kernels`
+            gives it as a DataFrame.
         model: catalog model or config name, where known.
         phase: prefill, decode, training or inference (vision models).
         batch, seq: batch size and sequence length (tokens; context length for decode).
@@ -30,7 +33,7 @@ class Workload:
     """
 
     name: str
-    kernels: pd.DataFrame = field(compare=False, repr=False)
+    columns: Mapping[str, np.ndarray] = field(compare=False, repr=False)
     model: str | None = None
     phase: str | None = None
     batch: int | None = None
@@ -39,6 +42,18 @@ class Workload:
     source: str = "catalog"
     launch_mode: str = "eager"
     engine: str | None = None
+    _frame: list = field(default_factory=list, compare=False, repr=False)  # the DataFrame, once built
+
+    @classmethod
+    def from_table(cls, table: pd.DataFrame | Mapping[str, np.ndarray], **fields: object) -> "Workload":
+        return cls(columns=as_columns(table), **fields)  # type: ignore[arg-type]
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """The kernel table as a DataFrame (built on first use)."""
+        if not self._frame:
+            self._frame.append(pd.DataFrame(self.columns))
+        return self._frame[0]
 
     @property
     def kernel_hash(self) -> str:
@@ -47,4 +62,4 @@ class Workload:
     @property
     def kernel_count(self) -> int:
         """Kernel launches in one pass (the sum of counts)."""
-        return int(self.kernels["count"].sum())
+        return int(self.columns["count"].sum())

@@ -13,11 +13,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import GpuSpec, gpu as lookup_gpu
-from joulecast.data.workload import Workload
-from joulecast.data.errors import InputError
+from joulecast.data.kernels import STRING_COLUMNS, stack
+from joulecast.data.labels import Labels, plain
+from joulecast.data.workload import LAUNCH_MODES, Workload
 from joulecast.estimator.loading import load_estimator
-from joulecast.features.design import design_matrix, setting_groups
+from joulecast.features import lower_many
+from joulecast.features.design import Design, design_block, design_from_physics, physics_columns, setting_groups
+from joulecast.features.physics import PhysicsTotals
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,14 +47,20 @@ class Estimate:
     in_domain: bool | None = None                # False: outside the training data (wider interval)
     flags: tuple[str, ...] = ()
     outside_domain: tuple[str, ...] = ()         # out-of-domain: which features lie outside the training range
-    by_kernel_class: pd.DataFrame = field(default=None, compare=False, repr=False)
+    breakdown: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)  # by_kernel_class's columns
     kernel_columns: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)
+
+    @property
+    def by_kernel_class(self) -> pd.DataFrame:
+        """Per kernel class (and the host-bound idle time, where there is some): launches, time_s, energy_j and
+        energy_share, largest energy first. Built on request, as `features` is."""
+        return pd.DataFrame(self.breakdown)
 
     @property
     def features(self) -> pd.DataFrame:
         """The per-kernel physics table (tiles, waves, bytes, utilisations, time, power, energy per launch).
         Built on request: most callers never look, and a table costs a third of a millisecond."""
-        return pd.DataFrame(self.kernel_columns)
+        return pd.DataFrame(plain(self.kernel_columns))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
@@ -63,21 +73,23 @@ class Estimate:
 
 
 def _breakdown(features: Mapping[str, np.ndarray], time_s: float, busy_s: float, idle_gap_j: float, energy_j: float,
-               time_scale: float, energy_scale: float) -> pd.DataFrame:
+               time_scale: float, energy_scale: float) -> dict[str, np.ndarray]:
     """Per kernel class, from the physics; the hybrid's workload-level corrections scale every class alike."""
     launches = np.asarray(features["launches"])
-    classes, index = np.unique(np.asarray(features["kind"]).astype(str), return_inverse=True)
-    launches_by = np.bincount(index, launches, minlength=len(classes)).astype(np.int64)
-    time_by = np.bincount(index, launches * np.asarray(features["time_s"]), minlength=len(classes))
-    energy_by = np.bincount(index, launches * np.asarray(features["energy_j"]), minlength=len(classes))
+    kinds = Labels.of(features["kind"])
+    index, present = kinds.codes, np.bincount(kinds.codes, minlength=len(kinds.names)) > 0
+    classes = kinds.names[present].astype(str)
+    launches_by = np.bincount(index, launches, minlength=len(kinds.names))[present].astype(np.int64)
+    time_by = np.bincount(index, launches * np.asarray(features["time_s"]), minlength=len(kinds.names))[present]
+    energy_by = np.bincount(index, launches * np.asarray(features["energy_j"]), minlength=len(kinds.names))[present]
     if time_s - busy_s > 0:  # host-bound: the GPU waits for the next launch, or for a serving engine's host work
         classes = np.append(classes, "idle (host-bound)")
         launches_by, time_by = np.append(launches_by, 0), np.append(time_by, time_s - busy_s)
         energy_by = np.append(energy_by, idle_gap_j)
     time_by, energy_by = time_by * time_scale, energy_by * energy_scale
     order = np.argsort(-energy_by, kind="stable")
-    return pd.DataFrame({"kernel_class": classes[order], "launches": launches_by[order], "time_s": time_by[order],
-                         "energy_j": energy_by[order], "energy_share": energy_by[order] / energy_j})
+    return {"kernel_class": classes[order], "launches": launches_by[order], "time_s": time_by[order],
+            "energy_j": energy_by[order], "energy_share": energy_by[order] / energy_j}
 
 
 def _corrections(estimator: Any, X: pd.DataFrame, gpus: list[str]) -> dict[str, np.ndarray] | None:
@@ -133,7 +145,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     """
     spec = lookup_gpu(gpu)
     model = load_estimator(estimator)
-    X, totals, features = design_matrix([workload], spec, sm_clock_mhz, power_limit_w)
+    X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
     corr = _corrections(model, X, [spec.name])
     kw: dict[str, Any] = {}
@@ -155,7 +167,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         power_limit_w=float(spec.power_limit_w if power_limit_w is None else power_limit_w),
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
         launches=int(np.sum(features["launches"])),
-        by_kernel_class=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
+        breakdown=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
                                    e, t / phys_t, e / phys_e),
         kernel_columns=features, **kw)
 
@@ -173,10 +185,11 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w` (optional). Returns energy_j, time_s,
     power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`: spec-only, out-of-domain, or
     empty) and outside_domain (`Estimate.outside_domain` joined by "; ").
-    `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `ResidualModel`.
-    """
-    from joulecast.features.lowering import workload
+    `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
 
+    A catalog model's configurations are lowered together (`joulecast.features.lower_many`), and each GPU setting's
+    configurations go through physics and the residual in chunks of CHUNK_CONFIGS, so memory stays bounded.
+    """
     for column in ("model", "gpu"):
         if column not in configs:
             raise InputError(column, f"estimate_many needs a '{column}' column; columns: {', '.join(CONFIG_COLUMNS)}")
@@ -193,33 +206,106 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     clocks = frame["sm_clock_mhz"].astype(float) if "sm_clock_mhz" in frame else pd.Series(np.nan, index=frame.index)
     limits = frame["power_limit_w"].astype(float) if "power_limit_w" in frame else pd.Series(np.nan, index=frame.index)
     specs = {name: lookup_gpu(name) for name in frame["gpu"].unique()}
-    cache: dict[tuple, Workload] = {}
-    keys = list(zip(frame["model"], frame["phase"], frame["batch"], frame["seq"], frame["dtype"], frame["attention"],
-                    frame["launch_mode"], engines))
-    for key in set(keys):
-        m, phase, batch, seq, dtype, attention, launch_mode, engine = key
-        cache[key] = workload(m, phase=phase, batch=int(batch), seq=int(seq), dtype=dtype, attention=attention,
-                              launch_mode=launch_mode, engine=engine)
+    lowered = Lowered(frame, engines)
     n = len(frame)
     out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
                                             "energy_hi_j", "time_lo_s", "time_hi_s")}
     in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
     gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
-    for gpu_name, clock, limit, idx in setting_groups(gpu_names, clocks, limits):
+    for gpu_name, clock, limit, rows in setting_groups(gpu_names, clocks, limits):
         spec = lookup_gpu(gpu_name)
-        X, totals, _ = design_matrix([cache[keys[i]] for i in idx], spec, clock, limit)
-        out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
-        corr = _corrections(model, X, [spec.name] * len(idx))
-        if corr is None:
-            out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
-            continue
-        hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit is None else limit)
-        for name, values in hybrid.items():
-            out[name][idx] = values
-        in_domain[idx] = corr["in_domain"]
-        away = ~corr["in_domain"]
-        if away.any():
-            outside[idx[away]] = ["; ".join(reasons) for reasons in model.outside_domain(X[away])]
+        for start in range(0, len(rows), CHUNK_CONFIGS):
+            idx = rows[start:start + CHUNK_CONFIGS]
+            X, totals, idx = lowered.design(idx, spec, clock, limit)
+            out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
+            corr = _corrections(model, X, [spec.name] * len(idx))
+            if corr is None:
+                out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
+                continue
+            hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit is None else limit)
+            for name, values in hybrid.items():
+                out[name][idx] = values
+            in_domain[idx] = corr["in_domain"]
+            away = ~corr["in_domain"]
+            if away.any():
+                outside[idx[away]] = ["; ".join(reasons) for reasons in model.outside_domain(X.take(np.flatnonzero(away)))]
     flags = "" if model is None else model.flags(in_domain, gpu_names)
     return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
                         outside_domain=outside, method="physics" if model is None else "hybrid")
+
+
+# Configurations of one GPU setting estimated at once: about 40 kernel rows each, and the physics pass holds some
+# eighty float columns per row, so a chunk of 4,096 stays near 100 MB.
+CHUNK_CONFIGS = 4096
+_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode")
+
+
+class Lowered:
+    """The configurations of `estimate_many` lowered by structure: a catalog model's through its template
+    (`lower_many.template`), any other (a config path, a structure the template does not reproduce) one by one."""
+
+    def __init__(self, frame: pd.DataFrame, engines: list[str | None]):
+        require(bool((frame["batch"] >= 1).all()), "batch", "must be a positive integer")
+        self.batch, self.seq = frame["batch"].to_numpy(np.int64), frame["seq"].to_numpy(np.int64)
+        self.engines = np.array([e or "" for e in engines], dtype=object)
+        keys = frame[list(_STRUCTURE)].astype(str).assign(engine=self.engines)
+        self.structure, distinct = pd.MultiIndex.from_frame(keys).factorize()
+        self.keys = list(distinct)
+        self.templates = [self._template(k) for k in self.keys]
+        self.frame = frame
+        self._workloads: dict[int, Workload] = {}
+
+    @staticmethod
+    def _template(key: tuple) -> "lower_many.Template | None":
+        model, phase, dtype, attention, launch_mode, engine = key
+        if model.endswith(".json") or launch_mode not in LAUNCH_MODES:
+            return None  # a config file, or a launch mode `workload` refuses with its message
+        return lower_many.template(model, phase, dtype, attention, engine or None)
+
+    def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
+               ) -> tuple[Design, PhysicsTotals, np.ndarray]:
+        """Physics and residual features of configurations `idx` on one GPU setting, in the order of the returned
+        indices (grouped by structure)."""
+        parts, order, phases, seqs, offset = [], [], [], [], 0
+        for s in np.unique(self.structure[idx]):
+            rows = idx[self.structure[idx] == s]
+            model, phase, dtype, attention, launch_mode, engine = self.keys[int(s)]
+            t = self.templates[int(s)]
+            # a prefill of one token would meet the engine's decode-attention swap (seq_q == 1): lowered alone
+            single = (self.seq[rows] == 1) & (phase != "decode") & bool(engine) if t is not None else None
+            if t is not None and not single.any():
+                if not t.vision:
+                    require(bool((self.seq[rows] >= 1).all()), "seq", "must be a positive integer")
+                    lower_many.warn_positions(model, int(self.seq[rows].max()))
+                part = t.columns(self.batch[rows], self.seq[rows])
+                phases.append(np.full(len(rows), t.phase))
+                seqs.append(np.ones(len(rows)) if t.vision else self.seq[rows].astype(float))
+            else:
+                ws = [self._workload(int(i)) for i in rows]
+                part = stack({j: w.columns for j, w in enumerate(ws)})
+                phases.append(np.array([w.phase or "kernel" for w in ws]))
+                seqs.append(np.array([w.seq or 1 for w in ws], float))
+            part["workload_id"] = part["workload_id"] + offset
+            parts.append(part)
+            order.append(rows)
+            offset += len(rows)
+        kernels = {name: Labels.concatenate([Labels.of(p[name]) for p in parts]) if name in STRING_COLUMNS
+                   else np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        idx = np.concatenate(order)
+        f = self.frame
+        batch = self.batch[idx].astype(float)
+        features, totals = physics_columns(kernels, spec, clock, limit, f["launch_mode"].to_numpy()[idx],
+                                           self.engines[idx], batch)
+        X = design_from_physics(features, totals, spec, clock, limit, f["dtype"].to_numpy()[idx],
+                                np.concatenate(phases), batch, np.concatenate(seqs))
+        return X, totals, idx
+
+    def _workload(self, i: int) -> Workload:
+        if i not in self._workloads:
+            from joulecast.features.lowering import workload
+
+            r = self.frame.iloc[i]
+            self._workloads[i] = workload(r["model"], phase=r["phase"], batch=int(self.batch[i]),
+                                          seq=int(self.seq[i]), dtype=r["dtype"], attention=r["attention"],
+                                          launch_mode=r["launch_mode"], engine=self.engines[i] or None)
+        return self._workloads[i]

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.kernels import KINDS as KERNEL_CLASSES
+from joulecast.features.kinds import KINDS as KERNEL_CLASSES
 from joulecast.estimator.tree_arrays import TreeArrays
 
 TARGETS = ("time", "energy")

@@ -1,42 +1,25 @@
-"""Per-architecture traits the datasheet rows do not carry: tile shapes, residency, L2 bandwidth, DVFS shape.
+"""Physics constants the datasheet rows do not carry: efficiencies, timeline, DVFS shape, power coefficients.
 
 Each value is either a documented figure (with its source) or a named assumption that the learned residual
 (`joulecast.training`) corrects. Nothing is fitted by a solver; five assumptions (`OVERLAP_NORM`,
-`DRAM_SATURATING_CLOCK_RATIO`, `MISALIGNED_GEMM_RATE` here, `traffic.INSTRUCTIONS_PER_ELEMENT` and
-`traffic.TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT`) were chosen by looking at EnergAIzer measurements, and their
+`DRAM_SATURATING_CLOCK_RATIO`, `MISALIGNED_GEMM_RATE` here, the streaming kinds' `instructions_per_element` and
+`kinds.streaming.TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT`) were chosen by looking at EnergAIzer measurements, and their
 comments say which.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from joulecast.data import architectures
 
 
-@dataclass(frozen=True, slots=True)
-class ArchTraits:
-    """Tile-level behaviour of one GPU architecture."""
-
-    tc_tile: tuple[int, int, int]     # CTA tile (M, N, K in 16-bit elements) of a large tensor-core GEMM
-    tc_ctas_per_sm: int               # resident tensor-core GEMM CTAs per SM
-    simt_tile: tuple[int, int, int]   # CTA tile of a CUDA-core (SIMT) GEMM
-    simt_ctas_per_sm: int
-    threads_per_sm: int               # resident threads per SM (streaming kernels' residency)
-    l2_bytes_per_clock: float         # L2 -> SM bandwidth, bytes per SM clock, whole GPU
+# The per-architecture traits (tile shapes, residency, L2 bandwidth) are data with their sources:
+# `joulecast.data.architectures` (data/architectures/*.yaml).
+ArchTraits = architectures.ArchTraits
 
 
-# Tiles: CUTLASS default tensor-core GEMM configurations: 128x128x32 with 3-4 smem stages on Volta/Ampere/Ada
-# (about 48 KB of shared memory, so two CTAs fit in the 96-164 KB per SM); 128x256x64 warp-specialised wgmma
-# kernels, one CTA per SM, on Hopper (228 KB smem). Blackwell: assumed like Hopper per SM.
-# Threads per SM: CUDA C Programming Guide, "Compute capabilities" table (2048 for 7.0/8.0/9.0/10.0, 1536 for 8.6/8.9).
-# L2 bandwidth: A100 whitepaper (2020), "5120 Bytes/clk" for A100 vs "2048 Bytes/clk" for V100; Ada, Hopper and
-# Blackwell publish none, so the A100 figure is assumed for Ada/Hopper and 8192 B/clk for Blackwell (assumption).
-ARCH_TRAITS = {
-    "volta": ArchTraits((128, 128, 32), 2, (128, 128, 8), 2, 2048, 2048.0),
-    "ampere": ArchTraits((128, 128, 32), 2, (128, 128, 8), 2, 2048, 5120.0),
-    "ada": ArchTraits((128, 128, 32), 2, (128, 128, 8), 2, 1536, 5120.0),
-    "hopper": ArchTraits((128, 256, 64), 1, (128, 128, 8), 2, 2048, 5120.0),
-    "blackwell": ArchTraits((128, 256, 64), 1, (128, 128, 8), 2, 2048, 8192.0),
-}
+def traits(architecture: str) -> ArchTraits:
+    return architectures.architecture(architecture)
+
 
 # Fractions of peak that tuned kernels reach (assumptions; the learned residual corrects them):
 # cuBLAS BF16 GEMMs on an H200 reach 687-795 TFLOP/s with the clock throttled to 1455-1470 MHz (gpus.md M[24]):
@@ -67,6 +50,9 @@ ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Da
 DUAL_FP32_COMPUTE_CAPABILITIES = frozenset({"8.6", "8.7", "8.9"})
 DUAL_FP32_FRACTION = 0.5
 
+# Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half).
+L2_USABLE_FRACTION = 0.5
+
 # Streaming-kernel CTA sizes (PyTorch ATen): elementwise kernels use 128 threads x 4 elements per thread;
 # the persistent softmax handles 4 rows per 128-thread block up to 1024 columns, one row per block above;
 # layer norm uses one block per row.
@@ -93,7 +79,7 @@ HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # against 611 W at batch 691), so it is GPU work (prompts, which are not recorded) more than host time.
 # Its decode attention is its own PagedAttention kernel, one thread block per query head (and sequence and key
 # partition; vLLM csrc/attention/attention_kernels.cu), which reads a grouped query's keys and values once per query
-# head, not FlashAttention-2's once per key-value head (`tiles.gqa_packed`): "decode_attention" names that kernel.
+# head, not FlashAttention-2's once per key-value head (`kinds.attention.gqa_packed`): "decode_attention" names that kernel.
 SERVING_ENGINES = {"vllm-0.5.4": {"host_s_per_sequence": 0.454e-3, "power_over_idle": 2.01,
                                   "decode_attention": "paged"}}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as

@@ -5,6 +5,7 @@ and the setting (clock, power limit, dtype, phase). Vectorised: many workloads o
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -12,37 +13,47 @@ import pandas as pd
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kernels import DTYPE_BYTES, stack
 from joulecast.data.workload import Workload
-from joulecast.features import arch, physics
+from joulecast.data.labels import Labels
+from joulecast.features import arch, kinds, physics
+from joulecast.features.physics import BOUNDS
 
-KERNEL_CLASSES = ("gemm", "attention", "softmax", "norm", "elementwise", "embedding", "conv2d")
 PHASES = ("prefill", "decode", "training", "inference", "kernel")
-BOUNDS = ("compute", "dram", "l2", "latency")
-ARCH_CODE = {"volta": 7.0, "turing": 7.5, "ampere": 8.0, "ada": 8.9, "hopper": 9.0, "blackwell": 10.0}
 
 
 def physics_batch(workloads: Sequence[Workload], gpu: GpuSpec, sm_clock_mhz: float | None,
                   power_limit_w: float | None) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
     """One physics pass over several workloads on one GPU at one setting (per-kernel columns, per-workload totals)."""
-    host = np.array([arch.HOST_DISPATCH_S[w.launch_mode] for w in workloads])
-    serial = _engine_host(workloads)
     if len(workloads) == 1:  # a single estimate: no stacking (a copy of the table) needed
-        columns, totals = physics.analyze_arrays(workloads[0].kernels, gpu, sm_clock_mhz=sm_clock_mhz,
-                                                 power_limit_w=power_limit_w, host_dispatch_s=host, **serial)
-        return {**columns, "workload_id": np.zeros(len(columns["count"]), np.int64)}, totals
-    kernels = stack({i: w.kernels for i, w in enumerate(workloads)})
-    return physics.analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
-                                  host_dispatch_s=host, **serial)
+        kernels = {**workloads[0].columns, "workload_id": np.zeros(len(workloads[0].columns["count"]), np.int64)}
+    else:
+        kernels = stack({i: w.columns for i, w in enumerate(workloads)})
+    return physics_columns(kernels, gpu, sm_clock_mhz, power_limit_w, [w.launch_mode for w in workloads],
+                           [w.engine for w in workloads], np.array([w.batch or 1 for w in workloads], float))
+
+
+def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mhz: float | None,
+                    power_limit_w: float | None, launch_modes: Sequence[str], engines: Sequence[str | None],
+                    batch: np.ndarray) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
+    """`physics_batch` of stacked kernel columns (with `workload_id`), given each workload's launch mode, serving
+    engine (or None) and batch."""
+    host = per_value(np.asarray(launch_modes, dtype=str), arch.HOST_DISPATCH_S, np.nan)
+    columns, totals = physics.analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
+                                             host_dispatch_s=host, **_engine_host(engines, batch))
+    if "workload_id" not in columns:
+        columns["workload_id"] = kernels["workload_id"]
+    return columns, totals
 
 
 _NO_ENGINE = {"host_s_per_sequence": 0.0, "power_over_idle": 1.0}
 
 
-def _engine_host(workloads: Sequence[Workload]) -> dict[str, np.ndarray]:
+def _engine_host(engines: Sequence[str | None], batch: np.ndarray) -> dict[str, np.ndarray]:
     """Per workload, its serving engine's host time per step (per running sequence x batch) and the GPU's power
     meanwhile; none without an engine."""
-    engines = [arch.SERVING_ENGINES[w.engine] if w.engine else _NO_ENGINE for w in workloads]
-    return {"serial_host_s": np.array([e["host_s_per_sequence"] * (w.batch or 1) for e, w in zip(engines, workloads)]),
-            "serial_power_over_idle": np.array([e["power_over_idle"] for e in engines])}
+    names = np.array([e or "" for e in engines], dtype=str)
+    specs = {**arch.SERVING_ENGINES, "": _NO_ENGINE}
+    return {"serial_host_s": per_value(names, {k: e["host_s_per_sequence"] for k, e in specs.items()}, 0.0) * batch,
+            "serial_power_over_idle": per_value(names, {k: e["power_over_idle"] for k, e in specs.items()}, 1.0)}
 
 
 def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals) -> dict[str, np.ndarray]:
@@ -66,7 +77,7 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
     def weighted(values: np.ndarray) -> np.ndarray:
         return np.bincount(wid, t * values, minlength=n) / busy
 
-    kind, bound = np.asarray(features["kind"]).astype(str), np.asarray(features["bound"]).astype(str)
+    kind, bound = Labels.of(features["kind"]), Labels.of(features["bound"])
     out = {
         "log_physics_time": np.log(totals.time_s), "log_physics_energy": np.log(totals.energy_j),
         "physics_power_w": totals.power_w, "busy_fraction": totals.gpu_busy_s / totals.time_s,
@@ -82,7 +93,7 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         "log_dram_bytes": np.log1p(total(column("dram_bytes"))),
         "log_l2_bytes": np.log1p(total(column("l2_bytes"))),
         "log_mean_kernel_s": np.log(busy / np.bincount(wid, launches, minlength=n)),
-        **{f"share_{c}": share(kind == c) for c in KERNEL_CLASSES},
+        **{f"share_{c}": share(kind == c) for c in kinds.KINDS},
         **{f"share_{b}_bound": share(bound == b) for b in BOUNDS},
         **{f"mean_{c}": weighted(column(c))
            for c in ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")},
@@ -93,7 +104,7 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
 
 def gpu_features(spec: GpuSpec) -> dict[str, float]:
     """A GPU described by its specs, so that the residual can reach GPUs it was not trained on."""
-    return {"gpu_arch": ARCH_CODE.get(spec.architecture, 0.0), "gpu_sms": float(spec.sm_count),
+    return {"gpu_arch": arch.traits(spec.architecture).code, "gpu_sms": float(spec.sm_count),
             "gpu_boost_mhz": spec.boost_clock_mhz, "gpu_bandwidth_gbs": spec.memory_bandwidth_gbs,
             "gpu_l2_mb": spec.l2_bytes / 2**20, "gpu_bf16_tflops": float(spec.tensor_tflops.get("bf16", 0.0)),
             "gpu_fp32_tflops": float(spec.cuda_tflops["fp32"]), "gpu_tdp_w": spec.power_limit_w,
@@ -102,30 +113,73 @@ def gpu_features(spec: GpuSpec) -> dict[str, float]:
 
 def setting_features(spec: GpuSpec, sm_clock_mhz: np.ndarray, power_limit_w: np.ndarray, dtype: Sequence[str],
                      phase: Sequence[str], batch: np.ndarray, seq: np.ndarray) -> dict[str, np.ndarray]:
+    dtype, phase = np.asarray(dtype, dtype=str), np.asarray(phase, dtype=str)
     out = {"clock_ratio": np.asarray(sm_clock_mhz, float) / spec.boost_clock_mhz,
            "power_limit_ratio": np.asarray(power_limit_w, float) / spec.power_limit_w,
-           "dtype_bytes": np.array([DTYPE_BYTES.get(str(d), 2) for d in dtype], float),
+           "dtype_bytes": per_value(dtype, DTYPE_BYTES, 2.0),
            "log_batch": np.log(np.asarray(batch, float)), "log_seq": np.log(np.asarray(seq, float))}
-    out.update({f"phase_{p}": np.array([str(x) == p for x in phase], float) for p in PHASES})
+    out.update({f"phase_{p}": (phase == p).astype(float) for p in PHASES})
     return out
+
+
+def per_value(keys: np.ndarray, table: Mapping[str, float], default: float) -> np.ndarray:
+    """`table[key]` per row (`default` for a key not in it), looked up once per distinct key."""
+    distinct, inverse = np.unique(np.asarray(keys, dtype=str), return_inverse=True)
+    return np.array([table.get(str(k), default) for k in distinct], float)[inverse.ravel()]
+
+
+@dataclass(frozen=True, slots=True)
+class Design:
+    """The residual's features for workloads: one float block and its column names, which the residual reads as it
+    reads a DataFrame (`columns`, `to_numpy`) without the third of a millisecond a DataFrame costs to build."""
+
+    values: np.ndarray      # (workloads, features) float64
+    columns: list[str]
+
+    def to_numpy(self, dtype: type | None = None) -> np.ndarray:
+        return self.values if dtype is None else self.values.astype(dtype)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def take(self, rows: np.ndarray) -> "Design":
+        return Design(self.values[rows], self.columns)
+
+    def frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.values, columns=self.columns)
 
 
 def design_matrix(workloads: Sequence[Workload], spec: GpuSpec, sm_clock_mhz: float | None,
                   power_limit_w: float | None) -> tuple[pd.DataFrame, physics.PhysicsTotals, dict[str, np.ndarray]]:
     """(features for the residual model, physics totals, per-kernel feature columns) of workloads on one GPU setting."""
+    design, totals, features = design_block(workloads, spec, sm_clock_mhz, power_limit_w)
+    return design.frame(), totals, features
+
+
+def design_block(workloads: Sequence[Workload], spec: GpuSpec, sm_clock_mhz: float | None,
+                 power_limit_w: float | None) -> tuple[Design, physics.PhysicsTotals, dict[str, np.ndarray]]:
+    """`design_matrix` with the features as a `Design` block."""
     features, totals = physics_batch(workloads, spec, sm_clock_mhz, power_limit_w)
-    n = len(workloads)
+    design = design_from_physics(features, totals, spec, sm_clock_mhz, power_limit_w,
+                                 [w.dtype or "bf16" for w in workloads], [w.phase or "kernel" for w in workloads],
+                                 np.array([w.batch or 1 for w in workloads], float),
+                                 np.array([w.seq or 1 for w in workloads], float))
+    return design, totals, features
+
+
+def design_from_physics(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals, spec: GpuSpec,
+                        sm_clock_mhz: float | None, power_limit_w: float | None, dtype: Sequence[str],
+                        phase: Sequence[str], batch: np.ndarray, seq: np.ndarray) -> Design:
+    """The residual's features of workloads from their physics pass and their settings (dtype, phase, batch and
+    sequence length, 1 where none applies)."""
+    n = len(totals.time_s)
     clock = np.full(n, spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz, float)
     limit = np.full(n, spec.power_limit_w if power_limit_w is None else power_limit_w, float)
-    setting = setting_features(spec, clock, limit, [w.dtype or "bf16" for w in workloads],
-                               [w.phase or "kernel" for w in workloads],
-                               np.array([w.batch or 1 for w in workloads], float),
-                               np.array([w.seq or 1 for w in workloads], float))
+    setting = setting_features(spec, clock, limit, dtype, phase, batch, seq)
     gpu = {name: np.full(n, value) for name, value in gpu_features(spec).items()}
     columns = {**aggregate(features, totals), **gpu, **setting}
     # One float block: a frame from a 2-D array is built ten times faster than from 48 separate columns.
-    X = pd.DataFrame(np.column_stack(list(columns.values())).astype(float), columns=list(columns))
-    return X, totals, features
+    return Design(np.column_stack(list(columns.values())).astype(float), list(columns))
 
 
 def setting_groups(gpus: Sequence[str], clocks: np.ndarray, limits: np.ndarray

@@ -20,7 +20,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from joulecast.data.files import read_json
-from joulecast.data.kernels import DTYPES, kernel_table
+from joulecast.data.kernels import DTYPES
+from joulecast.features.kernel_table import kernel_table
 from joulecast.data.workload import Workload
 from joulecast.data.errors import InputError
 from joulecast.features import arch
@@ -134,4 +135,4 @@ def workload_from_kernels(path: str | Path, name: str | None = None) -> Workload
     """Load a kernel-list JSON file as a `Workload` (eager PyTorch launches, as traced)."""
     path = Path(path)
     entries = read_json(path, "--kernels")
-    return Workload(name=name or path.stem, kernels=parse_kernel_list(entries, origin=path.name), source="kernel-list")
+    return Workload.from_table(parse_kernel_list(entries, origin=path.name), name=name or path.stem, source="kernel-list")

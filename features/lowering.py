@@ -11,7 +11,8 @@ import logging
 from typing import Any, Callable, Mapping
 
 from joulecast.data import models
-from joulecast.data.kernels import DTYPES, kernel_table
+from joulecast.data.kernels import DTYPES
+from joulecast.features.kernel_table import kernel_columns
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
 from joulecast.data.errors import require
 from joulecast.features import arch
@@ -50,9 +51,7 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     require(phase in allowed, "phase", f"{phase!r} is not available for a {fam} model; allowed: {', '.join(allowed)}")
     if fam not in _VISION:
         require(isinstance(seq, int) and not isinstance(seq, bool) and seq > 0, "seq", f"must be a positive integer, got {seq!r}")
-        limit = config.get("max_position_embeddings") or config.get("n_positions")
-        if fam in ("gpt2", "bert", "opt") and limit and seq > limit:
-            _warn_once(f"seq {seq} exceeds this model's {limit} learned positions; estimating as if the table were extended")
+        warn_positions(config, seq)
     decode = phase == "decode"
     shape = lt.Shape(batch, 1 if decode else (seq or 1), seq or 1, decode)
     if lm_head is None:
@@ -63,6 +62,42 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     if phase == "training":
         records = training_step(records, builder.params)
     return records, builder.params
+
+
+def resolve_model(model: str | Mapping[str, Any]) -> tuple[dict[str, Any], str, str]:
+    """(config, name, source) of a catalog model name, a config path or a config mapping."""
+    if isinstance(model, Mapping):
+        return dict(model), str(model.get("name", model.get("model_type", "config"))), "config"
+    if str(model).endswith(".json"):
+        config = models.load_config(model)
+        return config, str(config.get("name") or config.get("model_type")), "config"
+    entry = models.model_entry(str(model))
+    return {**entry["config"], **{k: v for k, v in entry.items() if k != "config"}}, entry["name"], "catalog"
+
+
+def is_vision(config: Mapping[str, Any]) -> bool:
+    return models.family(config) in _VISION
+
+
+def normal_phase(config: Mapping[str, Any], phase: str) -> str:
+    """A vision model's forward pass is ``inference``; ``prefill`` is accepted for it."""
+    return "inference" if is_vision(config) and phase == "prefill" else phase
+
+
+def engine_records(records: list[dict[str, Any]], engine: str | None) -> list[dict[str, Any]]:
+    """A serving engine's own decode attention kernel in place of FlashAttention's, where it has one."""
+    paged = arch.SERVING_ENGINES[engine].get("decode_attention") if engine else None
+    if not paged:
+        return records
+    return [dict(r, op=paged) if r["kind"] == "attention" and r.get("seq_q") == 1 else r for r in records]
+
+
+def warn_positions(model: str | Mapping[str, Any], seq: int) -> None:
+    """Warn once where `seq` exceeds a model's learned position table (GPT-2, BERT, OPT)."""
+    config = resolve_model(model)[0] if isinstance(model, str) else model
+    limit = config.get("max_position_embeddings") or config.get("n_positions")
+    if models.family(config) in ("gpt2", "bert", "opt") and limit and seq > limit:
+        _warn_once(f"seq {seq} exceeds this model's {limit} learned positions; estimating as if the table were extended")
 
 
 @functools.cache
@@ -114,22 +149,12 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
     require(engine is None or engine in arch.SERVING_ENGINES, "engine",
             f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
-    if isinstance(model, Mapping):
-        config, name, source = dict(model), str(model.get("name", model.get("model_type", "config"))), "config"
-    elif str(model).endswith(".json"):
-        config, source = models.load_config(model), "config"
-        name = str(config.get("name") or config.get("model_type"))
-    else:
-        entry = models.model_entry(str(model))
-        config, name, source = {**entry["config"], **{k: v for k, v in entry.items() if k != "config"}}, entry["name"], "catalog"
-    if models.family(config) in _VISION and phase == "prefill":
-        phase = "inference"
-    records, _ = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention, lm_head=lm_head)
-    paged = arch.SERVING_ENGINES[engine].get("decode_attention") if engine else None
-    if paged:  # the engine's own decode attention kernel in place of FlashAttention's
-        records = [dict(r, op=paged) if r["kind"] == "attention" and r.get("seq_q") == 1 else r for r in records]
+    config, name, source = resolve_model(model)
+    phase = normal_phase(config, phase)
+    records = engine_records(lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
+                                   lm_head=lm_head)[0], engine)
     seq_part = "" if models.family(config) in _VISION else f"/s{seq}"
     engine_part = f"/{engine}" if engine else ""
-    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}", kernels=kernel_table(records),
+    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}", columns=kernel_columns(records),
                     model=name, phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq,
                     dtype=dtype, source=source, launch_mode=launch_mode, engine=engine)

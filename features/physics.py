@@ -6,17 +6,21 @@ giving the kernel table a `workload_id` column (`joulecast.data.kernels.stack`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from joulecast.data.gpus import GpuSpec
-from joulecast.data.kernels import DTYPE_BYTES, DTYPES
+from joulecast.data.kernels import DTYPE_BYTES, STRING_COLUMNS, as_columns
+from joulecast.data.labels import Labels, plain
 from joulecast.data.errors import require
-from joulecast.features import arch, tiles, traffic
+from joulecast.features import arch, kinds, tiles
+from joulecast.features.kinds import attention, gemm, streaming
 from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w
 
+BOUNDS = ("compute", "dram", "l2", "latency")  # what bounds a kernel's time (the `bound` column's labels)
 _INT_COLUMNS = ("batch", "m", "n", "k", "rows", "cols", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
                 "conv_in_elements", "count")
 # The power-cap clock solve tries _CAP_GRID clocks per stage: three stages resolve 1/4096 of the clock range (under
@@ -40,38 +44,31 @@ class PhysicsTotals:
         return self.energy_j / self.time_s
 
 
-def _by_dtype(dtypes: np.ndarray, table: dict[str, float], default: float) -> np.ndarray:
-    """Per-row lookup of a per-dtype number (loops over the few dtypes, not over kernels)."""
-    out = np.full(dtypes.shape, default, dtype=float)
-    for dtype in DTYPES:
-        if dtype in table:
-            out[dtypes == dtype] = table[dtype]
-    return out
-
-
-def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarray]:
+def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[str, np.ndarray]:
     """Clock-independent features: tiles, waves, FLOPs, bytes."""
-    k = {c: column.to_numpy() for c, column in kernels.items()}  # items(): a third faster than by name
+    k = dict(kernels)
     for c in _INT_COLUMNS:
-        k[c] = k[c].astype(np.int64)
-    traits = arch.ARCH_TRAITS[gpu.architecture]
-    b_in = _by_dtype(k["dtype"], DTYPE_BYTES, 2.0)
-    b_out = _by_dtype(k["acc_dtype"], DTYPE_BYTES, 2.0)
+        k[c] = k[c].astype(np.int64, copy=False)
+    for c in STRING_COLUMNS:  # compared and looked up as codes, not as Python strings
+        k[c] = Labels.of(k[c])
+    traits = arch.traits(gpu.architecture)
+    b_in = k["dtype"].lookup(DTYPE_BYTES, 2.0)
+    b_out = k["acc_dtype"].lookup(DTYPE_BYTES, 2.0)
     kind = k["kind"]
-    is_gemm, is_attn = (kind == "gemm") | (kind == "conv2d"), kind == "attention"
+    is_gemm, is_attn = kind.isin(kinds.of_rule("gemm")), kind.isin(kinds.of_rule("attention"))
     # Tensor cores need a dtype the GPU has tensor peaks for (no bf16 on Volta): otherwise the CUDA-core path.
-    tc_peak = _by_dtype(k["dtype"], dict(gpu.tensor_tflops), 0.0)
+    tc_peak = k["dtype"].lookup(gpu.tensor_tflops, 0.0)
     k["tensor_core"] = k["tensor_core"].astype(bool) & (tc_peak > 0)
-    parts = [(is_gemm, tiles.gemm_tiles(k, traits, gpu.sm_count, b_in)),
-             (is_attn, tiles.attention_tiles(k, traits, gpu.sm_count))]
-    t = tiles.streaming_tiles(k, traits)
+    parts = [(is_gemm, gemm.tiles(k, traits, gpu.sm_count, b_in)), (is_attn, attention.tiles(k, traits, gpu.sm_count))]
+    t = streaming.tiles(k, traits)
     for mask, values in parts:
         for name in t:
             t[name] = np.where(mask, values[name], t[name])
     t["waves"], t["last_wave_occupancy"] = tiles.waves(t["tiles"], t["ctas_per_sm"], gpu.sm_count)
-    moved = traffic.streaming_traffic(k, b_in, b_out, gpu.l2_bytes)
-    for mask, values in ((is_gemm, traffic.gemm_traffic(k, t, b_in, b_out, gpu.l2_bytes)),
-                         (is_attn, traffic.attention_traffic(k, t, b_in))):
+    moved = streaming.traffic(k, b_in, b_out, gpu.l2_bytes)
+    implicit = kinds.per_kind(kind, lambda kk: kk.implicit_input) > 0
+    for mask, values in ((is_gemm, gemm.traffic(k, t, b_in, b_out, gpu.l2_bytes, implicit)),
+                         (is_attn, attention.traffic(k, t, b_in))):
         for name in moved:
             moved[name] = np.where(mask, values[name], moved[name])
     on_tensor = (is_gemm | is_attn) & k["tensor_core"]
@@ -80,18 +77,8 @@ def _static_features(kernels: pd.DataFrame, gpu: GpuSpec) -> dict[str, np.ndarra
     if gpu.compute_capability in arch.DUAL_FP32_COMPUTE_CAPABILITIES:  # CUDA-core work gets the FP32-only half
         cuda_peak = np.where(~on_tensor & ~is_attn & (k["dtype"] != "fp64"), cuda_peak * arch.DUAL_FP32_FRACTION,
                              cuda_peak)
-    k_iters = t["k_iters"].astype(float)  # a tile's pipeline prologue and epilogue cost a few K-steps of its own
-    gemm_efficiency = arch.GEMM_EFFICIENCY * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)
-    # Leading dimensions: a linear layer's K (its other side is either its width, aligned in every model, or the
-    # token count, which no operand strides by); a batched product's K or output width N, where the M x K or M x N
-    # matrix they stride is no smaller than the aligned operand beside it (eager attention's scores and
-    # probabilities over 197 tokens, not a decode step's single query row against the cached keys and values).
-    align = arch.GEMM_ALIGN_BYTES // b_in.astype(np.int64)
-    deep, wide = k["k"] % align != 0, k["n"] % align != 0
-    batched = (deep & (k["m"] >= k["n"])) | (wide & (k["m"] >= k["k"]))
-    misaligned = (kind == "gemm") & on_tensor & np.where(k["op"] == "bmm", batched, deep)
-    gemm_efficiency = np.where(misaligned, gemm_efficiency * arch.MISALIGNED_GEMM_RATE, gemm_efficiency)
-    efficiency = np.where(is_attn, arch.ATTENTION_EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
+    gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor)
+    efficiency = np.where(is_attn, attention.EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned,
                 peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,
                 peak_clock_ref=np.where(on_tensor, gpu.tensor_peak_clock_mhz, gpu.boost_clock_mhz),
@@ -102,7 +89,7 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
                         power_only: bool = False) -> dict[str, np.ndarray]:
     """Per-kernel time (s) and power (W) at the given SM clock per row (`clock_mhz` may add a leading axis of
     candidate clocks, which broadcasts)."""
-    traits = arch.ARCH_TRAITS[gpu.architecture]
+    traits = arch.traits(gpu.architecture)
     peak = f["peak_flops_ref"] * clock_mhz / f["peak_clock_ref"]
     per_tile_flops = f["exec_flops"] / np.maximum(f["tiles"], 1)
     # Quantised per SM, not per wave: CTAs sharing an SM share its throughput, and one left alone in a partial wave
@@ -131,22 +118,26 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
     power = idle_power_w(gpu, clock_mhz) + chip + dram_w
     if power_only:
         return {"power_w": power}
-    bound = np.select([t_compute >= np.maximum(t_dram, t_l2), t_dram >= t_l2], ["compute", "dram"], "l2")
-    bound = np.where(body <= arch.KERNEL_MIN_S, "latency", bound)
+    bound = np.select([t_compute >= np.maximum(t_dram, t_l2), t_dram >= t_l2], [0, 1], 2)  # codes into BOUNDS
+    bound = Labels(np.where(body <= arch.KERNEL_MIN_S, 3, bound), BOUNDS)
     return dict(t_compute_s=t_compute, t_dram_s=t_dram, t_l2_s=t_l2, time_s=time, u_tensor=u_tensor, u_fma=u_fma,
                 u_l2=u_l2, u_dram=u_dram, u_sm=u_sm, power_w=power, bound=bound)
 
 
-def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float) -> np.ndarray:
-    """Lower each over-limit kernel's clock until its power meets the limit (as the GPU's power capping does).
+# The static features `_timeline_and_power` reads.
+_TIMELINE_INPUTS = ("peak_flops_ref", "peak_clock_ref", "exec_flops", "tiles", "efficiency", "dram_bytes", "l2_bytes",
+                    "cuda_flops_ref", "on_tensor")
+
+
+def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float,
+                     over: np.ndarray) -> np.ndarray:
+    """Lower each over-limit kernel's clock (`over`) until its power meets the limit (as the GPU's power capping
+    does).
 
     Power rises with the clock, so the highest fitting clock is found on a grid of candidates per kernel, then on a
     finer grid between the last that fits and the first that does not.
     """
-    over = _timeline_and_power(f, gpu, clock, power_only=True)["power_w"] > limit
-    if not over.any():
-        return clock
-    sub = {name: values[over] for name, values in f.items()}
+    sub = {name: f[name][over] for name in _TIMELINE_INPUTS}
     low = np.full(int(over.sum()), MIN_CLOCK_RATIO * gpu.boost_clock_mhz)
     high = clock[over].copy()
     steps, columns = np.linspace(0.0, 1.0, _CAP_GRID)[:, None], np.arange(len(low))
@@ -160,7 +151,7 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
     return clock
 
 
-def analyze(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
+def analyze(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
             power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
             serial_host_s: float | np.ndarray = 0.0,
             serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[pd.DataFrame, PhysicsTotals]:
@@ -168,10 +159,10 @@ def analyze(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float | None =
     columns, totals = analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                                      host_dispatch_s=host_dispatch_s, serial_host_s=serial_host_s,
                                      serial_power_over_idle=serial_power_over_idle)
-    return pd.DataFrame(columns), totals
+    return pd.DataFrame(plain(columns)), totals
 
 
-def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
+def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
                    power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
                    serial_host_s: float | np.ndarray = 0.0,
                    serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[dict[str, np.ndarray], PhysicsTotals]:
@@ -196,16 +187,22 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
             f"must be between {MIN_CLOCK_RATIO * gpu.boost_clock_mhz:.0f} and {gpu.boost_clock_mhz:.0f} MHz on {gpu.name}, got {clock0:g}")
     require(gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w, "power_limit_w",
             f"must be between {gpu.idle_power_max_clock_w:.0f} and {1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, got {limit:g}")
+    kernels = as_columns(kernels)
     f = _static_features(kernels, gpu)
-    clock = _solve_power_cap(f, gpu, np.full(len(kernels), clock0), limit)
+    rows = len(f["count"])
+    clock = np.full(rows, clock0)
     dyn = _timeline_and_power(f, gpu, clock)
+    over = dyn["power_w"] > limit
+    if over.any():
+        clock = _solve_power_cap(f, gpu, clock, limit, over)
+        dyn = _timeline_and_power(f, gpu, clock)
     dyn["power_w"] = np.minimum(dyn["power_w"], limit)
     count = f["count"].astype(float)
     energy = dyn["power_w"] * dyn["time_s"]
-    wid = f.get("workload_id", np.zeros(len(kernels), dtype=np.int64)).astype(np.int64)
+    wid = f.get("workload_id", np.zeros(rows, dtype=np.int64)).astype(np.int64)
     n = int(wid.max()) + 1
     busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
-    dispatched = np.where(np.isin(f["op"], arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
+    dispatched = np.where(f["op"].isin(arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
     host = np.bincount(wid, dispatched, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
     overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
     serial = np.broadcast_to(np.asarray(serial_host_s, dtype=float), (n,))
@@ -216,7 +213,7 @@ def analyze_arrays(kernels: pd.DataFrame, gpu: GpuSpec, *, sm_clock_mhz: float |
                            gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
                            engine_host_s=np.array(serial))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
-        **{c: f[c] for c in kernels.columns},
+        **{c: f[c] for c in kernels},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],
         **{c: f[c] for c in ("tile_m", "tile_n", "tile_k", "tiles", "k_iters", "split_k", "ctas_per_sm", "waves",
                              "last_wave_occupancy", "flops", "exec_flops", "dram_bytes", "l2_bytes", "smem_bytes")},

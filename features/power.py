@@ -18,7 +18,8 @@ MIN_CLOCK_RATIO = 0.15
 def voltage_ratio(clock_ratio: np.ndarray) -> np.ndarray:
     """V/Vmax: flat at `V_MIN_RATIO` up to the knee, then linear to 1 at the maximum clock."""
     rising = V_MIN_RATIO + (1 - V_MIN_RATIO) * (clock_ratio - V_KNEE_CLOCK_RATIO) / (1 - V_KNEE_CLOCK_RATIO)
-    return np.clip(np.where(clock_ratio <= V_KNEE_CLOCK_RATIO, V_MIN_RATIO, rising), V_MIN_RATIO, 1.0)
+    # minimum/maximum rather than np.clip: the same values, at a fifth of its per-call cost on small arrays
+    return np.minimum(np.maximum(np.where(clock_ratio <= V_KNEE_CLOCK_RATIO, V_MIN_RATIO, rising), V_MIN_RATIO), 1.0)
 
 
 def dynamic_scale(clock_ratio: np.ndarray) -> np.ndarray:
@@ -26,13 +27,16 @@ def dynamic_scale(clock_ratio: np.ndarray) -> np.ndarray:
     return voltage_ratio(clock_ratio) ** 2 * clock_ratio
 
 
+def _idle_shape(clock_ratio: np.ndarray | float) -> np.ndarray:
+    return voltage_ratio(np.asarray(clock_ratio)) ** IDLE_VOLTAGE_EXPONENT * clock_ratio
+
+
+_IDLE_SHAPE_AT_MIN = _idle_shape(MIN_CLOCK_RATIO)
+
+
 def idle_power_w(gpu: GpuSpec, clock_mhz: np.ndarray | float) -> np.ndarray:
     """Idle power at a locked SM clock: from the catalog's idle (lowest clock) to idle at the maximum clock."""
     ratio = np.asarray(clock_mhz, dtype=float) / gpu.boost_clock_mhz
-
-    def shape(r: np.ndarray | float) -> np.ndarray:
-        return voltage_ratio(np.asarray(r)) ** IDLE_VOLTAGE_EXPONENT * r
-
-    low = shape(MIN_CLOCK_RATIO)
-    fraction = np.clip((shape(ratio) - low) / (1 - low), 0.0, 1.0)
+    low = _IDLE_SHAPE_AT_MIN
+    fraction = np.minimum(np.maximum((_idle_shape(ratio) - low) / (1 - low), 0.0), 1.0)
     return gpu.idle_power_w + (gpu.idle_power_max_clock_w - gpu.idle_power_w) * fraction

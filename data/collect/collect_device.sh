@@ -3,7 +3,7 @@
 # readings (one more), the dataset card and the logs under $OUT (the device tool returns at most 8 files, two folders
 # deep: $OUT/<gpu>/<collection>/...).
 #
-#   bash data/collect_device.sh [PLAN]        # default: h200-first
+#   bash data/collect/collect_device.sh [PLAN]        # default: h200-first
 #
 # COLLECT_LIMIT_S (default 420) stops the collection with SIGTERM, which it takes like Ctrl-C: the rows measured so
 # far are flushed and still come back, and a rerun on the same machine resumes.
@@ -11,7 +11,7 @@
 # The machine has torch, pandas, pyarrow, pyyaml and nvidia-ml-py but not xgboost or mlflow: joulecast is installed
 # without dependencies, and collecting imports neither.
 set -euo pipefail
-REPO="$(cd "$(dirname "$0")/.." && pwd)"
+REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 PLAN="${1:-h200-first}"
 OUT="${OUT:?set OUT to the folder that comes back}"
 STORE=/tmp/joulecast-store

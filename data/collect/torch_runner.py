@@ -12,14 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from joulecast.data.collect.plan import PlanItem
 from joulecast.data.errors import InputError, JoulecastError
+from joulecast.features.kinds import PLAN_OPS
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-_EW = {"add": lambda x, y: x + y, "mul": lambda x, y: x * y,
-       "gelu": lambda x, y: F.gelu(x, approximate="tanh"), "silu": lambda x, y: F.silu(x)}
 
 
 class RunnerUnavailable(JoulecastError):
@@ -77,40 +75,13 @@ class TorchRunner:
         return torch.randn(*shape, device=self.device, dtype=TORCH_DTYPES[dtype])
 
     def _kernel(self, item: PlanItem) -> Step:
-        s, op, dt = item.sizes, item.op, item.dtype
-        if op == "gemm" and dt == "fp8":
-            return self._fp8_gemm(s["m"], s["n"], s["k"])
-        if dt not in TORCH_DTYPES:
-            raise InputError("dtype", f"the PyTorch runner has no {dt} {op}; allowed: {', '.join(TORCH_DTYPES)}")
-        if op == "gemm":
-            a, b = self._rand(s["m"], s["k"], dtype=dt), self._rand(s["k"], s["n"], dtype=dt)
-            return Step(lambda: torch.matmul(a, b), self.device, (a, b))
-        if op == "attention":
-            q = self._rand(s["batch"], s["heads"], s["seq_q"], s["head_dim"], dtype=dt)
-            k, v = (self._rand(s["batch"], s["kv_heads"], s["seq_kv"], s["head_dim"], dtype=dt) for _ in range(2))
-            gqa, causal = s["heads"] != s["kv_heads"], bool(s["causal"])
-            return Step(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa),
-                        self.device, (q, k, v))
-        if op in ("layernorm", "rmsnorm", "softmax"):
-            x, w = self._rand(s["rows"], s["cols"], dtype=dt), torch.ones(s["cols"], device=self.device,
-                                                                         dtype=TORCH_DTYPES[dt])
-            fn = {"layernorm": lambda: F.layer_norm(x, (s["cols"],), w),
-                  "rmsnorm": lambda: F.rms_norm(x, (s["cols"],), w),
-                  "softmax": lambda: torch.softmax(x, dim=-1)}[op]
-            return Step(fn, self.device, (x, w))
-        x, y = self._rand(s["elements"], dtype=dt), self._rand(s["elements"], dtype=dt)
-        ew = _EW[op]
-        return Step(lambda: ew(x, y), self.device, (x, y))
-
-    def _fp8_gemm(self, m: int, n: int, k: int) -> Step:
-        """e4m3 inputs, bf16 output, unit scales, through torch._scaled_mm (needs fp8 tensor cores: sm_89 or newer)."""
-        if self.device.type != "cuda" or torch.cuda.get_device_capability(self.device) < (8, 9):
-            raise InputError("dtype", "fp8 GEMMs need a GPU with fp8 tensor cores (compute capability 8.9 or newer)")
-        a = self._rand(m, k).to(torch.float8_e4m3fn)
-        b = self._rand(n, k).to(torch.float8_e4m3fn).t()  # column-major, as cuBLASLt's fp8 path requires
-        one = torch.ones((), device=self.device, dtype=torch.float32)
-        return Step(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16),
-                    self.device, (a, b, one))
+        """A single kernel, run as its kind's module says (`joulecast.features.kinds`)."""
+        op = PLAN_OPS[item.op]
+        if item.dtype not in op.dtypes or (item.dtype not in TORCH_DTYPES and item.dtype != "fp8"):
+            allowed = [d for d in op.dtypes if d in TORCH_DTYPES or d == "fp8"]
+            raise InputError("dtype", f"the PyTorch runner has no {item.dtype} {item.op}; allowed: {', '.join(allowed)}")
+        call, keep = op.run(torch, self._rand, item.sizes, item.dtype, self.device)
+        return Step(call, self.device, keep)
 
     def _model(self, item: PlanItem) -> Step:
         from joulecast.data.models import model_entry

@@ -111,3 +111,23 @@ def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, ra
     assert "a100-sxm4-80gb-500w" not in gpus.catalog()
     with pytest.raises(InputError, match="not a GPU you added; added: none"):
         gpus.remove_gpu("a10")
+
+
+def test_architecture_traits_are_validated_data_with_sources(tmp_path):
+    """Tile shapes, residency and L2 bandwidth per architecture come from data/architectures/*.yaml, each number
+    cited; a bad file is one error naming the file and the field."""
+    from joulecast.data import architectures
+    from joulecast.data.errors import DataError
+
+    hopper = architectures.architecture("hopper")
+    assert hopper.tc_tile == (128, 256, 64) and hopper.tc_ctas_per_sm == 1 and hopper.code == 9.0
+    assert set(architectures.catalog()) == {"volta", "ampere", "ada", "hopper", "blackwell"}
+    for traits in architectures.catalog().values():
+        assert {"code", "tc_tile", "threads_per_sm", "l2_bytes_per_clock"} <= set(traits.sources)
+    raw = {"name": "x", "code": 9.0, "tc_tile": [128, 256], "tc_ctas_per_sm": 1, "simt_tile": [128, 128, 8],
+           "simt_ctas_per_sm": 2, "threads_per_sm": 2048, "l2_bytes_per_clock": 5120,
+           "sources": {"code, tc_tile, tc_ctas_per_sm, simt_tile, simt_ctas_per_sm, threads_per_sm": "s"}}
+    with pytest.raises(DataError, match=r"x.yaml: field 'tc_tile': must be three positive integers"):
+        architectures.ArchTraits.from_dict(raw, "x.yaml")
+    with pytest.raises(DataError, match=r"field 'sources': no source given for l2_bytes_per_clock"):
+        architectures.ArchTraits.from_dict({**raw, "tc_tile": [128, 256, 64]}, "x.yaml")

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import joulecast
-from joulecast.data.kernels import kernel_table
+from joulecast.features.kernel_table import kernel_table
 from joulecast.features import arch, physics
 
 
@@ -62,7 +62,7 @@ def test_vectorised_tiles_equal_the_scalar_reference(gpu):
                for (m, n, k), b in zip(shapes, batches)]
     spec = joulecast.gpu(gpu)
     f = physics.analyze(kernel_table(records), spec)[0]
-    traits = arch.ARCH_TRAITS[spec.architecture]
+    traits = arch.traits(spec.architecture)
     for row in f.itertuples():
         assert (row.tile_m, row.tile_n, row.tiles, row.k_iters) == _scalar_gemm_tiles(
             row.m, row.n, row.k, row.batch, traits, spec.sm_count)

@@ -3,7 +3,8 @@ import json
 import pytest
 
 from joulecast.features.kernel_list import parse_kernel_list, workload_from_kernels
-from joulecast.data.kernels import kernel_table, kernel_table_hash
+from joulecast.data.kernels import kernel_table_hash
+from joulecast.features.kernel_table import kernel_table
 from joulecast.data.errors import InputError
 from joulecast.features import arch
 

@@ -1,0 +1,83 @@
+"""Fused attention (FlashAttention-2, and a serving engine's paged decode kernel): the attention rule's grid and
+traffic, for every attention row at once."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from joulecast.data.errors import require
+from joulecast.features import arch
+from joulecast.features.kinds import KernelKind, PlanOp
+from joulecast.features.tiles import ceil_div
+
+Columns = Mapping[str, Any]
+EFFICIENCY = arch.ATTENTION_EFFICIENCY
+
+
+def gqa_packed(k: Columns) -> tuple[np.ndarray, np.ndarray]:
+    """(query rows per attention CTA row block, heads with a CTA of their own). FlashAttention-2 decodes one query
+    token of grouped-query attention with the query heads that share a key-value head as the rows of one CTA
+    (flash_api.cpp, `seqlenq_ngroups_swapped`), so each key and value is streamed once per key-value head, not once
+    per query head. On the H200 (data/measurements/h200/h200-first, 32 query and 8 key-value heads) such decode
+    attention ran 2.1-2.2x faster than physics streaming them per query head, at batch 16-64. A serving engine's own
+    decode kernel (op `paged`, `arch.SERVING_ENGINES`) keeps a block per query head."""
+    seq_q = np.maximum(k["seq_q"], 1)  # rows of other kinds hold zeros
+    heads, kv_heads = k["heads"], np.maximum(k["kv_heads"], 1)
+    packed = (k["op"] == "flash") & (seq_q == 1) & (heads > kv_heads)  # not a serving engine's paged kernel
+    return np.where(packed, heads // kv_heads, seq_q), np.where(packed, kv_heads, heads)
+
+
+def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int) -> dict[str, np.ndarray]:
+    """FlashAttention-2 grid: one CTA per (batch, head, 128 query rows); decode (<= 16 queries) splits the keys
+    into 512-key chunks instead (flash-decoding), so a single query still fills the GPU (a grouped query's heads
+    share one, `gqa_packed`)."""
+    rows, heads = gqa_packed(k)
+    seq_kv = np.maximum(k["seq_kv"], 1)
+    q_blocks = ceil_div(rows, 128)
+    kv_split = np.where(rows <= 16, ceil_div(seq_kv, 512), 1)
+    n = k["batch"] * heads * q_blocks * kv_split
+    ones = np.ones_like(n)
+    return dict(tile_m=np.minimum(rows, 128), tile_n=np.full_like(n, 64), tile_k=k["head_dim"],
+                ctas_per_sm=ones * traits.tc_ctas_per_sm, split_k=kv_split, tiles=n,
+                k_iters=ceil_div(ceil_div(seq_kv, kv_split), 64))
+
+
+def traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.ndarray]:
+    """Q, K, V, O cross DRAM once; every query block streams its keys and values through L2."""
+    bsz, h, hkv, d = (k[c].astype(float) for c in ("batch", "heads", "kv_heads", "head_dim"))
+    sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
+    causal_fraction = np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)  # keys visible per query, on average
+    flops = 4.0 * bsz * h * sq * skv * d * causal_fraction
+    rows = gqa_packed(k)[0].astype(float)  # query rows: a decode step's grouped heads where they are packed
+    executed = flops * np.ceil(rows / 16) * 16 / rows  # MMA tiles have at least 16 query rows
+    q_and_o = 2.0 * bsz * h * sq * d * b_in
+    kv = 2.0 * bsz * hkv * skv * d * b_in
+    streamed = t["tiles"] * 2.0 * (skv / t["split_k"]) * d * b_in * causal_fraction
+    return dict(flops=flops, exec_flops=executed, dram_bytes=q_and_o + kv, l2_bytes=streamed + q_and_o,
+                smem_bytes=2.0 * streamed)
+
+
+def _check(s: dict[str, Any], given: Mapping[str, Any], field: str) -> None:
+    require(s["heads"] % s["kv_heads"] == 0, f"{field}.kv_heads", "must divide heads")
+    s["causal"] = bool(given.get("causal", s["seq_q"] > 1))
+
+
+def _add(builder: Any, s: Mapping[str, Any]) -> None:
+    builder.attention(s["batch"], s["heads"], s["kv_heads"], s["seq_q"], s["seq_kv"], s["head_dim"], bool(s["causal"]))
+
+
+def _run(torch: Any, rand: Any, s: Mapping[str, Any], dtype: str, device: Any) -> tuple[Any, tuple]:
+    q = rand(s["batch"], s["heads"], s["seq_q"], s["head_dim"], dtype=dtype)
+    k, v = (rand(s["batch"], s["kv_heads"], s["seq_kv"], s["head_dim"], dtype=dtype) for _ in range(2))
+    gqa, causal = s["heads"] != s["kv_heads"], bool(s["causal"])
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    return (lambda: sdpa(q, k, v, is_causal=causal, enable_gqa=gqa)), (q, k, v)
+
+
+KIND = KernelKind(name="attention", order=1, sizes=("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"),
+                  rule="attention",
+                  plan_ops=(PlanOp("attention", ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"), _add,
+                                   _run, check=_check, options=("causal",)),))

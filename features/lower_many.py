@@ -1,0 +1,101 @@
+"""Many configurations of one model lowered at once: a model's kernel rows are closed-form functions of batch and
+sequence length, so each structure (model, phase, dtype, attention, engine) is lowered a few times and every
+integer column of its rows fitted as a polynomial in batch B and sequence S; thousands of configurations then take
+one vectorised evaluation instead of one lowering each.
+
+The polynomial is quadratic in S and linear in B, in Newton form on the probe points B in {2, 3}, S in {2, 3, 4}
+(GEMM and norm sizes are linear in B*S, eager attention's scores B*S^2). It is checked, exactly and column by
+column, at two more points; a structure whose rows it does not reproduce there (none of the catalog's) falls back to
+lowering each configuration (`lowering.workload`). Rows are not merged into `count` as `lowering.workload` merges
+identical kernels: every later stage sums over rows, so the totals are the same.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from joulecast.data.kernels import KERNEL_COLUMNS, STRING_COLUMNS
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.data.labels import Labels, plain
+from joulecast.features.lowering import engine_records, is_vision, lower, normal_phase, resolve_model, warn_positions
+
+_B, _S = (2, 3), (2, 3, 4)          # probe points: Newton nodes
+_CHECKS = ((5, 7), (9, 130))       # where the polynomial must reproduce the lowering exactly
+_INTS = tuple(c for c, (dtype, _) in KERNEL_COLUMNS.items() if dtype == "int64")
+_FIXED = tuple(c for c in KERNEL_COLUMNS if c not in _INTS)
+
+
+@dataclass(frozen=True)
+class Template:
+    """One structure's kernel rows as functions of (B, S): fixed columns per row, and per integer column the Newton
+    coefficients (at B = 2 and the change to B = 3) of a quadratic in S."""
+
+    fixed: dict[str, np.ndarray]              # per row: kind, op, dtypes, tensor_core, causal
+    coefficients: dict[str, np.ndarray]       # integer column -> (2, 3, rows) int64
+    phase: str
+    vision: bool
+
+    @property
+    def rows(self) -> int:
+        return len(self.fixed["kind"])
+
+    def columns(self, batch: np.ndarray, seq: np.ndarray) -> dict[str, np.ndarray]:
+        """The kernel rows of every configuration (batch[i], seq[i]), configuration by configuration, with a
+        `workload_id` column 0..n-1."""
+        b = np.asarray(batch, np.int64)[:, None] - _B[0]   # (configurations, 1)
+        s = np.asarray(seq, np.int64)[:, None] - _S[0]
+        step1, step2 = s, s * (s - 1) // 2                  # Newton basis at the nodes 2, 3, 4
+        out = {}
+        for name, c in self.coefficients.items():
+            if not c[:, 1:].any() and not c[1, 0].any():  # the same at every size (layer counts, widths)
+                out[name] = np.tile(c[0, 0], len(b))
+                continue
+            at_b = c[0, 0] + step1 * c[0, 1] + step2 * c[0, 2]
+            per_b = c[1, 0] + step1 * c[1, 1] + step2 * c[1, 2]
+            out[name] = (at_b + b * per_b).ravel()
+        n = len(b)
+        out.update({name: Labels(np.tile(v.codes, n), v.names) if isinstance(v, Labels) else np.tile(v, n)
+                    for name, v in self.fixed.items()})
+        out["workload_id"] = np.repeat(np.arange(n, dtype=np.int64), self.rows)
+        return out
+
+
+def _records(config: Mapping[str, Any], phase: str, batch: int, seq: int, dtype: str, attention: str,
+             engine: str | None) -> dict[str, np.ndarray]:
+    """The lowering's kernel rows at (batch, seq), unmerged (each record its own row)."""
+    records = engine_records(lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention)[0],
+                             engine)
+    return kernel_columns(records, merge=False)
+
+
+@functools.cache
+def template(model: str, phase: str, dtype: str, attention: str, engine: str | None) -> Template | None:
+    """The template of a catalog model's structure, or None where the polynomial does not reproduce its rows."""
+    config, _, _ = resolve_model(model)
+    phase = normal_phase(config, phase)
+    probes = {(b, s): _records(config, phase, b, s, dtype, attention, engine) for b in _B for s in _S}
+    first = probes[_B[0], _S[0]]
+    if any(len(p["count"]) != len(first["count"]) or any((p[c] != first[c]).any() for c in _FIXED)
+           for p in probes.values()):
+        return None
+    coefficients = {}
+    for name in _INTS:
+        per_b = []
+        for b in _B:
+            v = [probes[b, s][name] for s in _S]
+            per_b.append(np.stack([v[0], v[1] - v[0], v[2] - 2 * v[1] + v[0]]))
+        coefficients[name] = np.stack([per_b[0], per_b[1] - per_b[0]])
+    fixed = {c: Labels.of(first[c]) if c in STRING_COLUMNS else first[c] for c in _FIXED}
+    out = Template(fixed=fixed, coefficients=coefficients, phase=phase,
+                   vision=is_vision(config))
+    for b, s in _CHECKS:
+        expected, got = _records(config, phase, b, s, dtype, attention, engine), out.columns([b], [s])
+        got = plain(got)
+        if len(expected["count"]) != out.rows or any((expected[c] != got[c]).any() for c in KERNEL_COLUMNS):
+            return None
+    return out

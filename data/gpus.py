@@ -17,8 +17,8 @@ import yaml
 
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
-from joulecast.data.files import write_atomic
 from joulecast.data.errors import DataError, InputError, UnknownNameError
+from joulecast.data.files import write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
 

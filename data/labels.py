@@ -12,7 +12,6 @@ from typing import Any
 
 import numpy as np
 
-
 # Up to this many rows, a column is encoded through a dict (a few microseconds for a workload's kernels); beyond, by
 # np.unique's sort.
 _SMALL = 4096

@@ -8,8 +8,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from joulecast.data.files import read_json
 from joulecast.data.errors import InputError, UnknownNameError
+from joulecast.data.files import read_json
 
 MODEL_DIR = Path(__file__).parent / "models"
 

@@ -13,9 +13,9 @@ from typing import Any, Mapping
 import pandas as pd
 import yaml
 
+from joulecast.data.errors import DataError, InputError
 from joulecast.data.files import write_atomic
 from joulecast.data.schema import empty_measurements, validate_measurements
-from joulecast.data.errors import DataError, InputError
 
 CARD_NAME = "CARD.yaml"
 

@@ -14,13 +14,15 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.gpus import GpuSpec, gpu as lookup_gpu
+from joulecast.data.gpus import GpuSpec
+from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import STRING_COLUMNS, stack
 from joulecast.data.labels import Labels, plain
 from joulecast.data.workload import LAUNCH_MODES, Workload
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import lower_many
 from joulecast.features.design import Design, design_block, design_from_physics, physics_columns, setting_groups
+from joulecast.features.lowering import warn_positions
 from joulecast.features.physics import PhysicsTotals
 
 
@@ -276,7 +278,7 @@ class Lowered:
             if t is not None and not single.any():
                 if not t.vision:
                     require(bool((self.seq[rows] >= 1).all()), "seq", "must be a positive integer")
-                    lower_many.warn_positions(model, int(self.seq[rows].max()))
+                    warn_positions(model, int(self.seq[rows].max()))
                 part = t.columns(self.batch[rows], self.seq[rows])
                 phases.append(np.full(len(rows), t.phase))
                 seqs.append(np.ones(len(rows)) if t.vision else self.seq[rows].astype(float))

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.features.kinds import KINDS as KERNEL_CLASSES
 from joulecast.estimator.tree_arrays import TreeArrays
+from joulecast.features.kinds import KINDS as KERNEL_CLASSES
 
 TARGETS = ("time", "energy")
 
@@ -188,7 +188,12 @@ class Residual:
 
     def _raw(self, values: np.ndarray, pooled: bool) -> dict[tuple[str, bool], np.ndarray]:
         """Margins of every model, (target, band) -> point (or band) margins, for a float32 block of rows: of the
-        pooled bags, or of those fitted around each GPU's level (without it)."""
+        pooled bags, or of those fitted around each GPU's level (without it). Rows that repeat (the same
+        configuration asked for again) walk the trees once."""
+        if len(values) > 1:
+            distinct, inverse = np.unique(values, axis=0, return_inverse=True)
+            if len(distinct) < len(values):
+                return {key: margins[inverse.ravel()] for key, margins in self._raw(distinct, pooled).items()}
         return dict(zip(BAG_KEYS, self._tree_arrays(pooled).predict_models(values)))
 
     def _tree_arrays(self, pooled: bool) -> TreeArrays:

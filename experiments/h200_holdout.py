@@ -18,8 +18,8 @@ import pandas as pd
 
 from joulecast.cli import load_measurements
 from joulecast.data.store import load_store
-from joulecast.training.audit import score_measurements
 from joulecast.estimator.loading import load_estimator
+from joulecast.training.audit import score_measurements
 from joulecast.training.evaluate import error_table
 from joulecast.training.train import cv_record, train
 

@@ -18,8 +18,14 @@ from joulecast.data.importers import import_source
 from joulecast.estimator.api import scored_frame
 from joulecast.render import with_chance_text
 from joulecast.training.dataset import TrainingTable, training_table
-from joulecast.training.evaluate import (OffsetSpreads, add_coverage_chance, calibrated_in_target,
-                                         coverage_p_value, error_table, offset_spreads)
+from joulecast.training.evaluate import (
+    OffsetSpreads,
+    add_coverage_chance,
+    calibrated_in_target,
+    coverage_p_value,
+    error_table,
+    offset_spreads,
+)
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 
 NOMINAL = ResidualModel.level  # the intervals' level (90 %)

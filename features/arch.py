@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from joulecast.data import architectures
 
-
 # The per-architecture traits (tile shapes, residency, L2 bandwidth) are data with their sources:
 # `joulecast.data.architectures` (data/architectures/*.yaml).
 ArchTraits = architectures.ArchTraits

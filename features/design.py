@@ -12,8 +12,8 @@ import pandas as pd
 
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kernels import DTYPE_BYTES, stack
-from joulecast.data.workload import Workload
 from joulecast.data.labels import Labels
+from joulecast.data.workload import Workload
 from joulecast.features import arch, kinds, physics
 from joulecast.features.physics import BOUNDS
 

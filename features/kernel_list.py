@@ -19,12 +19,12 @@ from typing import Any, Callable
 
 import pandas as pd
 
+from joulecast.data.errors import InputError
 from joulecast.data.files import read_json
 from joulecast.data.kernels import DTYPES
-from joulecast.features.kernel_table import kernel_table
 from joulecast.data.workload import Workload
-from joulecast.data.errors import InputError
 from joulecast.features import arch
+from joulecast.features.kernel_table import kernel_table
 
 
 def _dtype(value: Any, where: str) -> str:

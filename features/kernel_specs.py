@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from joulecast.data.kernels import DTYPES
-from joulecast.features.kernel_table import kernel_columns
-from joulecast.data.workload import Workload
 from joulecast.data.errors import InputError, require
+from joulecast.data.kernels import DTYPES
+from joulecast.data.workload import Workload
 from joulecast.features.builder import KernelBuilder
+from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.kinds import PLAN_OPS
 
 # op -> the size fields it takes (all positive integers; attention also takes `causal`), from the kinds registry.

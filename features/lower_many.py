@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from joulecast.data.kernels import KERNEL_COLUMNS, STRING_COLUMNS
-from joulecast.features.kernel_table import kernel_columns
 from joulecast.data.labels import Labels, plain
-from joulecast.features.lowering import engine_records, is_vision, lower, normal_phase, resolve_model, warn_positions
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lowering import engine_records, is_vision, lower, normal_phase, resolve_model
 
 _B, _S = (2, 3), (2, 3, 4)          # probe points: Newton nodes
 _CHECKS = ((5, 7), (9, 130))       # where the polynomial must reproduce the lowering exactly

@@ -11,14 +11,14 @@ import logging
 from typing import Any, Callable, Mapping
 
 from joulecast.data import models
-from joulecast.data.kernels import DTYPES
-from joulecast.features.kernel_table import kernel_columns
-from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
 from joulecast.data.errors import require
+from joulecast.data.kernels import DTYPES
+from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
 from joulecast.features import arch
 from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
 from joulecast.features.builder import KernelBuilder
+from joulecast.features.kernel_table import kernel_columns
 
 log = logging.getLogger(__name__)
 ATTENTION_BACKENDS = ("flash", "eager")

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from joulecast.data.errors import require
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kernels import DTYPE_BYTES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
-from joulecast.data.errors import require
 from joulecast.features import arch, kinds, tiles
 from joulecast.features.kinds import attention, gemm, streaming
 from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w

@@ -8,7 +8,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-
 from typing import TYPE_CHECKING
 
 from joulecast.data.errors import JoulecastError
@@ -176,9 +175,9 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
     import pandas as pd
 
+    from joulecast.data.errors import InputError
     from joulecast.data.importers import import_source
     from joulecast.data.store import load_store
-    from joulecast.data.errors import InputError
 
     frames = []
     if not stores and not imports:
@@ -234,10 +233,10 @@ def _train(args: argparse.Namespace) -> int:
 def _audit(args: argparse.Namespace) -> int:
     require_extra("train", "audit")
     from joulecast import render
-    from joulecast.training.audit import audit, describe_estimator, log_audit, score_measurements
-    from joulecast.estimator.loading import load_estimator
-    from joulecast.training.report import write_report
     from joulecast.data.errors import InputError
+    from joulecast.estimator.loading import load_estimator
+    from joulecast.training.audit import audit, describe_estimator, log_audit, score_measurements
+    from joulecast.training.report import write_report
 
     if bool(args.store) == bool(args.source):
         raise InputError("--store", "give either --store PATH or --source NAME --path PATH")

@@ -19,11 +19,10 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import load_estimator
-from joulecast.training.dataset import training_table
-from joulecast.training import evaluate
-from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table, offset_spreads
 from joulecast.features.kinds import KINDS as KERNEL_CLASSES
-
+from joulecast.training import evaluate
+from joulecast.training.dataset import training_table
+from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table, offset_spreads
 from joulecast.training.gates import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS  # noqa: F401
 
 QUANTITIES = tuple(q for q, _ in evaluate.QUANTITIES)  # energy, time, power

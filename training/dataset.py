@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from joulecast.data.gpus import catalog as gpu_catalog
+from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.schema import COLLECTOR_SOURCE
-from joulecast.data.gpus import catalog as gpu_catalog, gpu as lookup_gpu
-from joulecast.features.refs import resolve
 from joulecast.features.design import design_matrix, setting_groups
+from joulecast.features.refs import resolve
 
 log = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import dataclasses
 import pandas as pd
 
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.features.refs import resolve
-from joulecast.features.power import idle_power_w
 from joulecast.features.design import physics_batch
+from joulecast.features.power import idle_power_w
+from joulecast.features.refs import resolve
 
 
 def kernels_alone(rows: pd.DataFrame) -> pd.DataFrame:

@@ -21,11 +21,19 @@ from typing import Any
 
 import pandas as pd
 
-from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.errors import InputError
-from joulecast.training.audit import (GATE_ON, MIN_ROWS, TOLERANCE_PTS, AuditResult, audit, describe_estimator, log_audit,
-                                       scored_rows)
+from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.estimator.loading import load_estimator
+from joulecast.training.audit import (
+    GATE_ON,
+    MIN_ROWS,
+    TOLERANCE_PTS,
+    AuditResult,
+    audit,
+    describe_estimator,
+    log_audit,
+    scored_rows,
+)
 from joulecast.training.dataset import usable
 from joulecast.training.evaluate import error_table
 from joulecast.training.residual import PARAM_GRID

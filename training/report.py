@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.training.audit import AuditResult
 from joulecast.training import plots
+from joulecast.training.audit import AuditResult
 
 STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}.fail{background:#fdd}.pass{background:#dfd}

@@ -23,10 +23,20 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
-from joulecast.estimator.residual import (BAG_KEYS, DOMAIN_FEATURES, TARGETS, Residual, _half_widths, _interval,
-                                         fitted_fields, level_of)
-from joulecast.estimator.tree_arrays import MAX_DEPTH as TREE_ARRAY_MAX_DEPTH, TreeArrays, bag_margin
+from joulecast.estimator.residual import (
+    BAG_KEYS,
+    DOMAIN_FEATURES,
+    TARGETS,
+    Residual,
+    _half_widths,
+    _interval,
+    fitted_fields,
+    level_of,
+)
+from joulecast.estimator.tree_arrays import MAX_DEPTH as TREE_ARRAY_MAX_DEPTH
+from joulecast.estimator.tree_arrays import TreeArrays, bag_margin
 from joulecast.training.tree_export import from_models
+
 PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
     dict(max_depth=d, learning_rate=lr, n_estimators=n, min_child_weight=2.0, subsample=0.8, colsample_bytree=0.8)
     for d, lr, n in ((3, 0.1, 300), (4, 0.1, 400)))

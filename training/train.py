@@ -163,8 +163,8 @@ def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment:
     import mlflow
     from mlflow.models import ModelSignature, infer_signature
 
-    from joulecast.training.pyfunc import HybridPyfunc, example_input, input_schema
     from joulecast.training.plots import parity_figure
+    from joulecast.training.pyfunc import HybridPyfunc, example_input, input_schema
 
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment(experiment)

@@ -30,9 +30,9 @@ import pandas as pd
 
 from joulecast.data import store
 from joulecast.data.collect.meters import Meter, Sample, WindowResult, summarise_window
+from joulecast.data.collect.plan import Plan, PlanItem, expected_durations, item_workload
 from joulecast.data.models import family_of_name
 from joulecast.data.schema import COLLECTOR_SOURCE
-from joulecast.data.collect.plan import Plan, PlanItem, expected_durations, item_workload
 
 log = logging.getLogger(__name__)
 # 100 Hz: the issue asks for at least that where power samples are integrated. No faster: every reading takes the GIL

@@ -30,9 +30,9 @@ from typing import Any
 
 import yaml
 
+from joulecast.data.errors import InputError, require
 from joulecast.data.workload import Workload
 from joulecast.data.workload_ref import catalog_ref, kernel_ref
-from joulecast.data.errors import InputError, require
 
 PLAN_DIR = Path(__file__).parent / "plans"
 # Seconds to set an item up before its warm-up (allocating tensors; building a model with random weights), used

@@ -84,8 +84,8 @@ class TorchRunner:
         return Step(call, self.device, keep)
 
     def _model(self, item: PlanItem) -> Step:
-        from joulecast.data.models import model_entry
         from joulecast.data.collect.torch_models import Transformer
+        from joulecast.data.models import model_entry
 
         if item.dtype not in TORCH_DTYPES:
             raise InputError("dtype", f"the PyTorch runner builds models in {', '.join(TORCH_DTYPES)}, not {item.dtype}")

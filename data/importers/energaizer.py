@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from joulecast.data.errors import DataError, InputError
 from joulecast.data.gpus import gpu as catalog_gpu
 from joulecast.data.schema import CLOCK_STEP_MHZ, conform
 from joulecast.data.workload_ref import catalog_ref, kernels_ref
-from joulecast.data.errors import DataError, InputError
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from joulecast.data.errors import DataError
 from joulecast.data.gpus import gpu as catalog_gpu
 from joulecast.data.importers._common import find_files, read_csv
 from joulecast.data.models import family_of_name
 from joulecast.data.schema import conform
 from joulecast.data.workload_ref import catalog_ref
-from joulecast.data.errors import DataError
 
 GPUS = {"NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb", "NVIDIA H100 80GB HBM3": "h100-sxm", "H100": "h100-sxm", "B200": "b200"}
 # Hugging Face ids whose shapes equal a catalog model (Llama 3.1/3.3 keep Llama 3's shapes; Mistral v0.3 differs from

@@ -3,10 +3,10 @@ import json
 import pytest
 
 from joulecast.cli import main
+from joulecast.data.errors import DataError
 from joulecast.data.importers.energaizer import import_energaizer, parse_name
 from joulecast.data.schema import validate_measurements
 from joulecast.features.refs import resolve
-from joulecast.data.errors import DataError
 
 
 def test_parse_row_names():

@@ -5,11 +5,11 @@ import json
 import pytest
 
 from joulecast.cli import main
+from joulecast.data.errors import InputError
 from joulecast.data.importers import import_source
 from joulecast.data.schema import validate_measurements
 from joulecast.data.store import load_store
 from joulecast.features.refs import resolve
-from joulecast.data.errors import InputError
 
 
 def test_mlenergy_llm_rows(external):

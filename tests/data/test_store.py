@@ -2,8 +2,8 @@ import pandas as pd
 import pytest
 
 from joulecast.data import store
-from joulecast.data.schema import conform, validate_measurements
 from joulecast.data.errors import DataError
+from joulecast.data.schema import conform, validate_measurements
 
 
 def _rows(n, start=0):

@@ -30,3 +30,17 @@ def test_a_newer_gpu_is_faster_on_the_same_workload():
     w = joulecast.workload("llama-3-8b", batch=8, seq=1024)
     times = {g: joulecast.estimate(w, g).time_s for g in ("a100-sxm4-80gb", "h100-sxm", "b200")}
     assert times["a100-sxm4-80gb"] > times["h100-sxm"] > times["b200"]
+
+
+def test_repeated_configurations_walk_the_trees_once_and_agree_with_each_alone():
+    import numpy as np
+    import pandas as pd
+
+    frame = pd.DataFrame({"model": ["gpt2", "opt-1.3b", "gpt2", "gpt2", "opt-1.3b"], "gpu": "a10",
+                          "batch": [4, 8, 4, 4, 8], "seq": [256, 512, 256, 256, 512]})
+    many = joulecast.estimate_many(frame)
+    for row in many.itertuples():
+        one = joulecast.estimate(joulecast.workload(row.model, batch=row.batch, seq=row.seq), "a10")
+        assert (row.energy_j, row.energy_lo_j, row.energy_hi_j) == pytest.approx(
+            (one.energy_j, *one.energy_interval_j), rel=1e-12)
+    assert np.array_equal(many["energy_j"].to_numpy()[[0, 2, 3]], np.full(3, many["energy_j"][0]))

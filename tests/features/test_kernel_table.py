@@ -2,11 +2,11 @@ import json
 
 import pytest
 
-from joulecast.features.kernel_list import parse_kernel_list, workload_from_kernels
-from joulecast.data.kernels import kernel_table_hash
-from joulecast.features.kernel_table import kernel_table
 from joulecast.data.errors import InputError
+from joulecast.data.kernels import kernel_table_hash
 from joulecast.features import arch
+from joulecast.features.kernel_list import parse_kernel_list, workload_from_kernels
+from joulecast.features.kernel_table import kernel_table
 
 GEMM = [{"batch": 1, "dimM": 128, "dimN": 2304, "dimK": 768, "precM": "bf16", "precA": "bf16", "useTensorCore": True},
         ["gemm", "tc", "bf16_bf16"]]

@@ -4,8 +4,8 @@ import re
 import pytest
 
 import joulecast
-from joulecast.data.kernels import KERNEL_COLUMNS
 from joulecast.data.errors import InputError
+from joulecast.data.kernels import KERNEL_COLUMNS
 
 TRACED = {"gpt2model_gpt2": "gpt2", "bertmodel_large": "bert-large", "optmodel_opt-1p3b": "opt-1.3b",
           "qwen2model_qwen2-1p5b": "qwen2-1.5b"}

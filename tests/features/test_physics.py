@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 
 import joulecast
-from joulecast.features.kernel_table import kernel_table
 from joulecast.data.errors import InputError
 from joulecast.features import arch, physics
+from joulecast.features.kernel_table import kernel_table
 from joulecast.features.power import idle_power_w
 
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import joulecast
-from joulecast.features.kernel_table import kernel_table
 from joulecast.features import arch, physics
+from joulecast.features.kernel_table import kernel_table
 
 
 def _features(records, gpu):

@@ -3,7 +3,6 @@
 import numpy as np
 import pandas as pd
 import pytest
-
 from make_estimates import COLUMNS, REFERENCE, estimates
 
 RTOL = 1e-9

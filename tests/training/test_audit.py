@@ -9,9 +9,9 @@ import pytest
 import joulecast
 from joulecast.cli import main
 from joulecast.data import store
+from joulecast.data.errors import InputError
 from joulecast.data.importers import import_source
 from joulecast.features.refs import resolve
-from joulecast.data.errors import InputError
 from joulecast.training.audit import PARTITIONS, audit, score_measurements
 from joulecast.training.report import write_report
 

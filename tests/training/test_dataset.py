@@ -4,8 +4,8 @@ from pathlib import Path
 
 import numpy as np
 
-from joulecast.data.store import load_store
 from joulecast.data.importers import import_source
+from joulecast.data.store import load_store
 from joulecast.training.dataset import setting_of, training_table, usable
 
 OWN = Path(__file__).resolve().parents[2] / "data" / "measurements"

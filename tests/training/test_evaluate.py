@@ -7,8 +7,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from joulecast.training.evaluate import (_random_effects, calibrated_in_target, coverage_chance, coverage_p_value,
-                                         offset_spreads)
+from joulecast.training.evaluate import (
+    _random_effects,
+    calibrated_in_target,
+    coverage_chance,
+    coverage_p_value,
+    offset_spreads,
+)
 
 Z90 = 1.6449  # the two-sided 90 % normal quantile
 

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from joulecast.cli import main
-from joulecast.data.importers import import_source
 from joulecast.data.errors import InputError
+from joulecast.data.importers import import_source
 from joulecast.training.onboard import compare, retrain
 from joulecast.training.train import CHAMPION, MODEL_NAME, train
 

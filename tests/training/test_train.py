@@ -14,12 +14,17 @@ import pytest
 import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN
 from joulecast.features import arch
 from joulecast.training.dataset import training_table
 from joulecast.training.evaluate import coverage_p_value
-from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN
-from joulecast.training.residual import (GPU_WEIGHT_MIN_ROWS, TREE_ARRAY_MAX_ROWS, ResidualModel, gpu_weights,
-                                         weighted_quantile)
+from joulecast.training.residual import (
+    GPU_WEIGHT_MIN_ROWS,
+    TREE_ARRAY_MAX_ROWS,
+    ResidualModel,
+    gpu_weights,
+    weighted_quantile,
+)
 from joulecast.training.train import train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)

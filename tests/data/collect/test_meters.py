@@ -1,9 +1,14 @@
+import numpy as np
 import pytest
 
-import numpy as np
-
-from joulecast.data.collect.meters import (ReplayMeter, Sample, counter_energy_j, counter_fit_power_w, integrate_power_j,
-                                   summarise_window)
+from joulecast.data.collect.meters import (
+    ReplayMeter,
+    Sample,
+    counter_energy_j,
+    counter_fit_power_w,
+    integrate_power_j,
+    summarise_window,
+)
 
 
 def _trace(energies, clocks=None, throttle=None):

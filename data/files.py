@@ -4,22 +4,58 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from joulecast.data.errors import InputError
 
+# The largest input file read (a kernel list of a whole training step is a few MB): a device or a mistaken path to
+# a huge file is refused before it is read.
+MAX_INPUT_BYTES = 256 * 2**20
 
-def read_json(path: str | Path, field: str) -> Any:
-    """Decode a JSON file given through `field` (e.g. ``--kernels``); missing or malformed -> one-line InputError."""
+
+def read_text(path: str | Path, field: str) -> str:
+    """The text of a user-supplied file given through `field`; anything but a readable regular file (missing, a
+    folder, a device such as /proc/self/mem, a path through a file, unreadable, too large) -> one-line InputError."""
     path = Path(path)
     try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise InputError(field, f"file {str(path)!r} does not exist") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(field, f"{path.name} is not valid JSON ({exc})") from None
+        if not path.is_file():
+            what = "is a folder" if path.is_dir() else "does not exist" if not os.path.lexists(path) else \
+                "is not a regular file"
+            raise InputError(field, f"{str(path)!r} {what}; give a file")
+        if path.stat().st_size > MAX_INPUT_BYTES:
+            raise InputError(field, f"{str(path)!r} is over {MAX_INPUT_BYTES // 2**20} MB")
+        return path.read_text()
+    except OSError as exc:  # NotADirectoryError (f.json/x.json), PermissionError, ...
+        raise InputError(field, f"cannot read {str(path)!r} ({exc.strerror or type(exc).__name__})") from None
+    except UnicodeDecodeError:
+        raise InputError(field, f"{str(path)!r} is not a text file") from None
+
+
+def read_json(path: str | Path, field: str) -> Any:
+    """Decode a JSON file given through `field` (e.g. ``--kernels``); unreadable or malformed -> one-line InputError."""
+    text = read_text(path, field)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(field, f"{Path(path).name} is not valid JSON ({exc})") from None
+
+
+def check_output_folder(path: str | Path, field: str) -> Path:
+    """A folder the command will write into, checked before any work starts: it may exist (as a folder) or be
+    creatable, and must be writable; otherwise one-line InputError."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(field, f"{str(path)!r} exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise InputError(field, f"cannot write into {str(path)!r} ({exc.strerror or type(exc).__name__})") from None
+    return path
 
 
 def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
@@ -30,7 +66,34 @@ def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
     os.close(fd)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_umask())  # as an ordinary open() would make it; mkstemp's 0600 is for secrets
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_folder_atomic(path: str | Path, write: Callable[[Path], Any]) -> Path:
+    """`write(tmp)` a whole folder beside `path`, then move it into place (a folder already there is replaced only
+    once the new one is complete): an interrupted write, a SIGTERM or a full disk leaves the old folder, or none."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    old = path.with_name(f".{path.name}.old")
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o777 & ~_umask())
+        if path.exists():
+            os.replace(path, old)
+        os.replace(tmp, path)
+    finally:
+        for leftover in (tmp, old):
+            if leftover.exists():
+                shutil.rmtree(leftover)
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

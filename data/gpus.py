@@ -18,7 +18,7 @@ import yaml
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
 from joulecast.data.errors import DataError, InputError, UnknownNameError
-from joulecast.data.files import write_atomic
+from joulecast.data.files import read_text, write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
 
@@ -30,6 +30,13 @@ _REQUIRED_NUMBERS = (
     "memory_clock_mhz", "memory_bus_bits", "l2_mb", "power_limit_w", "idle_power_w",
 )
 _OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w")
+# Physical bounds, generous around today's parts (the B200: 148 SMs, 1,965 MHz, 180 GB at 7.7 TB/s, 126 MB of L2,
+# 1,000 W, 4,500 dense fp8 TFLOP/s): a number outside them is a typo or a unit slip (GB/s given as MB/s), not a GPU.
+_RANGES = {"sm_count": (1, 2048), "boost_clock_mhz": (100, 10_000), "tensor_peak_clock_mhz": (100, 10_000),
+           "base_clock_mhz": (50, 10_000), "memory_gb": (1, 10_000), "memory_bandwidth_gbs": (10, 200_000),
+           "memory_clock_mhz": (100, 100_000), "memory_bus_bits": (32, 32_768), "l2_mb": (0.1, 10_000),
+           "power_limit_w": (5, 10_000), "idle_power_w": (0.5, 5_000), "idle_power_max_clock_w": (0.5, 5_000)}
+_MAX_TFLOPS = 100_000.0
 
 # When a GPU's idle power is known only at one clock, idle at the maximum clock is taken as 1.5x that:
 # the EnergAIzer DVFS idle tables give 67.3/44.5 = 1.51 (A100-PCIe) and 120/75 = 1.6 (H100 SXM),
@@ -97,6 +104,9 @@ class GpuSpec:
                 raise fail(key, f"missing or not a number (got {value!r})")
             if not value > 0:
                 raise fail(key, f"must be positive, got {value}")
+            low, high = _RANGES[key]
+            if not low <= value <= high:
+                raise fail(key, f"must be between {low:g} and {high:g} (a physical bound), got {value:g}")
             numbers[key] = float(value)
         if numbers["tensor_peak_clock_mhz"] > numbers["boost_clock_mhz"]:
             raise fail("tensor_peak_clock_mhz", "cannot exceed boost_clock_mhz")
@@ -112,8 +122,8 @@ class GpuSpec:
             for dtype, value in table.items():
                 if dtype not in allowed:
                     raise fail(f"{key}.{dtype}", f"unknown dtype; allowed: {', '.join(allowed)}")
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                    raise fail(f"{key}.{dtype}", f"must be a positive number, got {value!r}")
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= _MAX_TFLOPS:
+                    raise fail(f"{key}.{dtype}", f"must be a number in (0, {_MAX_TFLOPS:g}] TFLOP/s, got {value!r}")
             peaks[key] = MappingProxyType({d: float(v) for d, v in table.items()})
         sources = expand_sources(raw.get("sources"), origin)
         cited = set(numbers) | {"tensor_tflops", "cuda_tflops", "architecture", "compute_capability", "memory_type"}
@@ -147,10 +157,9 @@ class GpuSpec:
 def load_gpu_file(path: str | Path) -> GpuSpec:
     """Load and validate one GPU spec YAML file."""
     path = Path(path)
+    text = read_text(path, "gpu spec")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise InputError("gpu spec", f"file {str(path)!r} does not exist") from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise DataError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
     return GpuSpec.from_dict(raw, origin=str(path))

@@ -92,8 +92,8 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> 
         raise DataError(f"{origin}: unknown column(s) {', '.join(extra)}; the schema is joulecast.data.schema")
     try:
         table = conform(table)
-    except (TypeError, ValueError) as exc:
-        raise DataError(f"{origin}: a column has the wrong type ({exc})") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past 64 bits
+        raise DataError(f"{origin}: a column has the wrong type ({str(exc).splitlines()[0]})") from None
     for column, (_, nullable) in MEASUREMENT_COLUMNS.items():
         if not nullable and table[column].isna().any():
             raise DataError(f"{origin}: column '{column}' has missing values")

@@ -8,10 +8,43 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from joulecast.data.errors import InputError
 from joulecast.data.kernels import as_columns, kernel_table_hash
 
 PHASES = ("prefill", "decode", "training", "inference")
 LAUNCH_MODES = ("eager", "graph")
+# The largest sizes accepted, so that no count overflows 64-bit integers: 2^24 sequences or tokens a sequence, and
+# 2^31 tokens a pass (a trillion-parameter model's activations at that many tokens would fill thousands of GPUs; the
+# memory check says where a workload stops fitting one).
+MAX_SIZE = 2**24
+MAX_TOKENS = 2**31
+
+
+def check_sizes(batch: object, seq: object, has_seq: bool = True) -> None:
+    """Batch and sequence length (ignored where the model has none, `has_seq` False): integers from 1 to MAX_SIZE,
+    with at most MAX_TOKENS tokens a pass; otherwise one InputError naming the field."""
+    for name, value in (("batch", batch), ("seq", seq)):
+        if name == "seq" and not has_seq:
+            seq = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_SIZE:
+            raise InputError(name, f"must be an integer from 1 to {MAX_SIZE:,}, got {value!r}")
+    if seq is not None and int(batch) * int(seq) > MAX_TOKENS:  # type: ignore[arg-type]
+        raise InputError("batch", f"batch x seq = {int(batch) * int(seq):,} tokens a pass; at most {MAX_TOKENS:,}")
+
+
+def check_size_columns(batch: np.ndarray, seq: np.ndarray | None) -> None:
+    """`check_sizes` for columns of many configurations (already integers), naming the first row that fails."""
+    for name, values in (("batch", batch), ("seq", seq)):
+        if values is None:
+            continue
+        bad = (values < 1) | (values > MAX_SIZE)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(name, f"row {i}: must be an integer from 1 to {MAX_SIZE:,}, got {values[i]}")
+    if seq is not None and (too := batch.astype(np.float64) * seq > MAX_TOKENS).any():
+        i = int(np.flatnonzero(too)[0])
+        raise InputError("batch", f"row {i}: batch x seq = {int(batch[i]) * int(seq[i]):,} tokens; at most {MAX_TOKENS:,}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +63,7 @@ class Workload:
         launch_mode: ``eager`` (one host dispatch per kernel, as in PyTorch eager) or ``graph`` (CUDA graphs).
         engine: the serving engine whose own host work runs between steps (`joulecast.features.arch.SERVING_ENGINES`),
             or None for the kernels alone.
+        params: the model's weight elements (for its memory), None where unknown.
     """
 
     name: str
@@ -42,6 +76,7 @@ class Workload:
     source: str = "catalog"
     launch_mode: str = "eager"
     engine: str | None = None
+    params: int | None = None     # weight elements (None where unknown, as for a kernel list)
     _frame: list = field(default_factory=list, compare=False, repr=False)  # the DataFrame, once built
 
     @classmethod

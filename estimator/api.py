@@ -13,17 +13,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, JoulecastError
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import STRING_COLUMNS, stack
 from joulecast.data.labels import Labels, plain
-from joulecast.data.workload import LAUNCH_MODES, Workload
+from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_size_columns
 from joulecast.estimator.loading import load_estimator
-from joulecast.features import lower_many
+from joulecast.features import lower_many, memory
+from joulecast.features.arch import SERVING_ENGINES
 from joulecast.features.design import Design, design_block, design_from_physics, physics_columns, setting_groups
-from joulecast.features.lowering import warn_positions
-from joulecast.features.physics import PhysicsTotals
+from joulecast.features.lowering import is_vision, resolve_model, warn_positions
+from joulecast.features.physics import PhysicsTotals, check_setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +50,8 @@ class Estimate:
     in_domain: bool | None = None                # False: outside the training data (wider interval)
     flags: tuple[str, ...] = ()
     outside_domain: tuple[str, ...] = ()         # out-of-domain: which features lie outside the training range
+    memory_gb: float | None = None               # GPU memory the workload needs (GiB; `joulecast.features.memory`)
+    memory_parts_gb: Mapping[str, float] = field(default_factory=dict)  # weights, optimizer, activations, KV cache
     breakdown: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)  # by_kernel_class's columns
     kernel_columns: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)
 
@@ -68,7 +71,8 @@ class Estimate:
         """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
         names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
                  "launches", "method", "physics_energy_j", "physics_time_s", "energy_interval_j", "time_interval_s",
-                 "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain")
+                 "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain", "memory_gb",
+                 "memory_parts_gb")
         out = {name: getattr(self, name) for name in names}
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
         return out
@@ -132,7 +136,8 @@ def scored_frame(rows: pd.DataFrame, corr: Mapping[str, np.ndarray] | None) -> p
 
 
 def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None = None,
-             power_limit_w: float | None = None, estimator: str | None = None) -> Estimate:
+             power_limit_w: float | None = None, estimator: str | None = None,
+             tracking_uri: str | None = None) -> Estimate:
     """Estimate a workload's energy, time and average power on a GPU.
 
     Args:
@@ -141,16 +146,25 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         sm_clock_mhz: a locked SM clock (default: the GPU's maximum clock, lowered where the power cap binds).
         power_limit_w: a power cap (default: the GPU's default limit).
         estimator: None for the shipped default model, "physics" for physics alone, a folder or an MLflow URI.
+        tracking_uri: the MLflow tracking server of a models:/ or runs:/ estimator.
 
     Raises:
         InputError: unknown GPU, or a clock or power limit outside what the GPU allows.
     """
+    if not isinstance(workload, Workload):
+        hint = f" (build one first: joulecast.workload({workload!r}))" if isinstance(workload, str) else ""
+        raise InputError("workload", f"expected a Workload from joulecast.workload(...) or workload_from_kernels(...), "
+                                     f"got {type(workload).__name__}{hint}")
     spec = lookup_gpu(gpu)
-    model = load_estimator(estimator)
+    check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad clock costs no wait
+    model = load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
     corr = _corrections(model, X, [spec.name])
-    kw: dict[str, Any] = {}
+    need = memory.need_bytes(workload.columns, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
+                             np.array([workload.dtype or "bf16"]))
+    memory_flag = memory_flags(need["total_bytes"], spec)[0]
+    kw: dict[str, Any] = {"flags": (memory_flag,) if memory_flag else ()}
     t, e = phys_t, phys_e
     if corr is not None:
         limit = spec.power_limit_w if power_limit_w is None else float(power_limit_w)
@@ -161,7 +175,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
-                  flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f),
+                  flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f) + kw["flags"],
                   outside_domain=() if inside else model.outside_domain(X)[0])
     return Estimate(
         workload=workload.name, gpu=spec.name,
@@ -171,7 +185,14 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         launches=int(np.sum(features["launches"])),
         breakdown=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
                                    e, t / phys_t, e / phys_e),
-        kernel_columns=features, **kw)
+        kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),
+        memory_parts_gb={k.removesuffix("_bytes"): float(v[0] / memory.GIB) for k, v in need.items()
+                         if k != "total_bytes"}, **kw)
+
+
+def memory_flags(total_bytes: np.ndarray, spec: GpuSpec) -> np.ndarray:
+    """Per workload, "exceeds-memory" where it needs more than the GPU holds, else ""."""
+    return np.where(np.asarray(total_bytes) > spec.memory_gb * memory.GIB, "exceeds-memory", "")
 
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
@@ -185,8 +206,9 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
 
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
     (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w` (optional). Returns energy_j, time_s,
-    power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`: spec-only, out-of-domain, or
-    empty) and outside_domain (`Estimate.outside_domain` joined by "; ").
+    power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ": spec-only or
+    out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by "; ") and
+    memory_gb (GiB the workload needs on the GPU).
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
 
     A catalog model's configurations are lowered together (`joulecast.features.lower_many`), and each GPU setting's
@@ -198,28 +220,23 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     extra = sorted(set(configs.columns) - set(CONFIG_COLUMNS))
     if extra:
         raise InputError(extra[0], f"unknown column; allowed: {', '.join(CONFIG_COLUMNS)}")
-    model = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
-    frame = configs.reset_index(drop=True).copy()
-    for column, default in _DEFAULTS.items():
-        frame[column] = frame[column].fillna(default) if column in frame else default
-    frame["batch"], frame["seq"] = frame["batch"].astype(int), frame["seq"].astype(int)
-    # a list, not a column: pandas would store "no engine" as NaN
-    engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
-    clocks = frame["sm_clock_mhz"].astype(float) if "sm_clock_mhz" in frame else pd.Series(np.nan, index=frame.index)
-    limits = frame["power_limit_w"].astype(float) if "power_limit_w" in frame else pd.Series(np.nan, index=frame.index)
+    frame, engines, clocks, limits = _normalised(configs)
     specs = {name: lookup_gpu(name) for name in frame["gpu"].unique()}
+    model = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     lowered = Lowered(frame, engines)
     n = len(frame)
     out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
                                             "energy_hi_j", "time_lo_s", "time_hi_s")}
+    out["memory_gb"], memory_flag = np.full(n, np.nan), np.full(n, "", dtype=object)
     in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
     gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
     for gpu_name, clock, limit, rows in setting_groups(gpu_names, clocks, limits):
         spec = lookup_gpu(gpu_name)
         for start in range(0, len(rows), CHUNK_CONFIGS):
             idx = rows[start:start + CHUNK_CONFIGS]
-            X, totals, idx = lowered.design(idx, spec, clock, limit)
+            X, totals, idx, need = lowered.design(idx, spec, clock, limit)
             out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
+            out["memory_gb"][idx], memory_flag[idx] = need / memory.GIB, memory_flags(need, spec)
             corr = _corrections(model, X, [spec.name] * len(idx))
             if corr is None:
                 out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
@@ -231,9 +248,71 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
             away = ~corr["in_domain"]
             if away.any():
                 outside[idx[away]] = ["; ".join(reasons) for reasons in model.outside_domain(X.take(np.flatnonzero(away)))]
-    flags = "" if model is None else model.flags(in_domain, gpu_names)
+    flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
+    flags = np.where(memory_flag == "", flags, np.where(flags == "", memory_flag, flags + ", " + memory_flag))
     return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
                         outside_domain=outside, method="physics" if model is None else "hybrid")
+
+
+def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], pd.Series, pd.Series]:
+    """(configurations with defaults filled in, engine per row, clock and power limit per row, NaN for the GPU's
+    default), every column checked: one InputError naming the column, the row and what is allowed."""
+    frame = configs.reset_index(drop=True).copy()
+    for column, default in _DEFAULTS.items():
+        if column not in frame:
+            frame[column] = default
+        elif column not in ("batch", "seq"):  # a missing size is an error, not a default (`_integers`)
+            frame[column] = frame[column].fillna(default)
+    # a vision model has no sequence length: its seq may be empty (it is ignored)
+    vision = frame["model"].map({m: _is_vision(m) for m in frame["model"].unique()}).to_numpy(bool)
+    frame["seq"] = frame["seq"].where(~(vision & frame["seq"].isna()), 1)
+    frame["batch"], frame["seq"] = _integers(frame, "batch"), _integers(frame, "seq")
+    check_size_columns(frame["batch"].to_numpy(), frame["seq"].to_numpy())
+    for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ("flash", "eager"))):
+        _allowed(frame[column], column, allowed)
+    # a list, not a column: pandas would store "no engine" as NaN
+    engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
+    _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
+    settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
+                for c in ("sm_clock_mhz", "power_limit_w")]
+    return frame, engines, settings[0], settings[1]
+
+
+def _is_vision(model: object) -> bool:
+    try:
+        return is_vision(resolve_model(str(model))[0])
+    except JoulecastError:  # an unknown model: lowering names it, with the names it knows
+        return False
+
+
+def _allowed(values: pd.Series, column: str, allowed: tuple[str, ...]) -> None:
+    bad = ~values.astype(str).isin(allowed).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: unknown {values.iloc[i]!r}; allowed: "
+                                 f"{', '.join(a or '(empty: none)' for a in allowed)}")
+
+
+def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of numbers, NaN where the GPU's default applies; text that is no number is an InputError."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = (values.isna() & frame[column].notna()).to_numpy() | np.isinf(values.to_numpy(dtype=float))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: must be a number (empty for the GPU's default), got {frame[column].iloc[i]!r}")
+    return values.astype(float)
+
+
+def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of whole numbers (numbers or numeric strings; no NaN, fraction or infinity), else one InputError
+    naming the column and the first bad row."""
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values) | (values != np.round(values)) | (values < 1) | (values > MAX_SIZE)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: must be a whole number from 1 to {MAX_SIZE:,}, got {frame[column].iloc[i]!r}")
+    return pd.Series(values.astype(np.int64), index=frame.index)
 
 
 # Configurations of one GPU setting estimated at once: about 40 kernel rows each, and the physics pass holds some
@@ -247,7 +326,6 @@ class Lowered:
     (`lower_many.template`), any other (a config path, a structure the template does not reproduce) one by one."""
 
     def __init__(self, frame: pd.DataFrame, engines: list[str | None]):
-        require(bool((frame["batch"] >= 1).all()), "batch", "must be a positive integer")
         self.batch, self.seq = frame["batch"].to_numpy(np.int64), frame["seq"].to_numpy(np.int64)
         self.engines = np.array([e or "" for e in engines], dtype=object)
         keys = frame[list(_STRUCTURE)].astype(str).assign(engine=self.engines)
@@ -265,10 +343,10 @@ class Lowered:
         return lower_many.template(model, phase, dtype, attention, engine or None)
 
     def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
-               ) -> tuple[Design, PhysicsTotals, np.ndarray]:
-        """Physics and residual features of configurations `idx` on one GPU setting, in the order of the returned
-        indices (grouped by structure)."""
-        parts, order, phases, seqs, offset = [], [], [], [], 0
+               ) -> tuple[Design, PhysicsTotals, np.ndarray, np.ndarray]:
+        """Physics and residual features of configurations `idx` on one GPU setting, and the memory each needs
+        (bytes), in the order of the returned indices (grouped by structure)."""
+        parts, order, phases, seqs, params, offset = [], [], [], [], [], 0
         for s in np.unique(self.structure[idx]):
             rows = idx[self.structure[idx] == s]
             model, phase, dtype, attention, launch_mode, engine = self.keys[int(s)]
@@ -277,16 +355,17 @@ class Lowered:
             single = (self.seq[rows] == 1) & (phase != "decode") & bool(engine) if t is not None else None
             if t is not None and not single.any():
                 if not t.vision:
-                    require(bool((self.seq[rows] >= 1).all()), "seq", "must be a positive integer")
                     warn_positions(model, int(self.seq[rows].max()))
                 part = t.columns(self.batch[rows], self.seq[rows])
                 phases.append(np.full(len(rows), t.phase))
                 seqs.append(np.ones(len(rows)) if t.vision else self.seq[rows].astype(float))
+                params.append(np.full(len(rows), t.params, dtype=float))
             else:
                 ws = [self._workload(int(i)) for i in rows]
                 part = stack({j: w.columns for j, w in enumerate(ws)})
                 phases.append(np.array([w.phase or "kernel" for w in ws]))
                 seqs.append(np.array([w.seq or 1 for w in ws], float))
+                params.append(np.array([w.params or 0 for w in ws], float))
             part["workload_id"] = part["workload_id"] + offset
             parts.append(part)
             order.append(rows)
@@ -298,9 +377,10 @@ class Lowered:
         batch = self.batch[idx].astype(float)
         features, totals = physics_columns(kernels, spec, clock, limit, f["launch_mode"].to_numpy()[idx],
                                            self.engines[idx], batch)
-        X = design_from_physics(features, totals, spec, clock, limit, f["dtype"].to_numpy()[idx],
-                                np.concatenate(phases), batch, np.concatenate(seqs))
-        return X, totals, idx
+        phase, dtype = np.concatenate(phases), f["dtype"].to_numpy()[idx]
+        X = design_from_physics(features, totals, spec, clock, limit, dtype, phase, batch, np.concatenate(seqs))
+        need = memory.need_bytes(kernels, len(idx), np.concatenate(params), phase, dtype)
+        return X, totals, idx, need["total_bytes"]
 
     def _workload(self, i: int) -> Workload:
         if i not in self._workloads:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from pathlib import Path
 
 from joulecast.data.errors import InputError
@@ -12,10 +13,16 @@ DEFAULT_DIR = Path(__file__).parent / "default_model"
 PHYSICS = "physics"
 
 
+def default_tracking_uri() -> str:
+    """$JOULECAST_TRACKING_URI, else the SQLite store `mlflow.db` in the working folder."""
+    return os.environ.get("JOULECAST_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
+
+
 @functools.cache
-def load_estimator(uri: str | None = None) -> Residual | None:
+def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> Residual | None:
     """`None`: the shipped default; `"physics"`: no residual; a folder saved by `joulecast train --out`;
-    or an MLflow URI (`models:/joulecast@champion`, `runs:/<run id>/model`)."""
+    or an MLflow URI (`models:/joulecast@champion`, `runs:/<run id>/model`) on `tracking_uri` (default: the one
+    MLflow was set to, else `default_tracking_uri()`, where `joulecast train` logs)."""
     if uri == PHYSICS:
         return None
     if uri is None:
@@ -29,7 +36,12 @@ def load_estimator(uri: str | None = None) -> Residual | None:
             raise InputError("--estimator", f"{uri!r} is an MLflow URI: install the training extra "
                                             "(pip install 'joulecast[train]')") from None
         try:
-            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri))
+            from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
+
+            # given; else one the caller set (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own
+            tracking = tracking_uri or (mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri())
+            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking,
+                                                             registry_uri=tracking))
         except Exception as exc:  # MLflow raises its own exception types for unknown runs, models and aliases
             raise InputError("--estimator", f"cannot load {uri!r} ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
         folder = local / "artifacts" / "estimator"

@@ -48,4 +48,4 @@ def kernel_workload(op: str, dtype: str = "bf16", **sizes: Any) -> Workload:
     PLAN_OPS[op].add(b, s)
     name = f"{op}/" + "/".join(f"{k}{int(v)}" for k, v in s.items()) + f"/{dtype}"
     return Workload(name=name, columns=kernel_columns(b.records), model=None, phase="kernel", batch=s.get("batch", 1),
-                    dtype=dtype, source="kernel")
+                    dtype=dtype, source="kernel", params=0)

@@ -39,6 +39,7 @@ class Template:
     coefficients: dict[str, np.ndarray]       # integer column -> (2, 3, rows) int64
     phase: str
     vision: bool
+    params: int                               # the model's weight elements, whatever the size
 
     @property
     def rows(self) -> int:
@@ -91,8 +92,8 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
             per_b.append(np.stack([v[0], v[1] - v[0], v[2] - 2 * v[1] + v[0]]))
         coefficients[name] = np.stack([per_b[0], per_b[1] - per_b[0]])
     fixed = {c: Labels.of(first[c]) if c in STRING_COLUMNS else first[c] for c in _FIXED}
-    out = Template(fixed=fixed, coefficients=coefficients, phase=phase,
-                   vision=is_vision(config))
+    out = Template(fixed=fixed, coefficients=coefficients, phase=phase, vision=is_vision(config),
+                   params=lower(config, phase=phase, batch=_B[0], seq=_S[0], dtype=dtype, attention=attention)[1])
     for b, s in _CHECKS:
         expected, got = _records(config, phase, b, s, dtype, attention, engine), out.columns([b], [s])
         got = plain(got)

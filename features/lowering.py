@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from joulecast.data import models
 from joulecast.data.errors import require
 from joulecast.data.kernels import DTYPES
-from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload
+from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_sizes
 from joulecast.features import arch
 from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
@@ -42,7 +42,8 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
           lm_head: bool | None = None) -> tuple[list[dict[str, Any]], int]:
     """Lower one model config to kernel records; returns (records, weight parameters)."""
     fam = models.family(config)
-    require(isinstance(batch, int) and not isinstance(batch, bool) and batch > 0, "batch", f"must be a positive integer, got {batch!r}")
+    check_sizes(batch, seq, has_seq=fam not in _VISION)
+    batch, seq = int(batch), None if fam in _VISION else int(seq)  # type: ignore[arg-type]
     require(dtype in DTYPES, "dtype", f"unknown {dtype!r}; allowed: {', '.join(DTYPES)}")
     require(attention in ATTENTION_BACKENDS, "attention", f"unknown {attention!r}; allowed: {', '.join(ATTENTION_BACKENDS)}")
     allowed = ("inference", "training") if fam in _VISION else tuple(p for p in PHASES if p != "inference")
@@ -50,7 +51,6 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
         allowed = ("prefill", "training")
     require(phase in allowed, "phase", f"{phase!r} is not available for a {fam} model; allowed: {', '.join(allowed)}")
     if fam not in _VISION:
-        require(isinstance(seq, int) and not isinstance(seq, bool) and seq > 0, "seq", f"must be a positive integer, got {seq!r}")
         warn_positions(config, seq)
     decode = phase == "decode"
     shape = lt.Shape(batch, 1 if decode else (seq or 1), seq or 1, decode)
@@ -96,8 +96,10 @@ def warn_positions(model: str | Mapping[str, Any], seq: int) -> None:
     """Warn once where `seq` exceeds a model's learned position table (GPT-2, BERT, OPT)."""
     config = resolve_model(model)[0] if isinstance(model, str) else model
     limit = config.get("max_position_embeddings") or config.get("n_positions")
-    if models.family(config) in ("gpt2", "bert", "opt") and limit and seq > limit:
-        _warn_once(f"seq {seq} exceeds this model's {limit} learned positions; estimating as if the table were extended")
+    if limit and seq > limit and not is_vision(config):
+        learned = models.family(config) in ("gpt2", "bert", "opt")  # a position table, not rotary positions
+        _warn_once(f"seq {seq} exceeds this model's {limit} {'learned positions' if learned else 'trained context'}; "
+                   "estimating as if it were extended")
 
 
 @functools.cache
@@ -151,10 +153,11 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
             f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
     config, name, source = resolve_model(model)
     phase = normal_phase(config, phase)
-    records = engine_records(lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
-                                   lm_head=lm_head)[0], engine)
+    records, params = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
+                            lm_head=lm_head)
+    records = engine_records(records, engine)
     seq_part = "" if models.family(config) in _VISION else f"/s{seq}"
     engine_part = f"/{engine}" if engine else ""
     return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}", columns=kernel_columns(records),
                     model=name, phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq,
-                    dtype=dtype, source=source, launch_mode=launch_mode, engine=engine)
+                    dtype=dtype, source=source, launch_mode=launch_mode, engine=engine, params=params)

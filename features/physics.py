@@ -12,15 +12,18 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from joulecast.data.errors import require
+from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import GpuSpec
-from joulecast.data.kernels import DTYPE_BYTES, STRING_COLUMNS, as_columns
+from joulecast.data.kernels import DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
 from joulecast.features import arch, kinds, tiles
 from joulecast.features.kinds import attention, gemm, streaming
 from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w
 
-BOUNDS = ("compute", "dram", "l2", "latency")  # what bounds a kernel's time (the `bound` column's labels)
+BOUNDS = ("compute", "dram", "l2", "latency")
+# Dtypes only tensor cores that do them can run: PyTorch's fp8 matmul needs compute capability 8.9 or newer, int8 GEMMs
+# need int8 tensor cores (the GPU's `tensor_tflops` lists them where it has them).
+HARDWARE_DTYPES = ("fp8", "int8")  # what bounds a kernel's time (the `bound` column's labels)
 _INT_COLUMNS = ("batch", "m", "n", "k", "rows", "cols", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
                 "conv_in_elements", "count")
 # The power-cap clock solve tries _CAP_GRID clocks per stage: three stages resolve 1/4096 of the clock range (under
@@ -51,6 +54,7 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
         k[c] = k[c].astype(np.int64, copy=False)
     for c in STRING_COLUMNS:  # compared and looked up as codes, not as Python strings
         k[c] = Labels.of(k[c])
+    check_dtypes(gpu, k["dtype"])
     traits = arch.traits(gpu.architecture)
     b_in = k["dtype"].lookup(DTYPE_BYTES, 2.0)
     b_out = k["acc_dtype"].lookup(DTYPE_BYTES, 2.0)
@@ -151,6 +155,29 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
     return clock
 
 
+def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float | None) -> tuple[float, float]:
+    """(SM clock, power limit) with the GPU's defaults filled in, each checked against what the GPU allows."""
+    clock = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
+    limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
+    low = MIN_CLOCK_RATIO * gpu.boost_clock_mhz
+    require(low <= clock <= gpu.boost_clock_mhz, "sm_clock_mhz",
+            f"must be between {low:.0f} and {gpu.boost_clock_mhz:.0f} MHz on {gpu.name}, got {clock:g}")
+    require(gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w, "power_limit_w",
+            f"must be between {gpu.idle_power_max_clock_w:.0f} and {1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, "
+            f"got {limit:g}")
+    return clock, limit
+
+
+def check_dtypes(gpu: GpuSpec, dtypes: Labels) -> None:
+    """A dtype the GPU has no hardware for (fp8 and int8 need tensor cores that do them) is an error naming the
+    dtypes it runs."""
+    for dtype in HARDWARE_DTYPES:
+        if dtype in set(dtypes.names.tolist()) and dtype not in gpu.tensor_tflops:
+            runs = [d for d in DTYPES if d not in HARDWARE_DTYPES or d in gpu.tensor_tflops]
+            raise InputError("dtype", f"{dtype} needs {dtype} tensor cores, which {gpu.display_name} lacks; it runs "
+                                      f"{', '.join(runs)}")
+
+
 def analyze(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
             power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
             serial_host_s: float | np.ndarray = 0.0,
@@ -181,12 +208,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
         (per-kernel feature columns, one row per kernel, with per-launch time_s, power_w, energy_j; per-workload
         totals).
     """
-    clock0 = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
-    limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
-    require(MIN_CLOCK_RATIO * gpu.boost_clock_mhz <= clock0 <= gpu.boost_clock_mhz, "sm_clock_mhz",
-            f"must be between {MIN_CLOCK_RATIO * gpu.boost_clock_mhz:.0f} and {gpu.boost_clock_mhz:.0f} MHz on {gpu.name}, got {clock0:g}")
-    require(gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w, "power_limit_w",
-            f"must be between {gpu.idle_power_max_clock_w:.0f} and {1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, got {limit:g}")
+    clock0, limit = check_setting(gpu, sm_clock_mhz, power_limit_w)
     kernels = as_columns(kernels)
     f = _static_features(kernels, gpu)
     rows = len(f["count"])

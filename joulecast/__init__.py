@@ -12,9 +12,17 @@ estimator through this package.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 __version__ = "0.1.0"
+
+# Run from a source checkout's root, `import joulecast` finds this folder (the facade) before the installed package;
+# the rooms are its siblings there (data/, features/, ...), so the checkout's root joins the package's path and
+# `joulecast.data` resolves to ./data, as the install maps it.
+_ROOT = Path(__file__).resolve().parent.parent
+if (_ROOT / "pyproject.toml").is_file() and (_ROOT / "data" / "__init__.py").is_file() and str(_ROOT) not in __path__:
+    __path__.append(str(_ROOT))
 _EXPORTS = {
     "GpuSpec": "joulecast.data.gpus", "gpu": "joulecast.data.gpus", "Workload": "joulecast.data.workload",
     "DataError": "joulecast.data.errors", "InputError": "joulecast.data.errors",

@@ -8,9 +8,11 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from joulecast.data.errors import JoulecastError
+from joulecast.data.files import check_output_folder
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -34,18 +36,29 @@ def _estimate(args: argparse.Namespace) -> int:
     import joulecast
     from joulecast import render
 
+    sources = [flag for flag in ("model", "config", "kernels") if getattr(args, flag)]
+    if len(sources) != 1:
+        raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
+                                   "give one of --model NAME, --config PATH or --kernels FILE.json")
     if args.kernels:
+        unused = [flag for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None]
+        if unused:  # a kernel list fixes its own shapes, dtypes and launches
+            raise joulecast.InputError(f"--{unused[0].replace('_', '-')}", "has no effect with --kernels (the kernel "
+                                                                          "list sets the work); leave it out")
         workload = joulecast.workload_from_kernels(args.kernels)
     else:
-        if not (args.model or args.config):
-            raise joulecast.InputError("--model", "give --model NAME, --config PATH or --kernels FILE.json")
-        workload = joulecast.workload(args.config or args.model, phase=args.phase, batch=args.batch, seq=args.seq,
-                                      dtype=args.dtype, attention=args.attention, launch_mode=args.launch_mode,
-                                      engine=args.engine)
+        given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
+        workload = joulecast.workload(args.config or args.model, **{**WORKLOAD_DEFAULTS, **given})
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
-                             estimator=args.estimator)
+                             estimator=args.estimator, tracking_uri=args.tracking_uri)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
     return 0
+
+
+# `estimate`'s workload flags and their defaults (None in the parser, so that a flag given with --kernels is seen)
+WORKLOAD_DEFAULTS = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
+                     "launch_mode": "eager", "engine": None}
+WORKLOAD_FLAGS = tuple(WORKLOAD_DEFAULTS)
 
 
 def _gpus(args: argparse.Namespace) -> int:
@@ -54,11 +67,22 @@ def _gpus(args: argparse.Namespace) -> int:
     from joulecast import render
     from joulecast.data.gpus import catalog
 
+    from joulecast.estimator.loading import load_estimator
+
+    model = load_estimator(None)
+    trained = set(model.gpus) if model is not None else set()
     rows = [dict(name=s.name, gpu=s.display_name, arch=s.architecture, sms=s.sm_count, boost_mhz=s.boost_clock_mhz,
                  memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
                  bf16_tflops=s.tensor_tflops.get("bf16"), fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
-                 idle_w=s.idle_power_w) for s in catalog().values()]
-    print(render.to_json([s.to_dict() for s in catalog().values()]) if args.json else render.frame(pd.DataFrame(rows)))
+                 idle_w=s.idle_power_w, shipped_model="trained on" if s.name in trained else "spec-only",
+                 aliases=", ".join(s.aliases)) for s in catalog().values()]
+    if args.json:
+        print(render.to_json([{**s.to_dict(), "trained_on_by_shipped_model": s.name in trained}
+                              for s in catalog().values()]))
+        return 0
+    print(render.frame(pd.DataFrame(rows)))
+    print("shipped_model: 'trained on' where the shipped model was trained on that GPU's measurements; 'spec-only' "
+          "GPUs are estimated from their specs (flagged, with wider intervals)")
     return 0
 
 
@@ -85,6 +109,7 @@ def _import(args: argparse.Namespace) -> int:
 
     if args.out:
         require_extra("parquet", "import --out")
+        check_output_folder(args.out, "--out")
     source = importer(args.source)
     table = source.read(args.path)
     summary = {
@@ -144,6 +169,7 @@ def _collect(args: argparse.Namespace) -> int:
                   f"about {total_s / 60:.1f} min (physics estimate, idle windows and setup included)")
         return 0
     require_extra("collect", "collect")
+    check_output_folder(args.out, "--out")
     from joulecast.data.collect.collector import collect
     from joulecast.data.collect.nvml_meter import open_meter
     from joulecast.data.collect.torch_runner import TorchRunner
@@ -199,13 +225,17 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
 def _train(args: argparse.Namespace) -> int:
     require_extra("train", "train")
+    if args.out:
+        check_output_folder(Path(args.out).parent, "--out")
+    signal.signal(signal.SIGTERM, _interrupt)  # a timeout's SIGTERM stops as cleanly as Ctrl-C: nothing half-saved
     from joulecast import render
     from joulecast.training.train import headline, train
 
     measurements = load_measurements(args.store, args.imports)
     result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
                    exclude_source=args.exclude_source or (), out=args.out, tracking_uri=args.tracking_uri,
-                   register=not args.no_register, log_mlflow=not args.no_mlflow, progress=not args.json)
+                   register=not args.no_register, log_mlflow=not args.no_mlflow, progress=not args.json,
+                   quick=args.quick)
     summary = dict(rows=len(result.table.rows), dropped=result.table.dropped, params=result.model.params,
                    metrics=headline(result.metrics),
                    run_id=result.run_id, model_version=result.model_version, out=result.out)
@@ -232,6 +262,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _audit(args: argparse.Namespace) -> int:
     require_extra("train", "audit")
+    check_output_folder(args.report, "--report")
     from joulecast import render
     from joulecast.data.errors import InputError
     from joulecast.estimator.loading import load_estimator
@@ -245,7 +276,7 @@ def _audit(args: argparse.Namespace) -> int:
     data = f"store {args.store}" if args.store else f"{args.source} at {args.path}"
     measurements = load_measurements([args.store] if args.store else None,
                                      None if args.store else [f"{args.source}={args.path}"])
-    model = load_estimator(args.estimator)
+    model = load_estimator(args.estimator, args.tracking_uri)
     frame, dropped = score_measurements(measurements, "physics" if model is None else model)  # loaded once
     trained_on = set(model.cv.get("meta", {}).get("sources", [])) if model is not None else set()
     result = audit(frame, target=args.target, gate_on=_csv(args.gate_on), gate_by=_csv(args.gate_by),
@@ -301,6 +332,10 @@ def _gpu_remove(args: argparse.Namespace) -> int:
 
 def _retrain(args: argparse.Namespace) -> int:
     require_extra("train", "retrain")
+    check_output_folder(args.report, "--report")
+    if args.out:
+        check_output_folder(Path(args.out).parent, "--out")
+    signal.signal(signal.SIGTERM, _interrupt)
     from joulecast import render
     from joulecast.training.onboard import retrain
 
@@ -344,18 +379,20 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", help="path to a Hugging Face style config.json")
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
     est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
-    est.add_argument("--phase", default="prefill", help="prefill, decode, training (vision: inference); default prefill")
-    est.add_argument("--batch", type=int, default=1, help="batch size (sequences or images); default 1")
-    est.add_argument("--seq", type=int, default=512, help="tokens per sequence (KV-cache length for decode); default 512")
-    est.add_argument("--dtype", default="bf16", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
-    est.add_argument("--attention", default="flash", help="flash (fused) or eager; default flash")
-    est.add_argument("--launch-mode", default="eager", help="eager (PyTorch) or graph (CUDA graphs); default eager")
+    est.add_argument("--phase", help="prefill, decode, training (vision: inference); default prefill")
+    est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
+    est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
+    est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
+    est.add_argument("--attention", help="flash (fused) or eager; default flash")
+    est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's (vllm-0.5.4); "
                      "default none: the kernels alone")
     est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
     est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
                      "or 'physics' (default: the shipped model)")
+    est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
+                     "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")
     est.set_defaults(func=_estimate)
 
@@ -394,6 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
     tr.add_argument("--no-register", action="store_true", help="log the run but register no model version")
     tr.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    tr.add_argument("--quick", action="store_true", help="the quick profile: one hyper-parameter set, bags of two, "
+                    "five folds (about a tenth of the boosters; for trying things out, not for shipping)")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_train)
 
@@ -421,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     gp = sub.add_parser("gpu", help="add a GPU to the catalog from a spec file, or remove one you added")
     gsub = gp.add_subparsers(dest="gpu_command", required=True)
-    add = gsub.add_parser("add", help="validate a GPU spec YAML (see data/examples/l40s.yaml) and add it")
+    add = gsub.add_parser("add", help="validate a GPU spec YAML (see data/examples/a100-sxm4-80gb-500w.yaml) and add it")
     add.add_argument("spec", help="spec YAML: the catalog's fields, each number with its source")
     add.add_argument("--replace", action="store_true", help="replace a GPU you added before under the same name")
     add.add_argument("--json", action="store_true")

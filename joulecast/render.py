@@ -15,6 +15,15 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def duration(seconds: float) -> str:
+    """A time in the unit that reads best: µs, ms and s, then minutes, hours and days (never megaseconds)."""
+    for limit, factor, unit in ((1e-3, 1e-6, "µs"), (1.0, 1e-3, "ms"), (120.0, 1.0, "s"), (7200.0, 60.0, "min"),
+                                (172800.0, 3600.0, "h")):
+        if abs(seconds) < limit:
+            return f"{_g4(seconds / factor)} {unit}"
+    return f"{_g4(seconds / 86400.0)} days"
+
+
 def _g4(value: float) -> str:
     """Four significant digits, trailing zeros kept (3.000 J, not 3 J), no bare trailing point."""
     return f"{value:#.4g}".rstrip(".")
@@ -27,22 +36,29 @@ def estimate_table(est: Any) -> str:
         f"method     {est.method}",
         "",
         f"energy     {_g4(est.energy_j)} J",
-        f"time       {_g4(est.time_s * 1e3)} ms  (GPU busy {_g4(est.gpu_busy_s * 1e3)} ms, {est.launches} kernel launches)",
+        f"time       {duration(est.time_s)}  (GPU busy {duration(est.gpu_busy_s)}, {est.launches} kernel launches)",
         f"power      {_g4(est.power_w)} W (average)",
     ]
+    if getattr(est, "memory_gb", None) is not None:
+        parts = ", ".join(f"{name.replace('_', ' ')} {value:.3g}" for name, value in est.memory_parts_gb.items() if value)
+        from joulecast.data.gpus import gpu
+
+        has = gpu(est.gpu).memory_gb
+        lines.append(f"memory     {est.memory_gb:.3g} GiB needed ({parts}); the GPU has {has:g} GiB")
     interval = getattr(est, "energy_interval_j", None)
     if interval:
         lines.insert(5, f"           {_g4(interval[0])} - {_g4(interval[1])} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(est))]
     lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
     for row in est.by_kernel_class.itertuples():
-        lines.append(f"{row.kernel_class:<20}{row.launches:>9}{_si(row.time_s, 's'):>12}{_si(row.energy_j, 'J'):>12}"
+        lines.append(f"{row.kernel_class:<20}{row.launches:>9}{duration(row.time_s):>12}{_si(row.energy_j, 'J'):>12}"
                      f"{row.energy_share:>8.1%}")
     return "\n".join(lines)
 
 
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
-                 "out-of-domain": "outside the training data: wider interval"}
+                 "out-of-domain": "outside the training data: wider interval",
+                 "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}
 
 
 def _flag_lines(est: Any) -> list[str]:

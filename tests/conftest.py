@@ -23,6 +23,20 @@ def require_path(path: Path) -> Path:
     pytest.skip(reason)
 
 
+def require_module(name: str, what: str, required_by: str):
+    """Import `name`, or skip where it is not installed; fail instead where the variable `required_by` is 1 (as
+    .ci/run sets JOULECAST_REQUIRE_TORCH, having installed the CPU build of torch)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        reason = f"needs {what} ({exc})"
+        if os.environ.get(required_by) == "1":
+            pytest.fail(f"{required_by}=1 but this test {reason}")
+        pytest.skip(reason)
+
+
 @pytest.fixture(scope="session")
 def energaizer() -> Path:
     return require_path(ENERGAIZER)

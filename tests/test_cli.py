@@ -44,12 +44,20 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--model", "gpt2", "--gpu", "a100", "--batch", "-3"], "batch: must be a positive integer, got -3"),
+    (["--model", "gpt2", "--gpu", "a100", "--batch", "-3"], "batch: must be an integer from 1 to 16,777,216, got -3"),
+    (["--model", "gpt2", "--gpu", "a100", "--batch", "10000000000000000000"], "batch: must be an integer from 1 to"),
+    (["--model", "gpt2", "--gpu", "a100-pcie-40gb", "--dtype", "fp8"], "dtype: fp8 needs fp8 tensor cores, which NVIDIA "
+     "A100-PCIe-40GB lacks; it runs fp64, fp32, tf32, bf16, fp16, int8"),
+    (["--model", "gpt2", "--config", "c.json", "--gpu", "a100"], "--config: give one of --model NAME, --config PATH"),
+    (["--kernels", "k.json", "--batch", "4", "--gpu", "a100"], "--batch: has no effect with --kernels"),
+    (["--kernels", "/", "--gpu", "a100"], "--kernels: '/' is a folder; give a file"),
+    (["--kernels", "/proc/self/mem", "--gpu", "a100"], "--kernels: cannot read '/proc/self/mem'"),
+    (["--config", "/etc/hostname/x.json", "--gpu", "a100"], "--config: '/etc/hostname/x.json' does not exist"),
     (["--model", "gpt2", "--gpu", "a100", "--dtype", "fp4"], "dtype: unknown 'fp4'"),
     (["--model", "gpt2", "--gpu", "a1000"], "gpu: unknown 'a1000'; did you mean"),
     (["--model", "bart", "--gpu", "a100"], "model: unknown 'bart'"),
-    (["--gpu", "a100"], "--model: give --model NAME, --config PATH or --kernels FILE.json"),
-    (["--kernels", "/nonexistent.json", "--gpu", "a100"], "--kernels: file '/nonexistent.json' does not exist"),
+    (["--gpu", "a100"], "--model: give one of --model NAME, --config PATH or --kernels FILE.json"),
+    (["--kernels", "/nonexistent.json", "--gpu", "a100"], "--kernels: '/nonexistent.json' does not exist; give a file"),
     (["--model", "gpt2", "--gpu", "a100", "--sm-clock", "9000"], "sm_clock_mhz: must be between"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
@@ -94,3 +102,61 @@ def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, capsys
     monkeypatch.setitem(cli.EXTRAS, "train", ("joulecast_no_such_module",))
     assert main(["train", "--out", str(tmp_path / "m")]) == 2
     assert "pip install 'joulecast[train]'" in capsys.readouterr().err
+
+
+def test_output_paths_are_checked_before_any_work(tmp_path, capsys):
+    """An audit report at an existing file, or a train --out under a file, fails at once, one line, exit 2."""
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    assert main(["audit", "--store", "data/measurements", "--report", str(taken)]) == 2
+    assert f"--report: '{taken}' exists and is not a folder" in capsys.readouterr().err
+    assert main(["train", "--out", str(taken / "model")]) == 2
+    assert "--out: " in capsys.readouterr().err
+
+
+def test_files_are_written_atomically_with_ordinary_modes(tmp_path):
+    import os
+    import stat
+
+    from joulecast.data.files import write_atomic, write_folder_atomic
+
+    path = tmp_path / "f.txt"
+    write_atomic(path, lambda tmp: tmp.write_text("x"))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
+    folder = write_folder_atomic(tmp_path / "model", lambda tmp: (tmp / "a").write_text("old"))
+
+    def broken(tmp):
+        (tmp / "a").write_text("new")
+        raise KeyboardInterrupt  # a SIGTERM or Ctrl-C mid-save
+
+    with pytest.raises(KeyboardInterrupt):
+        write_folder_atomic(folder, broken)
+    assert (folder / "a").read_text() == "old" and sorted(os.listdir(tmp_path)) == ["f.txt", "model"]
+
+
+def _umask() -> int:
+    import os
+
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_the_source_tree_imports_as_it_stands():
+    """From the checkout's root, `import joulecast` finds the facade folder first; the rooms resolve beside it."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = "import joulecast, joulecast.data.gpus as g; print(g.__file__); print(joulecast.estimate.__module__)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == [str(root / "data" / "gpus.py"), "joulecast.estimator.api"]
+
+
+@pytest.mark.parametrize("seconds, text", [(2.5e-6, "2.500 µs"), (0.0104, "10.40 ms"), (59.0, "59.00 s"),
+                                           (3000.0, "50.00 min"), (11400.0, "3.167 h"), (1.14e7, "131.9 days")])
+def test_times_read_in_the_unit_of_their_size(seconds, text):
+    from joulecast.render import duration
+
+    assert duration(seconds) == text

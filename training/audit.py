@@ -138,8 +138,9 @@ def log_audit(result: AuditResult, files: Sequence[str], tracking_uri: str, run_
     """Log an audit's figures (overall and per partition) and its report files to MLflow; returns the run id."""
     import mlflow
 
-    mlflow.set_tracking_uri(tracking_uri)
-    mlflow.set_experiment(experiment)
+    from joulecast.training.train import use_experiment
+
+    use_experiment(tracking_uri, experiment)
     s = result.summary
     with mlflow.start_run(run_name=run_name) as run:
         mlflow.log_params({k: str(s.get(k)) for k in ("estimator", "data", "target_pct", "gate_on", "gate_by", "min_rows")})

@@ -45,5 +45,5 @@ class HybridPyfunc(mlflow.pyfunc.PythonModel):
         from joulecast.estimator.api import estimate_many
 
         result = estimate_many(model_input, estimator=self._model)
-        return result[["energy_j", "time_s", "power_w", "energy_lo_j", "energy_hi_j", "physics_energy_j",
-                       "physics_time_s", "in_domain"]]
+        return result[["energy_j", "time_s", "power_w", "energy_lo_j", "energy_hi_j", "time_lo_s", "time_hi_s",
+                       "physics_energy_j", "physics_time_s", "in_domain", "flags", "outside_domain", "memory_gb"]]

@@ -14,9 +14,12 @@ from joulecast.data.files import write_atomic
 from joulecast.training import plots
 from joulecast.training.audit import AuditResult
 
-STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}
+# Wide tables scroll inside their own box instead of widening the page (a 1,400 px window shows the page whole);
+# figures shrink to the page's width.
+STYLE = """body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}.wide{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;font-size:13px}img{max-width:100%;height:auto}
 td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#eee}.fail{background:#fdd}.pass{background:#dfd}
-h1 small{font-weight:normal;color:#555}"""
+h1 small{font-weight:normal;color:#555}.caveat{background:#fff4d6;padding:0.5em 1em;border-left:4px solid #e0a800}"""
 
 
 def _png(fig) -> str:
@@ -37,7 +40,7 @@ def _table(frame: pd.DataFrame) -> str:
         cls = {True: " class='pass'", False: " class='fail'"}.get(verdict, "") if isinstance(verdict, bool) else ""
         cells = "".join(f"<td>{'' if pd.isna(v) else html.escape(str(v))}</td>" for v in record.values())
         body.append(f"<tr{cls}>{cells}</tr>")
-    return f"<table><tr>{head}</tr>{''.join(body)}</table>"
+    return f"<div class='wide'><table><tr>{head}</tr>{''.join(body)}</table></div>"
 
 
 def render_html(result: AuditResult) -> str:
@@ -59,6 +62,9 @@ def render_html(result: AuditResult) -> str:
         f"energy (J), time (s) and average power (W); coverage is the share of rows whose measured energy lies in "
         f"the estimate's interval, chance_low to chance_high the range of coverage (%) chance allows it 95 % of the "
         f"time when a model family's rows on one GPU share an error offset; width is relative to the estimate.</p>",
+        *([f"<p class='caveat'>The estimator was trained on {html.escape(', '.join(s['in_sample_sources']))}: these "
+           "figures measure its fit, not its accuracy on new data (see train's cross-validation and experiments/)."
+           "</p>"] if s.get("in_sample_sources") else []),
         "<h2>Overall</h2>", _table(overall),
         "<h2>Per partition</h2>", _table(result.partitions.drop(columns=["gated"])),
         "<h2>Figures</h2>", *(f"<p>{_png(f)}</p>" for f in figures),

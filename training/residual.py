@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import os
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -142,7 +143,24 @@ def _regressor(params: Mapping[str, Any], target: str | None = None, **extra: An
     extra.setdefault("objective", POINT_OBJECTIVE)
     if target and MONOTONE.get(target):
         extra["monotone_constraints"] = MONOTONE[target]
-    return xgb.XGBRegressor(tree_method="hist", n_jobs=2, **{"random_state": 0, **params}, **extra)
+    return xgb.XGBRegressor(tree_method="hist", n_jobs=free_cores(), **{"random_state": 0, **params}, **extra)
+
+
+def free_cores() -> int:
+    """Threads for XGBoost: the cores this process may use, less those other work keeps busy (the 1-minute load
+    average, counted when training starts): threads beyond the free cores only contend (a busy 2-core machine ran
+    the suite over 45 minutes with two threads a booster)."""
+    global _FREE
+    if _FREE is None:
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        _FREE = max(1, min(cores, round(cores - os.getloadavg()[0] + 0.5)))
+    return _FREE
+
+
+_FREE: int | None = None
+# A quick training (`joulecast train --quick`): the same code path with the first hyper-parameter set alone, bags of
+# two and five folds (about a tenth of the boosters), for trying things out and for tests.
+QUICK = {"grid": PARAM_GRID[:1], "bag": 2, "folds": 5}
 
 
 def _predict_bag(bag: Sequence[xgb.XGBRegressor], X: pd.DataFrame | np.ndarray) -> np.ndarray:
@@ -240,6 +258,7 @@ class ResidualModel(Residual):
     tree arrays built from the boosters (or XGBoost's own predictor for many rows)."""
 
     bag: int = BAG_SEEDS                                            # boosters per model
+    folds: int = FOLDS                                              # grouped cross-validation folds, at most
     points: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)  # target -> the bag's boosters
     bands: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)
     pooled: dict[str, list[xgb.XGBRegressor]] = field(default_factory=dict)  # no levels: for GPUs not trained on
@@ -255,7 +274,7 @@ class ResidualModel(Residual):
         boosters fitted (on stderr); `fold_of` pins each model family's cross-validation fold (`group_folds`)."""
         from tqdm.auto import tqdm
 
-        folds = group_folds(groups, fold_of=fold_of)
+        folds = group_folds(groups, n_splits=self.folds, fold_of=fold_of)
         self.fold_of = fold_assignment(groups, folds)
         # boosters: grid selection, then per target out-of-fold points and bands, the final point and band, the
         # pooled point and band, and one point a GPU left out (for the new-GPU margin, where there are two GPUs or more)

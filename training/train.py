@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,10 +20,12 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError
+from joulecast.data.files import write_folder_atomic
 from joulecast.estimator.api import scored_frame
+from joulecast.estimator.loading import default_tracking_uri
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table, offset_spreads
-from joulecast.training.residual import PARAM_GRID, ResidualModel, _regressor, gpu_weights, group_folds
+from joulecast.training.residual import PARAM_GRID, QUICK, ResidualModel, _regressor, gpu_weights, group_folds
 
 log = logging.getLogger(__name__)
 SCORES = ("energy_mape", "time_mape", "power_mape", "coverage")
@@ -38,8 +39,16 @@ RAW_FEATURES = ("log_flops", "log_dram_bytes", "log_launches", "log_batch", "log
                 "gpu_bf16_tflops", "gpu_fp32_tflops", "gpu_tdp_w", "gpu_idle_w", "gpu_hbm")
 
 
-def default_tracking_uri() -> str:
-    return os.environ.get("JOULECAST_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
+def use_experiment(tracking_uri: str, name: str) -> None:
+    """Point MLflow at `tracking_uri` and the experiment `name`, creating it where missing; on a local SQLite store
+    its artifacts go beside the database (`<db folder>/mlruns`), not into ./mlruns wherever the command runs."""
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    if mlflow.get_experiment_by_name(name) is None and tracking_uri.startswith("sqlite:///"):
+        folder = Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
+        mlflow.create_experiment(name, artifact_location=folder.as_uri())
+    mlflow.set_experiment(name)
 
 
 def headline(metrics: dict[str, float]) -> dict[str, float]:
@@ -89,12 +98,13 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
           exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
           experiment: str = "joulecast", register: bool = True, level: float = 0.9,
           grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, promote: bool = True,
-          progress: bool = False, fold_of: dict[str, int] | None = None) -> TrainResult:
+          progress: bool = False, fold_of: dict[str, int] | None = None, quick: bool = False) -> TrainResult:
     """Fit the residual on the measurements not excluded; score physics, plain XGBoost and the hybrid by grouped CV.
 
     `register` logs a model version under MODEL_NAME; `promote` also points the `champion` alias at it; `progress`
     draws a bar of the boosters fitted; `fold_of` pins each model family's fold (another training's
-    `model.fold_of`), so that two trainings on different rows are cross-validated alike.
+    `model.fold_of`), so that two trainings on different rows are cross-validated alike; `quick` fits the quick
+    profile (`residual.QUICK`: one hyper-parameter set, bags of two, five folds) on the same code path.
     """
     table = training_table(measurements)
     if len(table.rows) < 20:
@@ -103,7 +113,9 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     fit_rows, X = table.rows[~held].reset_index(drop=True), table.X[~held].reset_index(drop=True)
     y = {"time": table.y_time[~held], "energy": table.y_energy[~held]}
     groups = fit_rows["model_family"].astype(str).to_numpy()
-    model = ResidualModel(level=level).fit(X, y, groups, fit_rows["gpu"], grid=grid, progress=progress, fold_of=fold_of)
+    profile = {"bag": QUICK["bag"], "folds": QUICK["folds"]} if quick else {}
+    model = ResidualModel(level=level, **profile).fit(X, y, groups, fit_rows["gpu"], grid=QUICK["grid"] if quick else grid,
+                                                      progress=progress, fold_of=fold_of)
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))
@@ -150,8 +162,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
                 data_digest=dataset_digest(fit_rows), sources=sorted(set(fit_rows["source"])),
                 excluded=dict(gpu=list(exclude_gpu), model=list(exclude_model), source=list(exclude_source)),
                 metrics=headline(metrics), cv_partitions=cv_record(result.partitions))
-    if out:
-        result.out = str(model.save(out, meta))
+    if out:  # the folder appears whole or not at all (a SIGTERM or full disk mid-save leaves any old one)
+        result.out = str(write_folder_atomic(out, lambda tmp: model.save(tmp, meta)))
     if log_mlflow:
         _log_mlflow(result, meta, tracking_uri or default_tracking_uri(), experiment, register, promote,
                     compared["hybrid"])
@@ -166,8 +178,7 @@ def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment:
     from joulecast.training.plots import parity_figure
     from joulecast.training.pyfunc import HybridPyfunc, example_input, input_schema
 
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_experiment(experiment)
+    use_experiment(uri, experiment)
     rows = result.table.rows
     with mlflow.start_run() as run:
         mlflow.log_params({"level": result.model.level, **{f"xgb_{k}": v for k, v in result.model.params.items()},

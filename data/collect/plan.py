@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from joulecast.data.errors import InputError, require
+from joulecast.data.files import read_text
 from joulecast.data.workload import Workload
 from joulecast.data.workload_ref import catalog_ref, kernel_ref
 
@@ -103,14 +104,19 @@ def _kernel_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
     require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: op, dtype, grid, shapes, fixed")
     grid = entry.get("grid") or {}
     require(isinstance(grid, Mapping), f"{where}.grid", "must map size names to lists")
+    require(isinstance(entry.get("fixed") or {}, Mapping), f"{where}.fixed", "must map size names to values")
     fixed = dict(entry.get("fixed") or {})
-    shapes = [dict(s) for s in _as_list(entry.get("shapes") or [])]
+    raw_shapes = _as_list(entry.get("shapes") or [])
+    require(all(isinstance(s, Mapping) for s in raw_shapes), f"{where}.shapes", "must be a list of size mappings")
+    shapes = [dict(s) for s in raw_shapes]
     if grid:
         names = list(grid)
         shapes += [dict(zip(names, combo)) for combo in itertools.product(*(_as_list(grid[n]) for n in names))]
     require(bool(shapes), where, "needs 'grid' or 'shapes'")
     items = []
-    for dtype in _as_list(entry.get("dtype", "bf16")):
+    dtypes = _as_list(entry.get("dtype", "bf16"))
+    require(all(isinstance(d, str) for d in dtypes), f"{where}.dtype", f"must be a dtype or a list of them, got {dtypes!r}")
+    for dtype in dtypes:
         for i, shape in enumerate(shapes):
             sizes = check_kernel_spec(entry["op"], {**fixed, **shape}, field=f"{where}.shapes[{i}]")
             ref = kernel_ref(entry["op"], **sizes, dtype=dtype)
@@ -127,6 +133,7 @@ def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
     require("model" in entry, f"{where}.model", "missing (a catalog model name; see 'joulecast models')")
     extra = sorted(set(entry) - {"model", "phase", "batch", "seq", "dtype", "overrides"})
     require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: model, phase, batch, seq, dtype, overrides")
+    require(isinstance(entry.get("overrides") or {}, Mapping), f"{where}.overrides", "must map config keys to values")
     overrides = dict(entry.get("overrides") or {})
     tag = "/cfg" + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8] if overrides else ""
     items = []
@@ -163,12 +170,15 @@ def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:
     from joulecast.data.gpus import gpu as catalog_gpu
 
     gpu = catalog_gpu(str(raw.get("gpu", ""))).name
+    require(isinstance(raw.get("settings") or {}, Mapping), "settings", "must map setting names to numbers")
     settings = Settings.from_dict(raw.get("settings") or {})
     items: list[PlanItem] = []
-    for i, entry in enumerate(raw.get("kernels") or []):
-        items += _kernel_items(entry, f"kernels[{i}]")
-    for i, entry in enumerate(raw.get("models") or []):
-        items += _model_items(entry, f"models[{i}]")
+    for section, parse in (("kernels", _kernel_items), ("models", _model_items)):
+        entries = raw.get(section) or []
+        require(isinstance(entries, list), section, "must be a list of entries")
+        for i, entry in enumerate(entries):
+            require(isinstance(entry, Mapping), f"{section}[{i}]", "must be a mapping of keys")
+            items += parse(entry, f"{section}[{i}]")
     require(bool(items), "kernels", "the plan has no kernels and no models")
     seen: set[str] = set()
     unique = [it for it in items if not (it.id in seen or seen.add(it.id))]
@@ -185,8 +195,9 @@ def load_plan(path: str | Path) -> Plan:
     if not path.exists():
         shipped = ", ".join(p.stem for p in sorted(PLAN_DIR.glob("*.yaml")))
         raise InputError("PLAN", f"{path} does not exist (shipped plans: {shipped or 'none'})")
+    text = read_text(path, "PLAN")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise InputError("PLAN", f"{path} is not valid YAML ({exc.__class__.__name__})") from None
     return parse_plan(raw, source=str(path))

@@ -123,9 +123,12 @@ def test_config_file_and_mapping(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(model="gpt2", batch=-1), "batch: must be a positive integer, got -1"),
-    (dict(model="gpt2", batch=True), "batch: must be a positive integer"),
-    (dict(model="gpt2", seq=0), "seq: must be a positive integer, got 0"),
+    (dict(model="gpt2", batch=-1), "batch: must be an integer from 1 to 16,777,216, got -1"),
+    (dict(model="gpt2", batch=True), "batch: must be an integer from 1"),
+    (dict(model="gpt2", batch=10**30), "batch: must be an integer from 1 to 16,777,216, got 10000000000"),
+    (dict(model="gpt2", batch=2.5), "batch: must be an integer from 1"),
+    (dict(model="gpt2", seq=0), "seq: must be an integer from 1 to 16,777,216, got 0"),
+    (dict(model="gpt2", batch=2**20, seq=2**20), "batch: batch x seq = 1,099,511,627,776 tokens a pass; at most"),
     (dict(model="gpt2", dtype="fp4"), "dtype: unknown 'fp4'"),
     (dict(model="bert-large", phase="decode"), "phase: 'decode' is not available for a bert model"),
     (dict(model="gpt2", attention="paged"), "attention: unknown 'paged'"),

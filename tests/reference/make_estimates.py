@@ -59,6 +59,7 @@ def grid(configs: pd.DataFrame) -> pd.DataFrame:
 
 COLUMNS = ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "power_w", "energy_lo_j", "energy_hi_j",
            "time_lo_s", "time_hi_s", "in_domain", "flags", "outside_domain")
+NEWER = ("memory_gb",)  # columns the estimate gained after the reference was saved
 
 
 def estimates(frame: pd.DataFrame) -> pd.DataFrame:
@@ -68,7 +69,7 @@ def estimates(frame: pd.DataFrame) -> pd.DataFrame:
     hybrid = joulecast.estimate_many(frame)
     physics = joulecast.estimate_many(frame, estimator="physics")
     out = frame.copy()
-    for column in COLUMNS:
+    for column in COLUMNS + tuple(c for c in NEWER if c in hybrid):
         out[f"hybrid_{column}"] = hybrid[column].to_numpy()
     for column in ("time_s", "energy_j"):
         out[f"physics_only_{column}"] = physics[column].to_numpy()

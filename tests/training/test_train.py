@@ -1,6 +1,7 @@
 """Training on real EnergAIzer rows (small grid), the hybrid against physics, intervals, MLflow on a real server."""
 
 import gzip
+import os
 import json
 import socket
 import subprocess
@@ -395,7 +396,7 @@ def test_estimate_many_equals_one_by_one():
         one = joulecast.estimate(w, row.gpu, sm_clock_mhz=clock)
         assert out.energy_j == pytest.approx(one.energy_j) and out.time_s == pytest.approx(one.time_s)
         assert out.energy_lo_j == pytest.approx(one.energy_interval_j[0])
-        assert (out.in_domain, out.flags, out.outside_domain) == (one.in_domain, "".join(one.flags),
+        assert (out.in_domain, out.flags, out.outside_domain) == (one.in_domain, ", ".join(one.flags),
                                                                    "; ".join(one.outside_domain))
     served = many.iloc[7]
     assert served.physics_time_s > configs.batch[7] * arch.SERVING_ENGINES["vllm-0.5.4"]["host_s_per_sequence"]
@@ -473,3 +474,18 @@ def test_pinned_folds_keep_each_family_where_it_was():
     assert {str(g) for _, test in pinned for g in subset[test]} == set("bcdefg")
     with pytest.raises(ValueError, match="no fold given for model family z"):
         group_folds(np.array(["b", "z"]), fold_of=fold_of)
+
+
+def test_the_quick_profile_fits_fewer_boosters_on_the_same_path():
+    """`train --quick`: one hyper-parameter set, bags of two, at most five folds; the model predicts as any."""
+    from joulecast.training.residual import QUICK, free_cores
+
+    rng = np.random.default_rng(3)
+    n = 160
+    X = _synthetic_features(rng, n)
+    y = 0.1 * X["log_flops"].to_numpy() / X["log_flops"].max()
+    model = ResidualModel(bag=QUICK["bag"], folds=QUICK["folds"])
+    model.fit(X, {"time": y, "energy": y}, np.repeat(list("abcdefgh"), n // 8), ["a100"] * n, grid=QUICK["grid"])
+    assert model.cv["folds"] == 5 and len(model.points["energy"]) == 2 and len(QUICK["grid"]) == 1
+    assert np.isfinite(model.predict(X.head(3), ["a100"] * 3)["energy"]).all()
+    assert 1 <= free_cores() <= (os.cpu_count() or 1)

@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 
+from conftest import require_module
 from joulecast.data.collect.collector import collect
 from joulecast.data.collect.meters import ReplayMeter, Sample
 from joulecast.data.collect.plan import parse_plan
@@ -153,7 +154,8 @@ def test_torch_runners_on_the_cpu(tmp_path):
     """Every kernel op and every model phase runs for real on torch's CPU device through the whole loop."""
     import time
 
-    torch_runner = pytest.importorskip("joulecast.data.collect.torch_runner", reason="needs the [collect] extra (torch)")
+    torch_runner = require_module("joulecast.data.collect.torch_runner", "the [collect] extra (torch)",
+                                  "JOULECAST_REQUIRE_TORCH")
     p = parse_plan({"name": "cpu", "gpu": "h200", "settings": {**FAST, "min_window_s": 0.02, "idle_s": 0.02},
                     "kernels": [
                         {"op": "gemm", "grid": {"m": [32], "n": [16], "k": [24]}},

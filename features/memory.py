@@ -1,0 +1,64 @@
+"""GPU memory a workload needs: weights, gradients and optimizer state, activations, and the KV cache, from its kernel
+table and its weight count, for one workload or thousands (rows with a `workload_id`) at once.
+
+Approximations (stated, not measured):
+- weights: every weight element at the compute dtype's width (fp8/int8 workloads keep 1-byte weights);
+- training with AdamW: gradients at the weights' width, plus fp32 Adam moments and, for 16- and 8-bit weights, an
+  fp32 master copy: 16 bytes a parameter in mixed precision (ZeRO, Rajbhandari et al. SC'20, section 3.1: 2 + 2 + 12
+  bytes per parameter), 16 in fp32 (4 + 4 + 8);
+- activations in training: every forward kernel's output, as autograd saves them for the backward pass (an upper
+  bound where outputs are views or recomputed); in inference, the largest kernel's output and input, live at once;
+- KV cache: each fused attention kernel's keys and values (batch x key-value heads x keys x head dim, twice), as
+  the cache holds them for decode and a prefill writes them; eager attention's are counted in its activations only;
+- nothing for the CUDA context, the allocator's fragmentation or the framework's workspaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from joulecast.data.kernels import DTYPE_BYTES
+from joulecast.data.labels import Labels
+from joulecast.features.design import per_value
+
+_BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd")
+_OPTIMIZER_OPS = ("adamw",)
+_WEIGHT_BYTES = {**DTYPE_BYTES, "tf32": 4}
+# Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
+# gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
+_FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0
+GIB = 2**30
+
+
+def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, phase: np.ndarray,
+               dtype: np.ndarray) -> dict[str, np.ndarray]:
+    """Per workload (ids 0..n-1 in `columns["workload_id"]`): weights_bytes, optimizer_bytes (gradients and
+    optimizer state), activation_bytes, kv_cache_bytes and total_bytes."""
+    wid = np.asarray(columns.get("workload_id", np.zeros(len(columns["count"]), np.int64)), np.int64)
+    kind, op = Labels.of(columns["kind"]), Labels.of(columns["op"])
+    out_bytes = Labels.of(columns["acc_dtype"]).lookup(DTYPE_BYTES, 2.0)
+    c = {name: np.asarray(columns[name], dtype=float) for name in
+         ("batch", "m", "n", "rows", "cols", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "count")}
+    elements = np.select(
+        [kind == "gemm", kind == "conv2d", kind == "attention", kind == "elementwise"],
+        [c["batch"] * c["m"] * c["n"], c["m"] * c["n"], c["batch"] * c["heads"] * c["seq_q"] * c["head_dim"],
+         c["cols"]], c["rows"] * c["cols"])
+    output = elements * out_bytes
+    forward = ~(op.test(lambda o: o.endswith(_BACKWARD_SUFFIXES)) | op.isin(_OPTIMIZER_OPS))
+    training = np.asarray(phase, dtype=str) == "training"
+    saved = np.bincount(wid, np.where(forward, output * c["count"], 0.0), minlength=n)
+    largest = np.zeros(n)
+    np.maximum.at(largest, wid, np.where(forward, 2.0 * output, 0.0))
+    kv = np.where(kind == "attention", 2.0 * c["batch"] * c["kv_heads"] * c["seq_kv"] * c["head_dim"] * out_bytes
+                  * c["count"], 0.0)
+    weight_width = per_value(np.asarray(dtype, dtype=str), _WEIGHT_BYTES, 2.0)
+    weights = np.asarray(params, float) * weight_width
+    extra = np.where(weight_width >= 4, _FP32_EXTRA, _MIXED_EXTRA)
+    out = {"weights_bytes": weights,
+           "optimizer_bytes": np.where(training, np.asarray(params, float) * extra, 0.0),
+           "activation_bytes": np.where(training, saved, largest),
+           "kv_cache_bytes": np.where(training, 0.0, np.bincount(wid, kv, minlength=n))}
+    out["total_bytes"] = sum(out.values())
+    return out

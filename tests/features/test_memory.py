@@ -1,0 +1,44 @@
+"""The memory a workload needs, against hand-worked figures, and the flag where it exceeds the GPU's."""
+
+import pandas as pd
+import pytest
+
+import joulecast
+from joulecast.features.memory import GIB
+
+
+def parts(model, **kw):
+    est = joulecast.estimate(joulecast.workload(model, **kw), kw.pop("gpu", "h100-sxm"), estimator="physics")
+    return est, est.memory_parts_gb
+
+
+def test_a_decode_steps_kv_cache_is_keys_and_values_of_every_layer():
+    # Llama-3-8B: 32 layers, 8 key-value heads of 128; 16 sequences of 2,048 tokens in bf16: 2 x 32 x 16 x 8 x 2048
+    # x 128 x 2 bytes = 4 GiB exactly
+    est, p = parts("llama-3-8b", phase="decode", batch=16, seq=2048)
+    assert p["kv_cache"] == pytest.approx(4.0, rel=1e-12)
+    assert p["optimizer"] == 0 and p["weights"] == pytest.approx(est.memory_gb - p["kv_cache"] - p["activation"])
+    assert "exceeds-memory" not in est.flags
+
+
+def test_training_holds_sixteen_bytes_a_parameter_beside_its_activations():
+    _, infer = parts("gpt2", batch=1, seq=128)
+    est, train = parts("gpt2", phase="training", batch=1, seq=128)
+    params = train["weights"] * GIB / 2  # bf16 weights
+    assert 120e6 < params < 170e6  # GPT-2 small, embeddings included
+    assert train["optimizer"] * GIB == pytest.approx(params * 14)  # ZeRO: 2 + 2 + 12 bytes, less the weight's 2
+    assert train["activation"] > 10 * infer["activation"] and train["kv_cache"] == 0
+
+
+def test_a_workload_that_does_not_fit_is_flagged_in_estimate_and_estimate_many():
+    est = joulecast.estimate(joulecast.workload("llama-3-70b", phase="training", batch=64, seq=8192), "l4")
+    assert "exceeds-memory" in est.flags and est.memory_gb > 24
+    # 70.55 B parameters, less the 1.05 B of the LM head, which a training step's lowering leaves out
+    assert est.memory_parts_gb["weights"] == pytest.approx((70.55e9 - 1.05e9) * 2 / GIB, rel=0.001)
+    frame = pd.DataFrame({"model": ["llama-3-70b", "gpt2"], "gpu": "l4", "phase": ["training", "prefill"],
+                          "batch": [64, 1], "seq": [8192, 128]})
+    many = joulecast.estimate_many(frame)
+    assert many["flags"][0].endswith("exceeds-memory") and "exceeds-memory" not in many["flags"][1]
+    assert many["memory_gb"][0] == pytest.approx(est.memory_gb, rel=1e-12)
+    small = joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=128), "l4")
+    assert many["memory_gb"][1] == pytest.approx(small.memory_gb, rel=1e-12)

@@ -66,7 +66,6 @@ def _gpus(args: argparse.Namespace) -> int:
 
     from joulecast import render
     from joulecast.data.gpus import catalog
-
     from joulecast.estimator.loading import load_estimator
 
     model = load_estimator(None)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import functools
 import gzip
-import os
 import json
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path

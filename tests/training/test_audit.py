@@ -111,6 +111,12 @@ def test_cli_json_exit_codes_and_mlflow(a10, tmp_path, capsys):
     assert "energy_mape_gpu_a10" in run.data.metrics and run.data.tags["audit_pass"] == "True"
     artifacts = {a.path for a in mlflow.MlflowClient().list_artifacts(run.info.run_id)}
     assert artifacts == {"report.html", "audit.json"}
+    # the report says what the CLI says of in-sample figures, and its wide tables scroll in their own box
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "class='caveat'>The estimator was trained on energaizer" in page
+    assert page.count("<div class='wide'><table>") == page.count("<table>") >= 3
+    experiment = mlflow.get_experiment(run.info.experiment_id)  # artifacts beside the SQLite store, not in ./mlruns
+    assert experiment.artifact_location == (tmp_path / "mlruns").as_uri()
 
 
 def test_cli_audit_needs_one_data_source(capsys):

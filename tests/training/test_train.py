@@ -1,8 +1,8 @@
 """Training on real EnergAIzer rows (small grid), the hybrid against physics, intervals, MLflow on a real server."""
 
 import gzip
-import os
 import json
+import os
 import socket
 import subprocess
 import sys

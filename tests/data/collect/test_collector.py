@@ -4,8 +4,8 @@ import math
 
 import numpy as np
 import pytest
-
 from conftest import require_module
+
 from joulecast.data.collect.collector import collect
 from joulecast.data.collect.meters import ReplayMeter, Sample
 from joulecast.data.collect.plan import parse_plan

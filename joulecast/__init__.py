@@ -29,6 +29,7 @@ _EXPORTS = {
     "JoulecastError": "joulecast.data.errors", "workload": "joulecast.features.lowering",
     "workload_from_kernels": "joulecast.features.kernel_list", "Estimate": "joulecast.estimator.api",
     "estimate": "joulecast.estimator.api", "estimate_many": "joulecast.estimator.api",
+    "generate": "joulecast.estimator.jobs", "GenerationEstimate": "joulecast.estimator.jobs",
 }
 _RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog")}
 __all__ = sorted([*_EXPORTS, *_RENAMED])

@@ -40,6 +40,12 @@ def _estimate(args: argparse.Namespace) -> int:
     if len(sources) != 1:
         raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
                                    "give one of --model NAME, --config PATH or --kernels FILE.json")
+    generation = {"input_len": args.input_len, "output_len": args.output_len, "no_kv_cache": args.no_kv_cache or None}
+    if args.phase == "generate":
+        return _generate(args)
+    given = [flag for flag, value in generation.items() if value is not None]
+    if given:
+        raise joulecast.InputError(f"--{given[0].replace('_', '-')}", "applies to --phase generate only")
     if args.kernels:
         unused = [flag for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None]
         if unused:  # a kernel list fixes its own shapes, dtypes and launches
@@ -52,6 +58,29 @@ def _estimate(args: argparse.Namespace) -> int:
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
+    return 0
+
+
+def _generate(args: argparse.Namespace) -> int:
+    import joulecast
+    from joulecast import render
+    from joulecast.estimator.jobs import generate
+
+    if not args.model:
+        raise joulecast.InputError("--model", "--phase generate needs --model NAME (a catalog model)")
+    for flag in ("seq", "kernels", "config"):
+        if getattr(args, flag) is not None:
+            raise joulecast.InputError(f"--{flag}", "has no effect with --phase generate (give --input-len and "
+                                                    "--output-len)")
+    for flag in ("input_len", "output_len"):
+        if getattr(args, flag) is None:
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase generate needs it (tokens per sequence)")
+    given = {flag: getattr(args, flag) for flag in ("dtype", "attention", "launch_mode", "engine")
+             if getattr(args, flag) is not None}
+    job = generate(args.model, args.gpu, batch=args.batch or 1, input_len=args.input_len, output_len=args.output_len,
+                   kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
+                   estimator=args.estimator, **given)
+    print(render.to_json(job.to_dict()) if args.json else render.generation_table(job))
     return 0
 
 
@@ -378,7 +407,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", help="path to a Hugging Face style config.json")
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
     est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
-    est.add_argument("--phase", help="prefill, decode, training (vision: inference); default prefill")
+    est.add_argument("--phase", help="prefill, decode, training (vision: inference), or generate (a whole "
+                     "generation: --input-len, --output-len); default prefill")
     est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
@@ -390,6 +420,11 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
                      "or 'physics' (default: the shipped model)")
+    gen = est.add_argument_group("--phase generate")
+    gen.add_argument("--input-len", type=int, help="prompt tokens per sequence")
+    gen.add_argument("--output-len", type=int, help="generated tokens per sequence")
+    gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
+                     "use_cache=False)")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")

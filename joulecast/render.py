@@ -56,6 +56,22 @@ def estimate_table(est: Any) -> str:
     return "\n".join(lines)
 
 
+def generation_table(job: Any) -> str:
+    lines = [f"generation {job.model}: {job.batch} x ({job.input_len} in + {job.output_len} out) tokens"
+             f"{'' if job.kv_cache else ', no KV cache'}",
+             f"gpu        {job.gpu}", f"method     {job.method}", "",
+             f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])}"
+                                                  " J, 90% interval, steps' errors taken as moving together)"
+                                                  if job.energy_interval_j else ""),
+             f"time       {duration(job.time_s)}  (first token {duration(job.ttft_s)}, then {duration(job.tpot_s)} a "
+             "token)", f"power      {_g4(job.power_w)} W (average)",
+             f"per token  {_g4(job.energy_per_output_token_j)} J an output token, {_g4(job.energy_per_request_j)} J a "
+             "request", f"split      prefill {_g4(job.prefill_energy_j)} J, decode {_g4(job.decode_energy_j)} J",
+             f"memory     {job.memory_gb:.3g} GiB at the last step"]
+    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    return "\n".join(lines)
+
+
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}

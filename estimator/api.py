@@ -161,7 +161,8 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
     corr = _corrections(model, X, [spec.name])
-    need = memory.need_bytes(workload.columns, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
+    # the physics pass's columns: its labels already encoded
+    need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
                              np.array([workload.dtype or "bf16"]))
     memory_flag = memory_flags(need["total_bytes"], spec)[0]
     kw: dict[str, Any] = {"flags": (memory_flag,) if memory_flag else ()}
@@ -379,7 +380,7 @@ class Lowered:
                                            self.engines[idx], batch)
         phase, dtype = np.concatenate(phases), f["dtype"].to_numpy()[idx]
         X = design_from_physics(features, totals, spec, clock, limit, dtype, phase, batch, np.concatenate(seqs))
-        need = memory.need_bytes(kernels, len(idx), np.concatenate(params), phase, dtype)
+        need = memory.need_bytes(features, len(idx), np.concatenate(params), phase, dtype)
         return X, totals, idx, need["total_bytes"]
 
     def _workload(self, i: int) -> Workload:

@@ -449,6 +449,10 @@ def test_train_against_a_real_mlflow_server(measurements, tmp_path, monkeypatch)
         direct = joulecast.estimate_many(served, estimator=load_estimator(f"runs:/{result.run_id}/model"))
         through = loaded.predict(served)
         assert through["energy_j"].iloc[0] == pytest.approx(direct["energy_j"].iloc[0])
+        # the served model says what estimate_many says: its flags, what lies outside the domain, its memory
+        for column in ("flags", "outside_domain", "in_domain"):
+            assert through[column].iloc[0] == direct[column].iloc[0], column
+        assert through["memory_gb"].iloc[0] == pytest.approx(direct["memory_gb"].iloc[0])
         assert through["physics_time_s"].iloc[0] != pytest.approx(
             loaded.predict(decode)["physics_time_s"].iloc[0], rel=0.05)
         est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", sm_clock_mhz=900,

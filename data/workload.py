@@ -44,7 +44,8 @@ def check_size_columns(batch: np.ndarray, seq: np.ndarray | None) -> None:
             raise InputError(name, f"row {i}: must be an integer from 1 to {MAX_SIZE:,}, got {values[i]}")
     if seq is not None and (too := batch.astype(np.float64) * seq > MAX_TOKENS).any():
         i = int(np.flatnonzero(too)[0])
-        raise InputError("batch", f"row {i}: batch x seq = {int(batch[i]) * int(seq[i]):,} tokens; at most {MAX_TOKENS:,}")
+        tokens = int(batch[i]) * int(seq[i])
+        raise InputError("batch", f"row {i}: batch x seq = {tokens:,} tokens; at most {MAX_TOKENS:,}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.workload import MAX_SIZE
-from joulecast.estimator.api import estimate_many
+from joulecast.estimator.many import estimate_many
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,7 +69,8 @@ def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_columns(col: Mapping[str, np.ndarray]) -> None:
-    for name, allowed, what in (("kind", kinds.KINDS, ""), ("dtype", DTYPES, "dtype "), ("acc_dtype", DTYPES, "dtype ")):
+    checks = (("kind", kinds.KINDS, ""), ("dtype", DTYPES, "dtype "), ("acc_dtype", DTYPES, "dtype "))
+    for name, allowed, what in checks:
         if set(col[name].tolist()) <= set(allowed):  # a set of the few distinct values: cheaper than np.isin
             continue
         i = int(np.flatnonzero(~np.isin(col[name], allowed))[0])

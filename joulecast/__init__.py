@@ -28,7 +28,7 @@ _EXPORTS = {
     "DataError": "joulecast.data.errors", "InputError": "joulecast.data.errors",
     "JoulecastError": "joulecast.data.errors", "workload": "joulecast.features.lowering",
     "workload_from_kernels": "joulecast.features.kernel_list", "Estimate": "joulecast.estimator.api",
-    "estimate": "joulecast.estimator.api", "estimate_many": "joulecast.estimator.api",
+    "estimate": "joulecast.estimator.api", "estimate_many": "joulecast.estimator.many",
     "generate": "joulecast.estimator.jobs", "GenerationEstimate": "joulecast.estimator.jobs",
 }
 _RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog")}

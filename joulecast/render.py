@@ -40,7 +40,8 @@ def estimate_table(est: Any) -> str:
         f"power      {_g4(est.power_w)} W (average)",
     ]
     if getattr(est, "memory_gb", None) is not None:
-        parts = ", ".join(f"{name.replace('_', ' ')} {value:.3g}" for name, value in est.memory_parts_gb.items() if value)
+        parts = ", ".join(f"{name.replace('_', ' ')} {value:.3g}" for name, value in est.memory_parts_gb.items()
+                          if value)
         from joulecast.data.gpus import gpu
 
         has = gpu(est.gpu).memory_gb

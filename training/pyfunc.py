@@ -25,7 +25,7 @@ _NUMBERS = {"batch": "long", "seq": "long", "sm_clock_mhz": "double", "power_lim
 def input_schema() -> "Schema":
     from mlflow.types.schema import ColSpec, Schema
 
-    from joulecast.estimator.api import CONFIG_COLUMNS
+    from joulecast.estimator.many import CONFIG_COLUMNS
 
     return Schema([ColSpec(_NUMBERS.get(c, "string"), c, required=c in ("model", "gpu")) for c in CONFIG_COLUMNS])
 
@@ -42,7 +42,7 @@ class HybridPyfunc(mlflow.pyfunc.PythonModel):
         self._model = Residual.load(folder)
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: dict[str, Any] | None = None) -> pd.DataFrame:
-        from joulecast.estimator.api import estimate_many
+        from joulecast.estimator.many import estimate_many
 
         result = estimate_many(model_input, estimator=self._model)
         return result[["energy_j", "time_s", "power_w", "energy_lo_j", "energy_hi_j", "time_lo_s", "time_hi_s",

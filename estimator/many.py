@@ -1,0 +1,225 @@
+"""`estimate_many`: estimates for a DataFrame of configurations, one row each, vectorised: each catalog model's
+configurations lowered together (`joulecast.features.lower_many`), each GPU setting's through physics and the
+residual in chunks, every column checked at the door."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.gpus import GpuSpec
+from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.kernels import STRING_COLUMNS, stack
+from joulecast.data.labels import Labels
+from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_size_columns
+from joulecast.estimator.api import _corrections, combine, memory_flags
+from joulecast.estimator.loading import load_estimator
+from joulecast.features import lower_many, memory
+from joulecast.features.arch import SERVING_ENGINES
+from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
+from joulecast.features.lowering import is_vision, resolve_model, warn_positions
+from joulecast.features.physics import PhysicsTotals
+
+CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
+                  "sm_clock_mhz", "power_limit_w")
+_DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
+                                "launch_mode": "eager"}
+
+
+def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
+    """Estimates for a DataFrame of configurations, one row each (vectorised per GPU setting).
+
+    Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
+    (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w` (optional). Returns energy_j, time_s,
+    power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ": spec-only or
+    out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by "; ") and
+    memory_gb (GiB the workload needs on the GPU).
+    `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
+
+    A catalog model's configurations are lowered together (`joulecast.features.lower_many`), and each GPU setting's
+    configurations go through physics and the residual in chunks of CHUNK_CONFIGS, so memory stays bounded.
+    """
+    for column in ("model", "gpu"):
+        if column not in configs:
+            raise InputError(column, f"estimate_many needs a '{column}' column; columns: {', '.join(CONFIG_COLUMNS)}")
+    extra = sorted(set(configs.columns) - set(CONFIG_COLUMNS))
+    if extra:
+        raise InputError(extra[0], f"unknown column; allowed: {', '.join(CONFIG_COLUMNS)}")
+    frame, engines, clocks, limits = _normalised(configs)
+    specs = {name: lookup_gpu(name) for name in frame["gpu"].unique()}
+    model = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    lowered = Lowered(frame, engines)
+    n = len(frame)
+    out = {c: np.full(n, np.nan) for c in ("physics_time_s", "physics_energy_j", "time_s", "energy_j", "energy_lo_j",
+                                            "energy_hi_j", "time_lo_s", "time_hi_s")}
+    out["memory_gb"], memory_flag = np.full(n, np.nan), np.full(n, "", dtype=object)
+    in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
+    gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
+    for gpu_name, clock, limit, rows in setting_groups(gpu_names, clocks, limits):
+        spec = lookup_gpu(gpu_name)
+        for start in range(0, len(rows), CHUNK_CONFIGS):
+            idx = rows[start:start + CHUNK_CONFIGS]
+            X, totals, idx, need = lowered.design(idx, spec, clock, limit)
+            out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
+            out["memory_gb"][idx], memory_flag[idx] = need / memory.GIB, memory_flags(need, spec)
+            corr = _corrections(model, X, [spec.name] * len(idx))
+            if corr is None:
+                out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
+                continue
+            hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit is None else limit)
+            for name, values in hybrid.items():
+                out[name][idx] = values
+            in_domain[idx] = corr["in_domain"]
+            away = ~corr["in_domain"]
+            if away.any():
+                reasons = model.outside_domain(X.take(np.flatnonzero(away)))
+                outside[idx[away]] = ["; ".join(r) for r in reasons]
+    flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
+    flags = np.where(memory_flag == "", flags, np.where(flags == "", memory_flag, flags + ", " + memory_flag))
+    return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
+                        outside_domain=outside, method="physics" if model is None else "hybrid")
+
+
+def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], pd.Series, pd.Series]:
+    """(configurations with defaults filled in, engine per row, clock and power limit per row, NaN for the GPU's
+    default), every column checked: one InputError naming the column, the row and what is allowed."""
+    frame = configs.reset_index(drop=True).copy()
+    for column, default in _DEFAULTS.items():
+        if column not in frame:
+            frame[column] = default
+        elif column not in ("batch", "seq"):  # a missing size is an error, not a default (`_integers`)
+            frame[column] = frame[column].fillna(default)
+    # a vision model has no sequence length: its seq may be empty (it is ignored)
+    vision = frame["model"].map({m: _is_vision(m) for m in frame["model"].unique()}).to_numpy(bool)
+    frame["seq"] = frame["seq"].where(~(vision & frame["seq"].isna()), 1)
+    frame["batch"], frame["seq"] = _integers(frame, "batch"), _integers(frame, "seq")
+    check_size_columns(frame["batch"].to_numpy(), frame["seq"].to_numpy())
+    for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ("flash", "eager"))):
+        _allowed(frame[column], column, allowed)
+    # a list, not a column: pandas would store "no engine" as NaN
+    engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
+    _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
+    settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
+                for c in ("sm_clock_mhz", "power_limit_w")]
+    return frame, engines, settings[0], settings[1]
+
+
+def _is_vision(model: object) -> bool:
+    try:
+        return is_vision(resolve_model(str(model))[0])
+    except JoulecastError:  # an unknown model: lowering names it, with the names it knows
+        return False
+
+
+def _allowed(values: pd.Series, column: str, allowed: tuple[str, ...]) -> None:
+    bad = ~values.astype(str).isin(allowed).to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: unknown {values.iloc[i]!r}; allowed: "
+                                 f"{', '.join(a or '(empty: none)' for a in allowed)}")
+
+
+def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of numbers, NaN where the GPU's default applies; text that is no number is an InputError."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = (values.isna() & frame[column].notna()).to_numpy() | np.isinf(values.to_numpy(dtype=float))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: must be a number (empty for the GPU's default), "
+                                 f"got {frame[column].iloc[i]!r}")
+    return values.astype(float)
+
+
+def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of whole numbers (numbers or numeric strings; no NaN, fraction or infinity), else one InputError
+    naming the column and the first bad row."""
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(values) | (values != np.round(values)) | (values < 1) | (values > MAX_SIZE)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: must be a whole number from 1 to {MAX_SIZE:,}, "
+                                 f"got {frame[column].iloc[i]!r}")
+    return pd.Series(values.astype(np.int64), index=frame.index)
+
+
+# Configurations of one GPU setting estimated at once: about 40 kernel rows each, and the physics pass holds some
+# eighty float columns per row, so a chunk of 4,096 stays near 100 MB.
+CHUNK_CONFIGS = 4096
+_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode")
+
+
+class Lowered:
+    """The configurations of `estimate_many` lowered by structure: a catalog model's through its template
+    (`lower_many.template`), any other (a config path, a structure the template does not reproduce) one by one."""
+
+    def __init__(self, frame: pd.DataFrame, engines: list[str | None]):
+        self.batch, self.seq = frame["batch"].to_numpy(np.int64), frame["seq"].to_numpy(np.int64)
+        self.engines = np.array([e or "" for e in engines], dtype=object)
+        keys = frame[list(_STRUCTURE)].astype(str).assign(engine=self.engines)
+        self.structure, distinct = pd.MultiIndex.from_frame(keys).factorize()
+        self.keys = list(distinct)
+        self.templates = [self._template(k) for k in self.keys]
+        self.frame = frame
+        self._workloads: dict[int, Workload] = {}
+
+    @staticmethod
+    def _template(key: tuple) -> "lower_many.Template | None":
+        model, phase, dtype, attention, launch_mode, engine = key
+        if model.endswith(".json") or launch_mode not in LAUNCH_MODES:
+            return None  # a config file, or a launch mode `workload` refuses with its message
+        return lower_many.template(model, phase, dtype, attention, engine or None)
+
+    def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
+               ) -> tuple[Design, PhysicsTotals, np.ndarray, np.ndarray]:
+        """Physics and residual features of configurations `idx` on one GPU setting, and the memory each needs
+        (bytes), in the order of the returned indices (grouped by structure)."""
+        parts, order, phases, seqs, params, offset = [], [], [], [], [], 0
+        for s in np.unique(self.structure[idx]):
+            rows = idx[self.structure[idx] == s]
+            model, phase, dtype, attention, launch_mode, engine = self.keys[int(s)]
+            t = self.templates[int(s)]
+            # a prefill of one token would meet the engine's decode-attention swap (seq_q == 1): lowered alone
+            single = (self.seq[rows] == 1) & (phase != "decode") & bool(engine) if t is not None else None
+            if t is not None and not single.any():
+                if not t.vision:
+                    warn_positions(model, int(self.seq[rows].max()))
+                part = t.columns(self.batch[rows], self.seq[rows])
+                phases.append(np.full(len(rows), t.phase))
+                seqs.append(np.ones(len(rows)) if t.vision else self.seq[rows].astype(float))
+                params.append(np.full(len(rows), t.params, dtype=float))
+            else:
+                ws = [self._workload(int(i)) for i in rows]
+                part = stack({j: w.columns for j, w in enumerate(ws)})
+                phases.append(np.array([w.phase or "kernel" for w in ws]))
+                seqs.append(np.array([w.seq or 1 for w in ws], float))
+                params.append(np.array([w.params or 0 for w in ws], float))
+            part["workload_id"] = part["workload_id"] + offset
+            parts.append(part)
+            order.append(rows)
+            offset += len(rows)
+        kernels = {name: Labels.concatenate([Labels.of(p[name]) for p in parts]) if name in STRING_COLUMNS
+                   else np.concatenate([p[name] for p in parts]) for name in parts[0]}
+        idx = np.concatenate(order)
+        f = self.frame
+        batch = self.batch[idx].astype(float)
+        features, totals = physics_columns(kernels, spec, clock, limit, f["launch_mode"].to_numpy()[idx],
+                                           self.engines[idx], batch)
+        phase, dtype = np.concatenate(phases), f["dtype"].to_numpy()[idx]
+        X = design_from_physics(features, totals, spec, clock, limit, dtype, phase, batch, np.concatenate(seqs))
+        need = memory.need_bytes(features, len(idx), np.concatenate(params), phase, dtype)
+        return X, totals, idx, need["total_bytes"]
+
+    def _workload(self, i: int) -> Workload:
+        if i not in self._workloads:
+            from joulecast.features.lowering import workload
+
+            r = self.frame.iloc[i]
+            self._workloads[i] = workload(r["model"], phase=r["phase"], batch=int(self.batch[i]),
+                                          seq=int(self.seq[i]), dtype=r["dtype"], attention=r["attention"],
+                                          launch_mode=r["launch_mode"], engine=self.engines[i] or None)
+        return self._workloads[i]

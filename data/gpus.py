@@ -185,6 +185,7 @@ def catalog() -> Mapping[str, GpuSpec]:
 
 def reload_catalog() -> None:
     """Forget the loaded catalog (after a GPU is added or removed)."""
+    hypothetical.cache_clear()
     catalog.cache_clear()
     _alias_index.cache_clear()
 
@@ -232,11 +233,51 @@ def _alias_index() -> Mapping[str, str]:
     return MappingProxyType(index)
 
 
+# What a hypothetical GPU may scale (`gpu("h100-sxm:memory_bandwidth_gbs*2")`), and what scales with it: more SMs or
+# a faster clock raise the peaks in proportion (a peak is SMs x per-SM rate x clock).
+SCALABLE = {"sm_count": ("sm_count", "tensor_tflops", "cuda_tflops"),
+            "clock": ("boost_clock_mhz", "tensor_peak_clock_mhz", "base_clock_mhz", "tensor_tflops", "cuda_tflops"),
+            "memory_bandwidth_gbs": ("memory_bandwidth_gbs",), "l2_mb": ("l2_mb",), "memory_gb": ("memory_gb",),
+            "power_limit_w": ("power_limit_w",)}
+
+
+@functools.lru_cache(maxsize=256)
+def hypothetical(name: str) -> GpuSpec:
+    """A catalog GPU with specs scaled, named `BASE:FIELD*FACTOR[:FIELD*FACTOR...]` (fields: SCALABLE), for
+    what-ifs; validated as any spec (physical bounds included) and flagged spec-only by the residual."""
+    base, *changes = name.split(":")
+    raw = gpu(base).to_dict()
+    for change in changes:
+        field_name, star, factor = change.partition("*")
+        if field_name not in SCALABLE or not star:
+            raise InputError("gpu", f"{change!r} in {name!r}: give FIELD*FACTOR with FIELD one of "
+                                    f"{', '.join(SCALABLE)}")
+        try:
+            value = float(factor)
+        except ValueError:
+            value = float("nan")
+        if not 0 < value < 1e3:
+            raise InputError("gpu", f"{change!r} in {name!r}: the factor must be a positive number, got {factor!r}")
+        for key in SCALABLE[field_name]:
+            if isinstance(raw.get(key), dict):
+                raw[key] = {dtype: peak * value for dtype, peak in raw[key].items()}
+            elif raw.get(key) is not None:
+                raw[key] = round(raw[key] * value) if key == "sm_count" else raw[key] * value
+    raw.update(name=name.lower(), display_name=f"{raw['display_name']} ({', '.join(changes)})", aliases=[])
+    try:
+        return GpuSpec.from_dict(raw, origin=f"hypothetical GPU {name!r}")
+    except DataError as exc:
+        raise InputError("gpu", str(exc)) from None
+
+
 def gpu(name: str | GpuSpec) -> GpuSpec:
-    """Look a GPU up by name or alias (case-insensitive); an unknown name lists close ones."""
+    """Look a GPU up by name or alias (case-insensitive); an unknown name lists close ones. `NAME:FIELD*FACTOR`
+    names a hypothetical one (`hypothetical`)."""
     if isinstance(name, GpuSpec):
         return name
     key = str(name).strip().lower()
+    if ":" in key:
+        return hypothetical(key)
     if key in _alias_index():
         return catalog()[_alias_index()[key]]
     raise UnknownNameError("gpu", name, _alias_index().keys(), "Run 'joulecast gpus' to list the catalog.")

@@ -84,6 +84,69 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
+    """A comma-separated list of `kind` values (a flag of `sweep`), or `default` where not given."""
+    if value is None:
+        return default
+    out = []
+    for item in value.split(","):
+        try:
+            out.append(kind(item.strip()))
+        except ValueError:
+            raise JoulecastError(f"{flag}: {item.strip()!r} is not {'an integer' if kind is int else 'a number'}; "
+                                 f"give a comma-separated list") from None
+    return out
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from joulecast import render, sweep_report
+    from joulecast.estimator.sweep import grid, sweep
+
+    if args.out:
+        require_extra("parquet", "sweep --out")
+        check_output_folder(Path(args.out).parent, "--out")
+    if args.report:
+        check_output_folder(args.report, "--report")
+    configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []),
+                            batches=_listed(args.batch, int, "--batch", [1]), seqs=_listed(args.seq, int, "--seq", [512]),
+                            dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
+                            sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None]),
+                            power_limits=_listed(args.power_limit, float, "--power-limit", [None]))
+    if not len(configs):
+        raise JoulecastError("sweep: no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
+    result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
+                   min_tokens_per_s=args.min_throughput,
+                   max_power_w=args.max_power, estimator=args.estimator, skipped=skipped)
+    files = []
+    if args.out:
+        from joulecast.data.files import write_atomic
+
+        write_atomic(Path(args.out), lambda tmp: result.points.to_parquet(tmp, index=False))
+        files.append(args.out)
+    if args.report:
+        files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {args.model} {args.phase}")))
+    best = result.best
+    if args.json:
+        print(render.to_json({"points": result.points.to_dict(orient="records"),
+                              "pareto": result.pareto.to_dict(orient="records"),
+                              "best": None if best is None else best.to_dict(), "skipped": result.skipped,
+                              "objective": result.objective, "front": result.front,
+                              "constraints": result.constraints, "files": files}))
+        return 0
+    print(f"{len(result.points):,} configurations, {int(result.points['feasible'].sum()):,} meeting the constraints, "
+          f"{len(result.pareto)} on the Pareto front ({result.axes[1]} against {result.axes[0]})"
+          + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
+    print(render.frame(result.pareto[[c for c in sweep_report.COLUMNS if c in result.points]].round(4)))
+    if best is not None:
+        print(f"best by {result.objective}: {best['gpu']} batch {best['batch']} seq {best['seq']} {best['dtype']}, "
+              f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}")
+    else:
+        print("no configuration meets the constraints")
+    for f in files:
+        print(f"wrote {f}")
+    return 0
+
+
 # `estimate`'s workload flags and their defaults (None in the parser, so that a flag given with --kernels is seen)
 WORKLOAD_DEFAULTS = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
                      "launch_mode": "eager", "engine": None}
@@ -429,6 +492,29 @@ def build_parser() -> argparse.ArgumentParser:
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")
     est.set_defaults(func=_estimate)
+
+    sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
+                        "front of energy against time and the best point under constraints")
+    sw.add_argument("--model", required=True, help="catalog model name")
+    sw.add_argument("--phase", default="prefill", help="prefill, decode, training (vision: inference); default prefill")
+    sw.add_argument("--gpu", required=True, help="GPUs, e.g. h100-sxm,a100-sxm4-80gb")
+    sw.add_argument("--batch", help="batch sizes, e.g. 1,8,64 (default 1)")
+    sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")
+    sw.add_argument("--dtype", help="dtypes, e.g. bf16,fp8 (default bf16)")
+    sw.add_argument("--sm-clock", help="locked SM clocks in MHz (default: the maximum); a GPU's out-of-range ones "
+                    "are left out")
+    sw.add_argument("--power-limit", help="power limits in W (default: each GPU's); out-of-range ones are left out")
+    sw.add_argument("--objective", default="energy", help="energy or time: what the best point minimises")
+    sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "
+                    "against time a token), or auto: per token where batch or length varies")
+    sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass")
+    sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
+    sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
+    sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")
+    sw.add_argument("--out", help="write every point to this Parquet file (needs pyarrow)")
+    sw.add_argument("--report", help="folder for a self-contained report.html (the Pareto front, its points)")
+    sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
+    sw.set_defaults(func=_sweep)
 
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
     gpus.add_argument("--json", action="store_true")

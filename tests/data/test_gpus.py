@@ -131,3 +131,22 @@ def test_architecture_traits_are_validated_data_with_sources(tmp_path):
         architectures.ArchTraits.from_dict(raw, "x.yaml")
     with pytest.raises(DataError, match=r"field 'sources': no source given for l2_bytes_per_clock"):
         architectures.ArchTraits.from_dict({**raw, "tc_tile": [128, 256, 64]}, "x.yaml")
+
+
+def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
+    import joulecast
+
+    base, twice = gpus.gpu("h100-sxm"), gpus.gpu("H100-SXM:memory_bandwidth_gbs*2")
+    assert twice.memory_bandwidth_gbs == 2 * base.memory_bandwidth_gbs and twice.sm_count == base.sm_count
+    slow = gpus.gpu("h100-sxm:clock*0.5:sm_count*1.5")
+    assert slow.boost_clock_mhz == base.boost_clock_mhz / 2 and slow.sm_count == 198
+    assert slow.tensor_tflops["bf16"] == pytest.approx(base.tensor_tflops["bf16"] * 0.75)  # peaks follow both
+    decode = joulecast.workload("llama-3-8b", phase="decode", batch=16, seq=2048)
+    faster = joulecast.estimate(decode, twice.name)
+    assert faster.time_s < joulecast.estimate(decode, "h100-sxm").time_s and "spec-only" in faster.flags
+    with pytest.raises(InputError, match="give FIELD\\*FACTOR with FIELD one of sm_count, clock"):
+        gpus.gpu("h100-sxm:hbm*2")
+    with pytest.raises(InputError, match="memory_bandwidth_gbs': must be between 10 and 200000"):
+        gpus.gpu("h100-sxm:memory_bandwidth_gbs*100")
+    with pytest.raises(InputError, match="the factor must be a positive number"):
+        gpus.gpu("h100-sxm:l2_mb*-1")

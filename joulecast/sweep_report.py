@@ -1,0 +1,115 @@
+"""A sweep's self-contained HTML report: the Pareto front of energy against time as an inline SVG (log axes, every
+point, the frontier joined), and the frontier's points in a table. No script, no external file, no plotting
+library: the core install renders it."""
+
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from joulecast.data.files import write_atomic
+
+_W, _H, _PAD = 760, 460, 60
+_LABELLED = 20_000  # points up to this many carry a hover label (the configuration and its figures)
+COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
+           "tokens_per_s", "energy_per_token_j", "flags")
+
+
+def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, float, float]:
+    lo, hi = math.log10(values.min()), math.log10(values.max())
+    hi = hi if hi > lo else lo + 1
+    pos = (np.log10(values) - lo) / (hi - lo) * (size - 2 * _PAD) + _PAD
+    return (size - pos if flip else pos), lo, hi
+
+
+def _ticks(lo: float, hi: float) -> list[float]:
+    """Ticks at 1, 2 and 5 of each decade within [10^lo, 10^hi]; the two ends where fewer fall inside."""
+    ticks = [m * 10.0 ** e for e in range(math.floor(lo), math.ceil(hi) + 1) for m in (1, 2, 5)
+             if lo <= math.log10(m * 10.0 ** e) <= hi]
+    return sorted({10.0 ** lo, *ticks, 10.0 ** hi}) if len(ticks) < 3 else ticks
+
+
+_LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_token": "time a token (s)",
+           "energy_per_token_j": "energy a token (J)"}
+
+
+def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j")) -> str:
+    """Energy (vertical) against time (horizontal), a pass's or a token's, log-log; feasible points blue, others grey,
+    the Pareto front red and joined."""
+    t, e = points[axes[0]].to_numpy(float), points[axes[1]].to_numpy(float)
+    x, xlo, xhi = _scale(t, _W, False)
+    y, ylo, yhi = _scale(e, _H, True)
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{_W}' height='{_H}' role='img' "
+             "aria-label='energy against time, Pareto front'>",
+             f"<rect x='0' y='0' width='{_W}' height='{_H}' fill='white'/>",
+             f"<rect x='{_PAD}' y='{_PAD}' width='{_W - 2 * _PAD}' height='{_H - 2 * _PAD}' fill='none' stroke='#999'/>"]
+    for v in _ticks(xlo, xhi):
+        px = (math.log10(v) - xlo) / (xhi - xlo) * (_W - 2 * _PAD) + _PAD
+        if _PAD - 1 <= px <= _W - _PAD + 1:
+            parts.append(f"<line x1='{px:.1f}' y1='{_PAD}' x2='{px:.1f}' y2='{_H - _PAD}' stroke='#eee'/>"
+                         f"<text x='{px:.1f}' y='{_H - _PAD + 16}' font-size='11' text-anchor='middle'>{v:.3g}</text>")
+    for v in _ticks(ylo, yhi):
+        py = _H - ((math.log10(v) - ylo) / (yhi - ylo) * (_H - 2 * _PAD) + _PAD)
+        if _PAD - 1 <= py <= _H - _PAD + 1:
+            parts.append(f"<line x1='{_PAD}' y1='{py:.1f}' x2='{_W - _PAD}' y2='{py:.1f}' stroke='#eee'/>"
+                         f"<text x='{_PAD - 6}' y='{py + 4:.1f}' font-size='11' text-anchor='end'>{v:.3g}</text>")
+    parts.append(f"<text x='{_W / 2}' y='{_H - 12}' font-size='13' text-anchor='middle'>{_LABELS[axes[0]]}</text>"
+                 f"<text x='16' y='{_H / 2}' font-size='13' text-anchor='middle' "
+                 f"transform='rotate(-90 16 {_H / 2})'>{_LABELS[axes[1]]}</text>")
+    feasible, front = points["feasible"].to_numpy(bool), points["pareto"].to_numpy(bool)
+    names = [html.escape(f"{r.gpu} batch {r.batch} seq {r.seq} {r.dtype}, clock {r.sm_clock_mhz:g}, limit "
+                         f"{r.power_limit_w:g}: {r.energy_j:.4g} J in {r.time_s:.4g} s")
+             for r in points[["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j",
+                              "time_s"]].itertuples()] if len(points) <= _LABELLED else [""] * len(points)
+    for i in np.flatnonzero(~front):
+        colour = "#4c78a8" if feasible[i] else "#bbb"
+        parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{colour}' "
+                     f"fill-opacity='0.6'><title>{names[i]}</title></circle>")
+    order = np.flatnonzero(front)[np.argsort(t[front])]
+    if len(order):
+        path = " ".join(f"{x[i]:.1f},{y[i]:.1f}" for i in order)
+        parts.append(f"<polyline class='pareto-line' points='{path}' fill='none' stroke='#d62728' stroke-width='2'/>")
+        parts += [f"<circle class='pareto' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='5' fill='#d62728'><title>{names[i]}"
+                  "</title></circle>" for i in order]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _table(frame: Any) -> str:
+    columns = [c for c in COLUMNS if c in frame]
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    rows = []
+    for record in frame[columns].to_dict(orient="records"):
+        cells = "".join(f"<td>{'' if v != v else html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>"
+                        for v in record.values())
+        rows.append(f"<tr>{cells}</tr>")
+    return f"<div class='wide'><table class='frontier'><tr>{head}</tr>{''.join(rows)}</table></div>"
+
+
+def render(result: Any, title: str) -> str:
+    best = result.best
+    lines = [f"<h1>{html.escape(title)}</h1>",
+             f"<p>{len(result.points):,} configurations estimated; {int(result.points['feasible'].sum()):,} meet the "
+             f"constraints ({html.escape(str(result.constraints or 'none'))}); {len(result.pareto):,} on the Pareto "
+             f"front of {_LABELS[result.axes[1]]} against {_LABELS[result.axes[0]]}"
+             + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
+             "<h2>The Pareto front</h2>", svg(result.points, result.axes),
+             f"<h2>Best by {html.escape(result.objective)}</h2>",
+             _table(best.to_frame().T) if best is not None else "<p>no configuration meets the constraints</p>",
+             "<h2>Its points</h2>", _table(result.pareto)]
+    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}.wide{overflow-x:auto}"
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;"
+             "text-align:right}th{background:#eee}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}"
+            f"</style></head><body>{''.join(lines)}</body></html>")
+
+
+def write(result: Any, folder: str | Path, title: str) -> Path:
+    path = Path(folder) / "report.html"
+    page = render(result, title)
+    write_atomic(path, lambda tmp: tmp.write_text(page))
+    return path

@@ -142,7 +142,8 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         gpu: a catalog name or a `GpuSpec`.
         sm_clock_mhz: a locked SM clock (default: the GPU's maximum clock, lowered where the power cap binds).
         power_limit_w: a power cap (default: the GPU's default limit).
-        estimator: None for the shipped default model, "physics" for physics alone, a folder or an MLflow URI.
+        estimator: None for the shipped default model, "physics" for physics alone, a folder, an MLflow URI, or a
+            loaded `Residual`.
         tracking_uri: the MLflow tracking server of a models:/ or runs:/ estimator.
 
     Raises:
@@ -154,7 +155,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
                                      f"got {type(workload).__name__}{hint}")
     spec = lookup_gpu(gpu)
     check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad clock costs no wait
-    model = load_estimator(estimator, tracking_uri)
+    model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
     corr = _corrections(model, X, [spec.name])

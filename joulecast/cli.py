@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # What each optional extra brings (pyproject.toml): a command that needs one says which, instead of a traceback.
 EXTRAS = {"train": ("xgboost", "sklearn", "mlflow", "matplotlib", "pyarrow"), "collect": ("torch", "pynvml", "pyarrow"),
-          "parquet": ("pyarrow",)}
+          "parquet": ("pyarrow",), "serve": ("fastapi", "uvicorn")}
 
 
 def require_extra(extra: str, command: str) -> None:
@@ -151,6 +151,15 @@ def _sweep(args: argparse.Namespace) -> int:
 WORKLOAD_DEFAULTS = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
                      "launch_mode": "eager", "engine": None}
 WORKLOAD_FLAGS = tuple(WORKLOAD_DEFAULTS)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    require_extra("serve", "serve")
+    from joulecast.service import serve
+
+    signal.signal(signal.SIGTERM, _interrupt)
+    serve(args.host, args.port, args.estimator, args.tracking_uri)
+    return 0
 
 
 def _gpus(args: argparse.Namespace) -> int:
@@ -515,6 +524,15 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--report", help="folder for a self-contained report.html (the Pareto front, its points)")
     sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
     sw.set_defaults(func=_sweep)
+
+    sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "
+                        "GET /v1/gpus, /v1/models, /healthz, /metrics; docs at /docs; JOULECAST_API_KEY guards it")
+    sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sv.add_argument("--estimator", help="a folder, models:/joulecast@champion (reloaded when the alias moves), "
+                    "runs:/ID/model, or 'physics' (default: the shipped model)")
+    sv.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator")
+    sv.set_defaults(func=_serve)
 
     gpus = sub.add_parser("gpus", help="list the GPU catalog")
     gpus.add_argument("--json", action="store_true")

@@ -1,0 +1,249 @@
+"""`joulecast serve`: estimates over HTTP (FastAPI on uvicorn, the `[serve]` extra), a thin shell over the Python API
+as the CLI is: the same fields in, the same JSON out.
+
+Routes: POST /v1/estimate (one workload, or a generation with `"phase": "generate"`), POST /v1/estimate/batch (up to
+MAX_BATCH_ROWS rows, `estimate_many`), GET /v1/gpus, GET /v1/models, GET /healthz, GET /metrics (Prometheus text),
+and the OpenAPI docs at /docs. The estimator loads once at start; one named by an MLflow alias is checked again every
+RELOAD_S seconds and reloaded when the alias moves; every response says which model answered. A bad request gets
+422 naming the field, a body over MAX_BODY_BYTES 413, a missing or wrong key 401 where JOULECAST_API_KEY is set
+(every route but /healthz). Requests name catalog models and GPUs only: no field is a path, so no request reads or
+writes a file.
+"""
+
+# No `from __future__ import annotations` here: FastAPI reads the routes' annotations (`Request`) at run time.
+import hmac
+import os
+import threading
+import time
+from collections import defaultdict
+from typing import Any
+
+from joulecast.data.errors import InputError, JoulecastError
+
+MAX_BATCH_ROWS = 10_000
+MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
+RELOAD_S = 30.0
+_BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram bounds (s)
+_FIELDS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
+           "power_limit_w")
+_GENERATE = ("input_len", "output_len", "kv_cache")
+
+
+class ModelHolder:
+    """The estimator the service answers with, reloaded when the MLflow alias it names moves."""
+
+    def __init__(self, uri: str | None, tracking_uri: str | None = None):
+        self.uri, self.tracking_uri = uri, tracking_uri
+        self.version: str | None = self._alias_version()
+        self.model = self._load()
+        self.checked = time.monotonic()
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        from joulecast.estimator.loading import load_estimator
+
+        return load_estimator.__wrapped__(self.uri, self.tracking_uri)  # not the process-wide cache: it may move
+
+    def _alias_version(self) -> str | None:
+        if not (self.uri or "").startswith("models:/") or "@" not in (self.uri or ""):
+            return None
+        import mlflow
+
+        from joulecast.estimator.loading import default_tracking_uri
+
+        name, alias = self.uri.removeprefix("models:/").split("@", 1)
+        client = mlflow.MlflowClient(self.tracking_uri or default_tracking_uri())
+        return str(client.get_model_version_by_alias(name, alias).version)
+
+    def current(self) -> Any:
+        """The model, after reloading it where its alias has moved (checked at most every RELOAD_S seconds)."""
+        if self.version is not None and time.monotonic() - self.checked > RELOAD_S:
+            with self._lock:
+                self.checked = time.monotonic()
+                version = self._alias_version()
+                if version != self.version:
+                    self.model, self.version = self._load(), version
+        return self.model
+
+    def describe(self) -> str:
+        name = self.uri or "shipped default"
+        return f"{name} (version {self.version})" if self.version else name
+
+
+def _check_names(row: dict[str, Any], where: str) -> None:
+    """Catalog names only: a path (which `workload` would read) is refused."""
+    for key in ("model", "gpu"):
+        value = row.get(key)
+        if not isinstance(value, str) or not value:
+            raise InputError(f"{where}{key}", "required: a catalog name (GET /v1/models, /v1/gpus)")
+        if "/" in value or "\\" in value or value.endswith(".json"):
+            raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
+    unknown = sorted(set(row) - set(_FIELDS) - set(_GENERATE))
+    if unknown:
+        raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(_FIELDS + _GENERATE)}")
+
+
+def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
+    """POST /v1/estimate: one workload (the CLI's fields) or a generation; the CLI's JSON."""
+    import joulecast
+    from joulecast.estimator.jobs import generate
+
+    _check_names(body, "")
+    if body.get("phase") == "generate":
+        args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
+                                     "power_limit_w") if body.get(k) is not None}
+        for key in ("input_len", "output_len"):
+            if key not in body:
+                raise InputError(key, "required with phase generate")
+        return generate(body["model"], body["gpu"], input_len=body["input_len"], output_len=body["output_len"],
+                        kv_cache=bool(body.get("kv_cache", True)), estimator="physics" if model is None else model,
+                        **args).to_dict()
+    given = {k: body[k] for k in ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
+             if body.get(k) is not None}
+    if any(k in body for k in _GENERATE):
+        raise InputError(next(k for k in _GENERATE if k in body), "applies to phase generate only")
+    workload = joulecast.workload(body["model"], **given)
+    return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
+                              power_limit_w=body.get("power_limit_w"),
+                              estimator="physics" if model is None else model).to_dict()
+
+
+def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
+    """POST /v1/estimate/batch: `{"rows": [...]}`, each row `estimate_many`'s columns."""
+    import pandas as pd
+
+    from joulecast.estimator.many import estimate_many
+
+    rows = body.get("rows")
+    if not isinstance(rows, list) or not rows:
+        raise InputError("rows", "required: a list of configurations (the fields of /v1/estimate)")
+    if len(rows) > MAX_BATCH_ROWS:
+        raise InputError("rows", f"{len(rows):,} rows; at most {MAX_BATCH_ROWS:,} a request")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise InputError(f"rows[{i}]", "must be an object of fields")
+        _check_names(row, f"rows[{i}].")
+        if any(k in row for k in _GENERATE):
+            raise InputError(f"rows[{i}]", "a batch holds single passes; post generations to /v1/estimate")
+    out = estimate_many(pd.DataFrame(rows), estimator=model if model is not None else "physics")
+    return {"rows": out.to_dict(orient="records")}
+
+
+class Metrics:
+    """Request counts and latencies per route and status, in Prometheus' text format."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, int], int] = defaultdict(int)
+        self.buckets: dict[str, list[int]] = defaultdict(lambda: [0] * (len(_BUCKETS) + 1))
+        self.sums: dict[str, float] = defaultdict(float)
+        self._lock = threading.Lock()
+
+    def observe(self, route: str, status: int, seconds: float) -> None:
+        with self._lock:
+            self.counts[route, status] += 1
+            self.sums[route] += seconds
+            counts = self.buckets[route]
+            for i, bound in enumerate((*_BUCKETS, float("inf"))):
+                if seconds <= bound:
+                    counts[i] += 1
+
+    def text(self) -> str:
+        lines = ["# HELP joulecast_requests_total Requests by route and status.",
+                 "# TYPE joulecast_requests_total counter"]
+        lines += [f'joulecast_requests_total{{route="{r}",status="{s}"}} {n}' for (r, s), n in sorted(self.counts.items())]
+        lines += ["# HELP joulecast_request_seconds Request latency.", "# TYPE joulecast_request_seconds histogram"]
+        for route, counts in sorted(self.buckets.items()):
+            for bound, n in zip((*_BUCKETS, "+Inf"), counts):
+                lines.append(f'joulecast_request_seconds_bucket{{route="{route}",le="{bound}"}} {n}')
+            lines.append(f'joulecast_request_seconds_sum{{route="{route}"}} {self.sums[route]:.6f}')
+            lines.append(f'joulecast_request_seconds_count{{route="{route}"}} {counts[-1]}')
+        return "\n".join(lines) + "\n"
+
+
+def create_app(estimator: str | None = None, tracking_uri: str | None = None, api_key: str | None = None) -> Any:
+    """The FastAPI application (`api_key` default: $JOULECAST_API_KEY; none: no key asked for)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, PlainTextResponse
+
+    from joulecast.data.gpus import catalog
+    from joulecast.data.models import catalog as model_catalog
+
+    key = api_key if api_key is not None else os.environ.get("JOULECAST_API_KEY")
+    holder = None if estimator == "physics" else ModelHolder(estimator, tracking_uri)
+    metrics = Metrics()
+    app = FastAPI(title="joulecast", version="0.1.0",
+                  description="GPU energy (J), time (s) and power (W) of AI workloads, with intervals.")
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next: Any) -> Any:
+        start, route = time.perf_counter(), request.url.path
+        if key and route != "/healthz":
+            given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+            if not hmac.compare_digest(given.encode(), key.encode()):
+                response = JSONResponse({"detail": "missing or wrong API key (X-API-Key header)"}, status_code=401)
+                metrics.observe(route, 401, time.perf_counter() - start)
+                return response
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_BODY_BYTES):
+            response = JSONResponse({"detail": f"body over {MAX_BODY_BYTES:,} bytes"}, status_code=413)
+        else:
+            response = await call_next(request)
+        metrics.observe(route, response.status_code, time.perf_counter() - start)
+        return response
+
+    def answer(handler: Any, body: Any) -> JSONResponse:
+        model = holder.current() if holder is not None else None
+        who = holder.describe() if holder is not None else "physics"
+        if not isinstance(body, dict):
+            return JSONResponse({"detail": [{"loc": ["body"], "msg": "expected a JSON object"}], "estimator": who},
+                                status_code=422)
+        try:
+            return JSONResponse({**handler(body, model), "estimator": who})
+        except JoulecastError as exc:
+            field = getattr(exc, "field", "body")
+            return JSONResponse({"detail": [{"loc": ["body", field], "msg": str(exc)}], "estimator": who},
+                                status_code=422)
+
+    async def _json(request: Request) -> Any:
+        body = await request.body()
+        if len(body) > MAX_BODY_BYTES:  # a body sent without a length
+            return None
+        try:
+            import json
+
+            return json.loads(body or b"null")
+        except ValueError:
+            return None
+
+    @app.post("/v1/estimate", summary="One workload (the CLI's fields) or a generation (phase generate)")
+    async def post_estimate(request: Request) -> Any:
+        return answer(estimate_one, await _json(request))
+
+    @app.post("/v1/estimate/batch", summary=f"Up to {MAX_BATCH_ROWS:,} configurations: {{\"rows\": [...]}}")
+    async def post_batch(request: Request) -> Any:
+        return answer(estimate_rows, await _json(request))
+
+    @app.get("/v1/gpus", summary="The GPU catalog")
+    def get_gpus() -> Any:
+        return [s.to_dict() for s in catalog().values()]
+
+    @app.get("/v1/models", summary="The model catalog")
+    def get_models() -> Any:
+        return [dict(name=e["name"], family=e["family"], hf_id=e["hf_id"], aliases=e["aliases"])
+                for e in model_catalog().values()]
+
+    @app.get("/healthz", summary="Liveness: the service answers, and which estimator it holds")
+    def healthz() -> Any:
+        return {"status": "ok", "estimator": holder.describe() if holder is not None else "physics"}
+
+    @app.get("/metrics", summary="Prometheus metrics", response_class=PlainTextResponse)
+    def get_metrics() -> Any:
+        return PlainTextResponse(metrics.text(), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+def serve(host: str, port: int, estimator: str | None, tracking_uri: str | None) -> None:
+    import uvicorn
+
+    uvicorn.run(create_app(estimator, tracking_uri), host=host, port=port, log_level="warning")

@@ -1,0 +1,128 @@
+"""The HTTP service, started for real on 127.0.0.1 and called over HTTP."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+KEY = "test-key"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    pytest.importorskip("fastapi", reason="needs the [serve] extra")
+    port = _free_port()
+    env = {**os.environ, "JOULECAST_API_KEY": KEY}
+    process = subprocess.Popen([sys.executable, "-m", "joulecast.cli", "serve", "--port", str(port)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        process.kill()
+        pytest.fail(f"the service did not start: {process.stderr.read().decode()[-2000:]}")
+    yield base
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def call(base, path, body=None, key=KEY, raw=None):
+    data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+    request = urllib.request.Request(base + path, data=data, method="POST" if data is not None else "GET",
+                                     headers={"Content-Type": "application/json", **({"X-API-Key": key} if key else {})})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            text = response.read().decode()
+            return response.status, (json.loads(text) if "json" in response.headers["content-type"] else text)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read().decode())
+
+
+def test_an_estimate_over_http_is_the_cli_s(server):
+    import joulecast
+
+    status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "batch": 8, "seq": 512})
+    direct = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10").to_dict()
+    assert status == 200 and out["estimator"] == "shipped default"
+    assert out["energy_j"] == pytest.approx(direct["energy_j"]) and out["energy_interval_j"] == pytest.approx(
+        list(direct["energy_interval_j"]))
+    status, job = call(server, "/v1/estimate", {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "generate",
+                                                "batch": 4, "input_len": 256, "output_len": 8})
+    assert status == 200 and job["ttft_s"] > 0 and job["energy_per_output_token_j"] > 0
+
+
+def test_a_batch_and_the_catalogs(server):
+    rows = [{"model": "gpt2", "gpu": "a10", "batch": b, "seq": 256} for b in (1, 2, 4)]
+    status, out = call(server, "/v1/estimate/batch", {"rows": rows})
+    assert status == 200 and [r["batch"] for r in out["rows"]] == [1, 2, 4]
+    assert out["rows"][0]["energy_j"] < out["rows"][2]["energy_j"]
+    status, gpus = call(server, "/v1/gpus")
+    assert status == 200 and "h200" in {g["name"] for g in gpus}
+    status, models = call(server, "/v1/models")
+    assert status == 200 and "llama-3-8b" in {m["name"] for m in models}
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"model": "gpt2", "gpu": "a10", "batch": -1}, "batch"),
+    ({"model": "gpt2", "gpu": "a1000"}, "gpu"),
+    ({"model": "/etc/passwd.json", "gpu": "a10"}, "model"),
+    ({"model": "gpt2", "gpu": "a10", "colour": "red"}, "colour"),
+    ({"model": "gpt2", "gpu": "a100-pcie-40gb", "dtype": "fp8"}, "dtype"),
+])
+def test_bad_requests_get_422_naming_the_field(server, body, field):
+    status, out = call(server, "/v1/estimate", body)
+    assert status == 422 and out["detail"][0]["loc"] == ["body", field], out
+
+
+def test_keys_sizes_and_metrics(server):
+    assert call(server, "/v1/gpus", key=None)[0] == 401 and call(server, "/v1/gpus", key="wrong")[0] == 401
+    assert call(server, "/healthz", key=None)[0] == 200  # liveness needs no key
+    # an oversized body is refused on its declared length, before it is read
+    import http.client
+
+    host, port = server.removeprefix("http://").split(":")
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    connection.putrequest("POST", "/v1/estimate")
+    for name, value in (("Content-Type", "application/json"), ("Content-Length", str(3 * 2**20)), ("X-API-Key", KEY)):
+        connection.putheader(name, value)
+    connection.endheaders()
+    response = connection.getresponse()
+    assert response.status == 413 and "body over" in response.read().decode()
+    connection.close()
+    status, out = call(server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10"}] * 10_001})
+    assert status in (413, 422)
+    status, text = call(server, "/metrics")
+    assert status == 200 and 'joulecast_requests_total{route="/v1/estimate",status="200"}' in text
+    assert 'joulecast_request_seconds_count{route="/v1/estimate"}' in text
+
+
+def test_the_model_is_reloaded_when_its_alias_moves(monkeypatch):
+    """A models:/ name@alias estimator is checked again after RELOAD_S and reloaded when the alias points at a new
+    version; responses then name that version."""
+    pytest.importorskip("fastapi", reason="needs the [serve] extra")
+    from joulecast import service
+
+    versions, loads = iter(["1", "1", "2"]), []
+    monkeypatch.setattr(service.ModelHolder, "_alias_version", lambda self: next(versions))
+    monkeypatch.setattr(service.ModelHolder, "_load", lambda self: loads.append(self.uri) or f"model {len(loads)}")
+    monkeypatch.setattr(service, "RELOAD_S", 0.0)
+    holder = service.ModelHolder("models:/joulecast@champion")
+    assert holder.current() == "model 1" and holder.describe() == "models:/joulecast@champion (version 1)"
+    assert holder.current() == "model 2" and holder.describe().endswith("(version 2)") and len(loads) == 2

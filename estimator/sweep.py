@@ -24,6 +24,8 @@ FRONTS = {"pass": ("time_s", "energy_j"), "token": ("s_per_token", "energy_per_t
 # A sweep larger than this is refused before any work: at ~2,000 hybrid estimates a CPU-second it would take
 # minutes, and its points table would not fit a report (split it, or use a cluster).
 MAX_POINTS = 1_000_000
+# Configurations a partition holds (a task of a Dask sweep): about 10 s of hybrid estimates, 2 of physics.
+PART_ROWS = 20_000
 
 
 @dataclass(frozen=True)
@@ -89,22 +91,48 @@ def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) ->
     return out
 
 
-def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
-          min_tokens_per_s: float | None = None, max_power_w: float | None = None, estimator: Any = None,
-          skipped: dict[str, int] | None = None) -> SweepResult:
-    """Estimate every configuration; mark those meeting the constraints (`feasible`) and the Pareto front among
-    them (`pareto`); throughput is tokens a second (a prefill's or a training step's batch x seq, a decode step's
-    batch). `front`: "pass", "token", or "auto" (per token where the points differ in batch or length)."""
+def check_options(objective: str, front: str, max_time_s: float | None, min_tokens_per_s: float | None,
+                  max_power_w: float | None) -> None:
+    """A sweep's objective, front and constraints, checked before any work."""
     if objective not in OBJECTIVES:
         raise InputError("--objective", f"unknown {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if front not in (*FRONTS, "auto"):
         raise InputError("--front", f"unknown {front!r}; allowed: {', '.join(FRONTS)}, auto")
-    if front == "auto":
-        front = "token" if len(configs[["batch", "seq"]].drop_duplicates()) > 1 else "pass"
     for name, value in (("--max-time", max_time_s), ("--min-throughput", min_tokens_per_s), ("--max-power", max_power_w)):
         if value is not None and not (np.isfinite(value) and value > 0):
             raise InputError(name, f"must be a positive number, got {value!r}")
-    points = estimate_many(configs, estimator=estimator)
+
+
+def estimate_part(configs: pd.DataFrame, estimator: Any) -> pd.DataFrame:
+    """One partition of a sweep (a task on a Dask worker, or a step here)."""
+    return estimate_many(configs, estimator=estimator)
+
+
+def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
+                 progress: Any = None) -> pd.DataFrame:
+    """`estimate_many` of every configuration, in partitions of at most PART_ROWS run by `run` (an executor,
+    `joulecast.data.executors`; default in-process), gathered in order: the same rows whatever ran them."""
+    from joulecast.data.executors import InProcess
+
+    run = run or InProcess()
+    count = max(1, -(-len(configs) // PART_ROWS), 2 * run.workers if run.workers > 1 else 1)
+    bounds = np.linspace(0, len(configs), min(count, len(configs)) + 1).astype(int)
+    parts = [configs.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    return pd.concat(run.map(estimate_part, parts, estimator, progress=progress), ignore_index=True)
+
+
+def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
+          min_tokens_per_s: float | None = None, max_power_w: float | None = None, estimator: Any = None,
+          skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None) -> SweepResult:
+    """Estimate every configuration; mark those meeting the constraints (`feasible`) and the Pareto front among
+    them (`pareto`); throughput is tokens a second (a prefill's or a training step's batch x seq, a decode step's
+    batch). `front`: "pass", "token", or "auto" (per token where the points differ in batch or length). `run` says
+    where the partitions run (`joulecast.data.executors`; default here); `progress` is called with each partition's
+    count as it finishes."""
+    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w)
+    if front == "auto":
+        front = "token" if len(configs[["batch", "seq"]].drop_duplicates()) > 1 else "pass"
+    points = estimate_all(configs, estimator, run, progress)
     tokens = points["batch"] * np.where(points["phase"] == "decode", 1, points["seq"])
     points["tokens_per_s"] = tokens / points["time_s"]
     points["energy_per_token_j"] = points["energy_j"] / tokens

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 # What each optional extra brings (pyproject.toml): a command that needs one says which, instead of a traceback.
 EXTRAS = {"train": ("xgboost", "sklearn", "mlflow", "matplotlib", "pyarrow"), "collect": ("torch", "pynvml", "pyarrow"),
-          "parquet": ("pyarrow",), "serve": ("fastapi", "uvicorn")}
+          "parquet": ("pyarrow",), "serve": ("fastapi", "uvicorn"), "dask": ("dask", "distributed")}
 
 
 def require_extra(extra: str, command: str) -> None:
@@ -100,7 +100,9 @@ def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
 
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
-    from joulecast.estimator.sweep import grid, sweep
+    from joulecast.estimator.sweep import check_options, grid, sweep
+
+    check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
 
     if args.out:
         require_extra("parquet", "sweep --out")
@@ -114,9 +116,17 @@ def _sweep(args: argparse.Namespace) -> int:
                             power_limits=_listed(args.power_limit, float, "--power-limit", [None]))
     if not len(configs):
         raise JoulecastError("sweep: no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
-    result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
-                   min_tokens_per_s=args.min_throughput,
-                   max_power_w=args.max_power, estimator=args.estimator, skipped=skipped)
+    from tqdm.auto import tqdm
+
+    from joulecast.data.executors import executor
+
+    # the bar on a terminal only (None: tqdm's own test), never under --json
+    with executor(args.scheduler, args.workers) as run, tqdm(unit="part", desc=f"sweep on {run.name}",
+                                                              disable=True if args.json else None,
+                                                              dynamic_ncols=True) as bar:
+        result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
+                       min_tokens_per_s=args.min_throughput, max_power_w=args.max_power, estimator=args.estimator,
+                       skipped=skipped, run=run, progress=bar.update)
     files = []
     if args.out:
         from joulecast.data.files import write_atomic
@@ -522,6 +532,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")
     sw.add_argument("--out", help="write every point to this Parquet file (needs pyarrow)")
     sw.add_argument("--report", help="folder for a self-contained report.html (the Pareto front, its points)")
+    sw.add_argument("--scheduler", help="run the partitions on Dask (needs [dask]): local (a LocalCluster on "
+                    "127.0.0.1, started and stopped here) or tcp://HOST:PORT (a running cluster); default in-process")
+    sw.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
     sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
     sw.set_defaults(func=_sweep)
 

@@ -72,3 +72,31 @@ def test_cli_sweep_bad_input(capsys, argv, message):
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one(monkeypatch):
+    """The grid partitioned (here into 12 parts), each part estimated on a worker of a LocalCluster on 127.0.0.1,
+    gathered in order: the same points, bit for bit, as in this process."""
+    pytest.importorskip("dask.distributed", reason="needs the [dask] extra")
+    from joulecast.data.executors import executor
+    from joulecast.estimator import sweep as sweeping
+
+    monkeypatch.setattr(sweeping, "PART_ROWS", 2)
+    configs, _ = grid("gpt2", "prefill", gpus=["a10", "h100-sxm"], batches=[1, 2, 4], seqs=[128, 256, 512, 1024])
+    here = sweep(configs)
+    finished = []
+    with executor("local", workers=2) as run:
+        assert run.workers == 2
+        there = sweep(configs, run=run, progress=finished.append)
+    assert len(finished) == 12
+    pd.testing.assert_frame_equal(here.points, there.points)
+    assert here.pareto.index.tolist() == there.pareto.index.tolist()
+
+
+def test_an_unknown_scheduler_is_one_line():
+    from joulecast.data.errors import InputError
+    from joulecast.data.executors import executor
+
+    with pytest.raises(InputError, match="--scheduler: unknown 'udp://x'; give local or tcp://HOST:PORT"):
+        with executor("udp://x"):
+            pass

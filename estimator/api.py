@@ -154,7 +154,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         raise InputError("workload", f"expected a Workload from joulecast.workload(...) or workload_from_kernels(...), "
                                      f"got {type(workload).__name__}{hint}")
     spec = lookup_gpu(gpu)
-    check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad clock costs no wait
+    clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
@@ -166,7 +166,6 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     kw: dict[str, Any] = {"flags": (memory_flag,) if memory_flag else ()}
     t, e = phys_t, phys_e
     if corr is not None:
-        limit = spec.power_limit_w if power_limit_w is None else float(power_limit_w)
         h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit).items()}
         t, e = h["time_s"], h["energy_j"]
         e_band = (h["energy_lo_j"], h["energy_hi_j"])
@@ -178,12 +177,11 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
                   outside_domain=() if inside else model.outside_domain(X)[0])
     return Estimate(
         workload=workload.name, gpu=spec.name,
-        sm_clock_mhz=float(spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz),
-        power_limit_w=float(spec.power_limit_w if power_limit_w is None else power_limit_w),
+        sm_clock_mhz=clock, power_limit_w=limit,
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
         launches=int(np.sum(features["launches"])),
         breakdown=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
-                                   e, t / phys_t, e / phys_e),
+                             e, t / phys_t, e / phys_e),
         kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),
         memory_parts_gb={k.removesuffix("_bytes"): float(v[0] / memory.GIB) for k, v in need.items()
                          if k != "total_bytes"}, **kw)

@@ -21,7 +21,7 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import lower_many, memory
 from joulecast.features.arch import SERVING_ENGINES
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
-from joulecast.features.lowering import is_vision, resolve_model, warn_positions
+from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
 from joulecast.features.physics import PhysicsTotals
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
@@ -98,7 +98,7 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     frame["seq"] = frame["seq"].where(~(vision & frame["seq"].isna()), 1)
     frame["batch"], frame["seq"] = _integers(frame, "batch"), _integers(frame, "seq")
     check_size_columns(frame["batch"].to_numpy(), frame["seq"].to_numpy())
-    for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ("flash", "eager"))):
+    for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ATTENTION_BACKENDS)):
         _allowed(frame[column], column, allowed)
     # a list, not a column: pandas would store "no engine" as NaN
     engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
@@ -170,8 +170,8 @@ class Lowered:
     @staticmethod
     def _template(key: tuple) -> "lower_many.Template | None":
         model, phase, dtype, attention, launch_mode, engine = key
-        if model.endswith(".json") or launch_mode not in LAUNCH_MODES:
-            return None  # a config file, or a launch mode `workload` refuses with its message
+        if model.endswith(".json"):
+            return None  # a config file: lowered one by one
         return lower_many.template(model, phase, dtype, attention, engine or None)
 
     def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
@@ -216,8 +216,6 @@ class Lowered:
 
     def _workload(self, i: int) -> Workload:
         if i not in self._workloads:
-            from joulecast.features.lowering import workload
-
             r = self.frame.iloc[i]
             self._workloads[i] = workload(r["model"], phase=r["phase"], batch=int(self.batch[i]),
                                           seq=int(self.seq[i]), dtype=r["dtype"], attention=r["attention"],

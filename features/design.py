@@ -36,7 +36,7 @@ def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mh
                     batch: np.ndarray) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
     """`physics_batch` of stacked kernel columns (with `workload_id`), given each workload's launch mode, serving
     engine (or None) and batch."""
-    host = per_value(np.asarray(launch_modes, dtype=str), arch.HOST_DISPATCH_S, np.nan)
+    host = Labels.of(launch_modes).lookup(arch.HOST_DISPATCH_S, np.nan)
     columns, totals = physics.analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                                              host_dispatch_s=host, **_engine_host(engines, batch))
     if "workload_id" not in columns:
@@ -52,8 +52,9 @@ def _engine_host(engines: Sequence[str | None], batch: np.ndarray) -> dict[str, 
     meanwhile; none without an engine."""
     names = np.array([e or "" for e in engines], dtype=str)
     specs = {**arch.SERVING_ENGINES, "": _NO_ENGINE}
-    return {"serial_host_s": per_value(names, {k: e["host_s_per_sequence"] for k, e in specs.items()}, 0.0) * batch,
-            "serial_power_over_idle": per_value(names, {k: e["power_over_idle"] for k, e in specs.items()}, 1.0)}
+    labels = Labels.of(names)
+    return {"serial_host_s": labels.lookup({k: e["host_s_per_sequence"] for k, e in specs.items()}, 0.0) * batch,
+            "serial_power_over_idle": labels.lookup({k: e["power_over_idle"] for k, e in specs.items()}, 1.0)}
 
 
 def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals) -> dict[str, np.ndarray]:
@@ -116,16 +117,10 @@ def setting_features(spec: GpuSpec, sm_clock_mhz: np.ndarray, power_limit_w: np.
     dtype, phase = np.asarray(dtype, dtype=str), np.asarray(phase, dtype=str)
     out = {"clock_ratio": np.asarray(sm_clock_mhz, float) / spec.boost_clock_mhz,
            "power_limit_ratio": np.asarray(power_limit_w, float) / spec.power_limit_w,
-           "dtype_bytes": per_value(dtype, DTYPE_BYTES, 2.0),
+           "dtype_bytes": Labels.of(dtype).lookup(DTYPE_BYTES, 2.0),
            "log_batch": np.log(np.asarray(batch, float)), "log_seq": np.log(np.asarray(seq, float))}
     out.update({f"phase_{p}": (phase == p).astype(float) for p in PHASES})
     return out
-
-
-def per_value(keys: np.ndarray, table: Mapping[str, float], default: float) -> np.ndarray:
-    """`table[key]` per row (`default` for a key not in it), looked up once per distinct key."""
-    distinct, inverse = np.unique(np.asarray(keys, dtype=str), return_inverse=True)
-    return np.array([table.get(str(k), default) for k in distinct], float)[inverse.ravel()]
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,11 +21,9 @@ import numpy as np
 
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.labels import Labels
-from joulecast.features.design import per_value
 
 _BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd")
 _OPTIMIZER_OPS = ("adamw",)
-_WEIGHT_BYTES = {**DTYPE_BYTES, "tf32": 4}
 # Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
 # gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
 _FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0
@@ -53,7 +51,7 @@ def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, ph
     np.maximum.at(largest, wid, np.where(forward, 2.0 * output, 0.0))
     kv = np.where(kind == "attention", 2.0 * c["batch"] * c["kv_heads"] * c["seq_kv"] * c["head_dim"] * out_bytes
                   * c["count"], 0.0)
-    weight_width = per_value(np.asarray(dtype, dtype=str), _WEIGHT_BYTES, 2.0)
+    weight_width = Labels.of(dtype).lookup(DTYPE_BYTES, 2.0)
     weights = np.asarray(params, float) * weight_width
     extra = np.where(weight_width >= 4, _FP32_EXTRA, _MIXED_EXTRA)
     out = {"weights_bytes": weights,

@@ -20,10 +20,10 @@ from joulecast.features import arch, kinds, tiles
 from joulecast.features.kinds import attention, gemm, streaming
 from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w
 
-BOUNDS = ("compute", "dram", "l2", "latency")
+BOUNDS = ("compute", "dram", "l2", "latency")  # what bounds a kernel's time (the `bound` column's labels)
 # Dtypes only tensor cores that do them can run: PyTorch's fp8 matmul needs compute capability 8.9 or newer, int8 GEMMs
 # need int8 tensor cores (the GPU's `tensor_tflops` lists them where it has them).
-HARDWARE_DTYPES = ("fp8", "int8")  # what bounds a kernel's time (the `bound` column's labels)
+HARDWARE_DTYPES = ("fp8", "int8")
 _INT_COLUMNS = ("batch", "m", "n", "k", "rows", "cols", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
                 "conv_in_elements", "count")
 # The power-cap clock solve tries _CAP_GRID clocks per stage: three stages resolve 1/4096 of the clock range (under

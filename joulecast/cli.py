@@ -54,7 +54,7 @@ def _estimate(args: argparse.Namespace) -> int:
         workload = joulecast.workload_from_kernels(args.kernels)
     else:
         given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
-        workload = joulecast.workload(args.config or args.model, **{**WORKLOAD_DEFAULTS, **given})
+        workload = joulecast.workload(args.config or args.model, **given)  # the rest take workload()'s defaults
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
@@ -66,12 +66,10 @@ def _generate(args: argparse.Namespace) -> int:
     from joulecast import render
     from joulecast.estimator.jobs import generate
 
-    if not args.model:
+    if not args.model:  # the one source given (`_estimate`) is --config or --kernels
         raise joulecast.InputError("--model", "--phase generate needs --model NAME (a catalog model)")
-    for flag in ("seq", "kernels", "config"):
-        if getattr(args, flag) is not None:
-            raise joulecast.InputError(f"--{flag}", "has no effect with --phase generate (give --input-len and "
-                                                    "--output-len)")
+    if args.seq is not None:
+        raise joulecast.InputError("--seq", "has no effect with --phase generate (give --input-len and --output-len)")
     for flag in ("input_len", "output_len"):
         if getattr(args, flag) is None:
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase generate needs it (tokens per sequence)")
@@ -157,10 +155,9 @@ def _sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-# `estimate`'s workload flags and their defaults (None in the parser, so that a flag given with --kernels is seen)
-WORKLOAD_DEFAULTS = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
-                     "launch_mode": "eager", "engine": None}
-WORKLOAD_FLAGS = tuple(WORKLOAD_DEFAULTS)
+# `estimate`'s workload flags: None in the parser, so that one given with --kernels is seen, and `workload` sets the
+# defaults of those not given
+WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
 
 
 def _serve(args: argparse.Namespace) -> int:

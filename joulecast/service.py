@@ -24,8 +24,6 @@ MAX_BATCH_ROWS = 10_000
 MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
 RELOAD_S = 30.0
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram bounds (s)
-_FIELDS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
-           "power_limit_w")
 _GENERATE = ("input_len", "output_len", "kv_cache")
 
 
@@ -78,13 +76,16 @@ def _check_names(row: dict[str, Any], where: str) -> None:
             raise InputError(f"{where}{key}", "required: a catalog name (GET /v1/models, /v1/gpus)")
         if "/" in value or "\\" in value or value.endswith(".json"):
             raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
-    unknown = sorted(set(row) - set(_FIELDS) - set(_GENERATE))
+    from joulecast.estimator.many import CONFIG_COLUMNS
+
+    unknown = sorted(set(row) - set(CONFIG_COLUMNS) - set(_GENERATE))
     if unknown:
-        raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(_FIELDS + _GENERATE)}")
+        raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(CONFIG_COLUMNS + _GENERATE)}")
 
 
 def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
-    """POST /v1/estimate: one workload (the CLI's fields) or a generation; the CLI's JSON."""
+    """POST /v1/estimate: one workload (the CLI's fields) or a generation, by `model` (a loaded residual, or
+    "physics"); the CLI's JSON."""
     import joulecast
     from joulecast.estimator.jobs import generate
 
@@ -96,16 +97,14 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
             if key not in body:
                 raise InputError(key, "required with phase generate")
         return generate(body["model"], body["gpu"], input_len=body["input_len"], output_len=body["output_len"],
-                        kv_cache=bool(body.get("kv_cache", True)), estimator="physics" if model is None else model,
-                        **args).to_dict()
+                        kv_cache=bool(body.get("kv_cache", True)), estimator=model, **args).to_dict()
     given = {k: body[k] for k in ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
         raise InputError(next(k for k in _GENERATE if k in body), "applies to phase generate only")
     workload = joulecast.workload(body["model"], **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
-                              power_limit_w=body.get("power_limit_w"),
-                              estimator="physics" if model is None else model).to_dict()
+                              power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
 
 
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -125,7 +124,7 @@ def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
         _check_names(row, f"rows[{i}].")
         if any(k in row for k in _GENERATE):
             raise InputError(f"rows[{i}]", "a batch holds single passes; post generations to /v1/estimate")
-    out = estimate_many(pd.DataFrame(rows), estimator=model if model is not None else "physics")
+    out = estimate_many(pd.DataFrame(rows), estimator=model)
     return {"rows": out.to_dict(orient="records")}
 
 
@@ -193,6 +192,7 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
 
     def answer(handler: Any, body: Any) -> JSONResponse:
         model = holder.current() if holder is not None else None
+        model = "physics" if model is None else model  # none held, or a checkout without a shipped model
         who = holder.describe() if holder is not None else "physics"
         if not isinstance(body, dict):
             return JSONResponse({"detail": [{"loc": ["body"], "msg": "expected a JSON object"}], "estimator": who},

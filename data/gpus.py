@@ -31,7 +31,8 @@ _REQUIRED_NUMBERS = (
 )
 _OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w")
 # Physical bounds, generous around today's parts (the B200: 148 SMs, 1,965 MHz, 180 GB at 7.7 TB/s, 126 MB of L2,
-# 1,000 W, 4,500 dense fp8 TFLOP/s): a number outside them is a typo or a unit slip (GB/s given as MB/s), not a GPU.
+# 1,000 W, 4,500 dense fp8 TFLOP/s; data/gpus/b200.yaml, each figure sourced there): a number outside them is a
+# typo or a unit slip (GB/s given as MB/s), not a GPU.
 _RANGES = {"sm_count": (1, 2048), "boost_clock_mhz": (100, 10_000), "tensor_peak_clock_mhz": (100, 10_000),
            "base_clock_mhz": (50, 10_000), "memory_gb": (1, 10_000), "memory_bandwidth_gbs": (10, 200_000),
            "memory_clock_mhz": (100, 100_000), "memory_bus_bits": (32, 32_768), "l2_mb": (0.1, 10_000),

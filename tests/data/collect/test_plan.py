@@ -1,6 +1,7 @@
 import json
 
 import pytest
+from conftest import require_module
 
 from joulecast.cli import main
 from joulecast.data.collect.plan import expected_durations, load_plan, parse_plan
@@ -57,11 +58,18 @@ def test_bad_plans_name_the_field(raw, message):
 
 
 def test_collect_without_a_gpu_is_one_line(tmp_path, capsys):
+    """With the [collect] extra but no NVIDIA GPU (where the extra is missing, `test_cli` checks the line that names
+    it)."""
+    for module in ("torch", "pynvml"):
+        require_module(module, "the [collect] extra", "JOULECAST_REQUIRE_TORCH")
     plan = tmp_path / "p.yaml"
     plan.write_text("name: p\ngpu: h200\nkernels: [{op: add, shapes: [{elements: 8}]}]\n")
     assert main(["collect", str(plan), "--out", str(tmp_path / "store")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("joulecast: error: ") and err.count("\n") == 1 and "GPU" in err
+
+
+def test_a_missing_plan_is_one_line(tmp_path, capsys):
     assert main(["collect", str(tmp_path / "missing.yaml"), "--dry-run"]) == 2
     assert "PLAN: " in capsys.readouterr().err
 

@@ -78,18 +78,19 @@ _UPCAST = (("typecast_to_fp32", None, "fp32"), ("typecast_to_bf16", "fp32", "bf1
 
 def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
     h, layers, heads = _get(c, "n_embd"), _get(c, "n_layer"), _get(c, "n_head")
-    inner, d, t = c.get("n_inner") or 4 * h, h // heads, s.tokens
+    # head_dim is set only on a tensor-parallel shard (`joulecast.features.train_step`), whose heads x head_dim < h
+    inner, d, t = c.get("n_inner") or 4 * h, c.get("head_dim") or h // heads, s.tokens
     b.embedding(t, h, _get(c, "vocab_size"))
     b.embedding(t, h, _get(c, "n_positions"))
     b.ew("pointwise_add", t * h)
     with b.repeat(layers):
         b.norm("layernorm", t, h)
-        b.linear(3 * h, t, h, tokens_first=True)
+        b.linear(3 * heads * d, t, h, tokens_first=True)
         _kv_cache_append(b, s, heads, d, attention)
         # scores / sqrt(d) (a 0-dim tensor divisor), then torch.where(causal_mask, scores, min): the tracer records
         # the division (as "unspecified_tensor") but not the where
         _attention_core(b, s, heads, heads, d, True, attention, (("scalar_div", None, None), ("where", None, None)), None)
-        b.linear(h, t, h, tokens_first=True)
+        b.linear(h, t, heads * d, tokens_first=True)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
         b.linear(inner, t, h, tokens_first=True)

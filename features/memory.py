@@ -22,8 +22,8 @@ import numpy as np
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.labels import Labels
 
-_BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd")
-_OPTIMIZER_OPS = ("adamw",)
+_BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd", "_recompute")
+_OPTIMIZER_OPS = ("adamw", "sgd_momentum")
 # Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
 # gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
 _FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0

@@ -40,12 +40,12 @@ def _estimate(args: argparse.Namespace) -> int:
     if len(sources) != 1:
         raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
                                    "give one of --model NAME, --config PATH or --kernels FILE.json")
-    generation = {"input_len": args.input_len, "output_len": args.output_len, "no_kv_cache": args.no_kv_cache or None}
-    if args.phase == "generate":
-        return _generate(args)
-    given = [flag for flag, value in generation.items() if value is not None]
-    if given:
-        raise joulecast.InputError(f"--{given[0].replace('_', '-')}", "applies to --phase generate only")
+    if args.phase in JOB_FLAGS:
+        return {"generate": _generate, "train-run": _train_run}[args.phase](args)
+    for phase, flags in JOB_FLAGS.items():
+        given = [flag for flag in flags if getattr(args, flag) not in (None, False)]
+        if given:
+            raise joulecast.InputError(f"--{given[0].replace('_', '-')}", f"applies to --phase {phase} only")
     if args.kernels:
         unused = [flag for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None]
         if unused:  # a kernel list fixes its own shapes, dtypes and launches
@@ -79,6 +79,29 @@ def _generate(args: argparse.Namespace) -> int:
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.generation_table(job))
+    return 0
+
+
+def _train_run(args: argparse.Namespace) -> int:
+    import joulecast
+    from joulecast import render
+    from joulecast.estimator.train_run import train_run
+
+    if not args.model:
+        raise joulecast.InputError("--model", "--phase train-run needs --model NAME (a catalog model)")
+    for flag in ("seq", "global_batch"):
+        if getattr(args, flag) is None:
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase train-run needs it")
+    for flag in ("batch", "attention", "launch_mode", "engine", "input_len", "output_len"):
+        if getattr(args, flag) not in (None, False):
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "has no effect with --phase train-run "
+                                       "(give --global-batch and --micro-batch)")
+    given = {flag: getattr(args, flag) for flag in ("dtype", "lora_targets", "recompute", "optimizer")
+             if getattr(args, flag) is not None}
+    job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
+                    steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
+                    power_limit_w=args.power_limit, estimator=args.estimator, **given)
+    print(render.to_json(job.to_dict()) if args.json else render.train_run_table(job))
     return 0
 
 
@@ -158,6 +181,10 @@ def _sweep(args: argparse.Namespace) -> int:
 # `estimate`'s workload flags: None in the parser, so that one given with --kernels is seen, and `workload` sets the
 # defaults of those not given
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
+# The flags of the job phases, each an error with any other phase.
+JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache"),
+             "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
+                           "optimizer")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -486,8 +513,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", help="path to a Hugging Face style config.json")
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
     est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
-    est.add_argument("--phase", help="prefill, decode, training (vision: inference), or generate (a whole "
-                     "generation: --input-len, --output-len); default prefill")
+    est.add_argument("--phase", help="prefill, decode, training (one step; vision: inference), generate (a whole "
+                     "generation: --input-len, --output-len) or train-run (a whole training run: --steps or --tokens, "
+                     "--global-batch, --seq); default prefill")
     est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
@@ -504,6 +532,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--output-len", type=int, help="generated tokens per sequence")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
+    run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
+    run.add_argument("--steps", type=int, help="optimizer steps (or give --tokens)")
+    run.add_argument("--tokens", type=int, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
+                     "up)")
+    run.add_argument("--global-batch", type=int, help="sequences per optimizer step")
+    run.add_argument("--micro-batch", type=int, help="sequences per forward/backward pass (gradient accumulation = "
+                     "global / micro); default the global batch")
+    run.add_argument("--lora-rank", type=int, help="LoRA adapters of this rank (weights frozen); default 0: full "
+                     "fine-tuning")
+    run.add_argument("--lora-targets", help="all (every linear layer but the LM head) or attention; default all")
+    run.add_argument("--recompute", help="activation recomputation: none, selective (attention) or full; default none")
+    run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")

@@ -73,6 +73,23 @@ def generation_table(job: Any) -> str:
     return "\n".join(lines)
 
 
+def train_run_table(job: Any) -> str:
+    how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
+    parts = ", ".join(f"{k} {v:.3g}" for k, v in job.memory_parts_gb.items())
+    lines = [f"training run {job.model}: {job.steps:,} steps x {job.global_batch} x {job.seq} tokens "
+             f"({job.tokens:,} tokens), {how}, {job.dtype}, recompute {job.recompute}, {job.optimizer}",
+             f"gpu        {job.gpu}", f"method     {job.method}",
+             f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step", "",
+             f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "
+             "steps' errors taken as moving together)",
+             f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
+             f"power      {_g4(job.power_w)} W (average)",
+             f"per token  {_g4(job.energy_per_token_j)} J a token, {_g4(job.tokens_per_s)} tokens/s",
+             f"memory     {job.memory_gb:.3g} GiB ({parts})"]
+    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    return "\n".join(lines)
+
+
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}

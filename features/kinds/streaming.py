@@ -17,10 +17,10 @@ Columns = Mapping[str, Any]
 
 # Operands read and written per element by an elementwise op, and math per element (rough instruction counts of
 # PyTorch's vectorised implementations; transcendental functions go through several SFU/FMA steps).
-INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "maxpool": 4}
-OUTPUTS = {"adamw": 3, "avgpool": 0}
-FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "batchnorm": 2, "softmax": 5, "layernorm": 8,
-                     "rmsnorm": 4}
+INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "sgd_momentum": 3, "maxpool": 4}
+OUTPUTS = {"adamw": 3, "sgd_momentum": 2, "avgpool": 0}
+FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentum": 4, "batchnorm": 2, "softmax": 5,
+                     "layernorm": 8, "rmsnorm": 4}
 # Instruction issue of streaming kernels (each kind's `instructions_per_element`), in FP32-lane instructions per
 # element (address arithmetic, type conversion, reduction passes, the op itself): a kernel also needs elements x
 # this / (SMs x 64 lanes x clock), which binds when the SM clock is low against the DRAM bandwidth. 64 FP32 lanes per

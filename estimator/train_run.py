@@ -1,0 +1,237 @@
+"""A whole training run on one GPU (and one GPU's share of a parallel layout): micro-batches with gradient
+accumulation, an optimizer step each global step, full fine-tuning or LoRA, recomputation, mixed precision with FP8.
+
+One step is two estimates: the micro-step (forward and backward of one micro-batch, `features.train_step`) and the
+optimizer update; the run is `steps` x (`accumulation` x micro-step + optimizer). Interval: the run's steps share the
+model's error offset, so its bounds are the same sums of the parts' bounds (comonotone, as `estimator.jobs`).
+
+Memory per GPU (stated approximations): weights at the compute dtype's width; for trainable parameters a 2-byte
+gradient plus an fp32 master copy and the optimizer's fp32 state (AdamW 12 bytes, SGD 8; ZeRO, Rajbhandari et al.
+2020, section 3.1), sharded over data-parallel ranks by ZeRO stage 1 (optimizer state), 2 (+ gradients) and 3
+(+ weights); activations by Korthikanti et al.'s count (`_SAVED_BYTES`) for one micro-batch, times the micro-batches
+a first pipeline stage holds in flight (min(pp, accumulation), 1F1B).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from joulecast.data.errors import InputError, require
+from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.kernels import DTYPE_BYTES
+from joulecast.data.workload import MAX_SIZE, Workload
+from joulecast.estimator.api import Estimate, estimate
+from joulecast.estimator.loading import load_estimator
+from joulecast.features import memory, train_step
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lowering import lower, resolve_model
+
+_STATE_BYTES = {"adamw": 4.0 + 8.0, "sgd": 4.0 + 4.0}  # fp32 master copy + moments (AdamW) or momentum (SGD)
+_GRAD_BYTES = 2.0
+# Activation bytes saved per token, hidden unit and layer (Korthikanti et al. 2022, arXiv 2205.05198, Table 2): 34
+# with tensor and sequence parallelism dividing all of it by tp, the attention scores' 5as/h term dropped because
+# fused attention saves no scores; 2 (each layer's input) with full recomputation.
+_SAVED_BYTES, _FULL_RECOMPUTE_BYTES = 34.0, 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """How one model replica is split over GPUs: tensor (tp), pipeline (pp), context (cp) parallel; dp replicas;
+    ZeRO stage (0: none, 1-3; FSDP's full sharding is stage 3)."""
+
+    tp: int = 1
+    pp: int = 1
+    cp: int = 1
+    dp: int = 1
+    zero: int = 0
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.cp * self.dp
+
+    def check(self, field: str = "layout") -> "Layout":
+        for name in ("tp", "pp", "cp", "dp"):
+            value = getattr(self, name)
+            require(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 1 <= value <= MAX_SIZE,
+                    f"{field}.{name}", f"must be an integer from 1 to {MAX_SIZE:,}, got {value!r}")
+        require(self.zero in (0, 1, 2, 3), f"{field}.zero", f"must be 0, 1, 2 or 3, got {self.zero!r}")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    """One GPU's share of one global (optimizer) step."""
+
+    micro: Estimate
+    optimizer: Estimate | None
+    accumulation: int
+    params: int                 # weights on this GPU (its shard)
+    trainable: int              # trainable parameters on this GPU
+    memory_gb: float
+    memory_parts_gb: dict[str, float]
+
+    def _sum(self, part: str, i: int | None = None) -> float:
+        def one(e: Estimate | None) -> float:
+            if e is None:
+                return 0.0
+            value = getattr(e, part)
+            return float(value if i is None else (value[i] if value is not None else getattr(e, _POINT[part])))
+        return self.accumulation * one(self.micro) + one(self.optimizer)
+
+    @property
+    def time_s(self) -> float:
+        return self._sum("time_s")
+
+    @property
+    def energy_j(self) -> float:
+        return self._sum("energy_j")
+
+    @property
+    def energy_interval_j(self) -> tuple[float, float]:
+        return self._sum("energy_interval_j", 0), self._sum("energy_interval_j", 1)
+
+    @property
+    def time_interval_s(self) -> tuple[float, float]:
+        return self._sum("time_interval_s", 0), self._sum("time_interval_s", 1)
+
+
+_POINT = {"energy_interval_j": "energy_j", "time_interval_s": "time_s"}
+
+
+@dataclass(frozen=True, slots=True)
+class TrainRunEstimate:
+    model: str
+    gpu: str
+    steps: int
+    tokens: int
+    global_batch: int
+    micro_batch: int
+    accumulation: int
+    seq: int
+    dtype: str
+    finetune: str           # full or lora
+    lora_rank: int
+    recompute: str
+    optimizer: str
+    energy_j: float
+    time_s: float
+    power_w: float
+    energy_interval_j: tuple[float, float]
+    time_interval_s: tuple[float, float]
+    step_time_s: float
+    step_energy_j: float
+    energy_per_token_j: float
+    tokens_per_s: float
+    memory_gb: float
+    memory_parts_gb: dict[str, float]
+    flags: tuple[str, ...]
+    method: str
+    step: StepEstimate | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        names = [n for n in self.__dataclass_fields__ if n != "step"]
+        return {n: getattr(self, n) for n in names}
+
+
+def _count(name: str, value: object, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= 2**53:
+        raise InputError(name, f"must be an integer of at least {low}, got {value!r}")
+    return int(value)
+
+
+def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulation: int, dtype: str = "bf16",
+                  lora_rank: int = 0, lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
+                  layout: Layout = Layout(),
+                  sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
+                  estimator: Any = None) -> StepEstimate:
+    """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence)."""
+    layout.check()
+    require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
+    config, name, _ = resolve_model(model)
+    shard = train_step.shard_config(config, layout.tp, layout.pp)
+    local_seq = seq // layout.cp
+    forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, lm_head=False)
+    tokens = micro_batch * local_seq
+    if layout.cp > 1:  # each rank's queries attend to the whole sequence's keys (ring attention)
+        forward = [dict(r, seq_kv=r["seq_kv"] * layout.cp) if r["kind"] == "attention" else r for r in forward]
+    hidden = int(shard.get("hidden_size") or shard["n_embd"])
+    gemm = next(r for r in forward if r["kind"] == "gemm" and r.get("tensor_core"))
+    forward = forward + train_step.lm_head_loss(tokens, hidden, int(shard["vocab_size"]),
+                                                {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
+    if config.get("tie_word_embeddings") is False:  # an untied head has weights of its own (a tied one: the embedding's)
+        params += int(shard["vocab_size"]) * hidden
+    skip = train_step.skip_widths(shard, lora_targets)
+    records = train_step.micro_step(forward, tokens, lora_rank=lora_rank, recompute=recompute, skip_widths=skip)
+    trainable = train_step.lora_params(forward, tokens, lora_rank, skip) if lora_rank else params
+    spec = lookup_gpu(gpu)
+    loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
+              else "physics")
+    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config")
+    micro = estimate(Workload.from_table(kernel_columns(records), name=f"{name}/train-step/b{micro_batch}/s{seq}",
+                                         batch=micro_batch, params=params, **common), spec, **kw)
+    opt_records = train_step.optimizer_step(math.ceil(trainable / (layout.dp if layout.zero >= 1 else 1)), optimizer)
+    opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
+                                       **common), spec, **kw) if opt_records else None
+    parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
+                    int(shard.get("num_hidden_layers") or shard.get("n_layer") or 1))
+    return StepEstimate(micro=micro, optimizer=opt, accumulation=accumulation, params=params, trainable=trainable,
+                        memory_gb=sum(parts.values()), memory_parts_gb=parts)
+
+
+def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
+            recompute: str, tokens: int, hidden: int, layers: int) -> dict[str, float]:
+    """GiB per GPU by part (see the module's docstring)."""
+    dp = layout.dp
+    weights = params * DTYPE_BYTES[dtype] / (dp if layout.zero >= 3 else 1)
+    grads = trainable * _GRAD_BYTES / (dp if layout.zero >= 2 else 1)
+    state = trainable * _STATE_BYTES[optimizer] / (dp if layout.zero >= 1 else 1)
+    per_layer = _FULL_RECOMPUTE_BYTES if recompute == "full" else _SAVED_BYTES / layout.tp
+    activations = float(tokens) * hidden * layers * per_layer * min(layout.pp, accumulation)
+    return {"weights": weights / memory.GIB, "gradients": grads / memory.GIB, "optimizer": state / memory.GIB,
+            "activations": activations / memory.GIB}
+
+
+def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch: int | None = None,
+              steps: int | None = None, tokens: int | None = None, dtype: str = "bf16", lora_rank: int = 0,
+              lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw", sm_clock_mhz: float | None = None,
+              power_limit_w: float | None = None, estimator: Any = None) -> TrainRunEstimate:
+    """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
+    sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro).
+
+    Raises:
+        InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
+            and tokens both or neither given, an unknown optimizer or recomputation).
+    """
+    seq, global_batch = _count("seq", seq), _count("global_batch", global_batch)
+    micro_batch = global_batch if micro_batch is None else _count("micro_batch", micro_batch)
+    require(global_batch % micro_batch == 0, "micro_batch",
+            f"{micro_batch} does not divide the global batch {global_batch}")
+    require((steps is None) != (tokens is None), "steps", "give steps or tokens, one of them")
+    steps = _count("steps", steps) if steps is not None else math.ceil(_count("tokens", tokens) / (global_batch * seq))
+    lora_rank = _count("lora_rank", lora_rank, low=0)
+    accumulation = global_batch // micro_batch
+    step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
+                         lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
+                         sm_clock_mhz=sm_clock_mhz,
+                         power_limit_w=power_limit_w, estimator=estimator)
+    spec = lookup_gpu(gpu)
+    flags = {f for f in step.micro.flags if f != "exceeds-memory"}
+    if step.memory_gb * memory.GIB > spec.memory_gb * memory.GIB:
+        flags.add("exceeds-memory")
+    run_tokens = steps * global_batch * seq
+    e, t = steps * step.energy_j, steps * step.time_s
+    lo_e, hi_e = step.energy_interval_j
+    lo_t, hi_t = step.time_interval_s
+    return TrainRunEstimate(
+        model=step.micro.workload.split("/")[0], gpu=spec.name, steps=steps, tokens=run_tokens,
+        global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
+        finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
+        energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
+        time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
+        energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
+        memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step)

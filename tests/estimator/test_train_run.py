@@ -1,0 +1,111 @@
+"""A training run is its steps, each its accumulated micro-batches and one optimizer update; LoRA, recomputation,
+FP8 and tensor-parallel shards change the work as their rules say."""
+
+import json
+
+import pytest
+
+import joulecast
+from joulecast.cli import main
+from joulecast.estimator.train_run import Layout, step_estimate
+from joulecast.features import train_step
+from joulecast.features.lowering import lower, resolve_model
+
+
+def _run(**kw):
+    base = dict(seq=512, global_batch=16, micro_batch=4, steps=10, estimator="physics")
+    return joulecast.train_run("gpt2", "a100-sxm4-80gb", **{**base, **kw})
+
+
+def test_a_run_is_its_steps_each_accumulated_micro_batches_and_one_update():
+    run = _run()
+    step = run.step
+    assert run.accumulation == 4 and run.tokens == 10 * 16 * 512
+    assert step.time_s == pytest.approx(4 * step.micro.time_s + step.optimizer.time_s, rel=1e-12)
+    assert run.energy_j == pytest.approx(10 * (4 * step.micro.energy_j + step.optimizer.energy_j), rel=1e-12)
+    assert run.energy_per_token_j == pytest.approx(run.energy_j / run.tokens)
+    assert run.power_w == pytest.approx(run.energy_j / run.time_s)
+    # steps scale the run, tokens round up to whole steps
+    assert _run(steps=20).energy_j == pytest.approx(2 * run.energy_j, rel=1e-12)
+    assert _run(steps=None, tokens=10 * 16 * 512 - 1).steps == 10
+
+
+def test_the_hybrid_interval_of_a_run_adds_its_steps_bounds():
+    run = joulecast.train_run("llama-3-8b", "h100-sxm", seq=1024, global_batch=8, micro_batch=2, steps=5)
+    lo, hi = run.energy_interval_j
+    assert run.method == "hybrid" and lo < run.energy_j < hi
+    micro, opt = run.step.micro, run.step.optimizer
+    assert lo == pytest.approx(5 * (4 * micro.energy_interval_j[0] + opt.energy_interval_j[0]), rel=1e-12)
+
+
+def test_lora_freezes_the_weights_and_trains_small_adapters():
+    full, lora = _run(), _run(lora_rank=8)
+    assert lora.memory_parts_gb["optimizer"] < full.memory_parts_gb["optimizer"] / 50
+    # on a 8B model the frozen weights' gradients outweigh the adapters' small GEMMs (on GPT-2 their launches do not)
+    big = dict(seq=1024, global_batch=8, micro_batch=4, steps=1, estimator="physics")
+    full8, lora8 = (joulecast.train_run("llama-3-8b", "h100-sxm", lora_rank=r, **big) for r in (0, 8))
+    assert lora8.time_s < 0.85 * full8.time_s and lora8.energy_j < 0.85 * full8.energy_j
+    config = resolve_model("gpt2")[0]
+    forward, params = lower(config, phase="prefill", batch=4, seq=512, dtype="bf16", lm_head=False)
+    # every GPT-2 linear: qkv (768 -> 2304), proj (768 -> 768), fc (768 -> 3072), fc2 (3072 -> 768), 12 layers
+    expected = 12 * 8 * ((768 + 2304) + (768 + 768) + (768 + 3072) + (3072 + 768))
+    assert train_step.lora_params(forward, 4 * 512, 8, frozenset({50257})) == expected
+    assert lora.step.trainable == expected
+    attention_only = train_step.skip_widths(config, "attention")
+    assert train_step.lora_params(forward, 4 * 512, 8, attention_only) == 12 * 8 * ((768 + 2304) + (768 + 768))
+
+
+def test_recomputation_trades_time_for_memory_and_fp8_runs_faster_where_it_exists():
+    none, full = _run(), _run(recompute="full")
+    selective = _run(recompute="selective")
+    assert none.time_s < selective.time_s < full.time_s
+    assert full.memory_parts_gb["activations"] < none.memory_parts_gb["activations"] / 10
+    bf16 = joulecast.train_run("llama-3-8b", "h100-sxm", seq=2048, global_batch=4, steps=1, estimator="physics")
+    fp8 = joulecast.train_run("llama-3-8b", "h100-sxm", seq=2048, global_batch=4, steps=1, dtype="fp8",
+                              estimator="physics")
+    assert fp8.time_s < bf16.time_s
+    with pytest.raises(joulecast.InputError, match="dtype"):
+        joulecast.train_run("gpt2", "a100-sxm4-80gb", seq=512, global_batch=4, steps=1, dtype="fp8")
+
+
+def test_a_full_fine_tune_that_does_not_fit_is_flagged():
+    run = joulecast.train_run("llama-3-8b", "h100-sxm", seq=2048, global_batch=8, micro_batch=4, steps=1,
+                              estimator="physics")
+    assert "exceeds-memory" in run.flags and run.memory_gb > 80  # 16 bytes a parameter: 128 GB for 8B
+
+
+def test_a_tensor_parallel_shard_does_a_quarter_of_the_layers_gemm_work():
+    config = resolve_model("llama-3-70b")[0]
+    shard = train_step.shard_config(config, tp=4, pp=2)
+    assert shard["num_attention_heads"] == 16 and shard["num_key_value_heads"] == 2
+    assert shard["intermediate_size"] == 7168 and shard["num_hidden_layers"] == 40
+    full = step_estimate("llama-3-70b", "h100-sxm", seq=1024, micro_batch=1, accumulation=1, estimator="physics")
+    part = step_estimate("llama-3-70b", "h100-sxm", seq=1024, micro_batch=1, accumulation=1, estimator="physics",
+                         layout=Layout(tp=4, pp=2))
+    assert part.params == pytest.approx(full.params / 8, rel=0.05)  # each stage keeps its 1/tp of the vocabulary
+    assert full.micro.time_s / 10 < part.micro.time_s < full.micro.time_s / 5
+    with pytest.raises(joulecast.InputError, match="layout.tp"):
+        train_step.shard_config(config, tp=3)
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(micro_batch=3), "micro_batch"), (dict(steps=None), "steps"), (dict(tokens=5), "steps"),
+    (dict(recompute="some"), "recompute"), (dict(optimizer="lion"), "optimizer"), (dict(lora_rank=-1), "lora_rank"),
+    (dict(global_batch=0), "global_batch"), (dict(lora_targets="mlp", lora_rank=4), "lora_targets"),
+])
+def test_bad_run_settings_name_their_field(kw, field):
+    with pytest.raises(joulecast.InputError, match=field):
+        _run(**kw)
+
+
+def test_cli_train_run_json(capsys):
+    argv = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--seq", "256", "--global-batch",
+            "8", "--micro-batch", "2", "--steps", "3", "--lora-rank", "4", "--estimator", "physics", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["steps"] == 3 and out["accumulation"] == 4 and out["finetune"] == "lora"
+    assert out["energy_j"] == pytest.approx(out["power_w"] * out["time_s"])
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--steps", "3"]) == 2
+    assert "--steps: applies to --phase train-run only" in capsys.readouterr().err
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--seq", "64"]) == 2
+    assert "--global-batch" in capsys.readouterr().err

@@ -68,6 +68,7 @@ class StepEstimate:
 
     micro: Estimate
     optimizer: Estimate | None
+    forward: Estimate | None          # one micro-batch's forward pass alone (evaluation), where asked for
     accumulation: int
     params: int                 # weights on this GPU (its shard)
     trainable: int              # trainable parameters on this GPU
@@ -147,7 +148,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   lora_rank: int = 0, lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
                   layout: Layout = Layout(),
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
-                  estimator: Any = None) -> StepEstimate:
+                  estimator: Any = None, with_forward: bool = False) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
@@ -177,9 +178,12 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     opt_records = train_step.optimizer_step(math.ceil(trainable / (layout.dp if layout.zero >= 1 else 1)), optimizer)
     opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
                                        **common), spec, **kw) if opt_records else None
+    fwd = estimate(Workload.from_table(kernel_columns(forward), name=f"{name}/forward/b{micro_batch}/s{seq}",
+                                       batch=micro_batch, params=params, **{**common, "phase": "prefill"}), spec,
+                   **kw) if with_forward else None
     parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
                     int(shard.get("num_hidden_layers") or shard.get("n_layer") or 1))
-    return StepEstimate(micro=micro, optimizer=opt, accumulation=accumulation, params=params, trainable=trainable,
+    return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params, trainable=trainable,
                         memory_gb=sum(parts.values()), memory_parts_gb=parts)
 
 

@@ -105,6 +105,34 @@ def _train_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from joulecast import render
+    from joulecast.data.job_file import load_job
+    from joulecast.estimator.plan import plan, sweep
+
+    job = load_job(args.job)
+    if args.report:
+        check_output_folder(args.report, "--report")
+    result = plan(job, estimator=args.estimator)
+    out = result.to_dict()
+    files = []
+    if args.sweep:
+        points = sweep(job, H=_listed(args.H, int, "--H", [50, 100, 500, 1000]),
+                       P=_listed(args.P, int, "--P", [1, 4, 10]), tau=_listed(args.tau, int, "--tau", [0, 1, 5]),
+                       bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
+                       gbps=_listed(args.gbps, float, "--gbps", []) or None,
+                       site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
+                       front=args.front, estimator=args.estimator)
+        out["sweep"] = {"points": len(points), "front": args.front,
+                        "pareto": points[points["pareto"]].sort_values("time_s").to_dict(orient="records")}
+    if args.report:
+        from joulecast import plan_report
+        files.append(str(plan_report.write(result, points if args.sweep else None, args.report, args.front)))
+        out["files"] = files
+    print(render.to_json(out) if args.json else render.plan_table(result) + "".join(f"\nreport: {f}" for f in files))
+    return 0
+
+
 def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
     """A comma-separated list of `kind` values (a flag of `sweep`), or `default` where not given."""
     if value is None:
@@ -548,6 +576,24 @@ def build_parser() -> argparse.ArgumentParser:
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")
     est.set_defaults(func=_estimate)
+
+    pl = sub.add_parser("plan", help="compare training strategies for a job over GPUs and sites (data-parallel, "
+                        "FSDP, DiLoCo, Streaming DiLoCo, federated averaging): time, energy, carbon; README 'Job files'")
+    pl.add_argument("job", help="the job file (YAML)")
+    pl.add_argument("--json", action="store_true", help="print JSON for scripts")
+    pl.add_argument("--report", help="write a self-contained HTML report to this folder")
+    pl.add_argument("--estimator", help="trained estimator (as for estimate); default the job's, else the shipped one")
+    pl.add_argument("--sweep", action="store_true", help="also sweep H, P, tau, bits, bandwidth and site sets, and "
+                    "draw the Pareto front")
+    pl.add_argument("--H", help="inner steps to sweep, comma-separated; default 50,100,500,1000")
+    pl.add_argument("--P", help="streaming fragments to sweep; default 1,4,10")
+    pl.add_argument("--tau", help="streaming overlap steps to sweep; default 0,1,5")
+    pl.add_argument("--bits", help="bits per exchanged element to sweep (4, 8, 16, 32); default 4,8,16")
+    pl.add_argument("--gbps", help="inter-site bandwidths (Gbit/s) to sweep; default the job's links")
+    pl.add_argument("--site-sets", help="site subsets to sweep: names joined by + , sets by commas "
+                    "(e.g. paris+oslo,paris); default all the job's sites")
+    pl.add_argument("--front", default="energy", help="the front's vertical axis: energy or carbon; default energy")
+    pl.set_defaults(func=_plan)
 
     sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
                         "front of energy against time and the best point under constraints")

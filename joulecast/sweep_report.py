@@ -37,9 +37,12 @@ _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_
            "energy_per_token_j": "energy a token (J)"}
 
 
-def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j")) -> str:
+def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list[str] | None = None,
+        labels: dict[str, str] | None = None) -> str:
     """Energy (vertical) against time (horizontal), a pass's or a token's, log-log; feasible points blue, others grey,
-    the Pareto front red and joined."""
+    the Pareto front red and joined. `names` label the points (default: a sweep's configuration), `labels` the
+    axes (default: a sweep's)."""
+    labels = labels or _LABELS
     t, e = points[axes[0]].to_numpy(float), points[axes[1]].to_numpy(float)
     x, xlo, xhi = _scale(t, _W, False)
     y, ylo, yhi = _scale(e, _H, True)
@@ -57,14 +60,18 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j")) -> str:
         if _PAD - 1 <= py <= _H - _PAD + 1:
             parts.append(f"<line x1='{_PAD}' y1='{py:.1f}' x2='{_W - _PAD}' y2='{py:.1f}' stroke='#eee'/>"
                          f"<text x='{_PAD - 6}' y='{py + 4:.1f}' font-size='11' text-anchor='end'>{v:.3g}</text>")
-    parts.append(f"<text x='{_W / 2}' y='{_H - 12}' font-size='13' text-anchor='middle'>{_LABELS[axes[0]]}</text>"
+    parts.append(f"<text x='{_W / 2}' y='{_H - 12}' font-size='13' text-anchor='middle'>{labels[axes[0]]}</text>"
                  f"<text x='16' y='{_H / 2}' font-size='13' text-anchor='middle' "
-                 f"transform='rotate(-90 16 {_H / 2})'>{_LABELS[axes[1]]}</text>")
+                 f"transform='rotate(-90 16 {_H / 2})'>{labels[axes[1]]}</text>")
     feasible, front = points["feasible"].to_numpy(bool), points["pareto"].to_numpy(bool)
-    names = [html.escape(f"{r.gpu} batch {r.batch} seq {r.seq} {r.dtype}, clock {r.sm_clock_mhz:g}, limit "
-                         f"{r.power_limit_w:g}: {r.energy_j:.4g} J in {r.time_s:.4g} s")
-             for r in points[["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j",
-                              "time_s"]].itertuples()] if len(points) <= _LABELLED else [""] * len(points)
+    if len(points) > _LABELLED:
+        names = [""] * len(points)
+    elif names is None:
+        names = [f"{r.gpu} batch {r.batch} seq {r.seq} {r.dtype}, clock {r.sm_clock_mhz:g}, limit "
+                 f"{r.power_limit_w:g}: {r.energy_j:.4g} J in {r.time_s:.4g} s"
+                 for r in points[["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j",
+                                  "time_s"]].itertuples()]
+    names = [html.escape(n) for n in names]
     for i in np.flatnonzero(~front):
         colour = "#4c78a8" if feasible[i] else "#bbb"
         parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{colour}' "

@@ -1,0 +1,330 @@
+"""The job file of `joulecast plan`: a training job, the sites that could run it, the links between them, and the
+strategies to compare; read into typed records, every bad field one `InputError` naming it (README, "Job files").
+
+The reference data it draws on (link classes, node power, grid carbon, PUE) are `data/distributed/*.yaml`, each
+number sourced there.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from joulecast.data.errors import InputError, require
+from joulecast.data.files import read_text
+from joulecast.data.gpus import gpu as lookup_gpu
+
+DATA_DIR = Path(__file__).parent / "distributed"
+STRATEGIES = ("ddp", "fsdp", "diloco", "streaming-diloco", "fedavg")
+LINK_MODES = ("dedicated", "internet")
+STRAGGLER_POLICIES = ("wait", "fewer-steps")
+# Bits per exchanged element the strategies accept: fp32, bf16, int8/fp8, fp4 (Streaming DiLoCo's E3M0).
+BITS = (32, 16, 8, 4)
+
+
+@functools.cache
+def reference(name: str) -> dict[str, Any]:
+    """One of the shipped reference tables: links, systems, grid_carbon."""
+    return yaml.safe_load((DATA_DIR / f"{name}.yaml").read_text())
+
+
+@dataclass(frozen=True, slots=True)
+class LocalEnergy:
+    """Energy available on site, e.g. solar: `kw` from hour `start_hour` to `end_hour` each day (local time)."""
+
+    kw: float
+    start_hour: float
+    end_hour: float
+
+
+@dataclass(frozen=True, slots=True)
+class Site:
+    name: str
+    gpu: str
+    gpus: int
+    gpus_per_node: int
+    intra: str                  # link class within a node
+    inter_node: str             # link class between the site's nodes
+    host_w: float               # per node, beyond its GPUs
+    switch_w_per_node: float
+    pue: float
+    grid: str                   # a country code of grid_carbon.yaml, or "series"
+    carbon_g_per_kwh: float     # the annual average (series: its mean)
+    carbon_series: tuple[float, ...] = ()   # hourly gCO2/kWh from the job's start, repeating
+    local_energy: LocalEnergy | None = None
+    wait_w: float | None = None  # GPU power while waiting on communication (default: see estimator.plan)
+
+    @property
+    def nodes(self) -> int:
+        return -(-self.gpus // self.gpus_per_node)
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    a: str
+    b: str
+    gbps: float
+    rtt_ms: float
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class Strategy:
+    kind: str
+    name: str
+    H: int = 1                   # inner steps between synchronisations (DiLoCo, streaming, fedavg)
+    P: int = 1                   # fragments (streaming)
+    tau: int = 0                 # overlap steps (streaming)
+    bits: int = 16               # bits per exchanged element
+    participation: float = 1.0   # share of clients in a round (fedavg)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    name: str
+    model: str | dict[str, Any]       # a catalog name or an inline config
+    model_name: str
+    seq: int
+    global_batch: int
+    micro_batch: int
+    steps: int
+    dtype: str
+    lora_rank: int
+    lora_targets: str
+    recompute: str
+    optimizer: str
+    layout: dict[str, int]            # tp, pp, cp, vpp, zero; dp follows from the GPU count
+    tp_overlap: bool
+    eval_tokens: int
+    sites: tuple[Site, ...]
+    links: tuple[Link, ...]
+    strategies: tuple[Strategy, ...]
+    stragglers: str
+    failures_per_island_hour: float
+    restart_s: float
+    checkpoint_every_s: float
+    start_hour: float
+    estimator: str | None = None
+    source: str = field(default="", compare=False)
+
+    @property
+    def tokens(self) -> int:
+        return self.steps * self.global_batch * self.seq
+
+    @property
+    def gpus(self) -> int:
+        return sum(s.gpus for s in self.sites)
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *, low: float | None = 0.0,
+            high: float | None = None, integer: bool = False, strict: bool = False) -> Any:
+    value = raw.get(key, default)
+    name = f"{where}.{key}" if where else key
+    if value is None:
+        raise InputError(name, "is required")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and value != int(value)):
+        raise InputError(name, f"must be {'an integer' if integer else 'a number'}, got {value!r}")
+    if value != value or (low is not None and (value <= low if strict else value < low)) or (
+            high is not None and value > high):
+        bounds = f"{'above' if strict else 'at least'} {low:g}" if low is not None else ""
+        bounds += (" and " if bounds and high is not None else "") + (f"at most {high:g}" if high is not None else "")
+        raise InputError(name, f"must be {bounds}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def _choice(raw: Mapping[str, Any], key: str, where: str, allowed: tuple[str, ...] | list[str], default: Any) -> str:
+    value = raw.get(key, default)
+    require(value in allowed, f"{where}.{key}" if where else key,
+            f"unknown {value!r}; allowed: {', '.join(map(str, allowed))}")
+    return str(value)
+
+
+def _known(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(raw) - allowed)
+    if unknown:
+        raise InputError(f"{where}.{unknown[0]}" if where else unknown[0],
+                         f"unknown field; allowed: {', '.join(sorted(allowed))}")
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    require(isinstance(value, Mapping), where, f"must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _series(path: Path, where: str) -> tuple[float, ...]:
+    """An hourly carbon series: a CSV with a g_per_kwh column (one row an hour)."""
+    text = read_text(path, where)
+    rows = list(csv.DictReader(text.splitlines()))
+    require(rows and "g_per_kwh" in rows[0], where, f"{path}: needs a g_per_kwh column, one row an hour")
+    try:
+        values = tuple(float(r["g_per_kwh"]) for r in rows)
+    except (TypeError, ValueError):
+        raise InputError(where, f"{path}: g_per_kwh must be numbers") from None
+    require(all(0 <= v <= 2000 for v in values), where, f"{path}: g_per_kwh must lie in 0-2000")
+    return values
+
+
+_SITE_FIELDS = {"name", "gpu", "gpus", "gpus_per_node", "system", "intra", "inter_node", "host_w", "switch_w_per_node",
+                "pue", "grid", "carbon_series", "local_energy", "wait_w"}
+
+
+def _site(raw: Any, i: int, base: Path) -> Site:
+    where = f"sites[{i}]"
+    raw = _mapping(raw, where)
+    _known(raw, _SITE_FIELDS, where)
+    systems, links = reference("systems"), reference("links")
+    system = _choice(raw, "system", where, list(systems), "generic")
+    defaults = systems[system]
+    name = str(raw.get("name") or f"site{i}")
+    try:
+        spec = lookup_gpu(str(raw.get("gpu", "")))
+    except InputError as exc:  # the catalog's message (close names), under this file's field name
+        raise InputError(f"{where}.gpu", str(exc).split(": ", 1)[-1]) from None
+    intra = _choice(raw, "intra", where, [k for k in links if not k.startswith("wan")], defaults["intra"])
+    inter = _choice(raw, "inter_node", where, [k for k in links if not k.startswith("wan")], defaults["inter_node"])
+    carbon = reference("grid_carbon")
+    series: tuple[float, ...] = ()
+    if raw.get("carbon_series") is not None:
+        series = _series(base / str(raw["carbon_series"]), f"{where}.carbon_series")
+        grid, intensity = "series", sum(series) / len(series)
+    else:
+        grid = _choice(raw, "grid", where, list(carbon["g_per_kwh"]), "WORLD")
+        intensity = float(carbon["g_per_kwh"][grid])
+    local = None
+    if raw.get("local_energy") is not None:
+        le = _mapping(raw["local_energy"], f"{where}.local_energy")
+        _known(le, {"kw", "hours"}, f"{where}.local_energy")
+        hours = le.get("hours", [0, 24])
+        require(isinstance(hours, list) and len(hours) == 2 and all(isinstance(h, (int, float)) for h in hours)
+                and 0 <= hours[0] < hours[1] <= 24, f"{where}.local_energy.hours",
+                f"must be [start, end] hours of the day with 0 <= start < end <= 24, got {hours!r}")
+        local = LocalEnergy(_number(le, "kw", f"{where}.local_energy"), float(hours[0]), float(hours[1]))
+    gpus = _number(raw, "gpus", where, integer=True, low=1)
+    return Site(name=name, gpu=spec.name, gpus=gpus,
+                gpus_per_node=_number(raw, "gpus_per_node", where, defaults["gpus_per_node"], integer=True, low=1),
+                intra=intra, inter_node=inter, host_w=_number(raw, "host_w", where, defaults["host_w"]),
+                switch_w_per_node=_number(raw, "switch_w_per_node", where, defaults["switch_w_per_node"]),
+                pue=_number(raw, "pue", where, carbon["pue"]["average"], low=1.0, high=3.0), grid=grid,
+                carbon_g_per_kwh=intensity, carbon_series=series, local_energy=local,
+                wait_w=None if raw.get("wait_w") is None else _number(raw, "wait_w", where, high=spec.power_limit_w))
+
+
+def _strategy(raw: Any, i: int) -> Strategy:
+    where = f"strategies[{i}]"
+    raw = {"kind": raw} if isinstance(raw, str) else _mapping(raw, where)
+    _known(raw, {"kind", "name", "H", "P", "tau", "bits", "participation"}, where)
+    kind = _choice(raw, "kind", where, STRATEGIES, None)
+    sync = kind in ("diloco", "streaming-diloco", "fedavg")
+    H = _number(raw, "H", where, 100 if sync else 1, integer=True, low=1)
+    require(sync or H == 1, f"{where}.H", f"applies to diloco, streaming-diloco and fedavg, not {kind}")
+    P = _number(raw, "P", where, 1, integer=True, low=1)
+    tau = _number(raw, "tau", where, 0, integer=True, low=0)
+    if kind == "streaming-diloco":  # torchft's constraints: sync_every % fragments == 0, delay < H / P
+        require(H % P == 0, f"{where}.P", f"{P} fragments must divide H = {H}")
+        require(tau < H // P, f"{where}.tau", f"must be below H / P = {H // P}, got {tau}")
+    else:
+        require(P == 1 and tau == 0, f"{where}.P" if P != 1 else f"{where}.tau", "applies to streaming-diloco only")
+    bits = _number(raw, "bits", where, 16, integer=True)
+    require(bits in BITS, f"{where}.bits", f"must be one of {', '.join(map(str, BITS))}, got {bits}")
+    participation = _number(raw, "participation", where, 1.0, low=0.0, high=1.0, strict=True)
+    require(kind == "fedavg" or participation == 1.0, f"{where}.participation", "applies to fedavg only")
+    name = str(raw.get("name") or (kind if not sync else f"{kind} H={H}" + (f" P={P} tau={tau}" if P > 1 else "")
+                                   + f" {bits}-bit"))
+    return Strategy(kind=kind, name=name, H=H, P=P, tau=tau, bits=bits, participation=participation)
+
+
+_JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
+               "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "eval_tokens", "sites", "links",
+               "strategies", "stragglers", "failures", "start_hour", "estimator"}
+
+
+def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
+    """A job from its parsed YAML mapping; `base` resolves relative file names (carbon series)."""
+    raw = _mapping(raw, "job")
+    _known(raw, _JOB_FIELDS, "")
+    model = raw.get("model")
+    if isinstance(model, Mapping):
+        require(isinstance(model.get("config"), Mapping), "model.config", "an inline model needs a config mapping "
+                "(Hugging Face config.json fields) and a name")
+        model_name = str(model.get("name") or model["config"].get("model_type"))
+        model = {**model["config"], "name": model_name}
+    else:
+        require(isinstance(model, str) and model, "model", "a catalog model name or {name, config}")
+        model_name = str(model)
+    seq = _number(raw, "seq", "", integer=True, low=1)
+    global_batch = _number(raw, "global_batch", "", integer=True, low=1)
+    micro_batch = _number(raw, "micro_batch", "", 1, integer=True, low=1)
+    require(("steps" in raw) != ("tokens" in raw), "steps", "give steps or tokens, one of them")
+    steps = (_number(raw, "steps", "", integer=True, low=1) if "steps" in raw
+             else -(-_number(raw, "tokens", "", low=1, integer=True) // (global_batch * seq)))
+    layout = _mapping(raw.get("layout", {}), "layout")
+    _known(layout, {"tp", "pp", "cp", "vpp", "zero"}, "layout")
+    lay = {k: _number(layout, k, "layout", 1, integer=True, low=1) for k in ("tp", "pp", "cp", "vpp")}
+    lay["zero"] = _number(layout, "zero", "layout", 0, integer=True, low=0, high=3)
+    sites_raw = raw.get("sites")
+    require(isinstance(sites_raw, list) and sites_raw, "sites", "a list of at least one site")
+    sites = tuple(_site(s, i, base) for i, s in enumerate(sites_raw))
+    names = [s.name for s in sites]
+    require(len(set(names)) == len(names), "sites", f"site names must differ, got {names}")
+    per_replica = lay["tp"] * lay["pp"] * lay["cp"]
+    for i, s in enumerate(sites):
+        require(s.gpus % per_replica == 0, f"sites[{i}].gpus",
+                f"{s.gpus} GPUs do not hold whole replicas of TP x PP x CP = {per_replica}")
+    links = []
+    for i, link in enumerate(raw.get("links") or []):
+        where = f"links[{i}]"
+        link = _mapping(link, where)
+        _known(link, {"between", "gbps", "rtt_ms", "mode"}, where)
+        ends = link.get("between")
+        require(isinstance(ends, list) and len(ends) == 2 and all(e in names for e in ends) and ends[0] != ends[1],
+                f"{where}.between", f"two different site names of {names}, got {ends!r}")
+        links.append(Link(ends[0], ends[1], _number(link, "gbps", where, low=0.0, strict=True),
+                          _number(link, "rtt_ms", where, 0.0), _choice(link, "mode", where, LINK_MODES, "dedicated")))
+    if len(sites) > 1:
+        connected(names, links)
+    strategies_raw = raw.get("strategies") or ["ddp"]
+    require(isinstance(strategies_raw, list), "strategies", "a list of strategies")
+    strategies = tuple(_strategy(s, i) for i, s in enumerate(strategies_raw))
+    failures = _mapping(raw.get("failures", {}), "failures")
+    _known(failures, {"per_island_hour", "restart_s", "checkpoint_every_s"}, "failures")
+    return Job(
+        name=str(raw.get("name") or model_name), model=model, model_name=model_name, seq=seq,
+        global_batch=global_batch, micro_batch=micro_batch, steps=steps, dtype=str(raw.get("dtype", "bf16")),
+        lora_rank=_number(raw, "lora_rank", "", 0, integer=True), lora_targets=str(raw.get("lora_targets", "all")),
+        recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
+        tp_overlap=bool(raw.get("tp_overlap", False)), eval_tokens=_number(raw, "eval_tokens", "", 0, integer=True),
+        sites=sites, links=tuple(links), strategies=strategies,
+        stragglers=_choice(raw, "stragglers", "", STRAGGLER_POLICIES, "wait"),
+        failures_per_island_hour=_number(failures, "per_island_hour", "failures", 0.0, high=10.0),
+        restart_s=_number(failures, "restart_s", "failures", 600.0),
+        checkpoint_every_s=_number(failures, "checkpoint_every_s", "failures", 3600.0, strict=True),
+        start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"), source=source)
+
+
+def connected(names: list[str], links: list[Link]) -> None:
+    reached, frontier = {names[0]}, [names[0]]
+    while frontier:
+        here = frontier.pop()
+        for link in links:
+            for a, b in ((link.a, link.b), (link.b, link.a)):
+                if a == here and b not in reached:
+                    reached.add(b)
+                    frontier.append(b)
+    missing = [n for n in names if n not in reached]
+    if missing:
+        raise InputError("links", f"no link reaches site {missing[0]!r}; every site needs a path to the others")
+
+
+def load_job(path: str | Path) -> Job:
+    """Read and validate a job file (YAML)."""
+    text = read_text(path, "job")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InputError("job", f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+    return parse_job(raw, Path(path).parent, str(path))

@@ -1,0 +1,449 @@
+"""`plan`: a training job over many GPUs and sites, one result per strategy (data-parallel, FSDP, DiLoCo, Streaming
+DiLoCo, federated averaging): time to finish, energy split, carbon, bytes per link, compute utilisation.
+
+Method (formulas: shared/reference/distributed.md, section 0; every constant in data/distributed/*.yaml):
+1. Each site's GPUs are replicas of the job's layout (TP x PP x CP GPUs each); the global batch is split evenly over
+   all replicas, so each replica's step is `train_run.step_estimate` (physics x learned residual) with its share, plus
+   the pipeline bubble (pp - 1) / (vpp x micro-batches) (1F1B, Narayanan et al. 2021).
+2. Collectives by an alpha-beta model per link class (`features.collectives`): tensor-parallel all-reduces of
+   activations (4 a layer and micro-batch), context-parallel key/value passes and pipeline sends, overlapped with
+   compute where frameworks overlap them (`tp_overlap`, ring attention, NeMo's p2p overlap); the data-parallel
+   gradient all-reduce within a site, then across sites over the slowest inter-site link, overlapped with the last
+   micro-batch's backward (2/3 of its time). FSDP moves 1.5x DDP's bytes (ZeRO-3) overlapped with the whole step.
+   DiLoCo all-reduces outer gradients of `bits` every H steps, blocking; Streaming DiLoCo sends P fragments, each
+   allowed tau steps to finish; federated averaging sends the model to and from a server every H local steps.
+3. Energy per site: PUE x [GPUs x (busy power x compute time + waiting power x waiting time) + nodes x (host + switch
+   power) x wall time + bits moved x energy per bit]; the allocational internet kWh/GB is reported apart.
+4. Carbon: grid energy (what local energy, e.g. solar, does not meet) x the site's intensity, hour by hour where
+   the site gives a series.
+5. Failures: a synchronous job (DDP, FSDP) stops for every island's failure (restart plus half a checkpoint
+   interval lost); a DiLoCo-style island loses half its outer round and its restart while the others go on.
+Interval: the GPU compute's interval from the estimator (comonotone over steps), and +-20 % on the terms that are
+reference data rather than model (host, switch, waiting power, network): a stated band, not a fitted one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from joulecast.data.errors import InputError, require
+from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.job_file import Job, Site, connected, reference
+from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
+from joulecast.features import collectives
+from joulecast.features.lowering import resolve_model
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_DATA_BAND = 0.20           # the stated +-band of the reference-data terms (see the module's docstring)
+_BACKWARD_SHARE = 2.0 / 3.0  # a step's backward share of its compute (Douillard's simulator, distributed.md section 2)
+_FSDP_VOLUME = 1.5          # ZeRO-3: all-gather forward + all-gather backward + reduce-scatter, 3N against DDP's 2N
+_J_PER_KWH = 3.6e6
+
+
+@dataclass(frozen=True, slots=True)
+class SiteCompute:
+    """One site's replicas: their step estimate and their share of the work."""
+
+    site: Site
+    replicas: int
+    step: StepEstimate
+    compute_s: float            # one step's compute with its pipeline bubble
+    bubble_s: float
+    busy_w: float               # GPU power while computing
+    wait_w: float               # GPU power while waiting on communication
+    intra_exposed_s: float      # TP/CP/PP communication not hidden by compute, per step
+    intra_bytes: float          # bytes a GPU sends within its replica per step
+    intra_pj_per_bit: float
+    eval_s: float               # the job's evaluation passes (forward only), all of them, on every GPU
+    eval_j: float               # their GPU energy, per GPU
+    dp_bytes: float             # gradient bytes a GPU holds (its shard's trainable parameters)
+    dp_link: dict[str, float]   # the site's data-parallel link: gbytes_per_s, latency_us, pj_per_bit
+
+
+def _link(name: str) -> dict[str, float]:
+    return dict(reference("links")[name])
+
+
+def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
+    """Step estimates for each site (one per GPU type and share), checked against GPU memory."""
+    lay = job.layout
+    per_replica = lay["tp"] * lay["pp"] * lay["cp"]
+    replicas = [s.gpus // per_replica for s in job.sites]
+    total = sum(replicas)
+    require(job.global_batch % (total * job.micro_batch) == 0, "global_batch",
+            f"{job.global_batch} sequences do not split into {total} replicas x micro-batches of {job.micro_batch}")
+    accumulation = job.global_batch // (total * job.micro_batch)
+    config = resolve_model(job.model)[0]
+    hidden = int(config.get("hidden_size") or config["n_embd"])
+    layers = int(config.get("num_hidden_layers") or config.get("n_layer"))
+    heads = int(config.get("num_attention_heads") or config.get("n_head"))
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or hidden // heads)
+    model = estimator if hasattr(estimator, "predict") else load_estimator(estimator or job.estimator)
+    out = []
+    for i, (site, r) in enumerate(zip(job.sites, replicas)):
+        layout = Layout(tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], dp=r, zero=lay["zero"])
+        step = step_estimate(job.model, site.gpu, seq=job.seq, micro_batch=job.micro_batch, accumulation=accumulation,
+                             dtype=job.dtype, lora_rank=job.lora_rank, lora_targets=job.lora_targets,
+                             recompute=job.recompute, optimizer=job.optimizer, layout=layout,
+                             estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0)
+        spec = lookup_gpu(site.gpu)
+        if step.memory_gb > spec.memory_gb:
+            parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
+            raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
+                             f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
+                             f"{spec.name}; raise TP or PP, use ZeRO (layout.zero) or recompute")
+        bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
+        tokens = job.micro_batch * job.seq // lay["cp"]
+        act_bytes = 2.0  # activations exchanged in 16-bit
+        layers_stage = -(-layers // lay["pp"])
+        intra_link = _link(site.intra)
+        inter_link = _link(site.inter_node)
+        passes = 4 + (2 if job.recompute == "full" else 0)   # forward 2, backward 2 (+ recomputed forward)
+        tp_link = intra_link if lay["tp"] <= site.gpus_per_node else inter_link
+        tp_bytes = passes * layers_stage * accumulation * collectives.sent_bytes(
+            "all-reduce", lay["tp"], tokens * hidden * act_bytes)
+        tp_s = passes * layers_stage * accumulation * collectives.time_s(
+            "all-reduce", lay["tp"], tokens * hidden * act_bytes, tp_link["gbytes_per_s"], tp_link["latency_us"])
+        cp_link = intra_link if lay["tp"] * lay["cp"] <= site.gpus_per_node else inter_link
+        kv_bytes = 2 * tokens * max(1, kv_heads // lay["tp"]) * head_dim * act_bytes
+        cp_bytes = 3 * layers_stage * accumulation * (lay["cp"] - 1) * kv_bytes  # forward once, backward twice
+        cp_s = cp_bytes / (cp_link["gbytes_per_s"] * 1e9) if lay["cp"] > 1 else 0.0
+        pp_link = intra_link if per_replica <= site.gpus_per_node else inter_link
+        pp_bytes = 2 * accumulation * tokens * hidden * act_bytes if lay["pp"] > 1 else 0.0
+        pp_s = pp_bytes / (pp_link["gbytes_per_s"] * 1e9)
+        # ring attention and NeMo's p2p overlap hide CP and PP traffic under compute; TP only with tp_overlap
+        hidden_under = step.time_s
+        exposed = (max(0.0, tp_s - hidden_under) if job.tp_overlap else tp_s) + max(0.0, cp_s + pp_s - hidden_under)
+        pj = (tp_bytes * tp_link["pj_per_bit"] + cp_bytes * cp_link["pj_per_bit"] + pp_bytes * pp_link["pj_per_bit"])
+        intra_bytes = tp_bytes + cp_bytes + pp_bytes
+        dp_link = intra_link if per_replica * r <= site.gpus_per_node else inter_link
+        grad_width = 4.0 if job.dtype in ("fp32", "tf32") else 2.0
+        # evaluation: the job's eval tokens in forward passes of micro-batches, spread over all replicas
+        passes_eval = job.eval_tokens / (job.micro_batch * job.seq * total)
+        eval_s = passes_eval * step.forward.time_s * (1 + (lay["pp"] - 1) / lay["vpp"]) if step.forward else 0.0
+        eval_j = passes_eval * step.forward.energy_j if step.forward else 0.0
+        out.append(SiteCompute(
+            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, compute_s=step.time_s + bubble, bubble_s=bubble,
+            busy_w=step.energy_j / step.time_s,
+            wait_w=site.wait_w if site.wait_w is not None else spec.idle_power_max_clock_w,
+            intra_exposed_s=exposed, intra_bytes=intra_bytes,
+            intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
+            dp_bytes=step.trainable * grad_width, dp_link=dp_link))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Wan:
+    """The inter-site ring's bottleneck: the slowest link, the longest round trip; `internet` if any link is."""
+
+    gbytes_per_s: float
+    rtt_s: float
+    internet: bool
+
+
+def wan(job: Job) -> Wan | None:
+    if len(job.sites) < 2:
+        return None
+    return Wan(min(link.gbps for link in job.links) / 8.0, max(link.rtt_ms for link in job.links) / 1e3,
+               any(link.mode == "internet" for link in job.links))
+
+
+def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np.ndarray, tau: np.ndarray,
+             bits: np.ndarray, participation: np.ndarray, wan_gbytes_per_s: np.ndarray | None) -> dict[str, Any]:
+    """The strategy `kind` at K points (arrays of H, P, tau, bits, participation and the inter-site bandwidth),
+    vectorised: time, energy parts, bytes and utilisation per point, and per site."""
+    K = len(H)
+    M = len(sites)
+    link = wan(job)
+    H, P, tau, bits = (np.asarray(a, float) for a in (H, P, tau, bits))
+    q = np.asarray(participation, float)
+    B = (np.full(K, np.inf) if link is None else
+         np.asarray(wan_gbytes_per_s if wan_gbytes_per_s is not None else np.full(K, link.gbytes_per_s), float) * 1e9)
+    alpha = 0.0 if link is None else link.rtt_s / 2.0
+    t_c = np.array([s.compute_s for s in sites])                 # [M] one step's compute with bubble
+    t_intra = np.array([s.intra_exposed_s for s in sites])
+    # the full model's trainable bytes in 16 bits (a replica's shards together), what crosses the WAN
+    params_full = sites[0].step.trainable * job.layout["tp"] * job.layout["pp"]
+    sync = kind in ("ddp", "fsdp")
+    replicas = np.array([s.replicas for s in sites], float)
+    # data-parallel all-reduce inside each site (gradients every step, or every inner step for DiLoCo islands),
+    # overlapped with the last micro-batch's backward
+    site_dp = np.array([collectives.time_s("all-reduce", s.replicas, s.dp_bytes, s.dp_link["gbytes_per_s"],
+                                           s.dp_link["latency_us"]) for s in sites])
+    site_dp_bytes = np.array([collectives.sent_bytes("all-reduce", s.replicas, s.dp_bytes) for s in sites])
+    window = np.array([_BACKWARD_SHARE * s.step.micro.time_s for s in sites])
+    model_bytes = params_full * bits / 8.0                         # [K] what one synchronisation moves a site
+    if sync:
+        factor = _FSDP_VOLUME if kind == "fsdp" else 1.0
+        wan_s, cross = np.zeros(K), np.zeros(K)
+        if M > 1:  # hierarchical: within each site, then the whole model's gradients (16-bit) across sites
+            wan_s = collectives.time_s("all-reduce", M, params_full * 2.0, B / 1e9, alpha * 1e6)
+            cross = np.full(K, collectives.sent_bytes("all-reduce", M, params_full * 2.0)) * factor
+        comm = factor * (site_dp[None, :] + wan_s[:, None])
+        win = np.array([s.step.time_s for s in sites]) if kind == "fsdp" else window
+        # every step waits for the slowest site and the last all-reduce
+        period = np.max((t_c + t_intra)[None, :] + np.maximum(0.0, comm - win[None, :]), axis=1)
+        share = np.ones(M)
+    else:
+        u = t_c + t_intra + np.maximum(0.0, site_dp - window)      # [M] one inner step, per site
+        if job.stragglers == "wait":
+            pace, share = np.max(u), np.ones(M)
+        else:  # slower islands run fewer inner steps in the fastest island's time
+            pace, share = np.min(u), np.min(u) / u
+        round_s = H * pace
+        stall, cross = np.zeros(K), np.zeros(K)
+        if M > 1:
+            if kind == "fedavg":  # the model up to a server and back, each client
+                volume = 2.0 * model_bytes
+                stall = 2 * alpha + volume / B
+            else:
+                volume = collectives.sent_bytes("all-reduce", M, model_bytes)
+                if kind == "diloco":  # blocking outer all-reduce every H steps
+                    stall = collectives.time_s("all-reduce", M, model_bytes, B / 1e9, alpha * 1e6)
+                else:  # streaming: P fragments, each with tau steps to land; the link's average rate still binds
+                    fragment = collectives.time_s("all-reduce", M, model_bytes / P, B / 1e9, alpha * 1e6)
+                    stall = P * np.maximum(0.0, fragment - tau * pace)
+                    stall = np.maximum(stall, volume / B - round_s)
+            cross = volume / H
+        period = (round_s + stall) / H                              # wall time per inner step of the pace site
+    # work: job.steps global steps = every replica stepping that often; fedavg runs a share q of its clients a round
+    work = q if kind == "fedavg" else np.ones(K)
+    periods = job.steps * replicas.sum() / (np.sum(share * replicas) * work)
+    time_s = periods * period
+    lam = job.failures_per_island_hour / 3600.0
+    if sync:  # every island failure stops the job: a restart and half a checkpoint interval redone
+        time_s = time_s * (1.0 + lam * M * (job.restart_s + job.checkpoint_every_s / 2.0))
+        lost = np.zeros(K)
+    else:  # a failed island loses half its outer round and its restart; the others go on
+        lost = np.minimum(0.9, lam * (job.restart_s + H * period / 2.0))
+        time_s = time_s / (1.0 - lost)
+    site_steps = (periods * work / (1.0 - lost))[:, None] * share[None, :]   # [K, M] steps each site computes
+    eval_s = np.array([s.eval_s for s in sites])
+    time_s = time_s + np.max(eval_s)                                  # evaluation pauses training, everywhere
+    compute_s = np.minimum(site_steps * t_c[None, :] + eval_s[None, :], time_s[:, None])
+    gpus = np.array([s.site.gpus for s in sites], float)
+    nodes = np.array([s.site.nodes for s in sites], float)
+    train_s = compute_s - eval_s[None, :]
+    busy_j = gpus[None, :] * (train_s * np.array([s.busy_w for s in sites])[None, :]
+                              + np.array([s.eval_j for s in sites])[None, :])
+    active = work[:, None]  # a fedavg client not in the round is not running the job
+    wait_s = np.maximum(0.0, time_s[:, None] * active - compute_s)
+    wait_j = gpus[None, :] * wait_s * np.array([s.wait_w for s in sites])[None, :]
+    host_j = nodes[None, :] * np.array([s.site.host_w for s in sites])[None, :] * time_s[:, None] * active
+    switch_w = np.array([s.site.switch_w_per_node if s.site.nodes > 1 else 0.0 for s in sites])
+    switch_j = nodes[None, :] * switch_w[None, :] * time_s[:, None] * active
+    intra_bits = 8.0 * np.array([s.intra_bytes * s.site.gpus for s in sites])[None, :] * site_steps
+    dp_bits = 8.0 * (site_dp_bytes * gpus)[None, :] * site_steps
+    pj_intra = np.array([s.intra_pj_per_bit for s in sites])
+    pj_dp = np.array([s.dp_link["pj_per_bit"] for s in sites])
+    wan_pj = reference("links")["wan-internet" if link is not None and link.internet else "wan-dedicated"]["pj_per_bit"]
+    wan_bits = 8.0 * cross[:, None] * site_steps                     # each site's bytes over the WAN
+    net_j = (intra_bits * pj_intra[None, :] + dp_bits * pj_dp[None, :] + wan_bits * wan_pj) * 1e-12
+    pue = np.array([s.site.pue for s in sites])
+    it_j = busy_j + wait_j + host_j + switch_j + net_j
+    total_j = it_j * pue[None, :]
+    # the compute's interval, comonotone; the data terms' stated band
+    lo_c = np.array([s.step.energy_interval_j[0] / s.step.energy_j for s in sites])
+    hi_c = np.array([s.step.energy_interval_j[1] / s.step.energy_j for s in sites])
+    data_j = wait_j + host_j + switch_j + net_j
+    lo_j = ((busy_j * lo_c[None, :] + data_j * (1 - _DATA_BAND)) * pue[None, :]).sum(axis=1)
+    hi_j = ((busy_j * hi_c[None, :] + data_j * (1 + _DATA_BAND)) * pue[None, :]).sum(axis=1)
+    local_j, carbon_kg = _carbon(job, sites, total_j, time_s)
+    internet_kwh = (wan_bits.sum(axis=1) / 8e9 * reference("links")["wan-internet"]["allocational_kwh_per_gb"]
+                    if link is not None and link.internet else np.zeros(K))
+    utilisation = np.sum(compute_s * gpus[None, :], axis=1) / (time_s * gpus.sum() * work)  # of GPUs in the job
+    return dict(time_s=time_s, energy_j=total_j.sum(axis=1), energy_lo_j=lo_j, energy_hi_j=hi_j,
+                carbon_kg=carbon_kg.sum(axis=1), local_j=local_j.sum(axis=1), compute_utilisation=utilisation,
+                gpu_compute_j=busy_j.sum(axis=1), gpu_wait_j=wait_j.sum(axis=1), host_j=host_j.sum(axis=1),
+                switch_j=switch_j.sum(axis=1), network_j=net_j.sum(axis=1),
+                pue_overhead_j=(total_j - it_j).sum(axis=1), intra_site_bytes=(intra_bits + dp_bits).sum(axis=1) / 8,
+                inter_site_bytes=wan_bits.sum(axis=1) / 8, internet_allocational_kwh=internet_kwh,
+                per_site=dict(energy_j=total_j, carbon_kg=carbon_kg, local_j=local_j, compute_s=compute_s))
+
+
+def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """(locally met J, kg CO2) per point and site: the site's energy spread evenly over the run, hour by hour from
+    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest."""
+    K, M = energy_j.shape
+    hours = np.ceil(np.max(time_s) / 3600.0).astype(int) + 1
+    starts = job.start_hour + np.arange(hours)                      # each hour of the longest run
+    cover = np.clip(time_s[:, None] / 3600.0 - np.arange(hours)[None, :], 0.0, 1.0)   # [K, hours] share used
+    local = np.zeros((K, M))
+    carbon = np.zeros((K, M))
+    for m, s in enumerate(sites):  # a loop over sites (few), each vectorised over points and hours
+        site = s.site
+        power_w = energy_j[:, m] / time_s                            # average wall power
+        kw = np.zeros(hours)
+        if site.local_energy is not None:
+            day = np.mod(starts, 24.0)
+            le = site.local_energy
+            kw = np.clip(np.minimum(day + 1.0, le.end_hour) - np.maximum(day, le.start_hour), 0.0, 1.0) * le.kw
+        met_w = np.minimum(power_w[:, None], kw[None, :] * 1e3)          # [K, hours]
+        local[:, m] = np.sum(met_w * cover, axis=1) * 3600.0
+        grid_w = power_w[:, None] - met_w
+        ci = (np.resize(np.asarray(site.carbon_series), hours) if site.carbon_series
+              else np.full(hours, site.carbon_g_per_kwh))
+        carbon[:, m] = np.sum(grid_w * cover * 3600.0 / _J_PER_KWH * ci[None, :], axis=1) / 1e3
+    return local, carbon
+
+
+def bandwidth_for_utilisation(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np.ndarray,
+                              tau: np.ndarray, bits: np.ndarray, participation: np.ndarray,
+                              target: float = 0.9) -> np.ndarray:
+    """The inter-site bandwidth (Gbit/s) each point needs for `target` compute utilisation: bisection in log
+    bandwidth, all points at once; NaN where even 100 Tbit/s does not reach it, or for one site."""
+    K = len(H)
+    if len(job.sites) < 2:
+        return np.full(K, np.nan)
+    lo, hi = np.full(K, np.log(1e-4)), np.full(K, np.log(1e5))   # Gbit/s
+    top = evaluate(job, sites, kind, H, P, tau, bits, participation, np.exp(hi) / 8.0)["compute_utilisation"]
+    for _ in range(40):
+        mid = (lo + hi) / 2.0
+        cu = evaluate(job, sites, kind, H, P, tau, bits, participation, np.exp(mid) / 8.0)["compute_utilisation"]
+        ok = cu >= target
+        hi, lo = np.where(ok, mid, hi), np.where(ok, lo, mid)
+    return np.where(top >= target, np.exp(hi), np.nan)
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResult:
+    strategy: str
+    kind: str
+    time_s: float
+    energy_j: float
+    energy_interval_j: tuple[float, float]
+    carbon_kg: float
+    compute_utilisation: float
+    energy_per_token_j: float
+    locally_met_share: float
+    energy_split_j: dict[str, float]
+    bytes_per_link: dict[str, float]
+    internet_allocational_kwh: float
+    bandwidth_for_90pct_gbps: float | None
+    per_site: list[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    job: Job
+    plans: list[PlanResult]
+    sites: list[SiteCompute]
+
+    def to_dict(self) -> dict[str, Any]:
+        j = self.job
+        sites = [dict(name=s.site.name, gpu=s.site.gpu, gpus=s.site.gpus, replicas=s.replicas,
+                      step_compute_s=s.compute_s, bubble_s=s.bubble_s, gpu_busy_w=s.busy_w, gpu_wait_w=s.wait_w,
+                      memory_gb=s.step.memory_gb, method=s.step.micro.method,
+                      flags=[str(f) for f in s.step.micro.flags if f != "exceeds-memory"])  # memory: checked above
+                 for s in self.sites]
+        return {"job": j.name, "model": j.model_name, "gpus": j.gpus, "steps": j.steps, "tokens": j.tokens,
+                "layout": j.layout, "sites": sites, "plans": [p.to_dict() for p in self.plans]}
+
+
+def _arrays(strategy: Any, K: int = 1) -> tuple[np.ndarray, ...]:
+    return tuple(np.full(K, float(getattr(strategy, n))) for n in ("H", "P", "tau", "bits", "participation"))
+
+
+def plan(job: Job, estimator: Any = None) -> Plan:
+    """Every strategy of the job, side by side."""
+    sites = site_compute(job, estimator)
+    results = []
+    for strategy in job.strategies:
+        H, P, tau, bits, q = _arrays(strategy)
+        r = evaluate(job, sites, strategy.kind, H, P, tau, bits, q, None)
+        need = bandwidth_for_utilisation(job, sites, strategy.kind, H, P, tau, bits, q)[0]
+        wan_present = len(job.sites) > 1
+        per_site = [dict(site=s.site.name, energy_j=float(r["per_site"]["energy_j"][0, m]),
+                         carbon_kg=float(r["per_site"]["carbon_kg"][0, m]),
+                         locally_met_share=float(r["per_site"]["local_j"][0, m] / r["per_site"]["energy_j"][0, m]),
+                         compute_s=float(r["per_site"]["compute_s"][0, m]), grid=s.site.grid, pue=s.site.pue)
+                    for m, s in enumerate(sites)]
+        split = {k.removesuffix("_j"): float(r[k][0]) for k in ("gpu_compute_j", "gpu_wait_j", "host_j", "switch_j",
+                                                               "network_j", "pue_overhead_j")}
+        results.append(PlanResult(
+            strategy=strategy.name, kind=strategy.kind, time_s=float(r["time_s"][0]), energy_j=float(r["energy_j"][0]),
+            energy_interval_j=(float(r["energy_lo_j"][0]), float(r["energy_hi_j"][0])),
+            carbon_kg=float(r["carbon_kg"][0]), compute_utilisation=float(r["compute_utilisation"][0]),
+            energy_per_token_j=float(r["energy_j"][0]) / job.tokens,
+            locally_met_share=float(r["local_j"][0] / r["energy_j"][0]), energy_split_j=split,
+            bytes_per_link={"intra_site": float(r["intra_site_bytes"][0]),
+                            "inter_site": float(r["inter_site_bytes"][0])},
+            internet_allocational_kwh=float(r["internet_allocational_kwh"][0]),
+            bandwidth_for_90pct_gbps=float(need) if wan_present and np.isfinite(need) else None, per_site=per_site))
+    return Plan(job=job, plans=results, sites=sites)
+
+
+SWEEP_KINDS = ("diloco", "streaming-diloco", "fedavg", "ddp", "fsdp")
+
+
+def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,
+          site_sets: list[list[str]] | None = None, kinds: tuple[str, ...] | None = None, front: str = "energy",
+          estimator: Any = None) -> "pd.DataFrame":
+    """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits, inter-site bandwidth (Gbit/s;
+    default the job's) and site subsets; one row a point, with `pareto` marking the front of `front` (energy or
+    carbon) against time to finish. Invalid combinations (P not dividing H, tau >= H / P) are left out. Each kind
+    and site set is one vectorised evaluation over its points."""
+    import itertools
+
+    import pandas as pd
+
+    from joulecast.estimator.sweep import pareto_mask
+
+    require(front in ("energy", "carbon"), "front", f"unknown {front!r}; allowed: energy, carbon")
+    kinds = kinds or tuple(dict.fromkeys(s.kind for s in job.strategies))
+    names = [s.name for s in job.sites]
+    sets = site_sets or [names]
+    frames = []
+    for chosen in sets:
+        unknown = [n for n in chosen if n not in names]
+        require(not unknown, "site_sets", f"unknown site {unknown[0] if unknown else ''!r}; sites: {', '.join(names)}")
+        sub = _subset(job, chosen)
+        sites = site_compute(sub, estimator)
+        if len(chosen) > 1:
+            bandwidths = gbps or [min(link.gbps for link in sub.links)]
+        else:
+            bandwidths = [float("nan")]  # one site: no inter-site link
+        for kind in kinds:
+            sync = kind in ("ddp", "fsdp")
+            grid = [(h, p, t, b, g) for h, p, t, b, g in itertools.product(
+                    [1] if sync else H, P if kind == "streaming-diloco" else [1],
+                    tau if kind == "streaming-diloco" else [0], [16] if sync else bits, bandwidths)
+                    if kind != "streaming-diloco" or (h % p == 0 and t < h // p)]
+            if not grid:
+                continue
+            a = np.array(grid, float)
+            q = np.full(len(a), next((s.participation for s in job.strategies if s.kind == kind), 1.0))
+            r = evaluate(sub, sites, kind, a[:, 0], a[:, 1], a[:, 2], a[:, 3], q,
+                         a[:, 4] / 8.0 if len(chosen) > 1 else None)
+            frames.append(pd.DataFrame({
+                "strategy": kind, "sites": "+".join(chosen), "H": a[:, 0].astype(int), "P": a[:, 1].astype(int),
+                "tau": a[:, 2].astype(int), "bits": a[:, 3].astype(int), "gbps": a[:, 4], "time_s": r["time_s"],
+                "energy_j": r["energy_j"], "energy_lo_j": r["energy_lo_j"], "energy_hi_j": r["energy_hi_j"],
+                "carbon_kg": r["carbon_kg"], "compute_utilisation": r["compute_utilisation"],
+                "inter_site_bytes": r["inter_site_bytes"], "locally_met_share": r["local_j"] / r["energy_j"]}))
+    points = pd.concat(frames, ignore_index=True)
+    axis = points["energy_j" if front == "energy" else "carbon_kg"].to_numpy(float)
+    points["pareto"] = pareto_mask(axis, points["time_s"].to_numpy(float), np.ones(len(points), bool))
+    return points
+
+
+def _subset(job: Job, chosen: list[str]) -> Job:
+    """The job on some of its sites (and the links among them)."""
+    import dataclasses
+
+    sites = tuple(s for s in job.sites if s.name in chosen)
+    links = tuple(link for link in job.links if link.a in chosen and link.b in chosen)
+    if len(sites) > 1:
+        connected([s.name for s in sites], list(links))
+    return dataclasses.replace(job, sites=sites, links=links)

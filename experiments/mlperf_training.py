@@ -1,0 +1,134 @@
+"""Score `joulecast plan` against MLPerf Training v4.0 power (Sustainable Metal Cloud, 8-512 H100-SXM):
+time-to-train and wall energy (nodes + declared switch power, the MLPerf rule) of GPT-3 175B on 512 GPUs, the
+Llama-2-70B LoRA series on 8, 64 and 512, and BERT-large on 8, each planned from its logged work and layout.
+
+    python experiments/mlperf_training.py [--json] [--side dc|ac]
+
+Data: ../shared/data/external/mlperf-training-power/ (runs.csv, configs/; see its PROVENANCE.md). Measured figures
+are the means over each system's kept (olympic) runs of the per-run MLPerf-rule energy and of time-to-train, without
+MLPerf's scaling factor (a convergence-variance adjustment, not work done).
+
+What each job takes from the logs and configs (PROVENANCE.md's layout table):
+- GPT-3 175B (NeMo): 96 layers, hidden 12,288, FFN 4x, 96 heads, seq 2,048 (`conf/custom.yaml`); TP 4, PP 8
+  interleaved (virtual 12), DP 16, micro-batch 2, global 2,048, FP8, TP overlap, distributed Adam (ZeRO 1); 288 steps
+  (1,207,959,552 tokens / 2048 / 2048); evaluation 24 x 11,590,004 tokens. Vocabulary 50,257 (GPT-2's BPE, as
+  GPT-3 used; Brown et al. 2020) is an assumption: the config names only a tokenizer file.
+- Llama-2-70B LoRA (NeMo): 80 layers, hidden 8,192, FFN 28,672, 64 heads, 8 KV groups (`conf/base/model_config.yaml`);
+  vocabulary 32,000 (Touvron et al. 2023); LoRA rank 16 on the attention (`target_modules: ['attention']`); FP8;
+  seq 8,192 packed; samples trained `run_stop_samples_count` over the global batch; evaluation n_evals x 173 samples.
+- BERT-large: DP 8, micro-batch 48 packed, global 768, 3,680 steps at most; seq 512 (an assumption: MLPerf's packed
+  BERT sequences are 512 tokens; the config does not say), trained samples / 768 steps.
+
+Fitted to these rows: the rest-of-node power (`host_w`), on the 1-node Llama-2-70B LoRA row of the chosen side only;
+the other rows test it. Switch power is each system's declared constant (sw_0.txt), not fitted. PUE 1 (the rule
+meters the nodes, no facility).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from joulecast.data.job_file import parse_job
+from joulecast.estimator.plan import plan
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "external" / "mlperf-training-power"
+SWITCH_W = {1: 0.0, 8: 16_100.0, 64: 59_570.0}   # declared interconnect_power_est by node count (PROVENANCE.md)
+GPT3 = {"name": "gpt3-175b", "config": {"model_type": "gpt2", "n_embd": 12288, "n_layer": 96, "n_head": 96,
+                                        "n_inner": 49152, "n_positions": 2048, "vocab_size": 50257}}
+LLAMA2_70B = {"name": "llama-2-70b", "config": {
+    "model_type": "llama", "hidden_size": 8192, "num_hidden_layers": 80, "num_attention_heads": 64,
+    "num_key_value_heads": 8, "intermediate_size": 28672, "vocab_size": 32000, "max_position_embeddings": 8192,
+    "tie_word_embeddings": False}}
+
+
+def measured(side: str) -> pd.DataFrame:
+    runs = pd.read_csv(DATA / "runs.csv")
+    kept = runs[(runs.olympic_kept == 1) & (runs.power_side == side) & runs.duplicate_of.isna()
+                & runs.benchmark.isin(["gpt3", "llama2_70b_lora", "bert"])]
+    return kept.groupby(["benchmark", "gpus"]).agg(
+        measured_energy_j=("official_rule_energy_kj", lambda v: 1e3 * v.mean()),
+        measured_time_s=("duration_s", "mean"), samples=("run_stop_samples_count", "mean"),
+        trained=("train_samples", "mean"), n_evals=("n_evals", "mean"), global_batch=("global_batch_size", "mean"),
+        eval_samples=("eval_samples", "mean"), runs=("run_id", "count")).reset_index()
+
+
+def job_for(row: pd.Series, host_w: float) -> dict:
+    gpus, nodes = int(row.gpus), int(row.gpus) // 8
+    site = {"name": "smc", "gpu": "h100-sxm", "gpus": gpus, "system": "hgx-h100", "host_w": host_w,
+            "switch_w_per_node": SWITCH_W[nodes] / nodes, "pue": 1.0}
+    if row.benchmark == "gpt3":
+        return dict(name="mlperf gpt3 512", model=GPT3, seq=2048, global_batch=2048, micro_batch=2,
+                    steps=int(round(row.trained / 2048 / 2048)), dtype="fp8", tp_overlap=True,
+                    layout={"tp": 4, "pp": 8, "vpp": 12, "zero": 1}, eval_tokens=int(24 * row.eval_samples),
+                    sites=[site], strategies=["ddp"])
+    if row.benchmark == "llama2_70b_lora":
+        cp = 1 if gpus == 8 else 2
+        return dict(name=f"mlperf llama2-70b lora {gpus}", model=LLAMA2_70B, seq=8192,
+                    global_batch=int(row.global_batch), micro_batch=1,
+                    steps=int(math.ceil(row.samples / row.global_batch)), dtype="fp8", lora_rank=16,
+                    lora_targets="attention", tp_overlap=True, layout={"tp": 4, "cp": cp},
+                    eval_tokens=int(row.n_evals * row.eval_samples * 8192), sites=[site], strategies=["ddp"])
+    return dict(name="mlperf bert 8", model="bert-large", seq=512, global_batch=768, micro_batch=48,
+                steps=int(math.ceil(row.trained / 768)), dtype="bf16", sites=[site], strategies=["ddp"],
+                eval_tokens=int(row.n_evals * row.eval_samples * 512))
+
+
+def predict(row: pd.Series, host_w: float) -> tuple[dict, dict]:
+    job = job_for(row, host_w)
+    result = plan(parse_job(job)).plans[0]
+    return job, dict(predicted_energy_j=result.energy_j, predicted_time_s=result.time_s,
+                     predicted_energy_interval_j=result.energy_interval_j, energy_split_j=result.energy_split_j)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--side", default="dc", choices=("dc", "ac"))
+    args = parser.parse_args()
+    if not DATA.is_dir():
+        print(f"needs {DATA} (the shared MLPerf Training power data)", file=sys.stderr)
+        return 2
+    rows = measured(args.side)
+    fit_row = rows[(rows.benchmark == "llama2_70b_lora") & (rows.gpus == 8)].iloc[0]
+    _, zero = predict(fit_row, 0.0)  # host power 0: what the GPUs and switches give alone
+    host_w = (fit_row.measured_energy_j - zero["predicted_energy_j"]) / zero["predicted_time_s"]  # one node
+    out = []
+    for _, row in rows.iterrows():
+        job, pred = predict(row, host_w)
+        out.append(dict(benchmark=row.benchmark, gpus=int(row.gpus), side=args.side, runs=int(row.runs),
+                        measured_energy_j=float(row.measured_energy_j), measured_time_s=float(row.measured_time_s),
+                        **pred, energy_error_pct=100 * (pred["predicted_energy_j"] / row.measured_energy_j - 1),
+                        time_error_pct=100 * (pred["predicted_time_s"] / row.measured_time_s - 1),
+                        used_to_fit=bool(row.benchmark == "llama2_70b_lora" and row.gpus == 8), job=job))
+    lora = {r["gpus"]: r for r in out if r["benchmark"] == "llama2_70b_lora"}
+    ratio = None
+    if 8 in lora and 512 in lora:
+        ratio = dict(measured=lora[512]["measured_energy_j"] / lora[8]["measured_energy_j"],
+                     predicted=lora[512]["predicted_energy_j"] / lora[8]["predicted_energy_j"])
+        ratio["error_pct"] = 100 * (ratio["predicted"] / ratio["measured"] - 1)
+    summary = dict(fitted={"host_w_per_node": host_w, "on": "llama2_70b_lora, 8 GPUs (1 node)"},
+                   lora_energy_ratio_512_to_8=ratio, rows=out)
+    if args.json:
+        print(json.dumps(summary, indent=1, default=float))
+        return 0
+    print(f"rest-of-node power fitted on the 1-node LoRA row ({args.side}): {host_w:,.0f} W a node")
+    table = pd.DataFrame([{k: r[k] for k in ("benchmark", "gpus", "measured_time_s", "predicted_time_s",
+                                               "time_error_pct", "measured_energy_j", "predicted_energy_j",
+                                               "energy_error_pct", "used_to_fit")} for r in out])
+    print(table.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if ratio:
+        print(f"LoRA energy 512 / 8 GPUs: measured {ratio['measured']:.3f}, predicted {ratio['predicted']:.3f} "
+              f"({ratio['error_pct']:+.1f} %)")
+    return 0
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("JOULECAST_QUIET", "1")
+    sys.exit(main())

@@ -1,0 +1,59 @@
+"""A plan's self-contained HTML report: its strategies side by side, and with a sweep the Pareto front of energy
+(or carbon) against time to finish, drawn by the sweep report's inline SVG (no script, no external file)."""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from joulecast.data.files import write_atomic
+from joulecast.sweep_report import svg
+
+_STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}.wide{overflow-x:auto}"
+          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;"
+          "text-align:right}th{background:#eee}")
+
+
+def _table(frame: pd.DataFrame, cls: str) -> str:
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>"
+                                    for v in row) + "</tr>" for row in frame.itertuples(index=False))
+    return f"<div class='wide'><table class='{cls}'><tr>{head}</tr>{body}</table></div>"
+
+
+def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> str:
+    job = result.job
+    plans = pd.DataFrame([{"strategy": p.strategy, "time (h)": p.time_s / 3600, "energy (kWh)": p.energy_j / 3.6e6,
+                           "energy low (kWh)": p.energy_interval_j[0] / 3.6e6,
+                           "energy high (kWh)": p.energy_interval_j[1] / 3.6e6, "carbon (kg)": p.carbon_kg,
+                           "compute utilisation": p.compute_utilisation, "J a token": p.energy_per_token_j,
+                           "locally met": p.locally_met_share,
+                           "inter-site (GB)": p.bytes_per_link["inter_site"] / 1e9,
+                           "Gbit/s for 90 %": p.bandwidth_for_90pct_gbps if p.bandwidth_for_90pct_gbps else float("nan"),
+                           **{f"{k} (kWh)": v / 3.6e6 for k, v in p.energy_split_j.items()}} for p in result.plans])
+    parts = [f"<h1>joulecast plan: {html.escape(job.name)}</h1>",
+             f"<p>{html.escape(job.model_name)}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps of "
+             f"{job.global_batch} x {job.seq} tokens ({job.tokens:,} tokens).</p>",
+             "<h2>Strategies</h2>", _table(plans, "plans")]
+    if points is not None and len(points):
+        axis = "energy_j" if front == "energy" else "carbon_kg"
+        shown = points.assign(feasible=True)
+        names = [f"{r.strategy} on {r.sites}: H {r.H} P {r.P} tau {r.tau} {r.bits}-bit at {r.gbps:g} Gbit/s"
+                 for r in shown.itertuples()]
+        labels = {"time_s": "time to finish (s)", axis: "energy (J)" if front == "energy" else "carbon (kg CO2)"}
+        parts += [f"<h2>The Pareto front: {html.escape(labels[axis])} against time to finish</h2>",
+                  f"<p>{len(points):,} points swept; {int(points['pareto'].sum())} on the front.</p>",
+                  svg(shown, ("time_s", axis), names=names, labels=labels),
+                  "<h2>Its points</h2>", _table(points[points["pareto"]].sort_values("time_s"), "frontier")]
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast plan {html.escape(job.name)}</title>"
+            f"<style>{_STYLE}</style></head><body>{''.join(parts)}</body></html>")
+
+
+def write(result: Any, points: pd.DataFrame | None, folder: str | Path, front: str = "energy") -> Path:
+    path = Path(folder) / "plan.html"
+    page = render(result, points, front)
+    write_atomic(path, lambda tmp: tmp.write_text(page))
+    return path

@@ -1,0 +1,189 @@
+"""The multi-GPU, multi-site planner: collectives' volumes, the limits strategies must meet, job-file errors, the
+CLI and its report."""
+
+import dataclasses
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+import yaml
+
+import joulecast
+from joulecast.cli import main
+from joulecast.data.job_file import load_job, parse_job
+from joulecast.estimator import plan as planner
+from joulecast.features import collectives
+
+EXAMPLE = "data/examples/jobs/two-sites.yaml"
+
+
+def _job(**over):
+    base = dict(name="t", model="gpt2", seq=512, global_batch=64, micro_batch=4, steps=200, dtype="bf16",
+                estimator="physics",
+                sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="FR", pue=1.1),
+                       dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE")],
+                links=[dict(between=["a", "b"], gbps=1.0, rtt_ms=20.0)],
+                strategies=["ddp", "fsdp", dict(kind="diloco", H=100, bits=16),
+                            dict(kind="streaming-diloco", H=100, P=4, tau=2, bits=4),
+                            dict(kind="fedavg", H=50, participation=0.5)])
+    return parse_job({**base, **over})
+
+
+def test_an_all_reduce_sends_two_n_minus_one_over_n_of_its_payload():
+    n = np.array([1, 2, 4, 8, 512])
+    assert np.allclose(collectives.sent_bytes("all-reduce", n, 1e9), [0, 1e9, 1.5e9, 1.75e9, 2 * 511 / 512 * 1e9])
+    assert np.allclose(collectives.sent_bytes("all-gather", n, 1e9), [0, 0.5e9, 0.75e9, 0.875e9, 511 / 512 * 1e9])
+    t = collectives.time_s("all-reduce", 4, 1e9, 50.0, 10.0)
+    assert t == pytest.approx(1.5e9 / 50e9 + 6 * 10e-6)
+
+
+def _kind(job, kind, gbps, **kw):
+    sites = planner.site_compute(job)
+    K = len(gbps)
+    s = next(x for x in job.strategies if x.kind == kind)
+    arrays = [np.full(K, float(getattr(s, n))) for n in ("H", "P", "tau", "bits", "participation")]
+    return planner.evaluate(job, sites, kind, *arrays, np.asarray(gbps) / 8.0), sites
+
+
+def test_as_bandwidth_grows_diloco_tends_to_the_compute_time():
+    job = _job(links=[dict(between=["a", "b"], gbps=1.0, rtt_ms=0.0)])
+    r, sites = _kind(job, "diloco", [0.01, 0.1, 1, 10, 100, 1e4, 1e7])
+    assert (np.diff(r["time_s"]) <= 0).all()  # never slower with more bandwidth
+    compute = job.steps * max(s.compute_s + s.intra_exposed_s for s in sites)
+    inner_dp = max(max(0.0, planner.collectives.time_s("all-reduce", s.replicas, s.dp_bytes, s.dp_link["gbytes_per_s"],
+                                                       s.dp_link["latency_us"]) - 2 / 3 * s.step.micro.time_s)
+                   for s in sites)
+    assert r["time_s"][-1] == pytest.approx(compute + job.steps * inner_dp, rel=1e-4)
+    ddp, _ = _kind(job, "ddp", [1e7])
+    assert r["time_s"][-1] == pytest.approx(ddp["time_s"][0], rel=0.02)
+
+
+@pytest.mark.parametrize("kind", ["ddp", "fsdp", "diloco", "streaming-diloco", "fedavg"])
+def test_energy_never_falls_as_latency_rises(kind):
+    energies = []
+    for rtt in (0.0, 1.0, 10.0, 100.0, 1000.0):
+        job = _job(links=[dict(between=["a", "b"], gbps=1.0, rtt_ms=rtt)])
+        energies.append(_kind(job, kind, [1.0])[0]["energy_j"][0])
+    assert (np.diff(energies) >= -1e-9 * energies[0]).all() and energies[-1] > energies[0]
+
+
+def test_streaming_diloco_moves_400_times_fewer_bytes_than_data_parallel():
+    # Streaming DiLoCo's setting (H = 100, 4-bit outer gradients) against bf16 data-parallel: 100 x 16 / 4
+    job = _job(strategies=["ddp", dict(kind="streaming-diloco", H=100, P=4, tau=2, bits=4)])
+    result = planner.plan(job)
+    ddp, streaming = (p.bytes_per_link["inter_site"] for p in result.plans)
+    assert ddp / streaming == pytest.approx(400, rel=0.05)
+
+
+def test_a_plan_splits_its_energy_and_reports_every_strategy():
+    result = planner.plan(_job())
+    assert [p.kind for p in result.plans] == ["ddp", "fsdp", "diloco", "streaming-diloco", "fedavg"]
+    for p in result.plans:
+        parts = p.energy_split_j
+        assert sum(parts.values()) == pytest.approx(p.energy_j, rel=1e-9)
+        assert p.energy_interval_j[0] < p.energy_j < p.energy_interval_j[1]
+        assert 0 < p.compute_utilisation <= 1 and p.carbon_kg > 0
+        assert sum(s["energy_j"] for s in p.per_site) == pytest.approx(p.energy_j, rel=1e-9)
+        # site a: 56 g/kWh and PUE 1.1; site b: 381 g/kWh; carbon is each site's grid energy x its intensity
+        by = {s["site"]: s for s in p.per_site}
+        assert by["b"]["carbon_kg"] / by["b"]["energy_j"] > 5 * by["a"]["carbon_kg"] / by["a"]["energy_j"]
+        assert parts["pue_overhead"] > 0
+    ddp, diloco = result.plans[0], result.plans[2]
+    assert diloco.time_s < ddp.time_s and diloco.energy_j < ddp.energy_j  # 1 Gbit/s: data-parallel waits
+
+
+def test_local_energy_meets_a_share_within_its_hours_and_lowers_carbon():
+    sites = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE"),
+             dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=1000, hours=[0, 24]))]
+    sunny = planner.plan(_job(sites=sites)).plans[2]
+    night = planner.plan(_job(sites=[sites[0], {**sites[1], "local_energy": dict(kw=1000, hours=[20, 21])}],
+                              start_hour=8.0)).plans[2]
+    by = {s["site"]: s for s in sunny.per_site}
+    assert by["b"]["locally_met_share"] == pytest.approx(1.0) and by["b"]["carbon_kg"] == pytest.approx(0.0)
+    assert by["a"]["locally_met_share"] == 0.0
+    assert night.locally_met_share == 0.0 and night.carbon_kg > sunny.carbon_kg  # the run ends before 20:00
+
+
+def test_an_hourly_carbon_series_weights_the_hours_the_run_uses(tmp_path):
+    (tmp_path / "ci.csv").write_text("hour,g_per_kwh\n" + "".join(f"{h},{100 if h < 1 else 900}\n" for h in range(24)))
+    raw = yaml.safe_load(open(EXAMPLE))
+    raw["sites"][0] = {**raw["sites"][0], "carbon_series": "ci.csv"}
+    del raw["sites"][0]["grid"]
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(raw))
+    job = load_job(tmp_path / "job.yaml")
+    assert job.sites[0].grid == "series" and job.sites[0].carbon_series[0] == 100
+
+
+def test_slower_islands_either_wait_or_run_fewer_inner_steps():
+    sites = [dict(name="a", gpu="h100-sxm", gpus=8), dict(name="b", gpu="a10", gpus=8)]
+    wait = planner.plan(_job(sites=sites, stragglers="wait")).plans[2]
+    fewer = planner.plan(_job(sites=sites, stragglers="fewer-steps")).plans[2]
+    assert fewer.time_s < wait.time_s
+    assert wait.energy_split_j["gpu_wait"] > fewer.energy_split_j["gpu_wait"]
+
+
+def test_failures_cost_a_synchronous_job_more_than_diloco():
+    calm = planner.plan(_job())
+    rough = planner.plan(_job(failures=dict(per_island_hour=0.5, restart_s=600, checkpoint_every_s=3600)))
+    grow = [r.time_s / c.time_s for r, c in zip(rough.plans, calm.plans)]
+    assert all(g > 1 for g in grow) and grow[0] > grow[2]
+
+
+def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
+    job = _job()
+    points = planner.sweep(job, H=[10, 100], P=[1, 2], tau=[0, 1], bits=[4, 16], gbps=[0.1, 1, 10],
+                           site_sets=[["a", "b"], ["a"]])
+    assert points["pareto"].any() and set(points["sites"]) == {"a+b", "a"}
+    front = points[points["pareto"]].sort_values("time_s")
+    assert (np.diff(front["energy_j"].to_numpy()) < 0).all()  # faster costs more along the front
+    assert not ((points["strategy"] == "streaming-diloco") & (points["H"] % points["P"] != 0)).any()
+    need = planner.plan(job).plans[2].bandwidth_for_90pct_gbps
+    again = dataclasses.replace(job, links=(dataclasses.replace(job.links[0], gbps=need * 1.01),))
+    assert planner.plan(again).plans[2].compute_utilisation >= 0.9
+
+
+@pytest.mark.parametrize("change, field", [
+    (lambda j: j["links"][0].update(gbps=-1), "links[0].gbps"),
+    (lambda j: j["strategies"].__setitem__(1, {"kind": "diloco", "H": 0}), "strategies[1].H"),
+    (lambda j: j["sites"][0].update(gpu="h900"), "sites[0].gpu"),
+    (lambda j: j.update(layout={"tp": 3}), "sites[0].gpus"),
+    (lambda j: j["sites"][1].update(gpus=0), "sites[1].gpus"),
+    (lambda j: j.update(model="llama-3-70b", layout={"tp": 1}, global_batch=128, micro_batch=1), "sites[0].gpu"),
+    (lambda j: j.update(links=[]), "links"),
+    (lambda j: j["strategies"].__setitem__(0, {"kind": "streaming-diloco", "H": 10, "P": 3}), "strategies[0].P"),
+])
+def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):
+    raw = yaml.safe_load(open(EXAMPLE))
+    change(raw)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["plan", str(path), "--estimator", "physics"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"joulecast: error: {field}") and "\n" not in err
+
+
+def test_cli_plan_json_and_its_report(tmp_path, capsys):
+    assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "100,500", "--gbps", "1,10", "--report",
+                 str(tmp_path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p["strategy"] for p in out["plans"]][0] == "ddp"
+    for p in out["plans"]:
+        assert {"strategy", "time_s", "energy_j", "energy_interval_j", "carbon_kg", "per_site"} <= set(p)
+    assert out["sweep"]["pareto"] and out["files"] == [str(tmp_path / "plan.html")]
+    page = (tmp_path / "plan.html").read_text()
+    assert "<svg" in page and "class='plans'" in page and "<script" not in page
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+def test_the_plan_report_renders_its_front_in_a_real_browser(tmp_path):
+    assert main(["plan", EXAMPLE, "--sweep", "--H", "100,500", "--report", str(tmp_path)]) == 0
+    dom = subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--dump-dom",
+                          (tmp_path / "plan.html").as_uri()], capture_output=True, text=True, timeout=120).stdout
+    assert "pareto-line" in dom and dom.count("class=\"pareto\"") >= 1
+
+
+def test_plan_is_in_the_package_api():
+    result = joulecast.plan(joulecast.load_job(EXAMPLE), estimator="physics")
+    assert len(result.plans) == 4 and result.to_dict()["gpus"] == 128

@@ -130,7 +130,8 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         eval_s = passes_eval * step.forward.time_s * (1 + (lay["pp"] - 1) / lay["vpp"]) if step.forward else 0.0
         eval_j = passes_eval * step.forward.energy_j if step.forward else 0.0
         out.append(SiteCompute(
-            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, compute_s=step.time_s + bubble, bubble_s=bubble,
+            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, compute_s=step.time_s + bubble,
+            bubble_s=bubble,
             busy_w=step.energy_j / step.time_s,
             wait_w=site.wait_w if site.wait_w is not None else spec.idle_power_max_clock_w,
             intra_exposed_s=exposed, intra_bytes=intra_bytes,

@@ -163,7 +163,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     gemm = next(r for r in forward if r["kind"] == "gemm" and r.get("tensor_core"))
     forward = forward + train_step.lm_head_loss(tokens, hidden, int(shard["vocab_size"]),
                                                 {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
-    if config.get("tie_word_embeddings") is False:  # an untied head has weights of its own (a tied one: the embedding's)
+    if config.get("tie_word_embeddings") is False:  # an untied head has weights of its own (tied: the embedding's)
         params += int(shard["vocab_size"]) * hidden
     skip = train_step.skip_widths(shard, lora_targets)
     records = train_step.micro_step(forward, tokens, lora_rank=lora_rank, recompute=recompute, skip_widths=skip)
@@ -183,7 +183,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                    **kw) if with_forward else None
     parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
                     int(shard.get("num_hidden_layers") or shard.get("n_layer") or 1))
-    return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params, trainable=trainable,
+    return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
+                        trainable=trainable,
                         memory_gb=sum(parts.values()), memory_parts_gb=parts)
 
 
@@ -202,7 +203,8 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
 
 def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch: int | None = None,
               steps: int | None = None, tokens: int | None = None, dtype: str = "bf16", lora_rank: int = 0,
-              lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw", sm_clock_mhz: float | None = None,
+              lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
+              sm_clock_mhz: float | None = None,
               power_limit_w: float | None = None, estimator: Any = None) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro).

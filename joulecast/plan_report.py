@@ -32,7 +32,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                            "compute utilisation": p.compute_utilisation, "J a token": p.energy_per_token_j,
                            "locally met": p.locally_met_share,
                            "inter-site (GB)": p.bytes_per_link["inter_site"] / 1e9,
-                           "Gbit/s for 90 %": p.bandwidth_for_90pct_gbps if p.bandwidth_for_90pct_gbps else float("nan"),
+                           "Gbit/s for 90 %": p.bandwidth_for_90pct_gbps or float("nan"),
                            **{f"{k} (kWh)": v / 3.6e6 for k, v in p.energy_split_j.items()}} for p in result.plans])
     parts = [f"<h1>joulecast plan: {html.escape(job.name)}</h1>",
              f"<p>{html.escape(job.model_name)}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps of "

@@ -99,15 +99,15 @@ def plan_table(result: Any) -> str:
                  interval_kwh=f"{p.energy_interval_j[0] / 3.6e6:.4g} - {p.energy_interval_j[1] / 3.6e6:.4g}",
                  carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,
                  local_share=p.locally_met_share, inter_site_gb=p.bytes_per_link["inter_site"] / 1e9,
-                 gbps_for_90pct=p.bandwidth_for_90pct_gbps if p.bandwidth_for_90pct_gbps is not None else float("nan"))
+                 gbps_for_90pct=p.bandwidth_for_90pct_gbps or float("nan"))
             for p in result.plans]
     splits = pd.DataFrame([{"strategy": p.strategy, **{k: v / 3.6e6 for k, v in p.energy_split_j.items()}}
                            for p in result.plans])
     notes = [f"internet (allocational, not in energy): {p.strategy} {p.internet_allocational_kwh:.4g} kWh"
              for p in result.plans if p.internet_allocational_kwh]
-    return "\n".join([head, "", pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}"), "",
-                      "energy split (kWh):", splits.to_string(index=False, float_format=lambda v: f"{v:.4g}"),
-                      *notes])
+    fmt = "{:.4g}".format
+    return "\n".join([head, "", pd.DataFrame(rows).to_string(index=False, float_format=fmt), "",
+                      "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])
 
 
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",

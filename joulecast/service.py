@@ -107,6 +107,23 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
 
 
+def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
+    """`joulecast plan` on a job file's content; fields that name files (an hourly carbon series, an estimator) are
+    refused, and the model must be a catalog name or an inline config."""
+    from joulecast.data.job_file import parse_job
+    from joulecast.estimator.plan import plan
+
+    if "estimator" in body:
+        raise InputError("estimator", "not taken here: the service answers with its own estimator")
+    model_name = body.get("model")
+    if isinstance(model_name, str) and ("/" in model_name or "\\" in model_name or model_name.endswith(".json")):
+        raise InputError("model", f"{model_name!r} is not a catalog name (paths are not read here)")
+    for i, site in enumerate(body.get("sites") or []):
+        if isinstance(site, dict) and "carbon_series" in site:
+            raise InputError(f"sites[{i}].carbon_series", "files are not read here; give grid: COUNTRY")
+    return plan(parse_job(body), estimator=model).to_dict()
+
+
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/estimate/batch: `{"rows": [...]}`, each row `estimate_many`'s columns."""
     import pandas as pd
@@ -222,6 +239,11 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
     @app.post("/v1/estimate/batch", summary=f"Up to {MAX_BATCH_ROWS:,} configurations: {{\"rows\": [...]}}")
     async def post_batch(request: Request) -> Any:
         return answer(estimate_rows, await _json(request))
+
+    @app.post("/v1/plan", summary="A training job's strategies side by side: a job file's content as JSON "
+              "(README 'Job files'), catalog names only")
+    async def post_plan(request: Request) -> Any:
+        return answer(plan_job, await _json(request))
 
     @app.get("/v1/gpus", summary="The GPU catalog")
     def get_gpus() -> Any:

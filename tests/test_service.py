@@ -126,3 +126,22 @@ def test_the_model_is_reloaded_when_its_alias_moves(monkeypatch):
     holder = service.ModelHolder("models:/joulecast@champion")
     assert holder.current() == "model 1" and holder.describe() == "models:/joulecast@champion (version 1)"
     assert holder.current() == "model 2" and holder.describe().endswith("(version 2)") and len(loads) == 2
+
+
+def test_a_plan_over_http_is_the_cli_s(server):
+    import yaml
+
+    import joulecast
+
+    job = yaml.safe_load(open("data/examples/jobs/two-sites.yaml"))
+    status, out = call(server, "/v1/plan", job)
+    direct = joulecast.plan(joulecast.load_job("data/examples/jobs/two-sites.yaml"))
+    assert status == 200 and [p["strategy"] for p in out["plans"]] == [p.strategy for p in direct.plans]
+    assert out["plans"][1]["energy_j"] == pytest.approx(direct.plans[1].energy_j)
+    bad = {**job, "sites": [{**job["sites"][0], "carbon_series": "/etc/passwd"}, job["sites"][1]]}
+    status, out = call(server, "/v1/plan", bad)
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "sites[0].carbon_series"]
+    status, out = call(server, "/v1/plan", {**job, "model": "/tmp/config.json"})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "model"]
+    status, out = call(server, "/v1/plan", {**job, "links": [{**job["links"][0], "gbps": -5}]})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "links[0].gbps"]

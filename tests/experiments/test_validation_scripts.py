@@ -1,0 +1,41 @@
+"""The multi-GPU validation scripts run on the shared data and print what they claim: MLPerf Training rows planned
+from their logs (the fitted rest-of-node power reproducing its own row, the others scored), and the decentralised
+runs' bytes ratio and bandwidth bands."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import EXTERNAL, REPO, require_path
+
+
+def _run(script: str) -> dict:
+    out = subprocess.run([sys.executable, str(REPO / "experiments" / script), "--json"], capture_output=True,
+                         text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_mlperf_training_rows_are_planned_and_scored():
+    require_path(EXTERNAL / "mlperf-training-power" / "runs.csv")
+    result = _run("mlperf_training.py")
+    rows = {(r["benchmark"], r["gpus"]): r for r in result["rows"]}
+    assert {("gpt3", 512), ("llama2_70b_lora", 8), ("llama2_70b_lora", 64), ("llama2_70b_lora", 512)} <= set(rows)
+    fit = rows[("llama2_70b_lora", 8)]
+    assert fit["used_to_fit"] and fit["predicted_energy_j"] == pytest.approx(fit["measured_energy_j"], rel=1e-6)
+    assert 500 < result["fitted"]["host_w_per_node"] < 5000   # a node's CPUs, memory, NICs and fans
+    for r in result["rows"]:
+        assert {"benchmark", "gpus", "measured_energy_j", "predicted_energy_j", "measured_time_s", "predicted_time_s",
+                "job"} <= set(r)
+        lo, hi = r["predicted_energy_interval_j"]
+        assert lo < r["predicted_energy_j"] < hi and r["job"]["sites"][0]["gpus"] == r["gpus"]
+    assert result["lora_energy_ratio_512_to_8"]["measured"] == pytest.approx(3.9, rel=0.05)
+
+
+def test_decentralised_runs_reproduce_their_published_figures():
+    result = _run("decentralised_runs.py")
+    assert result["streaming_diloco_bytes_ratio"]["planned"] == pytest.approx(399.8, rel=0.05)
+    for name in ("intellect_1", "opendiloco"):
+        low, high = result[name]["band_gbps"]
+        assert 0 < low < high

@@ -69,6 +69,8 @@ def executor(scheduler: str | None, workers: int | None = None) -> Iterator[InPr
         from dask.distributed import Client, LocalCluster
     except ImportError:
         raise JoulecastError("--scheduler needs dask.distributed: pip install 'joulecast[dask]'") from None
+    if logging.getLogger().getEffectiveLevel() >= logging.WARNING:  # Dask's own INFO lines only with --verbose
+        logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler == "local":
         import os
 

@@ -390,13 +390,12 @@ SWEEP_KINDS = ("diloco", "streaming-diloco", "fedavg", "ddp", "fsdp")
 
 def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,
           site_sets: list[list[str]] | None = None, kinds: tuple[str, ...] | None = None, front: str = "energy",
-          estimator: Any = None) -> "pd.DataFrame":
+          estimator: Any = None, run: Any = None) -> "pd.DataFrame":
     """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits, inter-site bandwidth (Gbit/s;
     default the job's) and site subsets; one row a point, with `pareto` marking the front of `front` (energy or
-    carbon) against time to finish. Invalid combinations (P not dividing H, tau >= H / P) are left out. Each kind
-    and site set is one vectorised evaluation over its points."""
-    import itertools
-
+    carbon) against time to finish. Invalid combinations (P not dividing H, tau >= H / P) are left out. Each site set
+    and kind is one partition, evaluated vectorised over its points, in this process or on `run`'s workers (an
+    executor of `joulecast.data.executors`): the points are the same either way."""
     import pandas as pd
 
     from joulecast.estimator.sweep import pareto_mask
@@ -405,38 +404,47 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
     kinds = kinds or tuple(dict.fromkeys(s.kind for s in job.strategies))
     names = [s.name for s in job.sites]
     sets = site_sets or [names]
-    frames = []
     for chosen in sets:
         unknown = [n for n in chosen if n not in names]
         require(not unknown, "site_sets", f"unknown site {unknown[0] if unknown else ''!r}; sites: {', '.join(names)}")
-        sub = _subset(job, chosen)
-        sites = site_compute(sub, estimator)
-        if len(chosen) > 1:
-            bandwidths = gbps or [min(link.gbps for link in sub.links)]
-        else:
-            bandwidths = [float("nan")]  # one site: no inter-site link
-        for kind in kinds:
-            sync = kind in ("ddp", "fsdp")
-            grid = [(h, p, t, b, g) for h, p, t, b, g in itertools.product(
-                    [1] if sync else H, P if kind == "streaming-diloco" else [1],
-                    tau if kind == "streaming-diloco" else [0], [16] if sync else bits, bandwidths)
-                    if kind != "streaming-diloco" or (h % p == 0 and t < h // p)]
-            if not grid:
-                continue
-            a = np.array(grid, float)
-            q = np.full(len(a), next((s.participation for s in job.strategies if s.kind == kind), 1.0))
-            r = evaluate(sub, sites, kind, a[:, 0], a[:, 1], a[:, 2], a[:, 3], q,
-                         a[:, 4] / 8.0 if len(chosen) > 1 else None)
-            frames.append(pd.DataFrame({
-                "strategy": kind, "sites": "+".join(chosen), "H": a[:, 0].astype(int), "P": a[:, 1].astype(int),
-                "tau": a[:, 2].astype(int), "bits": a[:, 3].astype(int), "gbps": a[:, 4], "time_s": r["time_s"],
-                "energy_j": r["energy_j"], "energy_lo_j": r["energy_lo_j"], "energy_hi_j": r["energy_hi_j"],
-                "carbon_kg": r["carbon_kg"], "compute_utilisation": r["compute_utilisation"],
-                "inter_site_bytes": r["inter_site_bytes"], "locally_met_share": r["local_j"] / r["energy_j"]}))
-    points = pd.concat(frames, ignore_index=True)
+        _subset(job, chosen)  # a set no link connects: its error before any work
+    parts = [(chosen, kind) for chosen in sets for kind in kinds]
+    grid = dict(H=H, P=P, tau=tau, bits=bits, gbps=gbps)
+    if run is None:
+        frames = [_sweep_part(part, job, grid, estimator) for part in parts]
+    else:
+        frames = run.map(_sweep_part, parts, job, grid, estimator)
+    points = pd.concat([f for f in frames if f is not None], ignore_index=True)
     axis = points["energy_j" if front == "energy" else "carbon_kg"].to_numpy(float)
     points["pareto"] = pareto_mask(axis, points["time_s"].to_numpy(float), np.ones(len(points), bool))
     return points
+
+
+def _sweep_part(part: tuple[list[str], str], job: Job, grid: dict[str, Any], estimator: Any) -> "pd.DataFrame | None":
+    """One site set and strategy kind of a sweep: its points, vectorised."""
+    import itertools
+
+    import pandas as pd
+
+    chosen, kind = part
+    sub = _subset(job, chosen)
+    sites = site_compute(sub, estimator)
+    bandwidths = (grid["gbps"] or [min(link.gbps for link in sub.links)]) if len(chosen) > 1 else [float("nan")]
+    streaming, sync = kind == "streaming-diloco", kind in ("ddp", "fsdp")
+    combos = [(h, p, t, b, g) for h, p, t, b, g in itertools.product(
+              [1] if sync else grid["H"], grid["P"] if streaming else [1], grid["tau"] if streaming else [0],
+              [16] if sync else grid["bits"], bandwidths) if not streaming or (h % p == 0 and t < h // p)]
+    if not combos:
+        return None
+    a = np.array(combos, float)
+    q = np.full(len(a), next((s.participation for s in job.strategies if s.kind == kind), 1.0))
+    r = evaluate(sub, sites, kind, a[:, 0], a[:, 1], a[:, 2], a[:, 3], q, a[:, 4] / 8.0 if len(chosen) > 1 else None)
+    return pd.DataFrame({
+        "strategy": kind, "sites": "+".join(chosen), "H": a[:, 0].astype(int), "P": a[:, 1].astype(int),
+        "tau": a[:, 2].astype(int), "bits": a[:, 3].astype(int), "gbps": a[:, 4], "time_s": r["time_s"],
+        "energy_j": r["energy_j"], "energy_lo_j": r["energy_lo_j"], "energy_hi_j": r["energy_hi_j"],
+        "carbon_kg": r["carbon_kg"], "compute_utilisation": r["compute_utilisation"],
+        "inter_site_bytes": r["inter_site_bytes"], "locally_met_share": r["local_j"] / r["energy_j"]})
 
 
 def _subset(job: Job, chosen: list[str]) -> Job:

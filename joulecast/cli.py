@@ -17,6 +17,9 @@ from joulecast.data.files import check_output_folder
 if TYPE_CHECKING:
     import pandas as pd
 
+    from joulecast.data.collect.collector import CollectResult
+    from joulecast.data.collect.plan import Plan
+
 # What each optional extra brings (pyproject.toml): a command that needs one says which, instead of a traceback.
 EXTRAS = {"train": ("xgboost", "sklearn", "mlflow", "matplotlib", "pyarrow"), "collect": ("torch", "pynvml", "pyarrow"),
           "parquet": ("pyarrow",), "serve": ("fastapi", "uvicorn"), "dask": ("dask", "distributed")}
@@ -110,6 +113,8 @@ def _plan(args: argparse.Namespace) -> int:
     from joulecast.data.job_file import load_job
     from joulecast.estimator.plan import plan, sweep
 
+    if args.scheduler and not args.sweep:
+        raise JoulecastError("--scheduler: applies to --sweep (a plan's strategies are one quick evaluation)")
     job = load_job(args.job)
     if args.report:
         check_output_folder(args.report, "--report")
@@ -117,12 +122,15 @@ def _plan(args: argparse.Namespace) -> int:
     out = result.to_dict()
     files = []
     if args.sweep:
-        points = sweep(job, H=_listed(args.H, int, "--H", [50, 100, 500, 1000]),
-                       P=_listed(args.P, int, "--P", [1, 4, 10]), tau=_listed(args.tau, int, "--tau", [0, 1, 5]),
-                       bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
-                       gbps=_listed(args.gbps, float, "--gbps", []) or None,
-                       site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
-                       front=args.front, estimator=args.estimator)
+        from joulecast.data.executors import executor
+
+        with executor(args.scheduler, args.workers) as run:
+            points = sweep(job, H=_listed(args.H, int, "--H", [50, 100, 500, 1000]),
+                           P=_listed(args.P, int, "--P", [1, 4, 10]), tau=_listed(args.tau, int, "--tau", [0, 1, 5]),
+                           bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
+                           gbps=_listed(args.gbps, float, "--gbps", []) or None,
+                           site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
+                           front=args.front, estimator=args.estimator, run=run)
         out["sweep"] = {"points": len(points), "front": args.front,
                         "pareto": points[points["pareto"]].sort_values("time_s").to_dict(orient="records")}
     if args.report:
@@ -330,8 +338,16 @@ def _collect(args: argparse.Namespace) -> int:
             print(f"{len(rows)} items ({len(done & {r['item'] for r in rows})} already stored) on {plan.gpu}: "
                   f"about {total_s / 60:.1f} min (physics estimate, idle windows and setup included)")
         return 0
-    require_extra("collect", "collect")
     check_output_folder(args.out, "--out")
+    if args.scheduler:  # the items go to the cluster's GPU workers, which need the [collect] extra; this process not
+        from joulecast.data.collect.fleet import NvmlStation, collect_on
+        from joulecast.data.executors import executor
+
+        with executor(args.scheduler, None) as run:
+            result = collect_on(run.client, plan, args.out, NvmlStation(), collection=collection,
+                                progress=not args.json)
+        return _collected(args, plan, collection, result)
+    require_extra("collect", "collect")
     from joulecast.data.collect.collector import collect
     from joulecast.data.collect.nvml_meter import open_meter
     from joulecast.data.collect.torch_runner import TorchRunner
@@ -340,6 +356,13 @@ def _collect(args: argparse.Namespace) -> int:
     meter = open_meter(args.gpu_index)
     runner = TorchRunner(f"cuda:{args.gpu_index}")
     result = collect(plan, args.out, meter, runner, collection=collection, progress=not args.json)
+    return _collected(args, plan, collection, result)
+
+
+def _collected(args: argparse.Namespace, plan: "Plan", collection: str, result: "CollectResult") -> int:
+    from joulecast import render
+    from joulecast.data import store
+
     summary = dict(vars(result))
     if args.json:
         print(render.to_json(summary))
@@ -391,14 +414,17 @@ def _train(args: argparse.Namespace) -> int:
         check_output_folder(Path(args.out).parent, "--out")
     signal.signal(signal.SIGTERM, _interrupt)  # a timeout's SIGTERM stops as cleanly as Ctrl-C: nothing half-saved
     from joulecast import render
+    from joulecast.data.executors import executor
     from joulecast.training.train import headline, train
 
     measurements = load_measurements(args.store, args.imports)
-    result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
-                   exclude_source=args.exclude_source or (), out=args.out, tracking_uri=args.tracking_uri,
-                   register=not args.no_register, log_mlflow=not args.no_mlflow, progress=not args.json,
-                   quick=args.quick)
+    with executor(args.scheduler, args.workers) as run:
+        result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
+                       exclude_source=args.exclude_source or (), out=args.out, tracking_uri=args.tracking_uri,
+                       register=not args.no_register, log_mlflow=not args.no_mlflow, progress=not args.json,
+                       quick=args.quick, client=getattr(run, "client", None))
     summary = dict(rows=len(result.table.rows), dropped=result.table.dropped, params=result.model.params,
+                   trained_on=run.name,
                    metrics=headline(result.metrics),
                    run_id=result.run_id, model_version=result.model_version, out=result.out)
     if args.json:
@@ -593,6 +619,9 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--site-sets", help="site subsets to sweep: names joined by + , sets by commas "
                     "(e.g. paris+oslo,paris); default all the job's sites")
     pl.add_argument("--front", default="energy", help="the front's vertical axis: energy or carbon; default energy")
+    pl.add_argument("--scheduler", help="run the sweep's partitions (site set x strategy) on Dask: local or "
+                    "tcp://HOST:PORT (needs [dask])")
+    pl.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
     pl.set_defaults(func=_plan)
 
     sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
@@ -650,6 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--collection", help="collection id (default: the plan's name); rerun to resume")
     col.add_argument("--gpu-index", type=int, default=0, help="which GPU (NVML and CUDA index); default 0")
     col.add_argument("--dry-run", action="store_true", help="list the plan and its expected duration; measure nothing")
+    col.add_argument("--scheduler", help="measure on a Dask cluster's GPU workers (tcp://HOST:PORT; each worker "
+                     "started with --resources GPU=1 and its own CUDA_VISIBLE_DEVICES), one item per GPU at a time")
     col.add_argument("--json", action="store_true")
     col.set_defaults(func=_collect)
 
@@ -667,6 +698,9 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     tr.add_argument("--quick", action="store_true", help="the quick profile: one hyper-parameter set, bags of two, "
                     "five folds (about a tenth of the boosters; for trying things out, not for shipping)")
+    tr.add_argument("--scheduler", help="fit every booster with xgboost.dask (needs [dask]): local (a LocalCluster on "
+                    "127.0.0.1) or tcp://HOST:PORT (a running scheduler); default in-process")
+    tr.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_train)
 

@@ -208,6 +208,8 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
         return response
 
     def answer(handler: Any, body: Any) -> JSONResponse:
+        if body is too_large:
+            return JSONResponse({"detail": f"body over {MAX_BODY_BYTES:,} bytes"}, status_code=413)
         model = holder.current() if holder is not None else None
         model = "physics" if model is None else model  # none held, or a checkout without a shipped model
         who = holder.describe() if holder is not None else "physics"
@@ -221,10 +223,14 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
             return JSONResponse({"detail": [{"loc": ["body", field], "msg": str(exc)}], "estimator": who},
                                 status_code=422)
 
+    too_large = object()  # a body sent without its length (chunked) that turns out too large
+
     async def _json(request: Request) -> Any:
-        body = await request.body()
-        if len(body) > MAX_BODY_BYTES:  # a body sent without a length
-            return None
+        body = b""
+        async for chunk in request.stream():  # read no further than the limit
+            body += chunk
+            if len(body) > MAX_BODY_BYTES:
+                return too_large
         try:
             import json
 

@@ -106,6 +106,14 @@ def test_keys_sizes_and_metrics(server):
     response = connection.getresponse()
     assert response.status == 413 and "body over" in response.read().decode()
     connection.close()
+    # ... and one sent in chunks without a length, once it has read past the limit
+    connection = http.client.HTTPConnection(host, int(port), timeout=30)
+    chunks = (b'{"rows": [' + b'{"model": "gpt2", "gpu": "a10"},' * 20_000 for _ in range(8))
+    connection.request("POST", "/v1/estimate/batch", body=chunks, encode_chunked=True,
+                       headers={"Content-Type": "application/json", "X-API-Key": KEY})
+    response = connection.getresponse()
+    assert response.status == 413 and "body over" in response.read().decode()
+    connection.close()
     status, out = call(server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10"}] * 10_001})
     assert status in (413, 422)
     status, text = call(server, "/metrics")

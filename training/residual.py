@@ -163,6 +163,27 @@ _FREE: int | None = None
 QUICK = {"grid": PARAM_GRID[:1], "bag": 2, "folds": 5}
 
 
+def _fit_on_dask(client: Any, booster: xgb.XGBRegressor, X: pd.DataFrame, y: np.ndarray,
+                 weight: np.ndarray) -> xgb.XGBRegressor:
+    """`booster` (unfitted) fitted by xgboost.dask: the rows split into one partition a worker, each worker building
+    its histograms and XGBoost's collective (Rabit) all-reducing them, so the trees are those of one process on all
+    rows, up to the quantile sketch's merge. Returns an in-process regressor holding the fitted booster, so that the
+    bag predicts, saves and exports as any other."""
+    import dask.dataframe as dd
+    from xgboost import dask as dxgb
+
+    workers = max(1, len(client.scheduler_info()["workers"]))
+    frame = X.reset_index(drop=True).assign(_y=np.asarray(y), _w=np.asarray(weight))  # named: monotone constraints
+    parts = dd.from_pandas(frame, npartitions=min(workers, len(frame)))
+    params = {k: v for k, v in booster.get_params().items() if k != "n_jobs"}
+    model = dxgb.DaskXGBRegressor(**params, n_jobs=1)
+    model.client = client
+    model.fit(parts[list(X.columns)], parts["_y"], sample_weight=parts["_w"])
+    local = xgb.XGBRegressor(**params)
+    local.load_model(bytearray(model.get_booster().save_raw(raw_format="json")))
+    return local
+
+
 def _predict_bag(bag: Sequence[xgb.XGBRegressor], X: pd.DataFrame | np.ndarray) -> np.ndarray:
     # inplace_predict skips the DMatrix the sklearn wrapper builds per call: ~1 ms instead of ~10 ms per row
     return bag_margin([m.get_booster().inplace_predict(X) for m in bag])
@@ -266,6 +287,8 @@ class ResidualModel(Residual):
     fold_of: dict[str, int] = field(default_factory=dict)           # each model family's fold in that selection
     oof: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
     _tick: Callable[[], Any] = field(default=lambda: None, repr=False)  # called after each booster fitted
+    # a dask.distributed Client: each booster is then fitted by xgboost.dask over the rows split across its workers
+    client: Any = field(default=None, repr=False, compare=False)
 
     def fit(self, X: pd.DataFrame, y: Mapping[str, np.ndarray], groups: Sequence[str], gpus: Sequence[str],
             grid: Sequence[Mapping[str, Any]] = PARAM_GRID, progress: bool = False,
@@ -370,8 +393,9 @@ class ResidualModel(Residual):
         for i in range(self.bag):
             keep = (groups != families[(seed + i) % len(families)] if len(families) >= JACKKNIFE_MIN_FAMILIES
                     else np.ones(len(y), dtype=bool))
-            boosters.append(make({**params, "random_state": seed * self.bag + i}).fit(
-                X[keep], y[keep], sample_weight=weight[keep]))
+            booster = make({**params, "random_state": seed * self.bag + i})
+            boosters.append(booster.fit(X[keep], y[keep], sample_weight=weight[keep]) if self.client is None
+                            else _fit_on_dask(self.client, booster, X[keep], y[keep], weight[keep]))
             self._tick()
         return boosters
 

@@ -187,3 +187,18 @@ def test_the_plan_report_renders_its_front_in_a_real_browser(tmp_path):
 def test_plan_is_in_the_package_api():
     result = joulecast.plan(joulecast.load_job(EXAMPLE), estimator="physics")
     assert len(result.plans) == 4 and result.to_dict()["gpus"] == 128
+
+
+def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one():
+    pytest.importorskip("dask.distributed", reason="needs the [dask] extra")
+    import pandas as pd
+
+    from joulecast.data.executors import executor
+
+    job = _job()
+    grid = dict(H=[10, 100], P=[1, 2], tau=[0, 1], bits=[4, 16], gbps=[0.5, 5.0], site_sets=[["a", "b"], ["a"]],
+                estimator="physics")
+    here = planner.sweep(job, **grid)
+    with executor("local", 2) as run:
+        spread = planner.sweep(job, **grid, run=run)
+    pd.testing.assert_frame_equal(here, spread, check_exact=True)

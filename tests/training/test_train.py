@@ -493,3 +493,21 @@ def test_the_quick_profile_fits_fewer_boosters_on_the_same_path():
     assert model.cv["folds"] == 5 and len(model.points["energy"]) == 2 and len(QUICK["grid"]) == 1
     assert np.isfinite(model.predict(X.head(3), ["a100"] * 3)["energy"]).all()
     assert 1 <= free_cores() <= (os.cpu_count() or 1)
+
+
+def test_xgboost_dask_training_matches_in_process_training(measurements, capsys):
+    """Every booster fitted by xgboost.dask across two workers: cross-validated energy MAPE within 0.2 points."""
+    from conftest import require_module
+
+    require_module("dask.distributed", "dask", "JOULECAST_REQUIRE_DASK")
+    from joulecast.data.executors import executor
+
+    here = train(measurements, quick=True, log_mlflow=False)
+    with executor("local", 2) as run:
+        spread = train(measurements, quick=True, log_mlflow=False, client=run.client)
+    assert spread.model.client is not None and len(spread.model.points["energy"]) == len(here.model.points["energy"])
+    gap = spread.metrics["cv_hybrid_energy_mape"] - here.metrics["cv_hybrid_energy_mape"]
+    assert abs(gap) <= 0.2, gap
+    est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", estimator=spread.model)
+    ref = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", estimator=here.model)
+    assert est.energy_j == pytest.approx(ref.energy_j, rel=0.05)

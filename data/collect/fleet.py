@@ -1,0 +1,156 @@
+"""Collecting on a fleet: a plan's items dispatched to Dask workers that declare a GPU resource
+(`dask worker tcp://HOST:PORT --resources GPU=1`, one worker a GPU), one item per GPU at a time.
+
+Each worker measures with its own meter and runner (a `Station`, opened once per worker process, its idle power read
+once before its first item); rows come back to this process, which alone writes the store, so every row is written
+once. A worker that dies mid-item loses only that item's measurement: Dask runs the item again on another worker (up
+to the scheduler's allowed failures), and the first result to come back is the one stored. Rows are flushed as they
+arrive (atomic part files), so a rerun resumes where an interrupted one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+from joulecast.data import store
+from joulecast.data.collect.collector import (
+    FLUSH_S,
+    CollectResult,
+    Meter,
+    Runner,
+    _row,
+    _write_card,
+    measure_idle,
+    measure_item,
+    samples_frame,
+)
+from joulecast.data.collect.plan import Plan, PlanItem
+
+log = logging.getLogger(__name__)
+GPU_RESOURCE = "GPU"
+
+
+class Station(Protocol):
+    """What a worker measures with: opened once in each worker process. A frozen dataclass, so that its repr (its
+    fields) says which station a worker has opened whatever copy of it a task brings."""
+
+    def open(self) -> tuple[Meter, Runner, Callable[[float], None]]: ...  # (meter, runner, sleep)
+
+
+@dataclass(frozen=True)
+class NvmlStation:
+    """The worker's own GPU: the first of CUDA_VISIBLE_DEVICES (as dask-cuda and `--resources GPU=1` workers are
+    started, one a GPU), NVML's index of it (NVML ignores CUDA_VISIBLE_DEVICES), and PyTorch on `cuda:0`."""
+
+    def open(self) -> tuple[Meter, Runner, Callable[[float], None]]:
+        from joulecast.data.collect.nvml_meter import open_meter
+        from joulecast.data.collect.torch_runner import TorchRunner
+
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+        return open_meter(int(visible) if visible.isdigit() else 0), TorchRunner("cuda:0"), time.sleep
+
+
+_OPENED: dict[str, tuple[Meter, Runner, Callable[[float], None], float]] = {}  # per worker process, by repr
+
+
+def _station(station: Station, idle_s: float) -> tuple[Meter, Runner, float]:
+    key = repr(station)
+    if key not in _OPENED:
+        meter, runner, sleep = station.open()
+        _OPENED[key] = (meter, runner, sleep, measure_idle(meter, idle_s, sleep))
+    meter, runner, _, idle_w = _OPENED[key]
+    return meter, runner, idle_w
+
+
+def measure_on_worker(item: PlanItem, plan: Plan, collection: str, station: Station) -> dict[str, Any]:
+    """One item on this worker's GPU: {"row", "samples"} or {"failed": reason}."""
+    meter, runner, idle_w = _station(station, plan.settings.idle_s)
+    device = {**getattr(meter, "describe", dict)(), **runner.describe()}
+    windows: list = []
+    try:
+        step = runner.prepare(item)
+        try:
+            fields = measure_item(step, meter, plan.settings, idle_w, keep=windows)
+        finally:
+            step.close()
+    except Exception as exc:  # out of memory, an unsupported dtype: reported, the plan goes on
+        return {"failed": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]}
+    return {"row": _row(item, plan, collection, device, idle_w, fields),
+            "samples": samples_frame(item.id, windows), "device": device}
+
+
+def collect_on(client: Any, plan: Plan, root: str | Path, station: Station, *, collection: str | None = None,
+               progress: bool = True) -> CollectResult:
+    """Measure every item of `plan` not yet stored under `root` on the client's GPU workers."""
+    from dask.distributed import as_completed
+    from distributed.scheduler import KilledWorker
+    from tqdm.auto import tqdm
+
+    collection = collection or plan.name
+    result = CollectResult(collection=collection, root=str(root), gpu=plan.gpu)
+    done = store.existing_ids(root, plan.gpu, collection)
+    todo = [it for it in plan.items if it.id not in done]
+    result.skipped = len(plan.items) - len(todo)
+    gpus = sum(w.get("resources", {}).get(GPU_RESOURCE, 0) for w in client.scheduler_info()["workers"].values())
+    if todo and not gpus:
+        from joulecast.data.errors import InputError
+        raise InputError("--scheduler", f"no worker declares a {GPU_RESOURCE} resource; start one per GPU with "
+                         f"`dask worker SCHEDULER --resources {GPU_RESOURCE}=1`")
+    started = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    device = {"fleet": f"{gpus:g} GPU worker(s) at {client.scheduler.address}"}
+    _write_card(plan, root, collection, result, device, started, status="running")
+    rows: list[dict[str, Any]] = []
+    traces: list[pd.DataFrame] = []
+    written: set[str] = set()
+    last = time.monotonic()
+
+    def flush() -> None:
+        if rows:  # rows first, as the one-GPU loop does
+            store.write_part(pd.DataFrame(rows), root, plan.gpu, collection)
+            result.written += len(rows)
+            rows.clear()
+        if traces:
+            store.write_samples(pd.concat(traces, ignore_index=True), root, plan.gpu, collection)
+            traces.clear()
+
+    futures = {client.submit(measure_on_worker, item, plan, collection, station, resources={GPU_RESOURCE: 1},
+                             pure=False, key=f"collect-{collection}-{item.id}-{started}"): item for item in todo}
+    bar = tqdm(total=len(todo), unit="item", desc=f"collect on {gpus:g} GPU(s)", disable=not progress)
+    try:
+        for future in as_completed(futures):
+            item = futures[future]
+            try:
+                out = future.result()
+            except KilledWorker as exc:  # died on every worker it was given to
+                out = {"failed": f"KilledWorker: {exc}"[:300]}
+            if "failed" in out:
+                result.failed[item.id] = out["failed"]
+                log.warning("%s failed: %s", item.id, out["failed"])
+            elif item.id not in written:
+                written.add(item.id)
+                rows.append(out["row"])
+                traces.append(out["samples"])
+                device.update(out["device"])
+            bar.update(1)
+            if time.monotonic() - last >= FLUSH_S:
+                flush()
+                last = time.monotonic()
+    except KeyboardInterrupt:
+        result.interrupted = True
+        for future in futures:
+            future.cancel()
+    finally:
+        bar.close()
+        flush()
+        _write_card(plan, root, collection, result, device, started,
+                    status="interrupted" if result.interrupted else "complete")
+    return result

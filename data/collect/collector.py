@@ -267,11 +267,12 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
 
 def _row(item: PlanItem, plan: Plan, collection: str, device: dict[str, str], idle_w: float,
          fields: dict[str, Any]) -> dict[str, Any]:
-    work = item_workload(item)
+    kernel_hash = None if item.kind == "wait" else item_workload(item).kernel_hash
     model = item.model or item.op or ""
     return dict(
         measurement_id=item.id, source=COLLECTOR_SOURCE, provenance=f"collection {collection}, plan {plan.source}",
-        workload_ref=item.workload_ref, kernel_list="lowered", kernel_hash=work.kernel_hash, model=model,
+        workload_ref=item.workload_ref, kernel_list="none" if item.kind == "wait" else "lowered",
+        kernel_hash=kernel_hash, model=model,
         model_family=family_of_name(model) if item.kind == "model" else item.op, phase=item.phase,
         batch=item.batch, seq=item.seq, dtype=item.dtype, attention="flash" if item.kind == "model" else None,
         gpu=plan.gpu, gpu_uuid_hash=device.get("uuid_hash"), num_gpus=1, idle_power_w=idle_w, **fields)

@@ -15,6 +15,9 @@
         seq: [512]
         dtype: [bf16]
         overrides: {num_hidden_layers: 2}               # optional config overrides (shrunk models for tests)
+    waits:                           # the GPU waiting, not computing (rows with no workload: never trained on)
+      - mode: [spin, idle-context]   # spin: a kernel polling the clock, as NCCL's poll a flag while peers are late;
+        us: [1000]                   # idle-context: a CUDA context held, no kernel; us: microseconds a launch
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from joulecast.data.workload_ref import catalog_ref, kernel_ref
 PLAN_DIR = Path(__file__).parent / "plans"
 # Seconds to set an item up before its warm-up (allocating tensors; building a model with random weights), used
 # only for dry-run durations (assumption, checked against the first real collection).
-SETUP_S = {"kernel": 0.3, "model": 4.0}
+SETUP_S = {"kernel": 0.3, "model": 4.0, "wait": 0.3}
+WAIT_MODES = ("spin", "idle-context")
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ class PlanItem:
     """One configuration to measure."""
 
     id: str                       # stable: the measurement id within the collection (resume key)
-    kind: str                     # kernel or model
+    kind: str                     # kernel, model or wait
     op: str | None                # kernel op (gemm, attention, ...) for kernels
     model: str | None             # catalog model for models
     phase: str | None
@@ -147,8 +151,22 @@ def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
     return items
 
 
+def _wait_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
+    extra = sorted(set(entry) - {"mode", "us"})
+    require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: mode, us")
+    items = []
+    for mode, us in itertools.product(_as_list(entry.get("mode", "spin")), _as_list(entry.get("us", 1000))):
+        require(mode in WAIT_MODES, f"{where}.mode", f"unknown {mode!r}; allowed: {', '.join(WAIT_MODES)}")
+        require(isinstance(us, int) and not isinstance(us, bool) and 10 <= us <= 10**6, f"{where}.us",
+                f"must be whole microseconds from 10 to 1,000,000, got {us!r}")
+        items.append(PlanItem(id=f"wait/{mode}/us{us}", kind="wait", op=mode, model=None, phase="wait", batch=1,
+                              seq=None, dtype="fp32", sizes={"us": us}))
+    return items
+
+
 def item_workload(item: PlanItem) -> Workload:
-    """The physics-ready workload of a plan item (validates the item's fields)."""
+    """The physics-ready workload of a plan item (validates the item's fields); a wait has none."""
+    require(item.kind != "wait", "item", f"{item.id} is a wait: it has no workload")
     if item.kind == "kernel":
         from joulecast.features.kernel_specs import kernel_workload
 
@@ -164,8 +182,9 @@ def item_workload(item: PlanItem) -> Workload:
 def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:
     """Build a plan from its mapping; errors name the field (e.g. `models[1].phase`)."""
     require(isinstance(raw, Mapping), "plan", f"{source} must hold a YAML mapping")
-    extra = sorted(set(raw) - {"name", "gpu", "settings", "kernels", "models", "description"})
-    require(not extra, extra[0] if extra else "", "unknown plan key; allowed: name, gpu, settings, kernels, models, description")
+    extra = sorted(set(raw) - {"name", "gpu", "settings", "kernels", "models", "waits", "description"})
+    require(not extra, extra[0] if extra else "",
+            "unknown plan key; allowed: name, gpu, settings, kernels, models, waits, description")
     require(isinstance(raw.get("name"), str) and raw["name"].strip() != "", "name", "the collection id is missing")
     from joulecast.data.gpus import gpu as catalog_gpu
 
@@ -173,17 +192,18 @@ def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:
     require(isinstance(raw.get("settings") or {}, Mapping), "settings", "must map setting names to numbers")
     settings = Settings.from_dict(raw.get("settings") or {})
     items: list[PlanItem] = []
-    for section, parse in (("kernels", _kernel_items), ("models", _model_items)):
+    for section, parse in (("kernels", _kernel_items), ("models", _model_items), ("waits", _wait_items)):
         entries = raw.get(section) or []
         require(isinstance(entries, list), section, "must be a list of entries")
         for i, entry in enumerate(entries):
             require(isinstance(entry, Mapping), f"{section}[{i}]", "must be a mapping of keys")
             items += parse(entry, f"{section}[{i}]")
-    require(bool(items), "kernels", "the plan has no kernels and no models")
+    require(bool(items), "kernels", "the plan has no kernels, models or waits")
     seen: set[str] = set()
     unique = [it for it in items if not (it.id in seen or seen.add(it.id))]
     for it in unique:
-        item_workload(it)  # fail at load time, not hours into a collection
+        if it.kind != "wait":
+            item_workload(it)  # fail at load time, not hours into a collection
     return Plan(name=raw["name"], gpu=gpu, settings=settings, items=tuple(unique), source=source)
 
 
@@ -219,8 +239,12 @@ def expected_durations(plan: Plan, items: Sequence[PlanItem] | None = None) -> l
     s = plan.settings
     out = []
     for item in items if items is not None else plan.items:
-        est = estimate(item_workload(item), plan.gpu, estimator="physics")  # needs no xgboost (the GPU machine has none)
-        n = max(s.min_iterations, math.ceil(s.min_window_s / est.time_s))
-        seconds = SETUP_S[item.kind] + s.warmup_s + s.repeats * n * est.time_s
-        out.append(ItemEstimate(item, est.time_s, est.energy_j, n, seconds))
+        if item.kind == "wait":  # a launch lasts what it says; its energy is what the row measures
+            time_s, energy_j = item.sizes["us"] * 1e-6, float("nan")
+        else:
+            est = estimate(item_workload(item), plan.gpu, estimator="physics")  # no xgboost (the GPU machine has none)
+            time_s, energy_j = est.time_s, est.energy_j
+        n = max(s.min_iterations, math.ceil(s.min_window_s / time_s))
+        seconds = SETUP_S[item.kind] + s.warmup_s + s.repeats * n * time_s
+        out.append(ItemEstimate(item, time_s, energy_j, n, seconds))
     return out

@@ -51,6 +51,25 @@ class Step:
             torch.cuda.empty_cache()
 
 
+class _HostTimed(Step):
+    """A step timed by the host clock wherever it runs (an idle wait launches nothing to time with events)."""
+
+    def __init__(self, fn: Callable[[], Any], keep: Any = None):
+        super().__init__(fn, torch.device("cpu"), keep)
+
+
+def _clock_hz(device: torch.device) -> float:
+    """The SM clock as torch.cuda._sleep counts it: cycles over the events' time of a 10^7-cycle spin."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.device(device):
+        torch.cuda._sleep(1000)  # the first launch loads the kernel
+        start.record()
+        torch.cuda._sleep(10_000_000)
+        end.record()
+        end.synchronize()
+    return 10_000_000 / (start.elapsed_time(end) / 1e3)
+
+
 class TorchRunner:
     """Turns plan items into `Step`s on one device (`cuda`, `cuda:1`, or `cpu` for tests)."""
 
@@ -69,7 +88,30 @@ class TorchRunner:
     def prepare(self, item: PlanItem) -> Step:
         if item.kind == "kernel":
             return self._kernel(item)
+        if item.kind == "wait":
+            return self._wait(item)
         return self._model(item)
+
+    def _wait(self, item: PlanItem) -> Step:
+        """`spin`: one kernel a launch that polls the SM clock for `us` microseconds (torch.cuda._sleep), as NCCL's
+        kernels poll a flag while their peers are late (one thread block here against NCCL's several channels: a
+        floor of its power); `idle-context`: the context held and a host sleep, no kernel. On the CPU (tests) a
+        spin is a host busy loop."""
+        seconds = item.sizes["us"] * 1e-6
+        if item.op == "idle-context":
+            keep = torch.zeros(1, device=self.device)  # the context, created and held
+
+            def idle() -> None:
+                time.sleep(seconds)
+            return _HostTimed(idle, keep)
+        if self.device.type != "cuda":
+            def busy() -> None:
+                end = time.perf_counter() + seconds
+                while time.perf_counter() < end:
+                    pass
+            return Step(busy, self.device)
+        cycles = max(1, int(seconds * _clock_hz(self.device)))
+        return Step(lambda: torch.cuda._sleep(cycles), self.device)
 
     def _rand(self, *shape: int, dtype: str = "bf16") -> torch.Tensor:
         return torch.randn(*shape, device=self.device, dtype=TORCH_DTYPES[dtype])

@@ -41,7 +41,7 @@ def test_grid_and_shapes_expand_and_ids_are_stable():
 @pytest.mark.parametrize("raw, message", [
     ({"gpu": "h200", "kernels": []}, "name: the collection id is missing"),
     ({"name": "p", "gpu": "h900", "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]}, "gpu: unknown 'h900'"),
-    ({"name": "p", "gpu": "h200"}, "kernels: the plan has no kernels and no models"),
+    ({"name": "p", "gpu": "h200"}, "kernels: the plan has no kernels, models or waits"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "conv", "shapes": [{"m": 1}]}]}, "kernels[0].shapes[0].op: unknown 'conv'"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "gemm", "shapes": [{"m": 1, "n": 0, "k": 2}]}]},
      "kernels[0].shapes[0].n: must be a positive integer, got 0"),
@@ -90,3 +90,16 @@ def test_dry_run_needs_neither_xgboost_nor_mlflow(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["gpu"] == "h200"
+
+
+def test_a_plan_of_waits_measures_the_gpu_waiting_and_never_trains():
+    plan = load_plan("h200-waiting")
+    waits = [it for it in plan.items if it.kind == "wait"]
+    assert {it.op for it in waits} == {"spin", "idle-context"} and {it.sizes["us"] for it in waits} == {100, 1000, 10000}
+    assert all(it.workload_ref is None and it.phase == "wait" for it in waits)
+    durations = {e.item.id: e for e in expected_durations(plan)}
+    assert durations["wait/spin/us1000"].physics_time_s == pytest.approx(1e-3)
+    with pytest.raises(InputError, match=r"waits\[0\].mode"):
+        parse_plan({"name": "w", "gpu": "h200", "waits": [{"mode": "nap"}]})
+    with pytest.raises(InputError, match=r"waits\[0\].us"):
+        parse_plan({"name": "w", "gpu": "h200", "waits": [{"mode": "spin", "us": 5}]})

@@ -32,6 +32,7 @@ _EXPORTS = {
     "generate": "joulecast.estimator.jobs", "GenerationEstimate": "joulecast.estimator.jobs",
     "train_run": "joulecast.estimator.train_run", "TrainRunEstimate": "joulecast.estimator.train_run",
     "plan": "joulecast.estimator.plan", "load_job": "joulecast.data.job_file",
+    "serve": "joulecast.estimator.serving", "ServeEstimate": "joulecast.estimator.serving",
 }
 _RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog")}
 __all__ = sorted([*_EXPORTS, *_RENAMED])

@@ -44,7 +44,7 @@ def _estimate(args: argparse.Namespace) -> int:
         raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
                                    "give one of --model NAME, --config PATH or --kernels FILE.json")
     if args.phase in JOB_FLAGS:
-        return {"generate": _generate, "train-run": _train_run}[args.phase](args)
+        return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args)
     for phase, flags in JOB_FLAGS.items():
         given = [flag for flag in flags if getattr(args, flag) not in (None, False)]
         if given:
@@ -82,6 +82,29 @@ def _generate(args: argparse.Namespace) -> int:
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.generation_table(job))
+    return 0
+
+
+def _serve_job(args: argparse.Namespace) -> int:
+    import joulecast
+    from joulecast import render
+    from joulecast.estimator.serving import serve
+
+    if not args.model:
+        raise joulecast.InputError("--model", "--phase serve needs --model NAME (a catalog model)")
+    for flag in ("input_len", "output_len"):
+        if getattr(args, flag) is None:
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase serve needs it (mean tokens a request)")
+    for flag in ("batch", "seq", "attention", "no_kv_cache"):
+        if getattr(args, flag) not in (None, False):
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "has no effect with --phase serve (give "
+                                       "--concurrency or --request-rate)")
+    given = {flag: getattr(args, flag) for flag in ("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens")
+             if getattr(args, flag) is not None}
+    job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
+                concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
+                duration_s=args.duration, estimator=args.estimator, **given)
+    print(render.to_json(job.to_dict()) if args.json else render.serve_table(job))
     return 0
 
 
@@ -219,6 +242,7 @@ def _sweep(args: argparse.Namespace) -> int:
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache"),
+             "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer")}
 
@@ -568,8 +592,9 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
     est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
     est.add_argument("--phase", help="prefill, decode, training (one step; vision: inference), generate (a whole "
-                     "generation: --input-len, --output-len) or train-run (a whole training run: --steps or --tokens, "
-                     "--global-batch, --seq); default prefill")
+                     "generation: --input-len, --output-len), serve (steady-state serving: --concurrency or "
+                     "--request-rate) or train-run (a whole training run: --steps or --tokens, --global-batch, "
+                     "--seq); default prefill")
     est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
@@ -586,6 +611,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--output-len", type=int, help="generated tokens per sequence")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
+    srv = est.add_argument_group("--phase serve (steady-state serving; --input-len and --output-len are means)")
+    srv.add_argument("--concurrency", type=int, help="requests kept in flight (or give --request-rate)")
+    srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
+    srv.add_argument("--max-batch", type=int, help="the engine's most requests in flight; default 256")
+    srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance; default 1")
+    srv.add_argument("--chunk-tokens", type=int, help="most prompt tokens a step carries; default 8192")
+    srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
     run.add_argument("--steps", type=int, help="optimizer steps (or give --tokens)")
     run.add_argument("--tokens", type=int, help="tokens to train on (steps = tokens / (global batch x seq), rounded "

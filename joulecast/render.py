@@ -73,6 +73,23 @@ def generation_table(job: Any) -> str:
     return "\n".join(lines)
 
 
+def serve_table(job: Any) -> str:
+    band = job.energy_per_output_token_interval_j
+    lines = [f"serving {job.model}: {job.input_len:g} tokens in, {job.output_len:g} out a request, "
+             f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else ""),
+             f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else ""), f"method     {job.method}", "",
+             f"per token  {_g4(job.energy_per_output_token_j)} J an output token"
+             + (f"  ({_g4(band[0])} - {_g4(band[1])} J)" if band else ""),
+             f"per request {_g4(job.energy_per_request_j)} J",
+             f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
+             f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time)",
+             f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})"]
+    if job.energy_j is not None:
+        lines.append(f"energy     {_g4(job.energy_j)} J over {duration(job.duration_s)}")
+    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    return "\n".join(lines)
+
+
 def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
     parts = ", ".join(f"{k} {v:.3g}" for k, v in job.memory_parts_gb.items())

@@ -74,9 +74,9 @@ def gpu_cluster():
 
 
 def test_items_go_one_per_gpu_and_land_once_though_a_worker_dies(gpu_cluster, tmp_path):
-    from joulecast.data.collect.fleet import collect_on
-
     import signal
+
+    from joulecast.data.collect.fleet import collect_on
 
     client, cluster = gpu_cluster
     plan = _plan(16)

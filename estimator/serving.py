@@ -1,0 +1,192 @@
+"""Steady-state serving (`joulecast.serve`, `estimate --phase serve`): a model behind a continuous-batching engine at a
+concurrency or a request rate, with mean prompt and output lengths; tokens a second, J an output token, J a request,
+average power with the idle time a light load leaves.
+
+The engine step (stated approximations):
+- a step decodes one token for each of the B running requests, whose contexts average input + output / 2 tokens,
+  and carries prefill chunks of arriving prompts (chunked prefill, vLLM's default since 0.6): in the steady state a
+  request finishes and is replaced every output_len / B steps, so a step carries p = B x input / output prompt
+  tokens, at most `chunk_tokens`;
+- one step is one pass: the linear layers run over the B + p tokens together (their weights read once), the decode
+  attention over the B contexts, the prompts' attention and their other kernels over the p tokens;
+- with tensor parallelism (tp GPUs) each GPU runs its shard (`features.train_step.shard_config`) and two all-reduces
+  a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
+  GPU's generation), not overlapped (the engines tested do not), the GPUs waiting at their idle power at maximum
+  clocks meanwhile;
+- engines as data (`features.arch.SERVING_ENGINES`): their own host work between steps, per running request, at a
+  measured power; "none" for the kernels alone (CUDA graphs by default, as vLLM replays its decode steps).
+Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `request_rate` (requests/s, Poisson)
+gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
+every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
+catalog idle power. A rate above what max_batch serves is an error naming the most it serves.
+Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from joulecast.data.errors import InputError, require
+from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.job_file import reference
+from joulecast.data.workload import Workload
+from joulecast.estimator.api import Estimate, estimate
+from joulecast.estimator.loading import load_estimator
+from joulecast.features import arch, collectives, train_step
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lowering import engine_records, lower, resolve_model
+
+_NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
+ENGINES = ("none", *arch.SERVING_ENGINES)
+
+
+@dataclass(frozen=True, slots=True)
+class ServeEstimate:
+    model: str
+    gpu: str
+    tp: int
+    engine: str
+    input_len: float
+    output_len: float
+    batch: float                  # requests in flight on average (while the GPU is busy: busy_batch)
+    busy_batch: int
+    idle_share: float
+    step_time_s: float            # = time per output token
+    step_energy_j: float          # all tp GPUs
+    tokens_per_s: float
+    requests_per_s: float
+    power_w: float                # all tp GPUs, idle time included
+    energy_per_output_token_j: float
+    energy_per_request_j: float
+    energy_per_output_token_interval_j: tuple[float, float] | None
+    ttft_s: float                 # a prompt's prefill within one step (no queueing counted)
+    memory_gb: float
+    flags: tuple[str, ...]
+    method: str
+    duration_s: float | None = None
+    energy_j: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def _positive(name: str, value: object, integer: bool = False) -> float:
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value > 0
+    if not ok or (integer and int(value) != value) or value > 2**24:
+        raise InputError(name, f"must be a positive {'integer' if integer else 'number'} up to 2^24, got {value!r}")
+    return float(value)
+
+
+def _step_records(config: dict, batch: int, context: int, prompt_tokens: int, input_len: int, dtype: str,
+                  engine: str | None) -> tuple[list[dict], int]:
+    """One mixed step's kernel records (see the module's docstring) and the shard's weights."""
+    decode, params = lower(config, phase="decode", batch=batch, seq=context, dtype=dtype, lm_head=True)
+    decode = engine_records(decode, engine)
+    if prompt_tokens <= 0:
+        return decode, params
+    chunk_batch = max(1, round(prompt_tokens / input_len))
+    prefill, _ = lower(config, phase="prefill", batch=chunk_batch, seq=max(1, prompt_tokens // chunk_batch),
+                       dtype=dtype, lm_head=False)
+    tokens = batch + prompt_tokens
+    merged = []
+    for r in decode:  # the linear layers over every token of the step, their weights read once
+        if r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core") and batch in (r["m"], r["n"]):
+            width = r["m"] if r["n"] == batch else r["n"]
+            if width != int(config["vocab_size"]):  # the LM head runs on the decodes' last tokens only
+                r = dict(r, n=tokens) if r["n"] == batch else dict(r, m=tokens)
+        merged.append(r)
+    merged += [r for r in prefill if not (r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core"))]
+    return merged, params
+
+
+def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
+              engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any
+              ) -> list[tuple[Estimate, float, float]]:
+    """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
+    config, name, _ = resolve_model(model)
+    shard = train_step.shard_config(config, tp=tp)
+    hidden = int(config.get("hidden_size") or config["n_embd"])
+    layers = int(config.get("num_hidden_layers") or config.get("n_layer"))
+    link = reference("links")[_NVLINK.get(spec.architecture.lower(), "nvlink4")]
+    out = []
+    for b in batches:
+        b = int(b)
+        prompt = int(min(chunk_tokens, round(b * input_len / output_len)))
+        context = max(1, int(round(input_len + output_len / 2)))
+        records, params = _step_records(shard, b, context, prompt, max(1, int(round(input_len))), dtype, engine)
+        work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{b}", model=name,
+                                   phase="decode", batch=b, seq=context, dtype=dtype, source="config",
+                                   launch_mode=launch_mode, engine=engine, params=params)
+        est = estimate(work, spec, estimator=residual if residual is not None else "physics")
+        comm = float(2 * layers * collectives.time_s("all-reduce", tp, (b + prompt) * hidden * 2.0,
+                                                     link["gbytes_per_s"], link["latency_us"]))
+        out.append((est, comm, float(prompt)))
+    return out
+
+
+def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurrency: int | None = None,
+          request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
+          dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = 8192, duration_s: float | None = None,
+          estimator: Any = None) -> ServeEstimate:
+    """Estimate steady-state serving (see the module's docstring).
+
+    Raises:
+        InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
+            serves, an unknown engine, a layout the model's heads do not divide).
+    """
+    input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
+    max_batch = int(_positive("max_batch", max_batch, integer=True))
+    tp = int(_positive("tp", tp, integer=True))
+    chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
+    require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one")
+    require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
+    spec = lookup_gpu(gpu)
+    residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    eng = None if engine == "none" else engine
+    wait_w = spec.idle_power_max_clock_w
+    if concurrency is not None:
+        busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
+        (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
+                                         launch_mode, tp, chunk_tokens, residual)
+        mean_batch, idle = float(busy), 0.0
+        step_s, step_j = est.time_s + comm, tp * (est.energy_j + comm * wait_w)
+        tokens_per_s = busy / step_s
+    else:
+        rate = _positive("request_rate", request_rate)
+        grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
+        steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
+                          residual)
+        step_s = np.array([e.time_s + c for e, c, _ in steps])
+        capacity = grid / (output_len * step_s)           # requests/s each batch size serves
+        if rate > capacity[-1]:
+            raise InputError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
+                             f"({capacity[-1]:.4g}/s); raise max_batch or add GPUs")
+        step_j_grid = np.array([tp * (e.energy_j + c * wait_w) for e, c, _ in steps])
+        # Little's law: in flight B = rate x output_len x step time(B); capacity rises with B, so interpolate it
+        mean_batch = (float(np.interp(rate, capacity, grid)) if rate >= capacity[0]
+                      else rate * output_len * step_s[0])  # under one in flight on average: the GPU idles between
+        i = int(np.searchsorted(grid, mean_batch))        # the grid's batch at or above it (its flags, interval)
+        est, comm, prompt = steps[i]
+        busy = int(grid[i])
+        step_s, step_j = (float(np.interp(mean_batch, grid, step_s)),
+                          float(np.interp(mean_batch, grid, step_j_grid)))
+        idle = math.exp(-mean_batch)
+        tokens_per_s = rate * output_len
+    power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
+    per_token = power / tokens_per_s
+    band = None
+    if est.energy_interval_j is not None:  # the step's relative band on the per-token figure
+        band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
+    flags = set(est.flags)
+    return ServeEstimate(
+        model=est.workload.split("/")[0], gpu=spec.name, tp=tp, engine=engine, input_len=input_len,
+        output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
+        step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
+        energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
+        energy_per_output_token_interval_j=band, ttft_s=step_s, memory_gb=float(est.memory_gb or 0.0),
+        flags=tuple(sorted(str(f) for f in flags)), method=est.method, duration_s=duration_s,
+        energy_j=None if duration_s is None else power * duration_s)

@@ -1,0 +1,71 @@
+"""Steady-state serving: a step of decodes and prompt chunks, a load by concurrency or by Poisson rate (Little's law,
+idle time), tensor parallelism, and its errors."""
+
+import json
+import math
+
+import pytest
+
+import joulecast
+from joulecast.cli import main
+from joulecast.estimator.serving import serve
+
+
+def test_without_prompts_a_serving_step_is_a_decode_step():
+    job = serve("llama-3-8b", "h100-sxm", input_len=1, output_len=64, concurrency=8, estimator="physics")
+    step = joulecast.estimate(joulecast.workload("llama-3-8b", phase="decode", batch=8, seq=33, launch_mode="graph"),
+                              "h100-sxm", estimator="physics")
+    assert job.step_time_s == pytest.approx(step.time_s, rel=1e-12)
+    assert job.energy_per_output_token_j == pytest.approx(step.energy_j / 8, rel=1e-12)
+    assert job.tokens_per_s == pytest.approx(8 / step.time_s) and job.idle_share == 0.0
+
+
+def test_prompts_add_work_to_each_step_and_longer_prompts_more():
+    short, long = (serve("llama-3-8b", "h100-sxm", input_len=n, output_len=256, concurrency=64, estimator="physics")
+                   for n in (64, 2048))
+    assert long.step_time_s > short.step_time_s and long.energy_per_output_token_j > short.energy_per_output_token_j
+    assert long.energy_per_request_j == pytest.approx(long.energy_per_output_token_j * 256)
+
+
+def test_a_request_rate_follows_littles_law_and_idles_at_light_load():
+    busy = serve("llama-3-8b", "h100-sxm", input_len=256, output_len=200, request_rate=4.0, estimator="physics")
+    assert busy.tokens_per_s == pytest.approx(4.0 * 200) and busy.requests_per_s == pytest.approx(4.0)
+    assert busy.batch == pytest.approx(4.0 * 200 * busy.step_time_s, rel=0.05)  # in flight = rate x latency
+    light = serve("llama-3-8b", "h100-sxm", input_len=256, output_len=200, request_rate=0.01, estimator="physics")
+    assert light.idle_share == pytest.approx(math.exp(-light.batch)) and light.idle_share > 0.9
+    assert light.energy_per_output_token_j > 10 * busy.energy_per_output_token_j  # idle power over few tokens
+    spec = joulecast.gpu("h100-sxm")
+    assert spec.idle_power_w < light.power_w < busy.power_w
+    with pytest.raises(joulecast.InputError, match="request_rate"):
+        serve("llama-3-8b", "h100-sxm", input_len=256, output_len=200, request_rate=1e4, estimator="physics")
+
+
+def test_tensor_parallel_instances_share_a_step_and_pay_its_all_reduces():
+    two, four = (serve("llama-3-70b", "h100-sxm", input_len=256, output_len=256, concurrency=64, tp=t,
+                       estimator="physics") for t in (2, 4))
+    assert four.tokens_per_s > two.tokens_per_s and four.tp == 4
+    assert four.memory_gb < two.memory_gb  # each GPU holds its shard
+    with pytest.raises(joulecast.InputError, match="layout.tp"):
+        serve("llama-3-70b", "h100-sxm", input_len=256, output_len=256, concurrency=8, tp=3, estimator="physics")
+
+
+@pytest.mark.parametrize("kw, field", [
+    (dict(concurrency=8, request_rate=1.0), "concurrency"), (dict(), "concurrency"),
+    (dict(concurrency=8, engine="tgi"), "engine"), (dict(concurrency=8, input_len=0), "input_len"),
+    (dict(concurrency=0), "concurrency"),
+])
+def test_bad_serving_settings_name_their_field(kw, field):
+    args = {"input_len": 128, "output_len": 128, **kw}
+    with pytest.raises(joulecast.InputError, match=field):
+        serve("gpt2", "a10", estimator="physics", **args)
+
+
+def test_cli_serve_json(capsys):
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+            "--output-len", "256", "--request-rate", "2", "--duration", "3600", "--engine", "vllm-0.5.4", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["engine"] == "vllm-0.5.4" and out["tokens_per_s"] == pytest.approx(512.0)
+    assert out["energy_j"] == pytest.approx(out["power_w"] * 3600)
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--concurrency", "4"]) == 2
+    assert "--concurrency: applies to --phase serve only" in capsys.readouterr().err

@@ -31,6 +31,7 @@ from joulecast.training.residual import PARAM_GRID, ResidualModel
 NOMINAL = ResidualModel.level  # the intervals' level (90 %)
 SIGNIFICANCE = 0.05  # a partition's coverage is called outside the target where p_in_target falls below this
 PAPER_POWER_MAPE = {"a100-pcie-40gb": 8.26, "a10": 8.05}  # EnergAIzer (ISPASS'26), as the issue quotes
+PAPER_DVFS_POWER_MAPE = "6.0-13.3 %"  # the paper's A100 power MAPE across its 510-1,410 MHz clocks, as issue 27 quotes
 
 
 def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True) -> pd.DataFrame:
@@ -82,6 +83,13 @@ def main(path: str, seeds: int) -> None:
     by_gpu = with_chance(by_gpu, frame, "gpu", spreads)
     print("\nleave-one-model-out, hybrid (MAPE %, coverage % of the 90 % energy interval; chance_*: see below):")
     print(by_gpu.to_string(index=False))
+    dvfs = frame[frame["measurement_id"].str.startswith("dvfs:")]
+    if len(dvfs):  # the A100 clock sweep (measurements/dvfs.csv), each row held out with its model
+        clocks = error_table(dvfs.assign(clock=(dvfs["sm_clock_mhz"] / 30).round().astype(int) * 30), "clock")
+        print(f"\nA100 clock sweep, held-out models, by locked SM clock (MHz; paper's power MAPE "
+              f"{PAPER_DVFS_POWER_MAPE}):")
+        print(clocks[["value", "rows", "energy_mape", "time_mape", "power_mape", "coverage"]].round(2)
+              .to_string(index=False))
     by_model = error_table(frame, "model_family")
     # How far a family's coverage may stray from 90 % by chance alone, 95 % of the time: with rows independent
     # (chance_pts: 16 rows allow +-15 points), and with each family's rows on one GPU sharing an offset, as they do

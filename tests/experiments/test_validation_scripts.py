@@ -11,10 +11,7 @@ from conftest import EXTERNAL, REPO, require_path
 
 
 def _run(script: str) -> dict:
-    out = subprocess.run([sys.executable, str(REPO / "experiments" / script), "--json"], capture_output=True,
-                         text=True, timeout=600, cwd=REPO)
-    assert out.returncode == 0, out.stderr[-2000:]
-    return json.loads(out.stdout)
+    return _run_args(script)
 
 
 def test_mlperf_training_rows_are_planned_and_scored():
@@ -39,3 +36,24 @@ def test_decentralised_runs_reproduce_their_published_figures():
     for name in ("intellect_1", "opendiloco"):
         low, high = result[name]["band_gbps"]
         assert 0 < low < high
+
+
+def test_job_validation_scripts_score_every_set_they_name():
+    require_path(EXTERNAL / "mlenergy-v3" / "llm_mllm_runs.csv")
+    require_path(EXTERNAL / "wilkins-llm-inference-energy" / "input_token_sweep.csv")
+    serving = _run_args("serving_jobs.py", "--input-len", "256")
+    assert {(r["release"], r["gpu"]) for r in serving} == {("mlenergy-v2", "a100-sxm4-40gb"),
+                                                           ("mlenergy-v2", "h100-sxm"), ("mlenergy-v3", "h100-sxm"),
+                                                           ("mlenergy-v3", "b200")}
+    assert all(r["rows"] > 0 and r["j_per_token_mape"] >= 0 and 0 <= r["coverage_pct"] <= 100 for r in serving)
+    generation = _run_args("generation_jobs.py")
+    assert {(r["gpu"], r["sweep"]) for r in generation["summary"]} == {
+        ("a100-sxm4-40gb", "input"), ("a100-sxm4-40gb", "output"), ("v100-sxm2", "input"), ("v100-sxm2", "output")}
+    assert all(r["predicted_energy_j"] > 0 for r in generation["rows"])
+
+
+def _run_args(script: str, *extra: str):
+    out = subprocess.run([sys.executable, str(REPO / "experiments" / script), *extra, "--json"], capture_output=True,
+                         text=True, timeout=600, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)

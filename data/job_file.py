@@ -101,6 +101,7 @@ class Job:
     layout: dict[str, int]            # tp, pp, cp, vpp, zero; dp follows from the GPU count
     tp_overlap: bool
     eval_tokens: int
+    startup_s: float                  # before the steady state: the first steps' warm-up (graph capture, set-up)
     sites: tuple[Site, ...]
     links: tuple[Link, ...]
     strategies: tuple[Strategy, ...]
@@ -239,7 +240,8 @@ def _strategy(raw: Any, i: int) -> Strategy:
 
 
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
-               "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "eval_tokens", "sites", "links",
+               "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "eval_tokens", "startup_s", "sites",
+               "links",
                "strategies", "stragglers", "failures", "start_hour", "estimator"}
 
 
@@ -298,6 +300,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         lora_rank=_number(raw, "lora_rank", "", 0, integer=True), lora_targets=str(raw.get("lora_targets", "all")),
         recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
         tp_overlap=bool(raw.get("tp_overlap", False)), eval_tokens=_number(raw, "eval_tokens", "", 0, integer=True),
+        startup_s=_number(raw, "startup_s", "", 0.0, high=86400.0),
         sites=sites, links=tuple(links), strategies=strategies,
         stragglers=_choice(raw, "stragglers", "", STRAGGLER_POLICIES, "wait"),
         failures_per_island_hour=_number(failures, "per_island_hour", "failures", 0.0, high=10.0),

@@ -227,7 +227,8 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
         time_s = time_s / (1.0 - lost)
     site_steps = (periods * work / (1.0 - lost))[:, None] * share[None, :]   # [K, M] steps each site computes
     eval_s = np.array([s.eval_s for s in sites])
-    time_s = time_s + np.max(eval_s)                                  # evaluation pauses training, everywhere
+    # evaluation pauses training, everywhere; the warm-up before the steady state is waiting, at every GPU
+    time_s = time_s + np.max(eval_s) + job.startup_s
     compute_s = np.minimum(site_steps * t_c[None, :] + eval_s[None, :], time_s[:, None])
     gpus = np.array([s.site.gpus for s in sites], float)
     nodes = np.array([s.site.nodes for s in sites], float)

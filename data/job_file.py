@@ -100,6 +100,7 @@ class Job:
     optimizer: str
     layout: dict[str, int]            # tp, pp, cp, vpp, zero; dp follows from the GPU count
     tp_overlap: bool
+    fp8_attention: bool               # fused attention in FP8 too (with dtype fp8)
     eval_tokens: int
     startup_s: float                  # before the steady state: the first steps' warm-up (graph capture, set-up)
     sites: tuple[Site, ...]
@@ -240,7 +241,8 @@ def _strategy(raw: Any, i: int) -> Strategy:
 
 
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
-               "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "eval_tokens", "startup_s", "sites",
+               "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
+               "startup_s", "sites",
                "links",
                "strategies", "stragglers", "failures", "start_hour", "estimator"}
 
@@ -299,7 +301,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         global_batch=global_batch, micro_batch=micro_batch, steps=steps, dtype=str(raw.get("dtype", "bf16")),
         lora_rank=_number(raw, "lora_rank", "", 0, integer=True), lora_targets=str(raw.get("lora_targets", "all")),
         recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
-        tp_overlap=bool(raw.get("tp_overlap", False)), eval_tokens=_number(raw, "eval_tokens", "", 0, integer=True),
+        tp_overlap=bool(raw.get("tp_overlap", False)), fp8_attention=bool(raw.get("fp8_attention", False)),
+        eval_tokens=_number(raw, "eval_tokens", "", 0, integer=True),
         startup_s=_number(raw, "startup_s", "", 0.0, high=86400.0),
         sites=sites, links=tuple(links), strategies=strategies,
         stragglers=_choice(raw, "stragglers", "", STRAGGLER_POLICIES, "wait"),

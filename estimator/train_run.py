@@ -148,8 +148,9 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   lora_rank: int = 0, lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
                   layout: Layout = Layout(),
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
-                  estimator: Any = None, with_forward: bool = False) -> StepEstimate:
-    """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence)."""
+                  estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False) -> StepEstimate:
+    """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
+    `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
     config, name, _ = resolve_model(model)
@@ -159,6 +160,9 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     tokens = micro_batch * local_seq
     if layout.cp > 1:  # each rank's queries attend to the whole sequence's keys (ring attention)
         forward = [dict(r, seq_kv=r["seq_kv"] * layout.cp) if r["kind"] == "attention" else r for r in forward]
+    if fp8_attention:
+        require(dtype == "fp8", "fp8_attention", f"needs dtype fp8, got {dtype}")
+        forward = [dict(r, dtype="fp8") if r["kind"] == "attention" else r for r in forward]
     hidden = int(shard.get("hidden_size") or shard["n_embd"])
     gemm = next(r for r in forward if r["kind"] == "gemm" and r.get("tensor_core"))
     forward = forward + train_step.lm_head_loss(tokens, hidden, int(shard["vocab_size"]),

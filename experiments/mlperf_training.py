@@ -14,7 +14,8 @@ What each job takes from the logs and configs (PROVENANCE.md's layout table):
   (1,207,959,552 tokens / 2048 / 2048); evaluation 24 x 11,590,004 tokens. Vocabulary 50,257 (GPT-2's BPE, as
   GPT-3 used; Brown et al. 2020) is an assumption: the config names only a tokenizer file.
 - Llama-2-70B LoRA (NeMo): 80 layers, hidden 8,192, FFN 28,672, 64 heads, 8 KV groups (`conf/base/model_config.yaml`);
-  vocabulary 32,000 (Touvron et al. 2023); LoRA rank 16 on the attention (`target_modules: ['attention']`); FP8;
+  vocabulary 32,000 (Touvron et al. 2023); LoRA rank 16 on the attention (`target_modules: ['attention']`); FP8,
+  attention too (`FP8_DPA=1` in `config_common.sh`);
   seq 8,192 packed; samples trained `run_stop_samples_count` over the global batch; evaluation n_evals x 173 samples.
 - BERT-large: DP 8, micro-batch 48 packed, global 768, 3,680 steps at most; seq 512 (an assumption: MLPerf's packed
   BERT sequences are 512 tokens; the config does not say), trained samples / 768 steps.
@@ -86,7 +87,7 @@ def job_for(row: pd.Series, host_w: float, startup_s: float = 0.0) -> dict:
         return dict(name=f"mlperf llama2-70b lora {gpus}", model=LLAMA2_70B, seq=8192,
                     global_batch=int(row.global_batch), micro_batch=1,
                     steps=int(math.ceil(row.samples / row.global_batch)), dtype="fp8", lora_rank=16,
-                    lora_targets="attention", tp_overlap=True, layout={"tp": 4, "cp": cp},
+                    lora_targets="attention", tp_overlap=True, fp8_attention=True, layout={"tp": 4, "cp": cp},
                     eval_tokens=int(row.n_evals * row.eval_samples * 8192), sites=[site], strategies=["ddp"],
                     startup_s=startup_s)
     return dict(name="mlperf bert 8", model="bert-large", seq=512, global_batch=768, micro_batch=48,

@@ -17,8 +17,9 @@ What each job takes from the logs and configs (PROVENANCE.md's layout table):
   vocabulary 32,000 (Touvron et al. 2023); LoRA rank 16 on the attention (`target_modules: ['attention']`); FP8,
   attention too (`FP8_DPA=1` in `config_common.sh`);
   seq 8,192 packed; samples trained `run_stop_samples_count` over the global batch; evaluation n_evals x 173 samples.
-- BERT-large: DP 8, micro-batch 48 packed, global 768, 3,680 steps at most; seq 512 (an assumption: MLPerf's packed
-  BERT sequences are 512 tokens; the config does not say), trained samples / 768 steps.
+- BERT-large: DP 8, micro-batch 48 packed sequences (`config_SMCH100_1x8x48x1_pack.sh`), so 384 a step carrying the
+  logged 768 samples (two a sequence); seq 512 (an assumption: MLPerf's packed BERT sequences are 512 tokens; the
+  config does not say), trained samples / 768 steps.
 
 Fitted to these rows, on the 1-node Llama-2-70B LoRA row of the chosen side only (the other rows test them): the
 rest-of-node power (`host_w`, from that row's energy), and the warm-up before the steady state (`startup_s`: how much
@@ -90,7 +91,9 @@ def job_for(row: pd.Series, host_w: float, startup_s: float = 0.0) -> dict:
                     lora_targets="attention", tp_overlap=True, fp8_attention=True, layout={"tp": 4, "cp": cp},
                     eval_tokens=int(row.n_evals * row.eval_samples * 8192), sites=[site], strategies=["ddp"],
                     startup_s=startup_s)
-    return dict(name="mlperf bert 8", model="bert-large", seq=512, global_batch=768, micro_batch=48,
+    # 8 GPUs x 48 packed sequences (config_SMCH100_1x8x48x1_pack.sh: nodes x GPUs x micro-batch x accumulation)
+    # carry the logged 768 samples a step: 384 sequences of 512 tokens
+    return dict(name="mlperf bert 8", model="bert-large", seq=512, global_batch=384, micro_batch=48,
                 steps=int(math.ceil(row.trained / 768)), dtype="bf16", sites=[site], strategies=["ddp"],
                 eval_tokens=int(row.n_evals * row.eval_samples * 512), startup_s=startup_s)
 

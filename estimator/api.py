@@ -174,7 +174,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
                   flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f) + kw["flags"],
-                  outside_domain=() if inside else model.outside_domain(X)[0])
+                  outside_domain=() if inside else model.outside_domain(X, [spec.name])[0])
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=clock, power_limit_w=limit,

@@ -76,7 +76,7 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
             in_domain[idx] = corr["in_domain"]
             away = ~corr["in_domain"]
             if away.any():
-                reasons = model.outside_domain(X.take(np.flatnonzero(away)))
+                reasons = model.outside_domain(X.take(np.flatnonzero(away)), [gpu_name] * int(away.sum()))
                 outside[idx[away]] = ["; ".join(r) for r in reasons]
     flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
     flags = np.where(memory_flag == "", flags, np.where(flags == "", memory_flag, flags + ", " + memory_flag))

@@ -89,6 +89,10 @@ class Residual:
     conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
+    # GPU -> the kinds of work (`work_kinds`: serving, forward, decode, training) its rows were: a GPU's level is
+    # trusted only on those. On another kind a row is taken as on a GPU not trained on (the pooled bags and the
+    # new-GPU margin), and flagged out-of-domain. Empty (older models): every kind trusted.
+    gpu_work: dict[str, list[str]] = field(default_factory=dict)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags
 
@@ -106,18 +110,33 @@ class Residual:
         """Per row: whether its GPU is one the model was trained on."""
         return np.isin(np.asarray(gpus, dtype=str), self.gpus)
 
-    def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
-        """Per row: a GPU trained on, and every domain feature within its training range (a margin of 5 % of the
-        range, and at least DOMAIN_SHARE_MARGIN for a kernel class's time share)."""
-        return self.trained_on(gpus) & self._features_in_domain(X.to_numpy(dtype=np.float32), list(X.columns))
+    def work_seen(self, values: np.ndarray, columns: list[str], gpus: Sequence[str]) -> np.ndarray:
+        """Per row: its GPU was trained on work of the row's kind (`gpu_work`); True where the model records none."""
+        if not self.gpu_work:
+            return np.ones(len(values), dtype=bool)
+        kinds = work_kinds(values, columns)
+        return np.array([k in self.gpu_work.get(str(g), ()) for k, g in zip(kinds, gpus)], dtype=bool)
 
-    def outside_domain(self, X: pd.DataFrame) -> list[tuple[str, ...]]:
+    def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
+        """Per row: a GPU trained on work of its kind, and every domain feature within its training range (a margin
+        of 5 % of the range, and at least DOMAIN_SHARE_MARGIN for a kernel class's time share)."""
+        values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
+        return (self.trained_on(gpus) & self.work_seen(values, columns, gpus)
+                & self._features_in_domain(values, columns))
+
+    def outside_domain(self, X: pd.DataFrame, gpus: Sequence[str] | None = None) -> list[tuple[str, ...]]:
         """Per row: each domain feature outside its training range (with the margin `in_domain` allows), as
-        "name = value (trained low to high)"."""
+        "name = value (trained low to high)", and, given the rows' GPUs, work of a kind its GPU was not trained on."""
         values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
         misses = self._domain_misses(values, columns)
-        return [tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
-                      for c, (low, high) in self.domain.items() if misses[c][i]) for i in range(len(values))]
+        out = [tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
+                     for c, (low, high) in self.domain.items() if misses[c][i]) for i in range(len(values))]
+        if gpus is None or not self.gpu_work:
+            return out
+        kinds, seen = work_kinds(values, columns), self.work_seen(values, columns, gpus)
+        return [o if s or str(g) not in self.gpu_work else
+                (*o, f"{k} work on {g}, trained on {', '.join(self.gpu_work[str(g)])} only (the pooled model answers)")
+                for o, s, k, g in zip(out, seen, kinds, gpus)]
 
     def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
         """Domain feature -> per row, whether the value lies outside the training range and its margin."""
@@ -146,7 +165,7 @@ class Residual:
         columns = list(X.columns)
         every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
         features_inside = self._features_in_domain(every, columns)
-        seen = self.trained_on(gpus)
+        seen = self.trained_on(gpus) & self.work_seen(every, columns, gpus)  # else: as on a GPU not trained on
         inside = seen & features_inside
         values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
         margins = self._corrections(values, gpus, seen)
@@ -209,7 +228,7 @@ class Residual:
                     conformal=self.conformal,
                     conformal_by_gpu=self.conformal_by_gpu, band_floor=self.band_floor,
                     conformal_new_gpu=self.conformal_new_gpu, conformal_few_rows=self.conformal_few_rows,
-                    domain=self.domain, gpus=self.gpus, cv=self.cv,
+                    domain=self.domain, gpus=self.gpus, gpu_work=self.gpu_work, cv=self.cv,
                     **(meta or {}))
         (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
         return folder
@@ -224,12 +243,31 @@ class Residual:
         return model
 
 
+# Kinds of work a GPU's level is trusted on: a serving engine's steps (its host work and partial kernel lists set
+# them apart), single forward passes (prefill, vision inference, traced kernel lists, single kernels), decode steps
+# and training steps. By phase, the phase_* columns of the design block.
+_KIND_OF_PHASE = {"prefill": "forward", "inference": "forward", "kernel": "forward", "decode": "decode",
+                  "training": "training"}
+
+
+def work_kinds(values: np.ndarray, columns: list[str]) -> list[str]:
+    """Per row of a design block, its kind of work (`_KIND_OF_PHASE`; "serving" where an engine's host work is in
+    the step)."""
+    phases = [c for c in columns if c.startswith("phase_")]
+    names = np.array([_KIND_OF_PHASE.get(c.removeprefix("phase_"), "forward") for c in phases] or ["forward"])
+    block = values[:, [columns.index(c) for c in phases]] if phases else np.zeros((len(values), 1))
+    kinds = np.where(block.max(axis=1) > 0, names[np.argmax(block, axis=1)], "forward")
+    if "engine_host_fraction" in columns:
+        kinds = np.where(values[:, columns.index("engine_host_fraction")] > 0, "serving", kinds)
+    return [str(k) for k in kinds]
+
+
 def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
     """The `Residual` fields of a saved `estimator.json` (older files lack the newer fields; a margin saved as one
     number serves both sides), with the rest of the file as `cv["meta"]`."""
     meta = {k: v for k, v in info.items()
             if k not in ("features", "params", "levels", "conformal", "conformal_by_gpu", "band_floor",
-                         "conformal_new_gpu", "conformal_few_rows", "domain")}
+                         "conformal_new_gpu", "conformal_few_rows", "domain", "gpu_work")}
     return dict(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
                 levels=info.get("levels", {}),
                 conformal={t: _as_pair(m) for t, m in info["conformal"].items()},
@@ -237,4 +275,5 @@ def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
                                   for t, by_gpu in info.get("conformal_by_gpu", {}).items()},
                 band_floor=info.get("band_floor", {}), conformal_new_gpu=info.get("conformal_new_gpu", {}),
                 conformal_few_rows=info.get("conformal_few_rows", {}), domain=info["domain"], gpus=info["gpus"],
+                gpu_work={g: list(k) for g, k in info.get("gpu_work", {}).items()},
                 cv={**info.get("cv", {}), "meta": meta})

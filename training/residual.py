@@ -33,6 +33,7 @@ from joulecast.estimator.residual import (
     _interval,
     fitted_fields,
     level_of,
+    work_kinds,
 )
 from joulecast.estimator.tree_arrays import MAX_DEPTH as TREE_ARRAY_MAX_DEPTH
 from joulecast.estimator.tree_arrays import TreeArrays, bag_margin
@@ -317,6 +318,8 @@ class ResidualModel(Residual):
         self.gpus = sorted(set(map(str, gpus)))
         self.conformal_new_gpu, self.conformal_few_rows = {}, {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
+        kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
+        self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
         weight, groups = gpu_weights(gpus), np.asarray(groups, dtype=str)

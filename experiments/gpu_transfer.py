@@ -1,0 +1,94 @@
+"""Accuracy that transfers (issue 31): a GPU held out with all its rows, and one GPU's rows of one kind of work held
+out while its other kinds stay in training; energy, time and power MAPE and 90 % interval coverage per case, and
+physics alone per GPU.
+
+    python experiments/gpu_transfer.py [--quick] [--json]
+
+Rows: the shipped model's training set (EnergAIzer A10 / A100-PCIe, ML.ENERGY v2 decode steps on A100-SXM4 and
+H100, joulecast's own H200 rows). A GPU left out is estimated from its specs (`spec-only`: the pooled bags and the
+new-GPU margin). For a kind of work left out on a GPU that keeps its other kinds, two rules side by side: `level`
+(the GPU's level, learned on its other kinds, applied anyway: the rule before issue 31) and `pooled` (the kind is
+outside what that GPU was trained on: the pooled bags and the new-GPU margin, flagged out-of-domain; the rule now).
+Only the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter set, bags of
+two, five folds) instead of the full one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+
+from joulecast.cli import load_measurements
+from joulecast.estimator.api import scored_frame
+from joulecast.estimator.residual import work_kinds
+from joulecast.training.dataset import training_table
+from joulecast.training.evaluate import error_table
+from joulecast.training.residual import QUICK, ResidualModel
+
+KERNEL_LEVEL_GPUS = ("a10", "a100-pcie-40gb", "h200")   # GPUs with kernel-level (not serving) rows
+MIN_ROWS = 5
+
+
+def _fit(table, keep: np.ndarray, quick: bool) -> ResidualModel:
+    rows, X = table.rows[keep].reset_index(drop=True), table.X[keep].reset_index(drop=True)
+    y = {"time": table.y_time[keep], "energy": table.y_energy[keep]}
+    profile = {"bag": QUICK["bag"], "folds": QUICK["folds"]} if quick else {}
+    grid = QUICK["grid"] if quick else None
+    return ResidualModel(**profile).fit(X, y, rows["model_family"].astype(str).to_numpy(), rows["gpu"],
+                                        **({"grid": grid} if grid else {}))
+
+
+def _score(table, model: ResidualModel, test: np.ndarray) -> dict:
+    rows, X = table.rows[test].reset_index(drop=True), table.X[test].reset_index(drop=True)
+    frame = scored_frame(rows, model.predict(X, rows["gpu"].tolist()))
+    e = error_table(frame, None).iloc[0]
+    return dict(rows=int(test.sum()), energy_mape=float(e["energy_mape"]), time_mape=float(e["time_mape"]),
+                power_mape=float(e["power_mape"]), coverage=float(e["coverage"]))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    table = training_table(load_measurements(None, None))
+    gpus = table.rows["gpu"].astype(str).to_numpy()
+    kinds = np.array(work_kinds(table.X.to_numpy(dtype=np.float32), list(table.X.columns)))
+    physics = scored_frame(table.rows, None)
+    out = {"physics_by_gpu": error_table(physics, "gpu")[["value", "rows", "energy_mape", "time_mape",
+                                                           "power_mape"]].to_dict(orient="records"),
+           "gpu_left_out": [], "work_left_out": []}
+    for gpu in KERNEL_LEVEL_GPUS:
+        test = gpus == gpu
+        out["gpu_left_out"].append({"gpu": gpu, **_score(table, _fit(table, ~test, args.quick), test)})
+    for gpu in sorted(set(gpus)):
+        for kind in sorted(set(kinds[gpus == gpu])):
+            test = (gpus == gpu) & (kinds == kind)
+            if test.sum() < MIN_ROWS or len(set(kinds[gpus == gpu])) < 2:
+                continue
+            model = _fit(table, ~test, args.quick)
+            level = dataclasses.replace(model, gpu_work={})  # the GPU's level trusted on every kind
+            level.trees = model.trees
+            out["work_left_out"].append({"gpu": gpu, "kind": kind, "pooled": _score(table, model, test),
+                                         "level": _score(table, level, test)})
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    print("physics alone, per GPU (MAPE %):")
+    print(pd.DataFrame(out["physics_by_gpu"]).round(1).to_string(index=False))
+    print("\none GPU left out with all its rows (spec-only; MAPE %, coverage % of the 90 % energy interval):")
+    print(pd.DataFrame(out["gpu_left_out"]).round(1).to_string(index=False))
+    print("\none GPU's rows of one kind left out, its other kinds kept (rule: pooled, now; level, before):")
+    flat = [{"gpu": r["gpu"], "kind": r["kind"], "rule": rule, **r[rule]} for r in out["work_left_out"]
+            for rule in ("pooled", "level")]
+    print(pd.DataFrame(flat).round(1).to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""A GPU's level is trusted only on the kinds of work it was trained on (issue 31): on another kind the pooled model
+answers, the estimate is flagged out-of-domain and says why, and its interval widens."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import joulecast
+from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.residual import work_kinds
+from joulecast.features.design import design_block
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    model = load_estimator(None)
+    if model is None:
+        pytest.skip("no shipped model in this checkout")
+    return model
+
+
+def test_the_shipped_model_knows_each_gpus_kinds_of_work(shipped):
+    assert shipped.gpu_work["h100-sxm"] == ["serving"] and shipped.gpu_work["a10"] == ["forward"]
+    assert set(shipped.gpu_work["h200"]) == {"forward", "decode", "training"}
+
+
+def test_kinds_of_work_come_from_the_phase_and_the_engine():
+    spec = joulecast.gpu("h100-sxm")
+    works = [joulecast.workload("gpt2", batch=2, seq=64),
+             joulecast.workload("gpt2", phase="decode", batch=2, seq=64),
+             joulecast.workload("gpt2", phase="decode", batch=2, seq=64, launch_mode="graph", engine="vllm-0.5.4"),
+             joulecast.workload("gpt2", phase="training", batch=2, seq=64),
+             joulecast.workload("resnet-101", phase="inference", batch=2)]
+    X, _, _ = design_block(works, spec, None, None)
+    assert work_kinds(X.to_numpy(np.float32), X.columns) == ["forward", "decode", "serving", "training", "forward"]
+
+
+def test_prefill_on_a_gpu_trained_only_on_serving_is_answered_by_the_pooled_model(shipped):
+    prefill = joulecast.workload("llama-3-8b", batch=8, seq=1024)
+    est = joulecast.estimate(prefill, "h100-sxm", estimator=shipped)
+    assert not est.in_domain and "out-of-domain" in est.flags
+    assert any("forward work on h100-sxm, trained on serving only" in r for r in est.outside_domain)
+    # the point is the pooled model's: what a model that never saw the H100 says
+    unseen = dataclasses.replace(shipped, gpus=[g for g in shipped.gpus if g != "h100-sxm"])
+    unseen.trees = shipped.trees
+    assert est.energy_j == pytest.approx(joulecast.estimate(prefill, "h100-sxm", estimator=unseen).energy_j,
+                                         rel=1e-12)
+    # and the interval is wider than the same model gives where it trusts the level
+    trusting = dataclasses.replace(shipped, gpu_work={})
+    trusting.trees = shipped.trees
+    before = joulecast.estimate(prefill, "h100-sxm", estimator=trusting)
+    assert (est.energy_interval_j[1] / est.energy_interval_j[0]
+            > before.energy_interval_j[1] / before.energy_interval_j[0])
+
+
+def test_a_kind_the_gpu_was_trained_on_keeps_its_level(shipped):
+    served = joulecast.workload("llama-3-8b", phase="decode", batch=64, seq=512, launch_mode="graph",
+                                engine="vllm-0.5.4")
+    trusting = dataclasses.replace(shipped, gpu_work={})
+    trusting.trees = shipped.trees
+    now, before = (joulecast.estimate(served, "h100-sxm", estimator=m) for m in (shipped, trusting))
+    assert now.energy_j == before.energy_j and now.energy_interval_j == before.energy_interval_j
+    assert not any("trained on" in r and "only" in r for r in now.outside_domain)

@@ -216,13 +216,7 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
 
     def flush() -> None:
         nonlocal last_flush
-        if buffer:  # the rows first: a kill between the two writes loses those rows' readings, never the rows
-            store.write_part(pd.DataFrame(buffer), root, plan.gpu, collection)
-            result.written += len(buffer)
-            buffer.clear()
-        if traces:
-            store.write_samples(pd.concat(traces, ignore_index=True), root, plan.gpu, collection)
-            traces.clear()
+        flush_rows(buffer, traces, root, plan.gpu, collection, result)
         last_flush = clock()
 
     def idle(label: str) -> float:
@@ -263,6 +257,19 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
         _write_card(plan, root, collection, result, device, started,
                     status="interrupted" if result.interrupted else "complete")
     return result
+
+
+def flush_rows(rows: list[dict[str, Any]], traces: list[pd.DataFrame], root: str | Path, gpu: str, collection: str,
+               result: CollectResult) -> None:
+    """Write the buffered rows, then their meter readings, as atomic part files, and empty both buffers: rows first,
+    so that a kill between the two writes loses those rows' readings, never the rows."""
+    if rows:
+        store.write_part(pd.DataFrame(rows), root, gpu, collection)
+        result.written += len(rows)
+        rows.clear()
+    if traces:
+        store.write_samples(pd.concat(traces, ignore_index=True), root, gpu, collection)
+        traces.clear()
 
 
 def _row(item: PlanItem, plan: Plan, collection: str, device: dict[str, str], idle_w: float,

@@ -29,6 +29,7 @@ from joulecast.data.collect.collector import (
     Runner,
     _row,
     _write_card,
+    flush_rows,
     measure_idle,
     measure_item,
     samples_frame,
@@ -114,13 +115,7 @@ def collect_on(client: Any, plan: Plan, root: str | Path, station: Station, *, c
     last = time.monotonic()
 
     def flush() -> None:
-        if rows:  # rows first, as the one-GPU loop does
-            store.write_part(pd.DataFrame(rows), root, plan.gpu, collection)
-            result.written += len(rows)
-            rows.clear()
-        if traces:
-            store.write_samples(pd.concat(traces, ignore_index=True), root, plan.gpu, collection)
-            traces.clear()
+        flush_rows(rows, traces, root, plan.gpu, collection, result)
 
     futures = {client.submit(measure_on_worker, item, plan, collection, station, resources={GPU_RESOURCE: 1},
                              pure=False, key=f"collect-{collection}-{item.id}-{started}"): item for item in todo}

@@ -24,6 +24,7 @@ reference data rather than model (host, switch, waiting power, network): a state
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -323,9 +324,13 @@ class PlanResult:
     time_s: float
     energy_j: float
     energy_interval_j: tuple[float, float]
+    time_interval_s: tuple[float, float]
     carbon_kg: float
+    carbon_interval_kg: tuple[float, float]
     compute_utilisation: float
+    compute_utilisation_interval: tuple[float, float]
     energy_per_token_j: float
+    energy_per_token_interval_j: tuple[float, float]
     locally_met_share: float
     energy_split_j: dict[str, float]
     bytes_per_link: dict[str, float]
@@ -358,13 +363,30 @@ def _arrays(strategy: Any, K: int = 1) -> tuple[np.ndarray, ...]:
     return tuple(np.full(K, float(getattr(strategy, n))) for n in ("H", "P", "tau", "bits", "participation"))
 
 
+def _at_time_bound(sites: list[SiteCompute], side: int) -> list[SiteCompute]:
+    """The sites with each step's compute at the low (0) or high (1) end of its time interval, its GPU energy kept
+    (the energy interval is its own)."""
+    out = []
+    for s in sites:
+        f = s.step.time_interval_s[side] / s.step.time_s
+        out.append(dataclasses.replace(s, compute_s=s.compute_s * f, bubble_s=s.bubble_s * f, eval_s=s.eval_s * f,
+                                       busy_w=s.busy_w / f))
+    return out
+
+
 def plan(job: Job, estimator: Any = None) -> Plan:
-    """Every strategy of the job, side by side."""
+    """Every strategy of the job, side by side. Intervals: energy as `evaluate` gives it; time and utilisation
+    with every step's compute at the ends of its time interval (comonotone); carbon and J a token in proportion to
+    energy."""
     sites = site_compute(job, estimator)
+    bounds = [_at_time_bound(sites, side) for side in (0, 1)]
     results = []
     for strategy in job.strategies:
         H, P, tau, bits, q = _arrays(strategy)
         r = evaluate(job, sites, strategy.kind, H, P, tau, bits, q, None)
+        fast, slow = (evaluate(job, b, strategy.kind, H, P, tau, bits, q, None) for b in bounds)
+        e, lo_e, hi_e = float(r["energy_j"][0]), float(r["energy_lo_j"][0]), float(r["energy_hi_j"][0])
+        cus = sorted(float(x["compute_utilisation"][0]) for x in (fast, slow, r))
         need = bandwidth_for_utilisation(job, sites, strategy.kind, H, P, tau, bits, q)[0]
         wan_present = len(job.sites) > 1
         per_site = [dict(site=s.site.name, energy_j=float(r["per_site"]["energy_j"][0, m]),
@@ -375,19 +397,18 @@ def plan(job: Job, estimator: Any = None) -> Plan:
         split = {k.removesuffix("_j"): float(r[k][0]) for k in ("gpu_compute_j", "gpu_wait_j", "host_j", "switch_j",
                                                                "network_j", "pue_overhead_j")}
         results.append(PlanResult(
-            strategy=strategy.name, kind=strategy.kind, time_s=float(r["time_s"][0]), energy_j=float(r["energy_j"][0]),
-            energy_interval_j=(float(r["energy_lo_j"][0]), float(r["energy_hi_j"][0])),
-            carbon_kg=float(r["carbon_kg"][0]), compute_utilisation=float(r["compute_utilisation"][0]),
-            energy_per_token_j=float(r["energy_j"][0]) / job.tokens,
+            strategy=strategy.name, kind=strategy.kind, time_s=float(r["time_s"][0]), energy_j=e,
+            energy_interval_j=(lo_e, hi_e), time_interval_s=(float(fast["time_s"][0]), float(slow["time_s"][0])),
+            carbon_kg=float(r["carbon_kg"][0]),
+            carbon_interval_kg=(float(r["carbon_kg"][0]) * lo_e / e, float(r["carbon_kg"][0]) * hi_e / e),
+            compute_utilisation=float(r["compute_utilisation"][0]), compute_utilisation_interval=(cus[0], cus[-1]),
+            energy_per_token_j=e / job.tokens, energy_per_token_interval_j=(lo_e / job.tokens, hi_e / job.tokens),
             locally_met_share=float(r["local_j"][0] / r["energy_j"][0]), energy_split_j=split,
             bytes_per_link={"intra_site": float(r["intra_site_bytes"][0]),
                             "inter_site": float(r["inter_site_bytes"][0])},
             internet_allocational_kwh=float(r["internet_allocational_kwh"][0]),
             bandwidth_for_90pct_gbps=float(need) if wan_present and np.isfinite(need) else None, per_site=per_site))
     return Plan(job=job, plans=results, sites=sites)
-
-
-SWEEP_KINDS = ("diloco", "streaming-diloco", "fedavg", "ddp", "fsdp")
 
 
 def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,

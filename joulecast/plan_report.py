@@ -26,7 +26,9 @@ def _table(frame: pd.DataFrame, cls: str) -> str:
 
 def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> str:
     job = result.job
-    plans = pd.DataFrame([{"strategy": p.strategy, "time (h)": p.time_s / 3600, "energy (kWh)": p.energy_j / 3.6e6,
+    plans = pd.DataFrame([{"strategy": p.strategy, "time (h)": p.time_s / 3600,
+                           "time low (h)": p.time_interval_s[0] / 3600, "time high (h)": p.time_interval_s[1] / 3600,
+                           "energy (kWh)": p.energy_j / 3.6e6,
                            "energy low (kWh)": p.energy_interval_j[0] / 3.6e6,
                            "energy high (kWh)": p.energy_interval_j[1] / 3.6e6, "carbon (kg)": p.carbon_kg,
                            "compute utilisation": p.compute_utilisation, "J a token": p.energy_per_token_j,

@@ -112,7 +112,9 @@ def plan_table(result: Any) -> str:
     job = result.job
     head = (f"plan {job.name}: {job.model_name}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps, "
             f"{job.tokens:,} tokens, layout TP {job.layout['tp']} PP {job.layout['pp']} CP {job.layout['cp']}")
-    rows = [dict(strategy=p.strategy, time=duration(p.time_s), energy_kwh=p.energy_j / 3.6e6,
+    rows = [dict(strategy=p.strategy, time=duration(p.time_s),
+                 time_interval=f"{duration(p.time_interval_s[0])} - {duration(p.time_interval_s[1])}",
+                 energy_kwh=p.energy_j / 3.6e6,
                  interval_kwh=f"{p.energy_interval_j[0] / 3.6e6:.4g} - {p.energy_interval_j[1] / 3.6e6:.4g}",
                  carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,
                  local_share=p.locally_met_share, inter_site_gb=p.bytes_per_link["inter_site"] / 1e9,

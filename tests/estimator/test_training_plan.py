@@ -78,12 +78,17 @@ def test_streaming_diloco_moves_400_times_fewer_bytes_than_data_parallel():
 
 
 def test_a_plan_splits_its_energy_and_reports_every_strategy():
-    result = planner.plan(_job())
+    job = _job(estimator=None)  # the shipped hybrid: intervals
+    result = planner.plan(job)
     assert [p.kind for p in result.plans] == ["ddp", "fsdp", "diloco", "streaming-diloco", "fedavg"]
     for p in result.plans:
         parts = p.energy_split_j
         assert sum(parts.values()) == pytest.approx(p.energy_j, rel=1e-9)
         assert p.energy_interval_j[0] < p.energy_j < p.energy_interval_j[1]
+        assert p.time_interval_s[0] < p.time_s < p.time_interval_s[1]
+        assert p.carbon_interval_kg[0] < p.carbon_kg < p.carbon_interval_kg[1]
+        assert p.compute_utilisation_interval[0] <= p.compute_utilisation <= p.compute_utilisation_interval[1]
+        assert p.energy_per_token_interval_j[0] * job.tokens == pytest.approx(p.energy_interval_j[0])
         assert 0 < p.compute_utilisation <= 1 and p.carbon_kg > 0
         assert sum(s["energy_j"] for s in p.per_site) == pytest.approx(p.energy_j, rel=1e-9)
         # site a: 56 g/kWh and PUE 1.1; site b: 381 g/kWh; carbon is each site's grid energy x its intensity

@@ -244,7 +244,7 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
     switch_w = np.array([s.site.switch_w_per_node if s.site.nodes > 1 else 0.0 for s in sites])
     switch_j = nodes[None, :] * switch_w[None, :] * time_s[:, None] * active
     intra_bits = 8.0 * np.array([s.intra_bytes * s.site.gpus for s in sites])[None, :] * site_steps
-    dp_bits = 8.0 * (site_dp_bytes * gpus)[None, :] * site_steps
+    dp_bits = 8.0 * (site_dp_bytes * gpus)[None, :] * site_steps * (_FSDP_VOLUME if kind == "fsdp" else 1.0)
     pj_intra = np.array([s.intra_pj_per_bit for s in sites])
     pj_dp = np.array([s.dp_link["pj_per_bit"] for s in sites])
     wan_pj = reference("links")["wan-internet" if link is not None and link.internet else "wan-dedicated"]["pj_per_bit"]
@@ -272,12 +272,26 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
                 per_site=dict(energy_j=total_j, carbon_kg=carbon_kg, local_j=local_j, compute_s=compute_s))
 
 
+_CARBON_BLOCK = 20_000_000  # points x hours evaluated at once (160 MB of float64 a term)
+
+
 def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """(locally met J, kg CO2) per point and site: the site's energy spread evenly over the run, hour by hour from
-    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest."""
+    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest. Points go
+    in blocks, so that a long run's hours times many points stay within memory."""
+    hours = int(np.ceil(np.max(time_s) / 3600.0)) + 1
+    step = max(1, _CARBON_BLOCK // hours)
+    if len(time_s) > step:
+        parts = [_carbon_block(job, sites, energy_j[i:i + step], time_s[i:i + step], hours)
+                 for i in range(0, len(time_s), step)]
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+    return _carbon_block(job, sites, energy_j, time_s, hours)
+
+
+def _carbon_block(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray, hours: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
     K, M = energy_j.shape
-    hours = np.ceil(np.max(time_s) / 3600.0).astype(int) + 1
     starts = job.start_hour + np.arange(hours)                      # each hour of the longest run
     cover = np.clip(time_s[:, None] / 3600.0 - np.arange(hours)[None, :], 0.0, 1.0)   # [K, hours] share used
     local = np.zeros((K, M))

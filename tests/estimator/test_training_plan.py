@@ -207,3 +207,16 @@ def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one():
     with executor("local", 2) as run:
         spread = planner.sweep(job, **grid, run=run)
     pd.testing.assert_frame_equal(here, spread, check_exact=True)
+
+
+def test_carbon_is_the_same_computed_in_blocks_of_points(monkeypatch):
+    job = _job(sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=2, hours=[6, 9])),
+                      dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="FR")])
+    sites = planner.site_compute(job)
+    K = 40
+    args = (np.full(K, 100.0), np.ones(K), np.zeros(K), np.full(K, 16.0), np.ones(K), np.geomspace(1e-3, 10, K))
+    whole = planner.evaluate(job, sites, "diloco", *args)
+    monkeypatch.setattr(planner, "_CARBON_BLOCK", 50)
+    blocks = planner.evaluate(job, sites, "diloco", *args)
+    np.testing.assert_allclose(blocks["carbon_kg"], whole["carbon_kg"], rtol=1e-12)
+    np.testing.assert_allclose(blocks["local_j"], whole["local_j"], rtol=1e-12)

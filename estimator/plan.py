@@ -427,7 +427,7 @@ def plan(job: Job, estimator: Any = None) -> Plan:
 
 def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,
           site_sets: list[list[str]] | None = None, kinds: tuple[str, ...] | None = None, front: str = "energy",
-          estimator: Any = None, run: Any = None) -> "pd.DataFrame":
+          estimator: Any = None, run: Any = None, progress: Any = None) -> "pd.DataFrame":
     """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits, inter-site bandwidth (Gbit/s;
     default the job's) and site subsets; one row a point, with `pareto` marking the front of `front` (energy or
     carbon) against time to finish. Invalid combinations (P not dividing H, tau >= H / P) are left out. Each site set
@@ -449,8 +449,8 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
     grid = dict(H=H, P=P, tau=tau, bits=bits, gbps=gbps)
     if run is None:
         frames = [_sweep_part(part, job, grid, estimator) for part in parts]
-    else:
-        frames = run.map(_sweep_part, parts, job, grid, estimator)
+    else:  # `progress(n)`: n partitions done
+        frames = run.map(_sweep_part, parts, job, grid, estimator, progress=progress)
     points = pd.concat([f for f in frames if f is not None], ignore_index=True)
     axis = points["energy_j" if front == "energy" else "carbon_kg"].to_numpy(float)
     points["pareto"] = pareto_mask(axis, points["time_s"].to_numpy(float), np.ones(len(points), bool))

@@ -138,27 +138,41 @@ def _plan(args: argparse.Namespace) -> int:
 
     if args.scheduler and not args.sweep:
         raise JoulecastError("--scheduler: applies to --sweep (a plan's strategies are one quick evaluation)")
+    if args.out and not args.sweep:
+        raise JoulecastError("--out: applies to --sweep (the sweep's points as Parquet)")
     job = load_job(args.job)
     if args.report:
         check_output_folder(args.report, "--report")
+    if args.out:
+        require_extra("parquet", "plan --out")
+        check_output_folder(Path(args.out).parent, "--out")
     result = plan(job, estimator=args.estimator)
     out = result.to_dict()
     files = []
     if args.sweep:
+        from tqdm.auto import tqdm
+
         from joulecast.data.executors import executor
 
-        with executor(args.scheduler, args.workers) as run:
+        with executor(args.scheduler, args.workers) as run, tqdm(unit="part", desc=f"plan sweep on {run.name}",
+                                                                  disable=True if args.json else None) as bar:
             points = sweep(job, H=_listed(args.H, int, "--H", [50, 100, 500, 1000]),
                            P=_listed(args.P, int, "--P", [1, 4, 10]), tau=_listed(args.tau, int, "--tau", [0, 1, 5]),
                            bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
                            gbps=_listed(args.gbps, float, "--gbps", []) or None,
                            site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
-                           front=args.front, estimator=args.estimator, run=run)
+                           front=args.front, estimator=args.estimator, run=run, progress=bar.update)
         out["sweep"] = {"points": len(points), "front": args.front,
                         "pareto": points[points["pareto"]].sort_values("time_s").to_dict(orient="records")}
+        if args.out:
+            from joulecast.data.files import write_atomic
+
+            write_atomic(Path(args.out), lambda tmp: points.to_parquet(tmp, index=False))
+            files.append(args.out)
     if args.report:
         from joulecast import plan_report
         files.append(str(plan_report.write(result, points if args.sweep else None, args.report, args.front)))
+    if files:
         out["files"] = files
     print(render.to_json(out) if args.json else render.plan_table(result) + "".join(f"\nreport: {f}" for f in files))
     return 0
@@ -651,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--site-sets", help="site subsets to sweep: names joined by + , sets by commas "
                     "(e.g. paris+oslo,paris); default all the job's sites")
     pl.add_argument("--front", default="energy", help="the front's vertical axis: energy or carbon; default energy")
+    pl.add_argument("--out", help="write the sweep's points as Parquet to this file (with --sweep)")
     pl.add_argument("--scheduler", help="run the sweep's partitions (site set x strategy) on Dask: local or "
                     "tcp://HOST:PORT (needs [dask])")
     pl.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")

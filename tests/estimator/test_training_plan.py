@@ -171,12 +171,14 @@ def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change,
 
 def test_cli_plan_json_and_its_report(tmp_path, capsys):
     assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "100,500", "--gbps", "1,10", "--report",
-                 str(tmp_path)]) == 0
+                 str(tmp_path), "--out", str(tmp_path / "points.parquet")]) == 0
     out = json.loads(capsys.readouterr().out)
+    import pandas as pd
+    assert len(pd.read_parquet(tmp_path / "points.parquet")) == out["sweep"]["points"]
     assert [p["strategy"] for p in out["plans"]][0] == "ddp"
     for p in out["plans"]:
         assert {"strategy", "time_s", "energy_j", "energy_interval_j", "carbon_kg", "per_site"} <= set(p)
-    assert out["sweep"]["pareto"] and out["files"] == [str(tmp_path / "plan.html")]
+    assert out["sweep"]["pareto"] and out["files"] == [str(tmp_path / "points.parquet"), str(tmp_path / "plan.html")]
     page = (tmp_path / "plan.html").read_text()
     assert "<svg" in page and "class='plans'" in page and "<script" not in page
 

@@ -182,3 +182,40 @@ def test_measurement_store(column, value, tmp_path_factory):
     for name in ("energy_j", "time_s") if table is not None else ():
         values = table[name].to_numpy(dtype=float)
         assert (np.isnan(values) | (values > 0)).all()
+
+
+_JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "steps": 10, "estimator": "physics",
+        "sites": [{"name": "a", "gpu": "a10", "gpus": 2}, {"name": "b", "gpu": "a10", "gpus": 2}],
+        "links": [{"between": ["a", "b"], "gbps": 1.0, "rtt_ms": 10.0}],
+        "strategies": ["ddp", {"kind": "diloco", "H": 10}]}
+
+
+@SETTINGS
+@given(path=st.sampled_from([("model",), ("seq",), ("global_batch",), ("micro_batch",), ("steps",), ("layout",),
+                              ("sites", 0, "gpu"), ("sites", 0, "gpus"), ("sites", 1, "pue"), ("sites", 0, "grid"),
+                              ("sites", 1, "local_energy"), ("links", 0, "gbps"), ("links", 0, "rtt_ms"),
+                              ("links", 0, "between"), ("strategies", 1, "H"), ("strategies", 1, "bits"),
+                              ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",)]),
+       value=anything)
+def test_job_file(path, value):
+    """A job file with one field replaced by a hostile value: a plan with finite, positive figures, or one line
+    naming the field (as the CLI prints it, exit 2)."""
+    import copy
+
+    from joulecast.data.job_file import parse_job
+    from joulecast.estimator.plan import plan
+
+    raw = copy.deepcopy(_JOB)
+    target = raw
+    for key in path[:-1]:
+        target = target[key]
+    target[path[-1]] = value
+    result = outcome(lambda: plan(parse_job(raw)))
+    reached["job"] = reached.get("job", 0) + (result is not None)
+    for p in result.plans if result is not None else ():
+        assert numbers_ok(p.time_s, p.energy_j, p.carbon_kg + 1e-30, *p.energy_interval_j)
+        assert 0 < p.compute_utilisation <= 1
+
+
+def test_the_hostile_job_draws_reached_plans_too():
+    assert reached.get("job", 0) > 0  # some replaced values were valid: the plan ran and was checked

@@ -90,8 +90,9 @@ class Residual:
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
     # GPU -> the kinds of work (`work_kinds`: serving, forward, decode, training) its rows were: a GPU's level is
-    # trusted only on those. On another kind a row is taken as on a GPU not trained on (the pooled bags and the
-    # new-GPU margin), and flagged out-of-domain. Empty (older models): every kind trusted.
+    # trusted only on those. On another kind the estimate keeps its GPU's level, but is flagged out-of-domain and its
+    # interval reaches over what the pooled model says there too, with the new-GPU margin (the level may not carry
+    # over to another kind of work; the pooled model knows no level at all). Empty (older models): every kind trusted.
     gpu_work: dict[str, list[str]] = field(default_factory=dict)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags
@@ -108,6 +109,9 @@ class Residual:
 
     def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
         """Per row: whether its GPU is one the model was trained on."""
+        if len(gpus) <= 64:  # a set beats np.isin's sort for the few rows of one estimate (20 us against 1)
+            known = set(self.gpus)
+            return np.array([str(g) in known for g in gpus], dtype=bool)
         return np.isin(np.asarray(gpus, dtype=str), self.gpus)
 
     def work_seen(self, values: np.ndarray, columns: list[str], gpus: Sequence[str]) -> np.ndarray:
@@ -135,7 +139,8 @@ class Residual:
             return out
         kinds, seen = work_kinds(values, columns), self.work_seen(values, columns, gpus)
         return [o if s or str(g) not in self.gpu_work else
-                (*o, f"{k} work on {g}, trained on {', '.join(self.gpu_work[str(g)])} only (the pooled model answers)")
+                (*o, f"{k} work on {g}, trained on {', '.join(self.gpu_work[str(g)])} only (the interval spans the "
+                     "pooled model's too)")
                 for o, s, k, g in zip(out, seen, kinds, gpus)]
 
     def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
@@ -165,10 +170,13 @@ class Residual:
         columns = list(X.columns)
         every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
         features_inside = self._features_in_domain(every, columns)
-        seen = self.trained_on(gpus) & self.work_seen(every, columns, gpus)  # else: as on a GPU not trained on
-        inside = seen & features_inside
+        seen = self.trained_on(gpus)
+        other_work = seen & ~self.work_seen(every, columns, gpus)  # a GPU trained on, not on this kind of work
+        inside = seen & ~other_work & features_inside
         values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
         margins = self._corrections(values, gpus, seen)
+        odd = np.flatnonzero(other_work)
+        pooled = self._corrections(values[odd], [gpus[i] for i in odd], np.zeros(len(odd), bool)) if len(odd) else {}
         out: dict[str, np.ndarray] = {"in_domain": inside}
         for target in TARGETS:
             point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
@@ -176,11 +184,18 @@ class Residual:
             floor = self.band_floor.get(target, (0.0, 0.0))
             lo, hi = _interval(point, band[:, 0], band[:, 1], self._margins(target, gpus),
                                np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
-            if target in self.conformal_new_gpu and not seen.all():
+            new_gpu = self.conformal_new_gpu.get(target)
+            if new_gpu is not None and not seen.all():
                 # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
-                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], self.conformal_new_gpu[target],
+                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], new_gpu,
                                            np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
                 lo, hi = np.where(seen, lo, np.minimum(lo, new_lo)), np.where(seen, hi, np.maximum(hi, new_hi))
+            if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
+                p_point, p_band = pooled[target, False], pooled[target, True].reshape(len(odd), 2)
+                p_lo, p_hi = _interval(p_point, p_band[:, 0], p_band[:, 1],
+                                       new_gpu if new_gpu is not None else self.conformal[target],
+                                       np.where(features_inside[odd], 1.0, OUT_OF_DOMAIN_WIDEN), floor)
+                lo[odd], hi[odd] = np.minimum(lo[odd], p_lo), np.maximum(hi[odd], p_hi)
             out[f"{target}_lo"], out[f"{target}_hi"] = lo, hi
         return out
 

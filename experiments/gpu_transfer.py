@@ -6,9 +6,10 @@ physics alone per GPU.
 
 Rows: the shipped model's training set (EnergAIzer A10 / A100-PCIe, ML.ENERGY v2 decode steps on A100-SXM4 and
 H100, joulecast's own H200 rows). A GPU left out is estimated from its specs (`spec-only`: the pooled bags and the
-new-GPU margin). For a kind of work left out on a GPU that keeps its other kinds, two rules side by side: `level`
-(the GPU's level, learned on its other kinds, applied anyway: the rule before issue 31) and `pooled` (the kind is
-outside what that GPU was trained on: the pooled bags and the new-GPU margin, flagged out-of-domain; the rule now).
+new-GPU margin). For a kind of work left out on a GPU that keeps its other kinds, the rule now (`now`: the GPU's
+level for the point, flagged out-of-domain, the interval widened and spanning the pooled bags' with the new-GPU
+margin) beside the rule before (`before`: the level trusted as on its own kinds) and the pooled bags alone
+(`pooled`: the point a model without the GPU's level gives, for comparison).
 Only the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter set, bags of
 two, five folds) instead of the full one.
 """
@@ -72,10 +73,11 @@ def main() -> int:
             if test.sum() < MIN_ROWS or len(set(kinds[gpus == gpu])) < 2:
                 continue
             model = _fit(table, ~test, args.quick)
-            level = dataclasses.replace(model, gpu_work={})  # the GPU's level trusted on every kind
-            level.trees = model.trees
-            out["work_left_out"].append({"gpu": gpu, "kind": kind, "pooled": _score(table, model, test),
-                                         "level": _score(table, level, test)})
+            before = dataclasses.replace(model, gpu_work={})  # the GPU's level trusted on every kind
+            pooled = dataclasses.replace(model, gpus=[g for g in model.gpus if g != gpu])  # no level for it
+            out["work_left_out"].append({"gpu": gpu, "kind": kind, "now": _score(table, model, test),
+                                         "before": _score(table, before, test),
+                                         "pooled": _score(table, pooled, test)})
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -83,9 +85,9 @@ def main() -> int:
     print(pd.DataFrame(out["physics_by_gpu"]).round(1).to_string(index=False))
     print("\none GPU left out with all its rows (spec-only; MAPE %, coverage % of the 90 % energy interval):")
     print(pd.DataFrame(out["gpu_left_out"]).round(1).to_string(index=False))
-    print("\none GPU's rows of one kind left out, its other kinds kept (rule: pooled, now; level, before):")
+    print("\none GPU's rows of one kind left out, its other kinds kept (rule now, before, and the pooled bags):")
     flat = [{"gpu": r["gpu"], "kind": r["kind"], "rule": rule, **r[rule]} for r in out["work_left_out"]
-            for rule in ("pooled", "level")]
+            for rule in ("now", "before", "pooled")]
     print(pd.DataFrame(flat).round(1).to_string(index=False))
     return 0
 

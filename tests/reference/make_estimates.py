@@ -1,7 +1,8 @@
 """The estimate reference: 500 configurations on five GPUs, estimated by physics and by the shipped hybrid, with
 intervals and flags, saved before the estimate path was rewritten (issue 26) so that the new path is held to it;
-saved again when the shipped model learned which kinds of work each GPU was trained on (issue 31: the 1,084 rows of
-a kind their GPU had no rows of moved to the pooled model, every other number the same to 1e-9).
+saved again when the shipped model learned which kinds of work each GPU was trained on (issue 31: on the 1,084 rows
+of a kind their GPU had no rows of, the intervals widened to span the pooled model's too and 735 rows became
+out-of-domain; every point the same to 1e-9).
 
     python tests/reference/make_estimates.py      # rewrites estimates.parquet (only when results are meant to move)
 """

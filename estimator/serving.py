@@ -4,9 +4,10 @@ average power with the idle time a light load leaves.
 
 The engine step (stated approximations):
 - a step decodes one token for each of the B running requests, whose contexts average input + output / 2 tokens,
-  and carries prefill chunks of arriving prompts (chunked prefill, vLLM's default since 0.6): in the steady state a
-  request finishes and is replaced every output_len / B steps, so a step carries p = B x input / output prompt
-  tokens, at most `chunk_tokens`;
+  and carries prefill chunks of arriving prompts (chunked prefill, as vLLM 0.11.1 ran ML.ENERGY v3, at most 8,192
+  tokens a step: `max-num-batched-tokens` in its benchmark_configs.csv; the default `chunk_tokens`): in the steady
+  state a request finishes and is replaced every output_len / B steps, so a step carries p = B x input / output
+  prompt tokens, at most `chunk_tokens`;
 - one step is one pass: the linear layers run over the B + p tokens together (their weights read once), the decode
   attention over the B contexts, the prompts' attention and their other kernels over the p tokens;
 - with tensor parallelism (tp GPUs) each GPU runs its shard (`features.train_step.shard_config`) and two all-reduces

@@ -13,7 +13,9 @@ Method (formulas: shared/reference/distributed.md, section 0; every constant in 
    DiLoCo all-reduces outer gradients of `bits` every H steps, blocking; Streaming DiLoCo sends P fragments, each
    allowed tau steps to finish; federated averaging sends the model to and from a server every H local steps.
 3. Energy per site: PUE x [GPUs x (busy power x compute time + waiting power x waiting time) + nodes x (host + switch
-   power) x wall time + bits moved x energy per bit]; the allocational internet kWh/GB is reported apart.
+   power) x wall time + bits moved x energy per bit]; the allocational internet kWh/GB is reported apart. The
+   waiting power is the site's `wait_w`, by default the catalog's idle power at maximum clocks (an assumption: no
+   source measures a GPU blocked in a collective; `data/collect/plans/h200-waiting.yaml` would).
 4. Carbon: grid energy (what local energy, e.g. solar, does not meet) x the site's intensity, hour by hour where
    the site gives a series.
 5. Failures: a synchronous job (DDP, FSDP) stops for every island's failure (restart plus half a checkpoint

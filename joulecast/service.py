@@ -24,7 +24,13 @@ MAX_BATCH_ROWS = 10_000
 MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
 RELOAD_S = 30.0
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram bounds (s)
-_GENERATE = ("input_len", "output_len", "kv_cache")
+# The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
+_JOBS = {"generate": ("input_len", "output_len", "kv_cache"),
+         "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
+                   "duration_s"),
+         "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
+                       "recompute", "optimizer")}
+_GENERATE = _JOBS["generate"]
 
 
 class ModelHolder:
@@ -78,9 +84,10 @@ def _check_names(row: dict[str, Any], where: str) -> None:
             raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
     from joulecast.estimator.many import CONFIG_COLUMNS
 
-    unknown = sorted(set(row) - set(CONFIG_COLUMNS) - set(_GENERATE))
+    allowed = CONFIG_COLUMNS + _GENERATE + tuple(f for fields in _JOBS.values() for f in fields if f not in _GENERATE)
+    unknown = sorted(set(row) - set(allowed))
     if unknown:
-        raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(CONFIG_COLUMNS + _GENERATE)}")
+        raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(dict.fromkeys(allowed))}")
 
 
 def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -90,6 +97,13 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     from joulecast.estimator.jobs import generate
 
     _check_names(body, "")
+    if body.get("phase") in ("serve", "train-run"):
+        return _job(body, model)
+    from joulecast.estimator.many import CONFIG_COLUMNS
+
+    job_only = [k for k in body if k not in CONFIG_COLUMNS and k not in _GENERATE]
+    if job_only:
+        raise InputError(job_only[0], "applies to phase serve or train-run only")
     if body.get("phase") == "generate":
         args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
                                      "power_limit_w") if body.get(k) is not None}
@@ -105,6 +119,32 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     workload = joulecast.workload(body["model"], **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
+
+
+def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
+    """Phase serve or train-run: the job's fields as the CLI takes them (`joulecast estimate --phase ...`)."""
+    from joulecast.estimator.serving import serve
+    from joulecast.estimator.train_run import train_run
+
+    phase = body["phase"]
+    allowed = set(_JOBS[phase]) | {"model", "gpu", "phase", "dtype", "sm_clock_mhz", "power_limit_w", "engine",
+                                   "launch_mode"}
+    extra = sorted(set(body) - allowed)
+    if extra:
+        raise InputError(extra[0], f"not a field of phase {phase}; allowed: {', '.join(sorted(allowed))}")
+    args = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase") and v is not None}
+    if phase == "serve":
+        for key in ("input_len", "output_len"):
+            if key not in args:
+                raise InputError(key, "required with phase serve")
+        for key in ("sm_clock_mhz", "power_limit_w"):
+            if key in args:
+                raise InputError(key, "not taken by phase serve (the GPU's defaults)")
+        return serve(body["model"], body["gpu"], estimator=model, **args).to_dict()
+    for key in ("launch_mode", "engine"):
+        if key in args:
+            raise InputError(key, "not taken by phase train-run")
+    return train_run(body["model"], body["gpu"], estimator=model, **args).to_dict()
 
 
 def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:

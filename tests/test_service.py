@@ -153,3 +153,21 @@ def test_a_plan_over_http_is_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "model"]
     status, out = call(server, "/v1/plan", {**job, "links": [{**job["links"][0], "gbps": -5}]})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "links[0].gbps"]
+
+
+def test_serving_and_training_runs_over_http_are_the_cli_s(server):
+    import joulecast
+
+    body = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "input_len": 512, "output_len": 256,
+            "request_rate": 2.0}
+    status, out = call(server, "/v1/estimate", body)
+    direct = joulecast.serve("llama-3-8b", "h100-sxm", input_len=512, output_len=256, request_rate=2.0)
+    assert status == 200 and out["energy_per_output_token_j"] == pytest.approx(direct.energy_per_output_token_j)
+    body = {"model": "gpt2", "gpu": "a10", "phase": "train-run", "seq": 256, "global_batch": 8, "micro_batch": 2,
+            "steps": 3, "lora_rank": 4}
+    status, out = call(server, "/v1/estimate", body)
+    assert status == 200 and out["accumulation"] == 4 and out["finetune"] == "lora"
+    status, out = call(server, "/v1/estimate", {**body, "concurrency": 4})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "concurrency"]
+    status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "global_batch": 8})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "global_batch"]

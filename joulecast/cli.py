@@ -64,20 +64,31 @@ def _estimate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _generate(args: argparse.Namespace) -> int:
+def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...], needs_why: str,
+                 refuses: tuple[str, ...], instead: str, optional: tuple[str, ...]) -> dict:
+    """The checks of a job phase's flags (a catalog --model, no flag it ignores, every flag it needs), then its
+    optional flags that were given."""
     import joulecast
+
+    if not args.model:  # the one source given (`_estimate`) is --config or --kernels
+        raise joulecast.InputError("--model", f"--phase {phase} needs --model NAME (a catalog model)")
+    for flag in refuses:
+        if getattr(args, flag) not in (None, False):
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"has no effect with --phase {phase} "
+                                                                      f"(give {instead})")
+    for flag in needs:
+        if getattr(args, flag) is None:
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"--phase {phase} needs it{needs_why}")
+    return {flag: getattr(args, flag) for flag in optional if getattr(args, flag) is not None}
+
+
+def _generate(args: argparse.Namespace) -> int:
     from joulecast import render
     from joulecast.estimator.jobs import generate
 
-    if not args.model:  # the one source given (`_estimate`) is --config or --kernels
-        raise joulecast.InputError("--model", "--phase generate needs --model NAME (a catalog model)")
-    if args.seq is not None:
-        raise joulecast.InputError("--seq", "has no effect with --phase generate (give --input-len and --output-len)")
-    for flag in ("input_len", "output_len"):
-        if getattr(args, flag) is None:
-            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase generate needs it (tokens per sequence)")
-    given = {flag: getattr(args, flag) for flag in ("dtype", "attention", "launch_mode", "engine")
-             if getattr(args, flag) is not None}
+    given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
+                         refuses=("seq",), instead="--input-len and --output-len",
+                         optional=("dtype", "attention", "launch_mode", "engine"))
     job = generate(args.model, args.gpu, batch=args.batch or 1, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    estimator=args.estimator, **given)
@@ -86,21 +97,13 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _serve_job(args: argparse.Namespace) -> int:
-    import joulecast
     from joulecast import render
     from joulecast.estimator.serving import serve
 
-    if not args.model:
-        raise joulecast.InputError("--model", "--phase serve needs --model NAME (a catalog model)")
-    for flag in ("input_len", "output_len"):
-        if getattr(args, flag) is None:
-            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase serve needs it (mean tokens a request)")
-    for flag in ("batch", "seq", "attention", "no_kv_cache"):
-        if getattr(args, flag) not in (None, False):
-            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "has no effect with --phase serve (give "
-                                       "--concurrency or --request-rate)")
-    given = {flag: getattr(args, flag) for flag in ("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens")
-             if getattr(args, flag) is not None}
+    given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
+                         refuses=("batch", "seq", "attention", "no_kv_cache"),
+                         instead="--concurrency or --request-rate",
+                         optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, estimator=args.estimator, **given)
@@ -109,21 +112,13 @@ def _serve_job(args: argparse.Namespace) -> int:
 
 
 def _train_run(args: argparse.Namespace) -> int:
-    import joulecast
     from joulecast import render
     from joulecast.estimator.train_run import train_run
 
-    if not args.model:
-        raise joulecast.InputError("--model", "--phase train-run needs --model NAME (a catalog model)")
-    for flag in ("seq", "global_batch"):
-        if getattr(args, flag) is None:
-            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "--phase train-run needs it")
-    for flag in ("batch", "attention", "launch_mode", "engine", "input_len", "output_len"):
-        if getattr(args, flag) not in (None, False):
-            raise joulecast.InputError(f"--{flag.replace('_', '-')}", "has no effect with --phase train-run "
-                                       "(give --global-batch and --micro-batch)")
-    given = {flag: getattr(args, flag) for flag in ("dtype", "lora_targets", "recompute", "optimizer")
-             if getattr(args, flag) is not None}
+    given = _job_options(args, "train-run", needs=("seq", "global_batch"), needs_why="",
+                         refuses=("batch", "attention", "launch_mode", "engine", "input_len", "output_len"),
+                         instead="--global-batch and --micro-batch",
+                         optional=("dtype", "lora_targets", "recompute", "optimizer"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, estimator=args.estimator, **given)

@@ -27,6 +27,7 @@ reference data rather than model (host, switch, waiting power, network): a state
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -280,9 +281,13 @@ _CARBON_BLOCK = 20_000_000  # points x hours evaluated at once (160 MB of float6
 def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray]:
     """(locally met J, kg CO2) per point and site: the site's energy spread evenly over the run, hour by hour from
-    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest. Points go
-    in blocks, so that a long run's hours times many points stay within memory."""
-    hours = int(np.ceil(np.max(time_s) / 3600.0)) + 1
+    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest. The hours
+    repeat (the day, each site's hourly series), so a run longer than one period of them is its whole periods plus
+    the rest; points go in blocks, so that the hours times many points stay within memory."""
+    period = 24
+    for s in sites:
+        period = math.lcm(period, len(s.site.carbon_series) or 1)
+    hours = min(int(np.ceil(np.max(time_s) / 3600.0)) + 1, period)
     step = max(1, _CARBON_BLOCK // hours)
     if len(time_s) > step:
         parts = [_carbon_block(job, sites, energy_j[i:i + step], time_s[i:i + step], hours)
@@ -294,8 +299,10 @@ def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np
 def _carbon_block(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray, hours: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     K, M = energy_j.shape
-    starts = job.start_hour + np.arange(hours)                      # each hour of the longest run
-    cover = np.clip(time_s[:, None] / 3600.0 - np.arange(hours)[None, :], 0.0, 1.0)   # [K, hours] share used
+    starts = job.start_hour + np.arange(hours)                      # each hour of the run, or of one period
+    run_h = time_s[:, None] / 3600.0
+    laps = np.floor(run_h / hours)                                  # whole periods (none where the run is shorter)
+    cover = laps + np.clip(run_h - laps * hours - np.arange(hours)[None, :], 0.0, 1.0)   # [K, hours] uses of each
     local = np.zeros((K, M))
     carbon = np.zeros((K, M))
     for m, s in enumerate(sites):  # a loop over sites (few), each vectorised over points and hours

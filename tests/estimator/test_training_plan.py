@@ -222,3 +222,24 @@ def test_carbon_is_the_same_computed_in_blocks_of_points(monkeypatch):
     blocks = planner.evaluate(job, sites, "diloco", *args)
     np.testing.assert_allclose(blocks["carbon_kg"], whole["carbon_kg"], rtol=1e-12)
     np.testing.assert_allclose(blocks["local_j"], whole["local_j"], rtol=1e-12)
+
+
+def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest():
+    """Hour by hour over the whole run, against the planner's one period of hours times its laps."""
+    job = _job(sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=0.5, hours=[8, 18])),
+                      dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="FR")], start_hour=5.5)
+    sites = planner.site_compute(job)
+    energy, time = np.array([[5e6, 4e6], [9e9, 8e9]]), np.array([3600 * 30.0, 3600 * 1000.5])
+    local, carbon = planner._carbon(job, sites, energy, time)
+    for k in range(2):
+        for m, site in enumerate(job.sites):
+            hours = np.arange(int(np.ceil(time[k] / 3600)) + 1)
+            cover = np.clip(time[k] / 3600 - hours, 0, 1)
+            day, le = np.mod(job.start_hour + hours, 24), site.local_energy
+            kw = (np.zeros(len(hours)) if le is None else
+                  np.clip(np.minimum(day + 1, le.end_hour) - np.maximum(day, le.start_hour), 0, 1) * le.kw)
+            power = energy[k, m] / time[k]
+            met = np.minimum(power, kw * 1e3)
+            assert local[k, m] == pytest.approx((met * cover).sum() * 3600, rel=1e-9)
+            expected = ((power - met) * cover * 3600 / 3.6e6 * site.carbon_g_per_kwh).sum() / 1e3
+            assert carbon[k, m] == pytest.approx(expected, rel=1e-9)

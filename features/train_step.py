@@ -34,7 +34,7 @@ _FIELDS = {"llama": ("num_attention_heads", "intermediate_size", "num_hidden_lay
            "gpt2": ("n_head", "n_inner", "n_layer", "vocab_size")}
 
 
-def _records_key(r: Mapping[str, Any]) -> bool:
+def _weight_gemm(r: Mapping[str, Any]) -> bool:
     """A weight GEMM: a linear layer on tensor cores (not the rotary table's fp32 GEMM, not attention's bmm)."""
     return r["kind"] == "gemm" and r["op"] == "linear" and bool(r.get("tensor_core"))
 
@@ -47,7 +47,7 @@ def _in_out(r: Mapping[str, Any], tokens: int) -> tuple[int, int]:
 def adapted(r: Mapping[str, Any], tokens: int, skip_widths: frozenset[int]) -> bool:
     """A weight GEMM that LoRA adapts: neither of its widths is one of `skip_widths` (the vocabulary: the LM head;
     the MLP's width too, for attention-only adapters)."""
-    return _records_key(r) and not skip_widths.intersection(_in_out(r, tokens))
+    return _weight_gemm(r) and not skip_widths.intersection(_in_out(r, tokens))
 
 
 def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0, recompute: str = "none",
@@ -57,7 +57,7 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
     require(recompute in RECOMPUTE, "recompute", f"unknown {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
     out = list(forward)
     for r in forward:
-        if _records_key(r):
+        if _weight_gemm(r):
             n_out, n_in = _in_out(r, tokens)
             gemm = {**r, "batch": 1}
             out.append({**gemm, "op": "linear_dgrad", "m": n_in, "n": tokens, "k": n_out})

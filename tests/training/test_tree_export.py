@@ -68,16 +68,14 @@ def test_trees_deeper_than_the_complete_layout_holds_are_refused(data):
 
 def test_saved_arrays_load_with_numpy_alone_and_chunked_walks_agree(data, tmp_path):
     """The .npz the estimator ships reads back to the same arrays, and a batch walked a chunk of rows at a time
-    (more rows than CHUNK_ROWS) gives what each row alone gives."""
-    from joulecast.estimator.tree_arrays import CHUNK_ROWS
-
+    (more rows than its chunk) gives what each row alone gives."""
     X, y = data
     bags = [[xgb.XGBRegressor(n_estimators=30, max_depth=4, random_state=seed, tree_method="hist").fit(X, y)
              .get_booster() for seed in range(2)]]
     arrays = from_models(bags)
     loaded = TreeArrays.load(arrays.save(tmp_path / "trees.npz"))
     assert loaded.depth == arrays.depth and len(loaded.groups) == len(arrays.groups)
-    rows = np.random.default_rng(4).normal(size=(CHUNK_ROWS * 2 + 3, 6)).astype(np.float32)
+    rows = np.random.default_rng(4).normal(size=(loaded.chunk_rows * 2 + 3, 6)).astype(np.float32)
     batch = loaded.predict_models(rows)[0]
     np.testing.assert_array_equal(batch, arrays.predict_models(rows)[0])
     np.testing.assert_array_equal(batch[-3:], np.concatenate([loaded.predict_models(rows[i:i + 1])[0]

@@ -164,7 +164,9 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
         require(dtype == "fp8", "fp8_attention", f"needs dtype fp8, got {dtype}")
         forward = [dict(r, dtype="fp8") if r["kind"] == "attention" else r for r in forward]
     hidden = int(shard.get("hidden_size") or shard["n_embd"])
-    gemm = next(r for r in forward if r["kind"] == "gemm" and r.get("tensor_core"))
+    # the head runs as the layers' GEMMs do: on tensor cores where any of them does (fp32 on a GPU without TF32: none)
+    gemms = [r for r in forward if r["kind"] == "gemm"]
+    gemm = next((r for r in gemms if r.get("tensor_core")), gemms[0])
     forward = forward + train_step.lm_head_loss(tokens, hidden, int(shard["vocab_size"]),
                                                 {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
     if config.get("tie_word_embeddings") is False:  # an untied head has weights of its own (tied: the embedding's)

@@ -9,7 +9,9 @@ held-out model's figures averaged over the seeds.)
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -34,16 +36,20 @@ PAPER_POWER_MAPE = {"a100-pcie-40gb": 8.26, "a10": 8.05}  # EnergAIzer (ISPASS'2
 PAPER_DVFS_POWER_MAPE = "6.0-13.3 %"  # the paper's A100 power MAPE across its 510-1,410 MHz clocks, as issue 27 quotes
 
 
-def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True) -> pd.DataFrame:
-    """Scored rows of every family, each predicted by a residual trained on the other families."""
+def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True,
+                   grid: Sequence[Mapping[str, Any]] = PARAM_GRID, bag: int | None = None,
+                   folds: int | None = None) -> pd.DataFrame:
+    """Scored rows of every family, each predicted by a residual trained on the other families (hyper-parameter
+    grid, boosters per bag and cross-validation folds as shipped unless given)."""
     rows, X = table.rows, table.X
     y = {"time": table.y_time, "energy": table.y_energy}
-    grid = [dict(params, random_state=seed) for params in PARAM_GRID]
+    grid = [dict(params, random_state=seed) for params in grid]
+    profile = {k: v for k, v in (("bag", bag), ("folds", folds)) if v is not None}
     parts = []
     for family in sorted(rows["model_family"].unique()):
         test = (rows["model_family"] == family).to_numpy()
         train = ~test
-        model = ResidualModel().fit(X[train].reset_index(drop=True), {k: v[train] for k, v in y.items()},
+        model = ResidualModel(**profile).fit(X[train].reset_index(drop=True), {k: v[train] for k, v in y.items()},
                                     rows.loc[train, "model_family"].to_numpy(), rows.loc[train, "gpu"], grid=grid)
         held = rows[test].reset_index(drop=True)
         # scored as `estimate` scores: power cap on the estimate and on the interval's upper edge

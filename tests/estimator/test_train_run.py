@@ -3,6 +3,7 @@ FP8 and tensor-parallel shards change the work as their rules say."""
 
 import json
 
+import numpy as np
 import pytest
 
 import joulecast
@@ -36,6 +37,15 @@ def test_the_hybrid_interval_of_a_run_adds_its_steps_bounds():
     assert run.method == "hybrid" and lo < run.energy_j < hi
     micro, opt = run.step.micro, run.step.optimizer
     assert lo == pytest.approx(5 * (4 * micro.energy_interval_j[0] + opt.energy_interval_j[0]), rel=1e-12)
+
+
+def test_fp32_on_a_gpu_without_tf32_runs_its_head_on_cuda_cores_too():
+    run = joulecast.train_run("bert-base", "v100-sxm2", seq=384, global_batch=8, steps=3, dtype="fp32",
+                              power_limit_w=150, estimator="physics")
+    columns = run.step.micro.kernel_columns
+    gemms = columns["kind"] == "gemm"
+    assert gemms.any() and not np.asarray(columns["tensor_core"])[gemms].any()
+    assert run.energy_j > 0 and run.power_w <= 150 + 1e-9
 
 
 def test_lora_freezes_the_weights_and_trains_small_adapters():

@@ -52,6 +52,29 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert all(r["predicted_energy_j"] > 0 for r in generation["rows"])
 
 
+def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():
+    require_path(EXTERNAL / "energaizer-artifact")
+    result = _run_args("model_size.py", "--sets", "3,0.3,4", "--bag", "2", "--folds", "3")
+    (row,) = result["sets"]
+    assert row["trees_a_walk"] == 2 * 6 * 4  # six trees a round: time and energy points, their bands of two targets
+    for gpu in ("a10", "a100-pcie-40gb"):
+        assert 0 < row[f"{gpu}_energy_mape"] < 100 and 0 <= row[f"{gpu}_coverage"] <= 100
+    assert row["walk_cpu_us_a_row"] >= 0
+
+
+def test_zeus_sweep_scores_energy_per_epoch_and_the_best_power_limit():
+    require_path(EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_v100.csv")
+    result = _run_args("zeus_power_limits.py")
+    for name in ("hybrid", "physics"):
+        s, batches = result[name]["summary"], result[name]["per_batch"]
+        assert s["rows"] == 49 and s["energy_mape"] > 0 and s["power_mape"] > 0
+        assert [b["batch"] for b in batches] == [8, 12, 16, 24, 32, 48, 56]
+        for b in batches:  # the cap chosen is one of the sweep's; its measured energy is never below the best's
+            assert b["best_limit_predicted_w"] in (100, 125, 150, 175, 200, 225, 250) and b["regret_pct"] >= 0
+    assert result["physics"]["summary"]["coverage_pct"] is None
+    assert 0 <= result["hybrid"]["summary"]["coverage_pct"] <= 100
+
+
 def _run_args(script: str, *extra: str):
     out = subprocess.run([sys.executable, str(REPO / "experiments" / script), *extra, "--json"], capture_output=True,
                          text=True, timeout=600, cwd=REPO)

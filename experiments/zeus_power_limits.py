@@ -1,0 +1,119 @@
+"""Score the `train-run` job against Zeus' power-limit x batch-size training sweep (You, Chung and Chowdhury, NSDI'23):
+BERT-base fine-tuned on SQuAD on a V100, one epoch per (batch size, power limit), energy per epoch by power limit.
+
+    python experiments/zeus_power_limits.py [--json]
+
+Rows: `../shared/data/external/zeus-nsdi23-powerlimit/summary_power_v100.csv`, network `bert_base_uncased`, dataset
+`squad` (49 rows: batch 8-56, power limits 100-250 W; measured time per epoch and average GPU power, energy their
+product). The trace names neither the V100's SKU nor its precision, nor the epoch's sequence count, so three
+assumptions are stated here and in the note:
+- the catalog's V100-SXM2 (the sweep's highest limit, 250 W, suggests a 250 W PCIe card, whose boost clock is lower);
+- fp32 (the trace records no mixed precision; fp32 is what the Hugging Face SQuAD example runs without `--fp16`);
+- an epoch of EPOCH_SEQUENCES sequences of SEQ tokens (SQuAD v1.1's training questions at the example's
+  `max_seq_length` 384, a long context split in two at `doc_stride` 128), AdamW, no recomputation.
+The epoch's sequence count scales every prediction alike, so the figures that do not depend on it are reported
+beside the absolute ones: per batch size, energy at each limit relative to the 250 W default (the shape an operator
+reads), the energy-optimal limit, and the energy measured at the limit joulecast picks against the best measured one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.train_run import train_run
+
+SHARED = Path(os.environ.get("JOULECAST_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
+DATA = SHARED / "data" / "external" / "zeus-nsdi23-powerlimit" / "summary_power_v100.csv"
+GPU, MODEL, DTYPE = "v100-sxm2", "bert-base", "fp32"   # assumptions (module docstring)
+SEQ, EPOCH_SEQUENCES = 384, 88_000                      # assumptions (module docstring)
+DEFAULT_LIMIT_W = 250.0                                 # the sweep's highest limit, the card's default
+
+
+def rows() -> pd.DataFrame:
+    d = pd.read_csv(DATA)
+    d = d[(d["network"] == "bert_base_uncased") & (d["dataset"] == "squad")].copy()
+    d["energy_j"] = d["time_per_epoch"] * d["average_power"]
+    return d.sort_values(["batch_size", "power_limit"]).reset_index(drop=True)
+
+
+def predict(d: pd.DataFrame, residual) -> pd.DataFrame:
+    out = []
+    for r in d.itertuples():
+        run = train_run(MODEL, GPU, seq=SEQ, global_batch=int(r.batch_size), dtype=DTYPE,
+                        steps=math.ceil(EPOCH_SEQUENCES / r.batch_size), power_limit_w=float(r.power_limit),
+                        estimator=residual if residual is not None else "physics")
+        lo, hi = run.energy_interval_j if run.method == "hybrid" else (np.nan, np.nan)  # physics: no interval
+        out.append(dict(pred_energy_j=run.energy_j, pred_time_s=run.time_s, pred_power_w=run.power_w,
+                        energy_lo_j=lo, energy_hi_j=hi))
+    return pd.concat([d, pd.DataFrame(out)], axis=1)
+
+
+def per_batch(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per batch size: energy relative to the default limit (measured and predicted), the energy-optimal limit each
+    way, and the regret: measured energy at the predicted optimum over the measured optimum, less one."""
+    out = []
+    for batch, g in frame.groupby("batch_size"):
+        default = g[g["power_limit"] == DEFAULT_LIMIT_W]
+        if default.empty:
+            continue
+        rel_meas = g["energy_j"] / float(default["energy_j"].iloc[0])
+        rel_pred = g["pred_energy_j"] / float(default["pred_energy_j"].iloc[0])
+        best_meas = g.loc[g["energy_j"].idxmin()]
+        best_pred = g.loc[g["pred_energy_j"].idxmin()]
+        out.append(dict(batch=int(batch), rows=len(g),
+                        relative_energy_mape=100 * float(np.mean(np.abs(rel_pred / rel_meas - 1))),
+                        best_limit_measured_w=float(best_meas["power_limit"]),
+                        best_limit_predicted_w=float(best_pred["power_limit"]),
+                        saving_at_best_measured_pct=100 * (1 - float(best_meas["energy_j"] / default["energy_j"].iloc[0])),
+                        saving_at_best_predicted_pct=100 * (1 - float(best_pred["pred_energy_j"]
+                                                                      / default["pred_energy_j"].iloc[0])),
+                        regret_pct=100 * (float(best_pred["energy_j"] / best_meas["energy_j"]) - 1)))
+    return pd.DataFrame(out)
+
+
+def summary(frame: pd.DataFrame) -> dict:
+    ape = lambda p, m: float(100 * np.mean(np.abs(frame[p] / frame[m] - 1)))  # noqa: E731
+    covered = (frame["energy_lo_j"] <= frame["energy_j"]) & (frame["energy_j"] <= frame["energy_hi_j"])
+    return dict(rows=len(frame), energy_mape=ape("pred_energy_j", "energy_j"),
+                energy_bias_pct=float(100 * np.mean(frame["pred_energy_j"] / frame["energy_j"] - 1)),
+                time_mape=ape("pred_time_s", "time_per_epoch"), power_mape=ape("pred_power_w", "average_power"),
+                coverage_pct=float(100 * covered.mean()) if frame["energy_lo_j"].notna().all() else None)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    residual = load_estimator(args.estimator)
+    d = rows()
+    frames = {"hybrid" if residual is not None else "physics": predict(d, residual)}
+    if residual is not None:
+        frames["physics"] = predict(d, None)
+    result = {name: {"summary": summary(f), "per_batch": per_batch(f).to_dict(orient="records")}
+              for name, f in frames.items()}
+    result["assumptions"] = {"gpu": GPU, "dtype": DTYPE, "seq": SEQ, "epoch_sequences": EPOCH_SEQUENCES}
+    if args.json:
+        print(json.dumps(result, indent=1))
+        return
+    pd.set_option("display.width", 160)
+    print(f"Zeus NSDI'23, BERT-base on SQuAD, V100 ({len(d)} rows; assumed {GPU}, {DTYPE}, {EPOCH_SEQUENCES:,} "
+          f"sequences of {SEQ} tokens an epoch)")
+    for name in frames:
+        s = result[name]["summary"]
+        cover = "" if s["coverage_pct"] is None else f", 90 % interval covers {s['coverage_pct']:.1f} %"
+        print(f"\n{name}: energy per epoch MAPE {s['energy_mape']:.1f} % (bias {s['energy_bias_pct']:+.1f} %), time "
+              f"{s['time_mape']:.1f} %, power {s['power_mape']:.1f} %{cover}")
+        print(pd.DataFrame(result[name]["per_batch"]).round(2).to_string(index=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -93,11 +93,12 @@ class TreeArrays:
         row_start = (np.arange(n, dtype=np.intp) * x.shape[1])[:, None] if n > 1 else 0
         # per row and tree, the split reached, numbered globally (tree t's split i at first[t] + i, heap order): its
         # children at 2 (first + i) + 1 - first and one more, so the walk needs no per-tree index of its own
-        node = np.repeat(first[None, :], n, axis=0)
+        node = first[None, :].copy() if n == 1 else np.repeat(first[None, :], n, axis=0)
         at, v, go_left = np.empty_like(node), np.empty(node.shape, np.float32), np.empty(node.shape, bool)
         for _ in range(self.depth):  # in place: a chunk's arrays stay in cache from one level to the next
             np.take(feature, node, out=at)
-            at += row_start
+            if n > 1:
+                at += row_start
             np.take(cells, at, out=v)
             np.less(v, np.take(self.threshold, node), out=go_left)
             if missing:  # a missing value takes the branch its node learned

@@ -1,6 +1,6 @@
 """How many trees the residual needs: leave-one-model-out accuracy on EnergAIzer's A10 / A100 rows against the trees
-an estimate walks, for hyper-parameter sets of the same bag of five (issue 26: the trees a row walks set the speed
-of `estimate_many`; the shipped model walks 12,000).
+an estimate walks, for hyper-parameter sets with bags of five boosters as shipped (or --bag N). Issue 26: the trees a
+row walks set the speed of `estimate_many`; the shipped model walks 12,000.
 
 For each set (max_depth, learning_rate, n_estimators; `shipped`: the shipped grid, PARAM_GRID, with its selection):
 energy and power MAPE and 90 % energy-interval coverage per GPU, each model family predicted by a residual trained
@@ -39,7 +39,8 @@ def walk_us_per_row(table, grid: list[dict], bag: int, rows: int = 2048) -> tupl
 
     X = table.X
     y = {"time": table.y_time, "energy": table.y_energy}
-    model = ResidualModel(bag=bag, folds=2).fit(X, y, table.rows["model_family"].to_numpy(), table.rows["gpu"], grid=grid)
+    model = ResidualModel(bag=bag, folds=2).fit(X, y, table.rows["model_family"].to_numpy(), table.rows["gpu"],
+                                                grid=grid)
     arrays = model._tree_arrays(False)  # the arrays the estimator walks
     values = np.ascontiguousarray(X[model.features].to_numpy(np.float32)[np.arange(rows) % len(X)])
     values = values + np.random.default_rng(0).normal(0, 1e-3, values.shape).astype(np.float32)  # distinct rows

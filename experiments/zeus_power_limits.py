@@ -64,17 +64,16 @@ def per_batch(frame: pd.DataFrame) -> pd.DataFrame:
         default = g[g["power_limit"] == DEFAULT_LIMIT_W]
         if default.empty:
             continue
-        rel_meas = g["energy_j"] / float(default["energy_j"].iloc[0])
-        rel_pred = g["pred_energy_j"] / float(default["pred_energy_j"].iloc[0])
+        at_default, pred_at_default = float(default["energy_j"].iloc[0]), float(default["pred_energy_j"].iloc[0])
+        rel_meas, rel_pred = g["energy_j"] / at_default, g["pred_energy_j"] / pred_at_default
         best_meas = g.loc[g["energy_j"].idxmin()]
         best_pred = g.loc[g["pred_energy_j"].idxmin()]
         out.append(dict(batch=int(batch), rows=len(g),
                         relative_energy_mape=100 * float(np.mean(np.abs(rel_pred / rel_meas - 1))),
                         best_limit_measured_w=float(best_meas["power_limit"]),
                         best_limit_predicted_w=float(best_pred["power_limit"]),
-                        saving_at_best_measured_pct=100 * (1 - float(best_meas["energy_j"] / default["energy_j"].iloc[0])),
-                        saving_at_best_predicted_pct=100 * (1 - float(best_pred["pred_energy_j"]
-                                                                      / default["pred_energy_j"].iloc[0])),
+                        saving_at_best_measured_pct=100 * (1 - float(best_meas["energy_j"]) / at_default),
+                        saving_at_best_predicted_pct=100 * (1 - float(best_pred["pred_energy_j"]) / pred_at_default),
                         regret_pct=100 * (float(best_pred["energy_j"] / best_meas["energy_j"]) - 1)))
     return pd.DataFrame(out)
 

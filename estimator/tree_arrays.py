@@ -9,7 +9,7 @@ the tests), and a bag's mean is `bag_margin` of those sums, as on the XGBoost pa
 
 The walk reads each tree as a complete binary tree of the deepest tree's depth (a leaf above the last level
 stands for the whole subtree below it, every branch reaching its value), so that a tree's nodes lie side by side
-and a node's children are found by arithmetic, not looked up. The shipped model's 12,000 trees of depth 4 take
+and a node's children are found by arithmetic, not looked up. The model shipped then, 12,000 trees of depth 4, took
 2.4 MB instead of 6.9 MB, and one row's margins (`predict_members`) 0.37 instead of 0.53 ms with the arrays in
 cache, 0.42 instead of 0.91 ms after other work has evicted them, as between estimates (medians of 1,000 calls).
 """

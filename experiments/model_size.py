@@ -1,11 +1,12 @@
 """How many trees the residual needs: leave-one-model-out accuracy on EnergAIzer's A10 / A100 rows against the trees
 an estimate walks, for hyper-parameter sets with bags of five boosters as shipped (or --bag N). Issue 26: the trees a
-row walks set the speed of `estimate_many`; the shipped model walks 12,000.
+row walks set the speed of `estimate_many`; the shipped model walks 6,000.
 
 For each set (max_depth, learning_rate, n_estimators; `shipped`: the shipped grid, PARAM_GRID, with its selection):
 energy and power MAPE and 90 % energy-interval coverage per GPU, each model family predicted by a residual trained
 without it (`leave_one_model_out.held_out_frame`; with --seeds N, the mean over tree seeds 0 to N - 1), and the
-trees of one walk (four models of a bag: time and energy points, time and energy bands of two targets each) with the
+trees of one walk (four models of a bag: time and energy points, time and energy bands of two targets each, the
+bands with a quarter of the rounds, `joulecast.training.residual.band_params`) with the
 CPU time the numpy walk (`joulecast.estimator.tree_arrays`) takes a row over 2,048 rows, beside a plain-numpy
 reference pass timed in the same run.
 

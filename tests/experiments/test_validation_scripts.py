@@ -54,9 +54,10 @@ def test_job_validation_scripts_score_every_set_they_name():
 
 def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():
     require_path(EXTERNAL / "energaizer-artifact")
-    result = _run_args("model_size.py", "--sets", "3,0.3,4", "--bag", "2", "--folds", "3")
+    result = _run_args("model_size.py", "--sets", "3,0.3,8", "--bag", "2", "--folds", "3")
     (row,) = result["sets"]
-    assert row["trees_a_walk"] == 2 * 6 * 4  # six trees a round: time and energy points, their bands of two targets
+    # bags of two: the time and energy points 8 rounds each, their bands (two quantiles) a quarter of those
+    assert row["trees_a_walk"] == 2 * (2 * 8 + 2 * 2 * 2)
     for gpu in ("a10", "a100-pcie-40gb"):
         assert 0 < row[f"{gpu}_energy_mape"] < 100 and 0 <= row[f"{gpu}_coverage"] <= 100
     assert row["walk_cpu_us_a_row"] >= 0

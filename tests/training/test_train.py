@@ -17,6 +17,7 @@ from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN
 from joulecast.features import arch
+from joulecast.training import residual as residual_training
 from joulecast.training.dataset import training_table
 from joulecast.training.evaluate import coverage_p_value
 from joulecast.training.residual import (
@@ -152,6 +153,28 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     np.testing.assert_array_equal(legacy.predict(X2, gpus)["energy"],
                                   single.points["energy"][0].get_booster().inplace_predict(X2))
     assert legacy.pooled["energy"] is legacy.points["energy"] and legacy.levels == {}
+
+
+def test_bands_take_fewer_larger_steps_and_leave_the_points_as_they_were(monkeypatch):
+    """A band's boosters have a quarter of the point's rounds at three times its rate; the points, and so every
+    estimate, are those a model whose bands took the points' steps gives, bit for bit."""
+    rng = np.random.default_rng(5)
+    n = 120
+    X = _synthetic_features(rng, n)
+    y = 0.1 * np.sin(X["log_flops"].to_numpy()) + 0.02 * rng.normal(size=n)
+    groups, gpus = np.repeat(list("abcd"), n // 4), ["a100"] * n
+    model = ResidualModel(bag=2).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    band = model.bands["energy"][0].get_params()
+    assert band["n_estimators"] == 15 and band["learning_rate"] == pytest.approx(0.3)
+    assert model.points["energy"][0].get_params()["n_estimators"] == 60
+    monkeypatch.setattr(residual_training, "BAND_ROUND_DIVISOR", 1)
+    monkeypatch.setattr(residual_training, "BAND_RATE_FACTOR", 1.0)
+    even = ResidualModel(bag=2).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    assert even.bands["energy"][0].get_params()["n_estimators"] == 60
+    ours, theirs = model.predict(X, gpus), even.predict(X, gpus)
+    np.testing.assert_array_equal(ours["energy"], theirs["energy"])
+    np.testing.assert_array_equal(ours["time"], theirs["time"])
+    assert not np.array_equal(ours["energy_hi"], theirs["energy_hi"])  # the bands did change
 
 
 def test_each_gpu_trained_on_has_its_own_level_and_a_new_gpu_gets_the_pooled_bag():

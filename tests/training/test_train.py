@@ -38,6 +38,14 @@ def _synthetic_features(rng: np.random.Generator, n: int) -> pd.DataFrame:
                          "power_limit_ratio": np.ones(n)})
 
 
+def _one_gpu_four_families(seed: int, n: int = 120) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, list[str]]:
+    """n rows of one GPU in four model families, a smooth residual in FLOPs plus noise: (X, y, groups, gpus)."""
+    rng = np.random.default_rng(seed)
+    X = _synthetic_features(rng, n)
+    y = 0.1 * np.sin(X["log_flops"].to_numpy()) + 0.02 * rng.normal(size=n)
+    return X, y, np.repeat(list("abcd"), n // 4), ["a100"] * n
+
+
 def _gpus_told_apart(rng: np.random.Generator, counts: dict[str, int],
                      bandwidth: dict[str, float]) -> tuple[np.ndarray, pd.DataFrame, np.ndarray]:
     """`counts` rows per GPU, told apart by a spec column (`bandwidth` per GPU, 650 GB/s for the rest), and their
@@ -117,11 +125,8 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
     """Each model is the mean of `bag` boosters of different seeds; saved and loaded, it predicts the same, on the
     tree-array path (a few rows) and on XGBoost's (many); a folder saved before bags (one booster a model, no `bag`
     key) still loads."""
-    rng = np.random.default_rng(4)
-    n = 120
-    X = _synthetic_features(rng, n)
-    y = 0.1 * np.sin(X["log_flops"].to_numpy()) + 0.02 * rng.normal(size=n)
-    groups, gpus = np.repeat(list("abcd"), n // 4), ["a100"] * n
+    X, y, groups, gpus = _one_gpu_four_families(seed=4)
+    n = len(X)
     model = ResidualModel(bag=3).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
     assert [m.get_params()["random_state"] for m in model.points["energy"]] == [0, 1, 2]
     X2 = X.assign(log_flops=X["log_flops"] + 0.01)  # not the training rows
@@ -158,11 +163,7 @@ def test_a_bag_of_seeds_saves_loads_and_reads_a_model_saved_before_bags(tmp_path
 def test_bands_take_fewer_larger_steps_and_leave_the_points_as_they_were(monkeypatch):
     """A band's boosters have a quarter of the point's rounds at three times its rate; the points, and so every
     estimate, are those a model whose bands took the points' steps gives, bit for bit."""
-    rng = np.random.default_rng(5)
-    n = 120
-    X = _synthetic_features(rng, n)
-    y = 0.1 * np.sin(X["log_flops"].to_numpy()) + 0.02 * rng.normal(size=n)
-    groups, gpus = np.repeat(list("abcd"), n // 4), ["a100"] * n
+    X, y, groups, gpus = _one_gpu_four_families(seed=5)
     model = ResidualModel(bag=2).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
     band = model.bands["energy"][0].get_params()
     assert band["n_estimators"] == 15 and band["learning_rate"] == pytest.approx(0.3)

@@ -58,6 +58,16 @@ def family(config: Mapping[str, Any]) -> str:
     return MODEL_TYPES[model_type]
 
 
+def hidden_size(config: Mapping[str, Any]) -> int:
+    """A transformer config's model width: `hidden_size`, or GPT-2's `n_embd`."""
+    return int(config.get("hidden_size") or config["n_embd"])
+
+
+def layer_count(config: Mapping[str, Any]) -> int:
+    """A transformer config's layers: `num_hidden_layers`, or GPT-2's `n_layer`."""
+    return int(config.get("num_hidden_layers") or config["n_layer"])
+
+
 def family_of_name(name: str) -> str:
     """A model's family for grouping results: the name's first word (llama-3-8b -> llama, Qwen3-14B -> qwen3,
     bert-large -> bert, Meta-Llama-3.1-8B -> llama, NVIDIA-Nemotron-Nano -> nemotron)."""

@@ -36,6 +36,7 @@ import numpy as np
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import Job, Site, connected, reference
+from joulecast.data.models import hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
 from joulecast.features import collectives
@@ -84,8 +85,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             f"{job.global_batch} sequences do not split into {total} replicas x micro-batches of {job.micro_batch}")
     accumulation = job.global_batch // (total * job.micro_batch)
     config = resolve_model(job.model)[0]
-    hidden = int(config.get("hidden_size") or config["n_embd"])
-    layers = int(config.get("num_hidden_layers") or config.get("n_layer"))
+    hidden, layers = hidden_size(config), layer_count(config)
     heads = int(config.get("num_attention_heads") or config.get("n_head"))
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or hidden // heads)
@@ -495,8 +495,6 @@ def _sweep_part(part: tuple[list[str], str], job: Job, grid: dict[str, Any], est
 
 def _subset(job: Job, chosen: list[str]) -> Job:
     """The job on some of its sites (and the links among them)."""
-    import dataclasses
-
     sites = tuple(s for s in job.sites if s.name in chosen)
     links = tuple(link for link in job.links if link.a in chosen and link.b in chosen)
     if len(sites) > 1:

@@ -34,6 +34,7 @@ import numpy as np
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import reference
+from joulecast.data.models import hidden_size, layer_count
 from joulecast.data.workload import Workload
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -110,8 +111,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, tp=tp)
-    hidden = int(config.get("hidden_size") or config["n_embd"])
-    layers = int(config.get("num_hidden_layers") or config.get("n_layer"))
+    hidden, layers = hidden_size(config), layer_count(config)
     link = reference("links")[_NVLINK.get(spec.architecture.lower(), "nvlink4")]
     out = []
     for b in batches:

@@ -23,6 +23,7 @@ import numpy as np
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
+from joulecast.data.models import hidden_size, layer_count
 from joulecast.data.workload import MAX_SIZE, Workload
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -163,7 +164,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     if fp8_attention:
         require(dtype == "fp8", "fp8_attention", f"needs dtype fp8, got {dtype}")
         forward = [dict(r, dtype="fp8") if r["kind"] == "attention" else r for r in forward]
-    hidden = int(shard.get("hidden_size") or shard["n_embd"])
+    hidden = hidden_size(shard)
     # the head runs as the layers' GEMMs do: on tensor cores where any of them does (fp32 on a GPU without TF32: none)
     gemms = [r for r in forward if r["kind"] == "gemm"]
     gemm = next((r for r in gemms if r.get("tensor_core")), gemms[0])
@@ -188,7 +189,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                                        batch=micro_batch, params=params, **{**common, "phase": "prefill"}), spec,
                    **kw) if with_forward else None
     parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
-                    int(shard.get("num_hidden_layers") or shard.get("n_layer") or 1))
+                    layer_count(shard))
     return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
                         trainable=trainable,
                         memory_gb=sum(parts.values()), memory_parts_gb=parts)
@@ -233,7 +234,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
                          power_limit_w=power_limit_w, estimator=estimator)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
-    if step.memory_gb * memory.GIB > spec.memory_gb * memory.GIB:
+    if step.memory_gb > spec.memory_gb:
         flags.add("exceeds-memory")
     run_tokens = steps * global_batch * seq
     e, t = steps * step.energy_j, steps * step.time_s

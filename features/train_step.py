@@ -24,7 +24,7 @@ import math
 from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.models import family
+from joulecast.data.models import family, hidden_size
 
 RECOMPUTE = ("none", "selective", "full")
 LORA_TARGETS = ("all", "attention")
@@ -112,7 +112,7 @@ def skip_widths(config: Mapping[str, Any], lora_targets: str) -> frozenset[int]:
             f"unknown {lora_targets!r}; allowed: {', '.join(LORA_TARGETS)}")
     widths = {int(config["vocab_size"])}
     if lora_targets == "attention":
-        hidden = int(config.get("hidden_size") or config["n_embd"])
+        hidden = hidden_size(config)
         widths.add(int(config.get("intermediate_size") or config.get("ffn_dim") or config.get("n_inner")
                        or 4 * hidden))
     return frozenset(widths)
@@ -132,7 +132,7 @@ def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1) -> dict[st
                                    f"not {fam}")
     heads_f, inner_f, layers_f, vocab_f = _FIELDS[fam]
     heads, layers = int(config[heads_f]), int(config[layers_f])
-    hidden = int(config.get("hidden_size") or config["n_embd"])
+    hidden = hidden_size(config)
     inner = int(config.get(inner_f) or 4 * hidden)
     require(heads % tp == 0, "layout.tp", f"{tp} does not divide the model's {heads} attention heads")
     require(pp <= layers, "layout.pp", f"{pp} pipeline stages for {layers} layers")

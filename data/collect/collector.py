@@ -198,11 +198,8 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
             progress: bool = True, sleep: Callable[[float], None] = time.sleep,
             clock: Callable[[], float] = time.monotonic) -> CollectResult:
     """Measure every item of `plan` not yet stored under `root`; safe to interrupt and rerun."""
-    collection = collection or plan.name
-    result = CollectResult(collection=collection, root=str(root), gpu=plan.gpu)
-    done = store.existing_ids(root, plan.gpu, collection)
-    todo = [it for it in plan.items if it.id not in done]
-    result.skipped = len(plan.items) - len(todo)
+    result, todo = pending(plan, root, collection or plan.name)
+    collection = result.collection
     device = {**getattr(meter, "describe", dict)(), **runner.describe()}
     started = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # also the session's key in the card
     _write_card(plan, root, collection, result, device, started, status="running")
@@ -239,7 +236,7 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
             except (KeyboardInterrupt, SystemExit):
                 raise
             except Exception as exc:  # out of memory, an unsupported dtype: record it and go on
-                reason = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+                reason = failure_reason(exc)
                 result.failed[item.id] = reason
                 log.warning("%s failed: %s", item.id, reason)
             else:
@@ -252,11 +249,33 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
     except KeyboardInterrupt:
         result.interrupted = True
     finally:
-        bar.close()
-        flush()
-        _write_card(plan, root, collection, result, device, started,
-                    status="interrupted" if result.interrupted else "complete")
+        close_session(bar, flush, plan, root, result, device, started)
     return result
+
+
+def pending(plan: Plan, root: str | Path, collection: str) -> tuple[CollectResult, list[PlanItem]]:
+    """A collection's result record, its count of items already stored under `root` set, and the items still to
+    measure, in plan order (a rerun resumes)."""
+    result = CollectResult(collection=collection, root=str(root), gpu=plan.gpu)
+    done = store.existing_ids(root, plan.gpu, collection)
+    todo = [it for it in plan.items if it.id not in done]
+    result.skipped = len(plan.items) - len(todo)
+    return result, todo
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line for an item that failed: the exception's type and its message's first line, at most 300 characters."""
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
+
+
+def close_session(bar: Any, flush: Callable[[], None], plan: Plan, root: str | Path, result: CollectResult,
+                  device: dict[str, str], started: str) -> None:
+    """End a session, however it ended: close its bar, write what is buffered, and mark its card interrupted or
+    complete."""
+    bar.close()
+    flush()
+    _write_card(plan, root, result.collection, result, device, started,
+                status="interrupted" if result.interrupted else "complete")
 
 
 def flush_rows(rows: list[dict[str, Any]], traces: list[pd.DataFrame], root: str | Path, gpu: str, collection: str,

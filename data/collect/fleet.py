@@ -21,7 +21,6 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from joulecast.data import store
 from joulecast.data.collect.collector import (
     FLUSH_S,
     CollectResult,
@@ -29,9 +28,12 @@ from joulecast.data.collect.collector import (
     Runner,
     _row,
     _write_card,
+    close_session,
+    failure_reason,
     flush_rows,
     measure_idle,
     measure_item,
+    pending,
     samples_frame,
 )
 from joulecast.data.collect.plan import Plan, PlanItem
@@ -84,7 +86,7 @@ def measure_on_worker(item: PlanItem, plan: Plan, collection: str, station: Stat
         finally:
             step.close()
     except Exception as exc:  # out of memory, an unsupported dtype: reported, the plan goes on
-        return {"failed": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]}
+        return {"failed": failure_reason(exc)}
     return {"row": _row(item, plan, collection, device, idle_w, fields),
             "samples": samples_frame(item.id, windows), "device": device}
 
@@ -96,11 +98,8 @@ def collect_on(client: Any, plan: Plan, root: str | Path, station: Station, *, c
     from distributed.scheduler import KilledWorker
     from tqdm.auto import tqdm
 
-    collection = collection or plan.name
-    result = CollectResult(collection=collection, root=str(root), gpu=plan.gpu)
-    done = store.existing_ids(root, plan.gpu, collection)
-    todo = [it for it in plan.items if it.id not in done]
-    result.skipped = len(plan.items) - len(todo)
+    result, todo = pending(plan, root, collection or plan.name)
+    collection = result.collection
     gpus = sum(w.get("resources", {}).get(GPU_RESOURCE, 0) for w in client.scheduler_info()["workers"].values())
     if todo and not gpus:
         from joulecast.data.errors import InputError
@@ -144,8 +143,5 @@ def collect_on(client: Any, plan: Plan, root: str | Path, station: Station, *, c
         for future in futures:
             future.cancel()
     finally:
-        bar.close()
-        flush()
-        _write_card(plan, root, collection, result, device, started,
-                    status="interrupted" if result.interrupted else "complete")
+        close_session(bar, flush, plan, root, result, device, started)
     return result

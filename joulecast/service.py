@@ -74,13 +74,18 @@ class ModelHolder:
         return f"{name} (version {self.version})" if self.version else name
 
 
+def _is_path(name: str) -> bool:
+    """A name that would be read as a file (a config or kernel list) rather than looked up in a catalog."""
+    return "/" in name or "\\" in name or name.endswith(".json")
+
+
 def _check_names(row: dict[str, Any], where: str) -> None:
     """Catalog names only: a path (which `workload` would read) is refused."""
     for key in ("model", "gpu"):
         value = row.get(key)
         if not isinstance(value, str) or not value:
             raise InputError(f"{where}{key}", "required: a catalog name (GET /v1/models, /v1/gpus)")
-        if "/" in value or "\\" in value or value.endswith(".json"):
+        if _is_path(value):
             raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
     from joulecast.estimator.many import CONFIG_COLUMNS
 
@@ -156,7 +161,7 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
     if "estimator" in body:
         raise InputError("estimator", "not taken here: the service answers with its own estimator")
     model_name = body.get("model")
-    if isinstance(model_name, str) and ("/" in model_name or "\\" in model_name or model_name.endswith(".json")):
+    if isinstance(model_name, str) and _is_path(model_name):
         raise InputError("model", f"{model_name!r} is not a catalog name (paths are not read here)")
     for i, site in enumerate(body.get("sites") or []):
         if isinstance(site, dict) and "carbon_series" in site:

@@ -10,18 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.sweep_report import svg
-
-_STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}.wide{overflow-x:auto}"
-          "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;"
-          "text-align:right}th{background:#eee}")
-
-
-def _table(frame: pd.DataFrame, cls: str) -> str:
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>"
-                                    for v in row) + "</tr>" for row in frame.itertuples(index=False))
-    return f"<div class='wide'><table class='{cls}'><tr>{head}</tr>{body}</table></div>"
+from joulecast.sweep_report import page, svg, table
 
 
 def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> str:
@@ -39,7 +28,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
     parts = [f"<h1>joulecast plan: {html.escape(job.name)}</h1>",
              f"<p>{html.escape(job.model_name)}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps of "
              f"{job.global_batch} x {job.seq} tokens ({job.tokens:,} tokens).</p>",
-             "<h2>Strategies</h2>", _table(plans, "plans")]
+             "<h2>Strategies</h2>", table(plans, "plans")]
     if points is not None and len(points):
         axis = "energy_j" if front == "energy" else "carbon_kg"
         shown = points.assign(feasible=True)
@@ -49,9 +38,8 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
         parts += [f"<h2>The Pareto front: {html.escape(labels[axis])} against time to finish</h2>",
                   f"<p>{len(points):,} points swept; {int(points['pareto'].sum())} on the front.</p>",
                   svg(shown, ("time_s", axis), names=names, labels=labels),
-                  "<h2>Its points</h2>", _table(points[points["pareto"]].sort_values("time_s"), "frontier")]
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast plan {html.escape(job.name)}</title>"
-            f"<style>{_STYLE}</style></head><body>{''.join(parts)}</body></html>")
+                  "<h2>Its points</h2>", table(points[points["pareto"]].sort_values("time_s"))]
+    return page(f"joulecast plan {job.name}", "".join(parts))
 
 
 def write(result: Any, points: pd.DataFrame | None, folder: str | Path, front: str = "energy") -> Path:

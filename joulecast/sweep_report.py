@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +87,27 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     return "".join(parts)
 
 
-def _table(frame: Any) -> str:
-    columns = [c for c in COLUMNS if c in frame]
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+STYLE = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}.wide{overflow-x:auto}"
+         "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;"
+         "text-align:right}th{background:#eee}")
+
+
+def table(frame: Any, cls: str = "frontier", columns: Sequence[str] | None = None) -> str:
+    """An HTML table of `frame`'s `columns` (default all) that it has: numbers to 4 significant digits, NaN blank."""
+    columns = list(frame.columns) if columns is None else [c for c in columns if c in frame]
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     rows = []
     for record in frame[columns].to_dict(orient="records"):
         cells = "".join(f"<td>{'' if v != v else html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>"
                         for v in record.values())
         rows.append(f"<tr>{cells}</tr>")
-    return f"<div class='wide'><table class='frontier'><tr>{head}</tr>{''.join(rows)}</table></div>"
+    return f"<div class='wide'><table class='{cls}'><tr>{head}</tr>{''.join(rows)}</table></div>"
+
+
+def page(title: str, body: str) -> str:
+    """A self-contained HTML page: `title`, the reports' style, `body`."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}"
+            f"</style></head><body>{body}</body></html>")
 
 
 def render(result: Any, title: str) -> str:
@@ -106,13 +119,10 @@ def render(result: Any, title: str) -> str:
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
              "<h2>The Pareto front</h2>", svg(result.points, result.axes),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
-             _table(best.to_frame().T) if best is not None else "<p>no configuration meets the constraints</p>",
-             "<h2>Its points</h2>", _table(result.pareto)]
-    style = ("body{font-family:system-ui,sans-serif;margin:2em;max-width:1100px}.wide{overflow-x:auto}"
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:2px 6px;"
-             "text-align:right}th{background:#eee}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{style}"
-            f"</style></head><body>{''.join(lines)}</body></html>")
+             table(best.to_frame().T, columns=COLUMNS) if best is not None
+             else "<p>no configuration meets the constraints</p>",
+             "<h2>Its points</h2>", table(result.pareto, columns=COLUMNS)]
+    return page(title, "".join(lines))
 
 
 def write(result: Any, folder: str | Path, title: str) -> Path:

@@ -187,8 +187,9 @@ def _site(raw: Any, i: int, base: Path) -> Site:
         spec = lookup_gpu(str(raw.get("gpu", "")))
     except InputError as exc:  # the catalog's message (close names), under this file's field name
         raise InputError(f"{where}.gpu", str(exc).split(": ", 1)[-1]) from None
-    intra = _choice(raw, "intra", where, [k for k in links if not k.startswith("wan")], defaults["intra"])
-    inter = _choice(raw, "inter_node", where, [k for k in links if not k.startswith("wan")], defaults["inter_node"])
+    in_site = [k for k in links if not k.startswith("wan")]  # the link classes within a site
+    intra = _choice(raw, "intra", where, in_site, defaults["intra"])
+    inter = _choice(raw, "inter_node", where, in_site, defaults["inter_node"])
     carbon = reference("grid_carbon")
     series: tuple[float, ...] = ()
     if raw.get("carbon_series") is not None:
@@ -242,9 +243,7 @@ def _strategy(raw: Any, i: int) -> Strategy:
 
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
-               "startup_s", "sites",
-               "links",
-               "strategies", "stragglers", "failures", "start_hour", "estimator"}
+               "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:

@@ -116,8 +116,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     y = {"time": table.y_time[~held], "energy": table.y_energy[~held]}
     groups = fit_rows["model_family"].astype(str).to_numpy()
     profile = {"bag": QUICK["bag"], "folds": QUICK["folds"]} if quick else {}
-    model = ResidualModel(level=level, client=client, **profile).fit(X, y, groups, fit_rows["gpu"], grid=QUICK["grid"] if quick else grid,
-                                                      progress=progress, fold_of=fold_of)
+    model = ResidualModel(level=level, client=client, **profile).fit(
+        X, y, groups, fit_rows["gpu"], grid=QUICK["grid"] if quick else grid, progress=progress, fold_of=fold_of)
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))

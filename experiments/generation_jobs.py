@@ -16,17 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.estimator.jobs import generate
 from joulecast.estimator.loading import load_estimator
 
-SHARED = Path(os.environ.get("JOULECAST_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-DATA = SHARED / "data" / "external" / "wilkins-llm-inference-energy"
+DATA = EXTERNAL / "wilkins-llm-inference-energy"
 GPUS = {16384.0: "v100-sxm2", 40960.0: "a100-sxm4-40gb"}  # by GPU Total Memory (MB), as PROVENANCE.md says
 MODELS = {"Mistral (7B)": "mistral-7b"}
 

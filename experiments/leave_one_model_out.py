@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.importers import import_source
 from joulecast.estimator.api import scored_frame
@@ -147,7 +147,7 @@ def main(path: str, seeds: int) -> None:
 
 
 if __name__ == "__main__":
-    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "external" / "energaizer-artifact"
+    default = EXTERNAL / "energaizer-artifact"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", default=str(default), help="the energaizer-artifact folder")
     parser.add_argument("--seeds", type=int, default=1, help="repeat with this many tree seeds (default 1)")

@@ -35,15 +35,14 @@ import json
 import math
 import os
 import sys
-from pathlib import Path
 
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.job_file import parse_job
 from joulecast.estimator.plan import plan
 
-DATA = (Path(os.environ.get("JOULECAST_SHARED", Path(__file__).resolve().parents[1].parent / "shared")) / "data"
-        / "external" / "mlperf-training-power")
+DATA = EXTERNAL / "mlperf-training-power"
 SWITCH_W = {1: 0.0, 8: 16_100.0, 64: 59_570.0}   # declared interconnect_power_est by node count (PROVENANCE.md)
 GPT3 = {"name": "gpt3-175b", "config": {"model_type": "gpt2", "n_embd": 12288, "n_layer": 96, "n_head": 96,
                                         "n_inner": 49152, "n_positions": 2048, "vocab_size": 50257}}

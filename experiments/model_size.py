@@ -19,11 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from pathlib import Path
 
 import leave_one_model_out  # a sibling script: Python puts this folder first on the path
 import numpy as np
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.importers import import_source
 from joulecast.training.dataset import training_table
@@ -59,7 +59,7 @@ def grid_of(text: str) -> list[dict]:
 
 
 def main() -> None:
-    default = Path(__file__).resolve().parents[2] / "shared" / "data" / "external" / "energaizer-artifact"
+    default = EXTERNAL / "energaizer-artifact"
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", nargs="?", default=str(default))
     parser.add_argument("--sets", nargs="+", default=list(DEFAULT_SETS), help="max_depth,learning_rate,n_estimators")

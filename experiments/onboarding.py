@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.importers import import_source
 from joulecast.data.store import load_store
@@ -22,7 +23,6 @@ from joulecast.training.audit import audit, scored_rows
 from joulecast.training.dataset import training_table
 from joulecast.training.residual import PARAM_GRID, ResidualModel
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "external"
 OWN = Path(__file__).resolve().parents[1] / "data" / "measurements"  # the project's own collections (the H200)
 FRACTIONS = (0.0, 0.10, 0.25, 0.50)
 # One fixed setting of the grid (depth 4, the one grouped CV picks on this data) instead of the whole grid:
@@ -37,7 +37,7 @@ def _fit(rows: pd.DataFrame, X: pd.DataFrame, table, mask: np.ndarray) -> Residu
 
 
 def study(seeds: int, min_rows: int, own: bool = True, fractions: tuple[float, ...] = FRACTIONS) -> pd.DataFrame:
-    sets = [import_source("energaizer", SHARED / "energaizer-artifact"), import_source("mlenergy", SHARED)]
+    sets = [import_source("energaizer", EXTERNAL / "energaizer-artifact"), import_source("mlenergy", EXTERNAL)]
     measurements = pd.concat([*sets, load_store(OWN)] if own else sets, ignore_index=True)
     table = training_table(measurements)
     rows, X = table.rows, table.X

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from shared_data import EXTERNAL
 
 import joulecast
 from joulecast.data.importers.energaizer import import_energaizer
 from joulecast.features.refs import resolve
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "external" / "energaizer-artifact"
+DEFAULT = EXTERNAL / "energaizer-artifact"
 
 
 def evaluate(rows: pd.DataFrame) -> pd.DataFrame:

@@ -17,22 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.importers.mlenergy import import_mlenergy
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 
-SHARED = Path(os.environ.get("JOULECAST_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-
 
 def rows() -> pd.DataFrame:
-    table = import_mlenergy(SHARED / "data" / "external")
+    table = import_mlenergy(EXTERNAL)
     table = table[table["workload_ref"].notna()].copy()
     table["release"] = table["provenance"].str.split("/").str[0]
     table["measured_j_per_token"] = table["energy_j"] / table["batch"]

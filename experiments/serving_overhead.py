@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.importers import import_source
 from joulecast.features import arch
 from joulecast.training.dataset import usable
 from joulecast.training.engine_overhead import kernels_alone, pooled
 
-DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "external"
+DEFAULT = EXTERNAL
 
 
 def main() -> int:

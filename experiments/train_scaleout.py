@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
-from pathlib import Path
+
+from shared_data import EXTERNAL
 
 from joulecast.data.importers import import_source
 from joulecast.training.train import train
-
-SHARED = Path(os.environ.get("JOULECAST_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
 
 
 def _timed(measurements, **kw) -> dict:
@@ -41,7 +39,7 @@ def main() -> int:
     args = parser.parse_args()
     from dask.distributed import Client, LocalCluster
 
-    measurements = import_source("energaizer", SHARED / "data" / "external" / "energaizer-artifact")
+    measurements = import_source("energaizer", EXTERNAL / "energaizer-artifact")
     quick = not args.full
     out = {"rows": int(len(measurements)), "profile": "full" if args.full else "quick",
            "in_process": _timed(measurements, quick=quick)}

@@ -21,17 +21,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import train_run
 
-SHARED = Path(os.environ.get("JOULECAST_SHARED", Path(__file__).resolve().parents[1].parent / "shared"))
-DATA = SHARED / "data" / "external" / "zeus-nsdi23-powerlimit" / "summary_power_v100.csv"
+DATA = EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_v100.csv"
 GPU, MODEL, DTYPE = "v100-sxm2", "bert-base", "fp32"   # assumptions (module docstring)
 SEQ, EPOCH_SEQUENCES = 384, 88_000                      # assumptions (module docstring)
 DEFAULT_LIMIT_W = 250.0                                 # the sweep's highest limit, the card's default

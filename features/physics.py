@@ -119,7 +119,7 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
     chip = dynamic_scale(clock_mhz / gpu.boost_clock_mhz) * budget * (
         c["tensor"] * u_tensor + c["fma"] * u_fma + c["l2"] * u_l2 + c["sm"] * u_sm)
     dram_w = f["dram_bytes"] / time * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
-    power = idle_power_w(gpu, clock_mhz) + chip + dram_w
+    power = idle_power_w(gpu, clock_mhz) * (1 + arch.HOT_STATIC_RATIO * u_sm) + chip + dram_w
     if power_only:
         return {"power_w": power}
     bound = np.select([t_compute >= np.maximum(t_dram, t_l2), t_dram >= t_l2], [0, 1], 2)  # codes into BOUNDS

@@ -179,6 +179,23 @@ def test_idle_power_follows_the_dvfs_table():
     assert idle_power_w(gpu, 1410) == pytest.approx(67.3, abs=0.1)
 
 
+def test_the_hot_static_term_adds_idle_power_in_proportion_to_the_sm_active_share(monkeypatch):
+    """Static power under load: idle(f) * (1 + HOT_STATIC_RATIO * u_sm), on kernels the power cap leaves alone."""
+    gpu = joulecast.gpu("a100")
+    kernels = [dict(kind="elementwise", op="relu", cols=2**28), dict(kind="elementwise", op="relu", cols=2**10),
+               dict(kind="gemm", m=1024, n=1024, k=1024, tensor_core=True)]
+    ratio = 0.65  # the ratio experiments/hot_static_power.py fits (the shipped physics leaves it at 0)
+    monkeypatch.setattr(arch, "HOT_STATIC_RATIO", ratio)
+    hot = [_one(k, sm_clock_mhz=900) for k in kernels]
+    monkeypatch.setattr(arch, "HOT_STATIC_RATIO", 0.0)
+    cool = [_one(k, sm_clock_mhz=900) for k in kernels]
+    idle = float(idle_power_w(gpu, 900))
+    for h, c in zip(hot, cool):
+        assert h.power_w < gpu.power_limit_w and h.time_s == c.time_s
+        assert h.power_w - c.power_w == pytest.approx(idle * ratio * h.u_sm, rel=1e-9)
+    assert hot[0].u_sm > 0.9 and hot[1].u_sm < 0.1   # a full-GPU stream heats it; a one-CTA kernel barely
+
+
 def test_bad_clock_and_power_limit_are_named():
     w = joulecast.workload("gpt2", batch=1, seq=64)
     with pytest.raises(InputError, match=r"sm_clock_mhz: must be between 212 and 1410 MHz on a100-pcie-40gb, got 5000"):

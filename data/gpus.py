@@ -68,6 +68,9 @@ class GpuSpec:
     idle_power_w: float
     idle_power_max_clock_w: float
     base_clock_mhz: float | None = None
+    # Measured idle power at locked SM clocks, ((MHz, W), ...) rising in clock, where a DVFS table exists: idle power
+    # between its clocks is read from it, not from the default DVFS shape (`joulecast.features.power`).
+    idle_power_table: tuple[tuple[float, float], ...] = ()
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -132,6 +135,9 @@ class GpuSpec:
         if missing:
             raise fail("sources", f"no source given for {', '.join(missing)}")
         idle_max = numbers["idle_power_max_clock_w"] or numbers["idle_power_w"] * IDLE_MAX_CLOCK_RATIO
+        table = _idle_table(raw.get("idle_power_table"), numbers, fail)
+        if table and "idle_power_table" not in sources:
+            raise fail("sources", "no source given for idle_power_table")
         return cls(
             name=raw["name"], display_name=raw["display_name"], architecture=raw["architecture"],
             compute_capability=str(raw["compute_capability"]), sm_count=int(numbers["sm_count"]),
@@ -142,7 +148,7 @@ class GpuSpec:
             tensor_tflops=peaks["tensor_tflops"], cuda_tflops=peaks["cuda_tflops"],
             power_limit_w=numbers["power_limit_w"], idle_power_w=numbers["idle_power_w"],
             idle_power_max_clock_w=min(idle_max, numbers["power_limit_w"]), base_clock_mhz=numbers["base_clock_mhz"],
-            aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
+            idle_power_table=table, aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -150,9 +156,31 @@ class GpuSpec:
         out = {f: getattr(self, f) for f in self.__dataclass_fields__}
         out["tensor_tflops"], out["cuda_tflops"] = dict(self.tensor_tflops), dict(self.cuda_tflops)
         out["sources"], out["aliases"] = dict(self.sources), list(self.aliases)
+        out["idle_power_table"] = {mhz: w for mhz, w in self.idle_power_table} or None
         if "idle_power_max_clock_w" not in self.sources:  # derived from idle_power_w, not a catalog number
             out["idle_power_max_clock_w"] = None
         return out
+
+
+def _idle_table(raw: Any, numbers: Mapping[str, float | None], fail: Any) -> tuple[tuple[float, float], ...]:
+    """A catalog entry's `idle_power_table` (MHz -> W) checked: clocks up to the boost clock, watts below the power
+    limit; sorted by clock."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, Mapping) or len(raw) < 2:
+        raise fail("idle_power_table", "must map at least two SM clocks (MHz) to idle power (W)")
+    table = []
+    for mhz, watts in raw.items():
+        if isinstance(mhz, bool) or isinstance(watts, bool) or not isinstance(mhz, (int, float)) \
+                or not isinstance(watts, (int, float)):
+            raise fail(f"idle_power_table.{mhz}", f"clock and power must be numbers, got {mhz!r}: {watts!r}")
+        if not 0 < mhz <= numbers["boost_clock_mhz"]:
+            raise fail(f"idle_power_table.{mhz}", f"the clock must be in (0, {numbers['boost_clock_mhz']:g}] MHz")
+        if not 0 < watts < numbers["power_limit_w"]:
+            raise fail(f"idle_power_table.{mhz}", f"idle power must be in (0, {numbers['power_limit_w']:g}) W, "
+                                                  f"got {watts:g}")
+        table.append((float(mhz), float(watts)))
+    return tuple(sorted(table))
 
 
 def load_gpu_file(path: str | Path) -> GpuSpec:
@@ -264,6 +292,8 @@ def hypothetical(name: str) -> GpuSpec:
                 raw[key] = {dtype: peak * value for dtype, peak in raw[key].items()}
             elif raw.get(key) is not None:
                 raw[key] = round(raw[key] * value) if key == "sm_count" else raw[key] * value
+        if field_name == "clock" and raw.get("idle_power_table"):  # the measured idle curve moves with the clocks
+            raw["idle_power_table"] = {mhz * value: w for mhz, w in raw["idle_power_table"].items()}
     raw.update(name=name.lower(), display_name=f"{raw['display_name']} ({', '.join(changes)})", aliases=[])
     try:
         return GpuSpec.from_dict(raw, origin=f"hypothetical GPU {name!r}")

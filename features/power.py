@@ -7,6 +7,8 @@ with budget = power limit - idle at the maximum clock (see `features.arch` for e
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from joulecast.data.gpus import GpuSpec
@@ -36,8 +38,18 @@ _IDLE_SHAPE_AT_MIN = _idle_shape(MIN_CLOCK_RATIO)
 
 
 def idle_power_w(gpu: GpuSpec, clock_mhz: np.ndarray | float) -> np.ndarray:
-    """Idle power at a locked SM clock: from the catalog's idle (lowest clock) to idle at the maximum clock."""
+    """Idle power at a locked SM clock: the GPU's measured DVFS idle table where it has one (linear between its
+    clocks), else from the catalog's idle (lowest clock) to idle at the maximum clock along the default shape."""
+    if gpu.idle_power_table:
+        clocks, watts = _table(gpu.idle_power_table)
+        return np.interp(np.asarray(clock_mhz, dtype=float), clocks, watts)
     ratio = np.asarray(clock_mhz, dtype=float) / gpu.boost_clock_mhz
     low = _IDLE_SHAPE_AT_MIN
     fraction = np.minimum(np.maximum((_idle_shape(ratio) - low) / (1 - low), 0.0), 1.0)
     return gpu.idle_power_w + (gpu.idle_power_max_clock_w - gpu.idle_power_w) * fraction
+
+
+@functools.lru_cache(maxsize=64)
+def _table(table: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
+    clocks, watts = zip(*table)
+    return np.array(clocks), np.array(watts)

@@ -150,3 +150,31 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
         gpus.gpu("h100-sxm:memory_bandwidth_gbs*100")
     with pytest.raises(InputError, match="the factor must be a positive number"):
         gpus.gpu("h100-sxm:l2_mb*-1")
+
+
+def test_a_measured_idle_table_sets_idle_power_between_its_clocks(raw):
+    """The EnergAIzer DVFS idle tables of the H100-SXM and the A100-SXM4-80GB (issue 31): read as measured, where
+    the default DVFS shape (fitted to the A100-PCIe's table) read the H100 12 W low at 1,830 MHz."""
+    from joulecast.features.power import idle_power_w
+
+    h100 = gpus.gpu("h100-sxm")
+    assert len(h100.idle_power_table) == 109 and h100.idle_power_table[0] == (360.0, 72.76)
+    assert float(idle_power_w(h100, 1830)) == pytest.approx(118.22)
+    assert float(idle_power_w(h100, 1837.5)) == pytest.approx((118.22 + 118.89) / 2)
+    assert float(idle_power_w(h100, 345)) == pytest.approx(72.76)   # below the table: its lowest clock's
+    without = gpus.GpuSpec.from_dict({**h100.to_dict(), "idle_power_table": None})
+    assert float(idle_power_w(without, 1830)) == pytest.approx(106.1, abs=0.1)
+    assert gpus.GpuSpec.from_dict(h100.to_dict()) == h100
+    a100 = gpus.gpu("a100-sxm4-80gb")  # EnergAIzer's netsres117: its table, and idle at the maximum clock from it
+    assert a100.idle_power_table[-1] == (1410.0, a100.idle_power_max_clock_w) == (1410.0, 82.29)
+    # a clock scaling carries the table's clocks with it
+    fast = gpus.gpu("h100-sxm:clock*1.1")
+    assert float(idle_power_w(fast, 1830 * 1.1)) == pytest.approx(118.22)
+    for table, message in (({900: 50.0}, "at least two"),
+                           ({900: 50.0, 5000: 60.0}, r"idle_power_table.5000.*\(0, 1695\] MHz"),
+                           ({900: 50.0, 1200: 400.0}, r"in \(0, 150\) W"), ({900: 50.0, 1200: "hot"}, "numbers")):
+        bad = {**raw, "idle_power_table": table, "sources": {**raw["sources"], "idle_power_table": "test"}}
+        with pytest.raises(DataError, match=message):
+            gpus.GpuSpec.from_dict(bad, "x")
+    with pytest.raises(DataError, match="no source given for idle_power_table"):
+        gpus.GpuSpec.from_dict({**raw, "idle_power_table": {900: 50.0, 1200: 60.0}}, "x")

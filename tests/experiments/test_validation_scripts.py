@@ -92,6 +92,37 @@ def test_hot_static_power_is_fitted_on_two_gpus_and_scored_on_the_third():
     assert fitted["a10"]["power_mape"] < shipped["a10"]["power_mape"] / 2
 
 
+def test_thermal_leakage_fits_power_on_temperature_of_the_spin_windows(tmp_path):
+    """On samples shaped as an h200-thermal collection records them (a GEMM heats the die, a spinning kernel at the
+    maximum clock cools): the slope the samples were made with, and the hot-static term's implied slope beside it."""
+    import numpy as np
+    import pandas as pd
+
+    from joulecast.data import store
+
+    rng = np.random.default_rng(3)
+    cooling = np.linspace(62.0, 44.0, 180)
+    frames = [pd.DataFrame({"measurement_id": "idle-before/t0", "temperature_c": 38.0, "power_w": 77.0,
+                            "sm_clock_mhz": 345.0}, index=range(50)),
+              pd.DataFrame({"measurement_id": "gemm/m16384/n16384/k16384/bf16", "temperature_c": 60.0,
+                            "power_w": 690.0, "sm_clock_mhz": 1455.0}, index=range(50)),
+              pd.DataFrame({"measurement_id": "wait/spin/us1000", "temperature_c": cooling,
+                            "power_w": 150.0 + 1.5 * (cooling - 40.0) + rng.normal(0, 0.5, cooling.size),
+                            "sm_clock_mhz": np.where(np.arange(cooling.size) % 60 == 0, 1965.0, 1980.0)})]
+    samples = pd.concat(frames, ignore_index=True).assign(window=0, energy_j=0.0, memory_clock_mhz=3201.0,
+                                                          power_limit_w=700.0, throttle="")
+    samples["time_s"] = np.arange(len(samples)) * 0.014
+    store.write_samples(samples, tmp_path, "h200", "h200-thermal")
+    result = _run_args("thermal_leakage.py", str(tmp_path))
+    assert result["sm_clock_mhz"] == 1980 and result["samples"] == 177   # the 1,965 MHz readings left out
+    assert result["slope_w_per_k"] == pytest.approx(1.5, abs=0.05)
+    assert result["temperature_c"] == [pytest.approx(44.0), pytest.approx(62.0, abs=0.2)]
+    assert result["implied_slope_w_per_k"] == pytest.approx(0.65 * result["idle_at_clock_w"] / 22.0)
+    empty = subprocess.run([sys.executable, str(REPO / "experiments" / "thermal_leakage.py"), str(tmp_path / "none")],
+                           capture_output=True, text=True)
+    assert empty.returncode == 2 and "no spinning-kernel windows" in empty.stderr
+
+
 def _run_args(script: str, *extra: str):
     out = subprocess.run([sys.executable, str(REPO / "experiments" / script), *extra, "--json"], capture_output=True,
                          text=True, timeout=600, cwd=REPO)

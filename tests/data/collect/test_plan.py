@@ -103,3 +103,12 @@ def test_a_plan_of_waits_measures_the_gpu_waiting_and_never_trains():
         parse_plan({"name": "w", "gpu": "h200", "waits": [{"mode": "nap"}]})
     with pytest.raises(InputError, match=r"waits\[0\].us"):
         parse_plan({"name": "w", "gpu": "h200", "waits": [{"mode": "spin", "us": 5}]})
+
+
+def test_the_thermal_plan_heats_the_die_before_it_spins_and_fits_a_device_session():
+    """h200-thermal (issue 31): the GEMM first, then the spinning kernel whose windows watch the die cool; long
+    windows, and the whole plan within a few minutes of a lent GPU's fifteen."""
+    plan = load_plan("h200-thermal")
+    assert [it.kind for it in plan.items] == ["kernel", "wait"] and plan.items[1].op == "spin"
+    assert plan.settings.min_window_s >= 20
+    assert sum(e.seconds for e in expected_durations(plan)) < 4 * 60

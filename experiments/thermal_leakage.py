@@ -1,0 +1,87 @@
+"""Static power against die temperature (issue 31), from a collection of the `h200-thermal` plan: the samples of its
+spinning-kernel windows, taken while the die cools from a dense GEMM at one SM clock and almost no switching power,
+fitted as power = a + slope * temperature. Beside it, the slope the hot-static term would need
+(`joulecast.features.arch`: a busy die's static power idle(f) * (1 + ratio * u_sm), with the ratio the leave-one-GPU-
+out fit gives, 0.65): ratio * idle(f) over the GEMM's temperature rise above the idle-before window's.
+
+    python experiments/thermal_leakage.py STORE [--gpu h200] [--collection h200-thermal] [--ratio 0.65] [--json]
+
+STORE is a measurement store (a `joulecast collect --store` folder); nothing here is fitted to training rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data import store
+from joulecast.data.errors import InputError
+from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.features.power import idle_power_w
+
+SPIN, HEAT, IDLE = "wait/spin/", "gemm/", "idle-before/"
+MIN_SAMPLES = 20
+
+
+def leakage(samples: pd.DataFrame, idle_at_clock_w: float, ratio: float) -> dict:
+    """The fit of power on temperature over the spin windows' samples at their most common SM clock, and the slope
+    the hot-static term implies."""
+    spin = samples[samples["measurement_id"].astype(str).str.startswith(SPIN)]
+    if spin.empty:
+        raise InputError("samples", f"no spinning-kernel windows ({SPIN}*): is this an h200-thermal collection?")
+    clock = float(spin["sm_clock_mhz"].mode().iloc[0])
+    spin = spin[spin["sm_clock_mhz"] == clock]
+    if len(spin) < MIN_SAMPLES or spin["temperature_c"].nunique() < 3:
+        raise InputError("samples", f"{len(spin)} spin samples over {spin['temperature_c'].nunique()} temperatures at "
+                                    f"{clock:g} MHz: at least {MIN_SAMPLES} over 3 temperatures are needed")
+    slope, intercept = np.polyfit(spin["temperature_c"].to_numpy(float), spin["power_w"].to_numpy(float), 1)
+    residual = spin["power_w"].to_numpy(float) - (intercept + slope * spin["temperature_c"].to_numpy(float))
+
+    def mean_temperature(prefix: str) -> float:
+        part = samples[samples["measurement_id"].astype(str).str.startswith(prefix)]
+        return float(part["temperature_c"].mean()) if len(part) else float("nan")
+
+    heated, cool = mean_temperature(HEAT), mean_temperature(IDLE)
+    return {"sm_clock_mhz": clock, "samples": int(len(spin)), "slope_w_per_k": float(slope),
+            "intercept_w": float(intercept), "residual_std_w": float(residual.std()),
+            "temperature_c": [float(spin["temperature_c"].min()), float(spin["temperature_c"].max())],
+            "power_w": [float(spin["power_w"].min()), float(spin["power_w"].max())],
+            "gemm_temperature_c": heated, "idle_temperature_c": cool, "idle_at_clock_w": idle_at_clock_w,
+            "ratio": ratio, "implied_slope_w_per_k": ratio * idle_at_clock_w / (heated - cool)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("store")
+    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--collection", default="h200-thermal")
+    parser.add_argument("--ratio", type=float, default=0.65, help="the hot-static ratio to compare with")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    try:
+        samples = store.load_samples(args.store, args.gpu, args.collection)
+        spin_clock = samples.loc[samples["measurement_id"].astype(str).str.startswith(SPIN), "sm_clock_mhz"]
+        clock = float(spin_clock.mode().iloc[0]) if len(spin_clock) else lookup_gpu(args.gpu).boost_clock_mhz
+        out = leakage(samples, float(idle_power_w(lookup_gpu(args.gpu), clock)), args.ratio)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"{out['samples']} spin samples at {out['sm_clock_mhz']:g} MHz, {out['temperature_c'][0]:.0f}-"
+          f"{out['temperature_c'][1]:.0f} C, {out['power_w'][0]:.0f}-{out['power_w'][1]:.0f} W:")
+    print(f"  power = {out['intercept_w']:.1f} W + {out['slope_w_per_k']:.2f} W/K x temperature "
+          f"(residual sd {out['residual_std_w']:.1f} W)")
+    print(f"  the hot-static term at ratio {out['ratio']:g} implies {out['implied_slope_w_per_k']:.2f} W/K "
+          f"({out['ratio']:g} x {out['idle_at_clock_w']:.0f} W idle over the GEMM's {out['gemm_temperature_c']:.0f} C "
+          f"against {out['idle_temperature_c']:.0f} C idle)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -93,10 +93,10 @@ class Residual:
     # trusted only on those. On another kind the estimate keeps its GPU's level, but is flagged out-of-domain and its
     # interval reaches over what the pooled model says there too, with the new-GPU margin (the level may not carry
     # over to another kind of work; the pooled model knows no level at all). Empty (older models): every kind trusted.
-    # The pooled point instead of the level's, tried: better on the H200's kinds held out (gpu_transfer.py --quick,
-    # energy MAPE 9.9 / 20.5 % on decode / forward against 11.2 / 21.5 %), worse where a GPU meets another kind in the
-    # published sets (Wilkins' A100-SXM4 generations 12.6 -> 22.1 %, ML.ENERGY v3's H100 serving 12.7 -> 20.4 %,
-    # MLPerf GPT-3 on H100s -6.3 -> -8.6 %): the level stays.
+    # The pooled point instead of the level's, tried (on the model of commit 43186b3): better on the H200's kinds held
+    # out (gpu_transfer.py --quick, energy MAPE 9.9 / 20.5 % on decode / forward against 11.2 / 21.5 %), worse where
+    # a GPU meets another kind in the published sets (Wilkins' A100-SXM4 generations 12.6 -> 22.1 %, ML.ENERGY v3's
+    # H100 serving 12.7 -> 20.4 %, MLPerf GPT-3 on H100s -6.3 -> -8.6 %): the level stays.
     gpu_work: dict[str, list[str]] = field(default_factory=dict)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags

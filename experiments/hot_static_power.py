@@ -23,6 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
+from gpu_transfer import KERNEL_LEVEL_GPUS
 
 from joulecast.cli import load_measurements
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -30,7 +31,6 @@ from joulecast.features import arch
 from joulecast.features.power import idle_power_w
 from joulecast.training.dataset import setting_of, training_table
 
-KERNEL_LEVEL_GPUS = ("a10", "a100-pcie-40gb", "h200")
 RATIOS = np.round(np.arange(0.0, 1.31, 0.05), 2)
 KS = np.round(np.arange(0.0, 0.0401, 0.001), 4)   # W per W of idle per kelvin
 AMBIENT_C = 25.0
@@ -60,13 +60,17 @@ def _mape(errors: pd.DataFrame, gpu: str, column: str) -> float:
     return float(errors.loc[errors["gpu"] == gpu, column].abs().mean())
 
 
+def best_fit(by_param: dict[float, pd.DataFrame], gpus: list[str] | tuple[str, ...]) -> float:
+    """The parameter whose mean power MAPE over `gpus` (each GPU weighted alike) is least."""
+    loss = {p: np.mean([_mape(e, g, "power") for g in gpus]) for p, e in by_param.items()}
+    return min(loss, key=loss.get)
+
+
 def leave_one_gpu_out(by_param: dict[float, pd.DataFrame]) -> list[dict]:
     """Per held-out GPU: the parameter the other two choose and what it gives the held-out one."""
     out = []
     for held in KERNEL_LEVEL_GPUS:
-        train = [g for g in KERNEL_LEVEL_GPUS if g != held]
-        loss = {p: np.mean([_mape(e, g, "power") for g in train]) for p, e in by_param.items()}
-        best = min(loss, key=loss.get)
+        best = best_fit(by_param, [g for g in KERNEL_LEVEL_GPUS if g != held])
         base = by_param[min(by_param)]
         out.append({"gpu": held, "fitted": float(best), "power_mape": _mape(by_param[best], held, "power"),
                     "energy_mape": _mape(by_param[best], held, "energy"),
@@ -80,20 +84,21 @@ def temperature_terms(measurements: pd.DataFrame) -> dict[float, pd.DataFrame]:
     with hot_static(0.0):
         rows = training_table(measurements).rows
     clock, _ = setting_of(rows)
-    idle = np.array([float(idle_power_w(lookup_gpu(g), c if np.isfinite(c) else lookup_gpu(g).boost_clock_mhz))
-                     for g, c in zip(rows["gpu"], clock)])
+    gpus, idle = rows["gpu"].astype(str).to_numpy(), np.empty(len(rows))
+    for name in set(gpus):  # each GPU's rows at their clocks at once (no lock: the boost clock)
+        spec, mine = lookup_gpu(name), gpus == name
+        idle[mine] = idle_power_w(spec, np.where(np.isfinite(clock[mine]), clock[mine], spec.boost_clock_mhz))
     heat = np.maximum(rows["temperature_c"].to_numpy(float) - AMBIENT_C, 0.0)
     has_t = np.isfinite(heat)
-    rows, idle, heat = rows[has_t], idle[has_t], heat[has_t]
-    power = rows["physics_energy_j"].to_numpy(float) / rows["physics_time_s"].to_numpy(float)
-    limit = rows["power_limit_w"].to_numpy(float)
+    rows, gpus, idle, heat = rows[has_t], gpus[has_t], idle[has_t], heat[has_t]
+    time_s = rows["physics_time_s"].to_numpy(float)
+    power, limit = rows["physics_energy_j"].to_numpy(float) / time_s, rows["power_limit_w"].to_numpy(float)
+    measured_w, measured_j = rows["power_w"].to_numpy(float), rows["energy_j"].to_numpy(float)
     out = {}
     for k in KS:
         hot = np.minimum(power + k * idle * heat, limit)
-        energy = hot * rows["physics_time_s"].to_numpy(float)
-        out[float(k)] = pd.DataFrame({"gpu": rows["gpu"].astype(str).to_numpy(),
-                                      "power": 100 * (hot / rows["power_w"].to_numpy(float) - 1),
-                                      "energy": 100 * (energy / rows["energy_j"].to_numpy(float) - 1)})
+        out[float(k)] = pd.DataFrame({"gpu": gpus, "power": 100 * (hot / measured_w - 1),
+                                      "energy": 100 * (hot * time_s / measured_j - 1)})
     return out
 
 
@@ -103,8 +108,7 @@ def main() -> int:
     args = parser.parse_args()
     measurements = load_measurements(None, None)
     by_ratio = {float(r): physics_errors(measurements, r) for r in RATIOS}
-    loss = {r: np.mean([_mape(e, g, "power") for g in KERNEL_LEVEL_GPUS]) for r, e in by_ratio.items()}
-    on_all = min(loss, key=loss.get)
+    on_all = best_fit(by_ratio, KERNEL_LEVEL_GPUS)
     tables = {name: by_ratio[r].groupby("gpu").agg(rows=("power", "size"), **{
         f"{q}_{s}": (q, (lambda v: v.abs().mean()) if s == "mape" else "mean")
         for q in ("energy", "time", "power") for s in ("mape", "bias")}).round(2).reset_index()

@@ -20,6 +20,7 @@ import pandas as pd
 
 from joulecast.data import store
 from joulecast.data.errors import InputError
+from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.features.power import idle_power_w
 
@@ -27,14 +28,14 @@ SPIN, HEAT, IDLE = "wait/spin/", "gemm/", "idle-before/"
 MIN_SAMPLES = 20
 
 
-def leakage(samples: pd.DataFrame, idle_at_clock_w: float, ratio: float) -> dict:
+def leakage(samples: pd.DataFrame, spec: GpuSpec, ratio: float) -> dict:
     """The fit of power on temperature over the spin windows' samples at their most common SM clock, and the slope
-    the hot-static term implies."""
+    the hot-static term implies there."""
     spin = samples[samples["measurement_id"].astype(str).str.startswith(SPIN)]
     if spin.empty:
         raise InputError("samples", f"no spinning-kernel windows ({SPIN}*): is this an h200-thermal collection?")
     clock = float(spin["sm_clock_mhz"].mode().iloc[0])
-    spin = spin[spin["sm_clock_mhz"] == clock]
+    spin, idle_at_clock_w = spin[spin["sm_clock_mhz"] == clock], float(idle_power_w(spec, clock))
     if len(spin) < MIN_SAMPLES or spin["temperature_c"].nunique() < 3:
         raise InputError("samples", f"{len(spin)} spin samples over {spin['temperature_c'].nunique()} temperatures at "
                                     f"{clock:g} MHz: at least {MIN_SAMPLES} over 3 temperatures are needed")
@@ -63,10 +64,7 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     try:
-        samples = store.load_samples(args.store, args.gpu, args.collection)
-        spin_clock = samples.loc[samples["measurement_id"].astype(str).str.startswith(SPIN), "sm_clock_mhz"]
-        clock = float(spin_clock.mode().iloc[0]) if len(spin_clock) else lookup_gpu(args.gpu).boost_clock_mhz
-        out = leakage(samples, float(idle_power_w(lookup_gpu(args.gpu), clock)), args.ratio)
+        out = leakage(store.load_samples(args.store, args.gpu, args.collection), lookup_gpu(args.gpu), args.ratio)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,6 @@ from joulecast.data.errors import InputError
 from joulecast.data.kernels import DEFAULTS, DTYPES, KERNEL_COLUMNS, KEY_COLUMNS
 from joulecast.features import kinds
 
-
 # A record's identity, its KEY_COLUMNS in order (its fields over the defaults): one C call, not a generator a record.
 _KEY_OF = operator.itemgetter(*KEY_COLUMNS)
 

@@ -1,14 +1,19 @@
 """Score the `train-run` job against Zeus' power-limit x batch-size training sweep (You, Chung and Chowdhury, NSDI'23):
-BERT-base fine-tuned on SQuAD on a V100, one epoch per (batch size, power limit), energy per epoch by power limit.
+BERT-base fine-tuned on SQuAD on a V100 and an A40, one epoch per (batch size, power limit), energy per epoch by
+power limit.
 
-    python experiments/zeus_power_limits.py [--json]
+    python experiments/zeus_power_limits.py [--gpu v100|a40] [--json]
 
-Rows: `../shared/data/external/zeus-nsdi23-powerlimit/summary_power_v100.csv`, network `bert_base_uncased`, dataset
-`squad` (49 rows: batch 8-56, power limits 100-250 W; measured time per epoch and average GPU power, energy their
-product). The trace names neither the V100's SKU nor its precision, nor the epoch's sequence count, so three
-assumptions are stated here and in the note:
-- the catalog's V100-SXM2 (the sweep's highest limit, 250 W, suggests a 250 W PCIe card, whose boost clock is lower);
-- fp32 (the trace records no mixed precision; fp32 is what the Hugging Face SQuAD example runs without `--fp16`);
+Rows: `../shared/data/external/zeus-nsdi23-powerlimit/summary_power_{v100,a40}.csv`, network `bert_base_uncased`,
+dataset `squad` (V100: 49 rows, batch 8-56, power limits 100-250 W; A40: 72 rows, batch 8-72, 100-300 W; measured
+time per epoch and average GPU power, energy their product). The trace names neither SKU nor precision, nor the
+epoch's sequence count, so these assumptions are stated here and in the note:
+- the catalog's V100-SXM2 (the sweep's highest limit, 250 W, suggests a 250 W PCIe card, whose boost clock is lower)
+  and the catalog's A40 (300 W, the sweep's highest limit too; the A40 is not trained on: its estimates are spec-only);
+- fp32 (the trace records no mixed precision; fp32 is what the Hugging Face SQuAD example runs without `--fp16`): on
+  the V100's CUDA cores, and as TF32 on the A40's tensor cores. The Zeus Docker image of the paper's time ships
+  PyTorch 1.10.1 (Zeus docs, "Setting Up the Environment": `symbioticlab/zeus`, CUDA 11.3.1), whose
+  `torch.backends.cuda.matmul.allow_tf32` defaulted to True; PyTorch 1.12 turned it off;
 - an epoch of EPOCH_SEQUENCES sequences of SEQ tokens (SQuAD v1.1's training questions at the example's
   `max_seq_length` 384, a long context split in two at `doc_stride` 128), AdamW, no recomputation.
 The epoch's sequence count scales every prediction alike, so the figures that do not depend on it are reported
@@ -29,23 +34,25 @@ from shared_data import EXTERNAL
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import train_run
 
-DATA = EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_v100.csv"
-GPU, MODEL, DTYPE = "v100-sxm2", "bert-base", "fp32"   # assumptions (module docstring)
+DATA = EXTERNAL / "zeus-nsdi23-powerlimit"
+# the trace's GPU token -> (catalog GPU, default power limit: the sweep's highest, the dtype fp32 runs as),
+# assumptions (module docstring)
+GPUS = {"v100": ("v100-sxm2", 250.0, "fp32"), "a40": ("a40", 300.0, "tf32")}
+MODEL = "bert-base"
 SEQ, EPOCH_SEQUENCES = 384, 88_000                      # assumptions (module docstring)
-DEFAULT_LIMIT_W = 250.0                                 # the sweep's highest limit, the card's default
 
 
-def rows() -> pd.DataFrame:
-    d = pd.read_csv(DATA)
+def rows(token: str) -> pd.DataFrame:
+    d = pd.read_csv(DATA / f"summary_power_{token}.csv")
     d = d[(d["network"] == "bert_base_uncased") & (d["dataset"] == "squad")].copy()
     d["energy_j"] = d["time_per_epoch"] * d["average_power"]
     return d.sort_values(["batch_size", "power_limit"]).reset_index(drop=True)
 
 
-def predict(d: pd.DataFrame, residual) -> pd.DataFrame:
+def predict(d: pd.DataFrame, gpu: str, dtype: str, residual) -> pd.DataFrame:
     out = []
     for r in d.itertuples():
-        run = train_run(MODEL, GPU, seq=SEQ, global_batch=int(r.batch_size), dtype=DTYPE,
+        run = train_run(MODEL, gpu, seq=SEQ, global_batch=int(r.batch_size), dtype=dtype,
                         steps=math.ceil(EPOCH_SEQUENCES / r.batch_size), power_limit_w=float(r.power_limit),
                         estimator=residual if residual is not None else "physics")
         lo, hi = run.energy_interval_j if run.method == "hybrid" else (np.nan, np.nan)  # physics: no interval
@@ -54,12 +61,12 @@ def predict(d: pd.DataFrame, residual) -> pd.DataFrame:
     return pd.concat([d, pd.DataFrame(out)], axis=1)
 
 
-def per_batch(frame: pd.DataFrame) -> pd.DataFrame:
+def per_batch(frame: pd.DataFrame, default_limit_w: float) -> pd.DataFrame:
     """Per batch size: energy relative to the default limit (measured and predicted), the energy-optimal limit each
     way, and the regret: measured energy at the predicted optimum over the measured optimum, less one."""
     out = []
     for batch, g in frame.groupby("batch_size"):
-        default = g[g["power_limit"] == DEFAULT_LIMIT_W]
+        default = g[g["power_limit"] == default_limit_w]
         if default.empty:
             continue
         at_default, pred_at_default = float(default["energy_j"].iloc[0]), float(default["pred_energy_j"].iloc[0])
@@ -85,31 +92,45 @@ def summary(frame: pd.DataFrame) -> dict:
                 coverage_pct=float(100 * covered.mean()) if frame["energy_lo_j"].notna().all() else None)
 
 
+def score(token: str, residual) -> dict:
+    """Per estimator (the hybrid where one is given, and physics), the summary and the per-batch figures."""
+    gpu, default_limit_w, dtype = GPUS[token]
+    d = rows(token)
+    frames = {"hybrid" if residual is not None else "physics": predict(d, gpu, dtype, residual)}
+    if residual is not None:
+        frames["physics"] = predict(d, gpu, dtype, None)
+    return {"gpu": gpu, "dtype": dtype, "default_limit_w": default_limit_w, **{
+        name: {"summary": summary(f), "per_batch": per_batch(f, default_limit_w).to_dict(orient="records")}
+        for name, f in frames.items()}}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
+    parser.add_argument("--gpu", choices=sorted(GPUS), action="append", help="the trace's GPU (default: every one)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     residual = load_estimator(args.estimator)
-    d = rows()
-    frames = {"hybrid" if residual is not None else "physics": predict(d, residual)}
-    if residual is not None:
-        frames["physics"] = predict(d, None)
-    result = {name: {"summary": summary(f), "per_batch": per_batch(f).to_dict(orient="records")}
-              for name, f in frames.items()}
-    result["assumptions"] = {"gpu": GPU, "dtype": DTYPE, "seq": SEQ, "epoch_sequences": EPOCH_SEQUENCES}
+    result = {token: score(token, residual) for token in (args.gpu or GPUS)}
+    result["assumptions"] = {"seq": SEQ, "epoch_sequences": EPOCH_SEQUENCES,
+                             "gpus": {t: dict(gpu=g, default_limit_w=w, dtype=d) for t, (g, w, d) in GPUS.items()}}
     if args.json:
         print(json.dumps(result, indent=1))
         return
     pd.set_option("display.width", 160)
-    print(f"Zeus NSDI'23, BERT-base on SQuAD, V100 ({len(d)} rows; assumed {GPU}, {DTYPE}, {EPOCH_SEQUENCES:,} "
-          f"sequences of {SEQ} tokens an epoch)")
-    for name in frames:
-        s = result[name]["summary"]
-        cover = "" if s["coverage_pct"] is None else f", 90 % interval covers {s['coverage_pct']:.1f} %"
-        print(f"\n{name}: energy per epoch MAPE {s['energy_mape']:.1f} % (bias {s['energy_bias_pct']:+.1f} %), time "
-              f"{s['time_mape']:.1f} %, power {s['power_mape']:.1f} %{cover}")
-        print(pd.DataFrame(result[name]["per_batch"]).round(2).to_string(index=False))
+    for token in args.gpu or GPUS:
+        r = result[token]
+        print(f"Zeus NSDI'23, BERT-base on SQuAD, {token} ({r['physics']['summary']['rows']} rows; assumed "
+              f"{r['gpu']}, {r['dtype']}, {EPOCH_SEQUENCES:,} sequences of {SEQ} tokens an epoch)")
+        for name in ("hybrid", "physics"):
+            if name not in r:
+                continue
+            s = r[name]["summary"]
+            cover = "" if s["coverage_pct"] is None else f", 90 % interval covers {s['coverage_pct']:.1f} %"
+            print(f"\n{name}: energy per epoch MAPE {s['energy_mape']:.1f} % (bias {s['energy_bias_pct']:+.1f} %), "
+                  f"time {s['time_mape']:.1f} %, power {s['power_mape']:.1f} %{cover}")
+            print(pd.DataFrame(r[name]["per_batch"]).round(2).to_string(index=False))
+        print()
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 PATH is `shared/data/external/zeus-nsdi23-powerlimit`, read through its verbatim `summary_power_<gpu>.csv` files.
 One iteration is one epoch; energy = time x average power (the trace records the two). The GPUs (A40, P100,
-Quadro RTX 6000, V100) keep the file's token as their name: the trace gives no exact SKU, and none of them is in the
-GPU catalog, so they carry no workload reference (`kernel_list = none`) and count as spec-less GPUs for training.
+Quadro RTX 6000, V100) keep the file's token as their name: the trace gives no exact SKU (only `a40` names a catalog
+GPU). The rows carry no workload reference (`kernel_list = none`), so no residual trains on them;
+`experiments/zeus_power_limits.py` scores the V100's and the A40's BERT-base epochs through `train_run` instead.
 """
 
 from __future__ import annotations

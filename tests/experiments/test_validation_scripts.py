@@ -63,17 +63,24 @@ def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():
     assert row["walk_cpu_us_a_row"] >= 0
 
 
-def test_zeus_sweep_scores_energy_per_epoch_and_the_best_power_limit():
-    require_path(EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_v100.csv")
+def test_zeus_sweep_scores_energy_per_epoch_and_the_best_power_limit_on_the_v100_and_the_a40():
+    require_path(EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_a40.csv")
     result = _run_args("zeus_power_limits.py")
-    for name in ("hybrid", "physics"):
-        s, batches = result[name]["summary"], result[name]["per_batch"]
-        assert s["rows"] == 49 and s["energy_mape"] > 0 and s["power_mape"] > 0
-        assert [b["batch"] for b in batches] == [8, 12, 16, 24, 32, 48, 56]
-        for b in batches:  # the cap chosen is one of the sweep's; its measured energy is never below the best's
-            assert b["best_limit_predicted_w"] in (100, 125, 150, 175, 200, 225, 250) and b["regret_pct"] >= 0
-    assert result["physics"]["summary"]["coverage_pct"] is None
-    assert 0 <= result["hybrid"]["summary"]["coverage_pct"] <= 100
+    sweeps = {"v100": (49, [8, 12, 16, 24, 32, 48, 56], 250), "a40": (72, [8, 12, 16, 24, 32, 48, 56, 72], 300)}
+    for token, (rows, batch_sizes, top) in sweeps.items():
+        r = result[token]
+        assert r["default_limit_w"] == top and r["dtype"] == ("tf32" if token == "a40" else "fp32")
+        for name in ("hybrid", "physics"):
+            s, batches = r[name]["summary"], r[name]["per_batch"]
+            assert s["rows"] == rows and s["energy_mape"] > 0 and s["power_mape"] > 0
+            assert [b["batch"] for b in batches] == batch_sizes
+            for b in batches:  # the cap chosen is one of the sweep's; its measured energy is never below the best's
+                assert b["best_limit_predicted_w"] in range(100, top + 1, 25) and b["regret_pct"] >= 0
+        assert r["physics"]["summary"]["coverage_pct"] is None
+        assert 0 <= r["hybrid"]["summary"]["coverage_pct"] <= 100
+    assert result["assumptions"]["gpus"]["a40"]["gpu"] == "a40"
+    # one GPU on request: the other is not scored
+    assert set(_run_args("zeus_power_limits.py", "--gpu", "v100")) == {"v100", "assumptions"}
 
 
 def test_hot_static_power_is_fitted_on_two_gpus_and_scored_on_the_third():

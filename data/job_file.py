@@ -18,6 +18,7 @@ import yaml
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import read_text
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.workload import LAUNCH_MODES
 
 DATA_DIR = Path(__file__).parent / "distributed"
 STRATEGIES = ("ddp", "fsdp", "diloco", "streaming-diloco", "fedavg")
@@ -112,6 +113,8 @@ class Job:
     checkpoint_every_s: float
     start_hour: float
     estimator: str | None = None
+    launch_mode: str = "eager"        # eager, or graph (CUDA graphs: no host dispatch a kernel)
+    head_tokens: int | None = None    # tokens a sequence the LM head and loss run over (None: every token)
     source: str = field(default="", compare=False)
 
     @property
@@ -243,7 +246,8 @@ def _strategy(raw: Any, i: int) -> Strategy:
 
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
-               "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator"}
+               "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
+               "launch_mode", "head_tokens"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -265,6 +269,9 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     require(("steps" in raw) != ("tokens" in raw), "steps", "give steps or tokens, one of them")
     steps = (_number(raw, "steps", "", integer=True, low=1) if "steps" in raw
              else -(-_number(raw, "tokens", "", low=1, integer=True) // (global_batch * seq)))
+    head_tokens = _number(raw, "head_tokens", "", integer=True, low=1) if "head_tokens" in raw else None
+    require(head_tokens is None or head_tokens <= seq, "head_tokens",
+            f"{head_tokens} is more than the sequence's {seq} tokens")
     layout = _mapping(raw.get("layout", {}), "layout")
     _known(layout, {"tp", "pp", "cp", "vpp", "zero"}, "layout")
     lay = {k: _number(layout, k, "layout", 1, integer=True, low=1) for k in ("tp", "pp", "cp", "vpp")}
@@ -308,7 +315,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         failures_per_island_hour=_number(failures, "per_island_hour", "failures", 0.0, high=10.0),
         restart_s=_number(failures, "restart_s", "failures", 600.0),
         checkpoint_every_s=_number(failures, "checkpoint_every_s", "failures", 3600.0, strict=True),
-        start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"), source=source)
+        start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"),
+        launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens, source=source)
 
 
 def connected(names: list[str], links: list[Link]) -> None:

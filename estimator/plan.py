@@ -97,7 +97,8 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              dtype=job.dtype, lora_rank=job.lora_rank, lora_targets=job.lora_targets,
                              recompute=job.recompute, optimizer=job.optimizer, layout=layout,
                              estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0,
-                             fp8_attention=job.fp8_attention)
+                             fp8_attention=job.fp8_attention, launch_mode=job.launch_mode,
+                             head_tokens=job.head_tokens)
         spec = lookup_gpu(site.gpu)
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())

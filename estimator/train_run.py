@@ -24,7 +24,7 @@ from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import hidden_size, layer_count
-from joulecast.data.workload import MAX_SIZE, Workload
+from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
@@ -119,6 +119,8 @@ class TrainRunEstimate:
     lora_rank: int
     recompute: str
     optimizer: str
+    launch_mode: str        # eager or graph (CUDA graphs)
+    head_tokens: int        # tokens a sequence the LM head and loss run over
     energy_j: float
     time_s: float
     power_w: float
@@ -149,11 +151,19 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   lora_rank: int = 0, lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
                   layout: Layout = Layout(),
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
-                  estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False) -> StepEstimate:
+                  estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False,
+                  launch_mode: str = "eager", head_tokens: int | None = None) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
-    `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention)."""
+    `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention);
+    `launch_mode` "graph" replays each step as CUDA graphs (no host dispatch a kernel); `head_tokens` (default: every
+    token) is how many tokens of each sequence the LM head and its loss run over, as a masked-LM with a dense output
+    gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
+    require(launch_mode in LAUNCH_MODES, "launch_mode",
+            f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
+    head_tokens = seq if head_tokens is None else _count("head_tokens", head_tokens)
+    require(head_tokens <= seq, "head_tokens", f"{head_tokens} is more than the sequence's {seq} tokens")
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
@@ -168,18 +178,23 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     # the head runs as the layers' GEMMs do: on tensor cores where any of them does (fp32 on a GPU without TF32: none)
     gemms = [r for r in forward if r["kind"] == "gemm"]
     gemm = next((r for r in gemms if r.get("tensor_core")), gemms[0])
-    forward = forward + train_step.lm_head_loss(tokens, hidden, int(shard["vocab_size"]),
-                                                {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
+    # each rank's share of the head's tokens (context parallelism splits them with the sequence)
+    head_rows = micro_batch * math.ceil(head_tokens / layout.cp)
+    head = train_step.lm_head_loss(head_rows, hidden, int(shard["vocab_size"]),
+                                   {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
     if config.get("tie_word_embeddings") is False:  # an untied head has weights of its own (tied: the embedding's)
         params += int(shard["vocab_size"]) * hidden
     skip = train_step.skip_widths(shard, lora_targets)
-    records = train_step.micro_step(forward, tokens, lora_rank=lora_rank, recompute=recompute, skip_widths=skip)
+    # the head's backward over its own tokens (the layers' over all of them)
+    records = [*train_step.micro_step(forward, tokens, lora_rank=lora_rank, recompute=recompute, skip_widths=skip),
+               *train_step.micro_step(head, head_rows, lora_rank=lora_rank, recompute=recompute, skip_widths=skip)]
+    forward = forward + head
     trainable = train_step.lora_params(forward, tokens, lora_rank, skip) if lora_rank else params
     spec = lookup_gpu(gpu)
     loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
               else "physics")
-    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config")
+    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config", launch_mode=launch_mode)
     micro = estimate(Workload.from_table(kernel_columns(records), name=f"{name}/train-step/b{micro_batch}/s{seq}",
                                          batch=micro_batch, params=params, **common), spec, **kw)
     opt_records = train_step.optimizer_step(math.ceil(trainable / (layout.dp if layout.zero >= 1 else 1)), optimizer)
@@ -211,10 +226,11 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
 def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch: int | None = None,
               steps: int | None = None, tokens: int | None = None, dtype: str = "bf16", lora_rank: int = 0,
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
-              sm_clock_mhz: float | None = None,
-              power_limit_w: float | None = None, estimator: Any = None) -> TrainRunEstimate:
+              sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
+              launch_mode: str = "eager", head_tokens: int | None = None) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
-    sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro).
+    sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
+    `launch_mode` and `head_tokens` as for `step_estimate`.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -230,8 +246,8 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     accumulation = global_batch // micro_batch
     step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                          lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
-                         sm_clock_mhz=sm_clock_mhz,
-                         power_limit_w=power_limit_w, estimator=estimator)
+                         sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
+                         launch_mode=launch_mode, head_tokens=head_tokens)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     if step.memory_gb > spec.memory_gb:
@@ -244,6 +260,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         model=step.micro.workload.split("/")[0], gpu=spec.name, steps=steps, tokens=run_tokens,
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
+        launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens,
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,

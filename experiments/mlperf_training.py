@@ -19,10 +19,20 @@ What each job takes from the logs and configs (PROVENANCE.md's layout table):
   seq 8,192 packed; samples trained `run_stop_samples_count` over the global batch; evaluation n_evals x 173 samples.
 - BERT-large: DP 8, micro-batch 48 packed sequences (`config_SMCH100_1x8x48x1_pack.sh`), so 384 a step carrying the
   logged 768 samples (two a sequence); seq 512 (an assumption: MLPerf's packed BERT sequences are 512 tokens; the
-  config does not say), trained samples / 768 steps.
+  config does not say), trained samples / 768 steps. The config's `--use_cuda_graph` launches each step as CUDA
+  graphs (`launch_mode: graph`), and `--dense_seq_output` runs the masked-LM head over the masked tokens only:
+  76 a sequence (`head_tokens`; the logs' 76 maximum predictions a sequence, PROVENANCE.md).
+
+Energy under the official rule: a run's energy is time-to-train x mean node power over the power log's window
+(PROVENANCE.md, "Official energy rule"). Where that window reaches about a minute past each end of the run (BERT,
+the 1-node LoRA; `power_start_minus_run_start_s` and `power_stop_minus_run_stop_s` in runs.csv), the mean takes in
+the nodes' power before the run (initialisation) and after it (idle). The prediction does too: the planned run's
+energy, plus those minutes at the node power measured outside the run in the 1-node LoRA trace (the row used to
+fit, below), over the window, times the planned time.
 
 Fitted to these rows, on the 1-node Llama-2-70B LoRA row of the chosen side only (the other rows test them): the
-rest-of-node power (`host_w`, from that row's energy), and the warm-up before the steady state (`startup_s`: how much
+rest-of-node power (`host_w`, from that row's energy), the node power before and after the run (`outside_w`: the
+means of that trace's readings outside the run), and the warm-up before the steady state (`startup_s`: how much
 longer that run's first block took than its samples at the later blocks' throughput, from its logged block times;
 21 s there, and 27 and 26 s in the 8- and 64-node runs' own logs, which are not used). Switch power is each system's declared constant (sw_0.txt), not fitted. PUE 1 (the rule
 meters the nodes, no facility).
@@ -60,7 +70,28 @@ def measured(side: str) -> pd.DataFrame:
         measured_energy_j=("official_rule_energy_kj", lambda v: 1e3 * v.mean()),
         measured_time_s=("duration_s", "mean"), samples=("run_stop_samples_count", "mean"),
         trained=("train_samples", "mean"), n_evals=("n_evals", "mean"), global_batch=("global_batch_size", "mean"),
-        eval_samples=("eval_samples", "mean"), runs=("run_id", "count")).reset_index()
+        eval_samples=("eval_samples", "mean"), runs=("run_id", "count"),
+        # the power window's reach before and after the run (s), by the files' time stamps (PROVENANCE.md)
+        before_s=("power_start_minus_run_start_s", lambda v: max(0.0, -v.mean())),
+        after_s=("power_stop_minus_run_stop_s", lambda v: max(0.0, v.mean()))).reset_index()
+
+
+def outside_w(side: str) -> tuple[float, float]:
+    """(before, after): the 1-node LoRA run's mean node power in its trace's readings before run_start and after
+    run_stop (initialisation, then idle)."""
+    trace = next((DATA / "traces").glob(f"{side}_1x_llama2_70b_lora_*_power.csv"))
+    power = pd.read_csv(trace)
+    events = pd.read_csv(str(trace).replace("_power.csv", "_events.csv"))
+    stop = float(events.loc[events.key == "run_stop", "time_s"].iloc[0])
+    return float(power.loc[power.time_s < 0, "power_w"].mean()), float(power.loc[power.time_s > stop, "power_w"].mean())
+
+
+def official_j(run_j: float, time_s: float, row: pd.Series, outside: tuple[float, float]) -> float:
+    """The MLPerf rule's energy of a planned run: its time x the mean power over the power window, which takes in
+    `row.before_s` and `row.after_s` of the nodes at the `outside` powers (W a node)."""
+    nodes = int(row.gpus) // 8
+    extra = nodes * (outside[0] * row.before_s + outside[1] * row.after_s)
+    return time_s * (run_j + extra) / (row.before_s + time_s + row.after_s)
 
 
 def warmup_s(side: str) -> float:
@@ -94,14 +125,20 @@ def job_for(row: pd.Series, host_w: float, startup_s: float = 0.0) -> dict:
     # carry the logged 768 samples a step: 384 sequences of 512 tokens
     return dict(name="mlperf bert 8", model="bert-large", seq=512, global_batch=384, micro_batch=48,
                 steps=int(math.ceil(row.trained / 768)), dtype="bf16", sites=[site], strategies=["ddp"],
-                eval_tokens=int(row.n_evals * row.eval_samples * 512), startup_s=startup_s)
+                eval_tokens=int(row.n_evals * row.eval_samples * 512), startup_s=startup_s, launch_mode="graph",
+                head_tokens=76)
 
 
-def predict(row: pd.Series, host_w: float, startup_s: float = 0.0) -> tuple[dict, dict]:
+def predict(row: pd.Series, host_w: float, startup_s: float, outside: tuple[float, float]) -> tuple[dict, dict]:
+    """The planned job and its figures: energy under the official rule (`official_j`, its interval likewise), the
+    planned run's own energy, time."""
     job = job_for(row, host_w, startup_s)
     result = plan(parse_job(job)).plans[0]
-    return job, dict(predicted_energy_j=result.energy_j, predicted_time_s=result.time_s,
-                     predicted_energy_interval_j=result.energy_interval_j, energy_split_j=result.energy_split_j)
+    rule = lambda j: official_j(j, result.time_s, row, outside)  # noqa: E731
+    return job, dict(predicted_energy_j=rule(result.energy_j), predicted_run_energy_j=result.energy_j,
+                     predicted_time_s=result.time_s,
+                     predicted_energy_interval_j=tuple(rule(j) for j in result.energy_interval_j),
+                     energy_split_j=result.energy_split_j)
 
 
 def main() -> int:
@@ -114,12 +151,17 @@ def main() -> int:
         return 2
     rows = measured(args.side)
     fit_row = rows[(rows.benchmark == "llama2_70b_lora") & (rows.gpus == 8)].iloc[0]
-    startup = warmup_s(args.side)
-    _, zero = predict(fit_row, 0.0, startup)  # host power 0: what the GPUs and switches give alone
-    host_w = (fit_row.measured_energy_j - zero["predicted_energy_j"]) / zero["predicted_time_s"]  # one node
+    startup, outside = warmup_s(args.side), outside_w(args.side)
+    _, zero = predict(fit_row, 0.0, startup, outside)  # host power 0: what the GPUs and switches give alone
+    # the host power (one node) that brings the planned run's official energy to the measured one: official_j is
+    # linear in the run's energy, and the host adds host_w x time to it
+    t = zero["predicted_time_s"]
+    run_j = (fit_row.measured_energy_j * (fit_row.before_s + t + fit_row.after_s) / t
+             - (outside[0] * fit_row.before_s + outside[1] * fit_row.after_s))
+    host_w = (run_j - zero["predicted_run_energy_j"]) / t
     out = []
     for _, row in rows.iterrows():
-        job, pred = predict(row, host_w, startup)
+        job, pred = predict(row, host_w, startup, outside)
         out.append(dict(benchmark=row.benchmark, gpus=int(row.gpus), side=args.side, runs=int(row.runs),
                         measured_energy_j=float(row.measured_energy_j), measured_time_s=float(row.measured_time_s),
                         **pred, energy_error_pct=100 * (pred["predicted_energy_j"] / row.measured_energy_j - 1),
@@ -131,13 +173,14 @@ def main() -> int:
         ratio = dict(measured=lora[512]["measured_energy_j"] / lora[8]["measured_energy_j"],
                      predicted=lora[512]["predicted_energy_j"] / lora[8]["predicted_energy_j"])
         ratio["error_pct"] = 100 * (ratio["predicted"] / ratio["measured"] - 1)
-    summary = dict(fitted={"host_w_per_node": host_w, "startup_s": startup, "on": "llama2_70b_lora, 8 GPUs (1 node)"},
+    summary = dict(fitted={"host_w_per_node": host_w, "startup_s": startup, "outside_w_per_node": list(outside),
+                           "on": "llama2_70b_lora, 8 GPUs (1 node)"},
                    lora_energy_ratio_512_to_8=ratio, rows=out)
     if args.json:
         print(json.dumps(summary, indent=1, default=float))
         return 0
     print(f"fitted on the 1-node LoRA row ({args.side}): rest-of-node power {host_w:,.0f} W a node, warm-up "
-          f"{startup:.1f} s")
+          f"{startup:.1f} s, node power before / after the run {outside[0]:,.0f} / {outside[1]:,.0f} W")
     table = pd.DataFrame([{k: r[k] for k in ("benchmark", "gpus", "measured_time_s", "predicted_time_s",
                                                "time_error_pct", "measured_energy_j", "predicted_energy_j",
                                                "energy_error_pct", "used_to_fit")} for r in out])

@@ -116,9 +116,9 @@ def _train_run(args: argparse.Namespace) -> int:
     from joulecast.estimator.train_run import train_run
 
     given = _job_options(args, "train-run", needs=("seq", "global_batch"), needs_why="",
-                         refuses=("batch", "attention", "launch_mode", "engine", "input_len", "output_len"),
+                         refuses=("batch", "attention", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
-                         optional=("dtype", "lora_targets", "recompute", "optimizer"))
+                         optional=("dtype", "lora_targets", "recompute", "optimizer", "launch_mode", "head_tokens"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, estimator=args.estimator, **given)
@@ -253,7 +253,7 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
-                           "optimizer")}
+                           "optimizer", "head_tokens")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -639,6 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lora-targets", help="all (every linear layer but the LM head) or attention; default all")
     run.add_argument("--recompute", help="activation recomputation: none, selective (attention) or full; default none")
     run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
+    run.add_argument("--head-tokens", type=int, help="tokens of each sequence the LM head and loss run over; default "
+                     "every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")

@@ -167,6 +167,9 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
             "steps": 3, "lora_rank": 4}
     status, out = call(server, "/v1/estimate", body)
     assert status == 200 and out["accumulation"] == 4 and out["finetune"] == "lora"
+    status, lean = call(server, "/v1/estimate", {**body, "launch_mode": "graph", "head_tokens": 64})
+    assert status == 200 and (lean["launch_mode"], lean["head_tokens"]) == ("graph", 64)
+    assert lean["time_s"] < out["time_s"]
     status, out = call(server, "/v1/estimate", {**body, "concurrency": 4})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "concurrency"]
     status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "global_batch": 8})

@@ -98,7 +98,26 @@ def test_a_tensor_parallel_shard_does_a_quarter_of_the_layers_gemm_work():
         train_step.shard_config(config, tp=3)
 
 
+def test_a_dense_masked_lm_head_and_cuda_graphs_cost_less_than_the_eager_full_head():
+    base = dict(seq=512, global_batch=16, steps=2, estimator="physics")
+    full = joulecast.train_run("bert-large", "h100-sxm", **base)
+    masked = joulecast.train_run("bert-large", "h100-sxm", head_tokens=76, **base)
+    graph = joulecast.train_run("bert-large", "h100-sxm", launch_mode="graph", **base)
+    assert (full.head_tokens, masked.head_tokens, graph.launch_mode) == (512, 76, "graph")
+    assert masked.time_s < full.time_s and masked.energy_j < full.energy_j
+    assert graph.time_s < full.time_s
+    # the head's GEMMs (forward, input and weight gradients) run over 16 x 76 tokens, not 16 x 512
+    columns = masked.step.micro.kernel_columns
+    sizes = np.stack([np.asarray(columns[c]) for c in ("m", "n", "k")], axis=1)
+    head = (np.asarray(columns["kind"]) == "gemm") & (sizes == 30522).any(axis=1)
+    assert head.sum() == 3 and set(sizes[head].ravel()) == {30522, 1024, 16 * 76}
+    assert joulecast.train_run("bert-large", "h100-sxm", head_tokens=512, **base).energy_j == pytest.approx(
+        full.energy_j, rel=1e-12)
+
+
 @pytest.mark.parametrize("kw, field", [
+    (dict(head_tokens=513), "head_tokens"), (dict(head_tokens=0), "head_tokens"),
+    (dict(launch_mode="fast"), "launch_mode"),
     (dict(micro_batch=3), "micro_batch"), (dict(steps=None), "steps"), (dict(tokens=5), "steps"),
     (dict(recompute="some"), "recompute"), (dict(optimizer="lion"), "optimizer"), (dict(lora_rank=-1), "lora_rank"),
     (dict(global_batch=0), "global_batch"), (dict(lora_targets="mlp", lora_rank=4), "lora_targets"),
@@ -119,3 +138,8 @@ def test_cli_train_run_json(capsys):
     assert "--steps: applies to --phase train-run only" in capsys.readouterr().err
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--seq", "64"]) == 2
     assert "--global-batch" in capsys.readouterr().err
+    assert main([*argv, "--launch-mode", "graph", "--head-tokens", "32"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert (out["launch_mode"], out["head_tokens"]) == ("graph", 32)
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--head-tokens", "32"]) == 2
+    assert "--head-tokens: applies to --phase train-run only" in capsys.readouterr().err

@@ -158,6 +158,8 @@ def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
     (lambda j: j.update(model="llama-3-70b", layout={"tp": 1}, global_batch=128, micro_batch=1), "sites[0].gpu"),
     (lambda j: j.update(links=[]), "links"),
     (lambda j: j["strategies"].__setitem__(0, {"kind": "streaming-diloco", "H": 10, "P": 3}), "strategies[0].P"),
+    (lambda j: j.update(head_tokens=10**6), "head_tokens"),
+    (lambda j: j.update(launch_mode="compiled"), "launch_mode"),
 ])
 def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):
     raw = yaml.safe_load(open(EXAMPLE))
@@ -167,6 +169,13 @@ def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change,
     assert main(["plan", str(path), "--estimator", "physics"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"joulecast: error: {field}") and "\n" not in err
+
+
+def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():
+    eager, lean = _job(strategies=["ddp"]), _job(strategies=["ddp"], launch_mode="graph", head_tokens=64)
+    assert (lean.launch_mode, lean.head_tokens, eager.launch_mode, eager.head_tokens) == ("graph", 64, "eager", None)
+    fast, slow = planner.plan(lean).plans[0], planner.plan(eager).plans[0]
+    assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
 
 
 def test_cli_plan_json_and_its_report(tmp_path, capsys):

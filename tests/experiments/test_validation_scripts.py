@@ -28,6 +28,14 @@ def test_mlperf_training_rows_are_planned_and_scored():
         lo, hi = r["predicted_energy_interval_j"]
         assert lo < r["predicted_energy_j"] < hi and r["job"]["sites"][0]["gpus"] == r["gpus"]
     assert result["lora_energy_ratio_512_to_8"]["measured"] == pytest.approx(3.9, rel=0.05)
+    # the official rule's window: where the power log spans the run alone (GPT-3) the official energy is the run's;
+    # where it takes in a minute of initialisation and idle on each side (BERT), less than the run's mean power
+    gpt3, bert = rows[("gpt3", 512)], rows[("bert", 8)]
+    assert gpt3["predicted_energy_j"] == pytest.approx(gpt3["predicted_run_energy_j"], rel=1e-12)
+    assert bert["predicted_energy_j"] < bert["predicted_run_energy_j"]
+    before, after = result["fitted"]["outside_w_per_node"]
+    assert 0 < after < before < result["fitted"]["host_w_per_node"] + 8 * 700  # idle below initialisation
+    assert (bert["job"]["launch_mode"], bert["job"]["head_tokens"]) == ("graph", 76)  # --use_cuda_graph, 76 masked
 
 
 def test_decentralised_runs_reproduce_their_published_figures():

@@ -7,7 +7,10 @@ request, per GPU and sweep.
 Rows: `../shared/data/external/wilkins-llm-inference-energy/` (input- and output-length sweeps), Mistral-7B (the
 catalog's mistral-7b; the model Wilkins' repository names "Mistral (7B)"), inference rows only, each prompt's
 iteration 0 left out (it includes the pipeline's warm-up: 2.2 s against 0.23 s for the same request), averaged per
-system, input length and output limit. Generated tokens = total tokens - input tokens, clipped to 0.9-1 times the
+system, input length and output limit. The GPU: its SKU by `GPU Total Memory (MB)`, as PROVENANCE.md says, and
+between cards of that memory by the system's power ceiling (`identify`): the card with the lowest power limit that
+the system's rows stay under. Palmetto's A100 rows never average more than 258 W (75 % at or below 248 W) against up
+to 413 W on Swing's: the A100-PCIe-40GB's 250 W limit there, the SXM4's 400 W here. Generated tokens = total tokens - input tokens, clipped to 0.9-1 times the
 limit (the run's `min_new_tokens` and `max_new_tokens`; prompt and answer tokenised together can count otherwise). Stated assumptions: batch 1 (one prompt a call; the logged batch size is a CLI default, as
 PROVENANCE.md says), eager PyTorch launches, SDPA attention as fused ("flash"), no KV cache.
 """
@@ -21,22 +24,43 @@ import sys
 import pandas as pd
 from shared_data import EXTERNAL
 
+import joulecast
 from joulecast.estimator.jobs import generate
 from joulecast.estimator.loading import load_estimator
 
 DATA = EXTERNAL / "wilkins-llm-inference-energy"
-GPUS = {16384.0: "v100-sxm2", 40960.0: "a100-sxm4-40gb"}  # by GPU Total Memory (MB), as PROVENANCE.md says
+# by GPU Total Memory (MB), as PROVENANCE.md says: the catalog's cards of that memory (the V100 16 GB: the one V100)
+GPUS = {16384.0: ("v100-sxm2",), 40960.0: ("a100-pcie-40gb", "a100-sxm4-40gb")}
 MODELS = {"Mistral (7B)": "mistral-7b"}
+METER_MARGIN = 1.05  # a run's mean NVML power may pass its limit a little (boost transients, the meter's averaging)
+
+
+def identify(frame: pd.DataFrame) -> dict[tuple[str, float], str]:
+    """(system, GPU memory) -> catalog GPU: of the cards of that memory, the lowest power limit that every one of
+    the system's inference rows (every model and sweep) stays under, with METER_MARGIN."""
+    frame = frame.assign(power_w=frame["GPU Energy (J)"] / frame["Runtime (s)"])
+    out = {}
+    for (system, memory), g in frame.groupby(["System", "GPU Total Memory (MB)"]):
+        cards = sorted(GPUS[memory], key=lambda name: joulecast.gpu(name).power_limit_w)
+        ceiling = float(g["power_w"].max())
+        out[system, memory] = next((c for c in cards if ceiling <= METER_MARGIN * joulecast.gpu(c).power_limit_w),
+                                   cards[-1])
+    return out
 
 
 def rows() -> pd.DataFrame:
+    sweeps = {name: pd.read_csv(DATA / name) for name in ("input_token_sweep.csv", "output_token_sweep.csv")}
+    inference = pd.concat([d[d["Phase"].str.startswith("start-inference") & d["Number of GPUs"].eq(1)
+                             & d["GPU Total Memory (MB)"].isin(GPUS)] for d in sweeps.values()])
+    cards = identify(inference)
     frames = []
     for name, limit in (("input_token_sweep.csv", "Output Token Limit"), ("output_token_sweep.csv",
                                                                           "Number of Output Tokens")):
-        d = pd.read_csv(DATA / name)
+        d = sweeps[name]
         d = d[d["Phase"].str.startswith("start-inference") & d["Model"].isin(MODELS) & (d["Iteration"] > 0)
               & d["GPU Total Memory (MB)"].isin(GPUS) & d["Number of GPUs"].eq(1)]
-        d = d.assign(sweep=name.split("_")[0], gpu=d["GPU Total Memory (MB)"].map(GPUS), model=d["Model"].map(MODELS),
+        gpu = [cards[s, m] for s, m in zip(d["System"], d["GPU Total Memory (MB)"])]
+        d = d.assign(sweep=name.split("_")[0], gpu=gpu, model=d["Model"].map(MODELS),
                      limit=d[limit], output_len=(d["Total Number of Tokens"] - d["Number of Input Tokens"]).clip(
                          lower=0.9 * d[limit], upper=d[limit]))
         frames.append(d)

@@ -56,8 +56,11 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert all(r["rows"] > 0 and r["j_per_token_mape"] >= 0 and 0 <= r["coverage_pct"] <= 100 for r in serving)
     generation = _run_args("generation_jobs.py")
     assert {(r["gpu"], r["sweep"]) for r in generation["summary"]} == {
-        ("a100-sxm4-40gb", "input"), ("a100-sxm4-40gb", "output"), ("v100-sxm2", "input"), ("v100-sxm2", "output")}
+        (g, sweep) for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-sxm2") for sweep in ("input", "output")}
     assert all(r["predicted_energy_j"] > 0 for r in generation["rows"])
+    # each system's A100 told apart by its power ceiling: Palmetto's stays under the PCIe card's 250 W
+    assert {(r["system"], r["gpu"]) for r in generation["rows"] if "A100" in r["system"]} == {
+        ("Palmetto Intel+A100", "a100-pcie-40gb"), ("Swing AMD+A100", "a100-sxm4-40gb")}
 
 
 def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -126,13 +127,21 @@ class Job:
         return sum(s.gpus for s in self.sites)
 
 
+# The largest integer a job file may give (2^53, the last exactly representable as a float): products of a few of
+# them (tokens = steps x global batch x seq) stay finite.
+_MAX_INTEGER = 2**53
+
+
 def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *, low: float | None = 0.0,
             high: float | None = None, integer: bool = False, strict: bool = False) -> Any:
     value = raw.get(key, default)
     name = f"{where}.{key}" if where else key
     if value is None:
         raise InputError(name, "is required")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (integer and value != int(value)):
+    if integer and high is None:
+        high = _MAX_INTEGER
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (integer and not (math.isfinite(value) and value == int(value)))):
         raise InputError(name, f"must be {'an integer' if integer else 'a number'}, got {value!r}")
     if value != value or (low is not None and (value <= low if strict else value < low)) or (
             high is not None and value > high):

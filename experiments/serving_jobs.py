@@ -45,13 +45,13 @@ def score(table: pd.DataFrame, input_len: int, residual) -> pd.DataFrame:
                     max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus),
                     engine="vllm-0.5.4" if r.release == "mlenergy-v2" else "none",
                     dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
-                    estimator=residual)
+                    estimator=residual if residual is not None else "physics")
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)
         out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch),
                         measured_j_per_token=r.measured_j_per_token,
                         predicted_j_per_token=est.energy_per_output_token_j,
                         measured_tokens_per_s=r.measured_tokens_per_s, predicted_tokens_per_s=est.tokens_per_s,
-                        inside=bool(lo <= r.measured_j_per_token <= hi)))
+                        inside=bool(lo <= r.measured_j_per_token <= hi) if residual is not None else None))
     frame = pd.DataFrame(out)
     frame["energy_ape"] = 100 * (frame["predicted_j_per_token"] / frame["measured_j_per_token"] - 1).abs()
     frame["throughput_ape"] = 100 * (frame["predicted_tokens_per_s"] / frame["measured_tokens_per_s"] - 1).abs()
@@ -75,7 +75,8 @@ def main() -> int:
                                 tokens_per_s_mape=float(part["throughput_ape"].mean()),
                                 bias_pct=float(100 * (part["predicted_j_per_token"] / part["measured_j_per_token"]
                                                       - 1).mean()),
-                                coverage_pct=float(100 * part["inside"].mean())))
+                                # physics alone has no interval: no coverage
+                                coverage_pct=float(100 * part["inside"].mean()) if residual is not None else None))
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0

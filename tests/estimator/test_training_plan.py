@@ -160,6 +160,8 @@ def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
     (lambda j: j["strategies"].__setitem__(0, {"kind": "streaming-diloco", "H": 10, "P": 3}), "strategies[0].P"),
     (lambda j: j.update(head_tokens=10**6), "head_tokens"),
     (lambda j: j.update(launch_mode="compiled"), "launch_mode"),
+    (lambda j: j.update(seq=float("nan")), "seq"), (lambda j: j.update(seq=float("inf")), "seq"),
+    (lambda j: j.update(global_batch=6e307), "global_batch"),  # a float that is a whole number, too large to plan
 ])
 def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):
     raw = yaml.safe_load(open(EXAMPLE))

@@ -10,9 +10,10 @@ iteration 0 left out (it includes the pipeline's warm-up: 2.2 s against 0.23 s f
 system, input length and output limit. The GPU: its SKU by `GPU Total Memory (MB)`, as PROVENANCE.md says, and
 between cards of that memory by the system's power ceiling (`identify`): the card with the lowest power limit that
 the system's rows stay under. Palmetto's A100 rows never average more than 258 W (75 % at or below 248 W) against up
-to 413 W on Swing's: the A100-PCIe-40GB's 250 W limit there, the SXM4's 400 W here. Generated tokens = total tokens - input tokens, clipped to 0.9-1 times the
-limit (the run's `min_new_tokens` and `max_new_tokens`; prompt and answer tokenised together can count otherwise). Stated assumptions: batch 1 (one prompt a call; the logged batch size is a CLI default, as
-PROVENANCE.md says), eager PyTorch launches, SDPA attention as fused ("flash"), no KV cache.
+to 413 W on Swing's: the A100-PCIe-40GB's 250 W limit there, the SXM4's 400 W here. Generated tokens = total tokens
+- input tokens, clipped to 0.9-1 times the limit (the run's `min_new_tokens` and `max_new_tokens`; prompt and answer
+tokenised together can count otherwise). Stated assumptions: batch 1 (one prompt a call; the logged batch size is a
+CLI default, as PROVENANCE.md says), eager PyTorch launches, SDPA attention as fused ("flash"), no KV cache.
 """
 
 from __future__ import annotations

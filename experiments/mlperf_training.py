@@ -34,8 +34,8 @@ Fitted to these rows, on the 1-node Llama-2-70B LoRA row of the chosen side only
 rest-of-node power (`host_w`, from that row's energy), the node power before and after the run (`outside_w`: the
 means of that trace's readings outside the run), and the warm-up before the steady state (`startup_s`: how much
 longer that run's first block took than its samples at the later blocks' throughput, from its logged block times;
-21 s there, and 27 and 26 s in the 8- and 64-node runs' own logs, which are not used). Switch power is each system's declared constant (sw_0.txt), not fitted. PUE 1 (the rule
-meters the nodes, no facility).
+21 s there, and 27 and 26 s in the 8- and 64-node runs' own logs, which are not used). Switch power is each system's
+declared constant (sw_0.txt), not fitted. PUE 1 (the rule meters the nodes, no facility).
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ epoch's sequence count, so these assumptions are stated here and in the note:
 - fp32 (the trace records no mixed precision; fp32 is what the Hugging Face SQuAD example runs without `--fp16`): on
   the V100's CUDA cores, and as TF32 on the A40's tensor cores. The Zeus Docker image of the paper's time ships
   PyTorch 1.10.1 (Zeus docs, "Setting Up the Environment": `symbioticlab/zeus`, CUDA 11.3.1), whose
-  `torch.backends.cuda.matmul.allow_tf32` defaulted to True; PyTorch 1.12 turned it off;
+  `torch.backends.cuda.matmul.allow_tf32` defaulted to True ("pytorch had this mode on by default since pt-1.7",
+  huggingface/transformers#14606, December 2021); PyTorch 1.12 turned it off (pytorch/pytorch#67384);
 - an epoch of EPOCH_SEQUENCES sequences of SEQ tokens (SQuAD v1.1's training questions at the example's
   `max_seq_length` 384, a long context split in two at `doc_stride` 128), AdamW, no recomputation.
 The epoch's sequence count scales every prediction alike, so the figures that do not depend on it are reported

@@ -141,5 +141,7 @@ def test_cli_train_run_json(capsys):
     assert main([*argv, "--launch-mode", "graph", "--head-tokens", "32"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert (out["launch_mode"], out["head_tokens"]) == ("graph", 32)
+    assert main([a for a in argv if a != "--json"] + ["--launch-mode", "graph", "--head-tokens", "32"]) == 0
+    assert "launches   CUDA graphs; LM head over 32 of 256 tokens a sequence" in capsys.readouterr().out
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--head-tokens", "32"]) == 2
     assert "--head-tokens: applies to --phase train-run only" in capsys.readouterr().err

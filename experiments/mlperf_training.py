@@ -153,12 +153,10 @@ def main() -> int:
     fit_row = rows[(rows.benchmark == "llama2_70b_lora") & (rows.gpus == 8)].iloc[0]
     startup, outside = warmup_s(args.side), outside_w(args.side)
     _, zero = predict(fit_row, 0.0, startup, outside)  # host power 0: what the GPUs and switches give alone
-    # the host power (one node) that brings the planned run's official energy to the measured one: official_j is
-    # linear in the run's energy, and the host adds host_w x time to it
+    # the host power (one node) that brings the planned run's official energy to the measured one: the host adds
+    # host_w x time to the run's energy, and official_j is linear in it, so each watt adds official_j(t, t) of it
     t = zero["predicted_time_s"]
-    run_j = (fit_row.measured_energy_j * (fit_row.before_s + t + fit_row.after_s) / t
-             - (outside[0] * fit_row.before_s + outside[1] * fit_row.after_s))
-    host_w = (run_j - zero["predicted_run_energy_j"]) / t
+    host_w = (fit_row.measured_energy_j - zero["predicted_energy_j"]) / official_j(t, t, fit_row, (0.0, 0.0))
     out = []
     for _, row in rows.iterrows():
         job, pred = predict(row, host_w, startup, outside)

@@ -14,8 +14,9 @@ The engine step (stated approximations):
   a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
   GPU's generation), not overlapped (the engines tested do not), the GPUs waiting at their idle power at maximum
   clocks meanwhile;
-- engines as data (`features.arch.SERVING_ENGINES`): their own host work between steps, per running request, at a
-  measured power; "none" for the kernels alone (CUDA graphs by default, as vLLM replays its decode steps).
+- engines as data (`data/serving_engines.yaml`, each figure sourced): their own host work between steps, per
+  running request, at a measured power, and their own decode attention kernel; "none" for the kernels alone (CUDA
+  graphs by default, as the engines replay their decode steps).
 Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `request_rate` (requests/s, Poisson)
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its

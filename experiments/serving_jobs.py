@@ -6,9 +6,9 @@
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and
 70B, Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the concurrency, its max batch,
 its mean output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not
-recorded (the sources say so), so each figure is given at several assumed means (`--input-len`); v2 runs vLLM 0.5.4
-with its measured host work per step (`features.arch.SERVING_ENGINES`), v3 none (vLLM 0.11.1 schedules
-asynchronously); bf16 where a row does not name its precision; the default power limit. The shipped estimator was
+recorded (the sources say so), so each figure is given at several assumed means (`--input-len`); each release
+runs its engine's entry of `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3
+vLLM 0.11.1 with none; bf16 where a row does not name its precision; the default power limit. The shipped estimator was
 trained on v2's decode steps (as decode steps without prompts), so v2's figures are in-sample for its residual;
 v3's rows are not trained on (`kernel_list = partial`).
 """
@@ -27,6 +27,8 @@ from joulecast.data.importers.mlenergy import import_mlenergy
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 
+ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
+
 
 def rows() -> pd.DataFrame:
     table = import_mlenergy(EXTERNAL)
@@ -43,7 +45,7 @@ def score(table: pd.DataFrame, input_len: int, residual) -> pd.DataFrame:
         max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
         est = serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                     max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus),
-                    engine="vllm-0.5.4" if r.release == "mlenergy-v2" else "none",
+                    engine=ENGINES[r.release],
                     dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
                     estimator=residual if residual is not None else "physics")
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)

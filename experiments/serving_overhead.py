@@ -1,4 +1,4 @@
-"""Where `joulecast.features.arch.SERVING_ENGINES` comes from: a serving engine's host work per decode step.
+"""Where `data/serving_engines.yaml`'s vLLM figures come from: a serving engine's host work per decode step.
 
 For each ML.ENERGY release and GPU (one GPU per run, models with a catalog workload), what the physics of the kernels
 alone leaves out of a measured step: extra time per running sequence (ms) and the GPU's power during it (x idle).

@@ -9,7 +9,7 @@ comments say which.
 
 from __future__ import annotations
 
-from joulecast.data import architectures
+from joulecast.data import architectures, engines
 
 # The per-architecture traits (tile shapes, residency, L2 bandwidth) are data with their sources:
 # `joulecast.data.architectures` (data/architectures/*.yaml).
@@ -66,21 +66,10 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # PyTorch eager dispatch: one host-side launch takes tens of microseconds through the Python and ATen layers; the
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
-# A serving engine's own host work per decode step (scheduling, sampling, detokenising and streaming each sequence's
-# token) runs between the GPU's steps, not under them: seconds per running sequence, and the GPU's power meanwhile as
-# a multiple of its idle power (not idle: small kernels and the prefills of new requests run too). vLLM 0.5.4, the
-# ML.ENERGY v2 engine: derived from that release's 12 A100-SXM4-40GB rows (experiments/serving_overhead.py: measured
-# step time less the kernels' physics, summed, over the running sequences summed), 0.454 ms per sequence at 2.01x
-# idle power. Its 17 H100 rows, not used, give 0.416 ms and 1.68x: as host work would, the same time on a GPU whose
-# steps are 1.7-2.2x shorter (so experiments/onboarding.py's zero-shot H100 figures are blind to the constant, its
-# A100-SXM4 ones are not). The v3 engine (vLLM 0.11.1) has no entry: what physics misses of its steps is 0.06 ms
-# per sequence, an eighth of v2's, and on its H100 rows the GPU meanwhile draws more than the kernels' physics (685
-# against 611 W at batch 691), so it is GPU work (prompts, which are not recorded) more than host time.
-# Its decode attention is its own PagedAttention kernel, one thread block per query head (and sequence and key
-# partition; vLLM csrc/attention/attention_kernels.cu), which reads a grouped query's keys and values once per query
-# head, not FlashAttention-2's once per key-value head (`kinds.attention.gqa_packed`): "decode_attention" names that kernel.
-SERVING_ENGINES = {"vllm-0.5.4": {"host_s_per_sequence": 0.454e-3, "power_over_idle": 2.01,
-                                  "decode_attention": "paged"}}
+# Serving engines, each a catalog entry with its sources (`data/serving_engines.yaml`): name -> the host work between
+# steps per running sequence (s), the GPU's power meanwhile (x idle) and the engine's own decode attention kernel.
+SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence, "power_over_idle": e.power_over_idle,
+                          "decode_attention": e.decode_attention} for name, e in engines.catalog().items()}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as
 # `..._nhwckrsc_nchw_...`: NHWC activations, KRSC filters, NCHW output), so cuDNN transposes each convolution's input
 # first (`nchwToNhwcKernel` in profiles; the PyTorch performance tuning guide's advice to use channels_last avoids

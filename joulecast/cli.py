@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from joulecast.data import engines
 from joulecast.data.errors import JoulecastError
 from joulecast.data.files import check_output_folder
 
@@ -609,8 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
     est.add_argument("--attention", help="flash (fused) or eager; default flash")
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
-    est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's (vllm-0.5.4); "
-                     "default none: the kernels alone")
+    est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's: "
+                     f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone")
     est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
     est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "

@@ -3,7 +3,7 @@
 A serving run's step (ML.ENERGY: running batch / output throughput) is the GPU's step plus whatever the engine does
 between steps. Per row: the physics of its kernels alone (no engine), the extra time per running sequence and the
 GPU's power during it as a multiple of its idle power. Host work takes the same time on any GPU, GPU work less on a
-faster one. `joulecast.features.arch.SERVING_ENGINES` holds the pooled figures of one GPU's rows
+faster one. `data/serving_engines.yaml` holds the pooled figures of one GPU's rows
 (experiments/serving_overhead.py prints them for every release and GPU).
 """
 

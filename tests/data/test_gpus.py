@@ -133,6 +133,32 @@ def test_architecture_traits_are_validated_data_with_sources(tmp_path):
         architectures.ArchTraits.from_dict({**raw, "tc_tile": [128, 256, 64]}, "x.yaml")
 
 
+
+def test_serving_engines_are_validated_data_with_sources():
+    """Engines come from data/serving_engines.yaml, every figure cited; a bad entry is one error naming the file,
+    the engine and the field."""
+    from joulecast.data import engines
+    from joulecast.data.errors import DataError
+    from joulecast.features import arch
+
+    assert set(engines.catalog()) == {"vllm-0.5.4", "vllm-0.11.1", "sglang-0.4", "trt-llm"}
+    vllm = engines.engine("vllm-0.5.4")
+    assert vllm.host_s_per_sequence == 0.454e-3 and vllm.decode_attention == "paged"  # the decimal, to the bit
+    assert arch.SERVING_ENGINES["vllm-0.5.4"]["host_s_per_sequence"] == vllm.host_s_per_sequence
+    for entry in engines.catalog().values():
+        assert {"host_ms_per_sequence", "power_over_idle"} <= set(entry.sources)
+    good = {"host_ms_per_sequence": 0.1, "power_over_idle": 1.5, "sources": {"host_ms_per_sequence, power_over_idle": "s"}}
+    assert engines.parse({"x": good}, "e.yaml")["x"].host_s_per_sequence == 0.1e-3
+    for bad, message in (({**good, "host_ms_per_sequence": -1}, "'host_ms_per_sequence': must be a number from 0"),
+                         ({**good, "power_over_idle": 0.5}, "'power_over_idle': a GPU waiting draws at least"),
+                         ({**good, "decode_attention": "radix"}, "'decode_attention': unknown 'radix'"),
+                         ({**good, "sources": {"host_ms_per_sequence": "s"}}, "'sources': no source given for power_over_idle"),
+                         ({**good, "batch": 4}, "'batch': unknown field")):
+        with pytest.raises(DataError, match=f"e.yaml: x: field {message}"):
+            engines.parse({"x": bad}, "e.yaml")
+    with pytest.raises(InputError, match="engine: unknown 'sglang'; did you mean 'sglang-0.4'"):
+        engines.engine("sglang")
+
 def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
     import joulecast
 

@@ -60,6 +60,22 @@ def test_bad_serving_settings_name_their_field(kw, field):
         serve("gpt2", "a10", estimator="physics", **args)
 
 
+
+def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
+    """SGLang, TensorRT-LLM and vLLM 0.11.1 schedule the next step while the GPU runs this one: their steps are the
+    kernels alone, as with no engine; vLLM 0.5.4's host work between steps makes every step longer."""
+    kw = dict(input_len=512, output_len=256, concurrency=32, estimator="physics")
+    alone = serve("llama-3-8b", "h100-sxm", engine="none", **kw)
+    for name in ("vllm-0.11.1", "sglang-0.4", "trt-llm"):
+        overlapped = serve("llama-3-8b", "h100-sxm", engine=name, **kw)
+        assert overlapped.engine == name
+        assert (overlapped.step_time_s, overlapped.energy_per_output_token_j) == (alone.step_time_s,
+                                                                                alone.energy_per_output_token_j)
+    v05 = serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", **kw)
+    assert v05.step_time_s > alone.step_time_s + 32 * 0.454e-3 * 0.99
+    with pytest.raises(joulecast.InputError, match="engine: unknown 'tgi'; allowed: none, vllm-0.5.4"):
+        serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
+
 def test_cli_serve_json(capsys):
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
             "--output-len", "256", "--request-rate", "2", "--duration", "3600", "--engine", "vllm-0.5.4", "--json"]

@@ -1,0 +1,85 @@
+"""Serving engines as data: `data/serving_engines.yaml`, each number with its source, validated at the door like the
+GPU and architecture catalogs. What an engine adds to a decode step's kernels: host work the GPU waits out between
+steps, the GPU's power meanwhile, and its own decode attention kernel where it has one."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import yaml
+
+from joulecast.data.architectures import expand_sources
+from joulecast.data.errors import DataError, UnknownNameError
+
+ENGINES_FILE = Path(__file__).parent / "serving_engines.yaml"
+# The decode attention kernels the physics knows besides FlashAttention's (`joulecast.features.kinds.attention`).
+DECODE_ATTENTION = ("paged",)
+# Generous bounds: vLLM 0.5.4, the slowest engine measured, spends 0.45 ms a running sequence.
+_MAX_HOST_MS = 100.0
+_MAX_POWER_OVER_IDLE = 20.0
+
+
+@dataclass(frozen=True, slots=True)
+class ServingEngine:
+    name: str
+    host_s_per_sequence: float        # host work between steps that the GPU waits out, per running sequence
+    power_over_idle: float            # the GPU's power meanwhile, x its idle power at maximum clock
+    decode_attention: str | None      # the engine's own decode attention op, or None (FlashAttention's)
+    sources: Mapping[str, str]
+
+    @classmethod
+    def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":
+        """Validate one engine's entry (`origin` names the file in errors)."""
+        def fail(field: str, message: str) -> DataError:
+            return DataError(f"{origin}: {name}: field {field!r}: {message}")
+
+        if not isinstance(raw, Mapping):
+            raise DataError(f"{origin}: {name}: expected a mapping of fields")
+        sources = expand_sources(raw.get("sources"), f"{origin}: {name}")
+        values = {}
+        for field, high in (("host_ms_per_sequence", _MAX_HOST_MS), ("power_over_idle", _MAX_POWER_OVER_IDLE)):
+            value = raw.get(field)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= high:
+                raise fail(field, f"must be a number from 0 to {high:g}, got {value!r}")
+            values[field] = float(value)
+        if values["power_over_idle"] < 1.0:
+            raise fail("power_over_idle", f"a GPU waiting draws at least its idle power: at least 1, got "
+                                          f"{values['power_over_idle']:g}")
+        attention = raw.get("decode_attention")
+        if attention is not None and attention not in DECODE_ATTENTION:
+            raise fail("decode_attention", f"unknown {attention!r}; allowed: {', '.join(DECODE_ATTENTION)} (or none)")
+        for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ())):
+            if field not in sources:
+                raise fail("sources", f"no source given for {field}")
+        unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "sources"}
+        if unknown:
+            raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, power_over_idle, "
+                                           "decode_attention, sources")
+        # the decimal shifted, not divided: 0.454 ms is 0.454e-3 s to the last bit, as it was typed
+        return cls(name=name, host_s_per_sequence=float(f"{values['host_ms_per_sequence']!r}e-3"),
+                   power_over_idle=values["power_over_idle"], decode_attention=attention,
+                   sources=MappingProxyType(sources))
+
+
+def parse(raw: Any, origin: str) -> Mapping[str, ServingEngine]:
+    """Every engine of a file's content, by name."""
+    if not isinstance(raw, Mapping) or not raw:
+        raise DataError(f"{origin}: expected a mapping of engine names to their fields")
+    return MappingProxyType({str(n): ServingEngine.from_dict(str(n), e, origin) for n, e in raw.items()})
+
+
+@functools.cache
+def catalog() -> Mapping[str, ServingEngine]:
+    """Every shipped engine, by name."""
+    return parse(yaml.safe_load(ENGINES_FILE.read_text()), str(ENGINES_FILE))
+
+
+def engine(name: str) -> ServingEngine:
+    known = catalog()
+    if name not in known:
+        raise UnknownNameError("engine", name, known)
+    return known[name]

@@ -42,6 +42,8 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import arch, collectives, train_step
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import engine_records, lower, resolve_model
+from joulecast.features.physics import check_setting
+from joulecast.features.power import idle_power_w
 
 _NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
 ENGINES = ("none", *arch.SERVING_ENGINES)
@@ -70,6 +72,8 @@ class ServeEstimate:
     memory_gb: float
     flags: tuple[str, ...]
     method: str
+    sm_clock_mhz: float           # the locked SM clock (the maximum where none was given; a power cap may lower it)
+    power_limit_w: float          # a GPU's power limit
     duration_s: float | None = None
     energy_j: float | None = None
 
@@ -107,7 +111,8 @@ def _step_records(config: dict, batch: int, context: int, prompt_tokens: int, in
 
 
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
-              engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any
+              engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
+              sm_clock_mhz: float | None = None, power_limit_w: float | None = None
               ) -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, name, _ = resolve_model(model)
@@ -123,7 +128,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
         work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{b}", model=name,
                                    phase="decode", batch=b, seq=context, dtype=dtype, source="config",
                                    launch_mode=launch_mode, engine=engine, params=params)
-        est = estimate(work, spec, estimator=residual if residual is not None else "physics")
+        est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
+                       estimator=residual if residual is not None else "physics")
         comm = float(2 * layers * collectives.time_s("all-reduce", tp, (b + prompt) * hidden * 2.0,
                                                      link["gbytes_per_s"], link["latency_us"]))
         out.append((est, comm, float(prompt)))
@@ -133,12 +139,15 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
 def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurrency: int | None = None,
           request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = 8192, duration_s: float | None = None,
+          sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
           estimator: Any = None) -> ServeEstimate:
-    """Estimate steady-state serving (see the module's docstring).
+    """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
+    given (each GPU of a tensor-parallel instance so set), else the GPU's defaults.
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
-            serves, an unknown engine, a layout the model's heads do not divide).
+            serves, an unknown engine, a layout the model's heads do not divide, a clock or a limit the GPU does
+            not allow).
     """
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
     max_batch = int(_positive("max_batch", max_batch, integer=True))
@@ -147,13 +156,16 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one")
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
     spec = lookup_gpu(gpu)
+    clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
-    wait_w = spec.idle_power_max_clock_w
+    # GPUs waiting on an all-reduce hold their clock: idle power at it (at the maximum where none is locked)
+    wait_w = spec.idle_power_max_clock_w if sm_clock_mhz is None else float(idle_power_w(spec, clock))
+    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w)
     if concurrency is not None:
         busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
-                                         launch_mode, tp, chunk_tokens, residual)
+                                         launch_mode, tp, chunk_tokens, residual, **setting)
         mean_batch, idle = float(busy), 0.0
         step_s, step_j = est.time_s + comm, tp * (est.energy_j + comm * wait_w)
         tokens_per_s = busy / step_s
@@ -161,7 +173,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         rate = _positive("request_rate", request_rate)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
         steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
-                          residual)
+                          residual, **setting)
         step_s = np.array([e.time_s + c for e, c, _ in steps])
         capacity = grid / (output_len * step_s)           # requests/s each batch size serves
         if rate > capacity[-1]:
@@ -190,5 +202,6 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, ttft_s=step_s, memory_gb=float(est.memory_gb or 0.0),
-        flags=tuple(sorted(str(f) for f in flags)), method=est.method, duration_s=duration_s,
+        flags=tuple(sorted(str(f) for f in flags)), method=est.method, sm_clock_mhz=clock, power_limit_w=limit,
+        duration_s=duration_s,
         energy_j=None if duration_s is None else power * duration_s)

@@ -1,11 +1,13 @@
 """Sweeps: every combination of GPUs, clocks, power limits, batch sizes, lengths and dtypes for one model and phase,
 estimated in one vectorised pass (`estimate_many`), with the Pareto front of energy against time and the best point
-under constraints."""
+under constraints. A sweep of whole jobs (a training run, a generation, or steady-state serving: `JOB_PHASES`)
+estimates each configuration as that job, so that it answers which GPU, clock and power cap finish a run with the
+least energy by a deadline, or serve a load at the least energy a token within a latency."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +28,22 @@ FRONTS = {"pass": ("time_s", "energy_j"), "token": ("s_per_token", "energy_per_t
 MAX_POINTS = 1_000_000
 # Configurations a partition holds (a task of a Dask sweep): about 10 s of hybrid estimates, 2 of physics.
 PART_ROWS = 20_000
+# Phases whose points are whole jobs (`joulecast.train_run`, `joulecast.generate`, `joulecast.serve`): one job
+# estimate a configuration, each vectorised over its own steps (about 5 ms a training run or a serving load, 0.1 s a
+# generation of 256 tokens, on the 2-core machine), so a job sweep is bounded lower, and partitioned finer for the
+# progress bar to move.
+JOB_PHASES = ("train-run", "generate", "serve")
+MAX_JOB_POINTS = 5_000
+JOB_PART_ROWS = 50
+# A job sweep's fixed options, each passed to its job as is (the axes are the grid's columns: for a training run
+# `batch` is its micro-batch and `seq` its sequence length; for a generation, its sequences and their prompt length;
+# for serving, the requests kept in flight and their mean prompt length).
+JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
+                             "launch_mode", "head_tokens"),
+               "generate": ("output_len", "kv_cache", "attention", "launch_mode"),
+               "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode")}
+# What the grid's two size axes are in each job phase's points.
+SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len"), "serve": ("concurrency", "input_len")}
 
 
 @dataclass(frozen=True)
@@ -35,6 +53,8 @@ class SweepResult:
     objective: str
     front: str                    # a key of FRONTS
     constraints: dict[str, float] = field(default_factory=dict)
+    sizes: tuple[str, str] = ("batch", "seq")           # the points' two size columns (`SIZES`)
+    job: dict[str, Any] = field(default_factory=dict)  # a job sweep's fixed options
 
     @property
     def axes(self) -> tuple[str, str]:
@@ -60,8 +80,10 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
     how many were left out for which reason."""
     size = len(gpus) * len(batches) * len(seqs) * len(dtypes) * len(sm_clocks) * len(power_limits)
-    if size > MAX_POINTS:
-        raise InputError("sweep", f"{size:,} configurations; at most {MAX_POINTS:,} (narrow the lists)")
+    most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
+    if size > most:
+        raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
+                                  "(narrow the lists)")
     frame = pd.DataFrame(list(itertools.product(gpus, batches, seqs, dtypes, sm_clocks, power_limits)),
                          columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w"])
     frame.insert(0, "model", model)
@@ -103,41 +125,109 @@ def check_options(objective: str, front: str, max_time_s: float | None, min_toke
             raise InputError(name, f"must be a positive number, got {value!r}")
 
 
-def estimate_part(configs: pd.DataFrame, estimator: Any) -> pd.DataFrame:
+def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A sweep's fixed job options: none for a single-pass phase; for a job phase, only the options its job takes."""
+    job = dict(job or {})
+    if phase not in JOB_PHASES:
+        if job:
+            raise InputError(f"--{sorted(job)[0].replace('_', '-')}", f"applies to --phase {' or '.join(JOB_PHASES)} "
+                                                                       "only")
+        return job
+    for name in job:
+        if name not in JOB_OPTIONS[phase]:
+            raise InputError(f"--{name.replace('_', '-')}", f"has no effect with --phase {phase}")
+    return job
+
+
+def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any) -> pd.DataFrame:
+    """Each configuration as the whole job of its phase, with the sweep's fixed `job` options: a training run
+    (`batch` its micro-batch), a generation (`batch` sequences of `seq` prompt tokens), or serving (`batch` requests
+    in flight of `seq` prompt tokens on average; a point is one engine step, its time the time an output token);
+    its energy, time, power, energy interval and the tokens it does (trained, generated, or a step's)."""
+    from joulecast.estimator.jobs import generate
+    from joulecast.estimator.loading import load_estimator
+    from joulecast.estimator.serving import serve
+    from joulecast.estimator.train_run import train_run
+
+    loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    model = loaded if loaded is not None else "physics"
+    out = []
+    # a loop over configurations, not kernel rows: each job estimates all its own steps in one vectorised pass
+    for c in configs.itertuples(index=False):
+        setting = dict(dtype=c.dtype, estimator=model,
+                       sm_clock_mhz=None if np.isnan(c.sm_clock_mhz) else c.sm_clock_mhz,
+                       power_limit_w=None if np.isnan(c.power_limit_w) else c.power_limit_w)
+        if c.phase == "train-run":
+            r = train_run(c.model, c.gpu, seq=int(c.seq), micro_batch=int(c.batch), **job, **setting)
+            figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j)
+        elif c.phase == "generate":
+            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting)
+            figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
+                           band=r.energy_interval_j)
+        else:  # a step: its output tokens at the estimate's throughput and energy a token
+            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting)
+            tokens = r.tokens_per_s * r.step_time_s
+            band = r.energy_per_output_token_interval_j
+            figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
+                           band=None if band is None else tuple(b * tokens for b in band))
+        lo, hi = figures.pop("band") or (np.nan, np.nan)
+        out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
+                        flags=",".join(r.flags), method=r.method))
+    return pd.concat([configs.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+
+
+def estimate_part(configs: pd.DataFrame, estimator: Any, job: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """One partition of a sweep (a task on a Dask worker, or a step here)."""
+    if len(configs) and configs["phase"].iloc[0] in JOB_PHASES:
+        return estimate_jobs(configs, job or {}, estimator)
     return estimate_many(configs, estimator=estimator)
 
 
 def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
-                 progress: Any = None) -> pd.DataFrame:
-    """`estimate_many` of every configuration, in partitions of at most PART_ROWS run by `run` (an executor,
-    `joulecast.data.executors`; default in-process), gathered in order: the same rows whatever ran them."""
+                 progress: Any = None, job: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """`estimate_many` of every configuration (or each its job, `estimate_jobs`), in partitions of at most
+    PART_ROWS (JOB_PART_ROWS) run by `run` (an executor, `joulecast.data.executors`; default in-process), gathered
+    in order: the same rows whatever ran them."""
     from joulecast.data.executors import InProcess
 
     run = run or InProcess()
-    count = max(1, -(-len(configs) // PART_ROWS), 2 * run.workers if run.workers > 1 else 1)
+    jobs = len(configs) > 0 and configs["phase"].iloc[0] in JOB_PHASES
+    rows = JOB_PART_ROWS if jobs else PART_ROWS
+    count = max(1, -(-len(configs) // rows), 2 * run.workers if run.workers > 1 else 1)
     bounds = np.linspace(0, len(configs), min(count, len(configs)) + 1).astype(int)
     parts = [configs.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    return pd.concat(run.map(estimate_part, parts, estimator, progress=progress), ignore_index=True)
+    return pd.concat(run.map(estimate_part, parts, estimator, job, progress=progress), ignore_index=True)
 
 
 def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
           min_tokens_per_s: float | None = None, max_power_w: float | None = None, estimator: Any = None,
-          skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None) -> SweepResult:
-    """Estimate every configuration; mark those meeting the constraints (`feasible`) and the Pareto front among
-    them (`pareto`); throughput is tokens a second (a prefill's or a training step's batch x seq, a decode step's
-    batch). `front`: "pass", "token", or "auto" (per token where the points differ in batch or length). `run` says
-    where the partitions run (`joulecast.data.executors`; default here); `progress` is called with each partition's
-    count as it finishes."""
+          skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
+          job: Mapping[str, Any] | None = None) -> SweepResult:
+    """Estimate every configuration (of a job phase: each as its job, with the fixed options `job`); mark those
+    that fit in their GPU's memory and meet the constraints (`feasible`) and the Pareto front among them
+    (`pareto`); throughput is tokens a second (a prefill's or a training step's batch x seq, a decode step's batch;
+    a training run's tokens trained, a generation's tokens generated, a serving step's output tokens). `front`:
+    "pass" (a pass's or a job's energy against its time), "token", or "auto" (per token where the points do
+    different work: they differ in batch or length, or, for jobs, in tokens).
+    `run` says where the partitions run (`joulecast.data.executors`; default here); `progress` is called with each
+    partition's count as it finishes."""
     check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w)
+    phase = str(configs["phase"].iloc[0]) if len(configs) else ""
+    job = check_job(phase, job)
+    points = estimate_all(configs, estimator, run, progress, job)
+    if phase in JOB_PHASES:
+        tokens = points.pop("tokens").astype(float)
+        varies = tokens.nunique() > 1
+    else:
+        tokens = points["batch"] * np.where(points["phase"] == "decode", 1, points["seq"])
+        varies = len(configs[["batch", "seq"]].drop_duplicates()) > 1
     if front == "auto":
-        front = "token" if len(configs[["batch", "seq"]].drop_duplicates()) > 1 else "pass"
-    points = estimate_all(configs, estimator, run, progress)
-    tokens = points["batch"] * np.where(points["phase"] == "decode", 1, points["seq"])
+        front = "token" if varies else "pass"
     points["tokens_per_s"] = tokens / points["time_s"]
     points["energy_per_token_j"] = points["energy_j"] / tokens
     points["s_per_token"] = points["time_s"] / tokens
-    feasible = np.ones(len(points), dtype=bool)
+    # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint
+    feasible = ~points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
                                  ("power_w", max_power_w, True)):
         if bound is not None:
@@ -147,5 +237,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                                      ("max_power_w", max_power_w)) if v is not None}
+    sizes = SIZES.get(phase, ("batch", "seq"))
+    points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
-                       constraints=constraints)
+                       constraints=constraints, sizes=sizes, job=job)

@@ -107,7 +107,8 @@ def _serve_job(args: argparse.Namespace) -> int:
                          optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
-                duration_s=args.duration, estimator=args.estimator, **given)
+                duration_s=args.duration, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
+                estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.serve_table(job))
     return 0
 
@@ -188,20 +189,70 @@ def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
     return out
 
 
+# A job sweep's size axes (the grid's batch and seq columns) and its fixed options, given to the job as they are
+# (`kv_cache` from --no-kv-cache); the single-pass phases sweep --batch and --seq.
+_SWEEP_AXES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len"),
+               "serve": ("concurrency", "input_len")}
+_SWEEP_JOB_FLAGS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute",
+                                  "optimizer", "launch_mode", "head_tokens"),
+                    "generate": ("output_len", "attention", "launch_mode", "no_kv_cache"),
+                    "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode")}
+_SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
+                  "generate": {"seq": "--input-len", "micro_batch": "--batch"},
+                  "serve": {"batch": "--concurrency", "seq": "--input-len"}}
+
+
+def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
+    """(batch axis, sequence axis, the job's fixed options) of a sweep: for a training run its micro-batches and
+    sequence lengths, for a generation its batch sizes and prompt lengths, for serving its requests in flight and
+    mean prompt lengths; a flag its phase does not take is one line naming it."""
+    from joulecast.data.errors import InputError
+
+    phase = args.phase
+    axes = _SWEEP_AXES.get(phase, ("batch", "seq"))
+    allowed = {*axes, *_SWEEP_JOB_FLAGS.get(phase, ())}
+    job_flags = sorted({f for flags in _SWEEP_JOB_FLAGS.values() for f in flags})
+    for flag in ("batch", "seq", "micro_batch", "input_len", "concurrency", *job_flags):
+        if getattr(args, flag) in (None, False) or flag in allowed:
+            continue
+        name = f"--{flag.replace('_', '-')}"
+        if phase not in _SWEEP_AXES and flag not in ("batch", "seq"):
+            raise InputError(name, f"applies to --phase {', '.join(_SWEEP_AXES)} only")
+        instead = _SWEEP_INSTEAD.get(phase, {}).get(flag)
+        raise InputError(name, f"has no effect with --phase {phase}" + (f" (give {instead})" if instead else ""))
+    sizes = [_listed(getattr(args, a), int, f"--{a.replace('_', '-')}", []) for a in axes]
+    job = {f: getattr(args, f) for f in _SWEEP_JOB_FLAGS.get(phase, ()) if getattr(args, f) not in (None, False)}
+    if phase == "train-run":
+        if args.global_batch is None:
+            raise InputError("--global-batch", "--phase train-run needs it (sequences an optimizer step)")
+        return sizes[0] or [args.global_batch], sizes[1] or [512], job
+    if phase in ("generate", "serve"):
+        for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
+            if not given:
+                raise InputError(flag, f"--phase {phase} needs it (tokens per sequence)")
+        if phase == "serve":
+            if not sizes[0]:
+                raise InputError("--concurrency", "--phase serve needs it (requests kept in flight)")
+            return sizes[0], sizes[1], job
+        job["kv_cache"] = not job.pop("no_kv_cache", False)
+        return sizes[0] or [1], sizes[1], job
+    return sizes[0] or [1], sizes[1] or [512], job
+
+
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
     from joulecast.estimator.sweep import check_options, grid, sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
+    batches, seqs, job = _sweep_axes(args)
 
     if args.out:
         require_extra("parquet", "sweep --out")
         check_output_folder(Path(args.out).parent, "--out")
     if args.report:
         check_output_folder(args.report, "--report")
-    configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []),
-                            batches=_listed(args.batch, int, "--batch", [1]), seqs=_listed(args.seq, int, "--seq", [512]),
-                            dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
+    configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []), batches=batches,
+                            seqs=seqs, dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
                             sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None]),
                             power_limits=_listed(args.power_limit, float, "--power-limit", [None]))
     if not len(configs):
@@ -216,7 +267,7 @@ def _sweep(args: argparse.Namespace) -> int:
                                                               dynamic_ncols=True) as bar:
         result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
                        min_tokens_per_s=args.min_throughput, max_power_w=args.max_power, estimator=args.estimator,
-                       skipped=skipped, run=run, progress=bar.update)
+                       skipped=skipped, run=run, progress=bar.update, job=job)
     files = []
     if args.out:
         from joulecast.data.files import write_atomic
@@ -230,16 +281,21 @@ def _sweep(args: argparse.Namespace) -> int:
         print(render.to_json({"points": result.points.to_dict(orient="records"),
                               "pareto": result.pareto.to_dict(orient="records"),
                               "best": None if best is None else best.to_dict(), "skipped": result.skipped,
-                              "objective": result.objective, "front": result.front,
+                              "objective": result.objective, "front": result.front, "job": result.job,
                               "constraints": result.constraints, "files": files}))
         return 0
     print(f"{len(result.points):,} configurations, {int(result.points['feasible'].sum()):,} meeting the constraints, "
           f"{len(result.pareto)} on the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
-    print(render.frame(result.pareto[[c for c in sweep_report.COLUMNS if c in result.points]].round(4)))
+    print(render.frame(result.pareto[sweep_report.columns(result)].round(4)))
     if best is not None:
-        print(f"best by {result.objective}: {best['gpu']} batch {best['batch']} seq {best['seq']} {best['dtype']}, "
-              f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}")
+        sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in result.sizes)
+        setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
+                          if best[c] == best[c])  # NaN: the GPU's default
+        figures = (f"{best['energy_per_token_j']:.4g} J an output token at {best['tokens_per_s']:.4g} tokens/s, "
+                   f"{render.duration(best['time_s'])} a token" if args.phase == "serve"
+                   else f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}")
+        print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{setting}, {figures}")
     else:
         print("no configuration meets the constraints")
     for f in files:
@@ -672,7 +728,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
                         "front of energy against time and the best point under constraints")
     sw.add_argument("--model", required=True, help="catalog model name")
-    sw.add_argument("--phase", default="prefill", help="prefill, decode, training (vision: inference); default prefill")
+    sw.add_argument("--phase", default="prefill", help="prefill, decode, training (vision: inference), or a whole job: "
+                    "train-run (--global-batch, --steps or --tokens; its axes --micro-batch and --seq), generate "
+                    "(--output-len; its axes --batch and --input-len) or serve (--output-len; its axes --concurrency "
+                    "and --input-len; a point one engine step); default prefill")
     sw.add_argument("--gpu", required=True, help="GPUs, e.g. h100-sxm,a100-sxm4-80gb")
     sw.add_argument("--batch", help="batch sizes, e.g. 1,8,64 (default 1)")
     sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")
@@ -683,7 +742,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--objective", default="energy", help="energy or time: what the best point minimises")
     sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "
                     "against time a token), or auto: per token where batch or length varies")
-    sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass")
+    sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass (a training run or "
+                    "a generation: the whole job, a deadline; serving: the time an output token)")
     sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
     sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")
@@ -693,6 +753,26 @@ def build_parser() -> argparse.ArgumentParser:
                     "127.0.0.1, started and stopped here) or tcp://HOST:PORT (a running cluster); default in-process")
     sw.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
     sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
+    jobs = sw.add_argument_group("--phase train-run, generate and serve (a whole job a point)")
+    jobs.add_argument("--micro-batch", help="train-run: micro-batches to sweep, e.g. 1,2,4 (default the global batch)")
+    jobs.add_argument("--global-batch", type=int, help="train-run: sequences an optimizer step")
+    jobs.add_argument("--steps", type=int, help="train-run: optimizer steps (or give --tokens)")
+    jobs.add_argument("--tokens", type=int, help="train-run: tokens to train on")
+    jobs.add_argument("--lora-rank", type=int, help="train-run: LoRA adapters of this rank; default 0 (full)")
+    jobs.add_argument("--lora-targets", help="train-run: all or attention; default all")
+    jobs.add_argument("--recompute", help="train-run: none, selective or full; default none")
+    jobs.add_argument("--optimizer", help="train-run: adamw or sgd; default adamw")
+    jobs.add_argument("--head-tokens", type=int, help="train-run: tokens a sequence the LM head runs over")
+    jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default eager")
+    jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")
+    jobs.add_argument("--output-len", type=int, help="generate, serve: tokens generated a sequence (serve: mean)")
+    jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
+    jobs.add_argument("--engine", help="serve: serving engine (data/serving_engines.yaml); default none")
+    jobs.add_argument("--tp", type=int, help="serve: tensor-parallel GPUs of one instance; default 1")
+    jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
+    jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
+    jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
+    jobs.add_argument("--attention", help="generate: flash or eager; default flash")
     sw.set_defaults(func=_sweep)
 
     sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pandas as pd
@@ -77,7 +78,8 @@ def serve_table(job: Any) -> str:
     band = job.energy_per_output_token_interval_j
     lines = [f"serving {job.model}: {job.input_len:g} tokens in, {job.output_len:g} out a request, "
              f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else ""),
-             f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else ""), f"method     {job.method}", "",
+             f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else "")
+             + f" at {job.sm_clock_mhz:.0f} MHz, {job.power_limit_w:.0f} W limit", f"method     {job.method}", "",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token"
              + (f"  ({_g4(band[0])} - {_g4(band[1])} J)" if band else ""),
              f"per request {_g4(job.energy_per_request_j)} J",
@@ -147,7 +149,20 @@ def frame(table: pd.DataFrame) -> str:
 
 
 def to_json(payload: Any) -> str:
-    return json.dumps(payload, indent=2, default=lambda o: o.item() if hasattr(o, "item") else str(o))
+    """Strict JSON (RFC 8259): a number that is not finite (a sweep's default clock, NaN) is null, as `jq` and
+    JavaScript read it; numpy scalars as Python numbers."""
+    return json.dumps(_finite(payload), indent=2, allow_nan=False,
+                      default=lambda o: _finite(o.item()) if hasattr(o, "item") else str(o))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def with_chance_text(table: pd.DataFrame) -> pd.DataFrame:

@@ -142,9 +142,6 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
         for key in ("input_len", "output_len"):
             if key not in args:
                 raise InputError(key, "required with phase serve")
-        for key in ("sm_clock_mhz", "power_limit_w"):
-            if key in args:
-                raise InputError(key, "not taken by phase serve (the GPU's defaults)")
         return serve(body["model"], body["gpu"], estimator=model, **args).to_dict()
     if "engine" in args:
         raise InputError("engine", "not taken by phase train-run")

@@ -20,6 +20,13 @@ COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "ene
            "tokens_per_s", "energy_per_token_j", "flags")
 
 
+def columns(result: Any) -> list[str]:
+    """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`), those the
+    points have."""
+    named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
+    return [c for c in named if c in result.points]
+
+
 def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, float, float]:
     lo, hi = math.log10(values.min()), math.log10(values.max())
     hi = hi if hi > lo else lo + 1
@@ -39,10 +46,10 @@ _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_
 
 
 def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list[str] | None = None,
-        labels: dict[str, str] | None = None) -> str:
+        labels: dict[str, str] | None = None, sizes: tuple[str, str] = ("batch", "seq")) -> str:
     """Energy (vertical) against time (horizontal), a pass's or a token's, log-log; feasible points blue, others grey,
-    the Pareto front red and joined. `names` label the points (default: a sweep's configuration), `labels` the
-    axes (default: a sweep's)."""
+    the Pareto front red and joined. `names` label the points (default: a sweep's configuration, its size columns
+    `sizes`), `labels` the axes (default: a sweep's)."""
     labels = labels or _LABELS
     t, e = points[axes[0]].to_numpy(float), points[axes[1]].to_numpy(float)
     x, xlo, xhi = _scale(t, _W, False)
@@ -68,10 +75,11 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     if len(points) > _LABELLED:
         names = [""] * len(points)
     elif names is None:
-        names = [f"{r.gpu} batch {r.batch} seq {r.seq} {r.dtype}, clock {r.sm_clock_mhz:g}, limit "
-                 f"{r.power_limit_w:g}: {r.energy_j:.4g} J in {r.time_s:.4g} s"
-                 for r in points[["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j",
-                                  "time_s"]].itertuples()]
+        names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}, clock "
+                 f"{r.sm_clock_mhz:g}, limit {r.power_limit_w:g}: {r.energy_j:.4g} J in {r.time_s:.4g} s"
+                 for r in points[["gpu", *sizes, "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"]]
+                 .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
+                 .itertuples()]
     names = [html.escape(n) for n in names]
     for i in np.flatnonzero(~front):
         colour = "#4c78a8" if feasible[i] else "#bbb"
@@ -110,18 +118,26 @@ def page(title: str, body: str) -> str:
             f"</style></head><body>{body}</body></html>")
 
 
+# A job sweep's axes: the whole run's or generation's energy and time.
+_JOB_LABELS = {**_LABELS, "time_s": "time of the job (s)", "energy_j": "energy of the job (J)"}
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
+    shown = columns(result)
+    job = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.job.items())
+    labels = _JOB_LABELS if result.job else _LABELS
     lines = [f"<h1>{html.escape(title)}</h1>",
              f"<p>{len(result.points):,} configurations estimated; {int(result.points['feasible'].sum()):,} meet the "
              f"constraints ({html.escape(str(result.constraints or 'none'))}); {len(result.pareto):,} on the Pareto "
-             f"front of {_LABELS[result.axes[1]]} against {_LABELS[result.axes[0]]}"
+             f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
-             "<h2>The Pareto front</h2>", svg(result.points, result.axes),
+             f"<p>Each point a whole job: {html.escape(job)}.</p>" if result.job else "",
+             "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
-             table(best.to_frame().T, columns=COLUMNS) if best is not None
+             table(best.to_frame().T, columns=shown) if best is not None
              else "<p>no configuration meets the constraints</p>",
-             "<h2>Its points</h2>", table(result.pareto, columns=COLUMNS)]
+             "<h2>Its points</h2>", table(result.pareto, columns=shown)]
     return page(title, "".join(lines))
 
 

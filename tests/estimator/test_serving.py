@@ -76,6 +76,28 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
     with pytest.raises(joulecast.InputError, match="engine: unknown 'tgi'; allowed: none, vllm-0.5.4"):
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
 
+
+def test_serving_under_a_power_cap_or_a_locked_clock(capsys):
+    """Each GPU of the instance set as asked: average power within the cap, never more throughput than at the
+    defaults; the CLI passes --power-limit and --sm-clock on (it once dropped them without a word)."""
+    kw = dict(input_len=512, output_len=256, concurrency=64, estimator="physics")
+    free = serve("llama-3-8b", "h100-sxm", **kw)
+    assert (free.sm_clock_mhz, free.power_limit_w) == (1980.0, 700.0)
+    capped = serve("llama-3-8b", "h100-sxm", power_limit_w=300.0, **kw)
+    assert capped.power_limit_w == 300.0 and capped.power_w <= 300.0 < free.power_w
+    assert capped.tokens_per_s < free.tokens_per_s
+    slow = serve("llama-3-8b", "h100-sxm", sm_clock_mhz=1200.0, **kw)
+    assert slow.sm_clock_mhz == 1200.0 and slow.tokens_per_s < free.tokens_per_s
+    pair = serve("llama-3-70b", "h100-sxm", tp=4, power_limit_w=400.0, **kw)
+    assert pair.power_w <= 4 * 400.0
+    with pytest.raises(joulecast.InputError, match="power_limit_w: must be between"):
+        serve("llama-3-8b", "h100-sxm", power_limit_w=3000.0, **kw)
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+            "--output-len", "256", "--concurrency", "64", "--power-limit", "300", "--estimator", "physics", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["power_limit_w"] == 300.0 and out["power_w"] == pytest.approx(capped.power_w)
+
 def test_cli_serve_json(capsys):
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
             "--output-len", "256", "--request-rate", "2", "--duration", "3600", "--engine", "vllm-0.5.4", "--json"]

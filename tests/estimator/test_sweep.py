@@ -74,6 +74,97 @@ def test_cli_sweep_bad_input(capsys, argv, message):
     assert message in err and err.count("\n") == 1
 
 
+
+def test_a_training_run_sweep_finds_the_least_energy_power_cap_by_a_deadline():
+    """Each point the whole fine-tuning run at its GPU, micro-batch and power cap, exactly as `train_run` gives it;
+    the best under --max-time is the least energy of the runs that finish by then."""
+    from joulecast.estimator.train_run import train_run
+
+    job = dict(global_batch=32, steps=200, lora_rank=16)
+    configs, skipped = grid("llama-3-8b", "train-run", gpus=["h100-sxm"], batches=[2, 4], seqs=[1024],
+                            power_limits=[300.0, 450.0, 700.0])
+    result = sweep(configs, job=job, max_time_s=700.0, estimator="physics")
+    points = result.points
+    assert result.sizes == ("micro_batch", "seq") and result.job == job and result.front == "pass"
+    assert len(points) == 6 and "batch" not in points and not skipped
+    for p in points.itertuples():
+        run = train_run("llama-3-8b", "h100-sxm", seq=1024, micro_batch=p.micro_batch, power_limit_w=p.power_limit_w,
+                        estimator="physics", **job)
+        assert (p.energy_j, p.time_s) == (run.energy_j, run.time_s)
+        assert p.tokens_per_s == pytest.approx(run.tokens / run.time_s)
+    assert (points["time_s"] <= 700.0).eq(points["feasible"]).all() and points["feasible"].any()
+    best = result.best
+    assert best["energy_j"] == points.loc[points["feasible"], "energy_j"].min()
+    # the deadline binds: the cheapest run of all (the lowest cap) finishes too late, so a higher cap is best
+    lowest = points.loc[points["energy_j"].idxmin()]
+    assert not lowest["feasible"] and best["power_limit_w"] > lowest["power_limit_w"] and best["time_s"] <= 700.0
+
+
+def test_a_generation_sweep_is_per_output_token_over_batch_and_prompt_length():
+    from joulecast.estimator.jobs import generate
+
+    configs, _ = grid("gpt2", "generate", gpus=["a10"], batches=[1, 8], seqs=[128, 512])
+    result = sweep(configs, job=dict(output_len=32), estimator="physics")
+    points = result.points
+    assert result.sizes == ("batch", "input_len") and result.front == "token"  # the points do different work
+    for p in points.itertuples():
+        g = generate("gpt2", "a10", batch=p.batch, input_len=p.input_len, output_len=32, estimator="physics")
+        assert p.energy_j == g.energy_j and p.energy_per_token_j == pytest.approx(g.energy_j / (p.batch * 32))
+
+
+def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
+    """Each point the steady state `serve` gives at that load and setting: a step's output tokens and energy, so
+    that tokens a second and energy a token are serve's own; --max-time bounds the time an output token."""
+    from joulecast.estimator.serving import serve
+
+    configs, _ = grid("llama-3-8b", "serve", gpus=["h100-sxm"], batches=[8, 64], seqs=[512], power_limits=[300.0, None])
+    result = sweep(configs, job=dict(output_len=256), max_time_s=0.025, estimator="physics")
+    assert result.sizes == ("concurrency", "input_len") and result.front == "token"
+    for p in result.points.itertuples():
+        s = serve("llama-3-8b", "h100-sxm", concurrency=p.concurrency, input_len=512, output_len=256,
+                  power_limit_w=None if p.power_limit_w != p.power_limit_w else p.power_limit_w, estimator="physics")
+        assert p.tokens_per_s == pytest.approx(s.tokens_per_s) and p.time_s == s.step_time_s
+        assert p.energy_per_token_j == pytest.approx(s.energy_per_output_token_j) and p.power_w == s.power_w
+        assert p.feasible == (s.step_time_s <= 0.025)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--phase", "prefill", "--micro-batch", "2"], "--micro-batch: applies to --phase train-run, generate, serve only"),
+    (["--phase", "serve", "--input-len", "64", "--output-len", "8"], "--concurrency: --phase serve needs it"),
+    (["--phase", "serve", "--concurrency", "4", "--input-len", "64", "--output-len", "8", "--batch", "2"],
+     "--batch: has no effect with --phase serve (give --concurrency)"),
+    (["--phase", "train-run", "--steps", "10"], "--global-batch: --phase train-run needs it"),
+    (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--batch", "2"],
+     "--batch: has no effect with --phase train-run (give --micro-batch)"),
+    (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--output-len", "9"],
+     "--output-len: has no effect with --phase train-run"),
+    (["--phase", "generate", "--input-len", "64"], "--output-len: --phase generate needs it"),
+    (["--phase", "generate", "--input-len", "64", "--output-len", "8", "--seq", "64"],
+     "--seq: has no effect with --phase generate (give --input-len)"),
+    (["--phase", "train-run", "--global-batch", "8", "--micro-batch", "3", "--steps", "10"],
+     "micro_batch: 3 does not divide the global batch 8"),
+])
+def test_cli_job_sweep_bad_input(capsys, argv, message):
+    assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_cli_job_sweep_json_is_strict_and_its_report_says_what_a_point_is(tmp_path, capsys):
+    """JSON for scripts: no NaN (a default clock is null), which strict parsers such as jq refuse."""
+    report = tmp_path / "report"
+    argv = ["sweep", "--model", "gpt2", "--phase", "train-run", "--gpu", "a10", "--global-batch", "8", "--steps", "50",
+            "--micro-batch", "2,8", "--seq", "512", "--power-limit", "100,150", "--estimator", "physics", "--report",
+            str(report), "--json"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    payload = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
+    assert payload["job"] == {"global_batch": 8, "steps": 50} and len(payload["points"]) == 4
+    assert all(p["sm_clock_mhz"] is None and "micro_batch" in p for p in payload["points"])
+    page = (report / "report.html").read_text()
+    assert "Each point a whole job: global batch 8, steps 50" in page and "energy of the job (J)" in page
+    assert "<th>micro_batch</th>" in page and page.count("class='pareto'") == len(payload["pareto"])
+
 def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one(monkeypatch):
     """The grid partitioned (here into 12 parts), each part estimated on a worker of a LocalCluster on 127.0.0.1,
     gathered in order: the same points, bit for bit, as in this process."""

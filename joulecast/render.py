@@ -151,17 +151,18 @@ def frame(table: pd.DataFrame) -> str:
 def to_json(payload: Any) -> str:
     """Strict JSON (RFC 8259): a number that is not finite (a sweep's default clock, NaN) is null, as `jq` and
     JavaScript read it; numpy scalars as Python numbers."""
-    return json.dumps(_finite(payload), indent=2, allow_nan=False,
-                      default=lambda o: _finite(o.item()) if hasattr(o, "item") else str(o))
+    return json.dumps(finite(payload), indent=2, allow_nan=False,
+                      default=lambda o: finite(o.item()) if hasattr(o, "item") else str(o))
 
 
-def _finite(value: Any) -> Any:
+def finite(value: Any) -> Any:
+    """`value` with every float that is not finite (NaN, infinity) as None, through dicts, lists and tuples."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: finite(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [finite(v) for v in value]
     return value
 
 

@@ -19,6 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from joulecast.data.errors import InputError, JoulecastError
+from joulecast.render import finite
 
 MAX_BATCH_ROWS = 10_000
 MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
@@ -257,8 +258,8 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
         if not isinstance(body, dict):
             return JSONResponse({"detail": [{"loc": ["body"], "msg": "expected a JSON object"}], "estimator": who},
                                 status_code=422)
-        try:
-            return JSONResponse({**handler(body, model), "estimator": who})
+        try:  # strict JSON, as the CLI's --json: a physics estimate's missing interval (NaN) is null, not a 500
+            return JSONResponse(finite({**handler(body, model), "estimator": who}))
         except JoulecastError as exc:
             field = getattr(exc, "field", "body")
             return JSONResponse({"detail": [{"loc": ["body", field], "msg": str(exc)}], "estimator": who},

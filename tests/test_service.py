@@ -22,10 +22,19 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server():
+    yield from _serving()
+
+
+@pytest.fixture(scope="module")
+def physics_server():
+    yield from _serving("--estimator", "physics")
+
+
+def _serving(*extra: str):
     pytest.importorskip("fastapi", reason="needs the [serve] extra")
     port = _free_port()
     env = {**os.environ, "JOULECAST_API_KEY": KEY}
-    process = subprocess.Popen([sys.executable, "-m", "joulecast.cli", "serve", "--port", str(port)], env=env,
+    process = subprocess.Popen([sys.executable, "-m", "joulecast.cli", "serve", "--port", str(port), *extra], env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -78,6 +87,18 @@ def test_a_batch_and_the_catalogs(server):
     status, models = call(server, "/v1/models")
     assert status == 200 and "llama-3-8b" in {m["name"] for m in models}
 
+
+def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(physics_server):
+    """Physics alone has no interval: null in the JSON (NaN, which Starlette refuses, once made every batch a 500).
+    Serving takes the GPU's setting as the CLI does."""
+    status, out = call(physics_server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "seq": 256}]})
+    assert status == 200 and out["estimator"] == "physics" and out["rows"][0]["energy_lo_j"] is None
+    body = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "input_len": 512, "output_len": 256,
+            "concurrency": 64}
+    status, free = call(physics_server, "/v1/estimate", body)
+    status_capped, capped = call(physics_server, "/v1/estimate", {**body, "power_limit_w": 300})
+    assert status == status_capped == 200 and capped["power_limit_w"] == 300
+    assert capped["power_w"] <= 300 < free["power_w"] and capped["energy_per_output_token_interval_j"] is None
 
 @pytest.mark.parametrize("body, field", [
     ({"model": "gpt2", "gpu": "a10", "batch": -1}, "batch"),

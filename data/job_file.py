@@ -60,6 +60,8 @@ class Site:
     carbon_series: tuple[float, ...] = ()   # hourly gCO2/kWh from the job's start, repeating
     local_energy: LocalEnergy | None = None
     wait_w: float | None = None  # GPU power while waiting on communication (default: see estimator.plan)
+    sm_clock_mhz: float | None = None   # every GPU's locked SM clock (default: the maximum)
+    power_limit_w: float | None = None  # every GPU's power limit (default: the GPU's); both checked against the GPU
 
     @property
     def nodes(self) -> int:
@@ -184,7 +186,7 @@ def _series(path: Path, where: str) -> tuple[float, ...]:
 
 
 _SITE_FIELDS = {"name", "gpu", "gpus", "gpus_per_node", "system", "intra", "inter_node", "host_w", "switch_w_per_node",
-                "pue", "grid", "carbon_series", "local_energy", "wait_w"}
+                "pue", "grid", "carbon_series", "local_energy", "wait_w", "sm_clock_mhz", "power_limit_w"}
 
 
 def _site(raw: Any, i: int, base: Path) -> Site:
@@ -226,7 +228,10 @@ def _site(raw: Any, i: int, base: Path) -> Site:
                 switch_w_per_node=_number(raw, "switch_w_per_node", where, defaults["switch_w_per_node"]),
                 pue=_number(raw, "pue", where, carbon["pue"]["average"], low=1.0, high=3.0), grid=grid,
                 carbon_g_per_kwh=intensity, carbon_series=series, local_energy=local,
-                wait_w=None if raw.get("wait_w") is None else _number(raw, "wait_w", where, high=spec.power_limit_w))
+                wait_w=None if raw.get("wait_w") is None else _number(raw, "wait_w", where, high=spec.power_limit_w),
+                # numbers here; the range each GPU allows is checked where the site is estimated (estimator.plan)
+                **{key: None if raw.get(key) is None else _number(raw, key, where, strict=True)
+                   for key in ("sm_clock_mhz", "power_limit_w")})
 
 
 def _strategy(raw: Any, i: int) -> Strategy:

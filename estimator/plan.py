@@ -41,6 +41,8 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
 from joulecast.features import collectives
 from joulecast.features.lowering import resolve_model
+from joulecast.features.physics import check_setting
+from joulecast.features.power import idle_power_w
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -93,13 +95,18 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
     out = []
     for i, (site, r) in enumerate(zip(job.sites, replicas)):
         layout = Layout(tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], dp=r, zero=lay["zero"])
+        spec = lookup_gpu(site.gpu)
+        try:  # the site's clock and power limit, checked against its GPU: named as the job file's fields
+            clock, _ = check_setting(spec, site.sm_clock_mhz, site.power_limit_w)
+        except InputError as exc:
+            raise InputError(f"sites[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
         step = step_estimate(job.model, site.gpu, seq=job.seq, micro_batch=job.micro_batch, accumulation=accumulation,
                              dtype=job.dtype, lora_rank=job.lora_rank, lora_targets=job.lora_targets,
                              recompute=job.recompute, optimizer=job.optimizer, layout=layout,
+                             sm_clock_mhz=site.sm_clock_mhz, power_limit_w=site.power_limit_w,
                              estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0,
                              fp8_attention=job.fp8_attention, launch_mode=job.launch_mode,
                              head_tokens=job.head_tokens)
-        spec = lookup_gpu(site.gpu)
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
@@ -139,7 +146,9 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, compute_s=step.time_s + bubble,
             bubble_s=bubble,
             busy_w=step.energy_j / step.time_s,
-            wait_w=site.wait_w if site.wait_w is not None else spec.idle_power_max_clock_w,
+            # a GPU waiting holds its clock: idle power at the site's locked clock, at the maximum where none is
+            wait_w=site.wait_w if site.wait_w is not None else (
+                spec.idle_power_max_clock_w if site.sm_clock_mhz is None else float(idle_power_w(spec, clock))),
             intra_exposed_s=exposed, intra_bytes=intra_bytes,
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
             dp_bytes=step.trainable * grad_width, dp_link=dp_link))
@@ -437,12 +446,15 @@ def plan(job: Job, estimator: Any = None) -> Plan:
 
 def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,
           site_sets: list[list[str]] | None = None, kinds: tuple[str, ...] | None = None, front: str = "energy",
-          estimator: Any = None, run: Any = None, progress: Any = None) -> "pd.DataFrame":
+          power_limits: list[float] | None = None, estimator: Any = None, run: Any = None,
+          progress: Any = None) -> "pd.DataFrame":
     """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits, inter-site bandwidth (Gbit/s;
-    default the job's) and site subsets; one row a point, with `pareto` marking the front of `front` (energy or
-    carbon) against time to finish. Invalid combinations (P not dividing H, tau >= H / P) are left out. Each site set
-    and kind is one partition, evaluated vectorised over its points, in this process or on `run`'s workers (an
-    executor of `joulecast.data.executors`): the points are the same either way."""
+    default the job's), site subsets and power limits (W, each set on every GPU of the chosen sites; default the
+    job file's); one row a point, with `pareto` marking the front of `front` (energy or carbon) against time to
+    finish. Invalid combinations (P not dividing H, tau >= H / P, a limit a site's GPU does not allow) are left out,
+    the last counted in `attrs["skipped"]`. Each site set, power limit and kind is one partition, evaluated
+    vectorised over its points, in this process or on `run`'s workers (an executor of `joulecast.data.executors`):
+    the points are the same either way."""
     import pandas as pd
 
     from joulecast.estimator.sweep import pareto_mask
@@ -455,7 +467,20 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
         unknown = [n for n in chosen if n not in names]
         require(not unknown, "site_sets", f"unknown site {unknown[0] if unknown else ''!r}; sites: {', '.join(names)}")
         _subset(job, chosen)  # a set no link connects: its error before any work
-    parts = [(chosen, kind) for chosen in sets for kind in kinds]
+    limits, skipped = power_limits or [None], 0
+    parts = []
+    for chosen in sets:
+        for limit in limits:
+            try:  # every GPU of the set allows the limit, or the set at that limit is left out
+                for s in job.sites:
+                    if s.name in chosen and limit is not None:
+                        check_setting(lookup_gpu(s.gpu), s.sm_clock_mhz, limit)
+            except InputError:
+                skipped += len(kinds)
+                continue
+            parts += [(chosen, kind, limit) for kind in kinds]
+    if not parts:
+        raise InputError("power_limits", f"no site set can be run at {', '.join(f'{w:g}' for w in limits)} W")
     grid = dict(H=H, P=P, tau=tau, bits=bits, gbps=gbps)
     if run is None:
         frames = [_sweep_part(part, job, grid, estimator) for part in parts]
@@ -464,17 +489,21 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
     points = pd.concat([f for f in frames if f is not None], ignore_index=True)
     axis = points["energy_j" if front == "energy" else "carbon_kg"].to_numpy(float)
     points["pareto"] = pareto_mask(axis, points["time_s"].to_numpy(float), np.ones(len(points), bool))
+    points.attrs["skipped"] = {"site set and limit a GPU does not allow": skipped} if skipped else {}
     return points
 
 
-def _sweep_part(part: tuple[list[str], str], job: Job, grid: dict[str, Any], estimator: Any) -> "pd.DataFrame | None":
-    """One site set and strategy kind of a sweep: its points, vectorised."""
+def _sweep_part(part: tuple[list[str], str, float | None], job: Job, grid: dict[str, Any],
+                estimator: Any) -> "pd.DataFrame | None":
+    """One site set, power limit (None: the job file's) and strategy kind of a sweep: its points, vectorised."""
     import itertools
 
     import pandas as pd
 
-    chosen, kind = part
+    chosen, kind, limit = part
     sub = _subset(job, chosen)
+    if limit is not None:
+        sub = dataclasses.replace(sub, sites=tuple(dataclasses.replace(s, power_limit_w=limit) for s in sub.sites))
     sites = site_compute(sub, estimator)
     bandwidths = (grid["gbps"] or [min(link.gbps for link in sub.links)]) if len(chosen) > 1 else [float("nan")]
     streaming, sync = kind == "streaming-diloco", kind in ("ddp", "fsdp")
@@ -487,7 +516,8 @@ def _sweep_part(part: tuple[list[str], str], job: Job, grid: dict[str, Any], est
     q = np.full(len(a), next((s.participation for s in job.strategies if s.kind == kind), 1.0))
     r = evaluate(sub, sites, kind, a[:, 0], a[:, 1], a[:, 2], a[:, 3], q, a[:, 4] / 8.0 if len(chosen) > 1 else None)
     return pd.DataFrame({
-        "strategy": kind, "sites": "+".join(chosen), "H": a[:, 0].astype(int), "P": a[:, 1].astype(int),
+        "strategy": kind, "sites": "+".join(chosen), "power_limit_w": np.nan if limit is None else limit,
+        "H": a[:, 0].astype(int), "P": a[:, 1].astype(int),
         "tau": a[:, 2].astype(int), "bits": a[:, 3].astype(int), "gbps": a[:, 4], "time_s": r["time_s"],
         "energy_j": r["energy_j"], "energy_lo_j": r["energy_lo_j"], "energy_hi_j": r["energy_hi_j"],
         "carbon_kg": r["carbon_kg"], "compute_utilisation": r["compute_utilisation"],

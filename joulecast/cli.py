@@ -137,6 +137,9 @@ def _plan(args: argparse.Namespace) -> int:
         raise JoulecastError("--scheduler: applies to --sweep (a plan's strategies are one quick evaluation)")
     if args.out and not args.sweep:
         raise JoulecastError("--out: applies to --sweep (the sweep's points as Parquet)")
+    if args.power_limit and not args.sweep:
+        raise JoulecastError("--power-limit: applies to --sweep (a site's own limit is the job file's "
+                             "sites[].power_limit_w)")
     job = load_job(args.job)
     if args.report:
         check_output_folder(args.report, "--report")
@@ -158,8 +161,9 @@ def _plan(args: argparse.Namespace) -> int:
                            bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
                            gbps=_listed(args.gbps, float, "--gbps", []) or None,
                            site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
+                           power_limits=_listed(args.power_limit, float, "--power-limit", []) or None,
                            front=args.front, estimator=args.estimator, run=run, progress=bar.update)
-        out["sweep"] = {"points": len(points), "front": args.front,
+        out["sweep"] = {"points": len(points), "front": args.front, "skipped": points.attrs.get("skipped", {}),
                         "pareto": points[points["pareto"]].sort_values("time_s").to_dict(orient="records")}
         if args.out:
             from joulecast.data.files import write_atomic
@@ -718,10 +722,12 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--gbps", help="inter-site bandwidths (Gbit/s) to sweep; default the job's links")
     pl.add_argument("--site-sets", help="site subsets to sweep: names joined by + , sets by commas "
                     "(e.g. paris+oslo,paris); default all the job's sites")
+    pl.add_argument("--power-limit", help="power limits to sweep (W), each set on every GPU of the sites, e.g. "
+                    "300,500,700; a set whose GPUs cannot take one is left out; default the job file's")
     pl.add_argument("--front", default="energy", help="the front's vertical axis: energy or carbon; default energy")
     pl.add_argument("--out", help="write the sweep's points as Parquet to this file (with --sweep)")
-    pl.add_argument("--scheduler", help="run the sweep's partitions (site set x strategy) on Dask: local or "
-                    "tcp://HOST:PORT (needs [dask])")
+    pl.add_argument("--scheduler", help="run the sweep's partitions (site set x limit x strategy) on Dask: local "
+                    "or tcp://HOST:PORT (needs [dask])")
     pl.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
     pl.set_defaults(func=_plan)
 

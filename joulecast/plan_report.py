@@ -33,6 +33,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
         axis = "energy_j" if front == "energy" else "carbon_kg"
         shown = points.assign(feasible=True)
         names = [f"{r.strategy} on {r.sites}: H {r.H} P {r.P} tau {r.tau} {r.bits}-bit at {r.gbps:g} Gbit/s"
+                 + (f", GPUs at {r.power_limit_w:g} W" if r.power_limit_w == r.power_limit_w else "")  # NaN: the file's
                  for r in shown.itertuples()]
         labels = {"time_s": "time to finish (s)", axis: "energy (J)" if front == "energy" else "carbon (kg CO2)"}
         parts += [f"<h2>The Pareto front: {html.escape(labels[axis])} against time to finish</h2>",

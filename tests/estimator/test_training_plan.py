@@ -149,6 +149,23 @@ def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
     assert planner.plan(again).plans[2].compute_utilisation >= 0.9
 
 
+def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
+    """Every GPU of a site at its power limit: each point of a --power-limit sweep is the plan of the job with that
+    limit on every site; a limit a site's GPU cannot take leaves that site set out, counted."""
+    job = _job()
+    capped = dataclasses.replace(job, sites=tuple(dataclasses.replace(s, power_limit_w=250.0) for s in job.sites))
+    free, slow = planner.plan(job).plans[0], planner.plan(capped).plans[0]
+    busy = [planner.site_compute(j)[0].busy_w for j in (job, capped)]
+    assert slow.time_s > free.time_s and busy[1] <= 250.0 < busy[0]
+    points = planner.sweep(job, H=[100], P=[1], tau=[0], bits=[16], power_limits=[250.0, 500.0, 700.0],
+                           kinds=("ddp",))
+    assert points.attrs["skipped"] == {"site set and limit a GPU does not allow": 1}  # 700 W > 1.5 x 400 W
+    assert sorted(points["power_limit_w"]) == [250.0, 500.0]
+    at_250 = points[points["power_limit_w"] == 250.0].iloc[0]
+    assert at_250["time_s"] == pytest.approx(slow.time_s) and at_250["energy_j"] == pytest.approx(slow.energy_j)
+    with pytest.raises(joulecast.InputError, match="power_limits: no site set can be run at 5000 W"):
+        planner.sweep(job, H=[100], P=[1], tau=[0], bits=[16], power_limits=[5000.0], kinds=("ddp",))
+
 @pytest.mark.parametrize("change, field", [
     (lambda j: j["links"][0].update(gbps=-1), "links[0].gbps"),
     (lambda j: j["strategies"].__setitem__(1, {"kind": "diloco", "H": 0}), "strategies[1].H"),
@@ -162,6 +179,9 @@ def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
     (lambda j: j.update(launch_mode="compiled"), "launch_mode"),
     (lambda j: j.update(seq=float("nan")), "seq"), (lambda j: j.update(seq=float("inf")), "seq"),
     (lambda j: j.update(global_batch=6e307), "global_batch"),  # a float that is a whole number, too large to plan
+    (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
+    (lambda j: j["sites"][1].update(power_limit_w=5000), "sites[1].power_limit_w"),  # beyond what an H100 takes
+    (lambda j: j["sites"][0].update(sm_clock_mhz=9000), "sites[0].sm_clock_mhz"),
 ])
 def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):
     raw = yaml.safe_load(open(EXAMPLE))
@@ -192,6 +212,11 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     assert out["sweep"]["pareto"] and out["files"] == [str(tmp_path / "points.parquet"), str(tmp_path / "plan.html")]
     page = (tmp_path / "plan.html").read_text()
     assert "<svg" in page and "class='plans'" in page and "<script" not in page
+    assert main(["plan", EXAMPLE, "--power-limit", "400"]) == 2  # a list of limits is a sweep's axis
+    assert "--power-limit: applies to --sweep" in capsys.readouterr().err
+    assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "500", "--bits", "16", "--power-limit", "450,700"]) == 0
+    swept = json.loads(capsys.readouterr().out)["sweep"]
+    assert {p["power_limit_w"] for p in swept["pareto"]} <= {450.0, 700.0} and swept["skipped"] == {}
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")

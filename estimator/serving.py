@@ -74,8 +74,9 @@ class ServeEstimate:
     method: str
     sm_clock_mhz: float           # the locked SM clock (the maximum where none was given; a power cap may lower it)
     power_limit_w: float          # a GPU's power limit
-    duration_s: float | None = None
+    duration_s: float | None = None   # serving totalled over this long (given, or the time `output_tokens` take)
     energy_j: float | None = None
+    output_tokens: float | None = None  # output tokens served in duration_s
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -139,10 +140,12 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
 def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurrency: int | None = None,
           request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = 8192, duration_s: float | None = None,
-          sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
+          sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           estimator: Any = None) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
-    given (each GPU of a tensor-parallel instance so set), else the GPU's defaults.
+    given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
+    `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
+    tokens").
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
@@ -154,6 +157,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     tp = int(_positive("tp", tp, integer=True))
     chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one")
+    require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
+    if duration_s is not None:
+        duration_s = _positive("duration_s", duration_s)
+    if output_tokens is not None:
+        output_tokens = _positive("output_tokens", output_tokens)
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
@@ -203,5 +211,16 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, ttft_s=step_s, memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), method=est.method, sm_clock_mhz=clock, power_limit_w=limit,
-        duration_s=duration_s,
-        energy_j=None if duration_s is None else power * duration_s)
+        **_totals(power, tokens_per_s, duration_s, output_tokens))
+
+
+def _totals(power_w: float, tokens_per_s: float, duration_s: float | None,
+            output_tokens: float | None) -> dict[str, float | None]:
+    """Serving totalled over a duration, or over the time a count of output tokens takes (none: neither given)."""
+    if output_tokens is not None:
+        duration_s = output_tokens / tokens_per_s
+    elif duration_s is not None:
+        output_tokens = tokens_per_s * duration_s
+    if duration_s is None:
+        return dict(duration_s=None, energy_j=None, output_tokens=None)
+    return dict(duration_s=duration_s, energy_j=power_w * duration_s, output_tokens=output_tokens)

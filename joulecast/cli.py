@@ -107,7 +107,8 @@ def _serve_job(args: argparse.Namespace) -> int:
                          optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
-                duration_s=args.duration, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
+                duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
+                power_limit_w=args.power_limit,
                 estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.serve_table(job))
     return 0
@@ -312,7 +313,7 @@ def _sweep(args: argparse.Namespace) -> int:
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache"),
-             "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration"),
+             "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens")}
 
@@ -688,6 +689,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance; default 1")
     srv.add_argument("--chunk-tokens", type=int, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
+    srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
+                     "time they take at this load (or give --duration)")
     run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
     run.add_argument("--steps", type=int, help="optimizer steps (or give --tokens)")
     run.add_argument("--tokens", type=int, help="tokens to train on (steps = tokens / (global batch x seq), rounded "

@@ -87,7 +87,8 @@ def serve_table(job: Any) -> str:
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time)",
              f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})"]
     if job.energy_j is not None:
-        lines.append(f"energy     {_g4(job.energy_j)} J over {duration(job.duration_s)}")
+        lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
+                     f"{duration(job.duration_s)}, {_g4(job.output_tokens)} output tokens")
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
 

@@ -98,6 +98,26 @@ def test_serving_under_a_power_cap_or_a_locked_clock(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["power_limit_w"] == 300.0 and out["power_w"] == pytest.approx(capped.power_w)
 
+
+def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):
+    kw = dict(input_len=512, output_len=256, concurrency=64, estimator="physics")
+    million = serve("llama-3-8b", "h100-sxm", output_tokens=1e6, **kw)
+    assert million.energy_j == pytest.approx(1e6 * million.energy_per_output_token_j)
+    assert million.duration_s == pytest.approx(1e6 / million.tokens_per_s) and million.output_tokens == 1e6
+    hour = serve("llama-3-8b", "h100-sxm", duration_s=3600.0, **kw)
+    assert hour.output_tokens == pytest.approx(3600.0 * hour.tokens_per_s)
+    with pytest.raises(joulecast.InputError, match="output_tokens: give duration_s or output_tokens, not both"):
+        serve("llama-3-8b", "h100-sxm", duration_s=60.0, output_tokens=1e6, **kw)
+    with pytest.raises(joulecast.InputError, match="output_tokens"):
+        serve("llama-3-8b", "h100-sxm", output_tokens=-1.0, **kw)
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+            "--output-len", "256", "--concurrency", "64", "--output-tokens", "1e6", "--estimator", "physics", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["energy_j"] == pytest.approx(million.energy_j) and out["output_tokens"] == 1e6
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--output-tokens", "5"]) == 2
+    assert "--output-tokens: applies to --phase serve only" in capsys.readouterr().err
+
 def test_cli_serve_json(capsys):
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
             "--output-len", "256", "--request-rate", "2", "--duration", "3600", "--engine", "vllm-0.5.4", "--json"]

@@ -12,8 +12,8 @@ The engine step (stated approximations):
   attention over the B contexts, the prompts' attention and their other kernels over the p tokens;
 - with tensor parallelism (tp GPUs) each GPU runs its shard (`features.train_step.shard_config`) and two all-reduces
   a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
-  GPU's generation), not overlapped (the engines tested do not), the GPUs waiting at their idle power at maximum
-  clocks meanwhile;
+  GPU's generation), not overlapped (the engines tested do not), the GPUs waiting at their idle power at their
+  clock meanwhile (the maximum, or the one locked: `sm_clock_mhz`);
 - engines as data (`data/serving_engines.yaml`, each figure sourced): their own host work between steps, per
   running request, at a measured power, and their own decode attention kernel; "none" for the kernels alone (CUDA
   graphs by default, as the engines replay their decode steps).

@@ -1,10 +1,13 @@
 """Steady-state serving (`joulecast.serve`, `estimate --phase serve`): a model behind a continuous-batching engine at a
-concurrency or a request rate, with mean prompt and output lengths; tokens a second, J an output token, J a request,
-average power with the idle time a light load leaves.
+concurrency or a request rate, with mean prompt and output lengths (and the output lengths' spread); tokens a
+second, J an output token, J a request, average power with the idle time a light load leaves.
 
 The engine step (stated approximations):
-- a step decodes one token for each of the B running requests, whose contexts average input + output / 2 tokens,
-  and carries prefill chunks of arriving prompts (chunked prefill, as vLLM 0.11.1 ran ML.ENERGY v3, at most 8,192
+- a step decodes one token for each of the B running requests, whose contexts average input + output (1 + cv^2) / 2
+  tokens: a request caught running at a step is length-biased, a long answer running for more steps than a short
+  one, so the output it has generated so far averages E[out^2] / (2 E[out]), output / 2 only where every answer is
+  as long (cv, the output lengths' coefficient of variation, 0); prompt lengths taken independent of output lengths.
+  The step carries prefill chunks of arriving prompts (chunked prefill, as vLLM 0.11.1 ran ML.ENERGY v3, at most 8,192
   tokens a step: `max-num-batched-tokens` in its benchmark_configs.csv; the default `chunk_tokens`): in the steady
   state a request finishes and is replaced every output_len / B steps, so a step carries p = B x input / output
   prompt tokens, at most `chunk_tokens`;
@@ -113,7 +116,7 @@ def _step_records(config: dict, batch: int, context: int, prompt_tokens: int, in
 
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
-              sm_clock_mhz: float | None = None, power_limit_w: float | None = None
+              sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0
               ) -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, name, _ = resolve_model(model)
@@ -124,7 +127,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
     for b in batches:
         b = int(b)
         prompt = int(min(chunk_tokens, round(b * input_len / output_len)))
-        context = max(1, int(round(input_len + output_len / 2)))
+        context = max(1, int(round(input_len + output_len * (1.0 + output_len_cv ** 2) / 2)))
         records, params = _step_records(shard, b, context, prompt, max(1, int(round(input_len))), dtype, engine)
         work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{b}", model=name,
                                    phase="decode", batch=b, seq=context, dtype=dtype, source="config",
@@ -141,11 +144,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = 8192, duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
-          estimator: Any = None) -> ServeEstimate:
+          output_len_cv: float = 0.0, estimator: Any = None) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
-    tokens").
+    tokens"). `output_len_cv`: the output lengths' standard deviation over their mean (0: every answer as long).
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
@@ -162,6 +165,9 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         duration_s = _positive("duration_s", duration_s)
     if output_tokens is not None:
         output_tokens = _positive("output_tokens", output_tokens)
+    require(isinstance(output_len_cv, (int, float)) and not isinstance(output_len_cv, bool)
+            and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
+            f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
@@ -169,7 +175,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     eng = None if engine == "none" else engine
     # GPUs waiting on an all-reduce hold their clock: idle power at it (at the maximum where none is locked)
     wait_w = spec.idle_power_max_clock_w if sm_clock_mhz is None else float(idle_power_w(spec, clock))
-    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w)
+    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv))
     if concurrency is not None:
         busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,

@@ -11,11 +11,16 @@ runs its engine's entry of `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its m
 vLLM 0.11.1 with none; bf16 where a row does not name its precision; the default power limit. The shipped estimator was
 trained on v2's decode steps (as decode steps without prompts), so v2's figures are in-sample for its residual;
 v3's rows are not trained on (`kernel_list = partial`).
+
+The output lengths' spread (`serve`'s `output_len_cv`: a running request is length-biased, so its context averages
+input + output (1 + cv^2) / 2): v3 from each configuration's own histogram of output lengths (`raw/models/*.json`,
+50 bins, their midpoints), v2, which records none, as 0 (every answer as long). `--no-spread` takes 0 for v3 too.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 
@@ -28,6 +33,30 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 
 ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
+RAW_V3 = EXTERNAL / "mlenergy-v3" / "raw" / "models"
+
+
+@functools.cache
+def _v3_histograms(task: str, model_id: str) -> dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]]:
+    """(GPU, GPUs, max batch) -> (bin midpoints, counts) of a v3 model's output lengths on `task`."""
+    path = RAW_V3 / f"{model_id.replace('/', '__')}__{task}.json"
+    out = {}
+    for c in json.loads(path.read_text())["configurations"]:
+        bins, counts = (np.asarray(c["output_length_distribution"][k], float) for k in ("bins", "counts"))
+        out[c["gpu_model"].lower(), int(c["num_gpus"]), int(c["max_num_seqs"])] = ((bins[1:] + bins[:-1]) / 2, counts)
+    return out
+
+
+def output_len_cv(measurement_id: str) -> float:
+    """A v3 row's output lengths' coefficient of variation, from its configuration's histogram; 0 for v2."""
+    release, task, model_id, gpu, gpus, batch = measurement_id.split(":")[:6]
+    if release != "mlenergy-v3":
+        return 0.0
+    # the catalog's h100-sxm is the raw files' H100 (v3 ran H100 SXM and B200 only)
+    key = (gpu.split("-")[0], int(gpus.removeprefix("x")), int(batch.removeprefix("bs")))
+    mid, counts = _v3_histograms(task, model_id)[key]
+    mean = np.average(mid, weights=counts)
+    return float(np.sqrt(np.average((mid - mean) ** 2, weights=counts)) / mean)
 
 
 def rows() -> pd.DataFrame:
@@ -39,17 +68,19 @@ def rows() -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def score(table: pd.DataFrame, input_len: int, residual) -> pd.DataFrame:
+def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) -> pd.DataFrame:
     out = []
     for r in table.itertuples():
+        cv = output_len_cv(r.measurement_id) if spread else 0.0
         max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
         est = serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                     max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus),
                     engine=ENGINES[r.release],
                     dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
+                    output_len_cv=cv,
                     estimator=residual if residual is not None else "physics")
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)
-        out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch),
+        out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch), cv=cv,
                         measured_j_per_token=r.measured_j_per_token,
                         predicted_j_per_token=est.energy_per_output_token_j,
                         measured_tokens_per_s=r.measured_tokens_per_s, predicted_tokens_per_s=est.tokens_per_s,
@@ -64,17 +95,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input-len", default="256,512,1024", help="assumed mean prompt lengths, comma-separated")
     parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
+    parser.add_argument("--no-spread", action="store_true", help="every answer as long (output_len_cv 0) in v3 too")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()
     residual = load_estimator(args.estimator)
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
-        frame = score(table, length, residual)
+        frame = score(table, length, residual, spread=not args.no_spread)
         for (release, gpu), part in frame.groupby(["release", "gpu"]):
             summary.append(dict(input_len=length, release=release, gpu=gpu, rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),
                                 tokens_per_s_mape=float(part["throughput_ape"].mean()),
+                                output_len_cv=float(part["cv"].mean()),
                                 bias_pct=float(100 * (part["predicted_j_per_token"] / part["measured_j_per_token"]
                                                       - 1).mean()),
                                 # physics alone has no interval: no coverage

@@ -104,7 +104,7 @@ def _serve_job(args: argparse.Namespace) -> int:
     given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
                          refuses=("batch", "seq", "attention", "no_kv_cache"),
                          instead="--concurrency or --request-rate",
-                         optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens"))
+                         optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
@@ -201,7 +201,8 @@ _SWEEP_AXES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input
 _SWEEP_JOB_FLAGS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute",
                                   "optimizer", "launch_mode", "head_tokens"),
                     "generate": ("output_len", "attention", "launch_mode", "no_kv_cache"),
-                    "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode")}
+                    "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode",
+                              "output_len_cv")}
 _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
                   "generate": {"seq": "--input-len", "micro_batch": "--batch"},
                   "serve": {"batch": "--concurrency", "seq": "--input-len"}}
@@ -313,7 +314,8 @@ def _sweep(args: argparse.Namespace) -> int:
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache"),
-             "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens"),
+             "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
+                       "output_len_cv"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens")}
 
@@ -691,6 +693,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
                      "time they take at this load (or give --duration)")
+    srv.add_argument("--output-len-cv", type=float, help="the output lengths' standard deviation over their mean: a "
+                     "request running at a step is length-biased, so contexts grow with it; default 0 (all as long); "
+                     "chat sets measure about 1")
     run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
     run.add_argument("--steps", type=int, help="optimizer steps (or give --tokens)")
     run.add_argument("--tokens", type=int, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
@@ -780,6 +785,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--tp", type=int, help="serve: tensor-parallel GPUs of one instance; default 1")
     jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
     jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
+    jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
     jobs.add_argument("--attention", help="generate: flash or eager; default flash")
     sw.set_defaults(func=_sweep)

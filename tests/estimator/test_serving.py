@@ -118,6 +118,18 @@ def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--output-tokens", "5"]) == 2
     assert "--output-tokens: applies to --phase serve only" in capsys.readouterr().err
 
+
+def test_spread_output_lengths_lengthen_the_contexts_a_step_reads():
+    """A request caught running is length-biased: with output lengths spread (cv 1, as chat sets measure) the mean
+    context is input + output, not input + output / 2, so each decode step reads more of the KV cache."""
+    kw = dict(input_len=512, output_len=512, concurrency=64, estimator="physics")
+    even, spread = serve("llama-3-8b", "h100-sxm", **kw), serve("llama-3-8b", "h100-sxm", output_len_cv=1.0, **kw)
+    assert spread.step_time_s > even.step_time_s and spread.energy_per_output_token_j > even.energy_per_output_token_j
+    assert serve("llama-3-8b", "h100-sxm", output_len_cv=0.0, **kw).step_time_s == even.step_time_s
+    for bad in (-0.1, float("nan"), "1"):
+        with pytest.raises(joulecast.InputError, match="output_len_cv: must be a number from 0"):
+            serve("llama-3-8b", "h100-sxm", output_len_cv=bad, **kw)
+
 def test_cli_serve_json(capsys):
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
             "--output-len", "256", "--request-rate", "2", "--duration", "3600", "--engine", "vllm-0.5.4", "--json"]

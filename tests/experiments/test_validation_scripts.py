@@ -54,6 +54,9 @@ def test_job_validation_scripts_score_every_set_they_name():
                                                            ("mlenergy-v2", "h100-sxm"), ("mlenergy-v3", "h100-sxm"),
                                                            ("mlenergy-v3", "b200")}
     assert all(r["rows"] > 0 and r["j_per_token_mape"] >= 0 and 0 <= r["coverage_pct"] <= 100 for r in serving)
+    # v3's output-length spread from its own histograms (chat: about 1), v2 none recorded
+    assert all((0.5 < r["output_len_cv"] < 2) if r["release"] == "mlenergy-v3" else r["output_len_cv"] == 0
+               for r in serving)
     generation = _run_args("generation_jobs.py")
     assert {(r["gpu"], r["sweep"]) for r in generation["summary"]} == {
         (g, sweep) for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-sxm2") for sweep in ("input", "output")}

@@ -59,6 +59,42 @@ def _positive(name: str, value: object) -> int:
     return int(value)
 
 
+def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv_cache: bool,
+           setting: dict[str, Any]) -> pd.DataFrame:
+    """A generation's steps as `estimate_many` rows: the prompt's prefill, then `output_len - 1` decode steps, step t
+    attending to `input_len + t` cached tokens (without a cache, a forward pass over every token so far)."""
+    steps = np.arange(1, output_len)  # decode steps after the prefill's token
+    if kv_cache:
+        phases, seqs = ["prefill"] + ["decode"] * len(steps), np.concatenate([[input_len], input_len + steps - 1])
+    else:
+        phases, seqs = ["prefill"] * (1 + len(steps)), np.concatenate([[input_len], input_len + steps])
+    frame = pd.DataFrame({"model": model, "gpu": gpu, "phase": phases, "batch": batch, "seq": seqs, **setting})
+    if not kv_cache:
+        frame["engine"] = ""  # a serving engine keeps a cache: HF's loop without one has no engine of its own
+    return frame
+
+
+def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, sm_clock_mhz: float | None,
+             power_limit_w: float | None) -> dict[str, Any]:
+    return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "",
+            "sm_clock_mhz": np.nan if sm_clock_mhz is None else sm_clock_mhz,
+            "power_limit_w": np.nan if power_limit_w is None else power_limit_w}
+
+
+def _summed(out: pd.DataFrame) -> dict[str, Any]:
+    """A job's totals over its steps' estimates: energy, time, average power, the comonotone intervals (physics
+    alone: none), the largest memory, every flag raised, the method."""
+    energy, time = float(out["energy_j"].sum()), float(out["time_s"].sum())
+    hybrid = out["method"].iloc[0] == "hybrid"
+    return dict(energy_j=energy, time_s=time, power_w=energy / time,
+                energy_interval_j=(float(out["energy_lo_j"].sum()), float(out["energy_hi_j"].sum())) if hybrid
+                else None,
+                time_interval_s=(float(out["time_lo_s"].sum()), float(out["time_hi_s"].sum())) if hybrid else None,
+                memory_gb=float(out["memory_gb"].max()),
+                flags=tuple(sorted({f for joined in out["flags"] for f in str(joined).split(", ") if f})),
+                method=str(out["method"].iloc[0]))
+
+
 def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len: int, dtype: str = "bf16",
              kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager", engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
@@ -75,28 +111,86 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     """
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
-    steps = np.arange(1, output_len)  # decode steps after the prefill's token
-    if kv_cache:
-        phases, seqs = ["prefill"] + ["decode"] * len(steps), np.concatenate([[input_len], input_len + steps - 1])
-    else:
-        phases, seqs = ["prefill"] * (1 + len(steps)), np.concatenate([[input_len], input_len + steps])
-    frame = pd.DataFrame({"model": model, "gpu": gpu, "phase": phases, "batch": batch, "seq": seqs, "dtype": dtype,
-                          "attention": attention, "launch_mode": launch_mode, "engine": engine or "",
-                          "sm_clock_mhz": np.nan if sm_clock_mhz is None else sm_clock_mhz,
-                          "power_limit_w": np.nan if power_limit_w is None else power_limit_w})
-    if not kv_cache:
-        frame["engine"] = ""  # a serving engine keeps a cache: HF's loop without one has no engine of its own
-    out = estimate_many(frame, estimator=estimator)
-    energy, time = float(out["energy_j"].sum()), float(out["time_s"].sum())
-    hybrid = out["method"].iloc[0] == "hybrid"
-    flags = sorted({f for joined in out["flags"] for f in str(joined).split(", ") if f})
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w)
+    out = estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting), estimator=estimator)
+    totals = _summed(out)
+    energy = totals["energy_j"]
     return GenerationEstimate(
-        model=model, gpu=gpu, batch=batch, input_len=input_len, output_len=output_len, kv_cache=kv_cache,
-        energy_j=energy, time_s=time, power_w=energy / time,
-        energy_interval_j=(float(out["energy_lo_j"].sum()), float(out["energy_hi_j"].sum())) if hybrid else None,
-        time_interval_s=(float(out["time_lo_s"].sum()), float(out["time_hi_s"].sum())) if hybrid else None,
+        model=model, gpu=gpu, batch=batch, input_len=input_len, output_len=output_len, kv_cache=kv_cache, **totals,
         ttft_s=float(out["time_s"].iloc[0]),
         tpot_s=float(out["time_s"].iloc[1:].mean()) if output_len > 1 else float("nan"),
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
-        memory_gb=float(out["memory_gb"].max()), flags=tuple(flags), method=str(out["method"].iloc[0]), steps=out)
+        steps=out)
+
+
+@dataclass(frozen=True, slots=True)
+class RequestsEstimate:
+    """A list of requests generated in static batches of `batch`, one batch after another in the list's order."""
+
+    model: str
+    gpu: str
+    batch: int
+    requests: int
+    input_len_mean: float
+    output_len_mean: float
+    kv_cache: bool
+    energy_j: float
+    time_s: float
+    power_w: float
+    energy_interval_j: tuple[float, float] | None
+    time_interval_s: tuple[float, float] | None
+    ttft_mean_s: float                # a request's wait for its first token: the batches before its own, its prefill
+    energy_per_output_token_j: float  # over the tokens the requests asked for (not their batch's padding)
+    energy_per_request_j: float
+    padding_share: float              # of the tokens the batches computed: those past a request's own end
+    memory_gb: float
+    flags: tuple[str, ...] = ()
+    method: str = "hybrid"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dtype: str = "bf16",
+                      kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager",
+                      engine: str | None = None, sm_clock_mhz: float | None = None,
+                      power_limit_w: float | None = None, estimator: Any = None) -> RequestsEstimate:
+    """Estimate a list of requests, (input_len, output_len) each, generated as Hugging Face's `generate` runs a batch:
+    `batch` requests at a time in the list's order, each batch padded to its longest prompt and decoding until its
+    longest answer ends (a finished sequence goes on as padding), one batch after another. Every batch's steps go
+    through `estimate_many` in one pass; the interval adds up all steps' bounds, as `generate`'s.
+
+    Raises:
+        InputError: naming the field that is wrong (`requests[i]` for a request).
+    """
+    batch = _positive("batch", batch)
+    try:
+        pairs = [tuple(r) for r in requests]
+    except TypeError:
+        raise InputError("requests", "must be a list of [input_len, output_len] pairs") from None
+    if not pairs:
+        raise InputError("requests", "must hold at least one [input_len, output_len] pair")
+    for i, pair in enumerate(pairs):
+        if len(pair) != 2:
+            raise InputError(f"requests[{i}]", f"must be [input_len, output_len], got {list(pair)!r}")
+        _positive(f"requests[{i}].input_len", pair[0])
+        _positive(f"requests[{i}].output_len", pair[1])
+    lengths = np.array(pairs, dtype=np.int64)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w)
+    groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
+    frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]
+    out = estimate_many(pd.concat(frames, ignore_index=True), estimator=estimator)
+    group = np.repeat(np.arange(len(groups)), [len(f) for f in frames])  # each step's batch
+    group_time = np.bincount(group, out["time_s"].to_numpy(float), minlength=len(groups))
+    first = np.flatnonzero(np.diff(np.concatenate([[-1], group])))  # each batch's prefill row
+    waits = np.concatenate([[0.0], np.cumsum(group_time)[:-1]]) + out["time_s"].to_numpy(float)[first]
+    totals = _summed(out)
+    asked = int(lengths[:, 1].sum())
+    computed = sum(len(g) * int(g[:, 1].max()) for g in groups)
+    return RequestsEstimate(
+        model=model, gpu=gpu, batch=batch, requests=len(lengths), input_len_mean=float(lengths[:, 0].mean()),
+        output_len_mean=float(lengths[:, 1].mean()), kv_cache=kv_cache, **totals,
+        ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
+        energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),
+        padding_share=1.0 - asked / computed)

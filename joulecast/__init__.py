@@ -30,6 +30,7 @@ _EXPORTS = {
     "workload_from_kernels": "joulecast.features.kernel_list", "Estimate": "joulecast.estimator.api",
     "estimate": "joulecast.estimator.api", "estimate_many": "joulecast.estimator.many",
     "generate": "joulecast.estimator.jobs", "GenerationEstimate": "joulecast.estimator.jobs",
+    "generate_requests": "joulecast.estimator.jobs", "RequestsEstimate": "joulecast.estimator.jobs",
     "train_run": "joulecast.estimator.train_run", "TrainRunEstimate": "joulecast.estimator.train_run",
     "plan": "joulecast.estimator.plan", "load_job": "joulecast.data.job_file",
     "serve": "joulecast.estimator.serving", "ServeEstimate": "joulecast.estimator.serving",

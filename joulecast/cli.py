@@ -83,10 +83,48 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
     return {flag: getattr(args, flag) for flag in optional if getattr(args, flag) is not None}
 
 
+def _read_requests(path: str) -> list[list[int]]:
+    """A requests file: CSV with input_len and output_len columns, or JSON, a list of [input_len, output_len]."""
+    from joulecast.data.errors import InputError
+    from joulecast.data.files import read_text
+
+    text = read_text(Path(path), "--requests")
+    if path.endswith(".json"):
+        import json
+
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise InputError("--requests", f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(text)))
+    if not rows or not {"input_len", "output_len"} <= set(rows[0]):
+        raise InputError("--requests", f"{path}: a CSV needs input_len and output_len columns (or give .json)")
+    out = []
+    for i, row in enumerate(rows):
+        try:
+            out.append([int(row["input_len"]), int(row["output_len"])])
+        except (TypeError, ValueError):
+            raise InputError(f"--requests row {i + 1}", f"{path}: input_len and output_len must be whole numbers, got "
+                                                        f"{row['input_len']!r}, {row['output_len']!r}") from None
+    return out
+
+
 def _generate(args: argparse.Namespace) -> int:
     from joulecast import render
-    from joulecast.estimator.jobs import generate
+    from joulecast.estimator.jobs import generate, generate_requests
 
+    if args.requests:  # a list of requests in static batches of --batch
+        given = _job_options(args, "generate", needs=(), needs_why="", refuses=("seq", "input_len", "output_len"),
+                             instead="--requests alone: each request its own lengths",
+                             optional=("dtype", "attention", "launch_mode", "engine"))
+        job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=args.batch or 1,
+                                kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
+                                power_limit_w=args.power_limit, estimator=args.estimator, **given)
+        print(render.to_json(job.to_dict()) if args.json else render.requests_table(job))
+        return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
                          optional=("dtype", "attention", "launch_mode", "engine"))
@@ -313,7 +351,7 @@ def _sweep(args: argparse.Namespace) -> int:
 # defaults of those not given
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
 # The flags of the job phases, each an error with any other phase.
-JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache"),
+JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
                        "output_len_cv"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
@@ -682,6 +720,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen = est.add_argument_group("--phase generate")
     gen.add_argument("--input-len", type=int, help="prompt tokens per sequence")
     gen.add_argument("--output-len", type=int, help="generated tokens per sequence")
+    gen.add_argument("--requests", help="a list of requests instead: CSV (input_len, output_len columns) or JSON "
+                     "([[input_len, output_len], ...]), generated in static batches of --batch in the file's order, "
+                     "each padded to its longest prompt and answer")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
     srv = est.add_argument_group("--phase serve (steady-state serving; --input-len and --output-len are means)")

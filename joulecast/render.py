@@ -74,6 +74,23 @@ def generation_table(job: Any) -> str:
     return "\n".join(lines)
 
 
+def requests_table(job: Any) -> str:
+    band = job.energy_interval_j
+    lines = [f"requests   {job.model}: {job.requests:,} (mean {job.input_len_mean:.4g} in + {job.output_len_mean:.4g} "
+             f"out tokens) in static batches of {job.batch}{'' if job.kv_cache else ', no KV cache'}",
+             f"gpu        {job.gpu}", f"method     {job.method}", "",
+             f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(band[0])} - {_g4(band[1])} J, 90% interval, steps' "
+                                                  "errors taken as moving together)" if band else ""),
+             f"time       {duration(job.time_s)}  (a request's first token after {duration(job.ttft_mean_s)} on "
+             "average)", f"power      {_g4(job.power_w)} W (average)",
+             f"per token  {_g4(job.energy_per_output_token_j)} J an output token asked for, "
+             f"{_g4(job.energy_per_request_j)} J a request",
+             f"padding    {100 * job.padding_share:.1f} % of the tokens the batches computed",
+             f"memory     {job.memory_gb:.3g} GiB at the largest step"]
+    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    return "\n".join(lines)
+
+
 def serve_table(job: Any) -> str:
     band = job.energy_per_output_token_interval_j
     lines = [f"serving {job.model}: {job.input_len:g} tokens in, {job.output_len:g} out a request, "

@@ -26,7 +26,7 @@ MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
 RELOAD_S = 30.0
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram bounds (s)
 # The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
-_JOBS = {"generate": ("input_len", "output_len", "kv_cache"),
+_JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests"),
          "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                    "duration_s", "output_tokens", "output_len_cv"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
@@ -100,7 +100,7 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/estimate: one workload (the CLI's fields) or a generation, by `model` (a loaded residual, or
     "physics"); the CLI's JSON."""
     import joulecast
-    from joulecast.estimator.jobs import generate
+    from joulecast.estimator.jobs import generate, generate_requests
 
     _check_names(body, "")
     if body.get("phase") in ("serve", "train-run"):
@@ -113,6 +113,12 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     if body.get("phase") == "generate":
         args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
                                      "power_limit_w") if body.get(k) is not None}
+        if "requests" in body:  # a list of [input_len, output_len], in static batches of `batch`
+            for key in ("input_len", "output_len"):
+                if key in body:
+                    raise InputError(key, "not with requests: each request gives its own lengths")
+            return generate_requests(body["model"], body["gpu"], body["requests"],
+                                     kv_cache=bool(body.get("kv_cache", True)), estimator=model, **args).to_dict()
         for key in ("input_len", "output_len"):
             if key not in body:
                 raise InputError(key, "required with phase generate")

@@ -99,6 +99,9 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     status_capped, capped = call(physics_server, "/v1/estimate", {**body, "power_limit_w": 300})
     assert status == status_capped == 200 and capped["power_limit_w"] == 300
     assert capped["power_w"] <= 300 < free["power_w"] and capped["energy_per_output_token_interval_j"] is None
+    status, listed = call(physics_server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate",
+                                                          "batch": 2, "requests": [[128, 16], [32, 4]]})
+    assert status == 200 and listed["requests"] == 2 and listed["padding_share"] == pytest.approx(1 - 20 / 32)
 
 @pytest.mark.parametrize("body, field", [
     ({"model": "gpt2", "gpu": "a10", "batch": -1}, "batch"),

@@ -2,6 +2,7 @@
 its steps."""
 
 import json
+import re
 
 import pytest
 
@@ -55,3 +56,47 @@ def test_cli_generation_json(capsys):
         assert key in out
     assert out["energy_interval_j"][0] < out["energy_j"] < out["energy_interval_j"][1]
     assert out["time_s"] == pytest.approx(out["ttft_s"] + 15 * out["tpot_s"])
+
+
+def test_a_list_of_requests_runs_in_padded_static_batches():
+    """Requests of one length in one batch are that batch's generation exactly; mixed lengths pad each batch to its
+    longest prompt and answer, so the padding costs energy and the requests' mean wait grows batch by batch."""
+    from joulecast.estimator.jobs import generate_requests
+
+    same = generate_requests("gpt2", "a10", [(128, 16)] * 4, batch=4, estimator="physics")
+    one = joulecast.generate("gpt2", "a10", batch=4, input_len=128, output_len=16, estimator="physics")
+    assert (same.energy_j, same.time_s, same.ttft_mean_s, same.padding_share) == (one.energy_j, one.time_s,
+                                                                                   one.ttft_s, 0.0)
+    mixed = [(128, 16), (32, 4), (256, 8), (64, 2)]
+    paired = generate_requests("gpt2", "a10", mixed, batch=2, estimator="physics")
+    batches = [joulecast.generate("gpt2", "a10", batch=2, input_len=128, output_len=16, estimator="physics"),
+               joulecast.generate("gpt2", "a10", batch=2, input_len=256, output_len=8, estimator="physics")]
+    assert paired.energy_j == pytest.approx(sum(b.energy_j for b in batches))
+    assert paired.time_s == pytest.approx(sum(b.time_s for b in batches))
+    assert paired.ttft_mean_s == pytest.approx((batches[0].ttft_s + batches[0].time_s + batches[1].ttft_s) / 2)
+    assert paired.padding_share == pytest.approx(1 - 30 / (2 * 16 + 2 * 8))
+    assert paired.energy_per_output_token_j == pytest.approx(paired.energy_j / 30)
+    alone = generate_requests("gpt2", "a10", mixed, batch=1, estimator="physics")
+    assert alone.padding_share == 0.0 and alone.requests == 4
+    for bad, field in (([], "requests"), ([(128,)], "requests[0]"), ([(128, 0)], "requests[0].output_len"),
+                       (5, "requests")):
+        with pytest.raises(joulecast.InputError, match=re.escape(field)):
+            generate_requests("gpt2", "a10", bad, estimator="physics")
+
+
+def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
+    csv = tmp_path / "requests.csv"
+    csv.write_text("input_len,output_len\n128,16\n32,4\n")
+    argv = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--estimator", "physics", "--json"]
+    assert main([*argv, "--requests", str(csv), "--batch", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["requests"] == 2 and out["batch"] == 2 and out["padding_share"] == pytest.approx(1 - 20 / 32)
+    listed = tmp_path / "requests.json"
+    listed.write_text("[[128, 16], [32, 4]]")
+    assert main([*argv, "--requests", str(listed), "--batch", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["energy_j"] == pytest.approx(out["energy_j"])
+    csv.write_text("input_len,output_len\n128,lots\n")
+    assert main([*argv, "--requests", str(csv)]) == 2
+    assert "--requests row 1:" in capsys.readouterr().err
+    assert main([*argv, "--requests", str(listed), "--output-len", "4"]) == 2
+    assert "--output-len: has no effect with --phase generate (give --requests alone" in capsys.readouterr().err

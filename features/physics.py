@@ -157,6 +157,9 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
 
 def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float | None) -> tuple[float, float]:
     """(SM clock, power limit) with the GPU's defaults filled in, each checked against what the GPU allows."""
+    for name, value in (("sm_clock_mhz", sm_clock_mhz), ("power_limit_w", power_limit_w)):
+        number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+        require(value is None or number, name, f"must be a number, got {value!r}")
     clock = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
     limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
     low = MIN_CLOCK_RATIO * gpu.boost_clock_mhz

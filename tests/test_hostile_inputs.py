@@ -195,7 +195,8 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
                               ("sites", 0, "gpu"), ("sites", 0, "gpus"), ("sites", 1, "pue"), ("sites", 0, "grid"),
                               ("sites", 1, "local_energy"), ("links", 0, "gbps"), ("links", 0, "rtt_ms"),
                               ("links", 0, "between"), ("strategies", 1, "H"), ("strategies", 1, "bits"),
-                              ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",)]),
+                              ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",),
+                              ("sites", 0, "power_limit_w"), ("sites", 1, "sm_clock_mhz")]),
        value=anything)
 def test_job_file(path, value):
     """A job file with one field replaced by a hostile value: a plan with finite, positive figures, or one line
@@ -219,3 +220,46 @@ def test_job_file(path, value):
 
 def test_the_hostile_job_draws_reached_plans_too():
     assert reached.get("job", 0) > 0  # some replaced values were valid: the plan ran and was checked
+
+
+
+@SETTINGS
+@given(requests=st.one_of(anything, st.lists(st.one_of(anything, st.lists(mostly(st.integers(1, 64), anything),
+                                                                           max_size=3)), max_size=4)),
+       batch=mostly(st.integers(1, 4), anything))
+def test_a_list_of_requests(requests, batch):
+    from joulecast.estimator.jobs import generate_requests
+
+    r = outcome(lambda: generate_requests("gpt2", "a10", requests, batch=batch, estimator="physics"))
+    assert r is None or (numbers_ok(r.energy_j, r.time_s, r.power_w, r.ttft_mean_s) and 0 <= r.padding_share < 1)
+
+
+@SETTINGS
+@given(output_tokens=mostly(st.none(), anything), duration=mostly(st.none(), anything),
+       cv=mostly(st.just(0.0), anything), limit=mostly(st.none(), anything), clock=mostly(st.none(), anything))
+def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
+    from joulecast.estimator.serving import serve
+
+    r = outcome(lambda: serve("gpt2", "a10", input_len=128, output_len=64, concurrency=8, output_tokens=output_tokens,
+                              duration_s=duration, output_len_cv=cv, power_limit_w=limit, sm_clock_mhz=clock,
+                              estimator="physics"))
+    assert r is None or numbers_ok(r.tokens_per_s, r.energy_per_output_token_j, r.power_w,
+                                   *((r.energy_j, r.duration_s, r.output_tokens) if r.energy_j is not None else ()))
+
+
+@SETTINGS
+@given(argv=st.lists(st.sampled_from(["--phase", "train-run", "generate", "serve", "prefill", "--global-batch", "8",
+                                      "--steps", "5", "--micro-batch", "2,4", "3", "--input-len", "64,x", "64",
+                                      "--output-len", "8", "--concurrency", "4", "--power-limit", "100,2000",
+                                      "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json"]), max_size=12))
+def test_cli_sweep_of_jobs(argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["sweep", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv])
+        except SystemExit as exc:  # argparse: a flag without its value, or an unknown flag
+            code = exc.code
+    assert code in (0, 2)
+    if code == 2 and err.getvalue().startswith("joulecast: error: "):
+        assert err.getvalue().count("\n") == 1
+    assert "Traceback" not in err.getvalue()

@@ -42,7 +42,7 @@ from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
 from joulecast.features import collectives
 from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
-from joulecast.features.power import idle_power_w
+from joulecast.features.power import waiting_power_w
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -97,7 +97,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         layout = Layout(tp=lay["tp"], pp=lay["pp"], cp=lay["cp"], dp=r, zero=lay["zero"])
         spec = lookup_gpu(site.gpu)
         try:  # the site's clock and power limit, checked against its GPU: named as the job file's fields
-            clock, _ = check_setting(spec, site.sm_clock_mhz, site.power_limit_w)
+            check_setting(spec, site.sm_clock_mhz, site.power_limit_w)
         except InputError as exc:
             raise InputError(f"sites[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
         step = step_estimate(job.model, site.gpu, seq=job.seq, micro_batch=job.micro_batch, accumulation=accumulation,
@@ -146,9 +146,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, compute_s=step.time_s + bubble,
             bubble_s=bubble,
             busy_w=step.energy_j / step.time_s,
-            # a GPU waiting holds its clock: idle power at the site's locked clock, at the maximum where none is
-            wait_w=site.wait_w if site.wait_w is not None else (
-                spec.idle_power_max_clock_w if site.sm_clock_mhz is None else float(idle_power_w(spec, clock))),
+            wait_w=site.wait_w if site.wait_w is not None else waiting_power_w(spec, site.sm_clock_mhz),
             intra_exposed_s=exposed, intra_bytes=intra_bytes,
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
             dp_bytes=step.trainable * grad_width, dp_link=dp_link))

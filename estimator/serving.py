@@ -46,7 +46,7 @@ from joulecast.features import arch, collectives, train_step
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import engine_records, lower, resolve_model
 from joulecast.features.physics import check_setting
-from joulecast.features.power import idle_power_w
+from joulecast.features.power import waiting_power_w
 
 _NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
 ENGINES = ("none", *arch.SERVING_ENGINES)
@@ -173,8 +173,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
-    # GPUs waiting on an all-reduce hold their clock: idle power at it (at the maximum where none is locked)
-    wait_w = spec.idle_power_max_clock_w if sm_clock_mhz is None else float(idle_power_w(spec, clock))
+    wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
     setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv))
     if concurrency is not None:
         busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))

@@ -49,6 +49,12 @@ def idle_power_w(gpu: GpuSpec, clock_mhz: np.ndarray | float) -> np.ndarray:
     return gpu.idle_power_w + (gpu.idle_power_max_clock_w - gpu.idle_power_w) * fraction
 
 
+def waiting_power_w(gpu: GpuSpec, sm_clock_mhz: float | None) -> float:
+    """A GPU waiting (on a collective, on an engine's host work) holds its clock: idle power at the locked clock, or
+    the catalog's idle at the maximum clock where none is locked."""
+    return gpu.idle_power_max_clock_w if sm_clock_mhz is None else float(idle_power_w(gpu, sm_clock_mhz))
+
+
 @functools.lru_cache(maxsize=64)
 def _table(table: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
     clocks, watts = zip(*table)

@@ -146,8 +146,7 @@ def _serve_job(args: argparse.Namespace) -> int:
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
-                power_limit_w=args.power_limit,
-                estimator=args.estimator, **given)
+                power_limit_w=args.power_limit, estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.serve_table(job))
     return 0
 
@@ -232,15 +231,7 @@ def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
     return out
 
 
-# A job sweep's size axes (the grid's batch and seq columns) and its fixed options, given to the job as they are
-# (`kv_cache` from --no-kv-cache); the single-pass phases sweep --batch and --seq.
-_SWEEP_AXES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len"),
-               "serve": ("concurrency", "input_len")}
-_SWEEP_JOB_FLAGS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute",
-                                  "optimizer", "launch_mode", "head_tokens"),
-                    "generate": ("output_len", "attention", "launch_mode", "no_kv_cache"),
-                    "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode",
-                              "output_len_cv")}
+# Where a job sweep's flag of another phase (or the single-pass one) has its counterpart.
 _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
                   "generate": {"seq": "--input-len", "micro_batch": "--batch"},
                   "serve": {"batch": "--concurrency", "seq": "--input-len"}}
@@ -249,23 +240,27 @@ _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
 def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
     """(batch axis, sequence axis, the job's fixed options) of a sweep: for a training run its micro-batches and
     sequence lengths, for a generation its batch sizes and prompt lengths, for serving its requests in flight and
-    mean prompt lengths; a flag its phase does not take is one line naming it."""
+    mean prompt lengths (`estimator.sweep.SIZES`; the fixed options `JOB_OPTIONS`, --no-kv-cache for `kv_cache`); a
+    flag its phase does not take is one line naming it."""
     from joulecast.data.errors import InputError
+    from joulecast.estimator.sweep import JOB_OPTIONS, SIZES
 
+    flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
+                for p, options in JOB_OPTIONS.items()}
     phase = args.phase
-    axes = _SWEEP_AXES.get(phase, ("batch", "seq"))
-    allowed = {*axes, *_SWEEP_JOB_FLAGS.get(phase, ())}
-    job_flags = sorted({f for flags in _SWEEP_JOB_FLAGS.values() for f in flags})
-    for flag in ("batch", "seq", "micro_batch", "input_len", "concurrency", *job_flags):
+    axes = SIZES.get(phase, ("batch", "seq"))
+    allowed = {*axes, *flags_of.get(phase, ())}
+    job_flags = sorted({f for flags in flags_of.values() for f in flags})
+    for flag in ("batch", "seq", *sorted({a for pair in SIZES.values() for a in pair} - {"batch", "seq"}), *job_flags):
         if getattr(args, flag) in (None, False) or flag in allowed:
             continue
         name = f"--{flag.replace('_', '-')}"
-        if phase not in _SWEEP_AXES and flag not in ("batch", "seq"):
-            raise InputError(name, f"applies to --phase {', '.join(_SWEEP_AXES)} only")
+        if phase not in SIZES and flag not in ("batch", "seq"):
+            raise InputError(name, f"applies to --phase {', '.join(SIZES)} only")
         instead = _SWEEP_INSTEAD.get(phase, {}).get(flag)
         raise InputError(name, f"has no effect with --phase {phase}" + (f" (give {instead})" if instead else ""))
     sizes = [_listed(getattr(args, a), int, f"--{a.replace('_', '-')}", []) for a in axes]
-    job = {f: getattr(args, f) for f in _SWEEP_JOB_FLAGS.get(phase, ()) if getattr(args, f) not in (None, False)}
+    job = {f: getattr(args, f) for f in flags_of.get(phase, ()) if getattr(args, f) not in (None, False)}
     if phase == "train-run":
         if args.global_batch is None:
             raise InputError("--global-batch", "--phase train-run needs it (sequences an optimizer step)")

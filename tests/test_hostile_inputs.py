@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import joulecast
@@ -198,6 +198,8 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
                               ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",),
                               ("sites", 0, "power_limit_w"), ("sites", 1, "sm_clock_mhz")]),
        value=anything)
+@example(path=("steps",), value=20)  # valid replacements, whatever the draws: the plan is reached and checked
+@example(path=("sites", 0, "power_limit_w"), value=100.0)
 def test_job_file(path, value):
     """A job file with one field replaced by a hostile value: a plan with finite, positive figures, or one line
     naming the field (as the CLI prints it, exit 2)."""

@@ -18,6 +18,7 @@ import yaml
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import read_text
+from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES
 
@@ -118,6 +119,7 @@ class Job:
     estimator: str | None = None
     launch_mode: str = "eager"        # eager, or graph (CUDA graphs: no host dispatch a kernel)
     head_tokens: int | None = None    # tokens a sequence the LM head and loss run over (None: every token)
+    fusions: tuple[str, ...] = ()     # kernel fusions of the training stack (`joulecast.data.fusions`)
     source: str = field(default="", compare=False)
 
     @property
@@ -261,7 +263,7 @@ def _strategy(raw: Any, i: int) -> Strategy:
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
-               "launch_mode", "head_tokens"}
+               "launch_mode", "head_tokens", "fusions"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -330,7 +332,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         restart_s=_number(failures, "restart_s", "failures", 600.0),
         checkpoint_every_s=_number(failures, "checkpoint_every_s", "failures", 3600.0, strict=True),
         start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"),
-        launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens, source=source)
+        launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
+        fusions=check_fusions(raw.get("fusions")), source=source)
 
 
 def connected(names: list[str], links: list[Link]) -> None:

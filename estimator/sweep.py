@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError
+from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.estimator.many import estimate_many
 from joulecast.features.power import MIN_CLOCK_RATIO
@@ -39,7 +40,7 @@ JOB_PART_ROWS = 50
 # `batch` is its micro-batch and `seq` its sequence length; for a generation, its sequences and their prompt length;
 # for serving, the requests kept in flight and their mean prompt length).
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
-                             "launch_mode", "head_tokens"),
+                             "launch_mode", "head_tokens", "fusions"),
                "generate": ("output_len", "kv_cache", "attention", "launch_mode"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv")}
 # What the grid's two size axes are in each job phase's points.
@@ -136,6 +137,8 @@ def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
     for name in job:
         if name not in JOB_OPTIONS[phase]:
             raise InputError(f"--{name.replace('_', '-')}", f"has no effect with --phase {phase}")
+    if "fusions" in job:  # checked once, and written as the list the job reports
+        job["fusions"] = list(check_fusions(job["fusions"]))
     return job
 
 

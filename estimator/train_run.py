@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from joulecast.data.errors import InputError, require
+from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import hidden_size, layer_count
@@ -75,6 +76,7 @@ class StepEstimate:
     trainable: int              # trainable parameters on this GPU
     memory_gb: float
     memory_parts_gb: dict[str, float]
+    fusions: tuple[str, ...] = ()     # the kernel fusions applied
 
     def _sum(self, part: str, i: int | None = None) -> float:
         def one(e: Estimate | None) -> float:
@@ -121,6 +123,7 @@ class TrainRunEstimate:
     optimizer: str
     launch_mode: str        # eager or graph (CUDA graphs)
     head_tokens: int        # tokens a sequence the LM head and loss run over
+    fusions: tuple[str, ...]  # kernel fusions applied (`joulecast.data.fusions`)
     energy_j: float
     time_s: float
     power_w: float
@@ -152,22 +155,26 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   layout: Layout = Layout(),
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
                   estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False,
-                  launch_mode: str = "eager", head_tokens: int | None = None) -> StepEstimate:
+                  launch_mode: str = "eager", head_tokens: int | None = None,
+                  fusions: tuple[str, ...] = ()) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
     `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention);
     `launch_mode` "graph" replays each step as CUDA graphs (no host dispatch a kernel); `head_tokens` (default: every
     token) is how many tokens of each sequence the LM head and its loss run over, as a masked-LM with a dense output
-    gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`)."""
+    gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`); `fusions` names the kernel fusions the
+    training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
     require(launch_mode in LAUNCH_MODES, "launch_mode",
             f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
     head_tokens = seq if head_tokens is None else _count("head_tokens", head_tokens)
     require(head_tokens <= seq, "head_tokens", f"{head_tokens} is more than the sequence's {seq} tokens")
+    fusions = check_fusions(fusions)
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
-    forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, lm_head=False)
+    forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, lm_head=False,
+                            fusions=fusions)
     tokens = micro_batch * local_seq
     if layout.cp > 1:  # each rank's queries attend to the whole sequence's keys (ring attention)
         forward = [dict(r, seq_kv=r["seq_kv"] * layout.cp) if r["kind"] == "attention" else r for r in forward]
@@ -207,7 +214,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                     layer_count(shard))
     return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
                         trainable=trainable,
-                        memory_gb=sum(parts.values()), memory_parts_gb=parts)
+                        memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions)
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
@@ -227,10 +234,11 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
               steps: int | None = None, tokens: int | None = None, dtype: str = "bf16", lora_rank: int = 0,
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
-              launch_mode: str = "eager", head_tokens: int | None = None) -> TrainRunEstimate:
+              launch_mode: str = "eager", head_tokens: int | None = None,
+              fusions: tuple[str, ...] = ()) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
-    `launch_mode` and `head_tokens` as for `step_estimate`.
+    `launch_mode`, `head_tokens` and `fusions` as for `step_estimate`.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -247,7 +255,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                          lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
                          sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                         launch_mode=launch_mode, head_tokens=head_tokens)
+                         launch_mode=launch_mode, head_tokens=head_tokens, fusions=fusions)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     if step.memory_gb > spec.memory_gb:
@@ -261,6 +269,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
         launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens,
+        fusions=step.fusions,
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,

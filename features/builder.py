@@ -19,6 +19,7 @@ class KernelBuilder:
     """Collects kernel records for one workload; `count` multiplies everything added inside `repeat`."""
 
     dtype: str
+    fusions: frozenset[str] = frozenset()  # `joulecast.data.fusions` the lowering applies
     records: list[dict[str, Any]] = field(default_factory=list)
     params: int = 0            # weight elements seen in linear / conv layers (for the optimizer step)
     _multiplier: int = 1

@@ -49,7 +49,8 @@ def _attention_core(b: KernelBuilder, s: Shape, heads: int, kv_heads: int, head_
     queries = s.batch * heads * s.seq_q * head_dim
     if attention == "flash":
         b.attention(s.batch, heads, kv_heads, s.seq_q, s.seq_kv, head_dim, causal)
-        b.ew("copy", queries)  # the output's heads merged back: transpose(1, 2).contiguous()
+        if "attention_layout" not in b.fusions:
+            b.ew("copy", queries)  # the output's heads merged back: transpose(1, 2).contiguous()
         return
     bh, scores = s.batch * heads, s.batch * heads * s.seq_q * s.seq_kv
     # Layout copies (see joulecast.features.kernel_list): torch.matmul copies Q, K and V viewed as (batch, heads, seq,
@@ -94,8 +95,9 @@ def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
         b.linear(inner, t, h, tokens_first=True)
-        for op in ("scalar_mul", "unspecified_scalar", "scalar_mul", "pointwise_add", "scalar_mul", "tanh", "scalar_mul",
-                   "pointwise_mul"):  # gelu_new, unfused: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+        for op in () if "activation" in b.fusions else (
+                "scalar_mul", "unspecified_scalar", "scalar_mul", "pointwise_add", "scalar_mul", "tanh", "scalar_mul",
+                "pointwise_mul"):  # gelu_new, unfused: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
             b.ew(op, t * inner)
         b.linear(h, t, inner, tokens_first=True)
         b.ew("pointwise_add", t * h)
@@ -154,15 +156,21 @@ def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_hea
 
 
 def _mlp(b: KernelBuilder, t: int, h: int, inner: int, act: str) -> None:
-    """Two-layer MLP with an unfused activation and the residual add."""
+    """Two-layer MLP with an unfused activation (in the first GEMM's epilogue with the "activation" fusion) and the
+    residual add."""
     b.linear(inner, t, h)
-    b.ew(act, t * inner)
+    if "activation" not in b.fusions:
+        b.ew(act, t * inner)
     b.linear(h, t, inner)
     b.ew("pointwise_add", t * h)
 
 
 def _rmsnorm(b: KernelBuilder, t: int, h: int) -> None:
-    """HF's RMSNorm runs unfused in eager mode: x^2 (fp32), mean + eps, rsqrt, x * r, weight * x (bf16)."""
+    """HF's RMSNorm runs unfused in eager mode: x^2 (fp32), mean + eps, rsqrt, x * r, weight * x (bf16); one kernel
+    with the "norm" fusion."""
+    if "norm" in b.fusions:
+        b.norm("rmsnorm", t, h)
+        return
     for op, elements, dtype in (("unspecified_scalar", t * h, "fp32"), ("scalar_add", t, "fp32"),
                                 ("unspecified_scalar", t, "fp32"), ("pointwise_mul", t * h, "fp32"), ("scalar_mul", t * h, None)):
         b.ew(op, elements, dtype=dtype)
@@ -183,6 +191,9 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
         b.linear(heads * d, t, h)
         b.linear(kv_heads * d, t, h, count=2)
         for elements in (t * heads * d, t * kv_heads * d):  # q and k: x*cos + rotate_half(x)*sin
+            if "rope" in b.fusions:
+                b.ew("rope", elements)  # reads x (the cos / sin tables stay in cache), writes the rotated x
+                continue
             b.ew("pointwise_mul", elements, count=2)
             b.ew("pointwise_add", elements)
         _kv_cache_append(b, s, kv_heads, d, attention)
@@ -192,9 +203,11 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
         b.ew("pointwise_add", t * h)
         _rmsnorm(b, t, h)
         b.linear(inner, t, h)
-        b.ew("silu", t * inner)
+        if "activation" not in b.fusions:
+            b.ew("silu", t * inner)
         b.linear(inner, t, h)
-        b.ew("pointwise_mul", t * inner)
+        # silu(gate) * up; with the "activation" fusion one kernel reading both (Megatron's fused SwiGLU)
+        b.ew("swiglu" if "activation" in b.fusions else "pointwise_mul", t * inner)
         b.linear(h, t, inner)
         b.ew("pointwise_add", t * h)
     _rmsnorm(b, t, h)

@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping
 
 from joulecast.data import models
 from joulecast.data.errors import require
+from joulecast.data.fusions import check_fusions
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_sizes
 from joulecast.features import arch
@@ -39,8 +40,9 @@ ADAMW_OPERANDS = 7
 
 
 def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype: str, attention: str = "flash",
-          lm_head: bool | None = None) -> tuple[list[dict[str, Any]], int]:
-    """Lower one model config to kernel records; returns (records, weight parameters)."""
+          lm_head: bool | None = None, fusions: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
+    """Lower one model config to kernel records, with the kernel `fusions` (`joulecast.data.fusions`)
+    applied; returns (records, weight parameters)."""
     fam = models.family(config)
     check_sizes(batch, seq, has_seq=fam not in _VISION)
     batch, seq = int(batch), None if fam in _VISION else int(seq)  # type: ignore[arg-type]
@@ -56,7 +58,7 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     shape = lt.Shape(batch, 1 if decode else (seq or 1), seq or 1, decode)
     if lm_head is None:
         lm_head = decode
-    builder = KernelBuilder(dtype=dtype)
+    builder = KernelBuilder(dtype=dtype, fusions=frozenset(check_fusions(fusions)))
     _LOWERINGS[fam](builder, config, shape, attention, lm_head)
     records = builder.records
     if phase == "training":

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from joulecast.data import engines
 from joulecast.data.errors import JoulecastError
 from joulecast.data.files import check_output_folder
+from joulecast.data.fusions import FUSIONS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -158,7 +159,8 @@ def _train_run(args: argparse.Namespace) -> int:
     given = _job_options(args, "train-run", needs=("seq", "global_batch"), needs_why="",
                          refuses=("batch", "attention", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
-                         optional=("dtype", "lora_targets", "recompute", "optimizer", "launch_mode", "head_tokens"))
+                         optional=("dtype", "lora_targets", "recompute", "optimizer", "launch_mode", "head_tokens",
+                                   "fusions"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, estimator=args.estimator, **given)
@@ -350,7 +352,7 @@ JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
                        "output_len_cv"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
-                           "optimizer", "head_tokens")}
+                           "optimizer", "head_tokens", "fusions")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -746,6 +748,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
     run.add_argument("--head-tokens", type=int, help="tokens of each sequence the LM head and loss run over; default "
                      "every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
+    run.add_argument("--fusions", help="kernel fusions of the training stack, comma-separated: "
+                     f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels)")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -813,6 +817,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--recompute", help="train-run: none, selective or full; default none")
     jobs.add_argument("--optimizer", help="train-run: adamw or sgd; default adamw")
     jobs.add_argument("--head-tokens", type=int, help="train-run: tokens a sequence the LM head runs over")
+    jobs.add_argument("--fusions", help=f"train-run: kernel fusions, comma-separated ({', '.join(FUSIONS)})")
     jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")
     jobs.add_argument("--output-len", type=int, help="generate, serve: tokens generated a sequence (serve: mean)")

@@ -118,7 +118,9 @@ def train_run_table(job: Any) -> str:
              f"gpu        {job.gpu}", f"method     {job.method}",
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
              f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; LM head over "
-             f"{job.head_tokens} of {job.seq} tokens a sequence", "",
+             f"{job.head_tokens} of {job.seq} tokens a sequence",
+             "kernels    " + ("fused: " + ", ".join(job.fusions) if job.fusions else "Hugging Face eager (no fusions)"),
+             "",
              f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "
              "steps' errors taken as moving together)",
              f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",

@@ -194,6 +194,10 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     status, lean = call(server, "/v1/estimate", {**body, "launch_mode": "graph", "head_tokens": 64})
     assert status == 200 and (lean["launch_mode"], lean["head_tokens"]) == ("graph", 64)
     assert lean["time_s"] < out["time_s"]
+    status, fused = call(server, "/v1/estimate", {**body, "fusions": ["activation"]})
+    assert status == 200 and fused["fusions"] == ["activation"] and fused["time_s"] < out["time_s"]
+    status, bad = call(server, "/v1/estimate", {**body, "fusions": ["gelu"]})
+    assert status == 422 and bad["detail"][0]["loc"] == ["body", "fusions"]
     status, out = call(server, "/v1/estimate", {**body, "concurrency": 4})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "concurrency"]
     status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "global_batch": 8})

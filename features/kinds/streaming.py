@@ -17,10 +17,13 @@ Columns = Mapping[str, Any]
 
 # Operands read and written per element by an elementwise op, and math per element (rough instruction counts of
 # PyTorch's vectorised implementations; transcendental functions go through several SFU/FMA steps).
-INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "sgd_momentum": 3, "maxpool": 4}
+# The fused kernels (`joulecast.data.fusions`): swiglu reads the gate and the up projection (silu, then the
+# multiply); rope reads x (its cos / sin tables, a sequence's worth, stay in cache): x cos + rotate_half(x) sin.
+INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "sgd_momentum": 3, "maxpool": 4,
+          "swiglu": 2}
 OUTPUTS = {"adamw": 3, "sgd_momentum": 2, "avgpool": 0}
 FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentum": 4, "batchnorm": 2, "softmax": 5,
-                     "layernorm": 8, "rmsnorm": 4}
+                     "layernorm": 8, "rmsnorm": 4, "swiglu": 7, "rope": 3}
 # Instruction issue of streaming kernels (each kind's `instructions_per_element`), in FP32-lane instructions per
 # element (address arithmetic, type conversion, reduction passes, the op itself): a kernel also needs elements x
 # this / (SMs x 64 lanes x clock), which binds when the SM clock is low against the DRAM bandwidth. 64 FP32 lanes per
@@ -36,7 +39,7 @@ FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentu
 # capability 8.0). Set to 1.5x that count (an assumption, chosen by looking at the data like the counts above): it
 # makes the A100's measured/physics time the most uniform across model families (standard deviation of its log over
 # GPU-bound bf16 rows at 900 MHz 0.065 without, 0.060 at 1x, 0.059 at 1.5x, 0.061 at 2x, 0.068 at 3x).
-TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "sigmoid": 24}
+TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "sigmoid": 24, "swiglu": 24}
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 
 

@@ -100,6 +100,18 @@ def test_a_training_run_sweep_finds_the_least_energy_power_cap_by_a_deadline():
     assert not lowest["feasible"] and best["power_limit_w"] > lowest["power_limit_w"] and best["time_s"] <= 700.0
 
 
+def test_a_training_sweep_with_fusions_is_the_fused_runs():
+    from joulecast.estimator.train_run import train_run
+
+    job = dict(global_batch=8, steps=3, fusions="norm,activation")
+    configs, _ = grid("llama-3-8b", "train-run", gpus=["h100-sxm"], batches=[2], seqs=[512])
+    result = sweep(configs, job=job, estimator="physics")
+    assert result.job["fusions"] == ["activation", "norm"]
+    run = train_run("llama-3-8b", "h100-sxm", seq=512, micro_batch=2, estimator="physics", **job)
+    eager = train_run("llama-3-8b", "h100-sxm", seq=512, micro_batch=2, estimator="physics", global_batch=8, steps=3)
+    assert result.points["time_s"].item() == run.time_s < eager.time_s
+
+
 def test_a_generation_sweep_is_per_output_token_over_batch_and_prompt_length():
     from joulecast.estimator.jobs import generate
 
@@ -143,6 +155,9 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
      "--seq: has no effect with --phase generate (give --input-len)"),
     (["--phase", "train-run", "--global-batch", "8", "--micro-batch", "3", "--steps", "10"],
      "micro_batch: 3 does not divide the global batch 8"),
+    (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--fusions", "rope,flash"],
+     "fusions: unknown fusion 'flash'; allowed: activation, attention_layout, norm, rope"),
+    (["--phase", "prefill", "--fusions", "rope"], "--fusions: applies to --phase train-run, generate, serve only"),
 ])
 def test_cli_job_sweep_bad_input(capsys, argv, message):
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv]) == 2

@@ -115,8 +115,26 @@ def test_a_dense_masked_lm_head_and_cuda_graphs_cost_less_than_the_eager_full_he
         full.energy_j, rel=1e-12)
 
 
+def test_fusions_drop_the_eager_kernels_from_forward_and_backward_and_are_reported():
+    base = dict(seq=512, global_batch=16, steps=2, estimator="physics")
+    eager = joulecast.train_run("bert-large", "h100-sxm", **base)
+    fused = joulecast.train_run("bert-large", "h100-sxm", fusions="attention_layout,activation", **base)
+    assert (eager.fusions, fused.fusions) == ((), ("activation", "attention_layout"))
+    assert fused.time_s < eager.time_s and fused.energy_j < eager.energy_j
+    ops = set(np.asarray(fused.step.micro.kernel_columns["op"]).tolist())
+    assert {"gelu", "gelu_bwd"} <= set(np.asarray(eager.step.micro.kernel_columns["op"]).tolist())
+    assert not {"gelu", "gelu_bwd", "copy", "copy_bwd"} & ops  # the epilogue's and the layout's kernels, both ways
+    # the GEMMs and the attention are the same work
+    def work(run):
+        c = run.step.micro.kernel_columns
+        keep = np.isin(np.asarray(c["kind"]), ["gemm", "attention"])
+        return float(np.sum(np.asarray(c["flops"])[keep] * np.asarray(c["launches"])[keep]))
+    assert work(fused) == pytest.approx(work(eager), rel=1e-12)
+
+
 @pytest.mark.parametrize("kw, field", [
     (dict(head_tokens=513), "head_tokens"), (dict(head_tokens=0), "head_tokens"),
+    (dict(fusions=["fused"]), "fusions"),
     (dict(launch_mode="fast"), "launch_mode"),
     (dict(micro_batch=3), "micro_batch"), (dict(steps=None), "steps"), (dict(tokens=5), "steps"),
     (dict(recompute="some"), "recompute"), (dict(optimizer="lion"), "optimizer"), (dict(lora_rank=-1), "lora_rank"),
@@ -145,3 +163,12 @@ def test_cli_train_run_json(capsys):
     assert "launches   CUDA graphs; LM head over 32 of 256 tokens a sequence" in capsys.readouterr().out
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--head-tokens", "32"]) == 2
     assert "--head-tokens: applies to --phase train-run only" in capsys.readouterr().err
+    assert main([*argv, "--fusions", "activation,attention_layout"]) == 0
+    assert json.loads(capsys.readouterr().out)["fusions"] == ["activation", "attention_layout"]
+    assert main([a for a in argv if a != "--json"] + ["--fusions", "norm"]) == 0
+    assert "kernels    fused: norm" in capsys.readouterr().out
+    assert main([*argv, "--fusions", "gelu"]) == 2
+    err = capsys.readouterr().err
+    assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, norm, rope" in err
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--fusions", "norm"]) == 2
+    assert "--fusions: applies to --phase train-run only" in capsys.readouterr().err

@@ -177,6 +177,7 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j["strategies"].__setitem__(0, {"kind": "streaming-diloco", "H": 10, "P": 3}), "strategies[0].P"),
     (lambda j: j.update(head_tokens=10**6), "head_tokens"),
     (lambda j: j.update(launch_mode="compiled"), "launch_mode"),
+    (lambda j: j.update(fusions=["flash"]), "fusions"), (lambda j: j.update(fusions={"norm": 1}), "fusions"),
     (lambda j: j.update(seq=float("nan")), "seq"), (lambda j: j.update(seq=float("inf")), "seq"),
     (lambda j: j.update(global_batch=6e307), "global_batch"),  # a float that is a whole number, too large to plan
     (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
@@ -197,6 +198,13 @@ def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():
     eager, lean = _job(strategies=["ddp"]), _job(strategies=["ddp"], launch_mode="graph", head_tokens=64)
     assert (lean.launch_mode, lean.head_tokens, eager.launch_mode, eager.head_tokens) == ("graph", 64, "eager", None)
     fast, slow = planner.plan(lean).plans[0], planner.plan(eager).plans[0]
+    assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
+
+
+def test_a_job_with_fused_kernels_plans_faster_and_its_steps_are_those_of_a_fused_run():
+    eager, fused = _job(strategies=["ddp"]), _job(strategies=["ddp"], fusions=["norm", "activation", "norm"])
+    assert (eager.fusions, fused.fusions) == ((), ("activation", "norm"))
+    fast, slow = planner.plan(fused).plans[0], planner.plan(eager).plans[0]
     assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
 
 

@@ -36,6 +36,9 @@ def test_mlperf_training_rows_are_planned_and_scored():
     before, after = result["fitted"]["outside_w_per_node"]
     assert 0 < after < before < result["fitted"]["host_w_per_node"] + 8 * 700  # idle below initialisation
     assert (bert["job"]["launch_mode"], bert["job"]["head_tokens"]) == ("graph", 76)  # --use_cuda_graph, 76 masked
+    # --fused_gemm_gelu, --fused_bias_mha: the config's fusions; the NeMo jobs keep the eager kernels
+    assert bert["job"]["fusions"] == ["activation", "attention_layout"]
+    assert not any(r["job"].get("fusions") for r in result["rows"] if r["benchmark"] != "bert")
 
 
 def test_decentralised_runs_reproduce_their_published_figures():

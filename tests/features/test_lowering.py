@@ -5,7 +5,11 @@ import pytest
 
 import joulecast
 from joulecast.data.errors import InputError
+from joulecast.data.fusions import FUSIONS, check_fusions
 from joulecast.data.kernels import KERNEL_COLUMNS
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lowering import lower, resolve_model
+from joulecast.features.physics import analyze
 
 TRACED = {"gpt2model_gpt2": "gpt2", "bertmodel_large": "bert-large", "optmodel_opt-1p3b": "opt-1.3b",
           "qwen2model_qwen2-1p5b": "qwen2-1.5b"}
@@ -139,3 +143,59 @@ def test_config_file_and_mapping(tmp_path):
 def test_bad_workload_inputs(kwargs, match):
     with pytest.raises(InputError, match=match):
         joulecast.workload(**kwargs)
+
+
+def _ops(records):
+    """(kind, op) -> launches, over records."""
+    out = {}
+    for r in records:
+        out[r["kind"], r["op"]] = out.get((r["kind"], r["op"]), 0) + r["count"]
+    return out
+
+
+@pytest.mark.parametrize("model", ["bert-large", "gpt2", "llama-3-8b"])
+def test_each_fusion_removes_or_merges_the_kernels_its_rule_names(model):
+    config = resolve_model(model)[0]
+    kw = dict(phase="prefill", batch=2, seq=128, dtype="bf16")
+    eager, eager_params = lower(config, **kw)
+    layers = config.get("num_hidden_layers") or config.get("n_layer")
+    assert lower(config, fusions=(), **kw) == (eager, eager_params)  # none asked: the eager kernels, unchanged
+    for name in FUSIONS:
+        fused, params = lower(config, fusions=[name], **kw)
+        before, after = _ops(eager), _ops(fused)
+        assert params == eager_params and len(fused) <= len(eager)
+        gemms = {k: v for k, v in before.items() if k[0] in ("gemm", "attention")}
+        assert gemms == {k: v for k, v in after.items() if k[0] in ("gemm", "attention")}  # the math kernels stay
+        if name == "attention_layout":  # one head-merging copy a layer goes
+            assert before[("elementwise", "copy")] - after.get(("elementwise", "copy"), 0) == layers
+        elif name == "activation" and model == "llama-3-8b":  # silu and the gate's multiply: one kernel reading both
+            assert ("elementwise", "silu") not in after and after[("elementwise", "swiglu")] == layers
+        elif name == "activation":
+            act = "gelu" if model == "bert-large" else "tanh"
+            assert before[("elementwise", act)] == layers and ("elementwise", act) not in after
+        elif name == "norm" and model == "llama-3-8b":  # HF's five RMSNorm kernels, one norm kernel
+            assert after[("norm", "rmsnorm")] == 2 * layers + 1
+            assert sum(before.values()) - sum(after.values()) == 4 * (2 * layers + 1)
+        elif name == "rope" and model == "llama-3-8b":  # q and k each one kernel, not two multiplies and an add
+            assert after[("elementwise", "rope")] == 2 * layers
+            assert before[("elementwise", "pointwise_mul")] - after[("elementwise", "pointwise_mul")] == 4 * layers
+        else:  # nothing of that kind in the model: nothing changes
+            assert fused == eager
+
+
+def test_fused_kernels_move_what_their_operands_say():
+    rows = kernel_columns([dict(kind="elementwise", op=op, dtype="bf16", acc_dtype="bf16", rows=1, cols=1 << 26,
+                                count=1) for op in ("swiglu", "rope", "pointwise_mul")])
+    features, _ = analyze(rows, joulecast.gpu("h100-sxm"))
+    per_element = features["l2_bytes"].to_numpy() / (1 << 26)
+    # swiglu reads gate and up, writes one (as a multiply); rope reads x and writes it rotated
+    assert per_element.tolist() == [6.0, 4.0, 6.0]
+
+
+@pytest.mark.parametrize("fusions, match", [(["gelu"], "unknown fusion 'gelu'"), ("norm,fast", "unknown fusion 'fast'"),
+                                            (7, "a list of fusion names")])
+def test_unknown_fusions_name_the_field_and_what_is_allowed(fusions, match):
+    with pytest.raises(joulecast.InputError, match=f"fusions: {match}.*") as err:
+        lower(resolve_model("gpt2")[0], phase="prefill", batch=1, seq=8, dtype="bf16", fusions=fusions)
+    assert "activation" in str(err.value)
+    assert check_fusions("rope, norm,rope") == ("norm", "rope") and check_fusions(None) == ()

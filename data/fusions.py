@@ -2,9 +2,12 @@
 them. Each rule is applied by the lowering (`joulecast.features.lower_transformers`); here only what a name means and
 the flags that turn it on in NVIDIA's and NeMo's stacks.
 
-- activation: the MLP's activation costs no kernel of its own: it runs in the first GEMM's epilogue (cuBLASLt's GELU
-  epilogue, apex's `--fused_gemm_gelu` in NVIDIA's MLPerf BERT), or, in a gated MLP, with the gate's multiply as one
-  kernel (Megatron's `bias_activation_fusion` for SwiGLU). The epilogue also writes the pre-activation in the forward
+- activation: the MLP's activation as one fused kernel: GPT-2's tanh GELU, eight kernels in Hugging Face's code, as
+  one (Megatron's `bias_activation_fusion`, Transformer Engine's GELU); in a gated MLP, silu and the gate's multiply
+  as one kernel reading both (Megatron's fused SwiGLU). An activation that is one kernel already stays so.
+- gemm_activation: the MLP's activation costs no kernel of its own: it runs in the first GEMM's epilogue (cuBLASLt's
+  GELU epilogue, apex's `--fused_gemm_gelu` in NVIDIA's MLPerf BERT). A gated MLP's cannot (the epilogue sees one of
+  its two projections): there it changes nothing. The epilogue also writes the pre-activation in the forward
   pass and the input-gradient GEMM's epilogue reads it back (2 bytes an element each way, bf16): not counted, as
   that traffic rides GEMMs bound by their math or by L2 (BERT-large, 48 x 512 tokens: 9.7 GB a step, 3 ms at an
   H100's full DRAM bandwidth, against a 96 ms step).
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from joulecast.data.errors import InputError
 
-FUSIONS = ("activation", "attention_layout", "norm", "rope")
+FUSIONS = ("activation", "attention_layout", "gemm_activation", "norm", "rope")
 
 
 def check_fusions(fusions: object, where: str = "fusions") -> tuple[str, ...]:

@@ -120,6 +120,9 @@ class Job:
     launch_mode: str = "eager"        # eager, or graph (CUDA graphs: no host dispatch a kernel)
     head_tokens: int | None = None    # tokens a sequence the LM head and loss run over (None: every token)
     fusions: tuple[str, ...] = ()     # kernel fusions of the training stack (`joulecast.data.fusions`)
+    # seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
+    # not hide): training forwards (and their recomputation) and evaluation forwards, at the step's power
+    forward_overhead_s: float = 0.0
     source: str = field(default="", compare=False)
 
     @property
@@ -263,7 +266,7 @@ def _strategy(raw: Any, i: int) -> Strategy:
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
-               "launch_mode", "head_tokens", "fusions"}
+               "launch_mode", "head_tokens", "fusions", "forward_overhead_s"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -333,7 +336,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         checkpoint_every_s=_number(failures, "checkpoint_every_s", "failures", 3600.0, strict=True),
         start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"),
         launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
-        fusions=check_fusions(raw.get("fusions")), source=source)
+        fusions=check_fusions(raw.get("fusions")),
+        forward_overhead_s=_number(raw, "forward_overhead_s", "", 0.0, high=1.0), source=source)
 
 
 def connected(names: list[str], links: list[Link]) -> None:

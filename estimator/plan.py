@@ -4,7 +4,8 @@ DiLoCo, federated averaging): time to finish, energy split, carbon, bytes per li
 Method (formulas: shared/reference/distributed.md, section 0; every constant in data/distributed/*.yaml):
 1. Each site's GPUs are replicas of the job's layout (TP x PP x CP GPUs each); the global batch is split evenly over
    all replicas, so each replica's step is `train_run.step_estimate` (physics x learned residual) with its share, plus
-   the pipeline bubble (pp - 1) / (vpp x micro-batches) (1F1B, Narayanan et al. 2021).
+   the pipeline bubble (pp - 1) / (vpp x micro-batches) (1F1B, Narayanan et al. 2021), and the framework's own time
+   where the job gives one (`forward_overhead_s` a layer and forward pass, at the step's power).
 2. Collectives by an alpha-beta model per link class (`features.collectives`): tensor-parallel all-reduces of
    activations (4 a layer and micro-batch), context-parallel key/value passes and pipeline sends, overlapped with
    compute where frameworks overlap them (`tp_overlap`, ring attention, NeMo's p2p overlap); the data-parallel
@@ -69,6 +70,7 @@ class SiteCompute:
     intra_pj_per_bit: float
     eval_s: float               # the job's evaluation passes (forward only), all of them, on every GPU
     eval_j: float               # their GPU energy, per GPU
+    overhead_s: float           # a step's framework overhead (`Job.forward_overhead_s`), in compute_s
     dp_bytes: float             # gradient bytes a GPU holds (its shard's trainable parameters)
     dp_link: dict[str, float]   # the site's data-parallel link: gbytes_per_s, latency_us, pj_per_bit
 
@@ -112,10 +114,16 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
                              f"{spec.name}; raise TP or PP, use ZeRO (layout.zero) or recompute")
-        bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
+        layers_stage = -(-layers // lay["pp"])
+        # the framework's overhead: every forward pass of a micro-batch waits it out on each layer of the stage,
+        # at the step's power (between the kernels of a host-bound step the gaps are short, well under a
+        # millisecond: clocks and die stay as they were)
+        stage_overhead_s = layers_stage * job.forward_overhead_s
+        overhead_s = stage_overhead_s * accumulation * (2 if job.recompute == "full" else 1)
+        stage_s = step.time_s + overhead_s
+        bubble = stage_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
         tokens = job.micro_batch * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
-        layers_stage = -(-layers // lay["pp"])
         intra_link = _link(site.intra)
         inter_link = _link(site.inter_node)
         passes = 4 + (2 if job.recompute == "full" else 0)   # forward 2, backward 2 (+ recomputed forward)
@@ -140,12 +148,13 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         grad_width = 4.0 if job.dtype in ("fp32", "tf32") else 2.0
         # evaluation: the job's eval tokens in forward passes of micro-batches, spread over all replicas
         passes_eval = job.eval_tokens / (job.micro_batch * job.seq * total)
-        eval_s = passes_eval * step.forward.time_s * (1 + (lay["pp"] - 1) / lay["vpp"]) if step.forward else 0.0
-        eval_j = passes_eval * step.forward.energy_j if step.forward else 0.0
+        forward = step.forward
+        eval_s = passes_eval * (forward.time_s + stage_overhead_s) * (1 + (lay["pp"] - 1) / lay["vpp"]) \
+            if forward else 0.0
+        eval_j = passes_eval * forward.energy_j * (1 + stage_overhead_s / forward.time_s) if forward else 0.0
         out.append(SiteCompute(
-            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, compute_s=step.time_s + bubble,
-            bubble_s=bubble,
-            busy_w=step.energy_j / step.time_s,
+            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, overhead_s=overhead_s,
+            compute_s=stage_s + bubble, bubble_s=bubble, busy_w=step.energy_j / step.time_s,
             wait_w=site.wait_w if site.wait_w is not None else waiting_power_w(spec, site.sm_clock_mhz),
             intra_exposed_s=exposed, intra_bytes=intra_bytes,
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
@@ -382,7 +391,8 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         j = self.job
         sites = [dict(name=s.site.name, gpu=s.site.gpu, gpus=s.site.gpus, replicas=s.replicas,
-                      step_compute_s=s.compute_s, bubble_s=s.bubble_s, gpu_busy_w=s.busy_w, gpu_wait_w=s.wait_w,
+                      step_compute_s=s.compute_s, bubble_s=s.bubble_s, step_overhead_s=s.overhead_s,
+                      gpu_busy_w=s.busy_w, gpu_wait_w=s.wait_w,
                       memory_gb=s.step.memory_gb, method=s.step.micro.method,
                       flags=[str(f) for f in s.step.micro.flags if f != "exceeds-memory"])  # memory: checked above
                  for s in self.sites]

@@ -95,10 +95,14 @@ def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
         b.linear(inner, t, h, tokens_first=True)
-        for op in () if "activation" in b.fusions else (
-                "scalar_mul", "unspecified_scalar", "scalar_mul", "pointwise_add", "scalar_mul", "tanh", "scalar_mul",
-                "pointwise_mul"):  # gelu_new, unfused: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
-            b.ew(op, t * inner)
+        if "gemm_activation" in b.fusions:
+            pass  # in the GEMM's epilogue
+        elif "activation" in b.fusions:
+            b.ew("gelu", t * inner)  # one fused kernel
+        else:
+            for op in ("scalar_mul", "unspecified_scalar", "scalar_mul", "pointwise_add", "scalar_mul", "tanh",
+                       "scalar_mul", "pointwise_mul"):  # gelu_new, unfused: 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3)))
+                b.ew(op, t * inner)
         b.linear(h, t, inner, tokens_first=True)
         b.ew("pointwise_add", t * h)
     b.norm("layernorm", t, h)
@@ -156,10 +160,10 @@ def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_hea
 
 
 def _mlp(b: KernelBuilder, t: int, h: int, inner: int, act: str) -> None:
-    """Two-layer MLP with an unfused activation (in the first GEMM's epilogue with the "activation" fusion) and the
-    residual add."""
+    """Two-layer MLP with an unfused activation (in the first GEMM's epilogue with the "gemm_activation" fusion) and
+    the residual add."""
     b.linear(inner, t, h)
-    if "activation" not in b.fusions:
+    if "gemm_activation" not in b.fusions:
         b.ew(act, t * inner)
     b.linear(h, t, inner)
     b.ew("pointwise_add", t * h)

@@ -118,8 +118,8 @@ def test_a_dense_masked_lm_head_and_cuda_graphs_cost_less_than_the_eager_full_he
 def test_fusions_drop_the_eager_kernels_from_forward_and_backward_and_are_reported():
     base = dict(seq=512, global_batch=16, steps=2, estimator="physics")
     eager = joulecast.train_run("bert-large", "h100-sxm", **base)
-    fused = joulecast.train_run("bert-large", "h100-sxm", fusions="attention_layout,activation", **base)
-    assert (eager.fusions, fused.fusions) == ((), ("activation", "attention_layout"))
+    fused = joulecast.train_run("bert-large", "h100-sxm", fusions="attention_layout,gemm_activation", **base)
+    assert (eager.fusions, fused.fusions) == ((), ("attention_layout", "gemm_activation"))
     assert fused.time_s < eager.time_s and fused.energy_j < eager.energy_j
     ops = set(np.asarray(fused.step.micro.kernel_columns["op"]).tolist())
     assert {"gelu", "gelu_bwd"} <= set(np.asarray(eager.step.micro.kernel_columns["op"]).tolist())
@@ -169,6 +169,6 @@ def test_cli_train_run_json(capsys):
     assert "kernels    fused: norm" in capsys.readouterr().out
     assert main([*argv, "--fusions", "gelu"]) == 2
     err = capsys.readouterr().err
-    assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, norm, rope" in err
+    assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, gemm_activation, norm, rope" in err
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--fusions", "norm"]) == 2
     assert "--fusions: applies to --phase train-run only" in capsys.readouterr().err

@@ -178,6 +178,8 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j.update(head_tokens=10**6), "head_tokens"),
     (lambda j: j.update(launch_mode="compiled"), "launch_mode"),
     (lambda j: j.update(fusions=["flash"]), "fusions"), (lambda j: j.update(fusions={"norm": 1}), "fusions"),
+    (lambda j: j.update(forward_overhead_s=-1e-3), "forward_overhead_s"),
+    (lambda j: j.update(forward_overhead_s=2.0), "forward_overhead_s"),
     (lambda j: j.update(seq=float("nan")), "seq"), (lambda j: j.update(seq=float("inf")), "seq"),
     (lambda j: j.update(global_batch=6e307), "global_batch"),  # a float that is a whole number, too large to plan
     (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
@@ -199,6 +201,28 @@ def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():
     assert (lean.launch_mode, lean.head_tokens, eager.launch_mode, eager.head_tokens) == ("graph", 64, "eager", None)
     fast, slow = planner.plan(lean).plans[0], planner.plan(eager).plans[0]
     assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
+
+
+def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s_power():
+    """`forward_overhead_s` a layer and forward pass: a step's micro-batches on each layer of the stage (twice with
+    full recomputation), each evaluation forward likewise, the GPUs drawing the step's power meanwhile."""
+    o = 2e-3
+    for recompute, forwards in (("none", 1), ("full", 2)):
+        bare = _job(strategies=["ddp"], micro_batch=2, eval_tokens=64 * 512, recompute=recompute)
+        slow = _job(strategies=["ddp"], micro_batch=2, eval_tokens=64 * 512, recompute=recompute,
+                    forward_overhead_s=o)
+        (a, _), (b, _) = planner.site_compute(bare), planner.site_compute(slow)
+        accumulation, layers = 64 // (16 * 2), 12  # 16 replicas of micro-batches of 2; GPT-2's 12 layers
+        assert b.overhead_s == pytest.approx(forwards * accumulation * layers * o, rel=1e-12)
+        assert b.compute_s - a.compute_s == pytest.approx(b.overhead_s, rel=1e-9)
+        assert b.busy_w == a.busy_w and b.intra_exposed_s == a.intra_exposed_s
+        passes = 64 * 512 / (2 * 512 * 16)  # the eval tokens in forward passes, over all 16 replicas
+        assert b.eval_s - a.eval_s == pytest.approx(passes * layers * o, rel=1e-9)
+        forward_w = a.step.forward.energy_j / a.step.forward.time_s
+        assert b.eval_j - a.eval_j == pytest.approx(passes * layers * o * forward_w, rel=1e-9)
+    fast, slow = planner.plan(bare).plans[0], planner.plan(slow).plans[0]
+    assert slow.time_s > fast.time_s and slow.energy_split_j["gpu_compute"] > fast.energy_split_j["gpu_compute"]
+    assert slow.energy_split_j["gpu_wait"] == pytest.approx(fast.energy_split_j["gpu_wait"], rel=1e-9)
 
 
 def test_a_job_with_fused_kernels_plans_faster_and_its_steps_are_those_of_a_fused_run():

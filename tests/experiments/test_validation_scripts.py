@@ -36,9 +36,17 @@ def test_mlperf_training_rows_are_planned_and_scored():
     before, after = result["fitted"]["outside_w_per_node"]
     assert 0 < after < before < result["fitted"]["host_w_per_node"] + 8 * 700  # idle below initialisation
     assert (bert["job"]["launch_mode"], bert["job"]["head_tokens"]) == ("graph", 76)  # --use_cuda_graph, 76 masked
-    # --fused_gemm_gelu, --fused_bias_mha: the config's fusions; the NeMo jobs keep the eager kernels
-    assert bert["job"]["fusions"] == ["activation", "attention_layout"]
-    assert not any(r["job"].get("fusions") for r in result["rows"] if r["benchmark"] != "bert")
+    # each job's fusions from its config (--fused_gemm_gelu, --fused_bias_mha; NeMo's TE attention, fused SwiGLU,
+    # rope and RMSNorm); NeMo's forward overhead (fitted on the 1-node LoRA's steady step) on its jobs alone: BERT
+    # replays CUDA graphs
+    assert bert["job"]["fusions"] == ["gemm_activation", "attention_layout"] and "forward_overhead_s" not in bert["job"]
+    lora = {g: rows[("llama2_70b_lora", g)] for g in (8, 64, 512)}
+    assert set(lora[8]["job"]["fusions"]) == {"activation", "attention_layout", "norm", "rope"}
+    overhead = result["fitted"]["forward_overhead_s"]
+    assert 0 < overhead < 0.01
+    assert gpt3["job"]["forward_overhead_s"] == lora[512]["job"]["forward_overhead_s"] == overhead
+    assert lora[8]["predicted_step_s"] == pytest.approx(lora[8]["measured_step_s"], rel=1e-6)  # what it was fitted on
+    assert all(0 < r["measured_step_s"] for r in lora.values())  # the other two: their own traces, to score
 
 
 def test_decentralised_runs_reproduce_their_published_figures():

@@ -6,6 +6,7 @@ from conftest import require_module
 from joulecast.cli import main
 from joulecast.data.collect.plan import expected_durations, load_plan, parse_plan
 from joulecast.data.errors import InputError
+from joulecast.features.arch import HOST_DISPATCH_S
 
 
 def test_shipped_h200_plan_fits_eight_minutes(capsys):
@@ -112,3 +113,14 @@ def test_the_thermal_plan_heats_the_die_before_it_spins_and_fits_a_device_sessio
     assert [it.kind for it in plan.items] == ["kernel", "wait"] and plan.items[1].op == "spin"
     assert plan.settings.min_window_s >= 20
     assert sum(e.seconds for e in expected_durations(plan)) < 4 * 60
+
+
+def test_the_dispatch_plan_is_host_bound_in_physics_and_fits_a_device_session():
+    """h200-dispatch (issue 31): every item so small that physics puts its time a launch at the assumed eager dispatch
+    (its kernel well under it), so what the machine measures is its own dispatch; a minute or two of a lent GPU."""
+    plan = load_plan("h200-dispatch")
+    durations = expected_durations(plan)
+    assert {e.item.op for e in durations} == {"add", "gelu", "gemm", "layernorm", "softmax"}
+    dispatch = HOST_DISPATCH_S["eager"]
+    assert all(dispatch <= e.physics_time_s < 1.1 * dispatch for e in durations)
+    assert sum(e.seconds for e in durations) < 2 * 60

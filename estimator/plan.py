@@ -146,11 +146,13 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         intra_bytes = tp_bytes + cp_bytes + pp_bytes
         dp_link = intra_link if per_replica * r <= site.gpus_per_node else inter_link
         grad_width = 4.0 if job.dtype in ("fp32", "tf32") else 2.0
-        # evaluation: the job's eval tokens in forward passes of micro-batches, spread over all replicas
+        # evaluation: the job's eval tokens in forward passes of micro-batches, spread over all replicas; a pipeline
+        # fills and drains once an evaluation step, of as many micro-batches as a training step (NeMo and Megatron
+        # evaluate in global batches of the training's size)
         passes_eval = job.eval_tokens / (job.micro_batch * job.seq * total)
         forward = step.forward
-        eval_s = passes_eval * (forward.time_s + stage_overhead_s) * (1 + (lay["pp"] - 1) / lay["vpp"]) \
-            if forward else 0.0
+        eval_s = passes_eval * (forward.time_s + stage_overhead_s) * (
+            1 + (lay["pp"] - 1) / (lay["vpp"] * accumulation)) if forward else 0.0
         eval_j = passes_eval * forward.energy_j * (1 + stage_overhead_s / forward.time_s) if forward else 0.0
         out.append(SiteCompute(
             site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, overhead_s=overhead_s,

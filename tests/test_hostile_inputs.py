@@ -196,10 +196,13 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
                               ("sites", 1, "local_energy"), ("links", 0, "gbps"), ("links", 0, "rtt_ms"),
                               ("links", 0, "between"), ("strategies", 1, "H"), ("strategies", 1, "bits"),
                               ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",),
-                              ("sites", 0, "power_limit_w"), ("sites", 1, "sm_clock_mhz")]),
+                              ("sites", 0, "power_limit_w"), ("sites", 1, "sm_clock_mhz"), ("fusions",),
+                              ("forward_overhead_s",)]),
        value=anything)
 @example(path=("steps",), value=20)  # valid replacements, whatever the draws: the plan is reached and checked
 @example(path=("sites", 0, "power_limit_w"), value=100.0)
+@example(path=("fusions",), value=["activation", "attention_layout"])
+@example(path=("forward_overhead_s",), value=0.003)
 def test_job_file(path, value):
     """A job file with one field replaced by a hostile value: a plan with finite, positive figures, or one line
     naming the field (as the CLI prints it, exit 2)."""

@@ -203,6 +203,18 @@ def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():
     assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
 
 
+def test_a_pipeline_fills_once_an_evaluation_step_of_the_training_s_micro_batches():
+    """Evaluation runs global batches of the training's size, so its pipeline bubble is the training step's share,
+    (pp - 1) / (vpp x micro-batches), not a fill and drain for every micro-batch."""
+    base = dict(model="llama-3-8b", strategies=["ddp"], micro_batch=1, global_batch=64, eval_tokens=64 * 512,
+                sites=[dict(name="a", gpu="h100-sxm", gpus=8)], links=[])
+    flat, piped = (planner.site_compute(_job(**base, layout=lay))[0] for lay in ({"tp": 8}, {"tp": 2, "pp": 4}))
+    accumulation = 64 // (1 * 1)  # one replica of TP 2 x PP 4
+    passes = 64 * 512 / (1 * 512 * 1)
+    assert piped.eval_s == pytest.approx(passes * piped.step.forward.time_s * (1 + 3 / accumulation), rel=1e-12)
+    assert flat.eval_s == pytest.approx(64 * flat.step.forward.time_s, rel=1e-12)
+
+
 def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s_power():
     """`forward_overhead_s` a layer and forward pass: a step's micro-batches on each layer of the stage (twice with
     full recomputation), each evaluation forward likewise, the GPUs drawing the step's power meanwhile."""

@@ -47,6 +47,7 @@ def test_mlperf_training_rows_are_planned_and_scored():
     assert gpt3["job"]["forward_overhead_s"] == lora[512]["job"]["forward_overhead_s"] == overhead
     assert lora[8]["predicted_step_s"] == pytest.approx(lora[8]["measured_step_s"], rel=1e-6)  # what it was fitted on
     assert all(0 < r["measured_step_s"] for r in lora.values())  # the other two: their own traces, to score
+    assert 0 < gpt3["measured_step_s"] < gpt3["measured_eval_s"] < 60  # its 24 evaluations of three steps each
 
 
 def test_decentralised_runs_reproduce_their_published_figures():

@@ -36,3 +36,17 @@ def check_fusions(fusions: object, where: str = "fusions") -> tuple[str, ...]:
         if name not in FUSIONS:
             raise InputError(where, f"unknown fusion {name!r}; allowed: {', '.join(FUSIONS)}")
     return tuple(sorted(set(fusions)))
+
+
+# A framework's own time a layer and forward pass (`forward_overhead_s`): at most a second, far above any framework's
+# (NeMo's eager FP8 stack: 3 ms, experiments/mlperf_training.py).
+MAX_FORWARD_OVERHEAD_S = 1.0
+
+
+def check_overhead(value: object, where: str = "forward_overhead_s") -> float:
+    """A forward overhead in seconds: a number from 0 to MAX_FORWARD_OVERHEAD_S."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0.0 <= float(value) <= MAX_FORWARD_OVERHEAD_S:
+        raise InputError(where, f"must be seconds from 0 to {MAX_FORWARD_OVERHEAD_S:g} a layer and forward pass, "
+                                f"got {value!r}")
+    return float(value)

@@ -70,7 +70,7 @@ class SiteCompute:
     intra_pj_per_bit: float
     eval_s: float               # the job's evaluation passes (forward only), all of them, on every GPU
     eval_j: float               # their GPU energy, per GPU
-    overhead_s: float           # a step's framework overhead (`Job.forward_overhead_s`), in compute_s
+    overhead_s: float           # a step's framework overhead (`Job.forward_overhead_s`), within compute_s
     dp_bytes: float             # gradient bytes a GPU holds (its shard's trainable parameters)
     dp_link: dict[str, float]   # the site's data-parallel link: gbytes_per_s, latency_us, pj_per_bit
 
@@ -108,20 +108,15 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              sm_clock_mhz=site.sm_clock_mhz, power_limit_w=site.power_limit_w,
                              estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0,
                              fp8_attention=job.fp8_attention, launch_mode=job.launch_mode,
-                             head_tokens=job.head_tokens, fusions=job.fusions)
+                             head_tokens=job.head_tokens, fusions=job.fusions,
+                             forward_overhead_s=job.forward_overhead_s)
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
                              f"{spec.name}; raise TP or PP, use ZeRO (layout.zero) or recompute")
+        bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
         layers_stage = -(-layers // lay["pp"])
-        # the framework's overhead: every forward pass of a micro-batch waits it out on each layer of the stage,
-        # at the step's power (between the kernels of a host-bound step the gaps are short, well under a
-        # millisecond: clocks and die stay as they were)
-        stage_overhead_s = layers_stage * job.forward_overhead_s
-        overhead_s = stage_overhead_s * accumulation * (2 if job.recompute == "full" else 1)
-        stage_s = step.time_s + overhead_s
-        bubble = stage_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
         tokens = job.micro_batch * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
         intra_link = _link(site.intra)
@@ -151,12 +146,14 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         # evaluate in global batches of the training's size)
         passes_eval = job.eval_tokens / (job.micro_batch * job.seq * total)
         forward = step.forward
-        eval_s = passes_eval * (forward.time_s + stage_overhead_s) * (
+        # each evaluation forward waits out the framework's overhead too (`StepEstimate.overhead_s`), at its power
+        eval_s = passes_eval * (forward.time_s + step.overhead_s) * (
             1 + (lay["pp"] - 1) / (lay["vpp"] * accumulation)) if forward else 0.0
-        eval_j = passes_eval * forward.energy_j * (1 + stage_overhead_s / forward.time_s) if forward else 0.0
+        eval_j = passes_eval * forward.energy_j * (1 + step.overhead_s / forward.time_s) if forward else 0.0
         out.append(SiteCompute(
-            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j, overhead_s=overhead_s,
-            compute_s=stage_s + bubble, bubble_s=bubble, busy_w=step.energy_j / step.time_s,
+            site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j,
+            overhead_s=step.accumulation * step.forwards * step.overhead_s, compute_s=step.time_s + bubble,
+            bubble_s=bubble, busy_w=step.energy_j / step.time_s,
             wait_w=site.wait_w if site.wait_w is not None else waiting_power_w(spec, site.sm_clock_mhz),
             intra_exposed_s=exposed, intra_bytes=intra_bytes,
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.fusions import check_fusions
+from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import hidden_size, layer_count
@@ -77,6 +77,8 @@ class StepEstimate:
     memory_gb: float
     memory_parts_gb: dict[str, float]
     fusions: tuple[str, ...] = ()     # the kernel fusions applied
+    overhead_s: float = 0.0           # the framework's time a forward pass over this GPU's layers (forward_overhead_s)
+    forwards: int = 1                 # forward passes a micro-batch (2 with full recomputation)
 
     def _sum(self, part: str, i: int | None = None) -> float:
         def one(e: Estimate | None) -> float:
@@ -84,7 +86,9 @@ class StepEstimate:
                 return 0.0
             value = getattr(e, part)
             return float(value if i is None else (value[i] if value is not None else getattr(e, _POINT[part])))
-        return self.accumulation * one(self.micro) + one(self.optimizer)
+        # the overhead at the micro-step's power (the gaps between a host-bound step's kernels are short)
+        extra = self.forwards * self.overhead_s * (1.0 if part.startswith("time") else self.micro.power_w)
+        return self.accumulation * (one(self.micro) + extra) + one(self.optimizer)
 
     @property
     def time_s(self) -> float:
@@ -124,6 +128,7 @@ class TrainRunEstimate:
     launch_mode: str        # eager or graph (CUDA graphs)
     head_tokens: int        # tokens a sequence the LM head and loss run over
     fusions: tuple[str, ...]  # kernel fusions applied (`joulecast.data.fusions`)
+    forward_overhead_s: float  # the framework's seconds a layer and forward pass
     energy_j: float
     time_s: float
     power_w: float
@@ -156,13 +161,15 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
                   estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False,
                   launch_mode: str = "eager", head_tokens: int | None = None,
-                  fusions: tuple[str, ...] = ()) -> StepEstimate:
+                  fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
     `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention);
     `launch_mode` "graph" replays each step as CUDA graphs (no host dispatch a kernel); `head_tokens` (default: every
     token) is how many tokens of each sequence the LM head and its loss run over, as a masked-LM with a dense output
     gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`); `fusions` names the kernel fusions the
-    training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels)."""
+    training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels); `forward_overhead_s` the
+    seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
+    not hide), at the micro-step's power."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
     require(launch_mode in LAUNCH_MODES, "launch_mode",
@@ -170,6 +177,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     head_tokens = seq if head_tokens is None else _count("head_tokens", head_tokens)
     require(head_tokens <= seq, "head_tokens", f"{head_tokens} is more than the sequence's {seq} tokens")
     fusions = check_fusions(fusions)
+    overhead = check_overhead(forward_overhead_s)
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
@@ -214,7 +222,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                     layer_count(shard))
     return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
                         trainable=trainable,
-                        memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions)
+                        memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
+                        overhead_s=layer_count(shard) * overhead, forwards=2 if recompute == "full" else 1)
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
@@ -235,10 +244,10 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
               launch_mode: str = "eager", head_tokens: int | None = None,
-              fusions: tuple[str, ...] = ()) -> TrainRunEstimate:
+              fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
-    `launch_mode`, `head_tokens` and `fusions` as for `step_estimate`.
+    `launch_mode`, `head_tokens`, `fusions` and `forward_overhead_s` as for `step_estimate`.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -255,7 +264,8 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                          lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
                          sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                         launch_mode=launch_mode, head_tokens=head_tokens, fusions=fusions)
+                         launch_mode=launch_mode, head_tokens=head_tokens, fusions=fusions,
+                         forward_overhead_s=forward_overhead_s)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     if step.memory_gb > spec.memory_gb:
@@ -269,7 +279,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
         launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens,
-        fusions=step.fusions,
+        fusions=step.fusions, forward_overhead_s=check_overhead(forward_overhead_s),
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,

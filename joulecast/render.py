@@ -119,7 +119,9 @@ def train_run_table(job: Any) -> str:
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
              f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; LM head over "
              f"{job.head_tokens} of {job.seq} tokens a sequence",
-             "kernels    " + ("fused: " + ", ".join(job.fusions) if job.fusions else "Hugging Face eager (no fusions)"),
+             "kernels    " + ("fused: " + ", ".join(job.fusions) if job.fusions else "Hugging Face eager (no fusions)")
+             + (f"; the framework's {1e3 * job.forward_overhead_s:.3g} ms a layer and forward pass"
+                if job.forward_overhead_s else ""),
              "",
              f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "
              "steps' errors taken as moving together)",

@@ -196,6 +196,8 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert lean["time_s"] < out["time_s"]
     status, fused = call(server, "/v1/estimate", {**body, "fusions": ["activation"]})
     assert status == 200 and fused["fusions"] == ["activation"] and fused["time_s"] < out["time_s"]
+    status, slow = call(server, "/v1/estimate", {**body, "forward_overhead_s": 0.003})
+    assert status == 200 and slow["forward_overhead_s"] == 0.003 and slow["time_s"] > out["time_s"]
     status, bad = call(server, "/v1/estimate", {**body, "fusions": ["gelu"]})
     assert status == 422 and bad["detail"][0]["loc"] == ["body", "fusions"]
     status, out = call(server, "/v1/estimate", {**body, "concurrency": 4})

@@ -132,8 +132,22 @@ def test_fusions_drop_the_eager_kernels_from_forward_and_backward_and_are_report
     assert work(fused) == pytest.approx(work(eager), rel=1e-12)
 
 
+def test_a_framework_overhead_adds_its_time_to_every_forward_at_the_micro_step_s_power():
+    base = dict(seq=512, global_batch=16, micro_batch=4, steps=3, estimator="physics")
+    for recompute, forwards in (("none", 1), ("full", 2)):
+        bare = joulecast.train_run("gpt2", "a10", recompute=recompute, **base)
+        slow = joulecast.train_run("gpt2", "a10", recompute=recompute, forward_overhead_s=1e-3, **base)
+        extra = 3 * 4 * forwards * 12 * 1e-3  # steps x micro-batches x forwards x GPT-2's layers x overhead
+        assert (slow.forward_overhead_s, slow.step.overhead_s) == (1e-3, pytest.approx(12e-3))
+        assert slow.time_s - bare.time_s == pytest.approx(extra, rel=1e-9)
+        assert slow.energy_j - bare.energy_j == pytest.approx(extra * bare.step.micro.power_w, rel=1e-9)
+        for lo_hi in (0, 1):
+            assert slow.time_interval_s[lo_hi] - bare.time_interval_s[lo_hi] == pytest.approx(extra, rel=1e-9)
+
+
 @pytest.mark.parametrize("kw, field", [
     (dict(head_tokens=513), "head_tokens"), (dict(head_tokens=0), "head_tokens"),
+    (dict(forward_overhead_s=-1.0), "forward_overhead_s"), (dict(forward_overhead_s="3ms"), "forward_overhead_s"),
     (dict(fusions=["fused"]), "fusions"),
     (dict(launch_mode="fast"), "launch_mode"),
     (dict(micro_batch=3), "micro_batch"), (dict(steps=None), "steps"), (dict(tokens=5), "steps"),
@@ -172,3 +186,9 @@ def test_cli_train_run_json(capsys):
     assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, gemm_activation, norm, rope" in err
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--fusions", "norm"]) == 2
     assert "--fusions: applies to --phase train-run only" in capsys.readouterr().err
+    assert main([*argv, "--forward-overhead-s", "0.003"]) == 0
+    assert json.loads(capsys.readouterr().out)["forward_overhead_s"] == 0.003
+    assert main([a for a in argv if a != "--json"] + ["--forward-overhead-s", "0.003"]) == 0
+    assert "the framework's 3 ms a layer and forward pass" in capsys.readouterr().out
+    assert main([*argv, "--forward-overhead-s", "5"]) == 2
+    assert "forward_overhead_s: must be seconds from 0 to 1" in capsys.readouterr().err

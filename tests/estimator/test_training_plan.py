@@ -227,7 +227,8 @@ def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s
         accumulation, layers = 64 // (16 * 2), 12  # 16 replicas of micro-batches of 2; GPT-2's 12 layers
         assert b.overhead_s == pytest.approx(forwards * accumulation * layers * o, rel=1e-12)
         assert b.compute_s - a.compute_s == pytest.approx(b.overhead_s, rel=1e-9)
-        assert b.busy_w == a.busy_w and b.intra_exposed_s == a.intra_exposed_s
+        assert b.step.energy_j - a.step.energy_j == pytest.approx(b.overhead_s * a.step.micro.power_w, rel=1e-9)
+        assert b.intra_exposed_s == a.intra_exposed_s
         passes = 64 * 512 / (2 * 512 * 16)  # the eval tokens in forward passes, over all 16 replicas
         assert b.eval_s - a.eval_s == pytest.approx(passes * layers * o, rel=1e-9)
         forward_w = a.step.forward.energy_j / a.step.forward.time_s

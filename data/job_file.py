@@ -121,7 +121,7 @@ class Job:
     head_tokens: int | None = None    # tokens a sequence the LM head and loss run over (None: every token)
     fusions: tuple[str, ...] = ()     # kernel fusions of the training stack (`joulecast.data.fusions`)
     # seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
-    # not hide): training forwards (and their recomputation) and evaluation forwards, at the step's power
+    # not hide): training forwards (and their recomputation) and evaluation forwards, at the micro-step's power
     forward_overhead_s: float = 0.0
     source: str = field(default="", compare=False)
 

@@ -5,7 +5,7 @@ Method (formulas: shared/reference/distributed.md, section 0; every constant in 
 1. Each site's GPUs are replicas of the job's layout (TP x PP x CP GPUs each); the global batch is split evenly over
    all replicas, so each replica's step is `train_run.step_estimate` (physics x learned residual) with its share, plus
    the pipeline bubble (pp - 1) / (vpp x micro-batches) (1F1B, Narayanan et al. 2021), and the framework's own time
-   where the job gives one (`forward_overhead_s` a layer and forward pass, at the step's power).
+   where the job gives one (`forward_overhead_s` a layer and forward pass, at the micro-step's power).
 2. Collectives by an alpha-beta model per link class (`features.collectives`): tensor-parallel all-reduces of
    activations (4 a layer and micro-batch), context-parallel key/value passes and pipeline sends, overlapped with
    compute where frameworks overlap them (`tp_overlap`, ring attention, NeMo's p2p overlap); the data-parallel
@@ -396,7 +396,8 @@ class Plan:
                       flags=[str(f) for f in s.step.micro.flags if f != "exceeds-memory"])  # memory: checked above
                  for s in self.sites]
         return {"job": j.name, "model": j.model_name, "gpus": j.gpus, "steps": j.steps, "tokens": j.tokens,
-                "layout": j.layout, "sites": sites, "plans": [p.to_dict() for p in self.plans]}
+                "layout": j.layout, "fusions": list(j.fusions), "forward_overhead_s": j.forward_overhead_s,
+                "sites": sites, "plans": [p.to_dict() for p in self.plans]}
 
 
 def _arrays(strategy: Any, K: int = 1) -> tuple[np.ndarray, ...]:

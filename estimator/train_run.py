@@ -279,7 +279,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
         launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens,
-        fusions=step.fusions, forward_overhead_s=check_overhead(forward_overhead_s),
+        fusions=step.fusions, forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,

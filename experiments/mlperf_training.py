@@ -136,8 +136,8 @@ def trace_times(side: str, benchmark: str, nodes: int, global_batch: float) -> d
     """A run's steady optimizer step and mean evaluation (s) from its events trace, None where none is shipped. The
     step: the blocks after the first (the first holds the warm-up), by their logged throughput (LoRA: the global
     batch over the mean samples/s) or their wall time over the steps logged in them (GPT-3)."""
-    name = {"llama2_70b_lora": "llama2_70b_lora", "gpt3": "gpt3"}.get(benchmark)
-    found = sorted((DATA / "traces").glob(f"{side}_{nodes}x_{name}_*_events.csv")) if name else []
+    traced = benchmark in ("llama2_70b_lora", "gpt3")  # BERT's runs have no shipped trace
+    found = sorted((DATA / "traces").glob(f"{side}_{nodes}x_{benchmark}_*_events.csv")) if traced else []
     if not found:
         return None
     events = pd.read_csv(found[0])

@@ -110,6 +110,12 @@ def serve_table(job: Any) -> str:
     return "\n".join(lines)
 
 
+def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
+    """A training job's kernels beyond Hugging Face's eager ones: its fusions and its framework's own time."""
+    return (("fused: " + ", ".join(fusions) if fusions else "Hugging Face eager (no fusions)")
+            + (f"; the framework's {1e3 * overhead_s:.3g} ms a layer and forward pass" if overhead_s else ""))
+
+
 def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
     parts = ", ".join(f"{k} {v:.3g}" for k, v in job.memory_parts_gb.items())
@@ -119,10 +125,7 @@ def train_run_table(job: Any) -> str:
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
              f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; LM head over "
              f"{job.head_tokens} of {job.seq} tokens a sequence",
-             "kernels    " + ("fused: " + ", ".join(job.fusions) if job.fusions else "Hugging Face eager (no fusions)")
-             + (f"; the framework's {1e3 * job.forward_overhead_s:.3g} ms a layer and forward pass"
-                if job.forward_overhead_s else ""),
-             "",
+             f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}", "",
              f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "
              "steps' errors taken as moving together)",
              f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
@@ -138,6 +141,8 @@ def plan_table(result: Any) -> str:
     job = result.job
     head = (f"plan {job.name}: {job.model_name}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps, "
             f"{job.tokens:,} tokens, layout TP {job.layout['tp']} PP {job.layout['pp']} CP {job.layout['cp']}")
+    if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
+        head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
     rows = [dict(strategy=p.strategy, time=duration(p.time_s),
                  time_interval=f"{duration(p.time_interval_s[0])} - {duration(p.time_interval_s[1])}",
                  energy_kwh=p.energy_j / 3.6e6,

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 import joulecast
+from joulecast import render
 from joulecast.cli import main
 from joulecast.data.job_file import load_job, parse_job
 from joulecast.estimator import plan as planner
@@ -233,7 +234,10 @@ def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s
         assert b.eval_s - a.eval_s == pytest.approx(passes * layers * o, rel=1e-9)
         forward_w = a.step.forward.energy_j / a.step.forward.time_s
         assert b.eval_j - a.eval_j == pytest.approx(passes * layers * o * forward_w, rel=1e-9)
-    fast, slow = planner.plan(bare).plans[0], planner.plan(slow).plans[0]
+    planned = planner.plan(slow)
+    assert planned.to_dict()["forward_overhead_s"] == o and planned.to_dict()["sites"][0]["step_overhead_s"] > 0
+    assert "the framework's 2 ms a layer and forward pass" in render.plan_table(planned)
+    fast, slow = planner.plan(bare).plans[0], planned.plans[0]
     assert slow.time_s > fast.time_s and slow.energy_split_j["gpu_compute"] > fast.energy_split_j["gpu_compute"]
     assert slow.energy_split_j["gpu_wait"] == pytest.approx(fast.energy_split_j["gpu_wait"], rel=1e-9)
 

@@ -31,6 +31,7 @@ import pandas as pd
 from joulecast.data import store
 from joulecast.data.collect.meters import Meter, Sample, WindowResult, summarise_window
 from joulecast.data.collect.plan import Plan, PlanItem, expected_durations, item_workload
+from joulecast.data.errors import JoulecastError
 from joulecast.data.models import family_of_name
 from joulecast.data.schema import COLLECTOR_SOURCE
 
@@ -102,7 +103,7 @@ def samples_frame(measurement_id: str, windows: Sequence[Sequence[Sample]]) -> p
     return pd.DataFrame(rows)
 
 
-RECALIBRATIONS = 2  # times a window that came out shorter than min_window_s is measured again with a larger n
+RECALIBRATIONS = 2  # times a window shorter than min_window_s, or one of no energy, is measured again with a larger n
 
 
 def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float,
@@ -117,18 +118,25 @@ def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float,
         if elapsed >= settings.warmup_s and its > 1:
             break
         its *= 2
+    longer = 1.0  # how many times min_window_s a window is sized for
     for _ in range(RECALIBRATIONS + 1):
-        n = max(settings.min_iterations, math.ceil(settings.min_window_s / max(per_iter, 1e-9)))
+        n = max(settings.min_iterations, math.ceil(longer * settings.min_window_s / max(per_iter, 1e-9)))
         device_s, windows = [], []
         for _ in range(settings.repeats):
             with Window(meter) as window:
                 device_s.append(step.run(n))
             windows.append((summarise_window(window.samples, idle_power_w), window.samples))
-        if min(w.time_s for w, _ in windows) >= 0.9 * settings.min_window_s:
+        metered = all(w.energy_j > 0 for w, _ in windows)
+        if min(w.time_s for w, _ in windows) >= 0.9 * settings.min_window_s and metered:
             break
         # A hiccup in warm-up (a collection, a clock ramp) made the iterations look slower than they are and the
-        # windows came out short: size n again from the windows just measured.
+        # windows came out short: size n again from the windows just measured. A window the meter saw no energy
+        # in (its counter did not move, its sampler was starved) is measured again twice as long.
         per_iter = statistics.median(device_s) / n
+        longer *= 1 if metered else 2
+    if not all(w.energy_j > 0 for w, _ in windows):  # a row of no energy: failed, not written (the store refuses it)
+        raise JoulecastError(f"the meter saw no energy in a window of {n:,} iterations "
+                             f"({min(w.time_s for w, _ in windows):.3g} s), after {RECALIBRATIONS} longer tries")
     if keep is not None:
         keep.extend(samples for _, samples in windows)
     return _row_fields(n, device_s, windows, settings)

@@ -208,6 +208,23 @@ def test_short_windows_are_measured_again_with_more_iterations():
     assert fields["time_s"] == pytest.approx(0.002) and fields["energy_j"] == pytest.approx(0.5, rel=0.05)
 
 
+def test_a_window_the_meter_saw_no_energy_in_is_measured_longer_and_else_the_item_fails_not_the_flush(tmp_path):
+    """An energy counter that moves every 0.2 s leaves 0.05 s windows with no energy: they are measured again, twice
+    as long each time, until they see some; one that never moves fails its items, one line each, and the flush (and
+    every row already collected) is not lost to a row the store would refuse."""
+    from joulecast.data.collect.collector import measure_item
+    from joulecast.data.collect.plan import Settings
+
+    clock = Clock()
+    settings = Settings(**{**FAST, "warmup_s": 0.0})
+    fields = measure_item(FakeStep(clock, 0.002), ReplayMeter(trace(step=0.2), clock), settings, idle_power_w=50.0)
+    assert fields["iterations"] in (50, 100) and fields["energy_j"] > 0  # 25 a window at first: 0.05 s
+    clock = Clock()
+    result = collect(plan(), tmp_path, ReplayMeter(trace(step=100.0, seconds=200.0), clock), FakeRunner(clock),
+                     progress=False, sleep=clock.sleep, clock=clock)
+    assert len(result.failed) == 3 and all("the meter saw no energy" in r for r in result.failed.values())
+
+
 def test_every_reading_of_the_windows_is_kept_beside_the_rows(tmp_path):
     from joulecast.data.store import load_samples
 

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import STRING_COLUMNS, stack
@@ -25,16 +26,17 @@ from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_m
 from joulecast.features.physics import PhysicsTotals
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
-                  "sm_clock_mhz", "power_limit_w")
+                  "sm_clock_mhz", "power_limit_w", "fusions")
 _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
-                                "launch_mode": "eager"}
+                                "launch_mode": "eager", "fusions": ""}
 
 
 def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     """Estimates for a DataFrame of configurations, one row each (vectorised per GPU setting).
 
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
-    (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w` (optional). Returns energy_j, time_s,
+    (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated
+    `joulecast.data.fusions`, empty for none) (optional). Returns energy_j, time_s,
     power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ": spec-only or
     out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by "; ") and
     memory_gb (GiB the workload needs on the GPU).
@@ -100,12 +102,27 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     check_size_columns(frame["batch"].to_numpy(), frame["seq"].to_numpy())
     for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ATTENTION_BACKENDS)):
         _allowed(frame[column], column, allowed)
+    frame["fusions"] = _fusions(frame["fusions"])
     # a list, not a column: pandas would store "no engine" as NaN
     engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
     _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
     settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
                 for c in ("sm_clock_mhz", "power_limit_w")]
     return frame, engines, settings[0], settings[1]
+
+
+def _fusions(values: pd.Series) -> pd.Series:
+    """Each row's fusions as one canonical string ("norm,rope"; "" for none), checked once a distinct value."""
+    canonical = {}
+    for i, value in enumerate(values):
+        key = value if isinstance(value, str) else repr(value)
+        if key not in canonical:
+            try:
+                canonical[key] = ",".join(check_fusions(value if isinstance(value, str) else list(value)))
+            except (InputError, TypeError) as exc:
+                reason = str(exc).split(": ", 1)[-1] if isinstance(exc, InputError) else "a comma-separated string"
+                raise InputError("fusions", f"row {i}: {reason}") from None
+    return values.map(lambda v: canonical[v if isinstance(v, str) else repr(v)])
 
 
 def _is_vision(model: object) -> bool:
@@ -150,7 +167,7 @@ def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
 # Configurations of one GPU setting estimated at once: about 40 kernel rows each, and the physics pass holds some
 # eighty float columns per row, so a chunk of 4,096 stays near 100 MB.
 CHUNK_CONFIGS = 4096
-_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode")
+_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode", "fusions")
 
 
 class Lowered:
@@ -169,10 +186,10 @@ class Lowered:
 
     @staticmethod
     def _template(key: tuple) -> "lower_many.Template | None":
-        model, phase, dtype, attention, launch_mode, engine = key
+        model, phase, dtype, attention, launch_mode, fusions, engine = key
         if model.endswith(".json"):
             return None  # a config file: lowered one by one
-        return lower_many.template(model, phase, dtype, attention, engine or None)
+        return lower_many.template(model, phase, dtype, attention, engine or None, _names(fusions))
 
     def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
                ) -> tuple[Design, PhysicsTotals, np.ndarray, np.ndarray]:
@@ -181,7 +198,7 @@ class Lowered:
         parts, order, phases, seqs, params, offset = [], [], [], [], [], 0
         for s in np.unique(self.structure[idx]):
             rows = idx[self.structure[idx] == s]
-            model, phase, dtype, attention, launch_mode, engine = self.keys[int(s)]
+            model, phase, dtype, attention, launch_mode, _, engine = self.keys[int(s)]
             t = self.templates[int(s)]
             # a prefill of one token would meet the engine's decode-attention swap (seq_q == 1): lowered alone
             single = (self.seq[rows] == 1) & (phase != "decode") & bool(engine) if t is not None else None
@@ -219,5 +236,11 @@ class Lowered:
             r = self.frame.iloc[i]
             self._workloads[i] = workload(r["model"], phase=r["phase"], batch=int(self.batch[i]),
                                           seq=int(self.seq[i]), dtype=r["dtype"], attention=r["attention"],
-                                          launch_mode=r["launch_mode"], engine=self.engines[i] or None)
+                                          launch_mode=r["launch_mode"], engine=self.engines[i] or None,
+                                          fusions=_names(r["fusions"]))
         return self._workloads[i]
+
+
+def _names(fusions: str) -> tuple[str, ...]:
+    """A canonical fusions string ("norm,rope") as the lowering's tuple."""
+    return tuple(fusions.split(",")) if fusions else ()

@@ -67,19 +67,20 @@ class Template:
 
 
 def _records(config: Mapping[str, Any], phase: str, batch: int, seq: int, dtype: str, attention: str,
-             engine: str | None) -> dict[str, np.ndarray]:
+             engine: str | None, fusions: tuple[str, ...]) -> dict[str, np.ndarray]:
     """The lowering's kernel rows at (batch, seq), unmerged (each record its own row)."""
-    records = engine_records(lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention)[0],
-                             engine)
+    records = engine_records(lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
+                                   fusions=fusions)[0], engine)
     return kernel_columns(records, merge=False)
 
 
 @functools.cache
-def template(model: str, phase: str, dtype: str, attention: str, engine: str | None) -> Template | None:
+def template(model: str, phase: str, dtype: str, attention: str, engine: str | None,
+             fusions: tuple[str, ...] = ()) -> Template | None:
     """The template of a catalog model's structure, or None where the polynomial does not reproduce its rows."""
     config, _, _ = resolve_model(model)
     phase = normal_phase(config, phase)
-    probes = {(b, s): _records(config, phase, b, s, dtype, attention, engine) for b in _B for s in _S}
+    probes = {(b, s): _records(config, phase, b, s, dtype, attention, engine, fusions) for b in _B for s in _S}
     first = probes[_B[0], _S[0]]
     if any(len(p["count"]) != len(first["count"]) or any((p[c] != first[c]).any() for c in _FIXED)
            for p in probes.values()):
@@ -93,9 +94,10 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
         coefficients[name] = np.stack([per_b[0], per_b[1] - per_b[0]])
     fixed = {c: Labels.of(first[c]) if c in STRING_COLUMNS else first[c] for c in _FIXED}
     out = Template(fixed=fixed, coefficients=coefficients, phase=phase, vision=is_vision(config),
-                   params=lower(config, phase=phase, batch=_B[0], seq=_S[0], dtype=dtype, attention=attention)[1])
+                   params=lower(config, phase=phase, batch=_B[0], seq=_S[0], dtype=dtype, attention=attention,
+                                fusions=fusions)[1])
     for b, s in _CHECKS:
-        expected, got = _records(config, phase, b, s, dtype, attention, engine), out.columns([b], [s])
+        expected, got = _records(config, phase, b, s, dtype, attention, engine, fusions), out.columns([b], [s])
         got = plain(got)
         if len(expected["count"]) != out.rows or any((expected[c] != got[c]).any() for c in KERNEL_COLUMNS):
             return None

@@ -132,7 +132,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
 
 def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: int = 1, seq: int | None = 512,
              dtype: str = "bf16", attention: str = "flash", lm_head: bool | None = None,
-             launch_mode: str = "eager", engine: str | None = None) -> Workload:
+             launch_mode: str = "eager", engine: str | None = None, fusions: Any = ()) -> Workload:
     """Build a `Workload` from a catalog model name, a config path, or a config mapping.
 
     Args:
@@ -146,6 +146,8 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         launch_mode: ``eager`` or ``graph``.
         engine: a serving engine (`joulecast.features.arch.SERVING_ENGINES`) whose host work per step adds to the
             kernels' time, or None.
+        fusions: kernel fusions the stack applies (`joulecast.data.fusions`: a list or a comma-separated string);
+            none: Hugging Face's eager kernels.
 
     Raises:
         InputError: naming the field that is wrong and what is allowed.
@@ -153,13 +155,16 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
     require(engine is None or engine in arch.SERVING_ENGINES, "engine",
             f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
+    fusions = check_fusions(fusions)
     config, name, source = resolve_model(model)
     phase = normal_phase(config, phase)
     records, params = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
-                            lm_head=lm_head)
+                            lm_head=lm_head, fusions=fusions)
     records = engine_records(records, engine)
     seq_part = "" if models.family(config) in _VISION else f"/s{seq}"
     engine_part = f"/{engine}" if engine else ""
-    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}", columns=kernel_columns(records),
+    fused_part = f"/fused-{'+'.join(fusions)}" if fusions else ""
+    return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}{fused_part}",
+                    columns=kernel_columns(records),
                     model=name, phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq,
                     dtype=dtype, source=source, launch_mode=launch_mode, engine=engine, params=params)

@@ -45,6 +45,9 @@ def _estimate(args: argparse.Namespace) -> int:
     if len(sources) != 1:
         raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
                                    "give one of --model NAME, --config PATH or --kernels FILE.json")
+    if args.fusions is not None and args.phase in ("generate", "serve"):
+        raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
+                                                f"--phase {args.phase}")
     if args.phase in JOB_FLAGS:
         return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args)
     for phase, flags in JOB_FLAGS.items():
@@ -346,13 +349,13 @@ def _sweep(args: argparse.Namespace) -> int:
 
 # `estimate`'s workload flags: None in the parser, so that one given with --kernels is seen, and `workload` sets the
 # defaults of those not given
-WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
+WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
                        "output_len_cv"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
-                           "optimizer", "head_tokens", "fusions", "forward_overhead_s")}
+                           "optimizer", "head_tokens", "forward_overhead_s")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -710,6 +713,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's: "
                      f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone")
+    est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "
+                     f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels); single passes and "
+                     "--phase train-run")
     est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
     est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
@@ -748,8 +754,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
     run.add_argument("--head-tokens", type=int, help="tokens of each sequence the LM head and loss run over; default "
                      "every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
-    run.add_argument("--fusions", help="kernel fusions of the training stack, comma-separated: "
-                     f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels)")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
                      "the kernels (host-side work they do not hide); default 0; NeMo's eager FP8 stack about 0.003")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "

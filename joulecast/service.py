@@ -111,6 +111,8 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     if job_only:
         raise InputError(job_only[0], "applies to phase serve or train-run only")
     if body.get("phase") == "generate":
+        if body.get("fusions") is not None:
+            raise InputError("fusions", "applies to single passes and phase train-run, not to phase generate")
         args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
                                      "power_limit_w") if body.get(k) is not None}
         if "requests" in body:  # a list of [input_len, output_len], in static batches of `batch`
@@ -124,7 +126,7 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
                 raise InputError(key, "required with phase generate")
         return generate(body["model"], body["gpu"], input_len=body["input_len"], output_len=body["output_len"],
                         kv_cache=bool(body.get("kv_cache", True)), estimator=model, **args).to_dict()
-    given = {k: body[k] for k in ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine")
+    given = {k: body[k] for k in ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
         raise InputError(next(k for k in _GENERATE if k in body), "applies to phase generate only")

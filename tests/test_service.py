@@ -198,6 +198,11 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 200 and fused["fusions"] == ["activation"] and fused["time_s"] < out["time_s"]
     status, slow = call(server, "/v1/estimate", {**body, "forward_overhead_s": 0.003})
     assert status == 200 and slow["forward_overhead_s"] == 0.003 and slow["time_s"] > out["time_s"]
+    status, one = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "fusions": ["activation"]})
+    assert status == 200 and one["workload"].endswith("/fused-activation")
+    status, gen = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8,
+                                                "output_len": 4, "fusions": ["activation"]})
+    assert status == 422 and gen["detail"][0]["loc"] == ["body", "fusions"]
     status, bad = call(server, "/v1/estimate", {**body, "fusions": ["gelu"]})
     assert status == 422 and bad["detail"][0]["loc"] == ["body", "fusions"]
     status, out = call(server, "/v1/estimate", {**body, "concurrency": 4})

@@ -44,3 +44,27 @@ def test_repeated_configurations_walk_the_trees_once_and_agree_with_each_alone()
         assert (row.energy_j, row.energy_lo_j, row.energy_hi_j) == pytest.approx(
             (one.energy_j, *one.energy_interval_j), rel=1e-12)
     assert np.array_equal(many["energy_j"].to_numpy()[[0, 2, 3]], np.full(3, many["energy_j"][0]))
+
+
+def test_a_fused_forward_pass_is_its_fused_kernels_one_by_one_and_in_a_batch():
+    """`fusions` on a single pass: the workload names them and lowers them (`lower`'s rules); estimate_many's
+    column gives each row what its own estimate gives, its template reproducing the fused lowering."""
+    import pandas as pd
+
+    fused = joulecast.workload("llama-3-8b", batch=4, seq=512, fusions="rope,norm")
+    eager = joulecast.workload("llama-3-8b", batch=4, seq=512)
+    assert fused.name.endswith("/fused-norm+rope") and fused.kernels["count"].sum() < eager.kernels["count"].sum()
+    one = joulecast.estimate(fused, "h100-sxm", estimator="physics")
+    assert one.time_s < joulecast.estimate(eager, "h100-sxm", estimator="physics").time_s
+    configs = pd.DataFrame({"model": ["llama-3-8b"] * 3, "gpu": ["h100-sxm"] * 3, "batch": [4, 4, 7],
+                            "seq": [512, 512, 300], "fusions": ["norm,rope", "", ["rope", "norm"]]})
+    many = joulecast.estimate_many(configs, estimator="physics")
+    assert list(many["fusions"]) == ["norm,rope", "", "norm,rope"]
+    assert many["energy_j"][0] == pytest.approx(one.energy_j, rel=1e-12)
+    assert many["energy_j"][1] == pytest.approx(joulecast.estimate(eager, "h100-sxm", estimator="physics").energy_j,
+                                                 rel=1e-12)
+    odd = joulecast.estimate(joulecast.workload("llama-3-8b", batch=7, seq=300, fusions=["norm", "rope"]), "h100-sxm",
+                             estimator="physics")
+    assert many["energy_j"][2] == pytest.approx(odd.energy_j, rel=1e-12)
+    with pytest.raises(joulecast.InputError, match=r"fusions: row 1: unknown fusion 'flash'"):
+        joulecast.estimate_many(configs.assign(fusions=["", "flash", ""]))

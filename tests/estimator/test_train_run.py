@@ -184,8 +184,10 @@ def test_cli_train_run_json(capsys):
     assert main([*argv, "--fusions", "gelu"]) == 2
     err = capsys.readouterr().err
     assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, gemm_activation, norm, rope" in err
-    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--fusions", "norm"]) == 2
-    assert "--fusions: applies to --phase train-run only" in capsys.readouterr().err
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--input-len", "8",
+                 "--output-len", "4", "--fusions", "norm"]) == 2
+    assert "--fusions: applies to single passes and --phase train-run, not to --phase generate" in \
+        capsys.readouterr().err
     assert main([*argv, "--forward-overhead-s", "0.003"]) == 0
     assert json.loads(capsys.readouterr().out)["forward_overhead_s"] == 0.003
     assert main([a for a in argv if a != "--json"] + ["--forward-overhead-s", "0.003"]) == 0

@@ -14,18 +14,23 @@ from joulecast.features.lowering import resolve_model
 CASES = [(m, p, a) for m in ("gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b", "llama-3-8b", "mistral-7b", "llama-3-70b")
          for p in ("prefill", "decode", "training") for a in ("flash", "eager") if not (m == "bert-large" and p == "decode")]
 CASES += [(m, p, "flash") for m in ("vit-large", "resnet-101", "mobilevit-small") for p in ("inference", "training")]
+CASES = [(*c, ()) for c in CASES]
+# fused kernels (`joulecast.data.fusions`) as polynomial as the eager ones
+CASES += [(m, p, "flash", f) for m, f in (("llama-3-8b", ("activation", "attention_layout", "norm", "rope")),
+                                          ("gpt2", ("activation",)), ("bert-large", ("gemm_activation",)))
+          for p in ("prefill", "training")]
 
 
-@pytest.mark.parametrize("model, phase, attention", CASES)
-def test_a_template_is_the_lowering_at_any_size(model, phase, attention):
-    t = template(model, phase, "bf16", attention, None)
+@pytest.mark.parametrize("model, phase, attention, fusions", CASES)
+def test_a_template_is_the_lowering_at_any_size(model, phase, attention, fusions):
+    t = template(model, phase, "bf16", attention, None, fusions)
     assert t is not None  # every catalog structure is polynomial in batch and length
     rng = np.random.default_rng(len(model) + len(phase))
     batch, seq = rng.integers(1, 300, 6), rng.integers(1, 9000, 6)
     got = plain(t.columns(batch, seq))
     config = resolve_model(model)[0]
     for i, (b, s) in enumerate(zip(batch, seq)):
-        expected = _records(config, t.phase, int(b), int(s), "bf16", attention, None)
+        expected = _records(config, t.phase, int(b), int(s), "bf16", attention, None, fusions)
         rows = got["workload_id"] == i
         for column in KERNEL_COLUMNS:
             np.testing.assert_array_equal(got[column][rows], expected[column], err_msg=f"{column} at b{b} s{s}")

@@ -112,17 +112,19 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
 
 
 def _fusions(values: pd.Series) -> pd.Series:
-    """Each row's fusions as one canonical string ("norm,rope"; "" for none), checked once a distinct value."""
+    """Each row's fusions as one canonical string ("norm,rope"; "" for none), each distinct value checked once; an
+    InputError names the first bad row."""
+    if pd.api.types.infer_dtype(values, skipna=False) != "string":  # lists and such: comma-separated strings
+        values = values.map(lambda v: v if isinstance(v, str) else ",".join(map(str, v)) if isinstance(
+            v, (list, tuple, set, frozenset)) else repr(v))
     canonical = {}
-    for i, value in enumerate(values):
-        key = value if isinstance(value, str) else repr(value)
-        if key not in canonical:
-            try:
-                canonical[key] = ",".join(check_fusions(value if isinstance(value, str) else list(value)))
-            except (InputError, TypeError) as exc:
-                reason = str(exc).split(": ", 1)[-1] if isinstance(exc, InputError) else "a comma-separated string"
-                raise InputError("fusions", f"row {i}: {reason}") from None
-    return values.map(lambda v: canonical[v if isinstance(v, str) else repr(v)])
+    for value in pd.unique(values):
+        try:
+            canonical[value] = ",".join(check_fusions(value))
+        except InputError as exc:
+            row = int(np.flatnonzero((values == value).to_numpy())[0])
+            raise InputError("fusions", f"row {row}: {str(exc).split(': ', 1)[-1]}") from None
+    return values.map(canonical)
 
 
 def _is_vision(model: object) -> bool:

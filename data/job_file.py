@@ -123,6 +123,8 @@ class Job:
     # seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
     # not hide): training forwards (and their recomputation) and evaluation forwards, at the micro-step's power
     forward_overhead_s: float = 0.0
+    evals: int = 1                    # evaluations the eval tokens are split into, each in whole global batches
+    eval_overhead_s: float = 0.0      # s each evaluation takes beyond its forwards (switching in and out), GPUs waiting
     source: str = field(default="", compare=False)
 
     @property
@@ -132,7 +134,6 @@ class Job:
     @property
     def gpus(self) -> int:
         return sum(s.gpus for s in self.sites)
-
 
 # The largest integer a job file may give (2^53, the last exactly representable as a float): products of a few of
 # them (tokens = steps x global batch x seq) stay finite.
@@ -266,7 +267,7 @@ def _strategy(raw: Any, i: int) -> Strategy:
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
-               "launch_mode", "head_tokens", "fusions", "forward_overhead_s"}
+               "launch_mode", "head_tokens", "fusions", "forward_overhead_s", "evals", "eval_overhead_s"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -321,13 +322,18 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     strategies = tuple(_strategy(s, i) for i, s in enumerate(strategies_raw))
     failures = _mapping(raw.get("failures", {}), "failures")
     _known(failures, {"per_island_hour", "restart_s", "checkpoint_every_s"}, "failures")
+    eval_tokens = _number(raw, "eval_tokens", "", 0, integer=True)
+    evals = _number(raw, "evals", "", 1, integer=True, low=1)
+    require(evals == 1 or eval_tokens > 0, "evals", "splits eval_tokens, which the job does not give")
+    eval_overhead_s = _number(raw, "eval_overhead_s", "", 0.0, high=3600.0)
+    require(eval_overhead_s == 0 or eval_tokens > 0, "eval_overhead_s", "needs eval_tokens (the job evaluates)")
     return Job(
         name=str(raw.get("name") or model_name), model=model, model_name=model_name, seq=seq,
         global_batch=global_batch, micro_batch=micro_batch, steps=steps, dtype=str(raw.get("dtype", "bf16")),
         lora_rank=_number(raw, "lora_rank", "", 0, integer=True), lora_targets=str(raw.get("lora_targets", "all")),
         recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
         tp_overlap=bool(raw.get("tp_overlap", False)), fp8_attention=bool(raw.get("fp8_attention", False)),
-        eval_tokens=_number(raw, "eval_tokens", "", 0, integer=True),
+        eval_tokens=eval_tokens, evals=evals, eval_overhead_s=eval_overhead_s,
         startup_s=_number(raw, "startup_s", "", 0.0, high=86400.0),
         sites=sites, links=tuple(links), strategies=strategies,
         stragglers=_choice(raw, "stragglers", "", STRAGGLER_POLICIES, "wait"),

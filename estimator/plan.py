@@ -19,7 +19,10 @@ Method (formulas: shared/reference/distributed.md, section 0; every constant in 
    source measures a GPU blocked in a collective; `data/collect/plans/h200-waiting.yaml` would).
 4. Carbon: grid energy (what local energy, e.g. solar, does not meet) x the site's intensity, hour by hour where
    the site gives a series.
-5. Failures: a synchronous job (DDP, FSDP) stops for every island's failure (restart plus half a checkpoint
+5. Evaluation: each of the job's `evals` evaluations runs its share of `eval_tokens` in whole global batches,
+   forward only, pausing training, and waits out `eval_overhead_s` (the framework's switch into validation and
+   back); the warm-up (`startup_s`) pauses it too. The GPUs wait through both.
+6. Failures: a synchronous job (DDP, FSDP) stops for every island's failure (restart plus half a checkpoint
    interval lost); a DiLoCo-style island loses half its outer round and its restart while the others go on.
 Interval: the GPU compute's interval from the estimator (comonotone over steps), and +-20 % on the terms that are
 reference data rather than model (host, switch, waiting power, network): a stated band, not a fitted one.
@@ -143,8 +146,9 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         grad_width = 4.0 if job.dtype in ("fp32", "tf32") else 2.0
         # evaluation: the job's eval tokens in forward passes of micro-batches, spread over all replicas; a pipeline
         # fills and drains once an evaluation step, of as many micro-batches as a training step (NeMo and Megatron
-        # evaluate in global batches of the training's size)
-        passes_eval = job.eval_tokens / (job.micro_batch * job.seq * total)
+        # evaluate in global batches of the training's size). Each evaluation runs whole global batches: its last,
+        # partial one takes a full one's time (the replicas with no sequence left wait for it), charged as busy
+        passes_eval = job.evals * eval_steps(job) * job.global_batch / (job.micro_batch * total)
         forward = step.forward
         # each evaluation forward waits out the framework's overhead too (`StepEstimate.overhead_s`), at its power
         eval_s = passes_eval * (forward.time_s + step.overhead_s) * (
@@ -159,6 +163,12 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
             dp_bytes=step.trainable * grad_width, dp_link=dp_link))
     return out
+
+
+def eval_steps(job: Job) -> int:
+    """Global batches one evaluation runs: its share of the eval sequences, rounded up."""
+    sequences = job.eval_tokens / (job.evals * job.seq)
+    return math.ceil(sequences / job.global_batch - 1e-9) if sequences else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,8 +258,9 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
         time_s = time_s / (1.0 - lost)
     site_steps = (periods * work / (1.0 - lost))[:, None] * share[None, :]   # [K, M] steps each site computes
     eval_s = np.array([s.eval_s for s in sites])
-    # evaluation pauses training, everywhere; the warm-up before the steady state is waiting, at every GPU
-    time_s = time_s + np.max(eval_s) + job.startup_s
+    # evaluation pauses training, everywhere, and so do its switches in and out and the warm-up before the steady
+    # state, each waiting at every GPU
+    time_s = time_s + np.max(eval_s) + job.evals * job.eval_overhead_s + job.startup_s
     compute_s = np.minimum(site_steps * t_c[None, :] + eval_s[None, :], time_s[:, None])
     gpus = np.array([s.site.gpus for s in sites], float)
     nodes = np.array([s.site.nodes for s in sites], float)
@@ -397,6 +408,7 @@ class Plan:
                  for s in self.sites]
         return {"job": j.name, "model": j.model_name, "gpus": j.gpus, "steps": j.steps, "tokens": j.tokens,
                 "layout": j.layout, "fusions": list(j.fusions), "forward_overhead_s": j.forward_overhead_s,
+                "evals": j.evals, "eval_steps": eval_steps(j), "eval_overhead_s": j.eval_overhead_s,
                 "sites": sites, "plans": [p.to_dict() for p in self.plans]}
 
 

@@ -181,6 +181,9 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j.update(fusions=["flash"]), "fusions"), (lambda j: j.update(fusions={"norm": 1}), "fusions"),
     (lambda j: j.update(forward_overhead_s=-1e-3), "forward_overhead_s"),
     (lambda j: j.update(forward_overhead_s=2.0), "forward_overhead_s"),
+    (lambda j: j.update(evals=0), "evals"), (lambda j: j.update(evals=3), "evals"),  # the example has no eval tokens
+    (lambda j: j.update(eval_overhead_s=0.5), "eval_overhead_s"),
+    (lambda j: j.update(eval_tokens=10**6, eval_overhead_s=-0.5), "eval_overhead_s"),
     (lambda j: j.update(seq=float("nan")), "seq"), (lambda j: j.update(seq=float("inf")), "seq"),
     (lambda j: j.update(global_batch=6e307), "global_batch"),  # a float that is a whole number, too large to plan
     (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
@@ -214,6 +217,29 @@ def test_a_pipeline_fills_once_an_evaluation_step_of_the_training_s_micro_batche
     passes = 64 * 512 / (1 * 512 * 1)
     assert piped.eval_s == pytest.approx(passes * piped.step.forward.time_s * (1 + 3 / accumulation), rel=1e-12)
     assert flat.eval_s == pytest.approx(64 * flat.step.forward.time_s, rel=1e-12)
+
+
+def test_each_evaluation_runs_whole_global_batches_and_waits_out_its_overhead():
+    """`evals` evaluations share the eval tokens, each in whole global batches (the slowest replica sets the pace);
+    each then waits `eval_overhead_s` with every GPU, node and switch drawing its waiting power."""
+    base = dict(strategies=["ddp"], micro_batch=2, sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=16)], links=[])
+    seqs = 64 * 3 // 2  # one and a half global batches an evaluation
+    whole, split = (planner.site_compute(_job(**base, eval_tokens=evals * seqs * 512, evals=evals))[0]
+                    for evals in (1, 4))
+    per_batch = planner.site_compute(_job(**base, eval_tokens=64 * 512))[0].eval_s  # one global batch
+    assert (planner.eval_steps(_job(**base, eval_tokens=seqs * 512)), whole.eval_s) == (2, pytest.approx(2 * per_batch))
+    assert split.eval_s == pytest.approx(4 * 2 * per_batch, rel=1e-12)
+    assert planner.site_compute(_job(**base))[0].eval_s == 0 and planner.eval_steps(_job(**base)) == 0
+    job = dict(base, eval_tokens=3 * seqs * 512, evals=3)
+    bare, slow = (planner.plan(_job(**job, eval_overhead_s=o)) for o in (0.0, 1.5))
+    a, b = bare.plans[0], slow.plans[0]
+    assert b.time_s - a.time_s == pytest.approx(3 * 1.5, rel=1e-9)
+    site = bare.sites[0]
+    waited = 3 * 1.5 * site.site.gpus * site.wait_w
+    assert b.energy_split_j["gpu_wait"] - a.energy_split_j["gpu_wait"] == pytest.approx(waited, rel=1e-9)
+    assert b.energy_split_j["gpu_compute"] == pytest.approx(a.energy_split_j["gpu_compute"], rel=1e-12)
+    assert b.energy_split_j["host"] > a.energy_split_j["host"]
+    assert (slow.to_dict()["evals"], slow.to_dict()["eval_steps"], slow.to_dict()["eval_overhead_s"]) == (3, 2, 1.5)
 
 
 def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s_power():

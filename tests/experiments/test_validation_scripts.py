@@ -48,6 +48,11 @@ def test_mlperf_training_rows_are_planned_and_scored():
     assert lora[8]["predicted_step_s"] == pytest.approx(lora[8]["measured_step_s"], rel=1e-6)  # what it was fitted on
     assert all(0 < r["measured_step_s"] for r in lora.values())  # the other two: their own traces, to score
     assert 0 < gpt3["measured_step_s"] < gpt3["measured_eval_s"] < 60  # its 24 evaluations of three steps each
+    # each evaluation whole global batches; NeMo's wait an evaluation read from GPT-3's logs, on the NeMo jobs only
+    eval_overhead = result["fitted"]["nemo_eval_overhead_s"]
+    assert 0 < eval_overhead < 2 and "eval_overhead_s" not in bert["job"]
+    assert gpt3["job"]["eval_overhead_s"] == lora[512]["job"]["eval_overhead_s"] == eval_overhead
+    assert (gpt3["job"]["evals"], lora[512]["job"]["evals"]) == (24, 8)
 
 
 def test_decentralised_runs_reproduce_their_published_figures():

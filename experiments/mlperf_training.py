@@ -43,9 +43,10 @@ applied to the NeMo jobs, it brings the 512-GPU LoRA's evaluation from -39 to -1
 What the 512-GPU LoRA still misses (-14.5 % time): its traces show two one-time pauses with every node near idle
 power, one a few seconds into the run and one just before the first evaluation (data loading, as no step runs):
 9 + 11.5 s on 1 node, which the fitted warm-up holds, but 12 + 13 s on 8 nodes and 13 + 14.5 s on 64, which it does
-not; and about 0.3 s a block after each evaluation (the 64- and 512-GPU blocks of 48 and 6 steps both fit 0.648 s a
-step plus 0.31 s), which weighs on 6-step blocks only. Neither is fitted here: the rows that show them are the
-rows under test.
+not; and its steps, 0.70 s each in its 6-step blocks against 0.654 s in the 64-GPU run's 48-step blocks. Those
+two fit 0.648 s a step plus 0.31 s a block, or a step that costs more over 64 replicas than over 8; GPT-3's logs
+favour the second (the first step after each of its evaluations is no slower than the rest). Neither is fitted
+here: the rows that show them are the rows under test.
 
 Energy under the official rule: a run's energy is time-to-train x mean node power over the power log's window
 (PROVENANCE.md, "Official energy rule"). Where that window reaches about a minute past each end of the run (BERT,

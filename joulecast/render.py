@@ -143,6 +143,11 @@ def plan_table(result: Any) -> str:
             f"{job.tokens:,} tokens, layout TP {job.layout['tp']} PP {job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
+    if job.eval_tokens:
+        from joulecast.estimator.plan import eval_steps
+
+        head += (f"\nevaluation: {job.eval_tokens:,} tokens in {job.evals:,} evaluation(s) of {eval_steps(job):,} "
+                 f"global batch(es)" + (f", each waiting {job.eval_overhead_s:g} s more" if job.eval_overhead_s else ""))
     rows = [dict(strategy=p.strategy, time=duration(p.time_s),
                  time_interval=f"{duration(p.time_interval_s[0])} - {duration(p.time_interval_s[1])}",
                  energy_kwh=p.energy_j / 3.6e6,

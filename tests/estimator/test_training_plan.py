@@ -240,6 +240,9 @@ def test_each_evaluation_runs_whole_global_batches_and_waits_out_its_overhead():
     assert b.energy_split_j["gpu_compute"] == pytest.approx(a.energy_split_j["gpu_compute"], rel=1e-12)
     assert b.energy_split_j["host"] > a.energy_split_j["host"]
     assert (slow.to_dict()["evals"], slow.to_dict()["eval_steps"], slow.to_dict()["eval_overhead_s"]) == (3, 2, 1.5)
+    assert (f"evaluation: {3 * seqs * 512:,} tokens in 3 evaluation(s) of 2 global batch(es), each waiting 1.5 s more"
+            in render.plan_table(slow))
+    assert "evaluation:" not in render.plan_table(planner.plan(_job(**base)))
 
 
 def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s_power():

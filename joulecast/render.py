@@ -146,8 +146,9 @@ def plan_table(result: Any) -> str:
     if job.eval_tokens:
         from joulecast.estimator.plan import eval_steps
 
+        wait = f", each waiting {job.eval_overhead_s:g} s more" if job.eval_overhead_s else ""
         head += (f"\nevaluation: {job.eval_tokens:,} tokens in {job.evals:,} evaluation(s) of {eval_steps(job):,} "
-                 f"global batch(es)" + (f", each waiting {job.eval_overhead_s:g} s more" if job.eval_overhead_s else ""))
+                 f"global batch(es){wait}")
     rows = [dict(strategy=p.strategy, time=duration(p.time_s),
                  time_interval=f"{duration(p.time_interval_s[0])} - {duration(p.time_interval_s[1])}",
                  energy_kwh=p.energy_j / 3.6e6,

@@ -135,6 +135,7 @@ class Job:
     def gpus(self) -> int:
         return sum(s.gpus for s in self.sites)
 
+
 # The largest integer a job file may give (2^53, the last exactly representable as a float): products of a few of
 # them (tokens = steps x global batch x seq) stay finite.
 _MAX_INTEGER = 2**53

@@ -65,7 +65,8 @@ its logged block times; 21 s there, and 27 and 26 s in the 8- and 64-node runs' 
 64- and 512-GPU LoRA traces' and GPT-3's steady steps and evaluations are printed beside the planned ones, to
 score (GPT-3's trace: steady step 10.76 s, 24 evaluations of 13.0 s). With the overhead at the
 GPUs' waiting power instead, the fitted rest-of-node power takes up what the GPUs no longer draw (3,272 against
-2,267 W a node) and BERT, which has no overhead, reads +23.5 % on energy instead of +9.5 %.
+2,267 W a node) and BERT, which has no overhead, reads +23.5 % on energy instead of +9.5 % (both measured before
+evaluations ran whole global batches).
 Switch power is each system's declared constant (sw_0.txt), not fitted. PUE 1 (the rule meters the nodes, no facility).
 """
 

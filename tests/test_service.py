@@ -177,6 +177,8 @@ def test_a_plan_over_http_is_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "model"]
     status, out = call(server, "/v1/plan", {**job, "links": [{**job["links"][0], "gbps": -5}]})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "links[0].gbps"]
+    status, out = call(server, "/v1/plan", {**job, "evals": 0})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "evals"]
 
 
 def test_serving_and_training_runs_over_http_are_the_cli_s(server):

@@ -81,3 +81,29 @@ def test_saved_arrays_load_with_numpy_alone_and_chunked_walks_agree(data, tmp_pa
     np.testing.assert_array_equal(batch[-3:], np.concatenate([loaded.predict_models(rows[i:i + 1])[0]
                                                               for i in range(len(rows) - 3, len(rows))]))
     np.testing.assert_array_equal(batch, bag_margin([b.inplace_predict(rows) for b in bags[0]]))
+
+
+def test_trees_in_any_order_sum_as_in_the_export_s(data):
+    """A model's trees numbered in another order than the export's (its leaves then gathered, not sliced) give the
+    same float32 sums, bit for bit, one row or many."""
+    X, y = data
+    bags = [[xgb.XGBRegressor(n_estimators=20, max_depth=3, random_state=seed, tree_method="hist", **params)
+             .fit(X, y).get_booster() for seed in range(2)]
+            for params in (dict(objective="reg:absoluteerror"),
+                           dict(objective="reg:quantileerror", quantile_alpha=np.array([0.05, 0.95])))]
+    arrays = from_models(bags)
+    trees, splits, leaves = len(arrays.value) >> arrays.depth, 2 ** arrays.depth - 1, 2 ** arrays.depth
+    order = np.random.default_rng(5).permutation(trees)  # new tree i is old tree order[i]
+    where = np.argsort(order)                             # old tree t is new tree where[t]
+    by_split = lambda a, width: a.reshape(trees, width)[order].ravel()  # noqa: E731
+    shuffled = TreeArrays(groups=tuple(where[g] for g in arrays.groups), base_scores=arrays.base_scores,
+                          depth=arrays.depth, feature=by_split(arrays.feature, splits),
+                          threshold=by_split(arrays.threshold, splits),
+                          default_left=by_split(arrays.default_left, splits), value=by_split(arrays.value, leaves))
+    assert all(v is not None for v in arrays._group_views) and all(v is None for v in shuffled._group_views)
+    rows = np.random.default_rng(6).normal(size=(9, 6)).astype(np.float32)
+    rows[::2, 0] = np.nan
+    for part in (rows, rows[:1]):
+        for ours, theirs in zip(arrays.predict_members(part), shuffled.predict_members(part)):
+            for a, b in zip(ours, theirs):
+                np.testing.assert_array_equal(a, b)

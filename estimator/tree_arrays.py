@@ -63,16 +63,24 @@ class TreeArrays:
         return self.predict_models(values)[0]
 
     def predict_models(self, values: np.ndarray) -> list[np.ndarray]:
-        """Each model's raw margins: `bag_margin` of its boosters' float32 sums."""
-        return [bag_margin(members) for members in self.predict_members(values)]
+        """Each model's raw margins: `bag_margin` of its boosters' float32 sums (taken from the boosters' sums as
+        the walk stacks them: the same additions, in the same order)."""
+        out = []
+        for sums in self._stacked(values):  # (boosters, targets, rows)
+            margin = sums[0] if len(sums) == 1 else sums.astype(np.float64).mean(axis=0)
+            out.append(margin[0] if len(margin) == 1 else margin.T)
+        return out
 
     def predict_members(self, values: np.ndarray) -> list[list[np.ndarray]]:
         """Per model, each booster's raw margins, float32: (rows,) for one target or (rows, targets)."""
+        return [[s[i, 0] if s.shape[1] == 1 else s[i].T for i in range(len(s))] for s in self._stacked(values)]
+
+    def _stacked(self, values: np.ndarray) -> list[np.ndarray]:
+        """Per model, its boosters' float32 sums, (boosters, targets, rows)."""
         chunk = self.chunk_rows
         if len(values) > chunk:  # bounded memory, and cache: the same walk, a chunk of rows at a time
             parts = [self._walk(values[i:i + chunk]) for i in range(0, len(values), chunk)]
-            return [[np.concatenate([p[m][b] for p in parts]) for b in range(len(parts[0][m]))]
-                    for m in range(len(parts[0]))]
+            return [np.concatenate([p[m] for p in parts], axis=2) for m in range(len(parts[0]))]
         return self._walk(values)
 
     @property
@@ -101,7 +109,7 @@ class TreeArrays:
             out.append((first, b, t, k) if np.array_equal(group, regular) else None)
         return tuple(out)
 
-    def _walk(self, values: np.ndarray) -> list[list[np.ndarray]]:
+    def _walk(self, values: np.ndarray) -> list[np.ndarray]:
         x = np.ascontiguousarray(values, dtype=np.float32)
         first, feature, first_less_2 = self._layout
         n, trees = len(x), len(first)
@@ -130,7 +138,7 @@ class TreeArrays:
         node += ((np.arange(trees, dtype=np.intp) << self.depth) - first - (2 ** self.depth - 1))[:, None]
         return self._sums(np.take(self.value, node))
 
-    def _sums(self, leaves: np.ndarray) -> list[list[np.ndarray]]:
+    def _sums(self, leaves: np.ndarray) -> list[np.ndarray]:
         """Per model, each booster's float32 sums of its base score and leaves. XGBoost adds each tree's leaf to the
         base score in float32, tree by tree, and so does this: the base goes into each booster's first leaf (a + b
         is b + a, bit for bit), then the leaves are added up over the trees axis, which is not the fast one in
@@ -145,9 +153,8 @@ class TreeArrays:
                 start, b, t, k = view
                 terms = leaves[start:start + b * t * k].reshape(b, t, k, n)
             terms[:, 0] += base[:, :, None]  # a reshape of `leaves` (a fresh array): written in place
-            sums = (np.add.reduce(terms, axis=1) if n > 1 else
-                    np.cumsum(terms, axis=1, dtype=np.float32)[:, -1])  # (boosters, targets, rows)
-            out.append([sums[i, 0] if base.shape[1] == 1 else sums[i].T for i in range(len(base))])
+            out.append(np.add.reduce(terms, axis=1) if n > 1 else
+                       np.cumsum(terms, axis=1, dtype=np.float32)[:, -1])  # (boosters, targets, rows)
         return out
 
     def save(self, path: str | Path) -> Path:

@@ -12,18 +12,17 @@ stands for the whole subtree below it, every branch reaching its value), so that
 and a node's children are found by arithmetic, not looked up. The model shipped then, 12,000 trees of depth 4, took
 2.4 MB instead of 6.9 MB, and one row's margins (`predict_members`) 0.37 instead of 0.53 ms with the arrays in
 cache, 0.42 instead of 0.91 ms after other work has evicted them, as between estimates (medians of 1,000 calls).
-The walk holds its arrays as (trees, rows), so that each model's leaves are a slice of the walk's and their sum over
-trees runs along a slow axis, which numpy adds in order: no gather of the leaves into each model's order, no
-concatenated base and no cumulative sum written out; a bag's mean comes from its boosters' sums as stacked; and a
-split's feature and threshold are one int64, one gather a level. On the shipped model, all four bags: 20,000
-training rows (perturbed) 2.20 instead of 3.06 s CPU, one row 0.182 instead of 0.344 ms (medians of 5 alternating
-runs, same process).
+A walk writes into its thread's work arrays, kept from one chunk and one call to the next: fresh arrays each chunk
+cost more in page faults than the walk's arithmetic. Each booster's base goes into its first leaf, so a model's
+leaves are summed as a slice (no gather, no concatenation), and a bag's mean comes from the sums as stacked. On
+the walks of `estimate_many` over 10,000 distinct configurations (the shipped model, same process, alternating):
+2.20-2.35 instead of 2.72-2.83 s CPU, 472 instead of 176,575 minor page faults; one row 0.25 instead of 0.33 ms.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,12 +78,17 @@ class TreeArrays:
         return [[s[i, 0] if s.shape[1] == 1 else s[i].T for i in range(len(s))] for s in self._stacked(values)]
 
     def _stacked(self, values: np.ndarray) -> list[np.ndarray]:
-        """Per model, its boosters' float32 sums, (boosters, targets, rows)."""
-        chunk = self.chunk_rows
-        if len(values) > chunk:  # bounded memory, and cache: the same walk, a chunk of rows at a time
-            parts = [self._walk(values[i:i + chunk]) for i in range(0, len(values), chunk)]
-            return [np.concatenate([p[m] for p in parts], axis=2) for m in range(len(parts[0]))]
-        return self._walk(values)
+        """Per model, its boosters' float32 sums, (boosters, targets, rows): the rows walked a chunk at a time
+        (bounded memory, and cache), every chunk in the same work arrays."""
+        values = np.ascontiguousarray(values, dtype=np.float32)
+        n, trees = len(values), len(self.value) >> self.depth
+        chunk = max(1, min(n, self.chunk_rows))
+        work = self._work(chunk, trees)
+        out = [np.empty((*base.shape, n), np.float32) for base in self.base_scores]
+        for i in range(0, n, chunk):
+            for o, s in zip(out, self._walk(values[i:i + chunk], work)):
+                o[..., i:i + chunk] = s
+        return out
 
     @property
     def chunk_rows(self) -> int:
@@ -93,19 +97,36 @@ class TreeArrays:
 
     @functools.cached_property
     def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(each tree's root, each split's feature and threshold in one int64, each tree's root less 2): set once.
-        One gather a level then reads both: the feature is the upper 32 bits, the threshold's float32 bits the
-        lower (a view, not a copy)."""
+        """(each tree's root, the split features as intp, each tree's root less 2): set once, as a gather by an int32
+        index converts it on every call."""
         splits, trees = 2 ** self.depth - 1, len(self.value) >> self.depth
         first = np.arange(trees, dtype=np.intp) * splits
-        bits = np.ascontiguousarray(self.threshold, dtype=np.float32).view(np.uint32).astype(np.int64)
-        return first, (self.feature.astype(np.int64) << 32) | bits, first - 2
+        return first, self.feature.astype(np.intp), first - 2
+
+    def _work(self, rows: int, trees: int) -> "_Work":
+        """The calling thread's work arrays, kept from its last walk where they hold enough rows (a batch's first
+        chunk sets them; later batches and a single row's walk reuse them)."""
+        local = self._local
+        work = getattr(local, "work", None)
+        if work is None or len(work.node) < rows:
+            work = local.work = _Work(rows, trees, self.groups)
+        return work
+
+    @functools.cached_property
+    def _local(self) -> threading.local:
+        return threading.local()
+
+    def __getstate__(self) -> dict:
+        """Pickled (to Dask workers, say) without the threads' work arrays."""
+        return {k: v for k, v in self.__dict__.items() if k != "_local"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
 
     @functools.cached_property
     def _group_views(self) -> tuple:
         """Per model, (first tree, boosters, trees, targets) where its trees lie side by side as booster-major,
-        round-major, target-minor (as `joulecast.training.tree_export` writes them), else None: its leaves are then
-        a reshape of the walk's, not a gather."""
+        round-major, target-minor (as `joulecast.training.tree_export` writes them), else None (gathered)."""
         out = []
         for group in self.groups:
             b, k, t = group.shape
@@ -114,56 +135,43 @@ class TreeArrays:
             out.append((first, b, t, k) if np.array_equal(group, regular) else None)
         return tuple(out)
 
-    def _walk(self, values: np.ndarray) -> list[np.ndarray]:
-        x = np.ascontiguousarray(values, dtype=np.float32)
-        first, split, first_less_2 = self._layout
-        n, trees = len(x), len(first)
+    def _walk(self, x: np.ndarray, work: "_Work") -> list[np.ndarray]:
+        first, feature, first_less_2 = self._layout
+        n = len(x)
         cells, missing = x.ravel(), bool(np.isnan(x).any())
-        # Arrays are (trees, rows): each tree's rows side by side, so that a model's leaves are a slice and their sum
-        # over trees runs along a slow axis, which numpy adds up in order (see `_sums`).
         # into x, flattened: each row's first cell (none to add for a single row, the common case)
-        row_start = (np.arange(n, dtype=np.intp) * x.shape[1])[None, :] if n > 1 else 0
-        # per tree and row, the split reached, numbered globally (tree t's split i at first[t] + i, heap order): its
+        row_start = (np.arange(n, dtype=np.intp) * x.shape[1])[:, None] if n > 1 else 0
+        # per row and tree, the split reached, numbered globally (tree t's split i at first[t] + i, heap order): its
         # children at 2 (first + i) + 1 - first and one more, so the walk needs no per-tree index of its own
-        node = first[:, None].copy() if n == 1 else np.repeat(first[:, None], n, axis=1)
-        at, v, go_left = np.empty_like(node), np.empty(node.shape, np.float32), np.empty(node.shape, bool)
-        packed = np.empty(node.shape, np.int64)
-        # the threshold's half of each packed split: the lower 32 bits, first in memory on a little-endian machine
-        low = 0 if sys.byteorder == "little" else 1
-        threshold = packed.view(np.float32)[:, low::2]
+        node, at, v, threshold, go_left = (a[:n] for a in (work.node, work.at, work.v, work.threshold, work.go_left))
+        node[...] = first
         for _ in range(self.depth):  # in place: a chunk's arrays stay in cache from one level to the next
-            np.take(split, node, out=packed)
-            np.right_shift(packed, 32, out=at)
+            np.take(feature, node, out=at)
             if n > 1:
                 at += row_start
             np.take(cells, at, out=v)
-            np.less(v, threshold, out=go_left)
+            np.less(v, np.take(self.threshold, node, out=threshold), out=go_left)
             if missing:  # a missing value takes the branch its node learned
                 go_left |= np.isnan(v) & np.take(self.default_left, node)
             node *= 2
-            node -= first_less_2[:, None]
+            node -= first_less_2
             node -= go_left
-        # past the last level, first + i for heap position i of a complete tree's leaves (2^depth - 1) onwards
-        node += ((np.arange(trees, dtype=np.intp) << self.depth) - first - (2 ** self.depth - 1))[:, None]
-        return self._sums(np.take(self.value, node))
-
-    def _sums(self, leaves: np.ndarray) -> list[np.ndarray]:
-        """Per model, each booster's float32 sums of its base score and leaves. XGBoost adds each tree's leaf to the
-        base score in float32, tree by tree, and so does this: the base goes into each booster's first leaf (a + b
-        is b + a, bit for bit), then the leaves are added up over the trees axis, which is not the fast one in
-        memory for two rows or more, so numpy adds them one after another (its pairwise summation runs along the
-        fast axis only; a sequential `cumsum` for one row). `leaves`: (trees, rows)."""
-        n = leaves.shape[1]
+        # past the last level, first + i for heap position i of a complete tree's leaves (2^depth - 1 onwards)
+        node += work.leaf_offset(first, self.depth)
+        leaves = np.take(self.value, node, out=work.leaves[:n])
         out = []
-        for group, base, view in zip(self.groups, self.base_scores, self._group_views):
-            if view is None:  # any other order: gathered, as (boosters, trees, targets, rows)
-                terms = leaves[group.transpose(0, 2, 1)]
+        for group, base, view, partial in zip(self.groups, self.base_scores, self._group_views, work.partial):
+            # XGBoost adds each tree's leaf to the base score in float32, tree by tree: the base goes into each
+            # booster's first leaf (a + b is b + a, bit for bit), then a sequential float32 sum (cumsum, not
+            # numpy's pairwise sum) gives the same bits. Axes: rows, boosters, trees, targets.
+            if view is None:
+                terms = leaves[:, group.transpose(0, 2, 1)]
             else:
                 start, b, t, k = view
-                terms = leaves[start:start + b * t * k].reshape(b, t, k, n)
-            terms[:, 0] += base[:, :, None]  # a reshape of `leaves` (a fresh array): written in place
-            out.append(np.add.reduce(terms, axis=1) if n > 1 else
-                       np.cumsum(terms, axis=1, dtype=np.float32)[:, -1])  # (boosters, targets, rows)
+                terms = leaves[:, start:start + b * t * k].reshape(n, b, t, k)
+            terms[:, :, 0] += base
+            sums = np.cumsum(terms, axis=2, dtype=np.float32, out=partial[:n])[:, :, -1]
+            out.append(sums.transpose(1, 2, 0))  # (boosters, targets, rows)
         return out
 
     def save(self, path: str | Path) -> Path:
@@ -183,3 +191,20 @@ class TreeArrays:
             return cls(groups=tuple(stored[f"group_{i}"] for i in range(models)),
                        base_scores=tuple(stored[f"base_{i}"] for i in range(models)), depth=int(stored["depth"]),
                        **{n: stored[n] for n in _ARRAYS})
+
+
+class _Work:
+    """A walk's arrays for `rows` rows of `trees` trees, written over from one chunk of rows to the next: a fresh
+    set each chunk costs more in page faults than the walk's arithmetic (measured on estimate_many's walks)."""
+
+    def __init__(self, rows: int, trees: int, groups: tuple):
+        self.node, self.at = np.empty((rows, trees), np.intp), np.empty((rows, trees), np.intp)
+        self.v, self.threshold = np.empty((rows, trees), np.float32), np.empty((rows, trees), np.float32)
+        self.go_left, self.leaves = np.empty((rows, trees), bool), np.empty((rows, trees), np.float32)
+        self.partial = [np.empty((rows, g.shape[0], g.shape[2], g.shape[1]), np.float32) for g in groups]
+        self._offset = None
+
+    def leaf_offset(self, first: np.ndarray, depth: int) -> np.ndarray:
+        if self._offset is None:
+            self._offset = (np.arange(len(first), dtype=np.intp) << depth) - first - (2 ** depth - 1)
+        return self._offset

@@ -107,3 +107,27 @@ def test_trees_in_any_order_sum_as_in_the_export_s(data):
         for ours, theirs in zip(arrays.predict_members(part), shuffled.predict_members(part)):
             for a, b in zip(ours, theirs):
                 np.testing.assert_array_equal(a, b)
+
+
+def test_work_arrays_kept_between_walks_change_no_result_and_stay_out_of_pickles(data):
+    """Each thread's walks reuse its work arrays, whatever the row counts in turn, and two threads walking at once
+    get what each gets alone; pickled (as Dask ships a model), the arrays leave them behind and predict the same."""
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y = data
+    bags = [[xgb.XGBRegressor(n_estimators=25, max_depth=4, random_state=seed, tree_method="hist").fit(X, y)
+             .get_booster() for seed in range(2)]]
+    arrays, fresh = from_models(bags), lambda: from_models(bags)
+    rows = np.random.default_rng(7).normal(size=(arrays.chunk_rows * 3 + 5, 6)).astype(np.float32)
+    assert arrays.predict_models(rows[:0])[0].shape == (0,)
+    for part in (rows, rows[:1], rows[:5], rows[2:], rows[:1]):
+        np.testing.assert_array_equal(arrays.predict_models(part)[0], fresh().predict_models(part)[0])
+    copy = pickle.loads(pickle.dumps(arrays))
+    assert "_local" in arrays.__dict__ and "_local" not in copy.__dict__
+    np.testing.assert_array_equal(copy.predict_models(rows)[0], arrays.predict_models(rows)[0])
+    alone = [arrays.predict_models(rows[i::4])[0] for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda i: arrays.predict_models(rows[i::4])[0], range(4)))
+    for a, b in zip(alone, together):
+        np.testing.assert_array_equal(a, b)

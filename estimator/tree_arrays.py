@@ -47,7 +47,7 @@ _LOW_HALF = 0 if sys.byteorder == "little" else 1
 def bag_margin(margins: Sequence[np.ndarray]) -> np.ndarray:
     """A bag's prediction from its boosters' float32 margins: a single booster's as they are, else their mean
     (summed in float64, in member order)."""
-    return margins[0] if len(margins) == 1 else np.stack(margins).astype(np.float64).mean(axis=0)
+    return margins[0] if len(margins) == 1 else np.asarray(margins, dtype=np.float64).mean(axis=0)
 
 
 @dataclass(frozen=True)
@@ -71,11 +71,8 @@ class TreeArrays:
     def predict_models(self, values: np.ndarray) -> list[np.ndarray]:
         """Each model's raw margins: `bag_margin` of its boosters' float32 sums (taken from the boosters' sums as
         the walk stacks them: the same additions, in the same order)."""
-        out = []
-        for sums in self._stacked(values):  # (boosters, targets, rows)
-            margin = sums[0] if len(sums) == 1 else sums.astype(np.float64).mean(axis=0)
-            out.append(margin[0] if len(margin) == 1 else margin.T)
-        return out
+        margins = (bag_margin(sums) for sums in self._stacked(values))  # each (targets, rows)
+        return [m[0] if len(m) == 1 else m.T for m in margins]
 
     def predict_members(self, values: np.ndarray) -> list[list[np.ndarray]]:
         """Per model, each booster's raw margins, float32: (rows,) for one target or (rows, targets)."""
@@ -100,11 +97,12 @@ class TreeArrays:
         return max(1, CHUNK_ENTRIES // max(1, len(self.value) >> self.depth))
 
     @functools.cached_property
-    def _layout(self) -> tuple[np.ndarray, np.ndarray]:
-        """(each tree's root, each tree's root less 2), as intp: set once."""
+    def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(each tree's root, each tree's root less 2, what takes a walk past the last level to its leaf: first + i
+        for heap position i of a complete tree's leaves, 2^depth - 1 onwards), as intp: set once."""
         splits, trees = 2 ** self.depth - 1, len(self.value) >> self.depth
         first = np.arange(trees, dtype=np.intp) * splits
-        return first, first - 2
+        return first, first - 2, (np.arange(trees, dtype=np.intp) << self.depth) - first - splits
 
     @functools.cached_property
     def _packed(self) -> np.ndarray:
@@ -146,7 +144,7 @@ class TreeArrays:
         return tuple(out)
 
     def _walk(self, x: np.ndarray, work: "_Work") -> list[np.ndarray]:
-        first, first_less_2 = self._layout
+        first, first_less_2, to_leaf = self._layout
         n = len(x)
         cells, missing = x.ravel(), bool(np.isnan(x).any())
         # into x, flattened: each row's first cell (none to add for a single row, the common case)
@@ -168,8 +166,7 @@ class TreeArrays:
             node *= 2
             node -= first_less_2
             node -= go_left
-        # past the last level, first + i for heap position i of a complete tree's leaves (2^depth - 1 onwards)
-        node += work.leaf_offset(first, self.depth)
+        node += to_leaf
         leaves = np.take(self.value, node, out=work.leaves[:n])
         out = []
         for group, base, view, partial in zip(self.groups, self.base_scores, self._group_views, work.partial):
@@ -214,9 +211,3 @@ class _Work:
         self.v, self.packed = np.empty((rows, trees), np.float32), np.empty((rows, trees), np.int64)
         self.go_left, self.leaves = np.empty((rows, trees), bool), np.empty((rows, trees), np.float32)
         self.partial = [np.empty((rows, g.shape[0], g.shape[2], g.shape[1]), np.float32) for g in groups]
-        self._offset = None
-
-    def leaf_offset(self, first: np.ndarray, depth: int) -> np.ndarray:
-        if self._offset is None:
-            self._offset = (np.arange(len(first), dtype=np.intp) << depth) - first - (2 ** depth - 1)
-        return self._offset

@@ -181,10 +181,11 @@ def trace_times(side: str, benchmark: str, nodes: int, global_batch: float) -> d
     return {"step_s": float(step), "eval_s": float(evals.mean())}
 
 
-def planned_times(job: dict, evals: float) -> dict[str, float]:
+def planned_times(job: dict) -> dict[str, float]:
     """The planned steady step and one evaluation (its share of the job's evaluation forwards, and its overhead)."""
     parsed = parse_job(job)
-    return {"step_s": planned_step_s(job), "eval_s": site_compute(parsed)[0].eval_s / evals + parsed.eval_overhead_s}
+    return {"step_s": planned_step_s(job),
+            "eval_s": site_compute(parsed)[0].eval_s / parsed.evals + parsed.eval_overhead_s}
 
 
 def planned_step_s(job: dict) -> float:
@@ -269,8 +270,7 @@ def main() -> int:
         job, pred = predict(row, host_w, startup, outside, overhead, eval_overhead)
         trace = trace_times(args.side, row.benchmark, int(row.gpus) // 8, row.global_batch)
         if trace:  # the steady step and one evaluation against the trace's, where one is shipped
-            evals = GPT3_EVALS if row.benchmark == "gpt3" else row.n_evals
-            planned = planned_times(job, evals)
+            planned = planned_times(job)
             pred.update(measured_step_s=trace["step_s"], predicted_step_s=planned["step_s"],
                         measured_eval_s=trace["eval_s"], predicted_eval_s=planned["eval_s"])
         out.append(dict(benchmark=row.benchmark, gpus=int(row.gpus), side=args.side, runs=int(row.runs),

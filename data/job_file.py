@@ -18,7 +18,7 @@ import yaml
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import read_text
-from joulecast.data.fusions import MAX_FORWARD_OVERHEAD_S, check_fusions
+from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES
 
@@ -344,7 +344,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"),
         launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
         fusions=check_fusions(raw.get("fusions")),
-        forward_overhead_s=_number(raw, "forward_overhead_s", "", 0.0, high=MAX_FORWARD_OVERHEAD_S), source=source)
+        forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source)
 
 
 def connected(names: list[str], links: list[Link]) -> None:

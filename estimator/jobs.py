@@ -47,10 +47,7 @@ class GenerationEstimate:
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
     def to_dict(self) -> dict[str, Any]:
-        names = ("model", "gpu", "batch", "input_len", "output_len", "kv_cache", "energy_j", "time_s", "power_w",
-                 "energy_interval_j", "time_interval_s", "ttft_s", "tpot_s", "energy_per_output_token_j",
-                 "energy_per_request_j", "prefill_energy_j", "decode_energy_j", "memory_gb", "flags", "method")
-        return {name: getattr(self, name) for name in names}
+        return {name: getattr(self, name) for name in self.__dataclass_fields__ if name != "steps"}  # no table
 
 
 def _positive(name: str, value: object) -> int:

@@ -664,7 +664,8 @@ def _retrain(args: argparse.Namespace) -> int:
 
     measurements = load_measurements(args.store, args.imports)
     result = retrain(measurements, args.gpu, tolerance=args.tolerance, tracking_uri=args.tracking_uri,
-                     champion=args.champion, out=args.out, report_dir=args.report, progress=not args.json)
+                     champion=args.champion, out=args.out, report_dir=args.report, progress=not args.json,
+                     quick=args.quick)
     summary = result.summary()
     if args.json:
         print(render.to_json(summary))
@@ -938,6 +939,7 @@ def build_parser() -> argparse.ArgumentParser:
     rt.add_argument("--out", help="also save the candidate to this folder")
     rt.add_argument("--report", default="retrain-report", help="folder for the before/after audit reports")
     rt.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    rt.add_argument("--quick", action="store_true", help="train's quick profile, for the candidate and its baseline")
     rt.add_argument("--json", action="store_true")
     rt.set_defaults(func=_retrain)
     return parser

@@ -36,7 +36,6 @@ from joulecast.training.audit import (
 )
 from joulecast.training.dataset import usable
 from joulecast.training.evaluate import error_table
-from joulecast.training.residual import PARAM_GRID
 from joulecast.training.train import CHAMPION, MODEL_NAME, TrainResult, cv_record, default_tracking_uri, train
 
 log = logging.getLogger(__name__)
@@ -61,6 +60,7 @@ class RetrainResult:
                     before={k: self.before.summary[k] for k in keys}, after={k: self.after.summary[k] for k in keys},
                     candidate_run_id=self.trained.run_id if self.trained else None,
                     candidate_version=self.trained.model_version if self.trained else None,
+                    candidate_params=self.trained.model.params if self.trained else None,
                     comparison=self.comparison.round(3).to_dict(orient="records"))
 
 
@@ -129,10 +129,12 @@ def _candidate_record(oof: pd.DataFrame, gpu: str, seen: bool) -> pd.DataFrame:
 
 def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANCE_PTS, tracking_uri: str | None = None,
             champion: str | None = None, out: str | Path | None = None, report_dir: str | Path = "retrain-report",
-            grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, progress: bool = False) -> RetrainResult:
+            grid: Sequence[dict[str, Any]] | None = None, log_mlflow: bool = True, progress: bool = False,
+            quick: bool = False) -> RetrainResult:
     """Retrain with `gpu`'s measurements; promote the candidate only if no partition regresses (see the module doc).
 
-    `champion`: the model to beat (default: the registry's champion, else the shipped default).
+    `champion`: the model to beat (default: the registry's champion, else the shipped default); `grid` and `quick`
+    as for `train` (the baseline without the GPU is fitted on the same profile, with the candidate's parameters).
     """
     spec = lookup_gpu(gpu)
     rows, _ = usable(measurements)  # checked before training, without the physics pass that training makes
@@ -149,7 +151,7 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     if log_mlflow and champion is None:
         champion = current_champion(uri)  # before training registers a version
     trained = train(measurements, tracking_uri=uri, register=log_mlflow, promote=False, out=out, grid=grid,
-                    log_mlflow=log_mlflow, progress=progress)
+                    log_mlflow=log_mlflow, progress=progress, quick=quick)
     fit_rows, fit_X = trained.table.rows[trained.fit_mask].reset_index(drop=True), \
         trained.table.X[trained.fit_mask].reset_index(drop=True)
     new = (fit_rows["gpu"] == spec.name).to_numpy()
@@ -162,7 +164,7 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     if not seen and (~new).any():
         stages.set_postfix_str(f"training the baseline without {spec.name} on the candidate's folds")
         baseline = train(measurements, exclude_gpu=[spec.name], log_mlflow=False, register=False,
-                         grid=[trained.model.params], fold_of=trained.model.fold_of)
+                         grid=[trained.model.params], fold_of=trained.model.fold_of, quick=quick)
     stages.update()
     stages.set_postfix_str("auditing the champion and the candidate")
     rows, X = fit_rows[new].reset_index(drop=True), fit_X[new].reset_index(drop=True)

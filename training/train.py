@@ -97,15 +97,16 @@ def _split(table: TrainingTable, exclude_gpu: Sequence[str], exclude_model: Sequ
 def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclude_model: Sequence[str] = (),
           exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
           experiment: str = "joulecast", register: bool = True, level: float = 0.9,
-          grid: Sequence[dict[str, Any]] = PARAM_GRID, log_mlflow: bool = True, promote: bool = True,
+          grid: Sequence[dict[str, Any]] | None = None, log_mlflow: bool = True, promote: bool = True,
           progress: bool = False, fold_of: dict[str, int] | None = None, quick: bool = False,
           client: Any = None) -> TrainResult:
     """Fit the residual on the measurements not excluded; score physics, plain XGBoost and the hybrid by grouped CV.
 
     `register` logs a model version under MODEL_NAME; `promote` also points the `champion` alias at it; `progress`
     draws a bar of the boosters fitted; `fold_of` pins each model family's fold (another training's
-    `model.fold_of`), so that two trainings on different rows are cross-validated alike; `quick` fits the quick
-    profile (`residual.QUICK`: one hyper-parameter set, bags of two, five folds) on the same code path; `client`
+    `model.fold_of`), so that two trainings on different rows are cross-validated alike; `grid`: the hyper-parameter
+    sets to choose from (default PARAM_GRID); `quick` fits the quick profile (`residual.QUICK`: bags of two, five
+    folds, and one hyper-parameter set unless `grid` names others) on the same code path; `client`
     (a dask.distributed Client) fits every booster of the residual with xgboost.dask across its workers.
     """
     table = training_table(measurements)
@@ -117,7 +118,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     groups = fit_rows["model_family"].astype(str).to_numpy()
     profile = {"bag": QUICK["bag"], "folds": QUICK["folds"]} if quick else {}
     model = ResidualModel(level=level, client=client, **profile).fit(
-        X, y, groups, fit_rows["gpu"], grid=QUICK["grid"] if quick else grid, progress=progress, fold_of=fold_of)
+        X, y, groups, fit_rows["gpu"], grid=grid or (QUICK["grid"] if quick else PARAM_GRID), progress=progress,
+        fold_of=fold_of)
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))

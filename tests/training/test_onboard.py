@@ -10,6 +10,7 @@ from joulecast.cli import main
 from joulecast.data.errors import InputError
 from joulecast.data.importers import import_source
 from joulecast.training.onboard import compare, retrain
+from joulecast.training.residual import QUICK
 from joulecast.training.train import CHAMPION, MODEL_NAME, train
 
 SMALL_GRID = ({"max_depth": 3, "learning_rate": 0.1, "n_estimators": 60, "min_child_weight": 2.0},)
@@ -35,13 +36,14 @@ def setting(energaizer, tmp_path_factory):
     measurements = import_source("energaizer", energaizer)
     uri = f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}"
     champion = train(measurements[measurements["gpu"] != "a10"].reset_index(drop=True), tracking_uri=uri,
-                     grid=SMALL_GRID)
+                     grid=SMALL_GRID, quick=True)
     return measurements, uri, champion.model_version
 
 
 def test_retrain_refuses_a_candidate_that_regresses(setting, tmp_path):
     measurements, uri, champion_version = setting
-    result = retrain(measurements, "a10", tolerance=-1e6, tracking_uri=uri, grid=SMALL_GRID, report_dir=tmp_path)
+    result = retrain(measurements, "a10", tolerance=-1e6, tracking_uri=uri, grid=SMALL_GRID, report_dir=tmp_path,
+                     quick=True)
     assert not result.promoted and result.comparison["regressed"].all()
     assert len(result.reasons) == len(result.comparison) + 1 and "baseline trained without a10" in result.reasons[-1]
     # The A100's "before" is the baseline's: the candidate's training without the A10, on the candidate's folds.
@@ -68,12 +70,14 @@ def test_retrain_refuses_a_candidate_that_regresses(setting, tmp_path):
 def test_cli_retrain_promotes_when_nothing_regresses(setting, energaizer, tmp_path, capsys):
     _, uri, champion_version = setting
     argv = ["retrain", "--gpu", "a10", "--import", f"energaizer={energaizer}", "--tolerance", "1000",
-            "--tracking-uri", uri, "--report", str(tmp_path), "--json"]
+            "--tracking-uri", uri, "--report", str(tmp_path), "--quick", "--json"]
     assert main(argv) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["promoted"] and payload["gpu"] == "a10" and payload["candidate_version"] != champion_version
     assert payload["before"]["rows"] == payload["after"]["rows"] == 95
     assert "no partition regressed by more than 1000 points" in payload["reasons"][0]
+    # --quick: the quick profile (residual.QUICK), its one hyper-parameter set
+    assert payload["candidate_params"] == QUICK["grid"][0]
     mlflow.set_tracking_uri(uri)
     alias = mlflow.MlflowClient().get_model_version_by_alias(MODEL_NAME, CHAMPION)
     assert str(alias.version) == payload["candidate_version"]

@@ -457,7 +457,7 @@ def test_train_against_a_real_mlflow_server(measurements, tmp_path, monkeypatch)
             except OSError:
                 time.sleep(0.5)
         a10 = measurements[measurements["gpu"] == "a10"]
-        result = train(a10, tracking_uri=uri, grid=SMALL_GRID)
+        result = train(a10, tracking_uri=uri, grid=SMALL_GRID, quick=True)
         assert result.run_id and result.model_version == "1"
         monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
         client = mlflow.MlflowClient(uri)

@@ -12,6 +12,11 @@ vLLM 0.11.1 with none; bf16 where a row does not name its precision; the default
 trained on v2's decode steps (as decode steps without prompts), so v2's figures are in-sample for its residual;
 v3's rows are not trained on (`kernel_list = partial`).
 
+`--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each v3 configuration's largest
+measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
+(`gpu_memory_utilization`; vLLM's engine arguments) by `serve`'s own memory sum (the shard's weights, a bf16 KV cache
+over the running requests' length-biased context, activations); none where not even a 1-token prompt fits.
+
 The output lengths' spread (`serve`'s `output_len_cv`: a running request is length-biased, so its context averages
 input + output (1 + cv^2) / 2): v3 from each configuration's own histogram of output lengths (`raw/models/*.json`,
 50 bins, their midpoints), v2, which records none, as 0 (every answer as long). `--no-spread` takes 0 for v3 too.
@@ -28,12 +33,15 @@ import numpy as np
 import pandas as pd
 from shared_data import EXTERNAL
 
+from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.importers.mlenergy import import_mlenergy
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 
 ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
 RAW_V3 = EXTERNAL / "mlenergy-v3" / "raw" / "models"
+VLLM_MEMORY_SHARE = 0.9   # vLLM's default gpu_memory_utilization: the share of GPU memory the engine takes
+PROMPT_GRID = (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
 
 
 @functools.cache
@@ -91,14 +99,42 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
     return frame
 
 
+def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
+    """Per v3 configuration (GPU, model, GPUs) at its largest measured batch: the longest mean prompt of PROMPT_GRID
+    whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and the memory a 1-token prompt needs."""
+    out = []
+    v3 = table[table["release"] == "mlenergy-v3"]
+    for (gpu, model, gpus), part in v3.groupby(["gpu", "model", "num_gpus"]):
+        r = part.sort_values("batch").iloc[-1]
+        max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
+        cap_gb = VLLM_MEMORY_SHARE * lookup_gpu(gpu).memory_gb
+
+        def need_gb(length: int) -> float:
+            return serve(model, gpu, input_len=length, output_len=float(r.output_len), concurrency=int(r.batch),
+                         max_batch=max(max_batch, int(r.batch)), tp=int(gpus), engine=ENGINES[r.release],
+                         output_len_cv=output_len_cv(r.measurement_id), estimator="physics").memory_gb
+
+        fits = [length for length in PROMPT_GRID if need_gb(length) <= cap_gb]
+        out.append(dict(gpu=gpu, model=model, tp=int(gpus), batch=int(r.batch), output_len=float(r.output_len),
+                        memory_cap_gib=cap_gb, need_at_1_token_gib=need_gb(1),
+                        longest_fitting_prompt=float(max(fits)) if fits else float("nan")))
+    return pd.DataFrame(out)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input-len", default="256,512,1024", help="assumed mean prompt lengths, comma-separated")
     parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
     parser.add_argument("--no-spread", action="store_true", help="every answer as long (output_len_cv 0) in v3 too")
+    parser.add_argument("--prompt-bounds", action="store_true",
+                        help="instead: the longest mean prompt each v3 configuration's largest batch fits in memory")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()
+    if args.prompt_bounds:
+        bounds = prompt_bounds(table)
+        print(bounds.to_json(orient="records") if args.json else bounds.to_string(index=False, float_format="%.1f"))
+        return 0
     residual = load_estimator(args.estimator)
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):

@@ -74,6 +74,14 @@ def test_job_validation_scripts_score_every_set_they_name():
     # v3's output-length spread from its own histograms (chat: about 1), v2 none recorded
     assert all((0.5 < r["output_len_cv"] < 2) if r["release"] == "mlenergy-v3" else r["output_len_cv"] == 0
                for r in serving)
+    # the prompt lengths each v3 configuration's largest measured batch leaves room for in vLLM's share of memory
+    bounds = _run_args("serving_jobs.py", "--prompt-bounds")
+    assert {(b["gpu"], b["model"]) for b in bounds} == {(g, m) for g in ("b200", "h100-sxm")
+                                                        for m in ("llama-3-8b", "llama-3-70b")}
+    for b in bounds:
+        fits = b["longest_fitting_prompt"] is not None
+        assert fits == (b["need_at_1_token_gib"] <= b["memory_cap_gib"]) and b["memory_cap_gib"] > 0
+        assert not fits or b["longest_fitting_prompt"] in (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
     generation = _run_args("generation_jobs.py")
     assert {(r["gpu"], r["sweep"]) for r in generation["summary"]} == {
         (g, sweep) for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-sxm2") for sweep in ("input", "output")}

@@ -96,7 +96,11 @@ class Residual:
     # The pooled point instead of the level's, tried (on the model of commit 43186b3): better on the H200's kinds held
     # out (gpu_transfer.py --quick, energy MAPE 9.9 / 20.5 % on decode / forward against 11.2 / 21.5 %), worse where
     # a GPU meets another kind in the published sets (Wilkins' A100-SXM4 generations 12.6 -> 22.1 %, ML.ENERGY v3's
-    # H100 serving 12.7 -> 20.4 %, MLPerf GPT-3 on H100s -6.3 -> -8.6 %): the level stays.
+    # H100 serving 12.7 -> 20.4 %, MLPerf GPT-3 on H100s -6.3 -> -8.6 %): the level stays. That v3 figure assumed
+    # 512-token prompts, longer than v3's own batches leave room for (192-256, serving_jobs.py --prompt-bounds); at
+    # 192 the shipped model reads v3's H100 26.3 % off with the level, 14.9 % with the pooled point (at 512: 11.0
+    # against 21.3 %), while Wilkins' A100-SXM4 generations still read better with the level (input / output sweeps
+    # 5.8 / 5.9 % against 12.7 / 12.8 %). The evidence is split, and the level stays.
     gpu_work: dict[str, list[str]] = field(default_factory=dict)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags

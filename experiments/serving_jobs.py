@@ -1,16 +1,16 @@
 """Score the `serve` job against ML.ENERGY's steady-state vLLM serving runs (v2: A100-SXM4-40GB and H100, vLLM
 0.5.4; v3: H100 and B200, vLLM 0.11.1): energy per output token and output tokens a second, per release and GPU.
 
-    python experiments/serving_jobs.py [--input-len 256,512,1024] [--json]
+    python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds] [--json]
 
-Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and
-70B, Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the concurrency, its max batch,
-its mean output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not
-recorded (the sources say so), so each figure is given at several assumed means (`--input-len`); each release
-runs its engine's entry of `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3
-vLLM 0.11.1 with none; bf16 where a row does not name its precision; the default power limit. The shipped estimator was
-trained on v2's decode steps (as decode steps without prompts), so v2's figures are in-sample for its residual;
-v3's rows are not trained on (`kernel_list = partial`).
+Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
+Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the concurrency, its max batch, its mean
+output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
+(the sources say so), so each figure is given at several assumed means (`--input-len`; v3's own batches leave room for
+192-256 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of `data/serving_engines.yaml`:
+v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none; bf16 where a row does not name its
+precision; the default power limit. The shipped estimator was trained on v2's decode steps (as decode steps without
+prompts), so v2's figures are in-sample for its residual; v3's rows are not trained on (`kernel_list = partial`).
 
 `--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each v3 configuration's largest
 measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
@@ -123,7 +123,7 @@ def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input-len", default="256,512,1024", help="assumed mean prompt lengths, comma-separated")
+    parser.add_argument("--input-len", default="192,256,512,1024", help="assumed mean prompt lengths, comma-separated")
     parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
     parser.add_argument("--no-spread", action="store_true", help="every answer as long (output_len_cv 0) in v3 too")
     parser.add_argument("--prompt-bounds", action="store_true",

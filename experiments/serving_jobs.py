@@ -6,13 +6,14 @@
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
 Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the concurrency, its max batch, its mean
 output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
-(the sources say so), so each figure is given at several assumed means (`--input-len`; v3's own batches leave room for
-192-256 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of `data/serving_engines.yaml`:
-v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none; bf16 where a row does not name its
-precision; the default power limit. The shipped estimator was trained on v2's decode steps (as decode steps without
-prompts), so v2's figures are in-sample for its residual; v3's rows are not trained on (`kernel_list = partial`).
+(the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
+room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
+`data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none; bf16 where
+a row does not name its precision; the default power limit. The shipped estimator was trained on v2's decode steps (as
+decode steps without prompts), so v2's figures are in-sample for its residual; v3's rows are not trained on
+(`kernel_list = partial`).
 
-`--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each v3 configuration's largest
+`--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each configuration's largest
 measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
 (`gpu_memory_utilization`; vLLM's engine arguments) by `serve`'s own memory sum (the shard's weights, a bf16 KV cache
 over the running requests' length-biased context, activations); none where not even a 1-token prompt fits.
@@ -100,11 +101,11 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
 
 
 def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
-    """Per v3 configuration (GPU, model, GPUs) at its largest measured batch: the longest mean prompt of PROMPT_GRID
-    whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and the memory a 1-token prompt needs."""
+    """Per configuration (release, GPU, model, GPUs) at its largest measured batch: the longest mean prompt of
+    PROMPT_GRID whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and the memory a 1-token
+    prompt needs."""
     out = []
-    v3 = table[table["release"] == "mlenergy-v3"]
-    for (gpu, model, gpus), part in v3.groupby(["gpu", "model", "num_gpus"]):
+    for (release, gpu, model, gpus), part in table.groupby(["release", "gpu", "model", "num_gpus"]):
         r = part.sort_values("batch").iloc[-1]
         max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
         cap_gb = VLLM_MEMORY_SHARE * lookup_gpu(gpu).memory_gb
@@ -115,7 +116,7 @@ def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
                          output_len_cv=output_len_cv(r.measurement_id), estimator="physics").memory_gb
 
         fits = [length for length in PROMPT_GRID if need_gb(length) <= cap_gb]
-        out.append(dict(gpu=gpu, model=model, tp=int(gpus), batch=int(r.batch), output_len=float(r.output_len),
+        out.append(dict(release=release, gpu=gpu, model=model, tp=int(gpus), batch=int(r.batch), output_len=float(r.output_len),
                         memory_cap_gib=cap_gb, need_at_1_token_gib=need_gb(1),
                         longest_fitting_prompt=float(max(fits)) if fits else float("nan")))
     return pd.DataFrame(out)
@@ -127,7 +128,7 @@ def main() -> int:
     parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
     parser.add_argument("--no-spread", action="store_true", help="every answer as long (output_len_cv 0) in v3 too")
     parser.add_argument("--prompt-bounds", action="store_true",
-                        help="instead: the longest mean prompt each v3 configuration's largest batch fits in memory")
+                        help="instead: the longest mean prompt each configuration's largest batch fits in memory")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()

@@ -74,10 +74,9 @@ def test_job_validation_scripts_score_every_set_they_name():
     # v3's output-length spread from its own histograms (chat: about 1), v2 none recorded
     assert all((0.5 < r["output_len_cv"] < 2) if r["release"] == "mlenergy-v3" else r["output_len_cv"] == 0
                for r in serving)
-    # the prompt lengths each v3 configuration's largest measured batch leaves room for in vLLM's share of memory
+    # the prompt lengths each configuration's largest measured batch leaves room for in vLLM's share of memory
     bounds = _run_args("serving_jobs.py", "--prompt-bounds")
-    assert {(b["gpu"], b["model"]) for b in bounds} == {(g, m) for g in ("b200", "h100-sxm")
-                                                        for m in ("llama-3-8b", "llama-3-70b")}
+    assert {(b["release"], b["gpu"]) for b in bounds} == {(r["release"], r["gpu"]) for r in serving}
     for b in bounds:
         fits = b["longest_fitting_prompt"] is not None
         assert fits == (b["need_at_1_token_gib"] <= b["memory_cap_gib"]) and b["memory_cap_gib"] > 0

@@ -119,9 +119,9 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
                              f"{spec.name}; raise TP or PP, use ZeRO (layout.zero) or recompute")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
+        layers_stage = -(-layers // lay["pp"])
         tokens = job.micro_batch * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
-        layers_stage = -(-layers // lay["pp"])
         intra_link = _link(site.intra)
         inter_link = _link(site.inter_node)
         passes = 4 + (2 if job.recompute == "full" else 0)   # forward 2, backward 2 (+ recomputed forward)

@@ -128,9 +128,6 @@ class TreeArrays:
         """Pickled (to Dask workers, say) without the threads' work arrays."""
         return {k: v for k, v in self.__dict__.items() if k != "_local"}
 
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-
     @functools.cached_property
     def _group_views(self) -> tuple:
         """Per model, (first tree, boosters, trees, targets) where its trees lie side by side as booster-major,

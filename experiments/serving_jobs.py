@@ -115,9 +115,10 @@ def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
                          max_batch=max(max_batch, int(r.batch)), tp=int(gpus), engine=ENGINES[r.release],
                          output_len_cv=output_len_cv(r.measurement_id), estimator="physics").memory_gb
 
-        fits = [length for length in PROMPT_GRID if need_gb(length) <= cap_gb]
+        need = {length: need_gb(length) for length in PROMPT_GRID}
+        fits = [length for length, gib in need.items() if gib <= cap_gb]
         out.append(dict(release=release, gpu=gpu, model=model, tp=int(gpus), batch=int(r.batch),
-                        output_len=float(r.output_len), memory_cap_gib=cap_gb, need_at_1_token_gib=need_gb(1),
+                        output_len=float(r.output_len), memory_cap_gib=cap_gb, need_at_1_token_gib=need[1],
                         longest_fitting_prompt=float(max(fits)) if fits else float("nan")))
     return pd.DataFrame(out)
 

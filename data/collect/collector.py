@@ -134,7 +134,7 @@ def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float,
         # in (its counter did not move, its sampler was starved) is measured again twice as long.
         per_iter = statistics.median(device_s) / n
         longer *= 1 if metered else 2
-    if not all(w.energy_j > 0 for w, _ in windows):  # a row of no energy: failed, not written (the store refuses it)
+    if not metered:  # a row of no energy: failed, not written (the store refuses it)
         raise JoulecastError(f"the meter saw no energy in a window of {n:,} iterations "
                              f"({min(w.time_s for w, _ in windows):.3g} s), after {RECALIBRATIONS} longer tries")
     if keep is not None:

@@ -125,6 +125,9 @@ class Job:
     forward_overhead_s: float = 0.0
     evals: int = 1                    # evaluations the eval tokens are split into, each in whole global batches
     eval_overhead_s: float = 0.0      # s each evaluation takes beyond its forwards (switching in and out), GPUs waiting
+    # a rank's micro-batch time varies by this share (coefficient of variation, independent across ranks and
+    # micro-batches): each synchronous step waits for its latest rank (`estimator.plan`, method 2b)
+    step_jitter: float = 0.0
     source: str = field(default="", compare=False)
 
     @property
@@ -268,7 +271,8 @@ def _strategy(raw: Any, i: int) -> Strategy:
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
-               "launch_mode", "head_tokens", "fusions", "forward_overhead_s", "evals", "eval_overhead_s"}
+               "launch_mode", "head_tokens", "fusions", "forward_overhead_s", "evals", "eval_overhead_s",
+               "step_jitter"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -335,6 +339,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
         tp_overlap=bool(raw.get("tp_overlap", False)), fp8_attention=bool(raw.get("fp8_attention", False)),
         eval_tokens=eval_tokens, evals=evals, eval_overhead_s=eval_overhead_s,
+        step_jitter=_number(raw, "step_jitter", "", 0.0, high=0.5),
         startup_s=_number(raw, "startup_s", "", 0.0, high=86400.0),
         sites=sites, links=tuple(links), strategies=strategies,
         stragglers=_choice(raw, "stragglers", "", STRAGGLER_POLICIES, "wait"),

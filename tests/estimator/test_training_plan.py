@@ -130,6 +130,37 @@ def test_slower_islands_either_wait_or_run_fewer_inner_steps():
     assert wait.energy_split_j["gpu_wait"] > fewer.energy_split_j["gpu_wait"]
 
 
+def test_the_expected_latest_of_n_ranks_is_the_normal_order_statistic():
+    # closed forms for two and three (E max = 1/sqrt(pi), 3/(2 sqrt(pi))); one rank waits for nobody
+    assert planner.expected_max_normal(1) == 0.0
+    assert planner.expected_max_normal(2) == pytest.approx(1 / np.sqrt(np.pi), rel=1e-9)
+    assert planner.expected_max_normal(3) == pytest.approx(3 / (2 * np.sqrt(np.pi)), rel=1e-9)
+    z = [planner.expected_max_normal(n) for n in (4, 16, 64, 512, 4096)]
+    assert np.all(np.diff(z) > 0) and z[-1] < np.sqrt(2 * np.log(4096))  # grows, below the sqrt(2 ln n) bound
+
+
+def test_a_synchronous_step_waits_for_its_latest_rank():
+    one = dict(name="a", gpu="a100-sxm4-80gb", gpus=16)
+    calm = _job(sites=[one], links=[], strategies=["ddp", dict(kind="diloco", H=100)])
+    jittery = dataclasses.replace(calm, step_jitter=0.05)
+    base, late = planner.plan(calm).plans, planner.plan(jittery).plans
+    s = planner.site_compute(calm)[0]
+    wait = 0.05 * s.step.time_s / np.sqrt(s.step.accumulation) * planner.expected_max_normal(16)
+    for b, j in zip(base, late):  # one site: DDP and its DiLoCo island both wait for the latest of its 16 GPUs
+        assert j.time_s - b.time_s == pytest.approx(calm.steps * wait, rel=1e-9)
+        # the others wait at waiting power: the GPUs' compute is unchanged, their waiting and the nodes' rest grow
+        assert j.energy_split_j["gpu_compute"] == pytest.approx(b.energy_split_j["gpu_compute"], rel=1e-12)
+        assert j.energy_split_j["gpu_wait"] > b.energy_split_j["gpu_wait"]
+        assert j.compute_utilisation < b.compute_utilisation
+    # more GPUs, a later latest one; more micro-batches a step, their delays average out
+    def slowdown(**over):
+        return (planner.plan(dataclasses.replace(jittery, **over)).plans[0].time_s
+                / planner.plan(dataclasses.replace(calm, **over)).plans[0].time_s)
+    wide = (dataclasses.replace(calm.sites[0], gpus=64),)
+    assert slowdown(sites=wide, global_batch=1024) > slowdown(global_batch=256)   # 64 against 16, 4 micro-batches
+    assert slowdown(global_batch=256) > slowdown(global_batch=1024)               # 4 micro-batches against 16
+
+
 def test_failures_cost_a_synchronous_job_more_than_diloco():
     calm = planner.plan(_job())
     rough = planner.plan(_job(failures=dict(per_island_hour=0.5, restart_s=600, checkpoint_every_s=3600)))
@@ -181,6 +212,7 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j.update(fusions=["flash"]), "fusions"), (lambda j: j.update(fusions={"norm": 1}), "fusions"),
     (lambda j: j.update(forward_overhead_s=-1e-3), "forward_overhead_s"),
     (lambda j: j.update(forward_overhead_s=2.0), "forward_overhead_s"),
+    (lambda j: j.update(step_jitter=-0.01), "step_jitter"), (lambda j: j.update(step_jitter="3%"), "step_jitter"),
     (lambda j: j.update(evals=0), "evals"), (lambda j: j.update(evals=3), "evals"),  # the example has no eval tokens
     (lambda j: j.update(eval_overhead_s=0.5), "eval_overhead_s"),
     (lambda j: j.update(eval_tokens=10**6, eval_overhead_s=-0.5), "eval_overhead_s"),

@@ -35,6 +35,14 @@ def test_mlperf_training_rows_are_planned_and_scored():
     assert bert["predicted_energy_j"] < bert["predicted_run_energy_j"]
     before, after = result["fitted"]["outside_w_per_node"]
     assert 0 < after < before < result["fitted"]["host_w_per_node"] + 8 * 700  # idle below initialisation
+    # the window's minute before the run at idle for BERT, which runs no warm-up steps there: at the LoRA's warm-up
+    # power its official energy would be higher
+    assert bert["outside_w_per_node"] == [after, after] and rows[("llama2_70b_lora", 8)]["outside_w_per_node"] == [
+        before, after]
+    assert bert["measured_run_energy_j"] > bert["measured_energy_j"]   # the window's idle minutes pull the mean down
+    for r in result["rows"]:  # the rule-free score: the run's own energy against its in-run integral and switch
+        assert r["run_energy_error_pct"] == pytest.approx(
+            100 * (r["predicted_run_energy_j"] / r["measured_run_energy_j"] - 1), rel=1e-12)
     assert (bert["job"]["launch_mode"], bert["job"]["head_tokens"]) == ("graph", 76)  # --use_cuda_graph, 76 masked
     # each job's fusions from its config (--fused_gemm_gelu, --fused_bias_mha; NeMo's TE attention, fused SwiGLU,
     # rope and RMSNorm); NeMo's forward overhead (fitted on the 1-node LoRA's steady step) on its jobs alone: BERT

@@ -246,7 +246,7 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
             cross = np.full(K, collectives.sent_bytes("all-reduce", M, params_full * 2.0)) * factor
         comm = factor * (site_dp[None, :] + wan_s[:, None])
         win = np.array([s.step.time_s for s in sites]) if kind == "fsdp" else window
-        # every step waits for the slowest site, its latest replica and the last all-reduce
+        # every step waits for the slowest site, its latest rank and the last all-reduce
         late = _lateness_s(job, sites, sum(s.site.gpus for s in sites))
         period = np.max((t_c + t_intra + late)[None, :] + np.maximum(0.0, comm - win[None, :]), axis=1)
         share = np.ones(M)

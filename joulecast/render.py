@@ -143,6 +143,9 @@ def plan_table(result: Any) -> str:
             f"{job.tokens:,} tokens, layout TP {job.layout['tp']} PP {job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
+    if job.step_jitter:
+        head += (f"\nstragglers: step jitter {100 * job.step_jitter:.3g} % of a rank's micro-batch, each synchronous "
+                 f"step waiting for its latest GPU")
     if job.eval_tokens:
         from joulecast.estimator.plan import eval_steps
 

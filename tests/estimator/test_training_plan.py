@@ -159,6 +159,9 @@ def test_a_synchronous_step_waits_for_its_latest_rank():
     wide = (dataclasses.replace(calm.sites[0], gpus=64),)
     assert slowdown(sites=wide, global_batch=1024) > slowdown(global_batch=256)   # 64 against 16, 4 micro-batches
     assert slowdown(global_batch=256) > slowdown(global_batch=1024)               # 4 micro-batches against 16
+    # the plan's table says the job waits for stragglers, and by how much jitter; a job without says nothing
+    assert "stragglers: step jitter 5 %" in render.plan_table(planner.plan(jittery))
+    assert "stragglers" not in render.plan_table(planner.plan(calm))
 
 
 def test_failures_cost_a_synchronous_job_more_than_diloco():

@@ -226,7 +226,7 @@ def fit_linear(row: pd.Series, side: str, field: str, **fixed: float) -> float:
 
 def fit_step(fit_row: pd.Series, jitter_row: pd.Series, side: str) -> tuple[float, float]:
     """(forward overhead, step jitter): the overhead on the 1-node row, the jitter on the 8-node row, each given the
-    other, in turns until both settle (the 1-node row's two replicas wait a little for each other too; each turn
+    other, in turns until both settle (the 1-node row's eight GPUs wait a little for each other too; each turn
     shrinks the change about threefold)."""
     overhead, jitter = 0.0, 0.0
     for _ in range(50):

@@ -145,9 +145,9 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
                              f"{spec.name}; raise TP or PP, use ZeRO (layout.zero) or recompute")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
-        layers_stage = -(-layers // lay["pp"])
         tokens = job.micro_batch * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
+        layers_stage = -(-layers // lay["pp"])
         intra_link = _link(site.intra)
         inter_link = _link(site.inter_node)
         passes = 4 + (2 if job.recompute == "full" else 0)   # forward 2, backward 2 (+ recomputed forward)
@@ -231,6 +231,7 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
     params_full = sites[0].step.trainable * job.layout["tp"] * job.layout["pp"]
     sync = kind in ("ddp", "fsdp")
     replicas = np.array([s.replicas for s in sites], float)
+    gpus = np.array([s.site.gpus for s in sites], float)
     # data-parallel all-reduce inside each site (gradients every step, or every inner step for DiLoCo islands),
     # overlapped with the last micro-batch's backward
     site_dp = np.array([collectives.time_s("all-reduce", s.replicas, s.dp_bytes, s.dp_link["gbytes_per_s"],
@@ -247,11 +248,11 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
         comm = factor * (site_dp[None, :] + wan_s[:, None])
         win = np.array([s.step.time_s for s in sites]) if kind == "fsdp" else window
         # every step waits for the slowest site, its latest rank and the last all-reduce
-        late = _lateness_s(job, sites, sum(s.site.gpus for s in sites))
+        late = _lateness_s(job, sites, int(gpus.sum()))
         period = np.max((t_c + t_intra + late)[None, :] + np.maximum(0.0, comm - win[None, :]), axis=1)
         share = np.ones(M)
     else:
-        late = _lateness_s(job, sites, [s.site.gpus for s in sites])   # each island waits for its own latest rank
+        late = _lateness_s(job, sites, gpus)   # each island waits for its own latest rank
         u = t_c + t_intra + late + np.maximum(0.0, site_dp - window)  # [M] one inner step, per site
         if job.stragglers == "wait":
             pace, share = np.max(u), np.ones(M)
@@ -290,7 +291,6 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
     # state, each waiting at every GPU
     time_s = time_s + np.max(eval_s) + job.evals * job.eval_overhead_s + job.startup_s
     compute_s = np.minimum(site_steps * t_c[None, :] + eval_s[None, :], time_s[:, None])
-    gpus = np.array([s.site.gpus for s in sites], float)
     nodes = np.array([s.site.nodes for s in sites], float)
     train_s = compute_s - eval_s[None, :]
     busy_j = gpus[None, :] * (train_s * np.array([s.busy_w for s in sites])[None, :]

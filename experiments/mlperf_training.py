@@ -214,25 +214,29 @@ def planned_step_s(job: dict) -> float:
     return plan(parse_job(bare)).plans[0].time_s / bare["steps"]
 
 
-def fit_linear(row: pd.Series, side: str, field: str, **fixed: float) -> float:
+def fit_linear(row: pd.Series, measured_step_s: float, field: str, **fixed: float) -> float:
     """The value of the job field `field` (the forward overhead or the step jitter) that brings a LoRA row's planned
-    steady step to its trace's, the other fitted fields at `fixed`: the step is linear in each."""
-    measured = trace_times(side, row.benchmark, int(row.gpus) // 8, row.global_batch)["step_s"]
+    steady step to `measured_step_s` (its trace's), the other fitted fields at `fixed`: the step is linear in each."""
     job = {**job_for(row, 0.0), **fixed}
     zero = planned_step_s({**job, field: 0.0})
     slope = (planned_step_s({**job, field: 1e-3}) - zero) / 1e-3
-    return (measured - zero) / slope
+    return (measured_step_s - zero) / slope
+
+
+def traced_step_s(row: pd.Series, side: str) -> float:
+    return trace_times(side, row.benchmark, int(row.gpus) // 8, row.global_batch)["step_s"]
 
 
 def fit_step(fit_row: pd.Series, jitter_row: pd.Series, side: str) -> tuple[float, float]:
     """(forward overhead, step jitter): the overhead on the 1-node row, the jitter on the 8-node row, each given the
     other, in turns until both settle (the 1-node row's eight GPUs wait a little for each other too; each turn
     shrinks the change about threefold)."""
+    fit_step_s, jitter_step_s = traced_step_s(fit_row, side), traced_step_s(jitter_row, side)  # read once
     overhead, jitter = 0.0, 0.0
     for _ in range(50):
         before = jitter
-        overhead = fit_linear(fit_row, side, "forward_overhead_s", step_jitter=jitter)
-        jitter = fit_linear(jitter_row, side, "step_jitter", forward_overhead_s=overhead)
+        overhead = fit_linear(fit_row, fit_step_s, "forward_overhead_s", step_jitter=jitter)
+        jitter = fit_linear(jitter_row, jitter_step_s, "step_jitter", forward_overhead_s=overhead)
         if abs(jitter - before) < 1e-9:
             break
     return overhead, jitter
@@ -297,9 +301,10 @@ def main() -> int:
     fit_row, jitter_row = lora_rows.loc[8], lora_rows.loc[64]
     fitted_gpus = (8, 64) if args.stragglers else (8,)
     outside, eval_overhead = outside_w(args.side), nemo_eval_overhead_s(args.side)
-    startups = {1: warmup_s(args.side, 1), 8: warmup_s(args.side, 8)}   # one node; more than one
+    # one node; more than one (the 8-node run's, with the stragglers)
+    startups = {1: warmup_s(args.side, 1), **({8: warmup_s(args.side, 8)} if args.stragglers else {})}
     overhead, jitter = fit_step(fit_row, jitter_row, args.side) if args.stragglers else (
-        fit_linear(fit_row, args.side, "forward_overhead_s"), 0.0)
+        fit_linear(fit_row, traced_step_s(fit_row, args.side), "forward_overhead_s"), 0.0)
     startup = lambda row: startups[1 if row.gpus <= 8 or not args.stragglers else 8]  # noqa: E731
     # the host pauses the jitter stands for, where a job's config leaves them to each rank: the LoRA's leaves Python's
     # automatic garbage collection on; GPT-3's collects on every rank together (`gc_interval: 1000`, conf/custom.yaml)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import DataError
+from joulecast.data.workload import MAX_HOST_DISPATCH_S
 
 # The `source` of rows the project's own collector measured (`joulecast.data.collect`).
 COLLECTOR_SOURCE = "joulecast-collector"
@@ -56,6 +57,9 @@ MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {
     "flag_clock_moved": ("bool", False),
     "flag_window_short": ("bool", False),
     "flag_failed_run": ("bool", False),
+    # the machine's host time to dispatch one eager kernel launch (s), where its collection states it (the dataset
+    # card's `host_dispatch_s`, `joulecast.data.store`); missing: the default (`joulecast.features.arch`)
+    "host_dispatch_s": ("float", True),
 }
 METHODS = ("energy_counter", "power_samples")
 _DTYPES = {"str": "string", "int": "Int64", "float": "float64", "bool": "bool"}
@@ -101,6 +105,9 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> 
         values = table[column].to_numpy(dtype=float)
         if not (np.isfinite(values) & (values > 0)).all():
             raise DataError(f"{origin}: column '{column}' must be positive and finite")
+    dispatch = table["host_dispatch_s"].to_numpy(dtype=float)
+    if ((dispatch < 0) | (dispatch > MAX_HOST_DISPATCH_S)).any():  # NaN (not stated) compares False: allowed
+        raise DataError(f"{origin}: column 'host_dispatch_s' must be from 0 to {MAX_HOST_DISPATCH_S:g} s")
     if not table["method"].isin(METHODS).all():
         raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}")
     if table["measurement_id"].duplicated().any():

@@ -120,9 +120,23 @@ def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
             raw = _read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise DataError(f"{path}: not a readable Parquet file ({exc.__class__.__name__})") from None
-        tables.append(validate_measurements(raw, origin=str(path)))
+        tables.append(validate_measurements(_with_card_dispatch(raw, path), origin=str(path)))
     table = pd.concat(tables, ignore_index=True)
     return validate_measurements(table, origin=str(origin))
+
+
+def _with_card_dispatch(raw: pd.DataFrame, part: Path) -> pd.DataFrame:
+    """A part's rows with their collection card's `host_dispatch_s` (the machine's, stated once for the collection)
+    where the rows do not carry one themselves."""
+    card = read_card(part.parent / CARD_NAME)
+    if "host_dispatch_s" not in card:
+        return raw
+    stated = card["host_dispatch_s"]
+    if isinstance(stated, bool) or not isinstance(stated, (int, float)):
+        raise DataError(f"{part.parent / CARD_NAME}: host_dispatch_s must be a number of seconds, got {stated!r}")
+    if "host_dispatch_s" in raw:
+        return raw.assign(host_dispatch_s=raw["host_dispatch_s"].fillna(float(stated)))
+    return raw.assign(host_dispatch_s=float(stated))
 
 
 def existing_ids(root: str | Path, gpu: str, collection_id: str) -> set[str]:

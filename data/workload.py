@@ -48,6 +48,26 @@ def check_size_columns(batch: np.ndarray, seq: np.ndarray | None) -> None:
         raise InputError("batch", f"row {i}: batch x seq = {tokens:,} tokens; at most {MAX_TOKENS:,}")
 
 
+# The host dispatch a launch that a workload may state (s): from none to a millisecond, far above any measured host
+# (several to tens of microseconds a launch through PyTorch eager).
+MAX_HOST_DISPATCH_S = 1e-3
+
+
+_UNITS_S = {"s": 1.0, "us": 1e-6}
+
+
+def check_host_dispatch(value: float | None, field: str = "host_dispatch_s", unit: str = "s") -> float | None:
+    """A stated host dispatch a launch, given in `unit` (s, or us as the CLI and the service take it), as seconds,
+    checked: None, or a number from 0 to MAX_HOST_DISPATCH_S; the error names `field` in its own unit."""
+    if value is None:
+        return None
+    scale = _UNITS_S[unit]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not (
+            0.0 <= value * scale <= MAX_HOST_DISPATCH_S):  # NaN fails the comparison
+        raise InputError(field, f"must be from 0 to {MAX_HOST_DISPATCH_S / scale:g} {unit} a launch, got {value!r}")
+    return float(value) * scale
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """A workload lowered to kernels.
@@ -65,6 +85,9 @@ class Workload:
         engine: the serving engine whose own host work runs between steps (`joulecast.features.arch.SERVING_ENGINES`),
             or None for the kernels alone.
         params: the model's weight elements (for its memory), None where unknown.
+        host_dispatch_s: the host's time to dispatch one kernel launch in eager mode, where it is known for the
+            machine (a collection's measured figure, or a user's); None for the default
+            (`joulecast.features.arch.HOST_DISPATCH_S`). CUDA graphs dispatch nothing either way.
     """
 
     name: str
@@ -78,6 +101,7 @@ class Workload:
     launch_mode: str = "eager"
     engine: str | None = None
     params: int | None = None     # weight elements (None where unknown, as for a kernel list)
+    host_dispatch_s: float | None = None
     _frame: list = field(default_factory=list, compare=False, repr=False)  # the DataFrame, once built
 
     @classmethod

@@ -20,7 +20,7 @@ from joulecast.data.labels import Labels, plain
 from joulecast.data.workload import Workload
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory
-from joulecast.features.design import design_block
+from joulecast.features.design import design_block, host_dispatch
 from joulecast.features.physics import check_setting
 
 
@@ -37,6 +37,7 @@ class Estimate:
     power_w: float
     gpu_busy_s: float
     launches: int
+    host_dispatch_s: float = 0.0                 # the host's time a launch taken (0: CUDA graphs)
     method: str = "physics"                      # physics, or hybrid (physics x learned residual)
     physics_energy_j: float | None = None
     physics_time_s: float | None = None
@@ -67,9 +68,9 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
         names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
-                 "launches", "method", "physics_energy_j", "physics_time_s", "energy_interval_j", "time_interval_s",
-                 "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain", "memory_gb",
-                 "memory_parts_gb")
+                 "launches", "host_dispatch_s", "method", "physics_energy_j", "physics_time_s", "energy_interval_j",
+                 "time_interval_s", "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain",
+                 "memory_gb", "memory_parts_gb")
         out = {name: getattr(self, name) for name in names}
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
         return out
@@ -180,6 +181,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         sm_clock_mhz=clock, power_limit_w=limit,
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
         launches=int(np.sum(features["launches"])),
+        host_dispatch_s=float(host_dispatch([workload.launch_mode], [workload.host_dispatch_s])[0]),
         breakdown=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
                              e, t / phys_t, e / phys_e),
         kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),

@@ -28,15 +28,28 @@ def physics_batch(workloads: Sequence[Workload], gpu: GpuSpec, sm_clock_mhz: flo
     else:
         kernels = stack({i: w.columns for i, w in enumerate(workloads)})
     return physics_columns(kernels, gpu, sm_clock_mhz, power_limit_w, [w.launch_mode for w in workloads],
-                           [w.engine for w in workloads], np.array([w.batch or 1 for w in workloads], float))
+                           [w.engine for w in workloads], np.array([w.batch or 1 for w in workloads], float),
+                           [w.host_dispatch_s for w in workloads])
+
+
+def host_dispatch(launch_modes: Sequence[str], stated: Sequence[float | None] | None = None) -> np.ndarray:
+    """Per workload, the host's time a kernel launch: its launch mode's default (`arch.HOST_DISPATCH_S`), or the
+    figure stated for its machine where there is one (`Workload.host_dispatch_s`; eager launches only, since CUDA
+    graphs dispatch nothing)."""
+    host = Labels.of(launch_modes).lookup(arch.HOST_DISPATCH_S, np.nan)
+    if stated is None or all(s is None for s in stated):
+        return host
+    own = np.array([np.nan if s is None else s for s in stated], dtype=float)
+    return np.where(np.isnan(own) | (host == 0.0), host, own)
 
 
 def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mhz: float | None,
                     power_limit_w: float | None, launch_modes: Sequence[str], engines: Sequence[str | None],
-                    batch: np.ndarray) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
+                    batch: np.ndarray, host_dispatch_s: Sequence[float | None] | None = None,
+                    ) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
     """`physics_batch` of stacked kernel columns (with `workload_id`), given each workload's launch mode, serving
-    engine (or None) and batch."""
-    host = Labels.of(launch_modes).lookup(arch.HOST_DISPATCH_S, np.nan)
+    engine (or None), batch and, where its machine's is known, host dispatch a launch (`host_dispatch`)."""
+    host = host_dispatch(launch_modes, host_dispatch_s)
     columns, totals = physics.analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                                              host_dispatch_s=host, **_engine_host(engines, batch))
     if "workload_id" not in columns:

@@ -14,7 +14,7 @@ from joulecast.data import models
 from joulecast.data.errors import require
 from joulecast.data.fusions import check_fusions
 from joulecast.data.kernels import DTYPES
-from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_sizes
+from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_host_dispatch, check_sizes
 from joulecast.features import arch
 from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
@@ -132,7 +132,8 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
 
 def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: int = 1, seq: int | None = 512,
              dtype: str = "bf16", attention: str = "flash", lm_head: bool | None = None,
-             launch_mode: str = "eager", engine: str | None = None, fusions: Any = ()) -> Workload:
+             launch_mode: str = "eager", engine: str | None = None, fusions: Any = (),
+             host_dispatch_s: float | None = None) -> Workload:
     """Build a `Workload` from a catalog model name, a config path, or a config mapping.
 
     Args:
@@ -148,6 +149,8 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
             kernels' time, or None.
         fusions: kernel fusions the stack applies (`joulecast.data.fusions`: a list or a comma-separated string);
             none: Hugging Face's eager kernels.
+        host_dispatch_s: the machine's host time to dispatch one eager kernel launch (s), where known; default
+            `joulecast.features.arch.HOST_DISPATCH_S`.
 
     Raises:
         InputError: naming the field that is wrong and what is allowed.
@@ -156,6 +159,7 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     require(engine is None or engine in arch.SERVING_ENGINES, "engine",
             f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
     fusions = check_fusions(fusions)
+    host_dispatch_s = check_host_dispatch(host_dispatch_s)
     config, name, source = resolve_model(model)
     phase = normal_phase(config, phase)
     records, params = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
@@ -167,4 +171,5 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     return Workload(name=f"{name}/{phase}/b{batch}{seq_part}/{dtype}{engine_part}{fused_part}",
                     columns=kernel_columns(records),
                     model=name, phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq,
-                    dtype=dtype, source=source, launch_mode=launch_mode, engine=engine, params=params)
+                    dtype=dtype, source=source, launch_mode=launch_mode, engine=engine, params=params,
+                    host_dispatch_s=host_dispatch_s)

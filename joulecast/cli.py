@@ -38,8 +38,11 @@ def require_extra(extra: str, command: str) -> None:
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     import joulecast
     from joulecast import render
+    from joulecast.data.workload import check_host_dispatch
 
     sources = [flag for flag in ("model", "config", "kernels") if getattr(args, flag)]
     if len(sources) != 1:
@@ -48,6 +51,9 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.fusions is not None and args.phase in ("generate", "serve"):
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
+    if args.host_dispatch_us is not None and args.phase in JOB_FLAGS:
+        raise joulecast.InputError("--host-dispatch-us", f"applies to single passes, not to --phase {args.phase}")
+    dispatch = check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us")
     if args.phase in JOB_FLAGS:
         return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args)
     for phase, flags in JOB_FLAGS.items():
@@ -59,10 +65,11 @@ def _estimate(args: argparse.Namespace) -> int:
         if unused:  # a kernel list fixes its own shapes, dtypes and launches
             raise joulecast.InputError(f"--{unused[0].replace('_', '-')}", "has no effect with --kernels (the kernel "
                                                                           "list sets the work); leave it out")
-        workload = joulecast.workload_from_kernels(args.kernels)
+        workload = replace(joulecast.workload_from_kernels(args.kernels), host_dispatch_s=dispatch)
     else:
         given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
-        workload = joulecast.workload(args.config or args.model, **given)  # the rest take workload()'s defaults
+        workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)  # the rest take
+        # workload()'s defaults
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
@@ -712,6 +719,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
     est.add_argument("--attention", help="flash (fused) or eager; default flash")
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
+    est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
+                     "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
+                     "collection); default 25 (EnergAIzer's hosts); single passes")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's: "
                      f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone")
     est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "

@@ -37,7 +37,8 @@ def estimate_table(est: Any) -> str:
         f"method     {est.method}",
         "",
         f"energy     {_g4(est.energy_j)} J",
-        f"time       {duration(est.time_s)}  (GPU busy {duration(est.gpu_busy_s)}, {est.launches} kernel launches)",
+        f"time       {duration(est.time_s)}  (GPU busy {duration(est.gpu_busy_s)}, {est.launches} kernel launches"
+        f"{f', host {duration(est.host_dispatch_s)} a launch' if est.host_dispatch_s else ''})",
         f"power      {_g4(est.power_w)} W (average)",
     ]
     if getattr(est, "memory_gb", None) is not None:

@@ -90,7 +90,9 @@ def _check_names(row: dict[str, Any], where: str) -> None:
             raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
     from joulecast.estimator.many import CONFIG_COLUMNS
 
-    allowed = CONFIG_COLUMNS + _GENERATE + tuple(f for fields in _JOBS.values() for f in fields if f not in _GENERATE)
+    single = ("host_dispatch_us",)  # a single pass's own field, outside estimate_many's columns
+    allowed = CONFIG_COLUMNS + _GENERATE + single + tuple(f for fields in _JOBS.values() for f in fields
+                                                          if f not in _GENERATE)
     unknown = sorted(set(row) - set(allowed))
     if unknown:
         raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(dict.fromkeys(allowed))}")
@@ -105,11 +107,14 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     _check_names(body, "")
     if body.get("phase") in ("serve", "train-run"):
         return _job(body, model)
+    from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.many import CONFIG_COLUMNS
 
-    job_only = [k for k in body if k not in CONFIG_COLUMNS and k not in _GENERATE]
+    job_only = [k for k in body if k not in CONFIG_COLUMNS and k not in _GENERATE and k != "host_dispatch_us"]
     if job_only:
         raise InputError(job_only[0], "applies to phase serve or train-run only")
+    if body.get("phase") == "generate" and "host_dispatch_us" in body:
+        raise InputError("host_dispatch_us", "applies to single passes, not to phase generate")
     if body.get("phase") == "generate":
         if body.get("fusions") is not None:
             raise InputError("fusions", "applies to single passes and phase train-run, not to phase generate")
@@ -130,7 +135,8 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
         raise InputError(next(k for k in _GENERATE if k in body), "applies to phase generate only")
-    workload = joulecast.workload(body["model"], **given)
+    dispatch = check_host_dispatch(body.get("host_dispatch_us"), "host_dispatch_us", "us")
+    workload = joulecast.workload(body["model"], host_dispatch_s=dispatch, **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
 

@@ -30,6 +30,28 @@ def test_estimate_from_kernel_list(capsys, energaizer):
     assert json.loads(capsys.readouterr().out)["launches"] == 242 + 12 * 4  # recorded kernels + layout copies
 
 
+def test_estimate_takes_the_hosts_dispatch_for_single_passes(capsys, energaizer):
+    """--host-dispatch-us: a host-bound decode step on a faster host takes less time, for a catalog model and a
+    kernel list alike; outside 0-1000 us, or with a job phase, one line naming the flag, exit 2."""
+    base = ["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--phase", "decode", "--seq", "2048",
+            "--estimator", "physics", "--json"]
+    times = []
+    for extra in ([], ["--host-dispatch-us", "18"]):
+        assert main([*base, *extra]) == 0
+        times.append(json.loads(capsys.readouterr().out)["time_s"])
+    assert times[1] < 0.8 * times[0]
+    path = energaizer / "workloads" / "all" / "gpt2model_gpt2_pbf16_b8_s512_modeprefill.json"
+    kernels = ["estimate", "--kernels", str(path), "--gpu", "a100", "--estimator", "physics", "--json"]
+    for extra in ([], ["--host-dispatch-us", "5"]):
+        assert main([*kernels, *extra]) == 0
+        times.append(json.loads(capsys.readouterr().out)["time_s"])
+    assert times[3] < times[2]
+    for extra, message in ((["--host-dispatch-us", "-1"], "must be from 0 to 1000 us"),
+                           (["--host-dispatch-us", "5", "--phase", "generate"], "applies to single passes")):
+        assert main(["estimate", "--model", "gpt2", "--gpu", "a10", *extra]) == 2
+        assert f"--host-dispatch-us: {message}" in capsys.readouterr().err
+
+
 def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     """Embedding lookups alone: the shipped model was trained on workloads where they take under 1 % of the time."""
     path = tmp_path / "lookups.json"

@@ -211,3 +211,16 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "concurrency"]
     status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "global_batch": 8})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "global_batch"]
+
+
+def test_a_single_pass_takes_the_hosts_dispatch_and_a_bad_one_names_its_field(physics_server):
+    body = {"model": "llama-3-8b", "gpu": "h200", "phase": "decode", "seq": 2048}
+    _, default = call(physics_server, "/v1/estimate", body)
+    status, fast = call(physics_server, "/v1/estimate", {**body, "host_dispatch_us": 18})
+    assert status == 200 and fast["time_s"] < 0.8 * default["time_s"]
+    for bad, message in (({"host_dispatch_us": -1}, "must be from 0 to 1000 us a launch"),
+                         ({"host_dispatch_us": 5, "phase": "generate", "input_len": 8, "output_len": 2},
+                          "applies to single passes")):
+        status, out = call(physics_server, "/v1/estimate", {**body, **bad})
+        assert status == 422 and out["detail"][0]["loc"] == ["body", "host_dispatch_us"], out
+        assert message in out["detail"][0]["msg"]

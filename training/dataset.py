@@ -8,7 +8,7 @@ are counted by reason.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -82,13 +82,17 @@ def training_table(measurements: pd.DataFrame) -> TrainingTable:
     if rows.empty:
         return TrainingTable(pd.DataFrame(), rows, dropped)
     workloads = {ref: resolve(ref) for ref in rows["workload_ref"].unique()}
+    # each row's workload on its machine: with the host dispatch its collection measured, where it states one
+    dispatch = [None if np.isnan(d) else float(d) for d in rows["host_dispatch_s"].to_numpy(dtype=float)]
+    for ref, d in {(r, d) for r, d in zip(rows["workload_ref"], dispatch) if d is not None}:
+        workloads[ref, d] = replace(workloads[ref], host_dispatch_s=d)
+    keys = [r if d is None else (r, d) for r, d in zip(rows["workload_ref"], dispatch)]
     clock, limit = setting_of(rows)
     X_parts, phys_t, phys_e = [], np.empty(len(rows)), np.empty(len(rows))
     for gpu_name, c, lim, idx in setting_groups(rows["gpu"], clock, limit):
         spec = lookup_gpu(gpu_name)
-        refs = rows["workload_ref"].to_numpy()[idx]
-        X, totals, _ = design_matrix([workloads[r] for r in refs], spec, None if c is None else min(c, spec.boost_clock_mhz),
-                                     lim)
+        X, totals, _ = design_matrix([workloads[keys[i]] for i in idx], spec,
+                                     None if c is None else min(c, spec.boost_clock_mhz), lim)
         X.index = idx
         X_parts.append(X)
         phys_t[idx], phys_e[idx] = totals.time_s, totals.energy_j

@@ -1,3 +1,4 @@
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -48,3 +49,17 @@ def test_duplicate_ids_and_unknown_method_are_rejected():
     bad["method"] = "guess"
     with pytest.raises(DataError, match="'method' must be one of"):
         validate_measurements(bad)
+
+
+def test_a_cards_host_dispatch_reaches_its_collections_rows_and_is_checked(tmp_path):
+    store.write_part(_rows(2), tmp_path, "h200", "c1")
+    store.write_part(_rows(1, start=2), tmp_path, "h200", "c2")
+    store.write_card(tmp_path, "h200", "c1", {"what": "test", "host_dispatch_s": 1.8e-5})
+    loaded = store.load_store(tmp_path).set_index("measurement_id")["host_dispatch_s"]
+    assert loaded[["m0", "m1"]].tolist() == [1.8e-5, 1.8e-5] and np.isnan(loaded["m2"])  # c2 states none
+    store.write_card(tmp_path, "h200", "c1", {"host_dispatch_s": "fast"})
+    with pytest.raises(DataError, match=r"CARD.yaml: host_dispatch_s must be a number of seconds"):
+        store.load_store(tmp_path)
+    store.write_card(tmp_path, "h200", "c1", {"host_dispatch_s": 0.5})  # half a second a launch: no host
+    with pytest.raises(DataError, match=r"column 'host_dispatch_s' must be from 0 to 0.001 s"):
+        store.load_store(tmp_path)

@@ -191,3 +191,20 @@ def _run_args(script: str, *extra: str):
                          text=True, timeout=600, cwd=REPO)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout)
+
+
+def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply():
+    """experiments/host_dispatch.py inverts the 2-norm rule on h200-first's host-bound model rows: the median it
+    prints is the figure the collection's card states (18 us a launch), each row's dispatch reproducing its measured
+    time with physics' GPU busy time."""
+    import numpy as np
+
+    from joulecast.data.store import CARD_NAME, read_card
+
+    result = _run_args("host_dispatch.py")
+    card = read_card(REPO / "data" / "measurements" / "h200" / "h200-first" / CARD_NAME)
+    assert result["summary"]["rows"] >= 10
+    assert result["summary"]["median_dispatch_us"] == pytest.approx(1e6 * card["host_dispatch_s"], abs=0.05)
+    for r in result["rows"]:
+        assert r["measured_ms"] == pytest.approx(np.hypot(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]),
+                                                 rel=1e-9) or r["dispatch_us"] == 0

@@ -143,6 +143,22 @@ def test_lower_clock_is_slower_and_host_bound_runs_idle():
     assert graph.time_s == pytest.approx(graph.gpu_busy_s)
 
 
+def test_a_workload_states_its_hosts_dispatch_for_eager_launches_only():
+    """A faster host (a machine's measured dispatch a launch) shortens a host-bound pass by the 2-norm rule; CUDA
+    graphs dispatch nothing whatever the host; a stated dispatch outside 0-1 ms is refused, naming the field."""
+    default = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, attention="eager"), "a100")
+    fast = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, attention="eager",
+                                               host_dispatch_s=10e-6), "a100")
+    assert fast.gpu_busy_s == pytest.approx(default.gpu_busy_s)
+    assert fast.time_s == pytest.approx(np.hypot(1073 * 10e-6, fast.gpu_busy_s)) and fast.time_s < default.time_s
+    graph = physics_estimate(joulecast.workload("qwen2-1.5b", batch=1, seq=128, launch_mode="graph",
+                                                host_dispatch_s=10e-6), "a100")
+    assert graph.time_s == pytest.approx(graph.gpu_busy_s)
+    for bad in (-1e-6, 2e-3, float("nan"), "fast"):
+        with pytest.raises(InputError, match="host_dispatch_s: must be"):
+            joulecast.workload("gpt2", host_dispatch_s=bad)
+
+
 def test_a_serving_engine_adds_its_host_work_per_sequence_at_a_multiple_of_idle_power():
     engine = arch.SERVING_ENGINES["vllm-0.5.4"]
     alone = physics_estimate(joulecast.workload("llama-3-8b", phase="decode", batch=128, seq=256, launch_mode="graph"),

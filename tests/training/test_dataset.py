@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from joulecast.data.importers import import_source
 from joulecast.data.store import load_store
@@ -41,3 +42,16 @@ def test_rows_whose_kernel_list_lacks_work_the_run_did_are_not_trained_on(extern
     assert "kernel list partial (the run did more work)" not in kept_dropped
     assert 0 < extra.sum() <= partial.sum() and len(kept) == len(rows) + extra.sum()
     assert kept.loc[~extra, "measurement_id"].tolist() == rows["measurement_id"].tolist()
+
+
+def test_a_collection_states_its_hosts_dispatch_and_its_rows_physics_use_it():
+    """h200-first's card states the machine's host dispatch a launch (18 us, from its own host-bound rows): every
+    row carries it, and a host-bound decode row's physics takes launches x that dispatch in a 2-norm with the GPU,
+    as its measured time does (llama-3-8b at batch 1 took 19.8 ms; physics 19.1 ms, or 25.8 ms at the default 25 us)."""
+    rows = load_store(OWN)
+    assert (rows["host_dispatch_s"] == 18e-6).all()
+    decode = rows[rows["measurement_id"] == "llama-3-8b/decode/b1/s2048/bf16"].reset_index(drop=True)
+    stated = training_table(decode).rows
+    default = training_table(decode.assign(host_dispatch_s=np.nan)).rows
+    assert stated["physics_time_s"][0] == pytest.approx(stated["time_s"][0], rel=0.05)  # 19.1 ms
+    assert default["physics_time_s"][0] > 1.25 * stated["time_s"][0]

@@ -1,0 +1,85 @@
+"""The host's dispatch time a kernel launch, read from a collection's own host-bound rows (issue 31).
+
+    python experiments/host_dispatch.py [--store data/measurements] [--gpu h200] [--collection h200-first] [--json]
+
+PyTorch eager dispatches every kernel from the host. Where the GPU finishes each kernel sooner than the host
+launches the next, a pass takes the host's time, which depends on the machine's CPU and software, not on the GPU.
+Physics combines the two as a 2-norm (`joulecast.features.arch.OVERLAP_NORM`); for each model row (prefill, decode,
+training: not the single-kernel loops, whose one op a call dispatches with less Python around it) that physics
+calls host-bound at the default dispatch (`arch.HOST_DISPATCH_S`, set on EnergAIzer's hosts), this inverts the rule
+for the dispatch a launch: sqrt(measured time^2 - GPU busy time^2) / launches. The median over those rows is the
+machine's figure, which a collection's dataset card states as `host_dispatch_s` (`joulecast.data.store` gives it
+to the collection's rows, and training rebuilds their physics with it).
+
+On h200-first (the lent H200: a Firecracker microVM with 16 cores, PyTorch 2.11) the decode rows take the same
+time at batch 1, 16 and 64 (19.8, 19.2, 18.7 ms for llama-3-8b's 1,002 launches): host-bound, whatever the GPU does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import numpy as np
+
+from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.store import load_collection
+from joulecast.features import arch
+from joulecast.features.design import physics_batch
+from joulecast.features.refs import resolve
+from joulecast.training.dataset import setting_of, usable
+
+
+def implied_dispatch(store: str, gpu: str, collection: str) -> list[dict]:
+    """Per model row that physics calls host-bound at the default dispatch: its launches, GPU busy time and the
+    dispatch a launch its measured time implies."""
+    rows, _ = usable(load_collection(store, gpu, collection))
+    rows = rows[rows["phase"] != "kernel"].reset_index(drop=True)
+    clock, limit = setting_of(rows)
+    spec = lookup_gpu(gpu)
+    out = []
+    for i, row in rows.iterrows():
+        w = resolve(row["workload_ref"])
+        c = None if np.isnan(clock[i]) else min(clock[i], spec.boost_clock_mhz)
+        _, totals = physics_batch([w], spec, c, None if np.isnan(limit[i]) else limit[i])
+        busy, host = float(totals.gpu_busy_s[0]), float(totals.host_s[0])
+        launches = host / arch.HOST_DISPATCH_S[w.launch_mode] if arch.HOST_DISPATCH_S[w.launch_mode] else 0.0
+        if host <= busy or not launches:
+            continue
+        measured = float(row["time_s"])
+        out.append(dict(measurement_id=row["measurement_id"], launches=int(round(launches)),
+                        measured_ms=1e3 * measured, gpu_busy_ms=1e3 * busy,
+                        dispatch_us=1e6 * np.sqrt(max(measured ** 2 - busy ** 2, 0.0)) / launches))
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", default="data/measurements")
+    parser.add_argument("--gpu", default="h200")
+    parser.add_argument("--collection", default="h200-first")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = implied_dispatch(args.store, args.gpu, args.collection)
+    if not rows:
+        print(f"{args.collection}: no host-bound model rows", file=sys.stderr)
+        return 1
+    values = [r["dispatch_us"] for r in rows]
+    summary = dict(collection=args.collection, rows=len(rows), median_dispatch_us=float(np.median(values)),
+                   quartiles_us=[float(np.percentile(values, q)) for q in (25, 75)],
+                   default_us=1e6 * arch.HOST_DISPATCH_S["eager"])
+    if args.json:
+        print(json.dumps({"summary": summary, "rows": rows}, indent=1))
+        return 0
+    for r in rows:
+        print(f"{r['measurement_id']:40s} {r['launches']:5d} launches  measured {r['measured_ms']:7.2f} ms  "
+              f"GPU busy {r['gpu_busy_ms']:7.2f} ms  -> {r['dispatch_us']:5.1f} us a launch")
+    print(f"{summary['collection']}: median {summary['median_dispatch_us']:.1f} us a launch over {len(rows)} "
+          f"host-bound rows (quartiles {summary['quartiles_us'][0]:.1f}-{summary['quartiles_us'][1]:.1f}); the default is "
+          f"{summary['default_us']:.0f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError
-from joulecast.data.workload import MAX_SIZE
+from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 
 
@@ -72,10 +72,12 @@ def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv
 
 
 def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, sm_clock_mhz: float | None,
-             power_limit_w: float | None) -> dict[str, Any]:
+             power_limit_w: float | None, host_dispatch_s: float | None = None) -> dict[str, Any]:
+    host = check_host_dispatch(host_dispatch_s)
     return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "",
             "sm_clock_mhz": np.nan if sm_clock_mhz is None else sm_clock_mhz,
-            "power_limit_w": np.nan if power_limit_w is None else power_limit_w}
+            "power_limit_w": np.nan if power_limit_w is None else power_limit_w,
+            "host_dispatch_s": np.nan if host is None else host}
 
 
 def _summed(out: pd.DataFrame) -> dict[str, Any]:
@@ -95,20 +97,21 @@ def _summed(out: pd.DataFrame) -> dict[str, Any]:
 def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len: int, dtype: str = "bf16",
              kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager", engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
-             estimator: Any = None) -> GenerationEstimate:
+             host_dispatch_s: float | None = None, estimator: Any = None) -> GenerationEstimate:
     """Estimate a whole generation: the prompt's prefill, then `output_len - 1` decode steps (the prefill yields the
     first token), step t attending to `input_len + t` cached tokens. Without a KV cache (HF transformers'
     `use_cache=False`) every step is a forward pass over all tokens so far.
 
     Approximation: a step without a cache is lowered as a prefill, without the LM head on its last token (one
     vocabulary-wide GEMV against a forward pass over every token).
+    `host_dispatch_s`: the host's time an eager launch, where known (`Workload.host_dispatch_s`; default 25 us).
 
     Raises:
         InputError: naming the field that is wrong.
     """
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
     out = estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting), estimator=estimator)
     totals = _summed(out)
     energy = totals["energy_j"]
@@ -152,7 +155,8 @@ class RequestsEstimate:
 def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dtype: str = "bf16",
                       kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager",
                       engine: str | None = None, sm_clock_mhz: float | None = None,
-                      power_limit_w: float | None = None, estimator: Any = None) -> RequestsEstimate:
+                      power_limit_w: float | None = None, host_dispatch_s: float | None = None,
+                      estimator: Any = None) -> RequestsEstimate:
     """Estimate a list of requests, (input_len, output_len) each, generated as Hugging Face's `generate` runs a batch:
     `batch` requests at a time in the list's order, each batch padded to its longest prompt and decoding until its
     longest answer ends (a finished sequence goes on as padding), one batch after another. Every batch's steps go
@@ -174,7 +178,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].input_len", pair[0])
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]
     out = estimate_many(pd.concat(frames, ignore_index=True), estimator=estimator)

@@ -16,7 +16,7 @@ from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import STRING_COLUMNS, stack
 from joulecast.data.labels import Labels
-from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_size_columns
+from joulecast.data.workload import LAUNCH_MODES, MAX_HOST_DISPATCH_S, MAX_SIZE, Workload, check_size_columns
 from joulecast.estimator.api import _corrections, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import lower_many, memory
@@ -26,7 +26,7 @@ from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_m
 from joulecast.features.physics import PhysicsTotals
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
-                  "sm_clock_mhz", "power_limit_w", "fusions")
+                  "sm_clock_mhz", "power_limit_w", "fusions", "host_dispatch_s")
 _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
                                 "launch_mode": "eager", "fusions": ""}
 
@@ -36,7 +36,8 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
 
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
     (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated
-    `joulecast.data.fusions`, empty for none) (optional). Returns energy_j, time_s,
+    `joulecast.data.fusions`, empty for none), `host_dispatch_s` (the host's time an eager launch, s; empty for the
+    default, `Workload.host_dispatch_s`) (optional). Returns energy_j, time_s,
     power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ": spec-only or
     out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by "; ") and
     memory_gb (GiB the workload needs on the GPU).
@@ -108,6 +109,14 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
     settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
                 for c in ("sm_clock_mhz", "power_limit_w")]
+    if "host_dispatch_s" in frame:
+        dispatch = _numbers(frame, "host_dispatch_s")
+        bad = ((dispatch < 0) | (dispatch > MAX_HOST_DISPATCH_S)).to_numpy()  # NaN (the default) compares False
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError("host_dispatch_s", f"row {i}: must be from 0 to {MAX_HOST_DISPATCH_S:g} s a launch "
+                                                f"(empty for the default), got {frame['host_dispatch_s'].iloc[i]!r}")
+        frame["host_dispatch_s"] = dispatch
     return frame, engines, settings[0], settings[1]
 
 
@@ -226,8 +235,9 @@ class Lowered:
         idx = np.concatenate(order)
         f = self.frame
         batch = self.batch[idx].astype(float)
+        dispatch = f["host_dispatch_s"].to_numpy(float)[idx] if "host_dispatch_s" in f else None
         features, totals = physics_columns(kernels, spec, clock, limit, f["launch_mode"].to_numpy()[idx],
-                                           self.engines[idx], batch)
+                                           self.engines[idx], batch, dispatch)
         phase, dtype = np.concatenate(phases), f["dtype"].to_numpy()[idx]
         X = design_from_physics(features, totals, spec, clock, limit, dtype, phase, batch, np.concatenate(seqs))
         need = memory.need_bytes(features, len(idx), np.concatenate(params), phase, dtype)

@@ -32,20 +32,22 @@ def physics_batch(workloads: Sequence[Workload], gpu: GpuSpec, sm_clock_mhz: flo
                            [w.host_dispatch_s for w in workloads])
 
 
-def host_dispatch(launch_modes: Sequence[str], stated: Sequence[float | None] | None = None) -> np.ndarray:
+def host_dispatch(launch_modes: Sequence[str], stated: Sequence[float | None] | np.ndarray | None = None
+                  ) -> np.ndarray:
     """Per workload, the host's time a kernel launch: its launch mode's default (`arch.HOST_DISPATCH_S`), or the
-    figure stated for its machine where there is one (`Workload.host_dispatch_s`; eager launches only, since CUDA
-    graphs dispatch nothing)."""
+    figure stated for its machine where there is one (`Workload.host_dispatch_s`; None or NaN for none; eager
+    launches only, since CUDA graphs dispatch nothing)."""
     host = Labels.of(launch_modes).lookup(arch.HOST_DISPATCH_S, np.nan)
-    if stated is None or all(s is None for s in stated):
+    if stated is None:
         return host
-    own = np.array([np.nan if s is None else s for s in stated], dtype=float)
+    own = stated.astype(float) if isinstance(stated, np.ndarray) else np.array(
+        [np.nan if s is None else s for s in stated], dtype=float)
     return np.where(np.isnan(own) | (host == 0.0), host, own)
 
 
 def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mhz: float | None,
                     power_limit_w: float | None, launch_modes: Sequence[str], engines: Sequence[str | None],
-                    batch: np.ndarray, host_dispatch_s: Sequence[float | None] | None = None,
+                    batch: np.ndarray, host_dispatch_s: Sequence[float | None] | np.ndarray | None = None,
                     ) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
     """`physics_batch` of stacked kernel columns (with `workload_id`), given each workload's launch mode, serving
     engine (or None), batch and, where its machine's is known, host dispatch a launch (`host_dispatch`)."""

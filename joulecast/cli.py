@@ -51,11 +51,14 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.fusions is not None and args.phase in ("generate", "serve"):
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
-    if args.host_dispatch_us is not None and args.phase in JOB_FLAGS:
-        raise joulecast.InputError("--host-dispatch-us", f"applies to single passes, not to --phase {args.phase}")
+    if args.host_dispatch_us is not None and args.phase in ("serve", "train-run"):
+        raise joulecast.InputError("--host-dispatch-us", f"applies to single passes and --phase generate, not to "
+                                                         f"--phase {args.phase}")
     dispatch = check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us")
+    if args.phase == "generate":
+        return _generate(args, dispatch)
     if args.phase in JOB_FLAGS:
-        return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args)
+        return {"train-run": _train_run, "serve": _serve_job}[args.phase](args)
     for phase, flags in JOB_FLAGS.items():
         given = [flag for flag in flags if getattr(args, flag) not in (None, False)]
         if given:
@@ -123,7 +126,7 @@ def _read_requests(path: str) -> list[list[int]]:
     return out
 
 
-def _generate(args: argparse.Namespace) -> int:
+def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     from joulecast import render
     from joulecast.estimator.jobs import generate, generate_requests
 
@@ -133,7 +136,8 @@ def _generate(args: argparse.Namespace) -> int:
                              optional=("dtype", "attention", "launch_mode", "engine"))
         job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=args.batch or 1,
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
-                                power_limit_w=args.power_limit, estimator=args.estimator, **given)
+                                power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
+                                estimator=args.estimator, **given)
         print(render.to_json(job.to_dict()) if args.json else render.requests_table(job))
         return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
@@ -141,7 +145,7 @@ def _generate(args: argparse.Namespace) -> int:
                          optional=("dtype", "attention", "launch_mode", "engine"))
     job = generate(args.model, args.gpu, batch=args.batch or 1, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
-                   estimator=args.estimator, **given)
+                   host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.generation_table(job))
     return 0
 
@@ -721,7 +725,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
-                     "collection); default 25 (EnergAIzer's hosts); single passes")
+                     "collection); default 25 (EnergAIzer's hosts); single passes and --phase generate")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's: "
                      f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone")
     est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "

@@ -90,9 +90,7 @@ def _check_names(row: dict[str, Any], where: str) -> None:
             raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
     from joulecast.estimator.many import CONFIG_COLUMNS
 
-    single = ("host_dispatch_us",)  # a single pass's own field, outside estimate_many's columns
-    allowed = CONFIG_COLUMNS + _GENERATE + single + tuple(f for fields in _JOBS.values() for f in fields
-                                                          if f not in _GENERATE)
+    allowed = CONFIG_COLUMNS + _GENERATE + tuple(f for fields in _JOBS.values() for f in fields if f not in _GENERATE)
     unknown = sorted(set(row) - set(allowed))
     if unknown:
         raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(dict.fromkeys(allowed))}")
@@ -110,16 +108,15 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.many import CONFIG_COLUMNS
 
-    job_only = [k for k in body if k not in CONFIG_COLUMNS and k not in _GENERATE and k != "host_dispatch_us"]
+    job_only = [k for k in body if k not in CONFIG_COLUMNS and k not in _GENERATE]
     if job_only:
         raise InputError(job_only[0], "applies to phase serve or train-run only")
-    if body.get("phase") == "generate" and "host_dispatch_us" in body:
-        raise InputError("host_dispatch_us", "applies to single passes, not to phase generate")
+    dispatch = check_host_dispatch(body.get("host_dispatch_s"))
     if body.get("phase") == "generate":
         if body.get("fusions") is not None:
             raise InputError("fusions", "applies to single passes and phase train-run, not to phase generate")
         args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
-                                     "power_limit_w") if body.get(k) is not None}
+                                     "power_limit_w") if body.get(k) is not None} | {"host_dispatch_s": dispatch}
         if "requests" in body:  # a list of [input_len, output_len], in static batches of `batch`
             for key in ("input_len", "output_len"):
                 if key in body:
@@ -135,7 +132,6 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
         raise InputError(next(k for k in _GENERATE if k in body), "applies to phase generate only")
-    dispatch = check_host_dispatch(body.get("host_dispatch_us"), "host_dispatch_us", "us")
     workload = joulecast.workload(body["model"], host_dispatch_s=dispatch, **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()

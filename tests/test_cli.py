@@ -30,9 +30,9 @@ def test_estimate_from_kernel_list(capsys, energaizer):
     assert json.loads(capsys.readouterr().out)["launches"] == 242 + 12 * 4  # recorded kernels + layout copies
 
 
-def test_estimate_takes_the_hosts_dispatch_for_single_passes(capsys, energaizer):
-    """--host-dispatch-us: a host-bound decode step on a faster host takes less time, for a catalog model and a
-    kernel list alike; outside 0-1000 us, or with a job phase, one line naming the flag, exit 2."""
+def test_estimate_takes_the_hosts_dispatch_for_single_passes_and_generations(capsys, energaizer):
+    """--host-dispatch-us: a host-bound decode step on a faster host takes less time, for a catalog model, a kernel
+    list and a generation alike; outside 0-1000 us, or with serve or train-run, one line naming the flag, exit 2."""
     base = ["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--phase", "decode", "--seq", "2048",
             "--estimator", "physics", "--json"]
     times = []
@@ -46,8 +46,15 @@ def test_estimate_takes_the_hosts_dispatch_for_single_passes(capsys, energaizer)
         assert main([*kernels, *extra]) == 0
         times.append(json.loads(capsys.readouterr().out)["time_s"])
     assert times[3] < times[2]
+    generation = ["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--phase", "generate", "--input-len", "64",
+                  "--output-len", "4", "--estimator", "physics", "--json"]
+    for extra in ([], ["--host-dispatch-us", "18"]):
+        assert main([*generation, *extra]) == 0
+        times.append(json.loads(capsys.readouterr().out)["tpot_s"])
+    assert times[5] < 0.8 * times[4]
     for extra, message in ((["--host-dispatch-us", "-1"], "must be from 0 to 1000 us"),
-                           (["--host-dispatch-us", "5", "--phase", "generate"], "applies to single passes")):
+                           (["--host-dispatch-us", "5", "--phase", "serve"], "applies to single passes and --phase "
+                                                                             "generate")):
         assert main(["estimate", "--model", "gpt2", "--gpu", "a10", *extra]) == 2
         assert f"--host-dispatch-us: {message}" in capsys.readouterr().err
 

@@ -100,3 +100,25 @@ def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
     assert "--requests row 1:" in capsys.readouterr().err
     assert main([*argv, "--requests", str(listed), "--output-len", "4"]) == 2
     assert "--output-len: has no effect with --phase generate (give --requests alone" in capsys.readouterr().err
+
+
+def test_a_stated_host_dispatch_reaches_every_step_of_a_generation_as_estimate_many_takes_it():
+    """`generate(host_dispatch_s=)` is `estimate_many`'s host_dispatch_s column on every step, which is the single
+    estimate's `Workload.host_dispatch_s`; a bad value names the field."""
+    import pandas as pd
+
+    from joulecast.data.errors import InputError
+    from joulecast.estimator.many import estimate_many
+
+    step = dict(model="llama-3-8b", gpu="h200", phase="decode", batch=4, seq=1024)
+    many = estimate_many(pd.DataFrame([{**step, "host_dispatch_s": d} for d in (None, 18e-6)]))
+    one = joulecast.estimate(joulecast.workload("llama-3-8b", phase="decode", batch=4, seq=1024,
+                                                host_dispatch_s=18e-6), "h200")
+    assert many["energy_j"][1] == pytest.approx(one.energy_j, rel=1e-9) and many["time_s"][1] < many["time_s"][0]
+    fast, slow = (joulecast.generate("llama-3-8b", "h200", batch=4, input_len=512, output_len=8, host_dispatch_s=d,
+                           estimator="physics") for d in (10e-6, None))
+    assert fast.time_s < slow.time_s and fast.ttft_s < slow.ttft_s
+    with pytest.raises(InputError, match="host_dispatch_s: must be from 0 to 0.001 s"):
+        joulecast.generate("llama-3-8b", "h200", input_len=8, output_len=2, host_dispatch_s=1.0)
+    with pytest.raises(InputError, match="host_dispatch_s: row 1: must be from 0 to 0.001 s"):
+        estimate_many(pd.DataFrame([{**step, "host_dispatch_s": d} for d in (None, -1e-6)]))

@@ -321,7 +321,8 @@ def _progress(total_s: float, enabled: bool) -> Any:
 
 def _write_card(plan: Plan, root: str | Path, collection: str, result: CollectResult, device: dict[str, str],
                 started: str, status: str) -> None:
-    """The dataset card: what, when, how; each session (a resume is a new one) is appended."""
+    """The dataset card: what, when, how; each session (a resume is a new one) is appended, and what people added
+    to the card since (observations, the host's dispatch a launch) is kept."""
     path = store.collection_dir(root, plan.gpu, collection) / store.CARD_NAME
     previous = store.read_card(path)
     sessions = [s for s in previous.get("sessions", []) if s.get("started") != started]
@@ -329,7 +330,7 @@ def _write_card(plan: Plan, root: str | Path, collection: str, result: CollectRe
                          failed=dict(result.failed), idle_before_w=result.idle_before_w,
                          idle_after_w=result.idle_after_w,
                          updated=datetime.now(timezone.utc).isoformat(timespec="seconds")))
-    store.write_card(root, plan.gpu, collection, {
+    card = {
         "what": f"GPU energy, time and power of the '{plan.name}' plan's kernels and models, measured by joulecast",
         "gpu": plan.gpu, "device": device, "plan": plan.source,
         "settings": dict(vars(plan.settings)),
@@ -341,4 +342,5 @@ def _write_card(plan: Plan, root: str | Path, collection: str, result: CollectRe
                                 "power_w, clocks, temperature, power limit, throttle reasons)"},
         "gpu_settings": "read only: clocks and power limit were left as found",
         "sessions": sessions,
-    })
+    }
+    store.write_card(root, plan.gpu, collection, {**card, **{k: v for k, v in previous.items() if k not in card}})

@@ -9,7 +9,7 @@ from conftest import require_module
 from joulecast.data.collect.collector import collect
 from joulecast.data.collect.meters import ReplayMeter, Sample
 from joulecast.data.collect.plan import parse_plan
-from joulecast.data.store import load_store, read_card
+from joulecast.data.store import load_store, read_card, write_card
 
 FAST = {"min_window_s": 0.05, "min_iterations": 5, "repeats": 3, "warmup_s": 0.01, "idle_s": 0.5}
 
@@ -132,6 +132,15 @@ def test_interrupted_collection_resumes_without_loss_or_duplicates(tmp_path):
     rows = load_store(tmp_path)
     assert sorted(rows["measurement_id"]) == sorted(ids)
     assert len(read_card(tmp_path / "h200" / "test" / "CARD.yaml")["sessions"]) == 2
+    # what people add to the card between sessions (observations, the host's dispatch) survives a resume
+    path = tmp_path / "h200" / "test" / "CARD.yaml"
+    write_card(tmp_path, "h200", "test", {**read_card(path), "host_dispatch_s": 1.8e-5, "observations": {"a": 1}})
+    clock3 = Clock()
+    collect(p, tmp_path, ReplayMeter(trace(), clock3), FakeRunner(clock3), progress=False, sleep=clock3.sleep,
+            clock=clock3)
+    card = read_card(path)
+    assert (card["host_dispatch_s"], card["observations"], len(card["sessions"])) == (1.8e-5, {"a": 1}, 3)
+    assert (load_store(tmp_path)["host_dispatch_s"] == 1.8e-5).all()
 
 
 def test_a_failing_item_is_recorded_and_the_rest_measured(tmp_path):

@@ -39,7 +39,7 @@ from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import reference
 from joulecast.data.models import hidden_size, layer_count
-from joulecast.data.workload import Workload
+from joulecast.data.workload import Workload, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import arch, collectives, train_step
@@ -116,8 +116,8 @@ def _step_records(config: dict, batch: int, context: int, prompt_tokens: int, in
 
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
-              sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0
-              ) -> list[tuple[Estimate, float, float]]:
+              sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
+              host_dispatch_s: float | None = None) -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, tp=tp)
@@ -131,7 +131,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
         records, params = _step_records(shard, b, context, prompt, max(1, int(round(input_len))), dtype, engine)
         work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{b}", model=name,
                                    phase="decode", batch=b, seq=context, dtype=dtype, source="config",
-                                   launch_mode=launch_mode, engine=engine, params=params)
+                                   launch_mode=launch_mode, engine=engine, params=params,
+                                   host_dispatch_s=host_dispatch_s)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
         comm = float(2 * layers * collectives.time_s("all-reduce", tp, (b + prompt) * hidden * 2.0,
@@ -144,7 +145,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = 8192, duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
-          output_len_cv: float = 0.0, estimator: Any = None) -> ServeEstimate:
+          output_len_cv: float = 0.0, host_dispatch_s: float | None = None, estimator: Any = None) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -174,7 +175,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
     wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
-    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv))
+    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
+                   host_dispatch_s=check_host_dispatch(host_dispatch_s))
     if concurrency is not None:
         busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,

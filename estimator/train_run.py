@@ -25,7 +25,7 @@ from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import hidden_size, layer_count
-from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload
+from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
@@ -161,7 +161,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
                   estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False,
                   launch_mode: str = "eager", head_tokens: int | None = None,
-                  fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0) -> StepEstimate:
+                  fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
+                  host_dispatch_s: float | None = None) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
     `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention);
     `launch_mode` "graph" replays each step as CUDA graphs (no host dispatch a kernel); `head_tokens` (default: every
@@ -169,7 +170,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`); `fusions` names the kernel fusions the
     training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels); `forward_overhead_s` the
     seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
-    not hide), at the micro-step's power."""
+    not hide), at the micro-step's power; `host_dispatch_s` the host's time an eager launch, where known
+    (`Workload.host_dispatch_s`)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
     require(launch_mode in LAUNCH_MODES, "launch_mode",
@@ -209,7 +211,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
               else "physics")
-    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config", launch_mode=launch_mode)
+    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config", launch_mode=launch_mode,
+                  host_dispatch_s=check_host_dispatch(host_dispatch_s))
     micro = estimate(Workload.from_table(kernel_columns(records), name=f"{name}/train-step/b{micro_batch}/s{seq}",
                                          batch=micro_batch, params=params, **common), spec, **kw)
     opt_records = train_step.optimizer_step(math.ceil(trainable / (layout.dp if layout.zero >= 1 else 1)), optimizer)
@@ -244,10 +247,11 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
               launch_mode: str = "eager", head_tokens: int | None = None,
-              fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0) -> TrainRunEstimate:
+              fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
+              host_dispatch_s: float | None = None) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
-    `launch_mode`, `head_tokens`, `fusions` and `forward_overhead_s` as for `step_estimate`.
+    `launch_mode`, `head_tokens`, `fusions`, `forward_overhead_s` and `host_dispatch_s` as for `step_estimate`.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -265,7 +269,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
                          lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
                          sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
                          launch_mode=launch_mode, head_tokens=head_tokens, fusions=fusions,
-                         forward_overhead_s=forward_overhead_s)
+                         forward_overhead_s=forward_overhead_s, host_dispatch_s=host_dispatch_s)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     if step.memory_gb > spec.memory_gb:

@@ -51,14 +51,9 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.fusions is not None and args.phase in ("generate", "serve"):
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
-    if args.host_dispatch_us is not None and args.phase in ("serve", "train-run"):
-        raise joulecast.InputError("--host-dispatch-us", f"applies to single passes and --phase generate, not to "
-                                                         f"--phase {args.phase}")
     dispatch = check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us")
-    if args.phase == "generate":
-        return _generate(args, dispatch)
     if args.phase in JOB_FLAGS:
-        return {"train-run": _train_run, "serve": _serve_job}[args.phase](args)
+        return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args, dispatch)
     for phase, flags in JOB_FLAGS.items():
         given = [flag for flag in flags if getattr(args, flag) not in (None, False)]
         if given:
@@ -150,7 +145,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     return 0
 
 
-def _serve_job(args: argparse.Namespace) -> int:
+def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     from joulecast import render
     from joulecast.estimator.serving import serve
 
@@ -161,12 +156,12 @@ def _serve_job(args: argparse.Namespace) -> int:
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
-                power_limit_w=args.power_limit, estimator=args.estimator, **given)
+                power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.serve_table(job))
     return 0
 
 
-def _train_run(args: argparse.Namespace) -> int:
+def _train_run(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     from joulecast import render
     from joulecast.estimator.train_run import train_run
 
@@ -177,7 +172,8 @@ def _train_run(args: argparse.Namespace) -> int:
                                    "fusions", "forward_overhead_s"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
-                    power_limit_w=args.power_limit, estimator=args.estimator, **given)
+                    power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
+                    **given)
     print(render.to_json(job.to_dict()) if args.json else render.train_run_table(job))
     return 0
 
@@ -725,7 +721,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
-                     "collection); default 25 (EnergAIzer's hosts); single passes and --phase generate")
+                     "collection); default 25 (EnergAIzer's hosts)")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's: "
                      f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone")
     est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "

@@ -144,7 +144,7 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
 
     phase = body["phase"]
     allowed = set(_JOBS[phase]) | {"model", "gpu", "phase", "dtype", "sm_clock_mhz", "power_limit_w", "engine",
-                                   "launch_mode"}
+                                   "launch_mode", "host_dispatch_s"}
     extra = sorted(set(body) - allowed)
     if extra:
         raise InputError(extra[0], f"not a field of phase {phase}; allowed: {', '.join(sorted(allowed))}")

@@ -30,9 +30,10 @@ def test_estimate_from_kernel_list(capsys, energaizer):
     assert json.loads(capsys.readouterr().out)["launches"] == 242 + 12 * 4  # recorded kernels + layout copies
 
 
-def test_estimate_takes_the_hosts_dispatch_for_single_passes_and_generations(capsys, energaizer):
+def test_estimate_takes_the_hosts_dispatch_for_every_phase(capsys, energaizer):
     """--host-dispatch-us: a host-bound decode step on a faster host takes less time, for a catalog model, a kernel
-    list and a generation alike; outside 0-1000 us, or with serve or train-run, one line naming the flag, exit 2."""
+    list, a generation, a serving load and a training run alike; outside 0-1000 us, one line naming the flag, exit
+    2."""
     base = ["estimate", "--model", "llama-3-8b", "--gpu", "h200", "--phase", "decode", "--seq", "2048",
             "--estimator", "physics", "--json"]
     times = []
@@ -52,11 +53,18 @@ def test_estimate_takes_the_hosts_dispatch_for_single_passes_and_generations(cap
         assert main([*generation, *extra]) == 0
         times.append(json.loads(capsys.readouterr().out)["tpot_s"])
     assert times[5] < 0.8 * times[4]
-    for extra, message in ((["--host-dispatch-us", "-1"], "must be from 0 to 1000 us"),
-                           (["--host-dispatch-us", "5", "--phase", "serve"], "applies to single passes and --phase "
-                                                                             "generate")):
-        assert main(["estimate", "--model", "gpt2", "--gpu", "a10", *extra]) == 2
-        assert f"--host-dispatch-us: {message}" in capsys.readouterr().err
+    jobs = ((["--phase", "serve", "--input-len", "64", "--output-len", "32", "--concurrency", "4", "--launch-mode",
+              "eager"], "step_time_s"), (["--phase", "train-run", "--seq", "256", "--global-batch", "2", "--steps",
+                                         "10"], "time_s"))
+    for job, figure in jobs:  # a serving step launched eagerly, a training run: each faster on a faster host
+        per_job = []
+        for extra in ([], ["--host-dispatch-us", "5"]):
+            assert main(["estimate", "--model", "gpt2", "--gpu", "h200", "--estimator", "physics", "--json", *job,
+                         *extra]) == 0
+            per_job.append(json.loads(capsys.readouterr().out)[figure])
+        assert per_job[1] < per_job[0]
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--host-dispatch-us", "-1"]) == 2
+    assert "--host-dispatch-us: must be from 0 to 1000 us" in capsys.readouterr().err
 
 
 def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):

@@ -51,9 +51,7 @@ def check_size_columns(batch: np.ndarray, seq: np.ndarray | None) -> None:
 # The host dispatch a launch that a workload may state (s): from none to a millisecond, far above any measured host
 # (several to tens of microseconds a launch through PyTorch eager).
 MAX_HOST_DISPATCH_S = 1e-3
-
-
-_UNITS_S = {"s": 1.0, "us": 1e-6}
+_UNITS_S = {"s": 1.0, "us": 1e-6}  # the units a host dispatch may be given in
 
 
 def check_host_dispatch(value: float | None, field: str = "host_dispatch_s", unit: str = "s") -> float | None:

@@ -66,8 +66,8 @@ def _estimate(args: argparse.Namespace) -> int:
         workload = replace(joulecast.workload_from_kernels(args.kernels), host_dispatch_s=dispatch)
     else:
         given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
-        workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)  # the rest take
-        # workload()'s defaults
+        # the flags not given take workload()'s defaults
+        workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))

@@ -20,7 +20,7 @@ from joulecast.data.labels import Labels, plain
 from joulecast.data.workload import Workload
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory
-from joulecast.features.design import design_block, host_dispatch
+from joulecast.features.design import design_block
 from joulecast.features.physics import check_setting
 
 
@@ -181,7 +181,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         sm_clock_mhz=clock, power_limit_w=limit,
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
         launches=int(np.sum(features["launches"])),
-        host_dispatch_s=float(host_dispatch([workload.launch_mode], [workload.host_dispatch_s])[0]),
+        host_dispatch_s=float(totals.host_dispatch_s[0]),
         breakdown=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
                              e, t / phys_t, e / phys_e),
         kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),

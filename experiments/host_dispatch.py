@@ -44,7 +44,8 @@ def implied_dispatch(store: str, gpu: str, collection: str) -> list[dict]:
         c = None if np.isnan(clock[i]) else min(clock[i], spec.boost_clock_mhz)
         _, totals = physics_batch([w], spec, c, None if np.isnan(limit[i]) else limit[i])
         busy, host = float(totals.gpu_busy_s[0]), float(totals.host_s[0])
-        launches = host / arch.HOST_DISPATCH_S[w.launch_mode] if arch.HOST_DISPATCH_S[w.launch_mode] else 0.0
+        per_launch = float(totals.host_dispatch_s[0])  # the default: the workload states none
+        launches = host / per_launch if per_launch else 0.0
         if host <= busy or not launches:
             continue
         measured = float(row["time_s"])

@@ -41,6 +41,7 @@ class PhysicsTotals:
     host_s: np.ndarray              # host dispatch plus a serving engine's host work
     idle_gap_energy_j: np.ndarray
     engine_host_s: np.ndarray       # a serving engine's host work alone
+    host_dispatch_s: np.ndarray     # the host's time a kernel launch each workload took (0: CUDA graphs)
 
     @property
     def power_w(self) -> np.ndarray:
@@ -228,7 +229,8 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     n = int(wid.max()) + 1
     busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
     dispatched = np.where(f["op"].isin(arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
-    host = np.bincount(wid, dispatched, minlength=n) * np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
+    per_launch = np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
+    host = np.bincount(wid, dispatched, minlength=n) * per_launch
     overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
     serial = np.broadcast_to(np.asarray(serial_host_s, dtype=float), (n,))
     idle = float(idle_power_w(gpu, clock0))
@@ -236,7 +238,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     totals = PhysicsTotals(time_s=overlapped + serial,
                            energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,
                            gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
-                           engine_host_s=np.array(serial))
+                           engine_host_s=np.array(serial), host_dispatch_s=np.array(per_launch))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import DataError
-from joulecast.data.workload import MAX_HOST_DISPATCH_S
+from joulecast.data.workload import MAX_HOST_DISPATCH_S, host_dispatch_outside
 
 # The `source` of rows the project's own collector measured (`joulecast.data.collect`).
 COLLECTOR_SOURCE = "joulecast-collector"
@@ -105,8 +105,7 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> 
         values = table[column].to_numpy(dtype=float)
         if not (np.isfinite(values) & (values > 0)).all():
             raise DataError(f"{origin}: column '{column}' must be positive and finite")
-    dispatch = table["host_dispatch_s"].to_numpy(dtype=float)
-    if ((dispatch < 0) | (dispatch > MAX_HOST_DISPATCH_S)).any():  # NaN (not stated) compares False: allowed
+    if host_dispatch_outside(table["host_dispatch_s"].to_numpy(dtype=float)).any():
         raise DataError(f"{origin}: column 'host_dispatch_s' must be from 0 to {MAX_HOST_DISPATCH_S:g} s")
     if not table["method"].isin(METHODS).all():
         raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}")

@@ -54,6 +54,12 @@ MAX_HOST_DISPATCH_S = 1e-3
 _UNITS_S = {"s": 1.0, "us": 1e-6}  # the units a host dispatch may be given in
 
 
+def host_dispatch_outside(seconds: np.ndarray) -> np.ndarray:
+    """Per value of a column of host dispatches (s), whether it lies outside 0-MAX_HOST_DISPATCH_S; NaN (none
+    stated: the default) compares False, so it is allowed."""
+    return (seconds < 0) | (seconds > MAX_HOST_DISPATCH_S)
+
+
 def check_host_dispatch(value: float | None, field: str = "host_dispatch_s", unit: str = "s") -> float | None:
     """A stated host dispatch a launch, given in `unit` (s, or us as the CLI and the service take it), as seconds,
     checked: None, or a number from 0 to MAX_HOST_DISPATCH_S; the error names `field` in its own unit."""

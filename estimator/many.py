@@ -16,7 +16,14 @@ from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import STRING_COLUMNS, stack
 from joulecast.data.labels import Labels
-from joulecast.data.workload import LAUNCH_MODES, MAX_HOST_DISPATCH_S, MAX_SIZE, Workload, check_size_columns
+from joulecast.data.workload import (
+    LAUNCH_MODES,
+    MAX_HOST_DISPATCH_S,
+    MAX_SIZE,
+    Workload,
+    check_size_columns,
+    host_dispatch_outside,
+)
 from joulecast.estimator.api import _corrections, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import lower_many, memory
@@ -111,7 +118,7 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
                 for c in ("sm_clock_mhz", "power_limit_w")]
     if "host_dispatch_s" in frame:
         dispatch = _numbers(frame, "host_dispatch_s")
-        bad = ((dispatch < 0) | (dispatch > MAX_HOST_DISPATCH_S)).to_numpy()  # NaN (the default) compares False
+        bad = host_dispatch_outside(dispatch.to_numpy())
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise InputError("host_dispatch_s", f"row {i}: must be from 0 to {MAX_HOST_DISPATCH_S:g} s a launch "

@@ -7,22 +7,23 @@ every model for all rows at once, one tree level per step, costs well under a mi
 come from the boosters' own JSON models, so each booster's sum is XGBoost's float32 value, bit for bit (checked in
 the tests), and a bag's mean is `bag_margin` of those sums, as on the XGBoost path.
 
-The walk reads each tree as a complete binary tree of the deepest tree's depth (a leaf above the last level
+The arrays hold each tree as a complete binary tree of the deepest tree's depth (a leaf above the last level
 stands for the whole subtree below it, every branch reaching its value), so that a tree's nodes lie side by side
-and a node's children are found by arithmetic, not looked up. The model shipped then, 12,000 trees of depth 4, took
-2.4 MB instead of 6.9 MB, and one row's margins (`predict_members`) 0.37 instead of 0.53 ms with the arrays in
-cache, 0.42 instead of 0.91 ms after other work has evicted them, as between estimates (medians of 1,000 calls).
-A walk writes into its thread's work arrays, kept from one chunk and one call to the next: fresh arrays each chunk
-cost more in page faults than the walk's arithmetic. A split's feature and threshold are one int64 (one gather a
-level), each booster's base goes into its first leaf so that a model's leaves are summed as a slice (no gather, no
-concatenation), and a bag's mean comes from the sums as stacked. On the walks of `estimate_many` over 10,000
-distinct configurations (the shipped model, same process, alternating, three runs): 1.45-1.53 instead of
-1.86-1.94 s CPU, 0-472 minor page faults instead of 160,437; one row 0.16-0.17 instead of 0.21-0.23 ms.
+and a node's children are found by arithmetic, not looked up. Trees of depth 4 or less (the shipped model's are 3)
+are read by their decisions, not walked (`_coded_leaves`): each distinct (feature, threshold) pair is compared once
+for a chunk of rows (XGBoost's histogram cuts leave 5,798 pairs for the shipped model's 31,500 splits), each tree's
+decisions are OR-ed into a code of a bit a split, eight rows to a 64-bit word, and a table shared by every tree
+gives the code's leaf. On 4,096 distinct configurations' design rows (the shipped model of 4,500 trees, same
+process) that takes 17 instead of 90-94 us a row, and one row alone 121 us as before; deeper trees are walked a
+level at a time. Every path writes into its thread's work arrays, kept from one chunk and one call to the next
+(fresh arrays each chunk cost more in page faults than the arithmetic), each booster's base goes into its first
+leaf so that a model's leaves are summed as a slice, and a bag's mean comes from the sums as stacked.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 from collections.abc import Sequence
@@ -39,6 +40,13 @@ MAX_DEPTH = 8
 # rows over 12,000 trees (25 MB an array), the leaf walk took about a quarter of the CPU time a row (16 rows: 160
 # against 640 us, medians on the 2-core machine, the walk done in place).
 CHUNK_ENTRIES = 1 << 18
+# Trees up to this depth are read by their split decisions all at once (`_coded_leaves`): a code of 2^depth - 1 bits
+# a tree, looked up as its leaf in a table of 2^(2^depth - 1) entries (32,768 at depth 4). Deeper trees are walked
+# level by level.
+MAX_CODED_DEPTH = 4
+# (Distinct (feature, threshold) pairs x rows) compared at once on the coded path: the float and bool blocks, 4 and
+# 1 MB at this size, stay in cache from the comparison to the codes.
+CHUNK_PAIR_ENTRIES = 1 << 20
 _ARRAYS = ("feature", "threshold", "default_left", "value")
 # Where an int64's lower 32 bits lie in memory, as two float32s: first on a little-endian machine.
 _LOW_HALF = 0 if sys.byteorder == "little" else 1
@@ -82,42 +90,32 @@ class TreeArrays:
         """Per model, its boosters' float32 sums, (boosters, targets, rows): the rows walked a chunk at a time
         (bounded memory, and cache), every chunk in the same work arrays."""
         values = np.ascontiguousarray(values, dtype=np.float32)
-        n, trees = len(values), len(self.value) >> self.depth
+        n = len(values)
         chunk = max(1, min(n, self.chunk_rows))
-        work = self._work(chunk, trees)
+        work = self._work()
         out = [np.empty((*base.shape, n), np.float32) for base in self.base_scores]
+        leaves_of = self._coded_leaves if self.depth <= MAX_CODED_DEPTH else self._walked_leaves
         for i in range(0, n, chunk):
-            for o, s in zip(out, self._walk(values[i:i + chunk], work)):
+            leaves = leaves_of(values[i:i + chunk], work)
+            for o, s in zip(out, self._sums(leaves, work)):
                 o[..., i:i + chunk] = s
         return out
 
     @property
     def chunk_rows(self) -> int:
-        """Rows walked at once (CHUNK_ENTRIES over the trees, at least one)."""
+        """Rows walked at once: on the coded path CHUNK_PAIR_ENTRIES over the distinct (feature, threshold) pairs,
+        a multiple of 8 (the codes are packed eight rows a word), else CHUNK_ENTRIES over the trees; at least one."""
+        if self.depth <= MAX_CODED_DEPTH:
+            return max(8, CHUNK_PAIR_ENTRIES // max(1, len(self._codes.feature)) // 8 * 8)
         return max(1, CHUNK_ENTRIES // max(1, len(self.value) >> self.depth))
 
-    @functools.cached_property
-    def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(each tree's root, each tree's root less 2, what takes a walk past the last level to its leaf: first + i
-        for heap position i of a complete tree's leaves, 2^depth - 1 onwards), as intp: set once."""
-        splits, trees = 2 ** self.depth - 1, len(self.value) >> self.depth
-        first = np.arange(trees, dtype=np.intp) * splits
-        return first, first - 2, (np.arange(trees, dtype=np.intp) << self.depth) - first - splits
-
-    @functools.cached_property
-    def _packed(self) -> np.ndarray:
-        """Each split's feature (the upper 32 bits) and its threshold's float32 bits (the lower) in one int64: one
-        gather a level reads both."""
-        bits = np.ascontiguousarray(self.threshold, dtype=np.float32).view(np.uint32).astype(np.int64)
-        return (self.feature.astype(np.int64) << 32) | bits
-
-    def _work(self, rows: int, trees: int) -> "_Work":
-        """The calling thread's work arrays, kept from its last walk where they hold enough rows (a batch's first
-        chunk sets them; later batches and a single row's walk reuse them)."""
+    def _work(self) -> "_Work":
+        """The calling thread's work arrays, kept from its last walk (a batch's first chunk sizes them; later
+        batches and a single row's walk reuse them)."""
         local = self._local
         work = getattr(local, "work", None)
-        if work is None or len(work.node) < rows:
-            work = local.work = _Work(rows, trees, self.groups)
+        if work is None:
+            work = local.work = _Work()
         return work
 
     @functools.cached_property
@@ -140,15 +138,110 @@ class TreeArrays:
             out.append((first, b, t, k) if np.array_equal(group, regular) else None)
         return tuple(out)
 
-    def _walk(self, x: np.ndarray, work: "_Work") -> list[np.ndarray]:
+    def _sums(self, leaves: np.ndarray, work: "_Work") -> list[np.ndarray]:
+        """Per model, its boosters' float32 sums (boosters, targets, rows) of a chunk's leaves (trees, rows).
+
+        XGBoost adds each tree's leaf to the base score in float32, tree by tree: the base goes into each booster's
+        first leaf (a + b is b + a, bit for bit), then the rounds are added in order, which gives the same bits. A
+        reduction over the rounds adds them one after another while the rows are the innermost axis; over one row
+        it would sum pairwise, so one row takes a running sum."""
+        n, out = leaves.shape[1], []
+        for m, (group, base, view) in enumerate(zip(self.groups, self.base_scores, self._group_views)):
+            b, k, t = group.shape
+            if view is None:
+                terms = leaves[group.transpose(0, 2, 1)]  # boosters, rounds, targets, rows
+            else:
+                terms = leaves[view[0]:view[0] + b * t * k].reshape(b, t, k, n)
+            terms[:, 0] += base[:, :, None]
+            if n > 1:  # the rows innermost: numpy adds the rounds one after another
+                out.append(np.add.reduce(terms, axis=1, out=work.get(f"sums_{m}", np.float32, (b, k, n))))
+            else:
+                out.append(np.cumsum(terms, axis=1, dtype=np.float32)[:, -1])
+        return out
+
+    @functools.cached_property
+    def _codes(self) -> "_Codes":
+        """The coded path's tables, set once."""
+        splits = 2 ** self.depth - 1
+        trees = len(self.value) >> self.depth
+        # the distinct (feature, threshold) pairs: XGBoost's histogram cuts make far fewer than splits (the model
+        # shipped on 2026-12-02: 5,798 of 31,500)
+        pairs, pair_of_split = np.unique(np.stack([self.feature.astype(np.float64),
+                                                   self.threshold.astype(np.float64)]), axis=1, return_inverse=True)
+        codes = np.arange(2 ** splits)
+        node = np.zeros_like(codes)
+        for _ in range(self.depth):
+            node = 2 * node + 2 - ((codes >> node) & 1)
+        return _Codes(feature=pairs[0].astype(np.intp), threshold=pairs[1].astype(np.float32)[:, None],
+                      pair_of_split=pair_of_split.reshape(trees, splits).T.astype(np.intp),
+                      default_left=np.asarray(self.default_left, bool).reshape(trees, splits).T,
+                      leaf_of_code=(node - splits).astype(np.intp),
+                      first_leaf=(np.arange(trees, dtype=np.intp) << self.depth)[:, None])
+
+    def _coded_leaves(self, x: np.ndarray, work: "_Work") -> np.ndarray:
+        """Each tree's leaf value for each row, (trees, rows), from all its split decisions at once: each distinct
+        (feature, threshold) pair compared once for all rows (a feature's values are a row of the chunk's
+        transpose: copied, not gathered value by value), then each tree's decisions OR-ed into a code of one bit a
+        split, eight rows to a 64-bit word where the row count allows (a decision is 0 or 1, so a shift of at most
+        7 stays in its row's byte), and the code's leaf read from a table shared by every tree."""
+        c = self._codes
+        n, (splits, trees) = len(x), c.pair_of_split.shape
+        values = work.get("values", np.float32, (len(c.feature), n))
+        np.take(np.ascontiguousarray(x.T), c.feature, axis=0, out=values, mode="clip")  # features are in range
+        left = work.get("left", bool, (len(c.feature), n))
+        np.less(values, c.threshold, out=left)
+        word = np.uint64 if n % 8 == 0 else np.uint8
+        lanes = left.view(np.uint8).view(word)  # (pairs, words)
+        missing = np.isnan(values).view(np.uint8).view(word) if np.isnan(x).any() else None
+        every_lane = word(0x0101010101010101 if word is np.uint64 else 1)
+        decision, part = (work.get(name, word, (trees, lanes.shape[1])) for name in ("decision", "part"))
+        code = work.get("code", np.intp, (trees, n))
+        for byte in range(0, splits, 8):  # a byte of the code holds eight splits' decisions
+            for k in range(byte, min(byte + 8, splits)):
+                np.take(lanes, c.pair_of_split[k], axis=0, out=decision, mode="clip")
+                if missing is not None:  # a missing value takes the branch its split learned
+                    decision |= np.take(missing, c.pair_of_split[k], axis=0) & (c.default_left[k] * every_lane)[:, None]
+                if k == byte:
+                    part[...] = decision
+                else:
+                    np.left_shift(decision, k - byte, out=decision)
+                    part |= decision
+            if byte:
+                code |= part.view(np.uint8).reshape(trees, n).astype(np.intp) << byte
+            else:
+                code[...] = part.view(np.uint8).reshape(trees, n)
+        np.take(c.leaf_of_code, code, out=code, mode="clip")  # element by element: in place is safe
+        code += c.first_leaf
+        return np.take(self.value, code, out=work.get("leaves", np.float32, (trees, n)), mode="clip")
+
+    @functools.cached_property
+    def _layout(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(each tree's root, each tree's root less 2, what takes a walk past the last level to its leaf: first + i
+        for heap position i of a complete tree's leaves, 2^depth - 1 onwards), as intp: set once."""
+        splits, trees = 2 ** self.depth - 1, len(self.value) >> self.depth
+        first = np.arange(trees, dtype=np.intp) * splits
+        return first, first - 2, (np.arange(trees, dtype=np.intp) << self.depth) - first - splits
+
+    @functools.cached_property
+    def _packed(self) -> np.ndarray:
+        """Each split's feature (the upper 32 bits) and its threshold's float32 bits (the lower) in one int64: one
+        gather a level reads both."""
+        bits = np.ascontiguousarray(self.threshold, dtype=np.float32).view(np.uint32).astype(np.int64)
+        return (self.feature.astype(np.int64) << 32) | bits
+
+    def _walked_leaves(self, x: np.ndarray, work: "_Work") -> np.ndarray:
+        """Each tree's leaf value for each row, (trees, rows), walked level by level (trees deeper than
+        MAX_CODED_DEPTH, whose codes would not fit a table)."""
         first, first_less_2, to_leaf = self._layout
-        n = len(x)
+        n, trees = len(x), len(first)
         cells, missing = x.ravel(), bool(np.isnan(x).any())
-        # into x, flattened: each row's first cell (none to add for a single row, the common case)
+        # into x, flattened: each row's first cell (none to add for a single row)
         row_start = (np.arange(n, dtype=np.intp) * x.shape[1])[:, None] if n > 1 else 0
         # per row and tree, the split reached, numbered globally (tree t's split i at first[t] + i, heap order): its
         # children at 2 (first + i) + 1 - first and one more, so the walk needs no per-tree index of its own
-        node, at, v, packed, go_left = (a[:n] for a in (work.node, work.at, work.v, work.packed, work.go_left))
+        node, at = work.get("node", np.intp, (n, trees)), work.get("at", np.intp, (n, trees))
+        v, packed = work.get("v", np.float32, (n, trees)), work.get("packed", np.int64, (n, trees))
+        go_left = work.get("go_left", bool, (n, trees))
         threshold = packed.view(np.float32)[:, _LOW_HALF::2]  # the lower 32 bits: each split's threshold
         node[...] = first
         for _ in range(self.depth):  # in place: a chunk's arrays stay in cache from one level to the next
@@ -164,21 +257,7 @@ class TreeArrays:
             node -= first_less_2
             node -= go_left
         node += to_leaf
-        leaves = np.take(self.value, node, out=work.leaves[:n])
-        out = []
-        for group, base, view, partial in zip(self.groups, self.base_scores, self._group_views, work.partial):
-            # XGBoost adds each tree's leaf to the base score in float32, tree by tree: the base goes into each
-            # booster's first leaf (a + b is b + a, bit for bit), then a sequential float32 sum (cumsum, not
-            # numpy's pairwise sum) gives the same bits. Axes: rows, boosters, trees, targets.
-            if view is None:
-                terms = leaves[:, group.transpose(0, 2, 1)]
-            else:
-                start, b, t, k = view
-                terms = leaves[:, start:start + b * t * k].reshape(n, b, t, k)
-            terms[:, :, 0] += base
-            sums = np.cumsum(terms, axis=2, dtype=np.float32, out=partial[:n])[:, :, -1]
-            out.append(sums.transpose(1, 2, 0))  # (boosters, targets, rows)
-        return out
+        return np.ascontiguousarray(np.take(self.value, node).T)
 
     def save(self, path: str | Path) -> Path:
         """The arrays as one .npz file (numpy alone reads it back: `TreeArrays.load`)."""
@@ -199,12 +278,29 @@ class TreeArrays:
                        **{n: stored[n] for n in _ARRAYS})
 
 
-class _Work:
-    """A walk's arrays for `rows` rows of `trees` trees, written over from one chunk of rows to the next: a fresh
-    set each chunk costs more in page faults than the walk's arithmetic (measured on estimate_many's walks)."""
+@dataclass(frozen=True)
+class _Codes:
+    """The coded path's tables (`TreeArrays._coded_leaves`)."""
 
-    def __init__(self, rows: int, trees: int, groups: tuple):
-        self.node, self.at = np.empty((rows, trees), np.intp), np.empty((rows, trees), np.intp)
-        self.v, self.packed = np.empty((rows, trees), np.float32), np.empty((rows, trees), np.int64)
-        self.go_left, self.leaves = np.empty((rows, trees), bool), np.empty((rows, trees), np.float32)
-        self.partial = [np.empty((rows, g.shape[0], g.shape[2], g.shape[1]), np.float32) for g in groups]
+    feature: np.ndarray        # (pairs,) each distinct (feature, threshold) pair's feature
+    threshold: np.ndarray      # (pairs, 1) float32: its threshold
+    pair_of_split: np.ndarray  # (splits a tree, trees): the pair of each tree's split i (heap order)
+    default_left: np.ndarray   # (splits a tree, trees): the branch of each split for a missing value
+    leaf_of_code: np.ndarray   # (2^splits,) a code's leaf in its tree; bit i of a code: split i goes left
+    first_leaf: np.ndarray     # (trees, 1): each tree's first leaf in `TreeArrays.value`
+
+
+class _Work:
+    """A thread's walk arrays, flat buffers by name viewed in the shape asked for, written over from one chunk of
+    rows to the next: a fresh set each chunk costs more in page faults than the walk's arithmetic (measured on
+    estimate_many's walks)."""
+
+    def __init__(self):
+        self._flat: dict[str, np.ndarray] = {}
+
+    def get(self, name: str, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
+        size = math.prod(shape)
+        flat = self._flat.get(name)
+        if flat is None or flat.size < size or flat.dtype != dtype:
+            flat = self._flat[name] = np.empty(size, dtype)
+        return flat[:size].reshape(shape)

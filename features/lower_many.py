@@ -6,12 +6,14 @@ one vectorised evaluation instead of one lowering each.
 The polynomial is quadratic in S and linear in B, in Newton form on the probe points B in {2, 3}, S in {2, 3, 4}
 (GEMM and norm sizes are linear in B*S, eager attention's scores B*S^2). It is checked, exactly and column by
 column, at two more points; a structure whose rows it does not reproduce there (none of the catalog's) falls back to
-lowering each configuration (`lowering.workload`). Rows are not merged into `count` as `lowering.workload` merges
-identical kernels: every later stage sums over rows, so the totals are the same.
+lowering each configuration (`lowering.workload`). The rows are fitted unmerged (different kernels may coincide at
+a probe size); once the polynomial is checked, rows equal as polynomials, so at every size, are merged into `count`
+(`_merged`), as `lowering.workload` merges identical kernels.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -101,4 +103,23 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
         got = plain(got)
         if len(expected["count"]) != out.rows or any((expected[c] != got[c]).any() for c in KERNEL_COLUMNS):
             return None
-    return out
+    return dataclasses.replace(out, **dict(zip(("fixed", "coefficients"), _merged(fixed, coefficients))))
+
+
+def _merged(fixed: dict[str, Any], coefficients: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Rows equal at every size (the same fixed columns and polynomials: a model's layers repeat their kernels, in
+    the catalog's models about two rows in five) as one row, their counts' polynomials summed, rows in order of first
+    appearance. Physics works row by row: fewer rows, less work, the same totals."""
+    keys = [v.codes if isinstance(v, Labels) else v for v in fixed.values()]
+    keys += [c.reshape(-1, c.shape[-1]) for name, c in coefficients.items() if name != "count"]
+    block = np.vstack([np.atleast_2d(np.asarray(k, np.int64)) for k in keys]).T  # a row per kernel row
+    _, first, inverse = np.unique(block, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first)                     # distinct rows in order of first appearance
+    group = np.argsort(order)[inverse.ravel()]    # each row's merged row
+    fixed = {n: Labels(v.codes[first[order]], v.names) if isinstance(v, Labels) else v[first[order]]
+             for n, v in fixed.items()}
+    count = coefficients["count"]
+    summed = np.zeros((*count.shape[:2], len(first)), np.int64)
+    np.add.at(summed, (slice(None), slice(None), group), count)
+    coefficients = {n: summed if n == "count" else c[..., first[order]] for n, c in coefficients.items()}
+    return fixed, coefficients

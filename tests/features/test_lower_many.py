@@ -1,11 +1,11 @@
-"""Many configurations lowered at once reproduce the lowering of each, row for row."""
+"""Many configurations lowered at once reproduce the lowering of each, kernel for kernel."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import joulecast
-from joulecast.data.kernels import KERNEL_COLUMNS
+from joulecast.data.kernels import KEY_COLUMNS
 from joulecast.data.labels import plain
 from joulecast.features import lower_many
 from joulecast.features.lower_many import _records, template
@@ -27,13 +27,29 @@ def test_a_template_is_the_lowering_at_any_size(model, phase, attention, fusions
     assert t is not None  # every catalog structure is polynomial in batch and length
     rng = np.random.default_rng(len(model) + len(phase))
     batch, seq = rng.integers(1, 300, 6), rng.integers(1, 9000, 6)
-    got = plain(t.columns(batch, seq))
+    got = pd.DataFrame(plain(t.columns(batch, seq)))
     config = resolve_model(model)[0]
+    assert t.rows <= len(_records(config, t.phase, 5, 7, "bf16", attention, None, fusions)["count"])
     for i, (b, s) in enumerate(zip(batch, seq)):
-        expected = _records(config, t.phase, int(b), int(s), "bf16", attention, None, fusions)
-        rows = got["workload_id"] == i
-        for column in KERNEL_COLUMNS:
-            np.testing.assert_array_equal(got[column][rows], expected[column], err_msg=f"{column} at b{b} s{s}")
+        expected = by_kernel(pd.DataFrame(_records(config, t.phase, int(b), int(s), "bf16", attention, None, fusions)))
+        pd.testing.assert_frame_equal(by_kernel(got[got["workload_id"] == i]), expected, obj=f"b{b} s{s}")
+
+
+def test_a_template_merges_the_kernels_its_layers_repeat():
+    """A transformer's layers repeat their kernels: the template holds each once with its count, as many rows as the
+    lowering of one size merges them into (fewer rows for physics to work through)."""
+    for model, phase in (("llama-3-8b", "prefill"), ("llama-3-70b", "training"), ("gpt2", "decode")):
+        t = template(model, phase, "bf16", "flash", None)
+        merged = joulecast.workload(model, phase=phase, batch=4, seq=512).columns
+        config = resolve_model(model)[0]
+        unmerged = _records(config, t.phase, 4, 512, "bf16", "flash", None, ())
+        assert t.rows == len(merged["count"]) < len(unmerged["count"])
+        assert t.columns([4], [512])["count"].sum() == merged["count"].sum()
+
+
+def by_kernel(rows: pd.DataFrame) -> pd.DataFrame:
+    """Each distinct kernel and its summed count (a row each, sorted): what a table of kernel rows stands for."""
+    return rows.groupby(KEY_COLUMNS, sort=True)["count"].sum().reset_index()
 
 
 def test_a_structure_the_polynomial_misses_is_lowered_one_by_one(monkeypatch):

@@ -121,6 +121,41 @@ def test_power_stays_between_idle_and_limit_and_cap_lowers_clock():
     assert slow.sm_clock_mhz == 600 and idle_power_w(gpu, 600) < slow.power_w < 150
 
 
+@pytest.mark.parametrize("gpu", ["a10", "a100", "h100-sxm", "a100-sxm4-80gb", "h200", "l40s", "v100"])
+def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeypatch):
+    """Bisection over the clock grid (a batch's many kernels) counts the clocks that fit the limit as evaluating every
+    clock does, because at any limit a GPU allows the clocks that fit are the grid's first; and the clock the cap
+    leaves is the same whichever way the count was taken."""
+    spec = joulecast.gpu(gpu)
+    w = joulecast.workload("llama-3-8b", phase="training", batch=4, seq=1024)
+    f = physics._static_features(w.columns, spec)
+    sub = {name: f[name] for name in physics._TIMELINE_INPUTS}
+    rows = len(f["count"])
+    rng = np.random.default_rng(len(gpu))
+    low = rng.uniform(0.15, 0.6, rows) * spec.boost_clock_mhz
+    high = low + rng.uniform(0.0, 0.4, rows) * spec.boost_clock_mhz
+    steps = np.linspace(0.0, 1.0, physics._CAP_GRID)
+    grid = low + (high - low) * steps[:, None]
+    power = physics._timeline_and_power(sub, spec, grid, power_only=True)["power_w"]
+    allowed = power[power > spec.idle_power_max_clock_w]  # a limit is above idle at the maximum clock
+    for limit in np.quantile(allowed, [0.02, 0.1, 0.5, 0.9]):
+        fits = power <= limit
+        assert (np.diff(fits.astype(int), axis=0) <= 0).all()  # what the bisection stands on: a prefix fits
+        expected = fits.sum(axis=0)
+        monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
+        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit)
+        monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)
+        np.testing.assert_array_equal(bisected, expected)
+        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit), expected)
+    capped = spec.power_limit_w * 0.6
+    monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
+    bisected = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)[0]["sm_clock_mhz"]
+    monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)
+    whole_grid = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)[0]["sm_clock_mhz"]
+    np.testing.assert_array_equal(bisected, whole_grid)
+    assert (bisected < spec.boost_clock_mhz).any()
+
+
 def test_energy_rises_with_batch_and_sequence():
     gpu = "h100-sxm"
     energies = [physics_estimate(joulecast.workload("llama-3-8b", batch=b, seq=s), gpu).energy_j

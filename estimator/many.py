@@ -200,6 +200,9 @@ class Lowered:
         self.keys = list(distinct)
         self.templates = [self._template(k) for k in self.keys]
         self.frame = frame
+        # read once, not once a GPU setting (a pandas string column converts on every read)
+        self.launch_modes, self.dtypes = (frame[c].to_numpy(dtype=object) for c in ("launch_mode", "dtype"))
+        self.dispatch = frame["host_dispatch_s"].to_numpy(float) if "host_dispatch_s" in frame else None
         self._workloads: dict[int, Workload] = {}
 
     @staticmethod
@@ -240,12 +243,11 @@ class Lowered:
         kernels = {name: Labels.concatenate([Labels.of(p[name]) for p in parts]) if name in STRING_COLUMNS
                    else np.concatenate([p[name] for p in parts]) for name in parts[0]}
         idx = np.concatenate(order)
-        f = self.frame
         batch = self.batch[idx].astype(float)
-        dispatch = f["host_dispatch_s"].to_numpy(float)[idx] if "host_dispatch_s" in f else None
-        features, totals = physics_columns(kernels, spec, clock, limit, f["launch_mode"].to_numpy()[idx],
-                                           self.engines[idx], batch, dispatch)
-        phase, dtype = np.concatenate(phases), f["dtype"].to_numpy()[idx]
+        dispatch = None if self.dispatch is None else self.dispatch[idx]
+        features, totals = physics_columns(kernels, spec, clock, limit, self.launch_modes[idx], self.engines[idx],
+                                           batch, dispatch)
+        phase, dtype = np.concatenate(phases), self.dtypes[idx]
         X = design_from_physics(features, totals, spec, clock, limit, dtype, phase, batch, np.concatenate(seqs))
         need = memory.need_bytes(features, len(idx), np.concatenate(params), phase, dtype)
         return X, totals, idx, need["total_bytes"]

@@ -112,8 +112,9 @@ class Residual:
         own, pooled = self.conformal_by_gpu.get(target, {}), self.conformal[target]
         little = np.maximum(pooled, self.conformal_new_gpu.get(target, pooled))
         few = {g: np.maximum(little, m).tolist() for g, m in self.conformal_few_rows.get(target, {}).items()}
-        return np.array([own.get(str(g), few.get(str(g), little.tolist()) if str(g) in self.gpus else pooled)
-                         for g in gpus], dtype=float).reshape(-1, 2)
+        names, row_of = _distinct(gpus)  # a batch holds few GPUs: each looked up once
+        return np.array([own.get(g, few.get(g, little.tolist()) if g in self.gpus else pooled)
+                         for g in names], dtype=float).reshape(-1, 2)[row_of]
 
     def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
         """Per row: whether its GPU is one the model was trained on."""
@@ -126,8 +127,12 @@ class Residual:
         """Per row: its GPU was trained on work of the row's kind (`gpu_work`); True where the model records none."""
         if not self.gpu_work:
             return np.ones(len(values), dtype=bool)
-        kinds = work_kinds(values, columns)
-        return np.array([k in self.gpu_work.get(str(g), ()) for k, g in zip(kinds, gpus)], dtype=bool)
+        kinds, (names, row_of) = np.asarray(work_kinds(values, columns)), _distinct(gpus)
+        seen = np.zeros(len(values), dtype=bool)
+        for i, name in enumerate(names):
+            rows = row_of == i
+            seen[rows] = np.isin(kinds[rows], list(self.gpu_work.get(name, ())))
+        return seen
 
     def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
         """Per row: a GPU trained on work of its kind, and every domain feature within its training range (a margin
@@ -141,8 +146,10 @@ class Residual:
         "name = value (trained low to high)", and, given the rows' GPUs, work of a kind its GPU was not trained on."""
         values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
         misses = self._domain_misses(values, columns)
-        out = [tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
-                     for c, (low, high) in self.domain.items() if misses[c][i]) for i in range(len(values))]
+        out: list[tuple[str, ...]] = [()] * len(values)
+        for i in np.flatnonzero(np.any(list(misses.values()), axis=0)) if misses else ():  # only rows with a miss
+            out[i] = tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
+                           for c, (low, high) in self.domain.items() if misses[c][i])
         if gpus is None or not self.gpu_work:
             return out
         kinds, seen = work_kinds(values, columns), self.work_seen(values, columns, gpus)
@@ -271,6 +278,15 @@ class Residual:
 # and training steps. By phase, the phase_* columns of the design block.
 _KIND_OF_PHASE = {"prefill": "forward", "inference": "forward", "kernel": "forward", "decode": "decode",
                   "training": "training"}
+
+
+def _distinct(gpus: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """(the distinct GPU names, each row's index into them)."""
+    names = sorted({str(g) for g in gpus})
+    if len(names) <= 1:
+        return names, np.zeros(len(gpus), np.intp)
+    index = {name: i for i, name in enumerate(names)}
+    return names, np.fromiter((index[str(g)] for g in gpus), np.intp, len(gpus))
 
 
 def work_kinds(values: np.ndarray, columns: list[str]) -> list[str]:

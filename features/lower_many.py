@@ -53,19 +53,27 @@ class Template:
         b = np.asarray(batch, np.int64)[:, None] - _B[0]   # (configurations, 1)
         s = np.asarray(seq, np.int64)[:, None] - _S[0]
         step1, step2 = s, s * (s - 1) // 2                  # Newton basis at the nodes 2, 3, 4
-        out = {}
-        for name, c in self.coefficients.items():
-            if not c[:, 1:].any() and not c[1, 0].any():  # the same at every size (layer counts, widths)
-                out[name] = np.tile(c[0, 0], len(b))
-                continue
-            at_b = c[0, 0] + step1 * c[0, 1] + step2 * c[0, 2]
-            per_b = c[1, 0] + step1 * c[1, 1] + step2 * c[1, 2]
-            out[name] = (at_b + b * per_b).ravel()
         n = len(b)
+        varying, names, constant, same = self._blocks
+        c = varying[:, :, :, None, :]  # (columns, B node, S term, configurations, rows): all columns in one pass
+        at_b = c[:, 0, 0] + step1 * c[:, 0, 1] + step2 * c[:, 0, 2]
+        at_b += b * (c[:, 1, 0] + step1 * c[:, 1, 1] + step2 * c[:, 1, 2])
+        out = dict(zip(names, at_b.reshape(len(names), -1)))
+        out.update(zip(same, np.tile(constant, n)))  # the same at every size (layer counts, widths)
         out.update({name: Labels(np.tile(v.codes, n), v.names) if isinstance(v, Labels) else np.tile(v, n)
                     for name, v in self.fixed.items()})
         out["workload_id"] = np.repeat(np.arange(n, dtype=np.int64), self.rows)
         return out
+
+    @functools.cached_property
+    def _blocks(self) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
+        """(the coefficients of the columns that vary with size, stacked, and their names; the values of those that
+        do not, stacked, and their names)."""
+        same = [n for n, c in self.coefficients.items() if not c[:, 1:].any() and not c[1, 0].any()]
+        names = [n for n in self.coefficients if n not in same]
+        varying = np.stack([self.coefficients[n] for n in names]) if names else np.zeros((0, 2, 3, self.rows), np.int64)
+        constant = np.stack([self.coefficients[n][0, 0] for n in same]) if same else np.zeros((0, self.rows), np.int64)
+        return varying, names, constant, same
 
 
 def _records(config: Mapping[str, Any], phase: str, batch: int, seq: int, dtype: str, attention: str,

@@ -131,3 +131,22 @@ def test_work_arrays_kept_between_walks_change_no_result_and_stay_out_of_pickles
         together = list(pool.map(lambda i: arrays.predict_models(rows[i::4])[0], range(4)))
     for a, b in zip(alone, together):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+def test_a_codes_leaf_read_from_each_trees_table_or_the_shared_one_is_the_same(data, depth, monkeypatch):
+    """Trees read by their decisions find a code's leaf in a table per tree (where it is small) or in one table
+    shared by every tree, then the leaf's value: the same float32 sums as XGBoost either way, rows by eights or not."""
+    import joulecast.estimator.tree_arrays as tree_arrays
+
+    X, y = data
+    booster = xgb.XGBRegressor(n_estimators=30, max_depth=depth, tree_method="hist").fit(X, y).get_booster()
+    rows = np.random.default_rng(8).normal(size=(21, 6)).astype(np.float32)
+    rows[::5, 2] = np.nan
+    expected = booster.inplace_predict(rows)
+    for limit in (0, 1 << 30):
+        monkeypatch.setattr(tree_arrays, "MAX_LEAF_BY_CODE", limit)
+        arrays = from_booster(booster)
+        assert (arrays._codes.leaf_by_code is None) == (limit == 0)
+        for part in (rows, rows[:16], rows[:1]):
+            np.testing.assert_array_equal(arrays.predict(part), expected[:len(part)])

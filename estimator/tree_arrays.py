@@ -170,15 +170,15 @@ class TreeArrays:
         trees = len(self.value) >> self.depth
         # the distinct (feature, threshold) pairs: XGBoost's histogram cuts make far fewer than splits (the model
         # shipped on 2026-12-02: 5,798 of 31,500)
-        pairs, pair_of_split = np.unique(np.stack([self.feature.astype(np.float64),
-                                                   self.threshold.astype(np.float64)]), axis=1, return_inverse=True)
+        pairs, pair_of_split = np.unique(self._packed, return_inverse=True)  # feature and threshold in one int64
         codes = np.arange(2 ** splits)
         node = np.zeros_like(codes)
         for _ in range(self.depth):
             node = 2 * node + 2 - ((codes >> node) & 1)
         leaf_of_code = (node - splits).astype(np.intp)
         small = trees << splits <= MAX_LEAF_BY_CODE
-        return _Codes(feature=pairs[0].astype(np.intp), threshold=pairs[1].astype(np.float32)[:, None],
+        threshold = (pairs & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+        return _Codes(feature=(pairs >> 32).astype(np.intp), threshold=threshold[:, None],
                       pair_of_split=pair_of_split.reshape(trees, splits).T.astype(np.intp),
                       default_left=np.asarray(self.default_left, bool).reshape(trees, splits).T,
                       leaf_of_code=leaf_of_code, first_leaf=(np.arange(trees, dtype=np.intp) << self.depth)[:, None],

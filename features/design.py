@@ -87,8 +87,13 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
     def total(values: np.ndarray) -> np.ndarray:
         return np.bincount(wid, launches * values, minlength=n)
 
-    def share(mask: np.ndarray) -> np.ndarray:
-        return np.bincount(wid, np.where(mask, t, 0.0), minlength=n) / busy
+    def shares(labels: Labels, names: Sequence[str]) -> list[np.ndarray]:
+        """Per name, its rows' share of busy time, every label in one pass (a label's time summed in row order, as
+        its rows alone would be; 0 for a name no row has)."""
+        width = len(labels.names)
+        sums = np.bincount(wid * width + labels.codes, t, minlength=n * width).reshape(n, width) / busy[:, None]
+        at = {name: i for i, name in enumerate(labels.names)}
+        return [sums[:, at[name]] if name in at else np.zeros(n) for name in names]
 
     def weighted(values: np.ndarray) -> np.ndarray:
         return np.bincount(wid, t * values, minlength=n) / busy
@@ -109,8 +114,8 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         "log_dram_bytes": np.log1p(total(column("dram_bytes"))),
         "log_l2_bytes": np.log1p(total(column("l2_bytes"))),
         "log_mean_kernel_s": np.log(busy / np.bincount(wid, launches, minlength=n)),
-        **{f"share_{c}": share(kind == c) for c in kinds.KINDS},
-        **{f"share_{b}_bound": share(bound == b) for b in BOUNDS},
+        **{f"share_{c}": v for c, v in zip(kinds.KINDS, shares(kind, kinds.KINDS))},
+        **{f"share_{b}_bound": v for b, v in zip(BOUNDS, shares(bound, BOUNDS))},
         **{f"mean_{c}": weighted(column(c))
            for c in ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")},
         "mean_log_intensity": weighted(np.log1p(column("intensity_flop_per_byte"))),
@@ -129,10 +134,10 @@ def gpu_features(spec: GpuSpec) -> dict[str, float]:
 
 def setting_features(spec: GpuSpec, sm_clock_mhz: np.ndarray, power_limit_w: np.ndarray, dtype: Sequence[str],
                      phase: Sequence[str], batch: np.ndarray, seq: np.ndarray) -> dict[str, np.ndarray]:
-    dtype, phase = np.asarray(dtype, dtype=str), np.asarray(phase, dtype=str)
+    phase = Labels.of(np.asarray(phase, dtype=object))  # compared as codes, not as strings
     out = {"clock_ratio": np.asarray(sm_clock_mhz, float) / spec.boost_clock_mhz,
            "power_limit_ratio": np.asarray(power_limit_w, float) / spec.power_limit_w,
-           "dtype_bytes": Labels.of(dtype).lookup(DTYPE_BYTES, 2.0),
+           "dtype_bytes": Labels.of(np.asarray(dtype, dtype=object)).lookup(DTYPE_BYTES, 2.0),
            "log_batch": np.log(np.asarray(batch, float)), "log_seq": np.log(np.asarray(seq, float))}
     out.update({f"phase_{p}": (phase == p).astype(float) for p in PHASES})
     return out

@@ -7,6 +7,7 @@ numpy alone reads: estimating needs no XGBoost, scikit-learn or MLflow.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -163,20 +164,35 @@ class Residual:
 
     def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
         """Domain feature -> per row, whether the value lies outside the training range and its margin."""
-        misses = {}
-        for c, (low, high) in self.domain.items():
-            column = values[:, columns.index(c)]
-            span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
-            if c in KERNEL_MIX_FEATURES:
-                span = max(span, DOMAIN_SHARE_MARGIN)
-            misses[c] = (column < low - span) | (column > high + span)
-        return misses
+        return dict(zip(self.domain, self._outside_block(values, columns).T))
 
     def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
-        ok = np.ones(len(values), dtype=bool)
-        for outside in self._domain_misses(values, columns).values():
-            ok &= ~outside
-        return ok
+        return ~self._outside_block(values, columns).any(axis=1)
+
+    def _outside_block(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
+        """(rows, domain features): whether each value lies outside its feature's training range and margin, all
+        features compared at once."""
+        at, low, high = self._domain_layout(tuple(columns))
+        block = values[:, at]
+        return (block < low) | (block > high)
+
+    def _domain_layout(self, columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(each domain feature's column, the lowest and highest value inside, as the rows' dtype compares them):
+        set once for a layout of columns and a domain (a refit sets a new one)."""
+        domain, cache = self.__dict__.get("_layouts", (None, {}))
+        if domain is not self.domain:
+            cache = {}
+            self.__dict__["_layouts"] = (self.domain, cache)
+        if columns not in cache:
+            bounds = []
+            for c, (low, high) in self.domain.items():
+                span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
+                if c in KERNEL_MIX_FEATURES:
+                    span = max(span, DOMAIN_SHARE_MARGIN)
+                bounds.append((low - span, high + span))
+            lows, highs = (np.array(b, dtype=np.float32) for b in zip(*bounds)) if bounds else (np.zeros(0),) * 2
+            cache[columns] = (np.array([columns.index(c) for c in self.domain], dtype=np.intp), lows, highs)
+        return cache[columns]
 
     def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
         """Per row: "" inside the domain, "spec-only" on a GPU never trained on, "out-of-domain" otherwise."""
@@ -191,7 +207,7 @@ class Residual:
         seen = self.trained_on(gpus)
         other_work = seen & ~self.work_seen(every, columns, gpus)  # a GPU trained on, not on this kind of work
         inside = seen & ~other_work & features_inside
-        values = np.ascontiguousarray(every[:, [columns.index(c) for c in self.features]])
+        values = np.ascontiguousarray(every[:, _positions(tuple(columns), tuple(self.features))])
         margins = self._corrections(values, gpus, seen)
         odd = np.flatnonzero(other_work)
         pooled = self._corrections(values[odd], [gpus[i] for i in odd], np.zeros(len(odd), bool)) if len(odd) else {}
@@ -304,13 +320,27 @@ def _distinct(gpus: Sequence[str]) -> tuple[list[str], np.ndarray]:
 def work_kinds(values: np.ndarray, columns: list[str]) -> list[str]:
     """Per row of a design block, its kind of work (`_KIND_OF_PHASE`; "serving" where an engine's host work is in
     the step)."""
-    phases = [c for c in columns if c.startswith("phase_")]
-    names = np.array([_KIND_OF_PHASE.get(c.removeprefix("phase_"), "forward") for c in phases] or ["forward"])
-    block = values[:, [columns.index(c) for c in phases]] if phases else np.zeros((len(values), 1))
+    at, names, engine_at = _kinds_layout(tuple(columns))
+    block = values[:, at] if len(at) else np.zeros((len(values), 1))
     kinds = np.where(block.max(axis=1) > 0, names[np.argmax(block, axis=1)], "forward")
-    if "engine_host_fraction" in columns:
-        kinds = np.where(values[:, columns.index("engine_host_fraction")] > 0, "serving", kinds)
-    return [str(k) for k in kinds]
+    if engine_at is not None:
+        kinds = np.where(values[:, engine_at] > 0, "serving", kinds)
+    return kinds.tolist()
+
+
+@functools.lru_cache(maxsize=64)
+def _kinds_layout(columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, int | None]:
+    """(the phase_* columns, the kind of work of each, the engine_host_fraction column or None) of a layout."""
+    phases = [i for i, c in enumerate(columns) if c.startswith("phase_")]
+    names = np.array([_KIND_OF_PHASE.get(columns[i].removeprefix("phase_"), "forward") for i in phases] or ["forward"])
+    engine = columns.index("engine_host_fraction") if "engine_host_fraction" in columns else None
+    return np.array(phases, dtype=np.intp), names, engine
+
+
+@functools.lru_cache(maxsize=64)
+def _positions(columns: tuple[str, ...], names: tuple[str, ...]) -> np.ndarray:
+    """Where each of `names` lies among `columns`."""
+    return np.array([columns.index(c) for c in names], dtype=np.intp)
 
 
 def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:

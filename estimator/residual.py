@@ -177,22 +177,8 @@ class Residual:
         return (block < low) | (block > high)
 
     def _domain_layout(self, columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(each domain feature's column, the lowest and highest value inside, as the rows' dtype compares them):
-        set once for a layout of columns and a domain (a refit sets a new one)."""
-        domain, cache = self.__dict__.get("_layouts", (None, {}))
-        if domain is not self.domain:
-            cache = {}
-            self.__dict__["_layouts"] = (self.domain, cache)
-        if columns not in cache:
-            bounds = []
-            for c, (low, high) in self.domain.items():
-                span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
-                if c in KERNEL_MIX_FEATURES:
-                    span = max(span, DOMAIN_SHARE_MARGIN)
-                bounds.append((low - span, high + span))
-            lows, highs = (np.array(b, dtype=np.float32) for b in zip(*bounds)) if bounds else (np.zeros(0),) * 2
-            cache[columns] = (np.array([columns.index(c) for c in self.domain], dtype=np.intp), lows, highs)
-        return cache[columns]
+        """(each domain feature's column, the lowest and highest value inside, as the rows' dtype compares them)."""
+        return _domain_bounds(columns, tuple((c, tuple(r)) for c, r in self.domain.items()))
 
     def flags(self, in_domain: np.ndarray, gpus: Sequence[str]) -> np.ndarray:
         """Per row: "" inside the domain, "spec-only" on a GPU never trained on, "out-of-domain" otherwise."""
@@ -335,6 +321,20 @@ def _kinds_layout(columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, int
     names = np.array([_KIND_OF_PHASE.get(columns[i].removeprefix("phase_"), "forward") for i in phases] or ["forward"])
     engine = columns.index("engine_host_fraction") if "engine_host_fraction" in columns else None
     return np.array(phases, dtype=np.intp), names, engine
+
+
+@functools.lru_cache(maxsize=64)
+def _domain_bounds(columns: tuple[str, ...], domain: tuple[tuple[str, tuple[float, float]], ...]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`Residual._domain_layout` for a layout of columns and a domain (feature, (low, high)): set once for each."""
+    bounds = []
+    for c, (low, high) in domain:
+        span = 0.05 * (high - low)  # a 5 % margin: the edge of the measured range is still inside
+        if c in KERNEL_MIX_FEATURES:
+            span = max(span, DOMAIN_SHARE_MARGIN)
+        bounds.append((low - span, high + span))
+    lows, highs = (np.array(b, dtype=np.float32) for b in zip(*bounds)) if bounds else (np.zeros(0, np.float32),) * 2
+    return np.array([columns.index(c) for c, _ in domain], dtype=np.intp), lows, highs
 
 
 @functools.lru_cache(maxsize=64)

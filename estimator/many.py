@@ -39,7 +39,7 @@ _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dty
 
 
 def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
-    """Estimates for a DataFrame of configurations, one row each (vectorised per GPU setting).
+    """Estimates for a DataFrame of configurations, one row each (vectorised).
 
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
     (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated
@@ -50,8 +50,9 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     memory_gb (GiB the workload needs on the GPU).
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
 
-    A catalog model's configurations are lowered together (`joulecast.features.lower_many`), and each GPU setting's
-    configurations go through physics and the residual in chunks of CHUNK_CONFIGS, so memory stays bounded.
+    A catalog model's configurations are lowered together (`joulecast.features.lower_many`), each GPU setting's
+    configurations go through physics in chunks of CHUNK_CONFIGS, and their residual corrections are taken about
+    CORRECT_CONFIGS at a time across settings, so memory stays bounded.
     """
     for column in ("model", "gpu"):
         if column not in configs:
@@ -69,6 +70,26 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     out["memory_gb"], memory_flag = np.full(n, np.nan), np.full(n, "", dtype=object)
     in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
     gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
+    pending: list[tuple[Design, np.ndarray, str, PhysicsTotals, float]] = []
+
+    def correct() -> None:
+        """The residual over the pending chunks at once: its trees walked in one long pass, not one per GPU setting
+        between physics passes that push them out of cache."""
+        X = Design(np.concatenate([p[0].values for p in pending]), pending[0][0].columns)
+        idx = np.concatenate([p[1] for p in pending])
+        gpus = np.concatenate([np.full(len(p[1]), p[2], dtype=object) for p in pending]).tolist()
+        time_s, energy_j = (np.concatenate([getattr(p[3], a) for p in pending]) for a in ("time_s", "energy_j"))
+        corr = _corrections(model, X, gpus)
+        hybrid = combine(time_s, energy_j, corr, np.concatenate([np.full(len(p[1]), p[4]) for p in pending]))
+        for name, values in hybrid.items():
+            out[name][idx] = values
+        in_domain[idx] = corr["in_domain"]
+        away = np.flatnonzero(~corr["in_domain"])
+        if len(away):
+            reasons = model.outside_domain(X.take(away), [gpus[i] for i in away])
+            outside[idx[away]] = ["; ".join(r) for r in reasons]
+        pending.clear()
+
     for gpu_name, clock, limit, rows in setting_groups(gpu_names, clocks, limits):
         spec = lookup_gpu(gpu_name)
         for start in range(0, len(rows), CHUNK_CONFIGS):
@@ -76,18 +97,14 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
             X, totals, idx, need = lowered.design(idx, spec, clock, limit)
             out["physics_time_s"][idx], out["physics_energy_j"][idx] = totals.time_s, totals.energy_j
             out["memory_gb"][idx], memory_flag[idx] = need / memory.GIB, memory_flags(need, spec)
-            corr = _corrections(model, X, [spec.name] * len(idx))
-            if corr is None:
+            if model is None:
                 out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
                 continue
-            hybrid = combine(totals.time_s, totals.energy_j, corr, spec.power_limit_w if limit is None else limit)
-            for name, values in hybrid.items():
-                out[name][idx] = values
-            in_domain[idx] = corr["in_domain"]
-            away = ~corr["in_domain"]
-            if away.any():
-                reasons = model.outside_domain(X.take(np.flatnonzero(away)), [gpu_name] * int(away.sum()))
-                outside[idx[away]] = ["; ".join(r) for r in reasons]
+            pending.append((X, idx, spec.name, totals, spec.power_limit_w if limit is None else limit))
+            if sum(len(p[1]) for p in pending) >= CORRECT_CONFIGS:
+                correct()
+    if pending:
+        correct()
     flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
     flags = np.where(memory_flag == "", flags, np.where(flags == "", memory_flag, flags + ", " + memory_flag))
     return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
@@ -185,6 +202,9 @@ def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
 # Configurations of one GPU setting estimated at once: about 40 kernel rows each, and the physics pass holds some
 # eighty float columns per row, so a chunk of 4,096 stays near 100 MB.
 CHUNK_CONFIGS = 4096
+# Configurations whose residual corrections are taken at once, across GPU settings (their design rows, some sixty
+# floats each, and the walk's work arrays: a few tens of MB): one long walk of the trees keeps them in cache.
+CORRECT_CONFIGS = 16384
 _STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode", "fusions")
 
 

@@ -48,7 +48,8 @@ BAG_KEYS = tuple((target, band) for target in TARGETS for band in (False, True))
 def level_of(levels: Mapping[str, float], gpus: Sequence[str], missing: float | None = None) -> np.ndarray:
     """Per row, its GPU's level; a GPU without one gets `missing` (default: the median of the levels)."""
     fill = float(np.median(list(levels.values()))) if missing is None and levels else (missing or 0.0)
-    return np.array([levels.get(str(g), fill) for g in gpus], dtype=float)
+    names, row_of = _distinct(gpus)  # each GPU looked up once
+    return np.array([levels.get(g, fill) for g in names], dtype=float).reshape(-1)[row_of] if names else np.zeros(0)
 
 
 def _half_widths(point: np.ndarray, lo: np.ndarray, hi: np.ndarray,

@@ -36,3 +36,21 @@ def test_flags_and_domain_match_the_reference(now_and_then):
     assert (now["hybrid_flags"].str.contains("exceeds-memory") == (now["hybrid_memory_gb"] > capacity)).all()
     assert now["hybrid_flags"].str.contains("exceeds-memory").any()
     assert set(COLUMNS) <= {c.removeprefix("hybrid_") for c in then.columns}
+
+
+def test_corrections_taken_in_other_batches_change_nothing(now_and_then, monkeypatch):
+    """The residual's corrections taken a few configurations at a time (across GPU settings, and within one), over
+    physics chunks of a few configurations, give every figure, flag and reason bit for bit."""
+    from joulecast.estimator import many
+
+    now, _ = now_and_then
+    rows = now.sample(300, random_state=31).reset_index(drop=True)
+    configs = rows[["model", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "gpu",
+                    "sm_clock_mhz", "power_limit_w"]]
+    monkeypatch.setattr(many, "CORRECT_CONFIGS", 7)
+    monkeypatch.setattr(many, "CHUNK_CONFIGS", 5)
+    small = joulecast.estimate_many(configs)
+    for column in ("energy_j", "time_s", "energy_lo_j", "energy_hi_j", "time_lo_s", "time_hi_s", "memory_gb"):
+        np.testing.assert_array_equal(small[column].to_numpy(), rows[f"hybrid_{column}"].to_numpy(), err_msg=column)
+    for column in ("in_domain", "outside_domain", "flags"):
+        assert (small[column].to_numpy() == rows[f"hybrid_{column}"].to_numpy()).all(), column

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 # Up to this many rows, a column is encoded through a dict (a few microseconds for a workload's kernels); beyond, by
-# pandas' hash table (a column of strings) or np.unique's sort.
-_SMALL = 4096
+# pandas' hash table (a column of strings: 1.1 ms for 40,000 rows) or np.unique's sort.
+_SMALL = 256
 
 
 class Labels:

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.labels import Labels
 from joulecast.estimator.tree_arrays import TreeArrays
 from joulecast.features.kinds import KINDS as KERNEL_CLASSES
 
@@ -123,7 +124,8 @@ class Residual:
         if len(gpus) <= 64:  # a set beats np.isin's sort for the few rows of one estimate (20 us against 1)
             known = set(self.gpus)
             return np.array([str(g) in known for g in gpus], dtype=bool)
-        return np.isin(np.asarray(gpus, dtype=str), self.gpus)
+        names, row_of = _distinct(gpus)
+        return np.isin(names, self.gpus)[row_of]
 
     def work_seen(self, values: np.ndarray, columns: list[str], gpus: Sequence[str]) -> np.ndarray:
         """Per row: its GPU was trained on work of the row's kind (`gpu_work`); True where the model records none."""
@@ -148,13 +150,15 @@ class Residual:
         "name = value (trained low to high)", and, given the rows' GPUs, work of a kind its GPU was not trained on."""
         values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
         misses = self._domain_misses(values, columns)
-        reasons: list[list[str]] = [[] for _ in range(len(values))]
+        reasons: dict[int, list[str]] = {}
         for c, (low, high) in self.domain.items():  # feature by feature: only the rows outside its range
             rows = np.flatnonzero(misses[c])
             trained = f" (trained {low:.3g} to {high:.3g})"
             for i, value in zip(rows.tolist(), values[rows, columns.index(c)].tolist()):
-                reasons[i].append(f"{c} = {value:.3g}{trained}")
-        out = [tuple(r) for r in reasons]
+                reasons.setdefault(i, []).append(f"{c} = {value:.3g}{trained}")
+        out: list[tuple[str, ...]] = [()] * len(values)
+        for i, r in reasons.items():
+            out[i] = tuple(r)
         if gpus is None or not self.gpu_work:
             return out
         kinds, seen = work_kinds(values, columns), self.work_seen(values, columns, gpus)
@@ -188,7 +192,7 @@ class Residual:
 
     def predict(self, X: pd.DataFrame, gpus: Sequence[str]) -> dict[str, np.ndarray]:
         """Log corrections per target: `<t>` (point), `<t>_lo`, `<t>_hi`; and `in_domain`."""
-        columns = list(X.columns)
+        columns, gpus = list(X.columns), gpus if isinstance(gpus, _Gpus) else _Gpus(gpus)
         every = X.to_numpy(dtype=np.float32)  # one float block (design_matrix): no copy per column
         features_inside = self._features_in_domain(every, columns)
         seen = self.trained_on(gpus)
@@ -197,7 +201,8 @@ class Residual:
         values = np.ascontiguousarray(every[:, _positions(tuple(columns), tuple(self.features))])
         margins = self._corrections(values, gpus, seen)
         odd = np.flatnonzero(other_work)
-        pooled = self._corrections(values[odd], [gpus[i] for i in odd], np.zeros(len(odd), bool)) if len(odd) else {}
+        pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
+                                                           np.zeros(len(odd), bool))
         out: dict[str, np.ndarray] = {"in_domain": inside}
         for target in TARGETS:
             point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
@@ -230,8 +235,8 @@ class Residual:
                 continue
             everyone = len(rows) == len(values)
             raw = self._raw(values if everyone else values[rows], pooled)
-            levels = {} if pooled else {t: level_of(self.levels.get(t, {}), [gpus[i] for i in rows], missing=0.0)
-                                        for t in TARGETS}
+            mine = gpus if everyone else _Gpus(gpus[i] for i in rows)
+            levels = {} if pooled else {t: level_of(self.levels.get(t, {}), mine, missing=0.0) for t in TARGETS}
             for (target, band), margin in raw.items():
                 if not pooled:
                     margin = margin + (levels[target][:, None] if margin.ndim > 1 else levels[target])
@@ -295,13 +300,19 @@ def _may_repeat(values: np.ndarray) -> bool:
     return len(np.unique(hashes)) < len(hashes)
 
 
+class _Gpus(list):
+    """Rows' GPU names, whose distinct names and each row's index into them are found once (`predict`'s helpers
+    each ask)."""
+
+    @functools.cached_property
+    def distinct(self) -> tuple[list[str], np.ndarray]:
+        labels = Labels.of(np.asarray([str(g) for g in self], dtype=object))
+        return [str(n) for n in labels.names], labels.codes
+
+
 def _distinct(gpus: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """(the distinct GPU names, each row's index into them)."""
-    names = sorted({str(g) for g in gpus})
-    if len(names) <= 1:
-        return names, np.zeros(len(gpus), np.intp)
-    index = {name: i for i, name in enumerate(names)}
-    return names, np.fromiter((index[str(g)] for g in gpus), np.intp, len(gpus))
+    """(the distinct GPU names, sorted, each row's index into them)."""
+    return (gpus if isinstance(gpus, _Gpus) else _Gpus(gpus)).distinct
 
 
 def work_kinds(values: np.ndarray, columns: list[str]) -> list[str]:

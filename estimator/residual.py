@@ -131,7 +131,7 @@ class Residual:
         """Per row: its GPU was trained on work of the row's kind (`gpu_work`); True where the model records none."""
         if not self.gpu_work:
             return np.ones(len(values), dtype=bool)
-        kinds, (names, row_of) = np.asarray(work_kinds(values, columns)), _distinct(gpus)
+        kinds, (names, row_of) = _kinds_of(values, columns), _distinct(gpus)
         seen = np.zeros(len(values), dtype=bool)
         for i, name in enumerate(names):
             rows = row_of == i
@@ -161,11 +161,15 @@ class Residual:
             out[i] = tuple(r)
         if gpus is None or not self.gpu_work:
             return out
-        kinds, seen = work_kinds(values, columns), self.work_seen(values, columns, gpus)
-        return [o if s or str(g) not in self.gpu_work else
-                (*o, f"{k} work on {g}, trained on {', '.join(self.gpu_work[str(g)])} only (the interval spans the "
-                     "pooled model's too)")
-                for o, s, k, g in zip(out, seen, kinds, gpus)]
+        kinds, seen = _kinds_of(values, columns), self.work_seen(values, columns, gpus)
+        notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
+        for i in np.flatnonzero(~seen).tolist():
+            k, g = str(kinds[i]), str(gpus[i])
+            if g in self.gpu_work:
+                note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
+                                                "(the interval spans the pooled model's too)")
+                out[i] = (*out[i], note)
+        return out
 
     def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
         """Domain feature -> per row, whether the value lies outside the training range and its margin."""
@@ -318,12 +322,17 @@ def _distinct(gpus: Sequence[str]) -> tuple[list[str], np.ndarray]:
 def work_kinds(values: np.ndarray, columns: list[str]) -> list[str]:
     """Per row of a design block, its kind of work (`_KIND_OF_PHASE`; "serving" where an engine's host work is in
     the step)."""
+    return _kinds_of(values, columns).tolist()
+
+
+def _kinds_of(values: np.ndarray, columns: Sequence[str]) -> np.ndarray:
+    """`work_kinds` as an array of strings."""
     at, names, engine_at = _kinds_layout(tuple(columns))
     block = values[:, at] if len(at) else np.zeros((len(values), 1))
     kinds = np.where(block.max(axis=1) > 0, names[np.argmax(block, axis=1)], "forward")
     if engine_at is not None:
         kinds = np.where(values[:, engine_at] > 0, "serving", kinds)
-    return kinds.tolist()
+    return kinds
 
 
 @functools.lru_cache(maxsize=64)

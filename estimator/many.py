@@ -106,7 +106,8 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     if pending:
         correct()
     flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
-    flags = np.where(memory_flag == "", flags, np.where(flags == "", memory_flag, flags + ", " + memory_flag))
+    short = np.flatnonzero(memory_flag != "")  # only these rows' flags gain one: not a string sum a row
+    flags[short] = [f"{f}, {m}" if f else m for f, m in zip(flags[short], memory_flag[short])]
     return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
                         outside_domain=outside, method="physics" if model is None else "hybrid")
 

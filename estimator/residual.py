@@ -300,7 +300,8 @@ _KIND_OF_PHASE = {"prefill": "forward", "inference": "forward", "kernel": "forwa
 
 def _may_repeat(values: np.ndarray) -> bool:
     """Whether some rows of a float32 block may be equal: rows of equal bits hash alike, so distinct hashes rule
-    repeats out (most batches) at a tenth of the cost of sorting the rows (np.unique over axis 0)."""
+    repeats out (most batches) at a fifth of the cost of sorting the rows (np.unique over axis 0: 0.67 against
+    3.6 ms on 4,096 rows)."""
     # odd multiples of the golden-ratio constant: each column its own odd weight, the sum wrapping mod 2^64
     weights = np.arange(1, 2 * values.shape[1], 2, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     hashes = np.ascontiguousarray(values).view(np.uint32).astype(np.uint64) @ weights

@@ -106,6 +106,16 @@ def test_job_validation_scripts_score_every_set_they_name():
     # each system's A100 told apart by its power ceiling: Palmetto's stays under the PCIe card's 250 W
     assert {(r["system"], r["gpu"]) for r in generation["rows"] if "A100" in r["system"]} == {
         ("Palmetto Intel+A100", "a100-pcie-40gb"), ("Swing AMD+A100", "a100-sxm4-40gb")}
+    # each A100 system's host dispatch read from its other sweep's host-bound rows, within the range a host allows;
+    # the V100's rows are GPU-bound (bf16 without tensor cores), so it gets none and scores as at the default
+    dispatch = generation["dispatch_us"]
+    assert set(dispatch) == {f"{s} / {w}" for s in ("Palmetto Intel+A100", "Swing AMD+A100") for w in ("input", "output")}
+    assert all(0 < d < 1000 for d in dispatch.values())
+    crossed = {(r["gpu"], r["sweep"]): r for r in generation["summary_cross_sweep_dispatch"]}
+    default = {(r["gpu"], r["sweep"]): r for r in generation["summary"]}
+    assert crossed[("v100-sxm2", "input")] == default[("v100-sxm2", "input")]
+    assert all(r["host_dispatch_us"] is not None for r in generation["rows_cross_sweep_dispatch"]
+               if "A100" in r["system"])
 
 
 def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():

@@ -84,9 +84,14 @@ def rows() -> pd.DataFrame:
         output_len=("output_len", "mean"), runs=("GPU Energy (J)", "size"))
 
 
-def _physics_time(r: Any, dispatch_s: float | None) -> float:
+def _generate(r: Any, dispatch_s: float | None, estimator: Any) -> Any:
+    """The row's generation (one prompt, no KV cache) at a host dispatch (None: the default)."""
     return generate(r.model, r.gpu, batch=1, input_len=int(getattr(r, "_5")), output_len=max(1, round(r.output_len)),
-                    kv_cache=False, host_dispatch_s=dispatch_s, estimator="physics").time_s
+                    kv_cache=False, host_dispatch_s=dispatch_s, estimator=estimator)
+
+
+def _physics_time(r: Any, dispatch_s: float | None) -> float:
+    return _generate(r, dispatch_s, "physics").time_s
 
 
 def implied_dispatch(r: Any) -> float | None:
@@ -120,8 +125,7 @@ def score(table: pd.DataFrame, residual: Any, dispatch: dict[tuple[str, str], fl
     out = []
     for r in table.itertuples():
         d = dispatch.get((r.System, r.sweep))
-        job = generate(r.model, r.gpu, batch=1, input_len=int(getattr(r, "_5")), output_len=max(1, round(r.output_len)),
-                       kv_cache=False, host_dispatch_s=d, estimator=residual if residual is not None else "physics")
+        job = _generate(r, d, residual if residual is not None else "physics")
         lo, hi = job.energy_interval_j or (float("nan"), float("nan"))
         out.append(dict(sweep=r.sweep, system=r.System, gpu=r.gpu, input_len=int(getattr(r, "_5")),
                         output_len=float(r.output_len), host_dispatch_us=None if d is None else 1e6 * d,

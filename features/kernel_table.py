@@ -17,6 +17,19 @@ from joulecast.features import kinds
 
 # A record's identity, its KEY_COLUMNS in order (its fields over the defaults): one C call, not a generator a record.
 _KEY_OF = operator.itemgetter(*KEY_COLUMNS)
+_FIELDS = frozenset(KERNEL_COLUMNS)
+_needed_by: tuple[Any, dict[str, frozenset[str]]] = (None, {})
+
+
+def _needs() -> dict[str, frozenset[str]]:
+    """Size column -> the kinds that need it positive: `kinds.REQUIRED_SIZES` by column, set again when the registry
+    is (a kind added)."""
+    global _needed_by
+    required = kinds.REQUIRED_SIZES
+    if _needed_by[0] is not required:
+        columns = dict.fromkeys(n for sizes in required.values() for n in sizes)
+        _needed_by = (required, {n: frozenset(k for k, sizes in required.items() if n in sizes) for n in columns})
+    return _needed_by[1]
 
 
 def kernel_table(records: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
@@ -41,9 +54,9 @@ def kernel_columns(records: Iterable[Mapping[str, Any]], merge: bool = True) -> 
     """
     merged: dict[tuple, int] = {}  # identical kernels -> summed count, in order of first appearance
     for i, record in enumerate(records):
-        unknown = record.keys() - KERNEL_COLUMNS.keys()
-        if unknown:
-            raise InputError(f"kernels[{i}]", f"unknown field(s) {sorted(unknown)}; allowed: {', '.join(KERNEL_COLUMNS)}")
+        if not record.keys() <= _FIELDS:  # a subset test builds no set of unknown fields for every record
+            unknown = sorted(record.keys() - _FIELDS)
+            raise InputError(f"kernels[{i}]", f"unknown field(s) {unknown}; allowed: {', '.join(KERNEL_COLUMNS)}")
         key = _KEY_OF({**DEFAULTS, **record})
         if not merge:
             key = (*key, i)  # the record's position keeps it apart
@@ -79,13 +92,16 @@ def _check_columns(col: Mapping[str, np.ndarray]) -> None:
             continue
         i = int(np.flatnonzero(~np.isin(col[name], allowed))[0])
         raise InputError(f"kernels[{i}].{name}", f"unknown {what}{col[name][i]!r}; allowed: {', '.join(allowed)}")
-    for kind, sizes in kinds.REQUIRED_SIZES.items():
-        rows = col["kind"] == kind
-        for name in sizes:
-            bad = rows & (col[name] <= 0)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise InputError(f"kernels[{i}].{name}", f"a {kind} kernel needs {name} > 0, got {col[name][i]}")
+    kind = col["kind"].tolist()
+    # a size column's non-positive rows only, each checked against its kind's needs (rows of other kinds hold 0s)
+    if any(kind[i] in needing for name, needing in _needs().items() for i in np.flatnonzero(col[name] <= 0).tolist()):
+        for k, sizes in kinds.REQUIRED_SIZES.items():  # the first kind's first size it lacks, as named in the registry
+            rows = col["kind"] == k
+            for name in sizes:
+                bad = rows & (col[name] <= 0)
+                if bad.any():
+                    i = int(np.flatnonzero(bad)[0])
+                    raise InputError(f"kernels[{i}].{name}", f"a {k} kernel needs {name} > 0, got {col[name][i]}")
     if (col["count"] < 1).any():
         i = int(np.flatnonzero(col["count"] < 1)[0])
         raise InputError(f"kernels[{i}].count", f"must be at least 1, got {col['count'][i]}")

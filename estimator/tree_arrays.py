@@ -12,10 +12,10 @@ stands for the whole subtree below it, every branch reaching its value), so that
 and a node's children are found by arithmetic, not looked up. Trees of depth 4 or less (the shipped model's are 3)
 are read by their decisions, not walked (`_coded_leaves`): each distinct (feature, threshold) pair is compared once
 for a chunk of rows (XGBoost's histogram cuts leave 5,798 pairs for the shipped model's 31,500 splits), each tree's
-decisions are OR-ed into a code of a bit a split, eight rows to a 64-bit word, and a table shared by every tree
-gives the code's leaf. On 4,096 distinct configurations' design rows (the shipped model of 4,500 trees, same
-process) that takes 17 instead of 90-94 us a row, and one row alone 121 us as before; deeper trees are walked a
-level at a time. Every path writes into its thread's work arrays, kept from one chunk and one call to the next
+decisions are OR-ed into a code of a bit a split, eight rows to a 64-bit word, and the code's leaf value is read
+from a table per tree (where it is small, MAX_LEAF_BY_CODE) or through one code -> leaf table shared by every tree.
+On 4,096 distinct configurations' design rows (the shipped model of 4,500 trees, same process) that takes 15
+instead of 90-94 us a row, and one row alone 121 us as before; deeper trees are walked a level at a time. Every path writes into its thread's work arrays, kept from one chunk and one call to the next
 (fresh arrays each chunk cost more in page faults than the arithmetic), each booster's base goes into its first
 leaf so that a model's leaves are summed as a slice, and a bag's mean comes from the sums as stacked.
 """
@@ -191,7 +191,8 @@ class TreeArrays:
         (feature, threshold) pair compared once for all rows (a feature's values are a row of the chunk's
         transpose: copied, not gathered value by value), then each tree's decisions OR-ed into a code of one bit a
         split, eight rows to a 64-bit word where the row count allows (a decision is 0 or 1, so a shift of at most
-        7 stays in its row's byte), and the code's leaf read from a table shared by every tree."""
+        7 stays in its row's byte), and the code's leaf value read from the tree's table of leaf values by code, or
+        through the code -> leaf table every tree shares."""
         c = self._codes
         n, (splits, trees) = len(x), c.pair_of_split.shape
         values = work.get("values", np.float32, (len(c.feature), n))

@@ -4,23 +4,32 @@ request, per GPU and sweep.
 
     python experiments/generation_jobs.py [--json]
 
-Rows: `../shared/data/external/wilkins-llm-inference-energy/` (input- and output-length sweeps), Mistral-7B (the
-catalog's mistral-7b; the model Wilkins' repository names "Mistral (7B)"), inference rows only, each prompt's
-iteration 0 left out (it includes the pipeline's warm-up: 2.2 s against 0.23 s for the same request), averaged per
-system, input length and output limit. The GPU: its SKU by `GPU Total Memory (MB)`, as PROVENANCE.md says, and
-between cards of that memory by the system's power ceiling (`identify`): the card with the lowest power limit that
-the system's rows stay under. Palmetto's A100 rows never average more than 258 W (75 % at or below 248 W) against up
-to 413 W on Swing's: the A100-PCIe-40GB's 250 W limit there, the SXM4's 400 W here. Generated tokens = total tokens
-- input tokens, clipped to 0.9-1 times the limit (the run's `min_new_tokens` and `max_new_tokens`; prompt and answer
+Rows: `../shared/data/external/wilkins-llm-inference-energy/` (input- and output-length sweeps), Mistral-7B and
+Llama-2-7B (the catalog's mistral-7b and llama-2-7b; Wilkins' "Mistral (7B)" and "Llama-2 (7B)"; Falcon-7B's
+parallel-attention layer is not in the catalog), inference rows only, each prompt's iteration 0 left out (it
+includes the pipeline's warm-up: 2.2 s against 0.23 s for the same request), averaged per system, model, input
+length and output limit. The GPU: its SKU by `GPU Total Memory (MB)`, as PROVENANCE.md says, and between cards of
+that memory by the system's power ceiling (`identify`): the card with the lowest power limit that the system's rows
+stay under. Palmetto's A100 rows never average more than 258 W (75 % at or below 248 W) against up to 413 W on
+Swing's: the A100-PCIe-40GB's 250 W limit there, the SXM4's 400 W here. Generated tokens = total tokens - input
+tokens, clipped to 0.9-1 times the limit (the run's `min_new_tokens` and `max_new_tokens`; prompt and answer
 tokenised together can count otherwise). Stated assumptions: batch 1 (one prompt a call; the logged batch size is a
 CLI default, as PROVENANCE.md says), eager PyTorch launches, SDPA attention as fused ("flash"), no KV cache.
 
 Each row is scored twice: at the default host dispatch (25 us a launch, set on EnergAIzer's hosts), and at each
 system's own, read from its other sweep (`system_dispatch`): on the rows where physics has the host setting the
-time, the dispatch for which physics' generation takes the measured time, the median over that sweep's rows. A
-system's host is a property of the machine, like its GPU's clock; reading it from the other sweep keeps each sweep's
-rows out of their own figure. Palmetto's host reads 20-21 us a launch, Swing's 23.7-23.8 (each from either sweep);
+time, the dispatch for which physics' generation takes the measured time, the median over that sweep's rows of
+every model. A system's host is a property of the machine, like its GPU's clock; reading it from the other sweep
+keeps each sweep's rows out of their own figure. Palmetto's host reads 24.2-25.2 us a launch, Swing's 25.9-26.5
+(from Mistral's rows alone it read 20-21 and 23.7-23.8, a gain on Mistral that Llama-2's rows do not bear out);
 the V100's rows are GPU-bound (bf16 without tensor cores) and give none.
+
+The V100's error, seen through the two models: Llama-2, which the card holds whole, takes 0.9-2.6x physics' time,
+as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic: 8.3-8.7 TFLOP/s, 53-55 % of the
+15.7 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens). Mistral takes a further
+~0.2 s a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100
+holds, beyond the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that
+`device_map="auto"` left in host memory, copied in every step. Neither effect is modelled yet.
 """
 
 from __future__ import annotations
@@ -43,7 +52,9 @@ from joulecast.features import arch
 DATA = EXTERNAL / "wilkins-llm-inference-energy"
 # by GPU Total Memory (MB), as PROVENANCE.md says: the catalog's cards of that memory (the V100 16 GB: the one V100)
 GPUS = {16384.0: ("v100-sxm2",), 40960.0: ("a100-pcie-40gb", "a100-sxm4-40gb")}
-MODELS = {"Mistral (7B)": "mistral-7b"}
+# Wilkins' names -> the catalog's: Mistral-7B, and Llama-2-7B (the same llama layer with full multi-head attention and
+# an 11,008-wide MLP), a second model on the same systems that nothing here is read from but the host dispatch
+MODELS = {"Mistral (7B)": "mistral-7b", "Llama-2 (7B)": "llama-2-7b"}
 METER_MARGIN = 1.05  # a run's mean NVML power may pass its limit a little (boost transients, the meter's averaging)
 HOST_BOUND = 2 ** 0.5  # physics at the default dispatch over the GPU alone beyond which the host sets the time
 
@@ -127,7 +138,7 @@ def score(table: pd.DataFrame, residual: Any, dispatch: dict[tuple[str, str], fl
         d = dispatch.get((r.System, r.sweep))
         job = _generate(r, d, residual if residual is not None else "physics")
         lo, hi = job.energy_interval_j or (float("nan"), float("nan"))
-        out.append(dict(sweep=r.sweep, system=r.System, gpu=r.gpu, input_len=int(getattr(r, "_5")),
+        out.append(dict(sweep=r.sweep, system=r.System, gpu=r.gpu, model=r.model, input_len=int(getattr(r, "_5")),
                         output_len=float(r.output_len), host_dispatch_us=None if d is None else 1e6 * d,
                         measured_energy_j=r.measured_energy_j, predicted_energy_j=job.energy_j,
                         measured_time_s=r.measured_time_s, predicted_time_s=job.time_s,
@@ -139,9 +150,22 @@ def score(table: pd.DataFrame, residual: Any, dispatch: dict[tuple[str, str], fl
 
 
 def summarise(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.groupby(["gpu", "sweep"]).agg(rows=("energy_ape", "size"), energy_mape=("energy_ape", "mean"),
+    return frame.groupby(["model", "gpu", "sweep"]).agg(rows=("energy_ape", "size"), energy_mape=("energy_ape", "mean"),
                                                time_mape=("time_ape", "mean"),
                                                coverage_pct=("inside", lambda v: 100 * v.mean())).reset_index()
+
+
+def weights_off_gpu_mib(site: str = "Palmetto", small: str = "V100", large: str = "A100") -> dict[str, float]:
+    """Per model, the MiB of GPU memory a site's small card holds after loading it less than its large card does,
+    beyond the median of that gap over the site's models (the two cards' CUDA context and allocator reserve, which
+    no model changes; the median holds while one model of three differs): the share of the weights that
+    `device_map="auto"` left in host memory on the small card, from the `model load` rows' `GPU Used Memory (MB)`
+    (MiB, as NVML reports)."""
+    frames = [pd.read_csv(DATA / name) for name in ("input_token_sweep.csv", "output_token_sweep.csv")]
+    loads = pd.concat([d[d["Phase"].eq("model load") & d["Number of GPUs"].eq(1)] for d in frames])
+    used = loads.groupby(["System", "Model"])["GPU Used Memory (MB)"].mean()
+    gap = used[f"{site} Intel+{large}"] - used[f"{site} Intel+{small}"]
+    return {m: float(gap[m] - gap.median()) for m in gap.index}
 
 
 def main() -> int:
@@ -158,6 +182,7 @@ def main() -> int:
         print(json.dumps({"summary": summaries["default"].to_dict(orient="records"),
                           "summary_cross_sweep_dispatch": summaries["cross_sweep"].to_dict(orient="records"),
                           "dispatch_us": {f"{s} / {w}": 1e6 * d for (s, w), d in sorted(dispatch.items())},
+                          "v100_weights_off_gpu_mib": weights_off_gpu_mib(),
                           "rows": frames["default"].to_dict(orient="records"),
                           "rows_cross_sweep_dispatch": frames["cross_sweep"].to_dict(orient="records")}, indent=1))
         return 0
@@ -167,6 +192,10 @@ def main() -> int:
     for (system, sweep), d in sorted(dispatch.items()):
         print(f"  {system:24s} scoring the {sweep} sweep: {1e6 * d:.1f}")
     print(summaries["cross_sweep"].to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print("\nMiB less that Palmetto's V100 holds after loading each model than its A100, beyond the cards' context "
+          "gap:")
+    for model, mib in weights_off_gpu_mib().items():
+        print(f"  {model:14s} {mib:7.0f}")
     return 0
 
 

@@ -150,9 +150,9 @@ def score(table: pd.DataFrame, residual: Any, dispatch: dict[tuple[str, str], fl
 
 
 def summarise(frame: pd.DataFrame) -> pd.DataFrame:
-    return frame.groupby(["model", "gpu", "sweep"]).agg(rows=("energy_ape", "size"), energy_mape=("energy_ape", "mean"),
-                                               time_mape=("time_ape", "mean"),
-                                               coverage_pct=("inside", lambda v: 100 * v.mean())).reset_index()
+    return frame.groupby(["model", "gpu", "sweep"]).agg(
+        rows=("energy_ape", "size"), energy_mape=("energy_ape", "mean"), time_mape=("time_ape", "mean"),
+        coverage_pct=("inside", lambda v: 100 * v.mean())).reset_index()
 
 
 def weights_off_gpu_mib(site: str = "Palmetto", small: str = "V100", large: str = "A100") -> dict[str, float]:

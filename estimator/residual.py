@@ -359,7 +359,7 @@ def _domain_bounds(columns: tuple[str, ...], domain: tuple[tuple[str, tuple[floa
             span = max(span, DOMAIN_SHARE_MARGIN)
         bounds.append((low - span, high + span))
     lows, highs = (np.array(b, dtype=np.float32) for b in zip(*bounds)) if bounds else (np.zeros(0, np.float32),) * 2
-    return np.array([columns.index(c) for c, _ in domain], dtype=np.intp), lows, highs
+    return _positions(columns, tuple(c for c, _ in domain)), lows, highs
 
 
 @functools.lru_cache(maxsize=64)

@@ -35,6 +35,7 @@ holds, beyond the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 from typing import Any
@@ -72,8 +73,14 @@ def identify(frame: pd.DataFrame) -> dict[tuple[str, float], str]:
     return out
 
 
+@functools.cache
+def _sweeps() -> dict[str, pd.DataFrame]:
+    """Both sweeps' files, read once for the scored rows and the memory check."""
+    return {name: pd.read_csv(DATA / name) for name in ("input_token_sweep.csv", "output_token_sweep.csv")}
+
+
 def rows() -> pd.DataFrame:
-    sweeps = {name: pd.read_csv(DATA / name) for name in ("input_token_sweep.csv", "output_token_sweep.csv")}
+    sweeps = _sweeps()
     inference = pd.concat([d[d["Phase"].str.startswith("start-inference") & d["Number of GPUs"].eq(1)
                              & d["GPU Total Memory (MB)"].isin(GPUS)] for d in sweeps.values()])
     cards = identify(inference)
@@ -161,8 +168,7 @@ def weights_off_gpu_mib(site: str = "Palmetto", small: str = "V100", large: str 
     no model changes; the median holds while one model of three differs): the share of the weights that
     `device_map="auto"` left in host memory on the small card, from the `model load` rows' `GPU Used Memory (MB)`
     (MiB, as NVML reports)."""
-    frames = [pd.read_csv(DATA / name) for name in ("input_token_sweep.csv", "output_token_sweep.csv")]
-    loads = pd.concat([d[d["Phase"].eq("model load") & d["Number of GPUs"].eq(1)] for d in frames])
+    loads = pd.concat([d[d["Phase"].eq("model load") & d["Number of GPUs"].eq(1)] for d in _sweeps().values()])
     used = loads.groupby(["System", "Model"])["GPU Used Memory (MB)"].mean()
     gap = used[f"{site} Intel+{large}"] - used[f"{site} Intel+{small}"]
     return {m: float(gap[m] - gap.median()) for m in gap.index}

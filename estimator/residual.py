@@ -105,6 +105,19 @@ class Residual:
     # against 21.3 %), while Wilkins' A100-SXM4 generations still read better with the level (input / output sweeps
     # 5.8 / 5.9 % against 12.7 / 12.8 %). The evidence is split, and the level stays.
     gpu_work: dict[str, list[str]] = field(default_factory=dict)
+    # The architecture codes (`gpu_arch`) of the GPUs trained on. On a GPU of another architecture the point is
+    # physics' own, and the interval spans the pooled model's and the same reach around physics: the pooled trees
+    # carry corrections between the architectures they saw, not to a new one. Each architecture held out whole (all
+    # its GPUs' rows, depth-4 trees), the pooled point read energy worse than physics on all five GPUs: A10 24.7
+    # against 24.1 %, A100-PCIe 28.7 / 26.5, A100-SXM4 7.4 / 4.7, H100 22.9 / 20.1, H200 20.3 / 17.6, and time
+    # likewise (10.3 / 8.0, 13.5 / 11.9, 9.4 / 6.7, 17.0 / 10.8, 20.0 / 18.1); half the pooled correction fell
+    # between (energy 24.5, 27.6, 4.7, 21.5, 17.1). On sets never trained on, with the shipped model: Wilkins' V100
+    # generations (experiments/generation_jobs.py, Volta's bf16 rate in physics) Llama-2 35.0 / 26.0 -> 15.5 / 8.0 %,
+    # Mistral 16.5 / 15.5 -> 20.6 / 18.9 (its offloaded weights are not modelled: physics reads it fast), coverage
+    # 55.6 / 55.6 -> 77.8 / 100 and 77.8 / 100 -> 100 / 100 %; ML.ENERGY v3's B200 serving
+    # (serving_jobs.py) 17.9 / 17.2 / 23.4 -> 21.2 / 19.9 / 20.1 % at 192 / 256 / 512-token prompts, coverage 85.2
+    # / 85.2 / 81.5 -> 85.2 % at each. Empty (older models): every architecture pooled.
+    arch_codes: list[float] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags
 
@@ -141,6 +154,13 @@ class Residual:
             seen[rows] = np.isin(kinds[rows], list(self.gpu_work.get(name, ())))
         return seen
 
+    def known_architecture(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
+        """Per row of a design block: its GPU's architecture (`gpu_arch`) is one trained on; True where the model
+        records none."""
+        if not self.arch_codes or "gpu_arch" not in columns:
+            return np.ones(len(values), dtype=bool)
+        return np.isin(values[:, columns.index("gpu_arch")], np.asarray(self.arch_codes, dtype=values.dtype))
+
     def in_domain(self, X: pd.DataFrame, gpus: Sequence[str]) -> np.ndarray:
         """Per row: a GPU trained on work of its kind, and every domain feature within its training range (a margin
         of 5 % of the range, and at least DOMAIN_SHARE_MARGIN for a kernel class's time share)."""
@@ -150,7 +170,8 @@ class Residual:
 
     def outside_domain(self, X: pd.DataFrame, gpus: Sequence[str] | None = None) -> list[tuple[str, ...]]:
         """Per row: each domain feature outside its training range (with the margin `in_domain` allows), as
-        "name = value (trained low to high)", and, given the rows' GPUs, work of a kind its GPU was not trained on."""
+        "name = value (trained low to high)", and, given the rows' GPUs, a GPU of an architecture not trained on and
+        work of a kind its GPU was not trained on."""
         values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
         misses = self._domain_misses(values, columns)
         reasons: dict[int, list[str]] = {}
@@ -162,7 +183,15 @@ class Residual:
         out: list[tuple[str, ...]] = [()] * len(values)
         for i, r in reasons.items():
             out[i] = tuple(r)
-        if gpus is None or not self.gpu_work:
+        if gpus is None:
+            return out
+        unseen = np.flatnonzero(~self.trained_on(gpus))
+        for i in unseen[~self.known_architecture(values[unseen], columns)].tolist():
+            code = float(values[i, columns.index("gpu_arch")])
+            trained = ", ".join(f"{c:.1f}" for c in self.arch_codes)
+            out[i] = (*out[i], f"architecture {code:.1f} not trained on (trained {trained}): physics' point, its "
+                               "interval spanning the pooled model's too")
+        if not self.gpu_work:
             return out
         kinds, seen = _kinds_of(values, columns), self.work_seen(values, columns, gpus)
         notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
@@ -207,6 +236,7 @@ class Residual:
         inside = seen & ~other_work & features_inside
         values = np.ascontiguousarray(every[:, _positions(tuple(columns), tuple(self.features))])
         margins = self._corrections(values, gpus, seen)
+        new_arch = np.zeros_like(seen) if seen.all() else ~seen & ~self.known_architecture(every, columns)
         odd = np.flatnonzero(other_work)
         pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
                                                            np.zeros(len(odd), bool))
@@ -229,6 +259,10 @@ class Residual:
                                        new_gpu if new_gpu is not None else self.conformal[target],
                                        np.where(features_inside[odd], 1.0, OUT_OF_DOMAIN_WIDEN), floor)
                 lo[odd], hi[odd] = np.minimum(lo[odd], p_lo), np.maximum(hi[odd], p_hi)
+            if new_arch.any():  # a new architecture: physics' point, the interval spanning the pooled one's too
+                shift = np.where(new_arch, point, 0.0)
+                out[target] = point - shift
+                lo, hi = np.minimum(lo, lo - shift), np.maximum(hi, hi - shift)
             out[f"{target}_lo"], out[f"{target}_hi"] = lo, hi
         return out
 
@@ -276,7 +310,8 @@ class Residual:
                     conformal=self.conformal,
                     conformal_by_gpu=self.conformal_by_gpu, band_floor=self.band_floor,
                     conformal_new_gpu=self.conformal_new_gpu, conformal_few_rows=self.conformal_few_rows,
-                    domain=self.domain, gpus=self.gpus, gpu_work=self.gpu_work, cv=self.cv,
+                    domain=self.domain, gpus=self.gpus, gpu_work=self.gpu_work, arch_codes=self.arch_codes,
+                    cv=self.cv,
                     **(meta or {}))
         (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
         return folder
@@ -373,7 +408,7 @@ def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
     number serves both sides), with the rest of the file as `cv["meta"]`."""
     meta = {k: v for k, v in info.items()
             if k not in ("features", "params", "levels", "conformal", "conformal_by_gpu", "band_floor",
-                         "conformal_new_gpu", "conformal_few_rows", "domain", "gpu_work")}
+                         "conformal_new_gpu", "conformal_few_rows", "domain", "gpu_work", "arch_codes")}
     return dict(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
                 levels=info.get("levels", {}),
                 conformal={t: _as_pair(m) for t, m in info["conformal"].items()},
@@ -382,4 +417,5 @@ def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
                 band_floor=info.get("band_floor", {}), conformal_new_gpu=info.get("conformal_new_gpu", {}),
                 conformal_few_rows=info.get("conformal_few_rows", {}), domain=info["domain"], gpus=info["gpus"],
                 gpu_work={g: list(k) for g, k in info.get("gpu_work", {}).items()},
+                arch_codes=[float(c) for c in info.get("arch_codes", [])],
                 cv={**info.get("cv", {}), "meta": meta})

@@ -37,6 +37,12 @@ GEMM_TILE_OVERHEAD_K_STEPS = 4
 # 0.01-0.05; the text models' shapes are all aligned).
 GEMM_ALIGN_BYTES = 16
 MISALIGNED_GEMM_RATE = 1 / 3
+# Volta has neither bf16 tensor cores nor bf16 arithmetic: cuBLAS runs a bf16 GEMM on the CUDA cores, converting
+# each operand to fp32, at 0.71-0.76 of its fp32 rate on the same square shapes (V100-SXM2-16GB, PyTorch 2.7 / CUDA
+# 12.8, n = 1,024-10,240: bf16 7.78-10.65 TFLOP/s against fp32 10.56-14.51; public report, GitHub
+# zzc0721/torch-performance-test-data issue #140, M); 0.69 on a V100-PCIe at m = 2,048 (9.6 against 14.0 TFLOP/s,
+# GitHub lablup/mlxcel issue #1654, M). The SXM2 card's median over its five shapes, 0.737:
+EMULATED_BF16_GEMM_RATE = 0.74
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
 L2_EFFICIENCY = 0.80
 ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4)

@@ -88,6 +88,9 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
         cuda_peak = np.where(~on_tensor & ~is_attn & (k["dtype"] != "fp64"), cuda_peak * arch.DUAL_FP32_FRACTION,
                              cuda_peak)
     gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor)
+    if "bf16" not in gpu.tensor_tflops:  # no bf16 hardware: converted to fp32 on the CUDA cores
+        gemm_efficiency = np.where(k["dtype"] == "bf16", gemm_efficiency * arch.EMULATED_BF16_GEMM_RATE,
+                                   gemm_efficiency)
     efficiency = np.where(is_attn, attention.EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned,
                 peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,

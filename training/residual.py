@@ -348,6 +348,7 @@ class ResidualModel(Residual):
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
         self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
+        self.arch_codes = sorted({float(c) for c in X["gpu_arch"]}) if "gpu_arch" in X else []
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
         weight, groups = gpu_weights(gpus), np.asarray(groups, dtype=str)

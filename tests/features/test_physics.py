@@ -48,6 +48,20 @@ def test_cuda_core_gemms_on_dual_fp32_parts_get_the_fp32_only_half():
     assert on[0].bound == "dram"
 
 
+def test_bf16_gemms_without_bf16_hardware_run_at_the_emulated_fraction_of_the_cuda_core_rate(monkeypatch):
+    """Volta has no bf16 tensor cores or arithmetic: a bf16 GEMM runs on the CUDA cores at
+    `EMULATED_BF16_GEMM_RATE` of their rate; where the GPU has bf16 tensor peaks the rate plays no part."""
+    gemm = dict(kind="gemm", m=8192, n=8192, k=8192, dtype="bf16", tensor_core=True)
+    v100, a100 = _one(gemm, "v100-sxm2", sm_clock_mhz=900), _one(gemm, "a100", sm_clock_mhz=900)
+    assert not v100.tensor_core and v100.bound == "compute" and a100.tensor_core
+    monkeypatch.setattr(arch, "EMULATED_BF16_GEMM_RATE", 1.0)
+    assert v100.t_compute_s == pytest.approx(_one(gemm, "v100-sxm2", sm_clock_mhz=900).t_compute_s / 0.74)
+    assert a100.t_compute_s == _one(gemm, "a100", sm_clock_mhz=900).t_compute_s
+    # fp16, which Volta's tensor cores run, is untouched
+    fp16 = dict(gemm, dtype="fp16")
+    assert _one(fp16, "v100-sxm2", sm_clock_mhz=900).tensor_core
+
+
 def test_streaming_kernels_issue_their_instructions_at_the_sm_clock():
     """A 2^27-element fp32 softmax issues 40 instructions per element on 108 SMs x 64 lanes: at 900 MHz that takes
     longer than streaming its 1 GiB through DRAM, at 1410 MHz it does not."""

@@ -11,7 +11,11 @@ again when the H100-SXM took its measured DVFS idle table (issue 31: its physics
 stated their machine's host dispatch (issue 31: 18 us a launch against the default 25, so the H200's learned level
 no longer holds its host's speed; the model retrained on it, whose grid then chose depth 3 and 300 rounds over depth
 4 and 400; physics the same everywhere, hybrid energy moved a median 1.3-2.3 % by GPU on the others and 5.6 % on the
-H200, whose time rose a median 12.9 %; every flag and domain reason the same).
+H200, whose time rose a median 12.9 %; every flag and domain reason the same); and again when a GPU of an
+architecture the model was not trained on took physics' point (issue 31: the L40S, Ada, alone moved: hybrid energy a
+median -18.3 %, -30.7 to +4.3 %, time +2.1 %, -12.4 to +22.2 %; each interval spans the old one's point, mean energy
+width 74 -> 107 % of the estimate; each row's reasons add its architecture; flags the same; physics the same
+everywhere, the bf16 emulation on Volta touching no GPU here).
 
     python tests/reference/make_estimates.py      # rewrites estimates.parquet (only when results are meant to move)
 """

@@ -301,6 +301,32 @@ def test_each_side_of_the_interval_gets_its_own_conformal_margin():
     assert covered.mean() >= 0.9 and covered[groups == "e"].mean() >= 0.5
 
 
+def test_a_gpu_of_an_architecture_not_trained_on_gets_physics_point_with_the_pooled_spread():
+    """Two GPUs of one architecture (code 8.0) run 0.3 above physics. A new GPU of that architecture gets the pooled
+    bag's point; one of another architecture (7.0) gets physics' own, with an interval spanning the pooled one and
+    the same reach around physics, and says why; a GPU trained on is untouched by its architecture code."""
+    rng = np.random.default_rng(5)
+    gpus = np.repeat(["a", "b"], [120, 120])
+    X = _synthetic_features(rng, len(gpus)).assign(gpu_arch=8.0)
+    y = 0.3 + 0.01 * rng.normal(size=len(gpus))
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, np.tile(list("pqrst"), 48), gpus, grid=SMALL_GRID)
+    assert model.arch_codes == [8.0]
+    rows = X.iloc[:4]
+    kin, new = model.predict(rows, ["c"] * 4), model.predict(rows.assign(gpu_arch=7.0), ["c"] * 4)
+    for target in ("time", "energy"):
+        np.testing.assert_allclose(kin[target], 0.3, atol=0.05)
+        np.testing.assert_array_equal(new[target], 0.0)
+        lo, hi = kin[f"{target}_lo"], kin[f"{target}_hi"]
+        np.testing.assert_allclose(new[f"{target}_lo"], np.minimum(lo, lo - kin[target]), rtol=1e-6)
+        np.testing.assert_allclose(new[f"{target}_hi"], np.maximum(hi, hi - kin[target]), rtol=1e-6)
+    assert new["energy_lo"].max() < 0 < 0.3 < new["energy_hi"].min()
+    trained = model.predict(rows.assign(gpu_arch=7.0), ["a"] * 4)
+    np.testing.assert_allclose(trained["energy"], model.predict(rows, ["a"] * 4)["energy"], rtol=1e-6)
+    reasons = model.outside_domain(rows.assign(gpu_arch=7.0), ["c"] * 4)
+    assert all("architecture 7.0 not trained on (trained 8.0): physics' point" in " ".join(r) for r in reasons)
+    assert not any("architecture" in " ".join(r) for r in model.outside_domain(rows, ["c"] * 4))
+
+
 def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike():
     """Three GPUs told apart by a spec column; the third's corrections sit 0.3 above the others'. Trained on, it is
     learnt; left out, nothing says so and it is predicted about 0.3 low. As it weighs a third of the new-GPU scores

@@ -140,11 +140,13 @@ class Residual:
         names, row_of = _distinct(gpus)
         return np.isin(names, self.gpus)[row_of]
 
-    def work_seen(self, values: np.ndarray, columns: list[str], gpus: Sequence[str]) -> np.ndarray:
-        """Per row: its GPU was trained on work of the row's kind (`gpu_work`); True where the model records none."""
+    def work_seen(self, values: np.ndarray, columns: list[str], gpus: Sequence[str],
+                  kinds: np.ndarray | None = None) -> np.ndarray:
+        """Per row: its GPU was trained on work of the row's kind (`gpu_work`; the rows' kinds, `_kinds_of`, where
+        the caller has them); True where the model records none."""
         if not self.gpu_work:
             return np.ones(len(values), dtype=bool)
-        kinds = _kinds_of(values, columns)
+        kinds = _kinds_of(values, columns) if kinds is None else kinds
         if len(values) <= 64:  # a set beats np.isin's sort for the few rows of one estimate
             return np.array([k in self.gpu_work.get(str(g), ()) for k, g in zip(kinds.tolist(), gpus)], dtype=bool)
         names, row_of = _distinct(gpus)
@@ -173,27 +175,30 @@ class Residual:
         "name = value (trained low to high)", and, given the rows' GPUs, a GPU of an architecture not trained on and
         work of a kind its GPU was not trained on."""
         values, columns = X.to_numpy(dtype=np.float32), list(X.columns)
-        misses = self._domain_misses(values, columns)
+        at, _, _ = self._domain_layout(tuple(columns))
+        # each value outside its range, row by row and, within a row, in the domain's order of features
+        rows, features = np.nonzero(self._outside_block(values, columns))
         reasons: dict[int, list[str]] = {}
-        for c, (low, high) in self.domain.items():  # feature by feature: only the rows outside its range
-            rows = np.flatnonzero(misses[c])
-            trained = f" (trained {low:.3g} to {high:.3g})"
-            for i, value in zip(rows.tolist(), values[rows, columns.index(c)].tolist()):
-                reasons.setdefault(i, []).append(f"{c} = {value:.3g}{trained}")
+        if len(rows):
+            names, trained = list(self.domain), [f" (trained {low:.3g} to {high:.3g})" for low, high in
+                                                 self.domain.values()]
+            for i, j, value in zip(rows.tolist(), features.tolist(), values[rows, at[features]].tolist()):
+                reasons.setdefault(i, []).append(f"{names[j]} = {value:.3g}{trained[j]}")
         out: list[tuple[str, ...]] = [()] * len(values)
         for i, r in reasons.items():
             out[i] = tuple(r)
         if gpus is None:
             return out
         unseen = np.flatnonzero(~self.trained_on(gpus))
-        for i in unseen[~self.known_architecture(values[unseen], columns)].tolist():
+        for i in (unseen[~self.known_architecture(values[unseen], columns)] if len(unseen) else unseen).tolist():
             code = float(values[i, columns.index("gpu_arch")])
             trained = ", ".join(f"{c:.1f}" for c in self.arch_codes)
             out[i] = (*out[i], f"architecture {code:.1f} not trained on (trained {trained}): physics' point, its "
                                "interval spanning the pooled model's too")
         if not self.gpu_work:
             return out
-        kinds, seen = _kinds_of(values, columns), self.work_seen(values, columns, gpus)
+        kinds = _kinds_of(values, columns)
+        seen = self.work_seen(values, columns, gpus, kinds)
         notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
         for i in np.flatnonzero(~seen).tolist():
             k, g = str(kinds[i]), str(gpus[i])
@@ -202,10 +207,6 @@ class Residual:
                                                 "(the interval spans the pooled model's too)")
                 out[i] = (*out[i], note)
         return out
-
-    def _domain_misses(self, values: np.ndarray, columns: list[str]) -> dict[str, np.ndarray]:
-        """Domain feature -> per row, whether the value lies outside the training range and its margin."""
-        return dict(zip(self.domain, self._outside_block(values, columns).T))
 
     def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
         return ~self._outside_block(values, columns).any(axis=1)

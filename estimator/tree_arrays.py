@@ -52,9 +52,16 @@ CHUNK_PAIR_ENTRIES = 1 << 19
 # shipped model's 4,500 trees of depth 3: 576,000 float32, 2.3 MB), saves a lookup a tree and row (shared table of
 # leaves by code, then the leaf's value): 17.3 -> 15 us a row on 4,096 design rows.
 MAX_LEAF_BY_CODE = 1 << 21
+# Rows below which the coded path packs every decision at once (`TreeArrays._few_coded_leaves`): one estimate's
+# rows. Beyond, the byte loop packs eight rows to a word and keeps its blocks in cache.
+FEW_ROWS = 8
 _ARRAYS = ("feature", "threshold", "default_left", "value")
 # Where an int64's lower 32 bits lie in memory, as two float32s: first on a little-endian machine.
 _LOW_HALF = 0 if sys.byteorder == "little" else 1
+# Eight 0/1 bytes of a little-endian word times this put byte k's bit at bit 56 + k (their other products fall
+# below bit 56 without carrying into it, or past bit 63): the eight decisions packed as the product's top byte.
+_PACK_BYTES = 0x0102040810204080
+_LITTLE_U64 = np.dtype("<u8")
 
 
 def bag_margin(margins: Sequence[np.ndarray]) -> np.ndarray:
@@ -179,7 +186,17 @@ class TreeArrays:
         leaf_of_code = (node - splits).astype(np.intp)
         small = trees << splits <= MAX_LEAF_BY_CODE
         threshold = (pairs & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+        # the few-row path's tables: the pairs and a pad that never goes left (below -inf), each tree's splits
+        # padded with it to whole bytes of eight
+        width = -(-splits // 8) * 8
+        few_pair_of_split = np.full((trees, width), len(pairs), np.intp)
+        few_pair_of_split[:, :splits] = pair_of_split.reshape(trees, splits)
+        few_default_left = np.zeros((trees, width), bool)
+        few_default_left[:, :splits] = np.asarray(self.default_left, bool).reshape(trees, splits)
         return _Codes(feature=(pairs >> 32).astype(np.intp), threshold=threshold[:, None],
+                      few_feature=np.append(pairs >> 32, 0).astype(np.intp),
+                      few_threshold=np.append(threshold, np.float32(-np.inf))[:, None],
+                      few_pair_of_split=few_pair_of_split, few_default_left=few_default_left,
                       pair_of_split=pair_of_split.reshape(trees, splits).T.astype(np.intp),
                       default_left=np.asarray(self.default_left, bool).reshape(trees, splits).T,
                       leaf_of_code=leaf_of_code, first_leaf=(np.arange(trees, dtype=np.intp) << self.depth)[:, None],
@@ -195,6 +212,8 @@ class TreeArrays:
         through the code -> leaf table every tree shares."""
         c = self._codes
         n, (splits, trees) = len(x), c.pair_of_split.shape
+        if n < FEW_ROWS:
+            return self._few_coded_leaves(x, work)
         values = work.get("values", np.float32, (len(c.feature), n))
         np.take(np.ascontiguousarray(x.T), c.feature, axis=0, out=values, mode="clip")  # features are in range
         left = work.get("left", bool, (len(c.feature), n))
@@ -219,7 +238,31 @@ class TreeArrays:
                 code |= part.view(np.uint8).reshape(trees, n).astype(np.intp) << byte
             else:
                 code[...] = part.view(np.uint8).reshape(trees, n)
-        leaves = work.get("leaves", np.float32, (trees, n))
+        return self._leaves_of_codes(code, work.get("leaves", np.float32, (trees, n)))
+
+    def _few_coded_leaves(self, x: np.ndarray, work: "_Work") -> np.ndarray:
+        """`_coded_leaves` for a few rows (one estimate's): each tree's decisions gathered as eight bytes a word
+        (its splits in heap order, padded with a pair that never goes left), and each word's eight 0/1 bytes packed
+        into a byte by one multiplication (the byte k's bit lands at bit 56 + k of the product): a handful of calls
+        instead of the byte loop's five a split (one row of the shipped model's 4,500 trees: 40 against 79 us)."""
+        c = self._codes
+        values = np.ascontiguousarray(x.T)[c.few_feature]  # (pairs and the pad, rows)
+        # np.take, not fancy indexing: half the time for these 36,000 bytes a row
+        decisions = np.take(np.ascontiguousarray((values < c.few_threshold).T), c.few_pair_of_split, axis=1)
+        if np.isnan(x).any():  # a missing value takes the branch its split learned
+            decisions |= np.take(np.ascontiguousarray(np.isnan(values).T), c.few_pair_of_split,
+                                 axis=1) & c.few_default_left
+        words = decisions.view(_LITTLE_U64) * _LITTLE_U64.type(_PACK_BYTES)  # (rows, trees, bytes of the code)
+        words >>= np.uint64(56)
+        code = work.get("code", np.intp, (len(c.first_leaf), len(x)))
+        code[...] = words[..., 0].T
+        for byte in range(1, words.shape[-1]):
+            code |= words[..., byte].T.astype(np.intp) << (8 * byte)
+        return self._leaves_of_codes(code, work.get("leaves", np.float32, code.shape))
+
+    def _leaves_of_codes(self, code: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+        """Each tree's leaf value for each row's code, (trees, rows), into `leaves`; `code` is written over."""
+        c = self._codes
         if c.leaf_by_code is not None:
             code += c.first_code
             return np.take(c.leaf_by_code, code, out=leaves, mode="clip")
@@ -303,6 +346,10 @@ class _Codes:
     first_leaf: np.ndarray     # (trees, 1): each tree's first leaf in `TreeArrays.value`
     leaf_by_code: np.ndarray | None  # (trees * 2^splits,) float32: tree t's leaf value for code c at t 2^splits + c
     first_code: np.ndarray     # (trees, 1): each tree's first entry in `leaf_by_code`
+    few_feature: np.ndarray    # (pairs + 1,) `feature` and a pad's (0)
+    few_threshold: np.ndarray  # (pairs + 1, 1) float32: `threshold` and the pad's, -inf (never left)
+    few_pair_of_split: np.ndarray  # (trees, splits rounded up to 8): each tree's pairs, heap order, then the pad
+    few_default_left: np.ndarray   # (trees, the same): each split's branch for a missing value, the pad's False
 
 
 class _Work:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -18,17 +19,19 @@ from joulecast.features import kinds
 # A record's identity, its KEY_COLUMNS in order (its fields over the defaults): one C call, not a generator a record.
 _KEY_OF = operator.itemgetter(*KEY_COLUMNS)
 _FIELDS = frozenset(KERNEL_COLUMNS)
-_needed_by: tuple[Any, dict[str, frozenset[str]]] = (None, {})
+_needed_by: tuple[Any, Any] = (None, None)
 
 
-def _needs() -> dict[str, frozenset[str]]:
-    """Size column -> the kinds that need it positive: `kinds.REQUIRED_SIZES` by column, set again when the registry
-    is (a kind added)."""
+def _needs() -> tuple[list[str], dict[str, int], np.ndarray]:
+    """(the size columns some kind needs positive, each kind's row in the table, (kinds + 1, size columns) whether
+    the kind needs the column: `kinds.REQUIRED_SIZES` as a table, its last row for a kind it lacks), set again when
+    the registry is (a kind added)."""
     global _needed_by
     required = kinds.REQUIRED_SIZES
     if _needed_by[0] is not required:
-        columns = dict.fromkeys(n for sizes in required.values() for n in sizes)
-        _needed_by = (required, {n: frozenset(k for k, sizes in required.items() if n in sizes) for n in columns})
+        columns = list(dict.fromkeys(n for sizes in required.values() for n in sizes))
+        table = np.array([[n in sizes for n in columns] for sizes in required.values()] + [[False] * len(columns)])
+        _needed_by = (required, (columns, {k: i for i, k in enumerate(required)}, table))
     return _needed_by[1]
 
 
@@ -92,9 +95,11 @@ def _check_columns(col: Mapping[str, np.ndarray]) -> None:
             continue
         i = int(np.flatnonzero(~np.isin(col[name], allowed))[0])
         raise InputError(f"kernels[{i}].{name}", f"unknown {what}{col[name][i]!r}; allowed: {', '.join(allowed)}")
-    kind = col["kind"].tolist()
-    # a size column's non-positive rows only, each checked against its kind's needs (rows of other kinds hold 0s)
-    if any(kind[i] in needing for name, needing in _needs().items() for i in np.flatnonzero(col[name] <= 0).tolist()):
+    # every size a row's kind needs, all at once (rows of other kinds hold 0s): a non-positive one is reported below
+    columns, row_of_kind, needed = _needs()
+    at = np.fromiter(map(row_of_kind.get, col["kind"].tolist(), itertools.repeat(len(row_of_kind))), np.intp,
+                     len(col["kind"]))
+    if ((np.array([col[name] for name in columns]).T <= 0) & needed[at]).any():
         for k, sizes in kinds.REQUIRED_SIZES.items():  # the first kind's first size it lacks, as named in the registry
             rows = col["kind"] == k
             for name in sizes:

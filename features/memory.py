@@ -15,6 +15,7 @@ Approximations (stated, not measured):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import numpy as np
@@ -30,6 +31,13 @@ _FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0
 GIB = 2**30
 
 
+@functools.lru_cache(maxsize=256)
+def _forward(ops: tuple[str, ...]) -> np.ndarray:
+    """Per op name, whether its kernel belongs to the forward pass (not a backward kernel or an optimizer step): a
+    lowering's few names decided once, not on every estimate."""
+    return np.array([not (o.endswith(_BACKWARD_SUFFIXES) or o in _OPTIMIZER_OPS) for o in ops] or [False])
+
+
 def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, phase: np.ndarray,
                dtype: np.ndarray) -> dict[str, np.ndarray]:
     """Per workload (ids 0..n-1 in `columns["workload_id"]`): weights_bytes, optimizer_bytes (gradients and
@@ -39,17 +47,23 @@ def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, ph
     out_bytes = Labels.of(columns["acc_dtype"]).lookup(DTYPE_BYTES, 2.0)
     c = {name: np.asarray(columns[name], dtype=float) for name in
          ("batch", "m", "n", "rows", "cols", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "count")}
-    elements = np.select(
-        [kind == "gemm", kind == "conv2d", kind == "attention", kind == "elementwise"],
-        [c["batch"] * c["m"] * c["n"], c["m"] * c["n"], c["batch"] * c["heads"] * c["seq_q"] * c["head_dim"],
-         c["cols"]], c["rows"] * c["cols"])
+    # by kind (np.where in turn, not np.select: the same values at a third of its cost on one workload's rows)
+    attention = kind == "attention"
+    elements = np.where(kind == "gemm", c["batch"] * c["m"] * c["n"], np.where(
+        kind == "conv2d", c["m"] * c["n"], np.where(
+            attention, c["batch"] * c["heads"] * c["seq_q"] * c["head_dim"], np.where(
+                kind == "elementwise", c["cols"], c["rows"] * c["cols"]))))
     output = elements * out_bytes
-    forward = ~(op.test(lambda o: o.endswith(_BACKWARD_SUFFIXES)) | op.isin(_OPTIMIZER_OPS))
+    forward = _forward(tuple(op.names.tolist()))[op.codes]
     training = np.asarray(phase, dtype=str) == "training"
     saved = np.bincount(wid, np.where(forward, output * c["count"], 0.0), minlength=n)
-    largest = np.zeros(n)
-    np.maximum.at(largest, wid, np.where(forward, 2.0 * output, 0.0))
-    kv = np.where(kind == "attention", 2.0 * c["batch"] * c["kv_heads"] * c["seq_kv"] * c["head_dim"] * out_bytes
+    inputs_and_outputs = np.where(forward, 2.0 * output, 0.0)
+    if n == 1:  # one workload: its largest (ufunc.at costs several times a max)
+        largest = inputs_and_outputs.max(initial=0.0, keepdims=True)
+    else:
+        largest = np.zeros(n)
+        np.maximum.at(largest, wid, inputs_and_outputs)
+    kv = np.where(attention, 2.0 * c["batch"] * c["kv_heads"] * c["seq_kv"] * c["head_dim"] * out_bytes
                   * c["count"], 0.0)
     weight_width = Labels.of(dtype).lookup(DTYPE_BYTES, 2.0)
     weights = np.asarray(params, float) * weight_width

@@ -72,7 +72,7 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     # each rule on its own rows: a GEMM's tiles and traffic on the GEMM rows, and so on
     rule_rows = (is_gemm, is_attn, ~(is_gemm | is_attn))
     columns = {**k, "b_in": b_in, "b_out": b_out,
-               "implicit": kinds.per_kind(kind, lambda kk: kk.implicit_input) > 0}
+               "implicit": kinds.per_kind(kind, lambda kk: kk.implicit_input, key="implicit_input") > 0}
     t = _by_rule(rule_rows, columns, (lambda r: gemm.tiles(r, traits, gpu.sm_count, r["b_in"]),
                                       lambda r: attention.tiles(r, traits, gpu.sm_count),
                                       lambda r: streaming.tiles(r, traits)))

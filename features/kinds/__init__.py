@@ -64,9 +64,19 @@ def of_rule(rule: str) -> tuple[str, ...]:
     return tuple(name for name, kind in REGISTRY.items() if kind.rule == rule)
 
 
-def per_kind(kind: Any, value: Callable[[KernelKind], float], default: float = 0.0) -> np.ndarray:
-    """Per row of a `Labels` kind column, a number of its kind (looked up once per distinct kind)."""
-    return kind.lookup({name: float(value(k)) for name, k in REGISTRY.items()}, default)
+def per_kind(kind: Any, value: Callable[[KernelKind], float], default: float = 0.0, key: str | None = None
+             ) -> np.ndarray:
+    """Per row of a `Labels` kind column, a number of its kind (looked up once per distinct kind). A `key` names the
+    number: its table of kinds is then built once for the registry, not on every call (an estimate asks eight)."""
+    table = _PER_KIND.get(key) if key is not None else None
+    if table is None or table[0] is not REGISTRY:  # a kind added since (the registry replaced) builds it again
+        table = (REGISTRY, {name: float(value(k)) for name, k in REGISTRY.items()})
+        if key is not None:
+            _PER_KIND[key] = table
+    return kind.lookup(table[1], default)
+
+
+_PER_KIND: dict[str, tuple[Mapping[str, Any], dict[str, float]]] = {}  # key -> (the registry, kind -> number)
 
 
 def _discover() -> dict[str, KernelKind]:

@@ -48,12 +48,13 @@ def _param(kind: Any, name: str, default: float = 0.0) -> np.ndarray:
     def value(k: Any) -> float:
         v = getattr(k.streaming, name) if k.streaming else None
         return default if v is None else v
-    return per_kind(kind, value, default)
+    return per_kind(kind, value, default, key=f"streaming.{name}.{default}")
 
 
 def elements(k: Columns) -> np.ndarray:
     """Elements a streaming row moves: its `cols` for a flat kernel, `rows x cols` for one over rows."""
-    flat = per_kind(k["kind"], lambda kk: bool(kk.streaming and kk.streaming.elements == "cols")) > 0
+    flat = per_kind(k["kind"], lambda kk: bool(kk.streaming and kk.streaming.elements == "cols"),
+                    key="streaming.flat") > 0
     return np.where(flat, k["cols"], k["rows"] * k["cols"])
 
 
@@ -61,7 +62,7 @@ def tiles(k: Columns, traits: arch.ArchTraits) -> dict[str, np.ndarray]:
     """Grids (PyTorch ATen launch shapes, see `arch`): elementwise and embedding kernels 512 elements a CTA, norms
     a CTA a row, the persistent softmax 4 rows a CTA up to 1,024 columns and a row a CTA above."""
     moved = elements(k)
-    rule = per_kind(k["kind"], lambda kk: _CTAS[kk.streaming.ctas] if kk.streaming else 0)
+    rule = per_kind(k["kind"], lambda kk: _CTAS[kk.streaming.ctas] if kk.streaming else 0, key="streaming.ctas")
     softmax = np.where(k["cols"] <= arch.SOFTMAX_PERSISTENT_MAX_COLS, ceil_div(k["rows"], arch.SOFTMAX_ROWS_PER_CTA),
                        k["rows"])
     n = np.where(rule == _CTAS["softmax"], softmax,

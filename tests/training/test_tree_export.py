@@ -150,3 +150,20 @@ def test_a_codes_leaf_read_from_each_trees_table_or_the_shared_one_is_the_same(d
         assert (arrays._codes.leaf_by_code is None) == (limit == 0)
         for part in (rows, rows[:16], rows[:1]):
             np.testing.assert_array_equal(arrays.predict(part), expected[:len(part)])
+
+
+@pytest.mark.parametrize("depth", [2, 3, 4])
+def test_a_few_rows_packed_at_once_read_the_leaves_the_byte_loop_reads(data, depth):
+    """Fewer rows than FEW_ROWS (one estimate's) pack every split's decision in one multiplication a word, with the
+    splits padded to whole bytes (depth 4: two bytes a code); every count of rows below and at the threshold reads
+    XGBoost's float32 sums, missing values taking their default branch."""
+    from joulecast.estimator.tree_arrays import FEW_ROWS
+
+    X, y = data
+    booster = xgb.XGBRegressor(n_estimators=40, max_depth=depth, tree_method="hist").fit(X, y).get_booster()
+    arrays = from_booster(booster)
+    rows = np.random.default_rng(9).normal(size=(FEW_ROWS + 1, 6)).astype(np.float32)
+    rows[1::3, 0], rows[2, :] = np.nan, np.nan
+    expected = booster.inplace_predict(rows)
+    for n in range(1, FEW_ROWS + 2):
+        np.testing.assert_array_equal(arrays.predict(rows[:n]), expected[:n])

@@ -30,6 +30,7 @@ _INT_COLUMNS = ("batch", "m", "n", "k", "rows", "cols", "heads", "kv_heads", "se
 # The power-cap clock solve tries _CAP_GRID clocks per stage: three stages resolve 1/4096 of the clock range (under
 # 0.3 MHz, far under a 15 MHz DVFS step) in three vectorised passes instead of a bisection's twelve.
 _CAP_GRID, _CAP_STAGES = 16, 3
+_CAP_STEPS = np.linspace(0.0, 1.0, _CAP_GRID)
 # Kernel rows up to which every rule computes the whole table (`_by_rule`).
 _WHOLE_TABLE_ROWS = 256
 # Kernels x grid clocks evaluated in one pass below which the whole grid beats bisection (five passes' call costs).
@@ -95,7 +96,24 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned,
                 peak_flops_ref=np.where(on_tensor, tc_peak, cuda_peak) * 1e12,
                 peak_clock_ref=np.where(on_tensor, gpu.tensor_peak_clock_mhz, gpu.boost_clock_mhz),
-                cuda_flops_ref=cuda_peak * 1e12, efficiency=efficiency, b_in=b_in)
+                cuda_flops_ref=cuda_peak * 1e12, efficiency=efficiency, b_in=b_in,
+                **_clock_free(t["tiles"], moved["exec_flops"], on_tensor, gpu))
+
+
+def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, on_tensor: np.ndarray, gpu: GpuSpec
+                ) -> dict[str, np.ndarray]:
+    """The parts of `_timeline_and_power` that no clock changes, computed once an estimate instead of at each of
+    its clock solve's grids (the same operations in the same order: the same bits). Quantised per SM, not per wave:
+    CTAs sharing an SM share its throughput, and one left alone in a partial wave gets all of it, so the busiest
+    SM's tile count sets the time (256 tiles on 108 SMs cost 3 tile-times, not the 2 waves x 2 CTAs = 4 of a wave
+    count)."""
+    per_tile_flops = exec_flops / np.maximum(tiles_, 1)
+    active_sm_fraction = np.minimum(1.0, tiles_ / gpu.sm_count)
+    dram_share = np.minimum(1.0, active_sm_fraction / arch.DRAM_SATURATING_SM_FRACTION)
+    return dict(busiest_sm_flops=np.ceil(tiles_ / gpu.sm_count) * gpu.sm_count * per_tile_flops,
+                active_sm_fraction=active_sm_fraction,
+                dram_rate=gpu.memory_bandwidth_bps * arch.DRAM_EFFICIENCY * dram_share,
+                tensor_flops=np.where(on_tensor, exec_flops, 0.0), fma_flops=np.where(on_tensor, 0.0, exec_flops))
 
 
 def _by_rule(rule_rows: Sequence[np.ndarray], columns: Mapping[str, Any],
@@ -148,82 +166,102 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
     candidate clocks, which broadcasts)."""
     traits = arch.traits(gpu.architecture)
     peak = f["peak_flops_ref"] * clock_mhz / f["peak_clock_ref"]
-    per_tile_flops = f["exec_flops"] / np.maximum(f["tiles"], 1)
-    # Quantised per SM, not per wave: CTAs sharing an SM share its throughput, and one left alone in a partial wave
-    # gets all of it, so the busiest SM's tile count sets the time (256 tiles on 108 SMs cost 3 tile-times, not the
-    # 2 waves x 2 CTAs = 4 of a wave count).
-    t_compute = np.ceil(f["tiles"] / gpu.sm_count) * gpu.sm_count * per_tile_flops / (peak * f["efficiency"])
-    active_sm_fraction = np.minimum(1.0, f["tiles"] / gpu.sm_count)
-    dram_share = np.minimum(1.0, active_sm_fraction / arch.DRAM_SATURATING_SM_FRACTION)
+    t_compute = f["busiest_sm_flops"] / (peak * f["efficiency"])  # `_clock_free`
     clock_share = np.minimum(1.0, clock_mhz / (arch.DRAM_SATURATING_CLOCK_RATIO * gpu.boost_clock_mhz))
-    t_dram = f["dram_bytes"] / (gpu.memory_bandwidth_bps * arch.DRAM_EFFICIENCY * dram_share * clock_share)
+    t_dram = f["dram_bytes"] / (f["dram_rate"] * clock_share)
     l2_bandwidth = traits.l2_bytes_per_clock * clock_mhz * 1e6
     t_l2 = f["l2_bytes"] / (l2_bandwidth * arch.L2_EFFICIENCY)
     body = np.maximum(np.maximum(t_compute, t_dram), np.maximum(t_l2, arch.KERNEL_MIN_S))
     time = body + arch.LAUNCH_GAP_S
     cuda_peak = f["cuda_flops_ref"] * clock_mhz / gpu.boost_clock_mhz
-    u_tensor = np.where(f["on_tensor"], f["exec_flops"] / (time * peak), 0.0)
-    u_fma = np.where(f["on_tensor"], 0.0, f["exec_flops"] / (time * cuda_peak))
+    u_tensor = f["tensor_flops"] / (time * peak)  # 0 off the tensor cores
+    u_fma = f["fma_flops"] / (time * cuda_peak)    # 0 on them
     u_l2 = f["l2_bytes"] / (time * l2_bandwidth)
     u_dram = f["dram_bytes"] / (time * gpu.memory_bandwidth_bps)
-    u_sm = body / time * active_sm_fraction
+    u_sm = body / time * f["active_sm_fraction"]
     c = arch.POWER_COEFFICIENTS
     budget = gpu.power_limit_w - gpu.idle_power_max_clock_w
     chip = dynamic_scale(clock_mhz / gpu.boost_clock_mhz) * budget * (
         c["tensor"] * u_tensor + c["fma"] * u_fma + c["l2"] * u_l2 + c["sm"] * u_sm)
     dram_w = f["dram_bytes"] / time * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
-    power = idle_power_w(gpu, clock_mhz) * (1 + arch.HOT_STATIC_RATIO * u_sm) + chip + dram_w
+    static = idle_power_w(gpu, clock_mhz)
+    if arch.HOT_STATIC_RATIO:  # 0 as shipped: idle x 1, the same bits without the two passes
+        static = static * (1 + arch.HOT_STATIC_RATIO * u_sm)
+    power = static + chip + dram_w
     if power_only:
         return {"power_w": power}
-    bound = np.select([t_compute >= np.maximum(t_dram, t_l2), t_dram >= t_l2], [0, 1], 2)  # codes into BOUNDS
-    bound = Labels(np.where(body <= arch.KERNEL_MIN_S, 3, bound), BOUNDS)
+    # codes into BOUNDS (np.where in turn: np.select's values at a third of its cost on one workload's rows)
+    bound = np.where(body <= arch.KERNEL_MIN_S, 3, np.where(t_compute >= np.maximum(t_dram, t_l2), 0,
+                                                            np.where(t_dram >= t_l2, 1, 2)))
+    bound = Labels(bound, BOUNDS)
     return dict(t_compute_s=t_compute, t_dram_s=t_dram, t_l2_s=t_l2, time_s=time, u_tensor=u_tensor, u_fma=u_fma,
                 u_l2=u_l2, u_dram=u_dram, u_sm=u_sm, power_w=power, bound=bound)
 
 
 # The static features `_timeline_and_power` reads.
-_TIMELINE_INPUTS = ("peak_flops_ref", "peak_clock_ref", "exec_flops", "tiles", "efficiency", "dram_bytes", "l2_bytes",
-                    "cuda_flops_ref", "on_tensor")
+_TIMELINE_INPUTS = ("peak_flops_ref", "peak_clock_ref", "busiest_sm_flops", "efficiency", "dram_bytes", "dram_rate",
+                    "l2_bytes", "cuda_flops_ref", "tensor_flops", "fma_flops", "active_sm_fraction")
 
 
 def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float,
-                     over: np.ndarray) -> np.ndarray:
+                     over: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
     """Lower each over-limit kernel's clock (`over`) until its power meets the limit (as the GPU's power capping
-    does).
+    does): (every kernel's clock, the over-limit kernels' `_timeline_and_power` at theirs, or None where not kept).
 
     Power rises with the clock, so the highest fitting clock is found on a grid of candidates per kernel, then on a
-    finer grid between the last that fits and the first that does not.
+    finer grid between the last that fits and the first that does not. Where the last grid is evaluated whole (a
+    few kernels: one estimate's), it is evaluated in full, and each kernel's timeline at the clock it keeps is read
+    from it: that clock is its grid point's value to the bit, so no further pass over the table is needed.
     """
     sub = {name: f[name][over] for name in _TIMELINE_INPUTS}
     low = np.full(int(over.sum()), MIN_CLOCK_RATIO * gpu.boost_clock_mhz)
     high = clock[over].copy()
-    steps = np.linspace(0.0, 1.0, _CAP_GRID)
-    for _ in range(_CAP_STAGES):
-        fitting = _fitting_clocks(sub, gpu, low, high, steps, limit)
+    kept = None
+    for stage in range(_CAP_STAGES):
+        full = stage == _CAP_STAGES - 1 and len(low) * _CAP_GRID <= _CAP_GRID_AT_ONCE
+        fitting, grid_dyn = _fitting_clocks(sub, gpu, low, high, _CAP_STEPS, limit, full=full)
         last = np.maximum(fitting - 1, 0)  # none fits: the lowest clock, as the GPU would go no lower
-        low, high = low + (high - low) * steps[last], low + (high - low) * steps[np.minimum(last + 1, _CAP_GRID - 1)]
+        low, high = (low + (high - low) * _CAP_STEPS[last],
+                     low + (high - low) * _CAP_STEPS[np.minimum(last + 1, _CAP_GRID - 1)])
+        if grid_dyn is not None:
+            kernels = np.arange(len(last))
+            kept = {name: (Labels(v.codes[last, kernels], v.names) if isinstance(v, Labels) else v[last, kernels])
+                    for name, v in grid_dyn.items()}
     clock = clock.copy()
     clock[over] = low
-    return clock
+    return clock, kept
 
 
 def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, high: np.ndarray, steps: np.ndarray,
-                    limit: float) -> np.ndarray:
-    """Per kernel, how many clocks of its grid (`low + (high - low) * steps`) fit the power limit. Power rises with
-    the clock near any limit a GPU allows (one above its idle at the maximum clock; a measured idle table may dip,
-    the H100's by at most 0.18 W a 15 MHz step, near idle, at 360-510 MHz), so the fitting clocks are the grid's
-    first (a test checks it on every catalog GPU with a table or without): a few kernels (one estimate's) evaluate
-    the whole grid in one pass, many (a batch's) bisect, five passes at one clock a kernel, a third of the
+                    limit: float, full: bool = False) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
+    """Per kernel, how many clocks of its grid (`low + (high - low) * steps`) fit the power limit, and, where the
+    whole grid was evaluated and `full` asks, its whole timeline (grid clocks x kernels; else None). Power rises
+    with the clock near any limit a GPU allows (one above its idle at the maximum clock; a measured idle table may
+    dip, the H100's by at most 0.18 W a 15 MHz step, near idle, at 360-510 MHz), so the fitting clocks are the
+    grid's first (a test checks it on every catalog GPU with a table or without): a few kernels (one estimate's)
+    evaluate the whole grid in one pass, many (a batch's) bisect, five passes at one clock a kernel, a third of the
     arithmetic, for the same counts."""
     if len(low) * len(steps) <= _CAP_GRID_AT_ONCE:
         grid = low + (high - low) * steps[:, None]
-        return (_timeline_and_power(sub, gpu, grid, power_only=True)["power_w"] <= limit).sum(axis=0)
+        dyn = _timeline_and_power(sub, gpu, grid, power_only=not full)
+        return (dyn["power_w"] <= limit).sum(axis=0), dyn if full else None
     fitting, beyond = np.zeros(len(low), np.intp), np.full(len(low), len(steps), np.intp)
     while (open_ := fitting < beyond).any():
         middle = np.minimum((fitting + beyond) // 2, len(steps) - 1)  # fitting <= middle < beyond where open
         fits = _timeline_and_power(sub, gpu, low + (high - low) * steps[middle], power_only=True)["power_w"] <= limit
         fitting, beyond = np.where(open_ & fits, middle + 1, fitting), np.where(open_ & ~fits, middle, beyond)
-    return fitting
+    return fitting, None
+
+
+def _with_rows(column: np.ndarray | Labels, rows: np.ndarray, values: np.ndarray | Labels) -> np.ndarray | Labels:
+    """A copy of a column (numbers, or `Labels` of the same names) with the masked rows set to `values`."""
+    if isinstance(column, Labels):
+        codes = column.codes.copy()
+        codes[rows] = values.codes
+        return Labels(codes, column.names)
+    out = column.copy()
+    out[rows] = values
+    return out
 
 
 def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float | None) -> tuple[float, float]:
@@ -290,8 +328,11 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     dyn = _timeline_and_power(f, gpu, clock)
     over = dyn["power_w"] > limit
     if over.any():
-        clock = _solve_power_cap(f, gpu, clock, limit, over)
-        dyn = _timeline_and_power(f, gpu, clock)
+        clock, kept = _solve_power_cap(f, gpu, clock, limit, over)
+        if kept is None:
+            dyn = _timeline_and_power(f, gpu, clock)
+        else:  # the over-limit kernels' timelines at their clocks, the others' as they were
+            dyn = {name: _with_rows(v, over, kept[name]) for name, v in dyn.items()}
     dyn["power_w"] = np.minimum(dyn["power_w"], limit)
     count = f["count"].astype(float)
     energy = dyn["power_w"] * dyn["time_s"]

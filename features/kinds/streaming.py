@@ -4,13 +4,14 @@ launches them and their traffic, for every streaming row at once; each kind give
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from joulecast.features import arch
-from joulecast.features.kinds import per_kind
+from joulecast.features import kinds
 from joulecast.features.tiles import ceil_div
 
 Columns = Mapping[str, Any]
@@ -43,26 +44,60 @@ TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 
 
-def _param(kind: Any, name: str, default: float = 0.0) -> np.ndarray:
-    """Per row, its kind's streaming parameter `name` (`default` where the kind has none)."""
-    def value(k: Any) -> float:
-        v = getattr(k.streaming, name) if k.streaming else None
-        return default if v is None else v
-    return per_kind(kind, value, default, key=f"streaming.{name}.{default}")
+# Each row's kind's parameters (`kinds.Streaming`), as columns of one table: the elements it moves ("cols" or rows x
+# cols), its CTA rule (`_CTAS`), whether it reduces, its instructions an element, whether its ops are
+# transcendental, and its fixed FLOPs an element (NaN: by op); 0 (NaN) for a kind without streaming parameters.
+_FLAT, _CTA_RULE, _REDUCTION, _INSTRUCTIONS, _TRANSCENDENTAL, _FIXED_FLOPS = range(6)
+_BY_KIND: dict[tuple[str, ...], tuple[Mapping[str, Any], np.ndarray]] = {}  # kind names -> (registry, table)
+
+
+def _kind_row(kind: Any) -> list[float]:
+    p = kind.streaming if kind is not None else None
+    if p is None:
+        return [0.0, 0.0, 0.0, 0.0, 0.0, np.nan]
+    return [float(p.elements == "cols"), float(_CTAS[p.ctas]), float(p.reduction), float(p.instructions_per_element),
+            float(p.transcendental), np.nan if p.flops_per_element is None else float(p.flops_per_element)]
+
+
+def _by_kind(kind: Any) -> np.ndarray:
+    """(rows, parameters) each row's kind's streaming parameters: a table per set of kind names, built once for the
+    registry (again when a kind is added), read by the rows' codes."""
+    names = tuple(kind.names.tolist())
+    cached = _BY_KIND.get(names)
+    if cached is None or cached[0] is not kinds.REGISTRY:
+        table = np.array([_kind_row(kinds.REGISTRY.get(n)) for n in names] or [_kind_row(None)])
+        cached = _BY_KIND[names] = (kinds.REGISTRY, table)
+    return cached[1][kind.codes]
+
+
+@functools.lru_cache(maxsize=256)
+def _op_table(ops: tuple[str, ...]) -> np.ndarray:
+    """(ops, 4) per op name: operands read (one more for a backward op, which reads the saved input and the incoming
+    gradient), written, FLOPs an element and transcendental instructions an element; a backward op shares its
+    forward op's entries."""
+    rows = []
+    for op in ops or ("",):
+        forward = op.removesuffix("_bwd")
+        rows.append([INPUTS.get(forward, 1) + (op.endswith("_bwd")), OUTPUTS.get(forward, 1),
+                     FLOPS_PER_ELEMENT.get(forward, 1), TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0)])
+    return np.array(rows, dtype=float)
 
 
 def elements(k: Columns) -> np.ndarray:
     """Elements a streaming row moves: its `cols` for a flat kernel, `rows x cols` for one over rows."""
-    flat = per_kind(k["kind"], lambda kk: bool(kk.streaming and kk.streaming.elements == "cols"),
-                    key="streaming.flat") > 0
-    return np.where(flat, k["cols"], k["rows"] * k["cols"])
+    return _elements(k, _by_kind(k["kind"]))
+
+
+def _elements(k: Columns, params: np.ndarray) -> np.ndarray:
+    return np.where(params[:, _FLAT] > 0, k["cols"], k["rows"] * k["cols"])
 
 
 def tiles(k: Columns, traits: arch.ArchTraits) -> dict[str, np.ndarray]:
     """Grids (PyTorch ATen launch shapes, see `arch`): elementwise and embedding kernels 512 elements a CTA, norms
     a CTA a row, the persistent softmax 4 rows a CTA up to 1,024 columns and a row a CTA above."""
-    moved = elements(k)
-    rule = per_kind(k["kind"], lambda kk: _CTAS[kk.streaming.ctas] if kk.streaming else 0, key="streaming.ctas")
+    params = _by_kind(k["kind"])
+    moved = _elements(k, params)
+    rule = params[:, _CTA_RULE]
     softmax = np.where(k["cols"] <= arch.SOFTMAX_PERSISTENT_MAX_COLS, ceil_div(k["rows"], arch.SOFTMAX_ROWS_PER_CTA),
                        k["rows"])
     n = np.where(rule == _CTAS["softmax"], softmax,
@@ -73,27 +108,18 @@ def tiles(k: Columns, traits: arch.ArchTraits) -> dict[str, np.ndarray]:
                 ctas_per_sm=ones * per_sm, split_k=ones, tiles=np.maximum(n, 1), k_iters=ones)
 
 
-def _by_op(ops: Any, table: Mapping[str, float], default: float) -> np.ndarray:
-    """Per-row value of `table[op]` (backward ops share their forward op's entry); once per distinct op."""
-    return ops.lookup(table, default, key=lambda op: op.removesuffix("_bwd"))
-
-
 def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) -> dict[str, np.ndarray]:
     """Inputs small enough to stay in L2 after their producer wrote them are read from L2, not DRAM; outputs are
     written back to DRAM."""
-    kind, ops = k["kind"], k["op"]
-    moved = elements(k).astype(float)
-    n_in, n_out = _by_op(ops, INPUTS, 1), _by_op(ops, OUTPUTS, 1)
-    backward = ops.test(lambda op: op.endswith("_bwd"))
-    n_in = np.where(backward, n_in + 1, n_in)  # backward reads the saved input and the incoming gradient
-    read, write = moved * n_in * b_in, moved * n_out * b_out
+    params, ops = _by_kind(k["kind"]), k["op"]
+    by_op = _op_table(tuple(ops.names.tolist()))[ops.codes]
+    moved = _elements(k, params).astype(float)
+    read, write = moved * by_op[:, 0] * b_in, moved * by_op[:, 1] * b_out
     dram = np.where(read <= arch.L2_USABLE_FRACTION * l2_bytes, 0.0, read) + write
-    fixed = _param(kind, "flops_per_element", np.nan)
-    flops = moved * np.where(np.isnan(fixed), _by_op(ops, FLOPS_PER_ELEMENT, 1), fixed)
-    reductions = _param(kind, "reduction") > 0
-    # exec_flops counts 2 per lane-instruction, as the FP32 peak does (an FMA is 2 FLOPs)
-    transcendental = np.where(_param(kind, "transcendental") > 0,
-                              _by_op(ops, TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT, 0), 0.0)
-    issued = 2.0 * moved * (_param(kind, "instructions_per_element") + transcendental)
+    fixed = params[:, _FIXED_FLOPS]
+    flops = moved * np.where(np.isnan(fixed), by_op[:, 2], fixed)
+    reductions = params[:, _REDUCTION] > 0
+    transcendental = np.where(params[:, _TRANSCENDENTAL] > 0, by_op[:, 3], 0.0)
+    issued = 2.0 * moved * (params[:, _INSTRUCTIONS] + transcendental)
     return dict(flops=flops, exec_flops=np.maximum(flops, issued), dram_bytes=dram, l2_bytes=read + write,
                 smem_bytes=np.where(reductions, read, 0.0))

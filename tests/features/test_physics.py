@@ -157,17 +157,23 @@ def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeyp
         assert (np.diff(fits.astype(int), axis=0) <= 0).all()  # what the bisection stands on: a prefix fits
         expected = fits.sum(axis=0)
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
-        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit)
+        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit)[0]
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)
         np.testing.assert_array_equal(bisected, expected)
-        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit), expected)
+        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit)[0], expected)
+    # and every figure of the capped kernels the same, bit for bit: the whole grid's last stage is evaluated in full
+    # and read at each kernel's clock, the bisection's kernels are evaluated again at theirs
     capped = spec.power_limit_w * 0.6
     monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
-    bisected = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)[0]["sm_clock_mhz"]
+    bisected, bisected_totals = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)
     monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)
-    whole_grid = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)[0]["sm_clock_mhz"]
-    np.testing.assert_array_equal(bisected, whole_grid)
-    assert (bisected < spec.boost_clock_mhz).any()
+    whole_grid, whole_grid_totals = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)
+    for name in ("sm_clock_mhz", "time_s", "power_w", "energy_j", "t_compute_s", "t_dram_s", "t_l2_s", "u_tensor",
+                 "u_fma", "u_l2", "u_dram", "u_sm"):
+        np.testing.assert_array_equal(bisected[name], whole_grid[name], err_msg=name)
+    np.testing.assert_array_equal(bisected["bound"].strings(), whole_grid["bound"].strings())
+    np.testing.assert_array_equal(bisected_totals.energy_j, whole_grid_totals.energy_j)
+    assert (bisected["sm_clock_mhz"] < spec.boost_clock_mhz).any()
 
 
 def test_energy_rises_with_batch_and_sequence():

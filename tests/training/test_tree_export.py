@@ -56,6 +56,12 @@ def test_bags_walk_as_one_and_average_as_the_xgboost_path(data):
         np.testing.assert_array_equal(got, bag_margin(margins))
         np.testing.assert_allclose(got, np.mean(np.stack(margins), axis=0), rtol=1e-6)
         assert got.shape == margins[0].shape and bag_margin(margins[:1]) is margins[0]
+    # one row alone, every model summed in one block (the band's fewer rounds padded): each row's bits as in a batch
+    assert arrays._one_row is not None
+    batch = arrays.predict_models(fresh)
+    for i in range(len(fresh)):
+        for alone, together in zip(arrays.predict_models(fresh[i:i + 1]), batch):
+            np.testing.assert_array_equal(alone, together[i:i + 1])
 
 
 def test_trees_deeper_than_the_complete_layout_holds_are_refused(data):
@@ -167,3 +173,24 @@ def test_a_few_rows_packed_at_once_read_the_leaves_the_byte_loop_reads(data, dep
     expected = booster.inplace_predict(rows)
     for n in range(1, FEW_ROWS + 2):
         np.testing.assert_array_equal(arrays.predict(rows[:n]), expected[:n])
+
+
+def test_one_row_sums_every_model_at_once_as_a_batch_sums_each(data):
+    """One row's models are summed in one block, a bag of fewer rounds padded with leaves of 0: a point bag of 30
+    rounds and a two-quantile band bag of 12, three boosters each, give each row alone the bits a batch gives it,
+    and XGBoost's mean over the bag."""
+    X, y = data
+    bags = [[xgb.XGBRegressor(n_estimators=rounds, max_depth=3, random_state=seed, tree_method="hist", **params)
+             .fit(X, y).get_booster() for seed in range(3)]
+            for rounds, params in ((30, dict(objective="reg:absoluteerror")),
+                                   (12, dict(objective="reg:quantileerror", quantile_alpha=np.array([0.05, 0.95]))))]
+    arrays = from_models(bags)
+    index, _, spans = arrays._one_row
+    assert index.shape == (30, 3, 3) and spans == [(0, 1), (1, 2)]
+    rows = np.random.default_rng(10).normal(size=(6, 6)).astype(np.float32)
+    rows[::2, 3] = np.nan
+    batch = arrays.predict_models(rows)
+    for i in range(len(rows)):
+        for alone, together, bag in zip(arrays.predict_models(rows[i:i + 1]), batch, bags):
+            np.testing.assert_array_equal(alone, together[i:i + 1])
+            np.testing.assert_array_equal(alone, bag_margin([b.inplace_predict(rows[i:i + 1]) for b in bag]))

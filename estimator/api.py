@@ -6,7 +6,8 @@ The estimate is physics x exp(learned residual) (the hybrid); `estimator="physic
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import functools
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,8 +51,14 @@ class Estimate:
     outside_domain: tuple[str, ...] = ()         # out-of-domain: which features lie outside the training range
     memory_gb: float | None = None               # GPU memory the workload needs (GiB; `joulecast.features.memory`)
     memory_parts_gb: Mapping[str, float] = field(default_factory=dict)  # weights, optimizer, activations, KV cache
-    breakdown: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)  # by_kernel_class's columns
+    # by_kernel_class's columns, built on request (most callers never look: 24 us of a warm estimate)
+    breakdown_of: Callable[[], Mapping[str, np.ndarray]] = field(default=None, compare=False, repr=False)
     kernel_columns: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)
+
+    @property
+    def breakdown(self) -> Mapping[str, np.ndarray]:
+        """Per kernel class (and the host-bound idle time): kernel_class, launches, time_s, energy_j, energy_share."""
+        return self.breakdown_of()
 
     @property
     def by_kernel_class(self) -> pd.DataFrame:
@@ -182,8 +189,8 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
         launches=int(np.sum(features["launches"])),
         host_dispatch_s=float(totals.host_dispatch_s[0]),
-        breakdown=_breakdown(features, phys_t, float(totals.gpu_busy_s[0]), float(totals.idle_gap_energy_j[0]),
-                             e, t / phys_t, e / phys_e),
+        breakdown_of=functools.partial(_breakdown, features, phys_t, float(totals.gpu_busy_s[0]),
+                                       float(totals.idle_gap_energy_j[0]), e, t / phys_t, e / phys_e),
         kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),
         memory_parts_gb={k.removesuffix("_bytes"): float(v[0] / memory.GIB) for k, v in need.items()
                          if k != "total_bytes"}, **kw)

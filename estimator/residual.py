@@ -350,6 +350,8 @@ class _Gpus(list):
 
     @functools.cached_property
     def distinct(self) -> tuple[list[str], np.ndarray]:
+        if len(self) == 1:  # one estimate's GPU: no encoding to do
+            return [str(self[0])], np.zeros(1, np.int32)
         labels = Labels.of(np.asarray([str(g) for g in self], dtype=object))
         return [str(n) for n in labels.names], labels.codes
 

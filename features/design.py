@@ -139,8 +139,13 @@ def setting_features(spec: GpuSpec, sm_clock_mhz: np.ndarray, power_limit_w: np.
            "power_limit_ratio": np.asarray(power_limit_w, float) / spec.power_limit_w,
            "dtype_bytes": Labels.of(np.asarray(dtype, dtype=object)).lookup(DTYPE_BYTES, 2.0),
            "log_batch": np.log(np.asarray(batch, float)), "log_seq": np.log(np.asarray(seq, float))}
-    out.update({f"phase_{p}": (phase == p).astype(float) for p in PHASES})
+    # one-hot phases: each row's row of an identity table (all zeros for a phase not listed), in one gather
+    one_hot = _PHASE_ROWS[phase.lookup({p: i for i, p in enumerate(PHASES)}, len(PHASES)).astype(np.intp)]
+    out.update({f"phase_{p}": one_hot[:, i] for i, p in enumerate(PHASES)})
     return out
+
+
+_PHASE_ROWS = np.vstack([np.eye(len(PHASES)), np.zeros(len(PHASES))])
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,11 +196,29 @@ def design_from_physics(features: Mapping[str, np.ndarray], totals: physics.Phys
     clock = np.full(n, spec.boost_clock_mhz if sm_clock_mhz is None else sm_clock_mhz, float)
     limit = np.full(n, spec.power_limit_w if power_limit_w is None else power_limit_w, float)
     setting = setting_features(spec, clock, limit, dtype, phase, batch, seq)
-    gpu = {name: np.full(n, value) for name, value in gpu_features(spec).items()}
-    columns = {**aggregate(features, totals), **gpu, **setting}
+    gpu_names, gpu_values = _gpu_row(spec)
+    physics_columns = aggregate(features, totals)
     # One float block (a frame from a 2-D array is built ten times faster than from 48 separate columns), stacked
     # as rows and transposed: a third of np.column_stack's cost on one workload, the same values
-    return Design(np.ascontiguousarray(np.array(list(columns.values()), dtype=float).T), list(columns))
+    block = np.concatenate([np.array(list(physics_columns.values()), dtype=float),
+                            np.broadcast_to(gpu_values[:, None], (len(gpu_values), n)),
+                            np.array(list(setting.values()), dtype=float)])
+    return Design(np.ascontiguousarray(block.T), [*physics_columns, *gpu_names, *setting])
+
+
+_GPU_ROWS: dict[int, tuple[GpuSpec, list[str], np.ndarray]] = {}  # id -> (the spec, `gpu_features`' names, values)
+
+
+def _gpu_row(spec: GpuSpec) -> tuple[list[str], np.ndarray]:
+    """`gpu_features` of a spec as (names, values), taken once a spec object (a catalog's few, a sweep's
+    hypothetical ones: at most 256 kept)."""
+    cached = _GPU_ROWS.get(id(spec))
+    if cached is None or cached[0] is not spec:
+        if len(_GPU_ROWS) >= 256:
+            _GPU_ROWS.clear()
+        features = gpu_features(spec)
+        cached = _GPU_ROWS[id(spec)] = (spec, list(features), np.array(list(features.values()), dtype=float))
+    return cached[1], cached[2]
 
 
 def setting_groups(gpus: Sequence[str], clocks: np.ndarray, limits: np.ndarray

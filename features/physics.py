@@ -66,7 +66,8 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     b_in = k["dtype"].lookup(DTYPE_BYTES, 2.0)
     b_out = k["acc_dtype"].lookup(DTYPE_BYTES, 2.0)
     kind = k["kind"]
-    is_gemm, is_attn = kind.isin(kinds.of_rule("gemm")), kind.isin(kinds.of_rule("attention"))
+    rule = kinds.per_kind(kind, lambda kk: kinds.RULES.index(kk.rule), -1, key="rule")  # one lookup for both
+    is_gemm, is_attn = rule == kinds.RULES.index("gemm"), rule == kinds.RULES.index("attention")
     # Tensor cores need a dtype the GPU has tensor peaks for (no bf16 on Volta): otherwise the CUDA-core path.
     tc_peak = k["dtype"].lookup(gpu.tensor_tflops, 0.0)
     k["tensor_core"] = k["tensor_core"].astype(bool) & (tc_peak > 0)

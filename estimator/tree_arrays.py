@@ -134,6 +134,16 @@ class TreeArrays:
         mean = sums[0] if len(sums) == 1 else sums.astype(np.float64).mean(axis=0)
         return [mean[first:first + 1] if k == 1 else mean[None, first:first + k] for first, k in spans]
 
+    def joined(self, other: "TreeArrays") -> "TreeArrays | None":
+        """These models then `other`'s as one set of arrays, so that one read walks both (`predict_models` gives
+        this one's margins, then the other's); None where their trees are held at different depths."""
+        if other.depth != self.depth:
+            return None
+        trees = len(self.value) >> self.depth
+        return TreeArrays(groups=self.groups + tuple(g + trees for g in other.groups),
+                          base_scores=self.base_scores + other.base_scores, depth=self.depth,
+                          **{n: np.concatenate([getattr(self, n), getattr(other, n)]) for n in _ARRAYS})
+
     def predict_members(self, values: np.ndarray) -> list[list[np.ndarray]]:
         """Per model, each booster's raw margins, float32: (rows,) for one target or (rows, targets)."""
         return [[s[i, 0] if s.shape[1] == 1 else s[i].T for i in range(len(s))] for s in self._stacked(values)]

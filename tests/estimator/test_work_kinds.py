@@ -64,3 +64,22 @@ def test_a_kind_the_gpu_was_trained_on_keeps_its_level(shipped):
     now, before = (joulecast.estimate(served, "h100-sxm", estimator=m) for m in (shipped, trusting))
     assert now.energy_j == before.energy_j and now.energy_interval_j == before.energy_interval_j
     assert not any("trained on" in r and "only" in r for r in now.outside_domain)
+
+
+def test_one_row_of_another_kind_reads_both_sets_of_trees_at_once_with_the_same_bits(shipped, monkeypatch):
+    """One estimate of a kind its GPU was not trained on needs the level's bags and the pooled ones: read together
+    (the two tree arrays joined) they give every correction and bound that two reads give, bit for bit, and a
+    batch's row the same."""
+    from joulecast.estimator import residual
+
+    works = [joulecast.workload("llama-3-8b", batch=8, seq=1024), joulecast.workload("gpt2", batch=4, seq=256)]
+    X, _, _ = design_block(works, joulecast.gpu("h100-sxm"), None, None)
+    one = X.take(np.array([0]))
+    joined = shipped.predict(one, ["h100-sxm"])
+    batch = shipped.predict(X, ["h100-sxm"] * 2)
+    monkeypatch.setattr(residual, "_joined", lambda own, pooled: None)
+    apart = shipped.predict(one, ["h100-sxm"])
+    assert not joined["in_domain"][0]
+    for key in ("time", "energy", "time_lo", "time_hi", "energy_lo", "energy_hi"):
+        np.testing.assert_array_equal(joined[key], apart[key], err_msg=key)
+        np.testing.assert_array_equal(joined[key], batch[key][:1], err_msg=key)

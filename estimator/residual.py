@@ -126,11 +126,16 @@ class Residual:
         (`joulecast.training.residual.MIN_ROWS_PER_GPU_MARGIN`), the largest of the pooled, the new-GPU and its own
         rows' margins; else the pooled margins."""
         own, pooled = self.conformal_by_gpu.get(target, {}), self.conformal[target]
-        little = np.maximum(pooled, self.conformal_new_gpu.get(target, pooled))
-        few = {g: np.maximum(little, m).tolist() for g, m in self.conformal_few_rows.get(target, {}).items()}
         names, row_of = _distinct(gpus)  # a batch holds few GPUs: each looked up once
-        return np.array([own.get(g, few.get(g, little.tolist()) if g in self.gpus else pooled)
-                         for g in names], dtype=float).reshape(-1, 2)[row_of]
+        margins = []
+        for g in names:
+            if g in own or g not in self.gpus:
+                margins.append(own.get(g, pooled))
+                continue
+            little = np.maximum(pooled, self.conformal_new_gpu.get(target, pooled))
+            few = self.conformal_few_rows.get(target, {}).get(g)
+            margins.append(little if few is None else np.maximum(little, few))
+        return np.array(margins, dtype=float).reshape(-1, 2)[row_of]
 
     def trained_on(self, gpus: Sequence[str]) -> np.ndarray:
         """Per row: whether its GPU is one the model was trained on."""
@@ -244,23 +249,23 @@ class Residual:
         pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
                                                            np.zeros(len(odd), bool), raws)
         out: dict[str, np.ndarray] = {"in_domain": inside}
+        widen = np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN)
+        features_widen = np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN)
         for target in TARGETS:
             point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
             out[target] = point
             floor = self.band_floor.get(target, (0.0, 0.0))
-            lo, hi = _interval(point, band[:, 0], band[:, 1], self._margins(target, gpus),
-                               np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
+            lo, hi = _interval(point, band[:, 0], band[:, 1], self._margins(target, gpus), widen, floor)
             new_gpu = self.conformal_new_gpu.get(target)
             if new_gpu is not None and not seen.all():
                 # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
-                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], new_gpu,
-                                           np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN), floor)
+                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], new_gpu, features_widen, floor)
                 lo, hi = np.where(seen, lo, np.minimum(lo, new_lo)), np.where(seen, hi, np.maximum(hi, new_hi))
             if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
                 p_point, p_band = pooled[target, False], pooled[target, True].reshape(len(odd), 2)
                 p_lo, p_hi = _interval(p_point, p_band[:, 0], p_band[:, 1],
                                        new_gpu if new_gpu is not None else self.conformal[target],
-                                       np.where(features_inside[odd], 1.0, OUT_OF_DOMAIN_WIDEN), floor)
+                                       features_widen[odd], floor)
                 lo[odd], hi[odd] = np.minimum(lo[odd], p_lo), np.maximum(hi[odd], p_hi)
             if new_arch.any():  # a new architecture: physics' point, the interval spanning the pooled one's too
                 shift = np.where(new_arch, point, 0.0)
@@ -275,7 +280,11 @@ class Residual:
         """(target, band) -> point (or band) log corrections: on a GPU trained on, its level plus the trees around
         it; on another, the pooled bags'. `raws` (pooled? -> `_raw`'s margins) where every row's were read."""
         out: dict[tuple[str, bool], np.ndarray] = {}
-        for pooled, rows in ((False, np.flatnonzero(seen)), (True, np.flatnonzero(~seen))):
+        if seen.all() or not seen.any():  # one kind of GPU (one estimate's): every row read alike
+            parts = ((bool(len(seen)) and not seen[0], np.arange(len(values))),)
+        else:
+            parts = ((False, np.flatnonzero(seen)), (True, np.flatnonzero(~seen)))
+        for pooled, rows in parts:
             if not len(rows):
                 continue
             everyone = len(rows) == len(values)

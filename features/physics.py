@@ -58,7 +58,8 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     """Clock-independent features: tiles, waves, FLOPs, bytes."""
     k = dict(kernels)
     for c in _INT_COLUMNS:
-        k[c] = k[c].astype(np.int64, copy=False)
+        if k[c].dtype != np.int64:  # a built table's already are: no call for each
+            k[c] = k[c].astype(np.int64)
     for c in STRING_COLUMNS:  # compared and looked up as codes, not as Python strings
         k[c] = Labels.of(k[c])
     check_dtypes(gpu, k["dtype"])
@@ -254,6 +255,12 @@ def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, h
     return fitting, None
 
 
+def _per_workload(value: float | np.ndarray, n: int) -> np.ndarray:
+    """A number per workload: an array of them as it is, one number for all broadcast."""
+    value = np.asarray(value, dtype=float)
+    return value if value.shape == (n,) else np.broadcast_to(value, (n,))
+
+
 def _with_rows(column: np.ndarray | Labels, rows: np.ndarray, values: np.ndarray | Labels) -> np.ndarray | Labels:
     """A copy of a column (numbers, or `Labels` of the same names) with the masked rows set to `values`."""
     if isinstance(column, Labels):
@@ -337,14 +344,14 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     dyn["power_w"] = np.minimum(dyn["power_w"], limit)
     count = f["count"].astype(float)
     energy = dyn["power_w"] * dyn["time_s"]
-    wid = f.get("workload_id", np.zeros(rows, dtype=np.int64)).astype(np.int64)
+    wid = f["workload_id"].astype(np.int64, copy=False) if "workload_id" in f else np.zeros(rows, np.int64)
     n = int(wid.max()) + 1
     busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
     dispatched = np.where(f["op"].isin(arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
-    per_launch = np.broadcast_to(np.asarray(host_dispatch_s, dtype=float), (n,))
+    per_launch = _per_workload(host_dispatch_s, n)
     host = np.bincount(wid, dispatched, minlength=n) * per_launch
     overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
-    serial = np.broadcast_to(np.asarray(serial_host_s, dtype=float), (n,))
+    serial = _per_workload(serial_host_s, n)
     idle = float(idle_power_w(gpu, clock0))
     gap_energy = idle * (overlapped - busy + serial * np.asarray(serial_power_over_idle, dtype=float))
     totals = PhysicsTotals(time_s=overlapped + serial,

@@ -63,9 +63,42 @@ def test_a_structure_the_polynomial_misses_is_lowered_one_by_one(monkeypatch):
         assert template("llama-3-8b", "prefill", "bf16", "flash", None) is None
         frame = pd.DataFrame({"model": "llama-3-8b", "gpu": "a10", "batch": [1, 4], "seq": [128, 256]})
         out = joulecast.estimate_many(frame, estimator="physics")
-    finally:
+        for row in out.itertuples():
+            one = joulecast.estimate(joulecast.workload("llama-3-8b", batch=row.batch, seq=row.seq), "a10",
+                                     estimator="physics")
+            assert row.energy_j == pytest.approx(one.energy_j, rel=1e-12)
+    finally:  # the templates made under the patched checks (None) are not kept for later tests
         template.cache_clear()
-    for row in out.itertuples():
-        one = joulecast.estimate(joulecast.workload("llama-3-8b", batch=row.batch, seq=row.seq), "a10",
-                                 estimator="physics")
-        assert row.energy_j == pytest.approx(one.energy_j, rel=1e-12)
+
+
+@pytest.mark.parametrize("model, phase, batch, seq, attention, engine, fusions, lowered", [
+    ("llama-3-8b", "prefill", 8, 1024, "flash", None, (), False),
+    ("llama-3-70b", "training", 4, 4096, "flash", None, ("norm", "rope"), False),
+    ("mistral-7b", "decode", 64, 512, "flash", "vllm-0.5.4", (), False),
+    ("resnet-101", "inference", 16, None, "flash", None, (), False),
+    ("gpt2", "prefill", 1, 64, "eager", None, (), True),          # two kernels meet at 64 tokens (the head width)
+    ("llama-3-8b", "prefill", 2, 1, "flash", "vllm-0.5.4", (), True),  # one token meets the engine's decode swap
+])
+def test_a_catalog_workload_is_its_templates_value_or_else_lowered(model, phase, batch, seq, attention, engine,
+                                                                    fusions, lowered, monkeypatch):
+    """`joulecast.workload` of a catalog model takes its kernel table from the structure's template, identical to
+    the lowering's (rows, order, values, dtypes, weight count); where two of the template's rows meet at the size,
+    or a one-token prefill meets an engine's decode swap, it lowers instead."""
+    from joulecast.data.kernels import KERNEL_COLUMNS
+    from joulecast.features import lowering
+    from joulecast.features.kernel_table import kernel_columns
+
+    kwargs = dict(phase=phase, batch=batch, seq=seq, attention=attention, engine=engine, fusions=fusions)
+    joulecast.workload(model, **kwargs)  # the template built
+    config = resolve_model(model)[0]
+    records, params = lowering.lower(config, phase=lowering.normal_phase(config, phase), batch=batch, seq=seq,
+                                     dtype="bf16", attention=attention, fusions=fusions)
+    expected = kernel_columns(lowering.engine_records(records, engine))
+    calls = []
+    real = lowering.lower
+    monkeypatch.setattr(lowering, "lower", lambda *a, **k: calls.append(1) or real(*a, **k))
+    w = joulecast.workload(model, **kwargs)
+    assert bool(calls) == lowered and w.params == params
+    for name in KERNEL_COLUMNS:
+        assert w.columns[name].dtype == expected[name].dtype, name
+        np.testing.assert_array_equal(w.columns[name], expected[name], err_msg=name)

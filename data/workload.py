@@ -10,6 +10,7 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.kernels import as_columns, kernel_table_hash
+from joulecast.data.labels import Labels
 
 PHASES = ("prefill", "decode", "training", "inference")
 LAUNCH_MODES = ("eager", "graph")
@@ -107,6 +108,17 @@ class Workload:
     params: int | None = None     # weight elements (None where unknown, as for a kernel list)
     host_dispatch_s: float | None = None
     _frame: list = field(default_factory=list, compare=False, repr=False)  # the DataFrame, once built
+    # String columns already encoded where the table was built from codes: name -> (the column, its `Labels`),
+    # read only while `columns` still holds that very array (`encoded_columns`)
+    encoded: Mapping[str, tuple[np.ndarray, Labels]] = field(default_factory=dict, compare=False, repr=False)
+
+    def encoded_columns(self) -> dict[str, np.ndarray | Labels]:
+        """The kernel table's columns, each string column as its `Labels` where the table came with them."""
+        columns = dict(self.columns)
+        for name, (array, labels) in self.encoded.items():
+            if columns.get(name) is array:
+                columns[name] = labels
+        return columns
 
     @classmethod
     def from_table(cls, table: pd.DataFrame | Mapping[str, np.ndarray], **fields: object) -> "Workload":

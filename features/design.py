@@ -24,7 +24,8 @@ def physics_batch(workloads: Sequence[Workload], gpu: GpuSpec, sm_clock_mhz: flo
                   power_limit_w: float | None) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
     """One physics pass over several workloads on one GPU at one setting (per-kernel columns, per-workload totals)."""
     if len(workloads) == 1:  # a single estimate: no stacking (a copy of the table) needed
-        kernels = {**workloads[0].columns, "workload_id": np.zeros(len(workloads[0].columns["count"]), np.int64)}
+        w = workloads[0]
+        kernels = {**w.encoded_columns(), "workload_id": np.zeros(len(w.columns["count"]), np.int64)}
     else:
         kernels = stack({i: w.columns for i, w in enumerate(workloads)})
     return physics_columns(kernels, gpu, sm_clock_mhz, power_limit_w, [w.launch_mode for w in workloads],

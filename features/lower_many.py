@@ -138,10 +138,12 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
 
 
 def catalog_columns(model: str, phase: str, batch: int, seq: int | None, dtype: str, attention: str,
-                    engine: str | None, fusions: tuple[str, ...]) -> tuple[dict[str, np.ndarray], int] | None:
+                    engine: str | None, fusions: tuple[str, ...]
+                    ) -> tuple[dict[str, np.ndarray], dict[str, Labels], int] | None:
     """One configuration of a catalog model, already checked (`lowering.check_lowering`): its kernel columns as
     `lowering.workload` builds them (strings as object arrays, rows in the same order) from its structure's
-    template, and its weight elements; None where only the lowering can give them: a structure the polynomial
+    template, the string columns' `Labels` (the template's codes: physics need not encode them again), and its
+    weight elements; None where only the lowering can give them: a structure the polynomial
     misses, a prefill of one token meeting the engine's decode-attention swap, or rows that meet at this size
     (a lowering merges them). One llama-3-8b prefill: about 20 against 100 us lowered."""
     if engine and seq == 1 and phase != "decode":
@@ -153,7 +155,7 @@ def catalog_columns(model: str, phase: str, batch: int, seq: int | None, dtype: 
     if t.coincide(columns):
         return None
     del columns["workload_id"]
-    return plain(columns), t.params
+    return plain(columns), {name: v for name, v in columns.items() if isinstance(v, Labels)}, t.params
 
 
 def _merged(fixed: dict[str, Any], coefficients: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

@@ -180,8 +180,10 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         checked_batch, checked_seq = check_lowering(config, phase=phase, batch=batch, seq=seq, dtype=dtype,
                                                     attention=attention)
         built = lower_many.catalog_columns(name, phase, checked_batch, checked_seq, dtype, attention, engine, fusions)
+    encoded = {}
     if built is not None:
-        columns, params = built
+        columns, labels, params = built
+        encoded = {name: (columns[name], v) for name, v in labels.items()}
     else:
         records, params = lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
                                 lm_head=lm_head, fusions=fusions)
@@ -193,4 +195,4 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
                     columns=columns,
                     model=name, phase=phase, batch=batch, seq=None if models.family(config) in _VISION else seq,
                     dtype=dtype, source=source, launch_mode=launch_mode, engine=engine, params=params,
-                    host_dispatch_s=host_dispatch_s)
+                    host_dispatch_s=host_dispatch_s, encoded=encoded)

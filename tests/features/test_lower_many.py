@@ -102,3 +102,20 @@ def test_a_catalog_workload_is_its_templates_value_or_else_lowered(model, phase,
     for name in KERNEL_COLUMNS:
         assert w.columns[name].dtype == expected[name].dtype, name
         np.testing.assert_array_equal(w.columns[name], expected[name], err_msg=name)
+
+
+def test_a_templates_codes_travel_with_its_workload_only_while_its_columns_do():
+    """A workload built from a template carries its string columns' codes, which physics reads instead of encoding
+    the strings again; a copy whose columns were replaced falls back to its own strings."""
+    import dataclasses
+
+    from joulecast.data.labels import Labels
+
+    w = joulecast.workload("llama-3-8b", batch=8, seq=1024)
+    encoded = w.encoded_columns()
+    assert {n for n, v in encoded.items() if isinstance(v, Labels)} == {"kind", "op", "dtype", "acc_dtype"}
+    for name in ("kind", "op", "dtype", "acc_dtype"):
+        np.testing.assert_array_equal(encoded[name].strings(), w.columns[name])
+    swapped = dataclasses.replace(w, columns={**w.columns, "op": np.full(len(w.columns["op"]), "linear", object)})
+    assert not isinstance(swapped.encoded_columns()["op"], Labels)
+    assert isinstance(swapped.encoded_columns()["kind"], Labels)

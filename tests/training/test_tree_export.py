@@ -153,7 +153,7 @@ def test_a_codes_leaf_read_from_each_trees_table_or_the_shared_one_is_the_same(d
     for limit in (0, 1 << 30):
         monkeypatch.setattr(tree_arrays, "MAX_LEAF_BY_CODE", limit)
         arrays = from_booster(booster)
-        assert (arrays._codes.leaf_by_code is None) == (limit == 0)
+        assert (arrays._leaf_by_code is None) == (limit == 0)
         for part in (rows, rows[:16], rows[:1]):
             np.testing.assert_array_equal(arrays.predict(part), expected[:len(part)])
 

@@ -166,12 +166,14 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
-    corr = _corrections(model, X, [spec.name])
+    # the corrections, and where the model can, the reasons an estimate is out of domain from the same checks
+    explain = getattr(model, "predict_explained", None)
+    corr, reasons = explain(X, [spec.name]) if explain is not None else (_corrections(model, X, [spec.name]), None)
     # the physics pass's columns: its labels already encoded
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
                              np.array([workload.dtype or "bf16"]))
     memory_flag = memory_flags(need["total_bytes"], spec)[0]
-    kw: dict[str, Any] = {"flags": (memory_flag,) if memory_flag else ()}
+    kw: dict[str, Any] = {"flags": (str(memory_flag),) if memory_flag else ()}
     t, e = phys_t, phys_e
     if corr is not None:
         h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit).items()}
@@ -182,7 +184,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
                   flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f) + kw["flags"],
-                  outside_domain=() if inside else model.outside_domain(X, [spec.name])[0])
+                  outside_domain=() if inside else (reasons or model.outside_domain(X, [spec.name]))[0])
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=clock, power_limit_w=limit,

@@ -79,14 +79,19 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
         idx = np.concatenate([p[1] for p in pending])
         gpus = np.concatenate([np.full(len(p[1]), p[2], dtype=object) for p in pending]).tolist()
         time_s, energy_j = (np.concatenate([getattr(p[3], a) for p in pending]) for a in ("time_s", "energy_j"))
-        corr = _corrections(model, X, gpus)
+        # the reasons out of domain from the checks the corrections made, where the model gives them so
+        explain = getattr(model, "predict_explained", None)
+        corr, reasons = explain(X, gpus) if explain is not None else (_corrections(model, X, gpus), None)
         hybrid = combine(time_s, energy_j, corr, np.concatenate([np.full(len(p[1]), p[4]) for p in pending]))
         for name, values in hybrid.items():
             out[name][idx] = values
         in_domain[idx] = corr["in_domain"]
         away = np.flatnonzero(~corr["in_domain"])
         if len(away):
-            reasons = model.outside_domain(X.take(away), [gpus[i] for i in away])
+            if reasons is None:
+                reasons = model.outside_domain(X.take(away), [gpus[i] for i in away])
+            else:
+                reasons = [reasons[i] for i in away.tolist()]
             outside[idx[away]] = ["; ".join(r) for r in reasons]
         pending.clear()
 

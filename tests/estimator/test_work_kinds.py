@@ -83,3 +83,23 @@ def test_one_row_of_another_kind_reads_both_sets_of_trees_at_once_with_the_same_
     for key in ("time", "energy", "time_lo", "time_hi", "energy_lo", "energy_hi"):
         np.testing.assert_array_equal(joined[key], apart[key], err_msg=key)
         np.testing.assert_array_equal(joined[key], batch[key][:1], err_msg=key)
+
+
+def test_reasons_read_from_the_predictions_checks_are_outside_domains(shipped):
+    """`predict_explained` gives `predict`'s corrections and, from the checks the prediction made, the reasons
+    `outside_domain` gives each row: a kind of work its GPU has no rows of, a feature out of range, a GPU of an
+    architecture not trained on, and none for a row in the domain."""
+    rows = [("llama-3-8b", "prefill", 8, 1024, "h100-sxm"), ("llama-3-70b", "training", 4, 4096, "h200"),
+            ("gpt2", "prefill", 8, 512, "l40s"), ("llama-3-8b", "decode", 16, 1024, "h200")]
+    blocks = [design_block([joulecast.workload(m, phase=p, batch=b, seq=s)], joulecast.gpu(g), None, None)[0]
+              for m, p, b, s, g in rows]
+    X = dataclasses.replace(blocks[0], values=np.concatenate([b.values for b in blocks]))
+    gpus = [r[-1] for r in rows]
+    corrections, reasons = shipped.predict_explained(X, gpus)
+    assert reasons == shipped.outside_domain(X, gpus)
+    alone = shipped.predict(X, gpus)
+    for key, values in alone.items():
+        np.testing.assert_array_equal(corrections[key], values, err_msg=key)
+    assert "forward work on h100-sxm" in reasons[0][0] and reasons[1][0].startswith("log_flops = ")
+    assert any("architecture" in r for r in reasons[2])
+    assert corrections["in_domain"][3] and reasons[3] == ()

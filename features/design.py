@@ -99,6 +99,15 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
     def weighted(values: np.ndarray) -> np.ndarray:
         return np.bincount(wid, t * values, minlength=n) / busy
 
+    traits = ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")
+    if n == 1:  # one workload: its time-weighted traits summed as one block, row by row as bincount adds them (a
+        # C-ordered (rows, traits) block reduced over its rows adds each row to the sums in turn)
+        block = np.ascontiguousarray(np.array([*(column(c) for c in traits),
+                                               np.log1p(column("intensity_flop_per_byte"))]).T)
+        means = list(np.add.reduce(t[:, None] * block, axis=0)[:, None] / busy)
+    else:
+        means = [*(weighted(column(c)) for c in traits), weighted(np.log1p(column("intensity_flop_per_byte")))]
+
     kind, bound = Labels.of(features["kind"]), Labels.of(features["bound"])
     out = {
         "log_physics_time": np.log(totals.time_s), "log_physics_energy": np.log(totals.energy_j),
@@ -117,9 +126,8 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         "log_mean_kernel_s": np.log(busy / np.bincount(wid, launches, minlength=n)),
         **{f"share_{c}": v for c, v in zip(kinds.KINDS, shares(kind, kinds.KINDS))},
         **{f"share_{b}_bound": v for b, v in zip(BOUNDS, shares(bound, BOUNDS))},
-        **{f"mean_{c}": weighted(column(c))
-           for c in ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")},
-        "mean_log_intensity": weighted(np.log1p(column("intensity_flop_per_byte"))),
+        **{f"mean_{c}": v for c, v in zip(traits, means)},
+        "mean_log_intensity": means[-1],
     }
     return out
 

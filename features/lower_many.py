@@ -65,28 +65,41 @@ class Template:
         out["workload_id"] = np.repeat(np.arange(n, dtype=np.int64), self.rows)
         return out
 
-    def coincide(self, columns: Mapping[str, Any]) -> bool:
-        """Whether two of the rows `columns` evaluated at one size (`columns([b], [s])`) are the same kernel: rows
-        that differ as polynomials can meet at a size (GPT-2's eager attention at 64 tokens, its head width), where
-        the lowering merges them and the template does not. Only rows alike in every column that no size changes
-        can meet; their varying columns are compared."""
-        first, second, names = self._may_meet
-        if not len(first):
-            return False
-        varying = np.stack([np.asarray(columns[n]) for n in names])
-        return bool((varying[:, first] == varying[:, second]).all(axis=0).any())
+    def one(self, batch: int, seq: int) -> tuple[dict[str, np.ndarray], dict[str, Labels]] | None:
+        """One configuration's kernel columns as the lowering builds them (`KERNEL_COLUMNS`' order, strings as
+        object arrays; each array its own copy) and the string columns' `Labels`; None where two of the rows meet at
+        this size: rows that differ as polynomials can (GPT-2's eager attention at 64 tokens, its head width), and
+        the lowering merges them. The same integers as `columns([batch], [seq])`, in a third of its calls."""
+        varying, names, constant, same = self._blocks
+        b, s = batch - _B[0], seq - _S[0]
+        step1, step2 = s, s * (s - 1) // 2
+        at_b = varying[:, 0, 0] + step1 * varying[:, 0, 1] + step2 * varying[:, 0, 2]
+        at_b += b * (varying[:, 1, 0] + step1 * varying[:, 1, 1] + step2 * varying[:, 1, 2])
+        first, second, meeting = self._may_meet
+        if len(first) and (at_b[meeting][:, first] == at_b[meeting][:, second]).all(axis=0).any():
+            return None
+        strings, labels = self._fixed_forms
+        out = {**dict(zip(names, at_b)), **dict(zip(same, constant.copy())),
+               **{name: v.copy() for name, v in strings.items()}}
+        return ({name: out[name] for name in KERNEL_COLUMNS},
+                {name: Labels(v.codes.copy(), v.names) for name, v in labels.items()})
+
+    @functools.cached_property
+    def _fixed_forms(self) -> tuple[dict[str, np.ndarray], dict[str, Labels]]:
+        """(the fixed columns as the lowering gives them: strings as object arrays; the string columns' Labels)."""
+        return plain(self.fixed), {name: v for name, v in self.fixed.items() if isinstance(v, Labels)}
 
     @functools.cached_property
     def _may_meet(self) -> tuple[np.ndarray, np.ndarray, list[str]]:
-        """(rows i, rows j > i, the varying key columns) of the pairs of rows alike in every fixed and constant
-        column: the only ones a size can make the same kernel."""
+        """(rows i, rows j > i, the varying key columns' places in `_blocks`' varying block) of the pairs of rows
+        alike in every fixed and constant column: the only ones a size can make the same kernel."""
         varying, names, constant, same = self._blocks
         keys = [v.codes if isinstance(v, Labels) else v for v in self.fixed.values()]
         keys += [row for n, row in zip(same, constant) if n != "count"]
         block = np.vstack([np.asarray(k, np.int64) for k in keys]).T if keys else np.zeros((self.rows, 0), np.int64)
         first, second = np.triu_indices(self.rows, 1)
         alike = (block[first] == block[second]).all(axis=1)
-        return first[alike], second[alike], [n for n in names if n != "count"]
+        return first[alike], second[alike], np.array([i for i, n in enumerate(names) if n != "count"], np.intp)
 
     @functools.cached_property
     def _blocks(self) -> tuple[np.ndarray, list[str], np.ndarray, list[str]]:
@@ -149,13 +162,8 @@ def catalog_columns(model: str, phase: str, batch: int, seq: int | None, dtype: 
     if engine and seq == 1 and phase != "decode":
         return None
     t = template(model, phase, dtype, attention, engine, fusions)
-    if t is None:
-        return None
-    columns = t.columns(np.array([batch]), np.array([1 if seq is None else seq]))
-    if t.coincide(columns):
-        return None
-    del columns["workload_id"]
-    return plain(columns), {name: v for name, v in columns.items() if isinstance(v, Labels)}, t.params
+    built = None if t is None else t.one(batch, 1 if seq is None else seq)
+    return None if built is None else (*built, t.params)
 
 
 def _merged(fixed: dict[str, Any], coefficients: dict[str, np.ndarray]) -> tuple[dict[str, Any], dict[str, np.ndarray]]:

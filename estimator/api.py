@@ -189,7 +189,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=clock, power_limit_w=limit,
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
-        launches=int(np.sum(features["launches"])),
+        launches=int(features["launches"].sum()),
         host_dispatch_s=float(totals.host_dispatch_s[0]),
         breakdown_of=functools.partial(_breakdown, features, phys_t, float(totals.gpu_busy_s[0]),
                                        float(totals.idle_gap_energy_j[0]), e, t / phys_t, e / phys_e),

@@ -149,12 +149,13 @@ def setting_features(spec: GpuSpec, sm_clock_mhz: np.ndarray, power_limit_w: np.
            "dtype_bytes": Labels.of(np.asarray(dtype, dtype=object)).lookup(DTYPE_BYTES, 2.0),
            "log_batch": np.log(np.asarray(batch, float)), "log_seq": np.log(np.asarray(seq, float))}
     # one-hot phases: each row's row of an identity table (all zeros for a phase not listed), in one gather
-    one_hot = _PHASE_ROWS[phase.lookup({p: i for i, p in enumerate(PHASES)}, len(PHASES)).astype(np.intp)]
+    one_hot = _PHASE_ROWS[phase.lookup(_PHASE_INDEX, len(PHASES)).astype(np.intp)]
     out.update({f"phase_{p}": one_hot[:, i] for i, p in enumerate(PHASES)})
     return out
 
 
 _PHASE_ROWS = np.vstack([np.eye(len(PHASES)), np.zeros(len(PHASES))])
+_PHASE_INDEX = {p: i for i, p in enumerate(PHASES)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -55,8 +55,10 @@ def level_of(levels: Mapping[str, float], gpus: Sequence[str], missing: float | 
 
 def _half_widths(point: np.ndarray, lo: np.ndarray, hi: np.ndarray,
                  floor: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
-    """The quantile band's reach below and above the point, each at least its floor (and never negative)."""
-    return np.maximum(point - lo, max(floor[0], 0.0)), np.maximum(hi - point, max(floor[1], 0.0))
+    """The quantile band's reach below and above the point, each at least its floor (and never negative); a floor
+    may be an array (one per target of stacked rows)."""
+    below, above = ((max(f, 0.0) if np.isscalar(f) else np.maximum(f, 0.0)) for f in floor)
+    return np.maximum(point - lo, below), np.maximum(hi - point, above)
 
 
 def _interval(point: np.ndarray, lo: np.ndarray, hi: np.ndarray, q: float | np.ndarray,
@@ -276,27 +278,34 @@ class Residual:
         out: dict[str, np.ndarray] = {"in_domain": inside}
         widen = np.where(inside, 1.0, OUT_OF_DOMAIN_WIDEN)
         features_widen = np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN)
-        for target in TARGETS:
-            point, band = margins[target, False], margins[target, True].reshape(len(values), 2)
-            out[target] = point
-            floor = self.band_floor.get(target, (0.0, 0.0))
-            lo, hi = _interval(point, band[:, 0], band[:, 1], self._margins(target, gpus), widen, floor)
-            new_gpu = self.conformal_new_gpu.get(target)
-            if new_gpu is not None and not seen.all():
-                # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
-                new_lo, new_hi = _interval(point, band[:, 0], band[:, 1], new_gpu, features_widen, floor)
-                lo, hi = np.where(seen, lo, np.minimum(lo, new_lo)), np.where(seen, hi, np.maximum(hi, new_hi))
-            if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
-                p_point, p_band = pooled[target, False], pooled[target, True].reshape(len(odd), 2)
-                p_lo, p_hi = _interval(p_point, p_band[:, 0], p_band[:, 1],
-                                       new_gpu if new_gpu is not None else self.conformal[target],
-                                       features_widen[odd], floor)
-                lo[odd], hi[odd] = np.minimum(lo[odd], p_lo), np.maximum(hi[odd], p_hi)
-            if new_arch.any():  # a new architecture: physics' point, the interval spanning the pooled one's too
-                shift = np.where(new_arch, point, 0.0)
-                out[target] = point - shift
-                lo, hi = np.minimum(lo, lo - shift), np.maximum(hi, hi - shift)
-            out[f"{target}_lo"], out[f"{target}_hi"] = lo, hi
+        # every target at once, stacked on a first axis (the same arithmetic, element by element, in half the calls)
+        n, new_gpu = len(values), [self.conformal_new_gpu.get(t) for t in TARGETS]
+        point = np.stack([margins[t, False] for t in TARGETS])
+        band = np.stack([margins[t, True].reshape(n, 2) for t in TARGETS])
+        floors = np.array([self.band_floor.get(t, (0.0, 0.0)) for t in TARGETS], dtype=float)
+        floor = (floors[:, :1], floors[:, 1:])
+        lo, hi = _interval(point, band[..., 0], band[..., 1], np.stack([self._margins(t, gpus) for t in TARGETS]),
+                           widen, floor)
+        has_new = np.array([m is not None for m in new_gpu])
+        if has_new.any() and not seen.all():
+            # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
+            reach = np.array([[m or 0.0] * 2 for m in new_gpu])[:, None, :]
+            new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], reach, features_widen, floor)
+            new_row = has_new[:, None] & ~seen
+            lo, hi = np.where(new_row, np.minimum(lo, new_lo), lo), np.where(new_row, np.maximum(hi, new_hi), hi)
+        if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
+            p_point = np.stack([pooled[t, False] for t in TARGETS])
+            p_band = np.stack([pooled[t, True].reshape(len(odd), 2) for t in TARGETS])
+            reach = np.array([[m, m] if m is not None else self.conformal[t] for t, m in zip(TARGETS, new_gpu)],
+                             dtype=float)[:, None, :]
+            p_lo, p_hi = _interval(p_point, p_band[..., 0], p_band[..., 1], reach, features_widen[odd], floor)
+            lo[:, odd], hi[:, odd] = np.minimum(lo[:, odd], p_lo), np.maximum(hi[:, odd], p_hi)
+        if new_arch.any():  # a new architecture: physics' point, the interval spanning the pooled one's too
+            shift = np.where(new_arch, point, 0.0)
+            point = point - shift
+            lo, hi = np.minimum(lo, lo - shift), np.maximum(hi, hi - shift)
+        for i, target in enumerate(TARGETS):
+            out[target], out[f"{target}_lo"], out[f"{target}_hi"] = point[i], lo[i], hi[i]
         return out, checks
 
     def _corrections(self, values: np.ndarray, gpus: Sequence[str], seen: np.ndarray,

@@ -78,8 +78,11 @@ class Labels:
 
     def lookup(self, table: Mapping[str, float], default: float, key: Callable[[str], str] = str) -> np.ndarray:
         """Per row, `table[key(name)]` (`default` for a name not in it), looked up once per distinct name."""
-        return np.array([table.get(key(n), default) for n in self.names], dtype=float)[self.codes] \
-            if len(self.names) else np.zeros(len(self.codes))
+        names = self.names.tolist()  # a list iterates faster than an object array
+        if not names:
+            return np.zeros(len(self.codes))
+        values = [table.get(n, default) for n in names] if key is str else [table.get(key(n), default) for n in names]
+        return np.array(values, dtype=float)[self.codes]
 
     def test(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """Per row, `predicate(name)`, evaluated once per distinct name."""

@@ -280,11 +280,11 @@ class Residual:
         features_widen = np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN)
         # every target at once, stacked on a first axis (the same arithmetic, element by element, in half the calls)
         n, new_gpu = len(values), [self.conformal_new_gpu.get(t) for t in TARGETS]
-        point = np.stack([margins[t, False] for t in TARGETS])
-        band = np.stack([margins[t, True].reshape(n, 2) for t in TARGETS])
+        point = np.array([margins[t, False] for t in TARGETS])
+        band = np.array([margins[t, True].reshape(n, 2) for t in TARGETS])
         floors = np.array([self.band_floor.get(t, (0.0, 0.0)) for t in TARGETS], dtype=float)
         floor = (floors[:, :1], floors[:, 1:])
-        lo, hi = _interval(point, band[..., 0], band[..., 1], np.stack([self._margins(t, gpus) for t in TARGETS]),
+        lo, hi = _interval(point, band[..., 0], band[..., 1], np.array([self._margins(t, gpus) for t in TARGETS]),
                            widen, floor)
         has_new = np.array([m is not None for m in new_gpu])
         if has_new.any() and not seen.all():
@@ -294,8 +294,8 @@ class Residual:
             new_row = has_new[:, None] & ~seen
             lo, hi = np.where(new_row, np.minimum(lo, new_lo), lo), np.where(new_row, np.maximum(hi, new_hi), hi)
         if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
-            p_point = np.stack([pooled[t, False] for t in TARGETS])
-            p_band = np.stack([pooled[t, True].reshape(len(odd), 2) for t in TARGETS])
+            p_point = np.array([pooled[t, False] for t in TARGETS])
+            p_band = np.array([pooled[t, True].reshape(len(odd), 2) for t in TARGETS])
             reach = np.array([[m, m] if m is not None else self.conformal[t] for t, m in zip(TARGETS, new_gpu)],
                              dtype=float)[:, None, :]
             p_lo, p_hi = _interval(p_point, p_band[..., 0], p_band[..., 1], reach, features_widen[odd], floor)

@@ -7,8 +7,6 @@ with budget = power limit - idle at the maximum clock (see `features.arch` for e
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
 from joulecast.data.gpus import GpuSpec
@@ -56,7 +54,16 @@ def waiting_power_w(gpu: GpuSpec, sm_clock_mhz: float | None) -> float:
     return gpu.idle_power_max_clock_w if sm_clock_mhz is None else float(idle_power_w(gpu, sm_clock_mhz))
 
 
-@functools.lru_cache(maxsize=64)
 def _table(table: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
-    clocks, watts = zip(*table)
-    return np.array(clocks), np.array(watts)
+    """A DVFS idle table's (clocks, watts) arrays, made once a table object (looked up by identity: hashing the
+    table's pairs on every call cost more than the interpolation)."""
+    cached = _TABLES.get(id(table))
+    if cached is None or cached[0] is not table:
+        if len(_TABLES) >= 64:
+            _TABLES.clear()
+        clocks, watts = zip(*table)
+        cached = _TABLES[id(table)] = (table, np.array(clocks), np.array(watts))
+    return cached[1], cached[2]
+
+
+_TABLES: dict[int, tuple[tuple, np.ndarray, np.ndarray]] = {}  # id -> (the table, clocks, watts)

@@ -22,7 +22,8 @@ bag's mean comes from the sums as stacked.
 
 A few rows (one estimate's) take their own path: every tree's decisions gathered as the bytes of one word and
 packed by one multiplication (`_few_coded_leaves`), the leaves read through the shared code -> leaf table, and one
-row's models summed all at once, rounds first (`_one_row_margins`): one row of the shipped model 124 -> 53 us. Two
+row's models of a number of rounds summed at once, rounds first (`_one_row_margins`): one row of the shipped model
+124 -> 53 us. Two
 sets of trees that one row needs together (a GPU's level's bags and the pooled ones) are read as one (`joined`).
 """
 
@@ -103,42 +104,47 @@ class TreeArrays:
         return [m[0] if len(m) == 1 else m.T for m in margins]
 
     @functools.cached_property
-    def _one_row(self) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]] | None:
-        """For one row, every model's leaves in one block: (the most rounds, boosters, every model's targets) tree
-        indices, a model with fewer rounds padded with a leaf of 0 (one past the last tree); each booster's base
-        scores likewise (boosters, targets); and each model's (first column, targets). None where the models differ
-        in boosters."""
+    def _one_row(self) -> list[tuple[np.ndarray, np.ndarray, list[tuple[int, int, int]]]] | None:
+        """For one row, the models' leaves in a block per number of rounds (the point bags' 300, the band bags' 75
+        as shipped: no padding to sum): each block (rounds, boosters, the block's targets) tree indices, rounds
+        first, its boosters' base scores (boosters, targets) and its models' (model, first column, targets). None
+        where the models differ in boosters."""
         boosters = {group.shape[0] for group in self.groups}
         if len(boosters) != 1:
             return None
-        b, rounds, pad = boosters.pop(), max(group.shape[2] for group in self.groups), len(self.value) >> self.depth
-        columns, bases, spans = [], [], []
-        for group, base in zip(self.groups, self.base_scores):  # (boosters, targets, rounds), (boosters, targets)
-            spans.append((len(columns), group.shape[1]))
-            for target in range(group.shape[1]):
-                column = np.full((b, rounds), pad, np.intp)
-                column[:, :group.shape[2]] = group[:, target]
-                columns.append(column)
-                bases.append(base[:, target])
-        # rounds first: summed over the outer axis, numpy adds each round's row to the last, in order
-        return (np.ascontiguousarray(np.stack(columns, axis=-1).transpose(1, 0, 2)),
-                np.stack(bases, axis=-1).astype(np.float32), spans)
+        by_rounds: dict[int, list[int]] = {}
+        for m, group in enumerate(self.groups):  # (boosters, targets, rounds)
+            by_rounds.setdefault(group.shape[2], []).append(m)
+        blocks = []
+        for models in by_rounds.values():
+            columns, bases, spans = [], [], []
+            for m in models:
+                spans.append((m, len(columns), self.groups[m].shape[1]))
+                columns += list(self.groups[m].transpose(1, 0, 2))   # each target's (boosters, rounds)
+                bases += list(self.base_scores[m].T)
+            # rounds first: summed over the outer axis, numpy adds each round's row to the last, in order
+            blocks.append((np.ascontiguousarray(np.stack(columns, axis=-1).transpose(1, 0, 2)),
+                           np.stack(bases, axis=-1).astype(np.float32), spans))
+        return blocks
 
     def _one_row_margins(self, values: np.ndarray) -> list[np.ndarray]:
-        """`predict_models` of one row, every model summed at once: each booster's base into its first round's
-        leaf, the rounds added one after another in float32 (a running sum; a padded round adds 0, which changes no
-        sum), and a bag's mean of its boosters in float64, as `bag_margin` takes it; a handful of calls instead of
-        five a model."""
-        index, base, spans = self._one_row
+        """`predict_models` of one row, every model of a number of rounds summed at once: each booster's base into
+        its first round's leaf, the rounds added one after another in float32 (a running sum), and a bag's mean of
+        its boosters in float64, as `bag_margin` takes it; a handful of calls instead of five a model."""
         leaves_of = self._coded_leaves if self.depth <= MAX_CODED_DEPTH else self._walked_leaves
-        leaves = leaves_of(np.ascontiguousarray(values, dtype=np.float32), self._work())
-        terms = np.append(leaves[:, 0], np.float32(0.0))[index]  # (rounds, boosters, outputs)
-        terms[0] += base
-        # a round's row of boosters x outputs added to the running sums in turn (a reduction over a contiguous axis
-        # would add pairwise: a single booster of a single output takes cumsum's running sum)
-        sums = np.add.reduce(terms, axis=0) if terms[0].size > 1 else np.cumsum(terms, axis=0, dtype=np.float32)[-1]
-        mean = sums[0] if len(sums) == 1 else sums.astype(np.float64).mean(axis=0)
-        return [mean[first:first + 1] if k == 1 else mean[None, first:first + k] for first, k in spans]
+        leaves = leaves_of(np.ascontiguousarray(values, dtype=np.float32), self._work())[:, 0]
+        out: list[np.ndarray] = [None] * len(self.groups)  # type: ignore[list-item]
+        for index, base, spans in self._one_row:
+            terms = leaves[index]  # (rounds, boosters, targets)
+            terms[0] += base
+            # a round's row of boosters x targets added to the running sums in turn (a reduction over a contiguous
+            # axis would add pairwise: a single booster of a single target takes cumsum's running sum)
+            sums = (np.add.reduce(terms, axis=0) if terms[0].size > 1
+                    else np.cumsum(terms, axis=0, dtype=np.float32)[-1])
+            mean = sums[0] if len(sums) == 1 else sums.astype(np.float64).mean(axis=0)
+            for m, first, k in spans:
+                out[m] = mean[first:first + 1] if k == 1 else mean[None, first:first + k]
+        return out
 
     def joined(self, other: "TreeArrays") -> "TreeArrays | None":
         """These models then `other`'s as one set of arrays, so that one read walks both (`predict_models` gives

@@ -185,8 +185,9 @@ def test_one_row_sums_every_model_at_once_as_a_batch_sums_each(data):
             for rounds, params in ((30, dict(objective="reg:absoluteerror")),
                                    (12, dict(objective="reg:quantileerror", quantile_alpha=np.array([0.05, 0.95]))))]
     arrays = from_models(bags)
-    index, _, spans = arrays._one_row
-    assert index.shape == (30, 3, 3) and spans == [(0, 1), (1, 2)]
+    (points, _, point_spans), (bands, _, band_spans) = arrays._one_row  # a block per number of rounds
+    assert points.shape == (30, 3, 1) and bands.shape == (12, 3, 2)
+    assert point_spans == [(0, 0, 1)] and band_spans == [(1, 0, 2)]
     rows = np.random.default_rng(10).normal(size=(6, 6)).astype(np.float32)
     rows[::2, 3] = np.nan
     batch = arrays.predict_models(rows)

@@ -83,10 +83,24 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
     n = len(totals.time_s)
     launches = column("launches")
     t = launches * column("time_s")
-    busy = np.maximum(np.bincount(wid, t, minlength=n), 1e-12)
-
-    def total(values: np.ndarray) -> np.ndarray:
-        return np.bincount(wid, launches * values, minlength=n)
+    traits = ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")
+    log_intensity = np.log1p(column("intensity_flop_per_byte"))
+    if n == 1:  # one workload: its sums as two blocks, each row added to the sums in turn as bincount adds them (a
+        # C-ordered (rows, columns) block reduced over its rows): busy time and the time-weighted traits, then the
+        # launches and the launch-weighted totals
+        by_time = np.add.reduce(t[:, None] * np.ascontiguousarray(
+            np.array([np.ones_like(t), *(column(c) for c in traits), log_intensity]).T), axis=0)[:, None]
+        by_launch = np.add.reduce(launches[:, None] * np.ascontiguousarray(
+            np.array([np.ones_like(t), column("flops"), column("dram_bytes"), column("l2_bytes")]).T), axis=0)[:, None]
+        busy = np.maximum(by_time[0], 1e-12)
+        means = list(by_time[1:] / busy)
+        launch_count, flops, dram_bytes, l2_bytes = by_launch
+    else:
+        busy = np.maximum(np.bincount(wid, t, minlength=n), 1e-12)
+        means = [np.bincount(wid, t * v, minlength=n) / busy for v in (*(column(c) for c in traits), log_intensity)]
+        launch_count = np.bincount(wid, launches, minlength=n)
+        flops, dram_bytes, l2_bytes = (np.bincount(wid, launches * column(c), minlength=n)
+                                       for c in ("flops", "dram_bytes", "l2_bytes"))
 
     def shares(labels: Labels, names: Sequence[str]) -> list[np.ndarray]:
         """Per name, its rows' share of busy time, every label in one pass (a label's time summed in row order, as
@@ -95,18 +109,6 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         sums = np.bincount(wid * width + labels.codes, t, minlength=n * width).reshape(n, width) / busy[:, None]
         at = {name: i for i, name in enumerate(labels.names)}
         return [sums[:, at[name]] if name in at else np.zeros(n) for name in names]
-
-    def weighted(values: np.ndarray) -> np.ndarray:
-        return np.bincount(wid, t * values, minlength=n) / busy
-
-    traits = ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")
-    if n == 1:  # one workload: its time-weighted traits summed as one block, row by row as bincount adds them (a
-        # C-ordered (rows, traits) block reduced over its rows adds each row to the sums in turn)
-        block = np.ascontiguousarray(np.array([*(column(c) for c in traits),
-                                               np.log1p(column("intensity_flop_per_byte"))]).T)
-        means = list(np.add.reduce(t[:, None] * block, axis=0)[:, None] / busy)
-    else:
-        means = [*(weighted(column(c)) for c in traits), weighted(np.log1p(column("intensity_flop_per_byte")))]
 
     kind, bound = Labels.of(features["kind"]), Labels.of(features["bound"])
     out = {
@@ -119,11 +121,11 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         # (experiments/onboarding.py, seed 0). Leave-one-model-out, where it is 0 throughout and only the trees'
         # column draws move: A10 4.79 -> 4.75 %, A100 4.71 -> 4.63 % (mean of tree seeds 0-2).
         "engine_host_fraction": totals.engine_host_s / totals.time_s,
-        "log_launches": np.log(np.bincount(wid, launches, minlength=n)),
-        "log_flops": np.log1p(total(column("flops"))),
-        "log_dram_bytes": np.log1p(total(column("dram_bytes"))),
-        "log_l2_bytes": np.log1p(total(column("l2_bytes"))),
-        "log_mean_kernel_s": np.log(busy / np.bincount(wid, launches, minlength=n)),
+        "log_launches": np.log(launch_count),
+        "log_flops": np.log1p(flops),
+        "log_dram_bytes": np.log1p(dram_bytes),
+        "log_l2_bytes": np.log1p(l2_bytes),
+        "log_mean_kernel_s": np.log(busy / launch_count),
         **{f"share_{c}": v for c, v in zip(kinds.KINDS, shares(kind, kinds.KINDS))},
         **{f"share_{b}_bound": v for b, v in zip(BOUNDS, shares(bound, BOUNDS))},
         **{f"mean_{c}": v for c, v in zip(traits, means)},

@@ -7,11 +7,13 @@ import joulecast
 from joulecast.features.design import design_block
 
 
-@pytest.mark.parametrize("model, phase, gpu", [("llama-3-8b", "prefill", "h100-sxm"), ("llama-3-70b", "training", "h200"),
-                                               ("gpt2", "decode", "a10"), ("resnet-101", "inference", "l40s")])
+@pytest.mark.parametrize("model, phase, gpu", [("llama-3-8b", "prefill", "h100-sxm"),
+                                               ("llama-3-70b", "training", "h200"), ("gpt2", "decode", "a10"),
+                                               ("resnet-101", "inference", "l40s")])
 def test_one_workloads_design_row_is_its_row_in_a_batch(model, phase, gpu):
-    """One workload's time-weighted traits are summed as one block (its rows added to the sums in turn, as bincount
-    adds them for a batch): every feature of its design row equals its row among others, to the bit."""
+    """One workload's sums (busy time, time-weighted traits, launches and launch-weighted totals) are taken as two
+    blocks, its rows added to the sums in turn as bincount adds them for a batch: every feature of its design row
+    equals its row among others, to the bit."""
     spec = joulecast.gpu(gpu)
     w = joulecast.workload(model, phase=phase, batch=3, seq=700)
     other = joulecast.workload("gpt2", batch=2, seq=128)

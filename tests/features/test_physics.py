@@ -282,3 +282,31 @@ def test_batched_analysis_equals_one_by_one():
     _, together = physics.analyze(stack({i: w.kernels for i, w in enumerate(ws)}), gpu, host_dispatch_s=25e-6)
     alone = [physics.analyze(w.kernels, gpu, host_dispatch_s=25e-6)[1].energy_j[0] for w in ws]
     assert together.energy_j == pytest.approx(alone)
+
+
+def test_a_tables_structure_is_kept_only_for_tables_and_gpus_like_it():
+    """What a table's kinds, dtypes and flags give on a GPU is kept for the next table of the same names and codes
+    on the same GPU (a catalog model's workloads at any size): every figure is the one a fresh computation gives,
+    across GPUs, sizes and a dtype that changes the codes, and the kept arrays cannot be written to."""
+    def run(w, gpu):
+        f, totals = physics.analyze_arrays(w.encoded_columns(), joulecast.gpu(gpu))
+        return f, float(totals.energy_j[0])
+
+    works = [joulecast.workload("llama-3-8b", batch=b, seq=512, dtype=d) for b, d in ((2, "bf16"), (3, "bf16"),
+                                                                                       (2, "fp32"))]
+    kept = [run(w, g) for w in works for g in ("h100-sxm", "a10", "h100-sxm")]
+    physics._STRUCTURES.clear()
+    fresh = []
+    for w in works:
+        for g in ("h100-sxm", "a10", "h100-sxm"):
+            physics._STRUCTURES.clear()
+            fresh.append(run(w, g))
+    for (f_kept, e_kept), (f_fresh, e_fresh) in zip(kept, fresh):
+        assert e_kept == e_fresh
+        for name in ("time_s", "power_w", "tensor_core", "tiles", "dram_bytes"):
+            np.testing.assert_array_equal(f_kept[name], f_fresh[name], err_msg=name)
+    f, _ = run(works[0], "h100-sxm")
+    f["tensor_core"][0] = not f["tensor_core"][0]  # the features are the caller's own
+    structure = next(iter(physics._STRUCTURES.values()))[2]
+    with pytest.raises(ValueError):
+        structure["peak_flops_ref"][0] = 0.0

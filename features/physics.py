@@ -89,11 +89,13 @@ def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
     """What a kernel table's kinds, ops, dtypes and tensor-core flags give on a GPU, whatever the sizes: operand
     widths, each kernel's rule, tensor cores and peaks. Kept for a table whose string columns share their names
     with the last ones' (a catalog model's workloads, made from one template, at any size): a key of those names
-    and every row's codes and flags, the kept arrays read-only (one estimate: about 25 calls fewer)."""
+    and every row's codes and flags, the kept arrays read-only (one estimate: about 25 calls fewer). Only tables of
+    one estimate's size are kept: a batch's would hold its arrays' memory for nothing."""
     labels = [k[c] for c in STRING_COLUMNS]
+    small = len(labels[0]) <= _WHOLE_TABLE_ROWS  # one estimate's table: a batch's is neither kept nor looked up
     key = (id(gpu), *(id(v.names) for v in labels), *(v.codes.tobytes() for v in labels),
-           np.asarray(k["tensor_core"]).tobytes())
-    kept = _STRUCTURES.get(key)
+           np.asarray(k["tensor_core"]).tobytes()) if small else None
+    kept = _STRUCTURES.get(key) if small else None
     if kept is not None and kept[0] is gpu and all(a is b.names for a, b in zip(kept[1], labels)):
         return kept[2]
     check_dtypes(gpu, k["dtype"])
@@ -120,9 +122,10 @@ def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
     # each rule on its own rows: a GEMM's tiles and traffic on the GEMM rows, and so on
     out["rules"] = (is_gemm, is_attn, ~(is_gemm | is_attn))
     out["rules"][2].flags.writeable = False
-    if len(_STRUCTURES) >= 64:
-        _STRUCTURES.clear()
-    _STRUCTURES[key] = (gpu, [v.names for v in labels], out)
+    if small:
+        if len(_STRUCTURES) >= 64:
+            _STRUCTURES.clear()
+        _STRUCTURES[key] = (gpu, [v.names for v in labels], out)
     return out
 
 

@@ -310,3 +310,18 @@ def test_a_tables_structure_is_kept_only_for_tables_and_gpus_like_it():
     structure = next(iter(physics._STRUCTURES.values()))[2]
     with pytest.raises(ValueError):
         structure["peak_flops_ref"][0] = 0.0
+
+
+def test_a_batchs_table_keeps_no_structure():
+    """Only a table of one estimate's size keeps its structure: a batch's (more than _WHOLE_TABLE_ROWS rows) would
+    hold its arrays in memory for nothing."""
+    from joulecast.data.kernels import stack
+
+    works = [joulecast.workload("llama-3-8b", batch=b, seq=512) for b in range(1, 20)]
+    table = stack({i: w.columns for i, w in enumerate(works)})
+    assert len(table["count"]) > physics._WHOLE_TABLE_ROWS
+    physics._STRUCTURES.clear()
+    physics.analyze_arrays(table, joulecast.gpu("h100-sxm"))
+    assert not physics._STRUCTURES
+    physics.analyze_arrays(works[0].encoded_columns(), joulecast.gpu("h100-sxm"))
+    assert len(physics._STRUCTURES) == 1

@@ -69,12 +69,12 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     columns = {**k, "b_in": b_in, "b_out": s["b_out"], "implicit": s["implicit"]}
     t = _by_rule(rule_rows, columns, (lambda r: gemm.tiles(r, traits, gpu.sm_count, r["b_in"]),
                                       lambda r: attention.tiles(r, traits, gpu.sm_count),
-                                      lambda r: streaming.tiles(r, traits)))
+                                      lambda r: streaming.tiles(r, traits)), s["which"])
     t["waves"], t["last_wave_occupancy"] = tiles.waves(t["tiles"], t["ctas_per_sm"], gpu.sm_count)
     moved = _by_rule(rule_rows, {**columns, **t}, (
         lambda r: gemm.traffic(r, r, r["b_in"], r["b_out"], gpu.l2_bytes, r["implicit"]),
         lambda r: attention.traffic(r, r, r["b_in"]),
-        lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes)))
+        lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes)), s["which"])
     gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor)
     if "bf16" not in gpu.tensor_tflops:  # no bf16 hardware: converted to fp32 on the CUDA cores
         gemm_efficiency = np.where(k["dtype"] == "bf16", gemm_efficiency * arch.EMULATED_BF16_GEMM_RATE,
@@ -119,9 +119,12 @@ def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
                cuda_flops_ref=cuda_peak * 1e12)
     for v in out.values():
         v.flags.writeable = False  # kept for later tables: nothing may write into them
-    # each rule on its own rows: a GEMM's tiles and traffic on the GEMM rows, and so on
+    # each rule on its own rows: a GEMM's tiles and traffic on the GEMM rows, and so on (the streaming rule on the
+    # rest); each row's rule and row number, to pick a small table's values from every rule's
     out["rules"] = (is_gemm, is_attn, ~(is_gemm | is_attn))
-    out["rules"][2].flags.writeable = False
+    out["which"] = (np.where(is_gemm, 0, np.where(is_attn, 1, 2)), np.arange(len(is_gemm)))
+    for v in (out["rules"][2], *out["which"]):
+        v.flags.writeable = False
     if small:
         if len(_STRUCTURES) >= 64:
             _STRUCTURES.clear()
@@ -150,18 +153,18 @@ def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, on_tensor: np.ndarra
 
 
 def _by_rule(rule_rows: Sequence[np.ndarray], columns: Mapping[str, Any],
-             rules: Sequence[Callable[[Mapping[str, Any]], dict[str, np.ndarray]]]) -> dict[str, np.ndarray]:
-    """Each rule's columns for its rows (the row masks partition the table), put together; each column of the dtype
-    all the rules' results share. A few rows (one estimate's) are computed whole by every rule and chosen row by row,
-    which costs fewer calls than indexing every column a rule reads; many (a batch's) by each rule on its own rows,
-    which costs less arithmetic (estimate_many's physics 34,400 -> 38,700-39,300 per CPU-second)."""
+             rules: Sequence[Callable[[Mapping[str, Any]], dict[str, np.ndarray]]],
+             which: tuple[np.ndarray, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each rule's columns for its rows (the row masks partition the table; `which`: each row's rule and its row
+    number), put together; each column of the dtype all the rules' results share. A few rows (one estimate's) are
+    computed whole by every rule and each row's value picked from its rule's (one gather a column, a third of the
+    cost of two np.where), which costs fewer calls than indexing every column a rule reads; many (a batch's) by
+    each rule on its own rows, which costs less arithmetic (estimate_many's physics 34,400 -> 38,700-39,300 per
+    CPU-second)."""
     size = len(rule_rows[0])
     if size <= _WHOLE_TABLE_ROWS:
-        *parts, last = [rule(columns) for rule in rules]
-        out = dict(last)
-        for rows, values in zip(rule_rows, parts):
-            out = {name: np.where(rows, values[name], column) for name, column in out.items()}
-        return out
+        parts = [rule(columns) for rule in rules]
+        return {name: np.array([values[name] for values in parts])[which] for name in parts[-1]}
     rule_rows = [np.flatnonzero(rows) for rows in rule_rows]  # gathered by index: cheaper than a mask each column
     parts = [(rows, rule(_Rows(columns, rows))) for rows, rule in zip(rule_rows, rules)]
     out = {}

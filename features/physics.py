@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kernels import DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
@@ -308,17 +308,20 @@ def _with_rows(column: np.ndarray | Labels, rows: np.ndarray, values: np.ndarray
 
 def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float | None) -> tuple[float, float]:
     """(SM clock, power limit) with the GPU's defaults filled in, each checked against what the GPU allows."""
+    # each message formatted only where its check fails (a warm estimate checks its setting twice)
     for name, value in (("sm_clock_mhz", sm_clock_mhz), ("power_limit_w", power_limit_w)):
-        number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-        require(value is None or number, name, f"must be a number, got {value!r}")
+        if value is not None and (isinstance(value, bool)
+                                  or not isinstance(value, (int, float, np.integer, np.floating))):
+            raise InputError(name, f"must be a number, got {value!r}")
     clock = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
     limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
     low = MIN_CLOCK_RATIO * gpu.boost_clock_mhz
-    require(low <= clock <= gpu.boost_clock_mhz, "sm_clock_mhz",
-            f"must be between {low:.0f} and {gpu.boost_clock_mhz:.0f} MHz on {gpu.name}, got {clock:g}")
-    require(gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w, "power_limit_w",
-            f"must be between {gpu.idle_power_max_clock_w:.0f} and {1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, "
-            f"got {limit:g}")
+    if not low <= clock <= gpu.boost_clock_mhz:
+        raise InputError("sm_clock_mhz", f"must be between {low:.0f} and {gpu.boost_clock_mhz:.0f} MHz on "
+                                         f"{gpu.name}, got {clock:g}")
+    if not gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w:
+        raise InputError("power_limit_w", f"must be between {gpu.idle_power_max_clock_w:.0f} and "
+                                          f"{1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, got {limit:g}")
     return clock, limit
 
 

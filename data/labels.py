@@ -84,10 +84,6 @@ class Labels:
         values = [table.get(n, default) for n in names] if key is str else [table.get(key(n), default) for n in names]
         return np.array(values, dtype=float)[self.codes]
 
-    def test(self, predicate: Callable[[str], bool]) -> np.ndarray:
-        """Per row, `predicate(name)`, evaluated once per distinct name."""
-        return np.array([bool(predicate(n)) for n in self.names] or [False])[self.codes]
-
     def __getitem__(self, rows: Any) -> "Labels":
         return Labels(self.codes[rows], self.names)
 

@@ -107,6 +107,14 @@ def _corrections(estimator: Any, X: pd.DataFrame, gpus: list[str]) -> dict[str, 
     return None if estimator is None else estimator.predict(X, gpus)
 
 
+def _explained(estimator: Any, X: pd.DataFrame, gpus: list[str]
+               ) -> tuple[dict[str, np.ndarray] | None, list[tuple[str, ...]] | None]:
+    """(the corrections, each row's reasons out of domain or None): the reasons read from the checks the prediction
+    made where the estimator gives them (`Residual.predict_explained`), else left for `outside_domain`."""
+    explain = getattr(estimator, "predict_explained", None)
+    return explain(X, gpus) if explain is not None else (_corrections(estimator, X, gpus), None)
+
+
 def _cap(energy: np.ndarray, time_s: np.ndarray, limit_w: np.ndarray | float) -> np.ndarray:
     """Average board power never exceeds the power limit: a learned correction may not claim otherwise."""
     return np.minimum(energy, np.asarray(limit_w, dtype=float) * time_s)
@@ -166,9 +174,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
-    # the corrections, and where the model can, the reasons an estimate is out of domain from the same checks
-    explain = getattr(model, "predict_explained", None)
-    corr, reasons = explain(X, [spec.name]) if explain is not None else (_corrections(model, X, [spec.name]), None)
+    corr, reasons = _explained(model, X, [spec.name])
     # the physics pass's columns: its labels already encoded
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
                              np.array([workload.dtype or "bf16"]))

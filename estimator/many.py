@@ -24,7 +24,7 @@ from joulecast.data.workload import (
     check_size_columns,
     host_dispatch_outside,
 )
-from joulecast.estimator.api import _corrections, combine, memory_flags
+from joulecast.estimator.api import _explained, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import lower_many, memory
 from joulecast.features.arch import SERVING_ENGINES
@@ -79,9 +79,7 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
         idx = np.concatenate([p[1] for p in pending])
         gpus = np.concatenate([np.full(len(p[1]), p[2], dtype=object) for p in pending]).tolist()
         time_s, energy_j = (np.concatenate([getattr(p[3], a) for p in pending]) for a in ("time_s", "energy_j"))
-        # the reasons out of domain from the checks the corrections made, where the model gives them so
-        explain = getattr(model, "predict_explained", None)
-        corr, reasons = explain(X, gpus) if explain is not None else (_corrections(model, X, gpus), None)
+        corr, reasons = _explained(model, X, gpus)
         hybrid = combine(time_s, energy_j, corr, np.concatenate([np.full(len(p[1]), p[4]) for p in pending]))
         for name, values in hybrid.items():
             out[name][idx] = values

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from joulecast.data.kept import kept_for
 from joulecast.data.labels import Labels
 from joulecast.estimator.tree_arrays import TreeArrays
 from joulecast.features.kinds import KINDS as KERNEL_CLASSES
@@ -391,17 +392,12 @@ _KIND_OF_PHASE = {"prefill": "forward", "inference": "forward", "kernel": "forwa
                   "training": "training"}
 
 
-_JOINED: dict[tuple[int, int], tuple[TreeArrays, TreeArrays, TreeArrays | None]] = {}
+_JOINED: dict = {}  # a pair of tree arrays joined (`_joined`)
 
 
 def _joined(own: TreeArrays, pooled: TreeArrays) -> TreeArrays | None:
     """`own.joined(pooled)`, made once a pair of tree arrays (a few models in a process: at most 8 pairs kept)."""
-    cached = _JOINED.get((id(own), id(pooled)))
-    if cached is None or cached[0] is not own or cached[1] is not pooled:
-        if len(_JOINED) >= 8:
-            _JOINED.clear()
-        cached = _JOINED[id(own), id(pooled)] = (own, pooled, own.joined(pooled))
-    return cached[2]
+    return kept_for(_JOINED, (own, pooled), lambda: own.joined(pooled), 8)
 
 
 def _may_repeat(values: np.ndarray) -> bool:

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.gpus import GpuSpec
+from joulecast.data.kept import kept_for
 from joulecast.data.kernels import DTYPE_BYTES, stack
 from joulecast.data.labels import Labels
 from joulecast.data.workload import Workload
@@ -218,19 +219,16 @@ def design_from_physics(features: Mapping[str, np.ndarray], totals: physics.Phys
     return Design(np.ascontiguousarray(block.T), [*physics_columns, *gpu_names, *setting])
 
 
-_GPU_ROWS: dict[int, tuple[GpuSpec, list[str], np.ndarray]] = {}  # id -> (the spec, `gpu_features`' names, values)
+_GPU_ROWS: dict = {}  # a spec's `gpu_features` (`_gpu_row`)
 
 
 def _gpu_row(spec: GpuSpec) -> tuple[list[str], np.ndarray]:
     """`gpu_features` of a spec as (names, values), taken once a spec object (a catalog's few, a sweep's
     hypothetical ones: at most 256 kept)."""
-    cached = _GPU_ROWS.get(id(spec))
-    if cached is None or cached[0] is not spec:
-        if len(_GPU_ROWS) >= 256:
-            _GPU_ROWS.clear()
+    def make() -> tuple[list[str], np.ndarray]:
         features = gpu_features(spec)
-        cached = _GPU_ROWS[id(spec)] = (spec, list(features), np.array(list(features.values()), dtype=float))
-    return cached[1], cached[2]
+        return list(features), np.array(list(features.values()), dtype=float)
+    return kept_for(_GPU_ROWS, (spec,), make, 256)
 
 
 def setting_groups(gpus: Sequence[str], clocks: np.ndarray, limits: np.ndarray

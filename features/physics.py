@@ -15,6 +15,7 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import GpuSpec
+from joulecast.data.kept import kept_for
 from joulecast.data.kernels import DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
 from joulecast.features import arch, kinds, tiles
@@ -92,12 +93,14 @@ def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
     and every row's codes and flags, the kept arrays read-only (one estimate: about 25 calls fewer). Only tables of
     one estimate's size are kept: a batch's would hold its arrays' memory for nothing."""
     labels = [k[c] for c in STRING_COLUMNS]
-    small = len(labels[0]) <= _WHOLE_TABLE_ROWS  # one estimate's table: a batch's is neither kept nor looked up
-    key = (id(gpu), *(id(v.names) for v in labels), *(v.codes.tobytes() for v in labels),
-           np.asarray(k["tensor_core"]).tobytes()) if small else None
-    kept = _STRUCTURES.get(key) if small else None
-    if kept is not None and kept[0] is gpu and all(a is b.names for a, b in zip(kept[1], labels)):
-        return kept[2]
+    if len(labels[0]) > _WHOLE_TABLE_ROWS:  # a batch's table: neither kept nor looked up
+        return _made_structure(k, gpu)
+    return kept_for(_STRUCTURES, (gpu, *(v.names for v in labels)), lambda: _made_structure(k, gpu), 64,
+                    content=(*(v.codes.tobytes() for v in labels), np.asarray(k["tensor_core"]).tobytes()))
+
+
+def _made_structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
+    """`_structure`, computed."""
     check_dtypes(gpu, k["dtype"])
     kind = k["kind"]
     rule = kinds.per_kind(kind, lambda kk: kinds.RULES.index(kk.rule), -1, key="rule")  # one lookup for both
@@ -125,15 +128,10 @@ def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
     out["which"] = (np.where(is_gemm, 0, np.where(is_attn, 1, 2)), np.arange(len(is_gemm)))
     for v in (out["rules"][2], *out["which"]):
         v.flags.writeable = False
-    if small:
-        if len(_STRUCTURES) >= 64:
-            _STRUCTURES.clear()
-        _STRUCTURES[key] = (gpu, [v.names for v in labels], out)
     return out
 
 
-# (GPU, names, codes, flags) -> (the GPU, the names arrays, `_structure`'s arrays): the last few tables' structures
-_STRUCTURES: dict[tuple, tuple[GpuSpec, list[np.ndarray], dict[str, Any]]] = {}
+_STRUCTURES: dict = {}  # the last few small tables' structures, by GPU, names, codes and flags (`_structure`)
 
 
 def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, on_tensor: np.ndarray, gpu: GpuSpec

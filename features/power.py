@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from joulecast.data.gpus import GpuSpec
+from joulecast.data.kept import kept_for
 from joulecast.features.arch import IDLE_VOLTAGE_EXPONENT, V_KNEE_CLOCK_RATIO, V_MIN_RATIO
 
 # The lowest SM clock DVFS tables list, relative to the maximum (A100: 210 of 1410 MHz; H100: 345 of 1980).
@@ -57,13 +58,10 @@ def waiting_power_w(gpu: GpuSpec, sm_clock_mhz: float | None) -> float:
 def _table(table: tuple[tuple[float, float], ...]) -> tuple[np.ndarray, np.ndarray]:
     """A DVFS idle table's (clocks, watts) arrays, made once a table object (looked up by identity: hashing the
     table's pairs on every call cost more than the interpolation)."""
-    cached = _TABLES.get(id(table))
-    if cached is None or cached[0] is not table:
-        if len(_TABLES) >= 64:
-            _TABLES.clear()
+    def make() -> tuple[np.ndarray, np.ndarray]:
         clocks, watts = zip(*table)
-        cached = _TABLES[id(table)] = (table, np.array(clocks), np.array(watts))
-    return cached[1], cached[2]
+        return np.array(clocks), np.array(watts)
+    return kept_for(_TABLES, (table,), make, 64)
 
 
-_TABLES: dict[int, tuple[tuple, np.ndarray, np.ndarray]] = {}  # id -> (the table, clocks, watts)
+_TABLES: dict = {}  # a table's (clocks, watts) (`_table`)

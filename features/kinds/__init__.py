@@ -59,11 +59,6 @@ class KernelKind:
     plan_ops: tuple[PlanOp, ...] = field(default=())
 
 
-def of_rule(rule: str) -> tuple[str, ...]:
-    """The kinds whose tiles and traffic a rule computes."""
-    return tuple(name for name, kind in REGISTRY.items() if kind.rule == rule)
-
-
 def per_kind(kind: Any, value: Callable[[KernelKind], float], default: float = 0.0, key: str | None = None
              ) -> np.ndarray:
     """Per row of a `Labels` kind column, a number of its kind (looked up once per distinct kind). A `key` names the

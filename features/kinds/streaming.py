@@ -83,12 +83,9 @@ def _op_table(ops: tuple[str, ...]) -> np.ndarray:
     return np.array(rows, dtype=float)
 
 
-def elements(k: Columns) -> np.ndarray:
-    """Elements a streaming row moves: its `cols` for a flat kernel, `rows x cols` for one over rows."""
-    return _elements(k, _by_kind(k["kind"]))
-
-
 def _elements(k: Columns, params: np.ndarray) -> np.ndarray:
+    """Elements a streaming row moves (its kind's parameters, `_by_kind`): its `cols` for a flat kernel, `rows x
+    cols` for one over rows."""
     return np.where(params[:, _FLAT] > 0, k["cols"], k["rows"] * k["cols"])
 
 
@@ -119,6 +116,7 @@ def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) ->
     fixed = params[:, _FIXED_FLOPS]
     flops = moved * np.where(np.isnan(fixed), by_op[:, 2], fixed)
     reductions = params[:, _REDUCTION] > 0
+    # exec_flops counts 2 per lane-instruction, as the FP32 peak does (an FMA is 2 FLOPs)
     transcendental = np.where(params[:, _TRANSCENDENTAL] > 0, by_op[:, 3], 0.0)
     issued = 2.0 * moved * (params[:, _INSTRUCTIONS] + transcendental)
     return dict(flops=flops, exec_flops=np.maximum(flops, issued), dram_bytes=dram, l2_bytes=read + write,

@@ -307,7 +307,7 @@ def test_a_tables_structure_is_kept_only_for_tables_and_gpus_like_it():
             np.testing.assert_array_equal(f_kept[name], f_fresh[name], err_msg=name)
     f, _ = run(works[0], "h100-sxm")
     f["tensor_core"][0] = not f["tensor_core"][0]  # the features are the caller's own
-    structure = next(iter(physics._STRUCTURES.values()))[2]
+    structure = next(iter(physics._STRUCTURES.values()))[1]
     with pytest.raises(ValueError):
         structure["peak_flops_ref"][0] = 0.0
 

@@ -5,11 +5,11 @@ physics alone per GPU.
     python experiments/gpu_transfer.py [--quick] [--json]
 
 Rows: the shipped model's training set (EnergAIzer A10 / A100-PCIe, ML.ENERGY v2 decode steps on A100-SXM4 and
-H100, joulecast's own H200 rows). A GPU left out is estimated from its specs (`spec-only`: the pooled bags and the
-new-GPU margin). For a kind of work left out on a GPU that keeps its other kinds, the rule now (`now`: the GPU's
-level for the point, flagged out-of-domain, the interval widened and spanning the pooled bags' with the new-GPU
-margin) beside the rule before (`before`: the level trusted as on its own kinds) and the pooled bags alone
-(`pooled`: the point a model without the GPU's level gives, for comparison).
+H100, joulecast's own H200 rows). A GPU left out is estimated from its specs (`spec-only`): at physics' point, its
+interval spanning the pooled bags' (the rule now), beside the pooled bags' point (`pooled`: what a model saved
+before the rule gave). For a kind of work left out on a GPU that keeps its other kinds: the rule now (physics'
+point, flagged out-of-domain, the interval spanning the GPU level's and the pooled bags' with the new-GPU margin)
+beside the level trusted as on its own kinds (`before`) and the pooled bags' point (`pooled`).
 Only the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter set, bags of
 two, five folds) instead of the full one.
 """
@@ -52,6 +52,11 @@ def _score(table, model: ResidualModel, test: np.ndarray) -> dict:
                 power_mape=float(e["power_mape"]), coverage=float(e["coverage"]))
 
 
+def _pooled_bags(model: ResidualModel, gpu: str) -> ResidualModel:
+    """The model without the GPU's level and with no architectures recorded: the pooled bags' point on its rows."""
+    return dataclasses.replace(model, gpus=[g for g in model.gpus if g != gpu], arch_codes=[])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -66,7 +71,9 @@ def main() -> int:
            "gpu_left_out": [], "work_left_out": []}
     for gpu in KERNEL_LEVEL_GPUS:
         test = gpus == gpu
-        out["gpu_left_out"].append({"gpu": gpu, **_score(table, _fit(table, ~test, args.quick), test)})
+        model = _fit(table, ~test, args.quick)
+        out["gpu_left_out"].append({"gpu": gpu, "now": _score(table, model, test),
+                                    "pooled": _score(table, _pooled_bags(model, gpu), test)})
     for gpu in sorted(set(gpus)):
         for kind in sorted(set(kinds[gpus == gpu])):
             test = (gpus == gpu) & (kinds == kind)
@@ -74,18 +81,19 @@ def main() -> int:
                 continue
             model = _fit(table, ~test, args.quick)
             before = dataclasses.replace(model, gpu_work={})  # the GPU's level trusted on every kind
-            pooled = dataclasses.replace(model, gpus=[g for g in model.gpus if g != gpu])  # no level for it
             out["work_left_out"].append({"gpu": gpu, "kind": kind, "now": _score(table, model, test),
                                          "before": _score(table, before, test),
-                                         "pooled": _score(table, pooled, test)})
+                                         "pooled": _score(table, _pooled_bags(model, gpu), test)})
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
     print("physics alone, per GPU (MAPE %):")
     print(pd.DataFrame(out["physics_by_gpu"]).round(1).to_string(index=False))
-    print("\none GPU left out with all its rows (spec-only; MAPE %, coverage % of the 90 % energy interval):")
-    print(pd.DataFrame(out["gpu_left_out"]).round(1).to_string(index=False))
-    print("\none GPU's rows of one kind left out, its other kinds kept (rule now, before, and the pooled bags):")
+    print("\none GPU left out with all its rows (spec-only; MAPE %, coverage % of the 90 % energy interval; the rule "
+          "now, and the pooled bags' point):")
+    flat = [{"gpu": r["gpu"], "rule": rule, **r[rule]} for r in out["gpu_left_out"] for rule in ("now", "pooled")]
+    print(pd.DataFrame(flat).round(1).to_string(index=False))
+    print("\none GPU's rows of one kind left out, its other kinds kept (rule now, its level trusted, the pooled bags):")
     flat = [{"gpu": r["gpu"], "kind": r["kind"], "rule": rule, **r[rule]} for r in out["work_left_out"]
             for rule in ("now", "before", "pooled")]
     print(pd.DataFrame(flat).round(1).to_string(index=False))

@@ -1,5 +1,5 @@
 """Static power under load (issue 31): physics power and energy per GPU with the hot-static term
-`idle(f) * (1 + ratio * u_sm)` (`joulecast.features.arch.HOT_STATIC_RATIO`, shipped at 0: its comment says why), the
+`idle(f) * (1 + ratio * u_sm)` (`joulecast.features.arch.HOT_STATIC_RATIO`, shipped at the ratio fitted here), the
 ratio fitted leave-one-GPU-out on the GPUs with kernel-level rows, beside a term in the measured temperature that no
 estimate has before its run.
 

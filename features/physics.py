@@ -194,10 +194,10 @@ class _Rows(Mapping):
         return len(self._columns)
 
 
-def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.ndarray,
+def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.ndarray, limit_w: float,
                         power_only: bool = False) -> dict[str, np.ndarray]:
     """Per-kernel time (s) and power (W) at the given SM clock per row (`clock_mhz` may add a leading axis of
-    candidate clocks, which broadcasts)."""
+    candidate clocks, which broadcasts), under the power limit `limit_w` (which bounds how hot the die runs)."""
     traits = arch.traits(gpu.architecture)
     peak = f["peak_flops_ref"] * clock_mhz / f["peak_clock_ref"]
     t_compute = f["busiest_sm_flops"] / (peak * f["efficiency"])  # `_clock_free`
@@ -219,8 +219,9 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
         c["tensor"] * u_tensor + c["fma"] * u_fma + c["l2"] * u_l2 + c["sm"] * u_sm)
     dram_w = f["dram_bytes"] / time * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
     static = idle_power_w(gpu, clock_mhz)
-    if arch.HOT_STATIC_RATIO:  # 0 as shipped: idle x 1, the same bits without the two passes
-        static = static * (1 + arch.HOT_STATIC_RATIO * u_sm)
+    if arch.HOT_STATIC_RATIO:  # at 0 (a study's setting): idle x 1, the same bits without the two passes
+        # a limit below the default bounds the die's power, so its heat: the term in proportion (`arch`)
+        static = static * (1 + arch.HOT_STATIC_RATIO * min(1.0, limit_w / gpu.power_limit_w) * u_sm)
     power = static + chip + dram_w
     if power_only:
         return {"power_w": power}
@@ -277,12 +278,13 @@ def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, h
     arithmetic, for the same counts."""
     if len(low) * len(steps) <= _CAP_GRID_AT_ONCE:
         grid = low + (high - low) * steps[:, None]
-        dyn = _timeline_and_power(sub, gpu, grid, power_only=not full)
+        dyn = _timeline_and_power(sub, gpu, grid, limit, power_only=not full)
         return (dyn["power_w"] <= limit).sum(axis=0), dyn if full else None
     fitting, beyond = np.zeros(len(low), np.intp), np.full(len(low), len(steps), np.intp)
     while (open_ := fitting < beyond).any():
         middle = np.minimum((fitting + beyond) // 2, len(steps) - 1)  # fitting <= middle < beyond where open
-        fits = _timeline_and_power(sub, gpu, low + (high - low) * steps[middle], power_only=True)["power_w"] <= limit
+        fits = _timeline_and_power(sub, gpu, low + (high - low) * steps[middle], limit,
+                                   power_only=True)["power_w"] <= limit
         fitting, beyond = np.where(open_ & fits, middle + 1, fitting), np.where(open_ & ~fits, middle, beyond)
     return fitting, None
 
@@ -368,12 +370,12 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     f = _static_features(kernels, gpu)
     rows = len(f["count"])
     clock = np.full(rows, clock0)
-    dyn = _timeline_and_power(f, gpu, clock)
+    dyn = _timeline_and_power(f, gpu, clock, limit)
     over = dyn["power_w"] > limit
     if over.any():
         clock, kept = _solve_power_cap(f, gpu, clock, limit, over)
         if kept is None:
-            dyn = _timeline_and_power(f, gpu, clock)
+            dyn = _timeline_and_power(f, gpu, clock, limit)
         else:  # the over-limit kernels' timelines at their clocks, the others' as they were
             dyn = {name: _with_rows(v, over, kept[name]) for name, v in dyn.items()}
     dyn["power_w"] = np.minimum(dyn["power_w"], limit)

@@ -1,6 +1,6 @@
 """Power of a kernel from its module utilisations, and the clock a power cap leaves it.
 
-power = idle(f) (1 + hot-static ratio * SM-active share)
+power = idle(f) (1 + hot-static ratio * SM-active share * min(1, power limit / default limit))
         + (V/Vmax)^2 (f/fmax) * budget * sum(coefficient * utilisation) + DRAM bytes/s * energy per bit,
 with budget = power limit - idle at the maximum clock (see `features.arch` for each constant's source).
 """

@@ -44,6 +44,8 @@ class Streaming:
     ctas: str                          # "elements" (512 per CTA), "rows" (one per row) or "softmax" (ATen's)
     reduction: bool                    # reads its row in several passes through shared memory
     instructions_per_element: float    # FP32-lane instructions issued per element (streaming.py says why)
+    # ... where the kernel runs a CTA a row ("softmax" CTAs above `arch.SOFTMAX_PERSISTENT_MAX_COLS`); None: the same
+    row_block_instructions_per_element: float | None = None
     transcendental: bool = False       # its ops add their transcendental arithmetic
     flops_per_element: float | None = None  # fixed; None: by op (`streaming.FLOPS_PER_ELEMENT`)
 

@@ -46,17 +46,20 @@ _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 
 # Each row's kind's parameters (`kinds.Streaming`), as columns of one table: the elements it moves ("cols" or rows x
 # cols), its CTA rule (`_CTAS`), whether it reduces, its instructions an element, whether its ops are
-# transcendental, and its fixed FLOPs an element (NaN: by op); 0 (NaN) for a kind without streaming parameters.
-_FLAT, _CTA_RULE, _REDUCTION, _INSTRUCTIONS, _TRANSCENDENTAL, _FIXED_FLOPS = range(6)
+# transcendental, its fixed FLOPs an element (NaN: by op) and its instructions an element where it runs a CTA a row
+# (NaN: the same); 0 (NaN) for a kind without streaming parameters.
+_FLAT, _CTA_RULE, _REDUCTION, _INSTRUCTIONS, _TRANSCENDENTAL, _FIXED_FLOPS, _ROW_BLOCK_INSTRUCTIONS = range(7)
 _BY_KIND: dict[tuple[str, ...], tuple[Mapping[str, Any], np.ndarray]] = {}  # kind names -> (registry, table)
 
 
 def _kind_row(kind: Any) -> list[float]:
     p = kind.streaming if kind is not None else None
     if p is None:
-        return [0.0, 0.0, 0.0, 0.0, 0.0, np.nan]
+        return [0.0, 0.0, 0.0, 0.0, 0.0, np.nan, np.nan]
+    block = p.row_block_instructions_per_element
     return [float(p.elements == "cols"), float(_CTAS[p.ctas]), float(p.reduction), float(p.instructions_per_element),
-            float(p.transcendental), np.nan if p.flops_per_element is None else float(p.flops_per_element)]
+            float(p.transcendental), np.nan if p.flops_per_element is None else float(p.flops_per_element),
+            np.nan if block is None else float(block)]
 
 
 def _by_kind(kind: Any) -> np.ndarray:
@@ -118,6 +121,10 @@ def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) ->
     reductions = params[:, _REDUCTION] > 0
     # exec_flops counts 2 per lane-instruction, as the FP32 peak does (an FMA is 2 FLOPs)
     transcendental = np.where(params[:, _TRANSCENDENTAL] > 0, by_op[:, 3], 0.0)
-    issued = 2.0 * moved * (params[:, _INSTRUCTIONS] + transcendental)
+    # a softmax too wide for the persistent kernel runs a CTA a row, at its kind's cost for that kernel where it has one
+    row_block = (params[:, _CTA_RULE] == _CTAS["softmax"]) & (k["cols"] > arch.SOFTMAX_PERSISTENT_MAX_COLS)
+    instructions = np.where(row_block & ~np.isnan(params[:, _ROW_BLOCK_INSTRUCTIONS]),
+                            params[:, _ROW_BLOCK_INSTRUCTIONS], params[:, _INSTRUCTIONS])
+    issued = 2.0 * moved * (instructions + transcendental)
     return dict(flops=flops, exec_flops=np.maximum(flops, issued), dram_bytes=dram, l2_bytes=read + write,
                 smem_bytes=np.where(reductions, read, 0.0))

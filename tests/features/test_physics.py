@@ -150,10 +150,11 @@ def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeyp
     high = low + rng.uniform(0.0, 0.4, rows) * spec.boost_clock_mhz
     steps = np.linspace(0.0, 1.0, physics._CAP_GRID)
     grid = low + (high - low) * steps[:, None]
-    power = physics._timeline_and_power(sub, spec, grid, power_only=True)["power_w"]
+    power = physics._timeline_and_power(sub, spec, grid, spec.power_limit_w, power_only=True)["power_w"]
     allowed = power[power > spec.idle_power_max_clock_w]  # a limit is above idle at the maximum clock
     for limit in np.quantile(allowed, [0.02, 0.1, 0.5, 0.9]):
-        fits = power <= limit
+        # under a lower limit the die runs cooler: power at each clock as that limit leaves it
+        fits = physics._timeline_and_power(sub, spec, grid, limit, power_only=True)["power_w"] <= limit
         assert (np.diff(fits.astype(int), axis=0) <= 0).all()  # what the bisection stands on: a prefix fits
         expected = fits.sum(axis=0)
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
@@ -325,3 +326,43 @@ def test_a_batchs_table_keeps_no_structure():
     assert not physics._STRUCTURES
     physics.analyze_arrays(works[0].encoded_columns(), joulecast.gpu("h100-sxm"))
     assert len(physics._STRUCTURES) == 1
+
+
+def test_a_softmax_too_wide_for_the_persistent_kernel_takes_its_kinds_row_block_cost(monkeypatch):
+    """Above SOFTMAX_PERSISTENT_MAX_COLS columns ATen runs a CTA a row, issued at the kind's
+    `row_block_instructions_per_element` where it has one (measured at 2.5x, not shipped: the kind ships the
+    persistent kernel's cost, and the rows of either width issue what they did)."""
+    import dataclasses
+
+    from joulecast.features import kinds
+    from joulecast.features.kinds import softmax
+
+    wide, narrow = (dict(kind="softmax", rows=4096, cols=c) for c in (4096, 1024))
+    before = [_one(k, sm_clock_mhz=900) for k in (wide, narrow)]
+    shipped = [b.exec_flops for b in before]
+    assert softmax.ROW_BLOCK_INSTRUCTIONS == softmax.PERSISTENT_INSTRUCTIONS
+    assert shipped[0] == pytest.approx(2 * 4096 * 4096 * softmax.PERSISTENT_INSTRUCTIONS)
+    kind = kinds.REGISTRY["softmax"]
+    costly = dataclasses.replace(kind.streaming,
+                                 row_block_instructions_per_element=2.5 * softmax.PERSISTENT_INSTRUCTIONS)
+    monkeypatch.setattr(kinds, "REGISTRY", {**kinds.REGISTRY, "softmax": dataclasses.replace(kind, streaming=costly)})
+    measured = [_one(k, sm_clock_mhz=900) for k in (wide, narrow)]
+    assert measured[0].exec_flops == pytest.approx(2.5 * shipped[0]) and measured[1].exec_flops == shipped[1]
+    # at 900 MHz the A100 issues a wide softmax's instructions slower than its DRAM streams the rows
+    assert measured[0].time_s > 1.5 * before[0].time_s and measured[1].time_s == before[1].time_s
+
+
+def test_a_lowered_power_limit_scales_the_hot_static_term_by_the_limit_over_the_default():
+    """A limit below the default bounds the die's power and so its heat: the term is scaled by limit / default (a
+    limit at or above the default leaves it whole), on kernels the cap leaves alone."""
+    gpu = joulecast.gpu("a100")
+    small = dict(kind="elementwise", op="relu", cols=2**20)
+    idle = float(idle_power_w(gpu, 900))
+    cool = None
+    for limit, scale in ((gpu.power_limit_w, 1.0), (150.0, 150.0 / gpu.power_limit_w), (300.0, 1.0)):
+        k = _one(small, sm_clock_mhz=900, power_limit_w=limit)
+        assert k.power_w < limit
+        dynamic = k.power_w - idle * (1 + arch.HOT_STATIC_RATIO * scale * k.u_sm)
+        cool = dynamic if cool is None else cool
+        assert dynamic == pytest.approx(cool, rel=1e-9)  # only the static term moved
+    assert arch.HOT_STATIC_RATIO > 0

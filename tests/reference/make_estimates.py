@@ -15,9 +15,15 @@ H200, whose time rose a median 12.9 %; every flag and domain reason the same); a
 architecture the model was not trained on took physics' point (issue 31: the L40S, Ada, alone moved: hybrid energy a
 median -18.3 %, -30.7 to +4.3 %, time +2.1 %, -12.4 to +22.2 %; each interval spans the old one's point, mean energy
 width 74 -> 107 % of the estimate; each row's reasons add its architecture; flags the same; physics the same
-everywhere, the bf16 emulation on Volta touching no GPU here).
+everywhere, the bf16 emulation on Volta touching no GPU here); and again when physics took a static power that rises
+under load, scaled by a lowered power limit over the default, and a GPU's level stopped carrying to kinds of work it
+has no rows of (issue 31: physics energy up a median 9.7-17.0 % by GPU, -4.4 to +39.0 %; vLLM 0.5.4's host time
+re-measured on that physics, 0.451 ms at 1.88x idle; the model retrained; the 1,084 rows of another kind on their
+GPU and the L40S's 500 now read at physics' point, hybrid energy a median +35.3 % on the H100 (its serving level,
+-0.16, no longer applied), +3.8 % A10, -13.6 % A100-PCIe, -0.6 % H200, +12.0 % L40S; the other rows -0.3 to +10.9 %;
+mean energy width 96.2 -> 89.4 % of the estimate; flags the same, and each row's reasons the same but for the note
+that names the rule).
 
-    python tests/reference/make_estimates.py      # rewrites estimates.parquet (only when results are meant to move)
 """
 
 from __future__ import annotations

@@ -90,9 +90,13 @@ def test_report_is_self_contained(scored, tmp_path):
 def test_cli_json_exit_codes_and_mlflow(a10, tmp_path, capsys):
     store.write_part(a10, tmp_path / "store", "a10", "subset")
     base = ["audit", "--store", str(tmp_path / "store"), "--report", str(tmp_path / "report"), "--json"]
-    assert main(base + ["--estimator", "physics", "--no-mlflow"]) == 3  # physics alone misses 8 %
+    # physics alone misses the 8 % target: overall on the A10 it reads 8.0 % energy since its static power under
+    # load (24 % before), so on some of its partitions
+    assert main(base + ["--estimator", "physics", "--no-mlflow"]) == 3
     payload = json.loads(capsys.readouterr().out)
-    assert payload["energy_mape"] > 8 and not payload["pass"] and payload["coverage"] is None
+    assert not payload["pass"] and payload["failed"] and payload["coverage"] is None
+    worst = max(p["energy_mape"] for p in payload["partitions"] if p["pass"] is not None)
+    assert payload["energy_mape"] > 5 and worst > 8
     assert payload["in_sample_sources"] == []
     part = payload["partitions"][0]
     assert {"by", "value", "rows", "energy_mape", "time_mape", "power_mape", "coverage", "pass"} <= set(part)

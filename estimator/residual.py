@@ -272,8 +272,8 @@ class Residual:
         # the GPU not learned on this kind of work (not trained on, or on other kinds only): physics' point (models
         # that record architectures; older ones read the pooled bags, or the level, as they were fitted to)
         unlearned = (~seen | other_work) if self.arch_codes else np.zeros_like(seen)
-        # one such row reads both sets of trees at once
-        raws = self._both_raw(values) if len(values) == 1 and (len(odd) or unlearned.any()) else None
+        # one row of another kind of work reads both sets of trees at once
+        raws = self._both_raw(values) if len(values) == 1 and len(odd) else None
         margins = self._corrections(values, gpus, seen, raws)
         pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
                                                            np.zeros(len(odd), bool), raws)

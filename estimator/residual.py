@@ -116,8 +116,8 @@ class Residual:
     # bags': each architecture held out whole, the pooled point read energy worse than physics on all five GPUs (A10
     # 24.7 against 24.1 %, A100-PCIe 28.7 / 26.5, A100-SXM4 7.4 / 4.7, H100 22.9 / 20.1, H200 20.3 / 17.6); each
     # GPU held out now, A10 9.1 against 8.0 %, A100-PCIe 10.9 / 12.3, H200 17.5 / 17.5, and power worse on each
-    # (8.4 / 5.2, 8.0 / 6.2, 12.4 / 11.4). A model that records no architectures (older ones) keeps the pooled bags' point on a GPU not
-    # trained on and the GPU's level on every kind.
+    # (8.4 / 5.2, 8.0 / 6.2, 12.4 / 11.4). A model that records no architectures (older ones) keeps the pooled bags'
+    # point on a GPU not trained on and the GPU's level on every kind.
     arch_codes: list[float] = field(default_factory=list)
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags

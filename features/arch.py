@@ -118,10 +118,11 @@ IDLE_VOLTAGE_EXPONENT = 4.0
 # row above was measured at its default). On Zeus' power-limit sweeps (experiments/zeus_power_limits.py, BERT-base
 # training at 100-250 W on the V100, 100-300 W on the A40) the unscaled term read time 50 / 46 % and energy 56 / 53 %
 # high; scaled, 31 / 24 % and 36 / 29 % (the model before the term: 17 / 20 %, 22 / 26 %), and the energy against
-# the highest limit's run within each batch 2.5-4.4 % / 1.1-13.1 % off (before: 5.9-8.8 / 12.3-20.1 %). Left at 0 before issue 31, as
-# the residual read worse with it, as it still does (leave-one-model-out, 3 tree seeds: A10 4.77 -> 4.70 %, A100
-# 4.66 -> 5.05 %; issue 31's note). A smaller ratio trades one for the other: at 0.5, physics energy A10 10.1 %,
-# A100-PCIe 14.7 %, and leave-one-model-out (tree seed 0) A10 4.72 %, A100 4.82 % (at 0.65: 4.63 / 4.99 %).
+# the highest limit's run within each batch 2.5-4.4 % / 1.1-13.1 % off (before: 5.9-8.8 / 12.3-20.1 %). Left at 0
+# before issue 31, as the residual read worse with it, as it still does (leave-one-model-out, 3 tree seeds: A10
+# 4.77 -> 4.70 %, A100 4.66 -> 5.05 %; issue 31's note). A smaller ratio trades one for the other: at 0.5, physics
+# energy A10 10.1 %, A100-PCIe 14.7 %, and leave-one-model-out (tree seed 0) A10 4.72 %, A100 4.82 % (at 0.65: 4.63 /
+# 4.99 %).
 HOT_STATIC_RATIO = 0.65
 
 # Dynamic power at full utilisation and maximum clock/voltage, as fractions of (power limit - idle at max clock).

@@ -47,7 +47,7 @@ _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 # Each row's kind's parameters (`kinds.Streaming`), as columns of one table: the elements it moves ("cols" or rows x
 # cols), its CTA rule (`_CTAS`), whether it reduces, its instructions an element, whether its ops are
 # transcendental, its fixed FLOPs an element (NaN: by op) and its instructions an element where it runs a CTA a row
-# (NaN: the same); 0 (NaN) for a kind without streaming parameters.
+# (its instructions an element where the kind gives none); 0 (NaN) for a kind without streaming parameters.
 _FLAT, _CTA_RULE, _REDUCTION, _INSTRUCTIONS, _TRANSCENDENTAL, _FIXED_FLOPS, _ROW_BLOCK_INSTRUCTIONS = range(7)
 _BY_KIND: dict[tuple[str, ...], tuple[Mapping[str, Any], np.ndarray]] = {}  # kind names -> (registry, table)
 
@@ -59,7 +59,7 @@ def _kind_row(kind: Any) -> list[float]:
     block = p.row_block_instructions_per_element
     return [float(p.elements == "cols"), float(_CTAS[p.ctas]), float(p.reduction), float(p.instructions_per_element),
             float(p.transcendental), np.nan if p.flops_per_element is None else float(p.flops_per_element),
-            np.nan if block is None else float(block)]
+            float(p.instructions_per_element if block is None else block)]
 
 
 def _by_kind(kind: Any) -> np.ndarray:
@@ -92,14 +92,18 @@ def _elements(k: Columns, params: np.ndarray) -> np.ndarray:
     return np.where(params[:, _FLAT] > 0, k["cols"], k["rows"] * k["cols"])
 
 
+def _too_wide(k: Columns) -> np.ndarray:
+    """Per row: a softmax row too wide for ATen's persistent kernel, which runs a CTA a row instead."""
+    return k["cols"] > arch.SOFTMAX_PERSISTENT_MAX_COLS
+
+
 def tiles(k: Columns, traits: arch.ArchTraits) -> dict[str, np.ndarray]:
     """Grids (PyTorch ATen launch shapes, see `arch`): elementwise and embedding kernels 512 elements a CTA, norms
     a CTA a row, the persistent softmax 4 rows a CTA up to 1,024 columns and a row a CTA above."""
     params = _by_kind(k["kind"])
     moved = _elements(k, params)
     rule = params[:, _CTA_RULE]
-    softmax = np.where(k["cols"] <= arch.SOFTMAX_PERSISTENT_MAX_COLS, ceil_div(k["rows"], arch.SOFTMAX_ROWS_PER_CTA),
-                       k["rows"])
+    softmax = np.where(_too_wide(k), k["rows"], ceil_div(k["rows"], arch.SOFTMAX_ROWS_PER_CTA))
     n = np.where(rule == _CTAS["softmax"], softmax,
                  np.where(rule == _CTAS["rows"], k["rows"], ceil_div(moved, arch.ELEMENTWISE_ELEMENTS_PER_CTA)))
     per_sm = traits.threads_per_sm // arch.STREAMING_THREADS_PER_CTA
@@ -121,10 +125,9 @@ def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) ->
     reductions = params[:, _REDUCTION] > 0
     # exec_flops counts 2 per lane-instruction, as the FP32 peak does (an FMA is 2 FLOPs)
     transcendental = np.where(params[:, _TRANSCENDENTAL] > 0, by_op[:, 3], 0.0)
-    # a softmax too wide for the persistent kernel runs a CTA a row, at its kind's cost for that kernel where it has one
-    row_block = (params[:, _CTA_RULE] == _CTAS["softmax"]) & (k["cols"] > arch.SOFTMAX_PERSISTENT_MAX_COLS)
-    instructions = np.where(row_block & ~np.isnan(params[:, _ROW_BLOCK_INSTRUCTIONS]),
-                            params[:, _ROW_BLOCK_INSTRUCTIONS], params[:, _INSTRUCTIONS])
+    # a softmax too wide for the persistent kernel runs a CTA a row, at its kind's cost for that kernel
+    row_block = (params[:, _CTA_RULE] == _CTAS["softmax"]) & _too_wide(k)
+    instructions = np.where(row_block, params[:, _ROW_BLOCK_INSTRUCTIONS], params[:, _INSTRUCTIONS])
     issued = 2.0 * moved * (instructions + transcendental)
     return dict(flops=flops, exec_flops=np.maximum(flops, issued), dram_bytes=dram, l2_bytes=read + write,
                 smem_bytes=np.where(reductions, read, 0.0))

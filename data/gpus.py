@@ -29,14 +29,15 @@ _REQUIRED_NUMBERS = (
     "sm_count", "boost_clock_mhz", "tensor_peak_clock_mhz", "memory_gb", "memory_bandwidth_gbs",
     "memory_clock_mhz", "memory_bus_bits", "l2_mb", "power_limit_w", "idle_power_w",
 )
-_OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w")
+_OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w", "tensor_gemm_efficiency")
 # Physical bounds, generous around today's parts (the B200: 148 SMs, 1,965 MHz, 180 GB at 7.7 TB/s, 126 MB of L2,
 # 1,000 W, 4,500 dense fp8 TFLOP/s; data/gpus/b200.yaml, each figure sourced there): a number outside them is a
 # typo or a unit slip (GB/s given as MB/s), not a GPU.
 _RANGES = {"sm_count": (1, 2048), "boost_clock_mhz": (100, 10_000), "tensor_peak_clock_mhz": (100, 10_000),
            "base_clock_mhz": (50, 10_000), "memory_gb": (1, 10_000), "memory_bandwidth_gbs": (10, 200_000),
            "memory_clock_mhz": (100, 100_000), "memory_bus_bits": (32, 32_768), "l2_mb": (0.1, 10_000),
-           "power_limit_w": (5, 10_000), "idle_power_w": (0.5, 5_000), "idle_power_max_clock_w": (0.5, 5_000)}
+           "power_limit_w": (5, 10_000), "idle_power_w": (0.5, 5_000), "idle_power_max_clock_w": (0.5, 5_000),
+           "tensor_gemm_efficiency": (0.05, 1.0)}
 _MAX_TFLOPS = 100_000.0
 
 # When a GPU's idle power is known only at one clock, idle at the maximum clock is taken as 1.5x that:
@@ -68,6 +69,9 @@ class GpuSpec:
     idle_power_w: float
     idle_power_max_clock_w: float
     base_clock_mhz: float | None = None
+    # The fraction of the tensor peak a long-K cuBLAS GEMM reaches at the clock it runs, where one is measured for
+    # the chip; others take `features.arch.GEMM_EFFICIENCY` (`features.kinds.gemm.efficiency`).
+    tensor_gemm_efficiency: float | None = None
     # Measured idle power at locked SM clocks, ((MHz, W), ...) rising in clock, where a DVFS table exists: idle power
     # between its clocks is read from it, not from the default DVFS shape (`joulecast.features.power`).
     idle_power_table: tuple[tuple[float, float], ...] = ()
@@ -148,7 +152,7 @@ class GpuSpec:
             tensor_tflops=peaks["tensor_tflops"], cuda_tflops=peaks["cuda_tflops"],
             power_limit_w=numbers["power_limit_w"], idle_power_w=numbers["idle_power_w"],
             idle_power_max_clock_w=min(idle_max, numbers["power_limit_w"]), base_clock_mhz=numbers["base_clock_mhz"],
-            idle_power_table=table, aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
+            tensor_gemm_efficiency=numbers["tensor_gemm_efficiency"], idle_power_table=table, aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
         )
 
     def to_dict(self) -> dict[str, Any]:

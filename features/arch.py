@@ -23,7 +23,13 @@ def traits(architecture: str) -> ArchTraits:
 
 # Fractions of peak that tuned kernels reach (assumptions; the learned residual corrects them):
 # cuBLAS BF16 GEMMs on an H200 reach 687-795 TFLOP/s with the clock throttled to 1455-1470 MHz (gpus.md M[24]):
-# 87-100 % of the peak at that clock; the midpoint, for a long K.
+# 87-100 % of the peak at that clock; the midpoint, for a long K. A chip measured to reach less carries its own
+# figure in the catalog (`GpuSpec.tensor_gemm_efficiency`): the A100 (GA100) 0.869, its Maximum Achievable Matmul
+# FLOPS over the 312 TFLOP/s peak. Its EnergAIzer bf16 rows ran 15-20 % over physics' time at every DVFS clock
+# (510-1,410 MHz) while its fp32 rows (CUDA cores) and the A10's bf16 ones (GA102, half the tensor rate a SM) did
+# not. With it: physics energy MAPE A100-PCIe 12.3 -> 11.3 %; Wilkins' generations, not looked at in choosing it
+# (experiments/generation_jobs.py), Llama-2 A100-PCIe 10.1 / 10.9 -> 8.1 / 9.2 %, A100-SXM4 12.3 / 12.6 -> 10.5 /
+# 11.2 %, Mistral 7.0 / 7.2 -> 5.4 / 5.9 % and 13.1 / 13.6 -> 12.8 / 13.1 % (input / output sweeps).
 GEMM_EFFICIENCY = 0.93
 # Each CTA tile also fills its multistage pipeline before the first MMA and stores its output tile after the last:
 # about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs

@@ -76,7 +76,7 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
         lambda r: gemm.traffic(r, r, r["b_in"], r["b_out"], gpu.l2_bytes, r["implicit"]),
         lambda r: attention.traffic(r, r, r["b_in"]),
         lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes)), s["which"])
-    gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor)
+    gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor, gpu.tensor_gemm_efficiency)
     if "bf16" not in gpu.tensor_tflops:  # no bf16 hardware: converted to fp32 on the CUDA cores
         gemm_efficiency = np.where(k["dtype"] == "bf16", gemm_efficiency * arch.EMULATED_BF16_GEMM_RATE,
                                    gemm_efficiency)

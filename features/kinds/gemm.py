@@ -62,11 +62,14 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_byte
                 smem_bytes=2.0 * loads)
 
 
-def efficiency(k: Columns, t: Columns, b_in: np.ndarray, on_tensor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(fraction of peak, misaligned) per row: a long K reaches `arch.GEMM_EFFICIENCY`, a short one less (its
+def efficiency(k: Columns, t: Columns, b_in: np.ndarray, on_tensor: np.ndarray,
+               tensor_rate: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(fraction of peak, misaligned) per row: a long K reaches `arch.GEMM_EFFICIENCY` (on the tensor cores,
+    `tensor_rate` where the GPU's chip has its own, `GpuSpec.tensor_gemm_efficiency`), a short one less (its
     pipeline's prologue and epilogue), and a tensor-core GEMM with a misaligned leading dimension a third."""
     k_iters = t["k_iters"].astype(float)  # a tile's pipeline prologue and epilogue cost a few K-steps of its own
-    rate = arch.GEMM_EFFICIENCY * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)
+    long_k = arch.GEMM_EFFICIENCY if tensor_rate is None else np.where(on_tensor, tensor_rate, arch.GEMM_EFFICIENCY)
+    rate = long_k * k_iters / (k_iters + arch.GEMM_TILE_OVERHEAD_K_STEPS)
     # Leading dimensions: a linear layer's K (its other side is either its width, aligned in every model, or the
     # token count, which no operand strides by); a batched product's K or output width N, where the M x K or M x N
     # matrix they stride is no smaller than the aligned operand beside it (eager attention's scores and

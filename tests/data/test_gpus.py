@@ -62,6 +62,18 @@ def test_impossible_values_are_named(raw):
         gpus.GpuSpec.from_dict(bad, "x")
 
 
+def test_a_tensor_gemm_efficiency_is_a_sourced_fraction(raw):
+    bad = copy.deepcopy(raw)
+    bad["tensor_gemm_efficiency"] = 87
+    with pytest.raises(DataError, match="'tensor_gemm_efficiency': must be between 0.05 and 1"):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad["tensor_gemm_efficiency"] = 0.87
+    with pytest.raises(DataError, match="no source given for tensor_gemm_efficiency"):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad["sources"]["tensor_gemm_efficiency"] = "a measured matmul (M)"
+    assert gpus.GpuSpec.from_dict(bad, "x").tensor_gemm_efficiency == 0.87
+
+
 def test_every_number_needs_a_source(raw):
     raw["sources"] = {k: v for k, v in raw["sources"].items() if "idle_power_w" not in k}
     with pytest.raises(DataError, match="no source given for idle_power_w"):

@@ -22,7 +22,10 @@ re-measured on that physics, 0.451 ms at 1.88x idle; the model retrained; the 1,
 GPU and the L40S's 500 now read at physics' point, hybrid energy a median +35.3 % on the H100 (its serving level,
 -0.16, no longer applied), +3.8 % A10, -13.6 % A100-PCIe, -0.6 % H200, +12.0 % L40S; the other rows -0.3 to +10.9 %;
 mean energy width 96.2 -> 89.4 % of the estimate; flags the same, and each row's reasons the same but for the note
-that names the rule).
+that names the rule); and again when the A100 took its measured tensor GEMM efficiency, 0.869 of its peak (issue 31:
+physics on the A100-PCIe up a median 0.2 % in energy, at most 4.8 %, and 0.1 % in time, at most 6.1 %, every other
+GPU's the same; the model retrained, hybrid energy a median 0.0-0.1 % by GPU, -5.6 to +4.3 %; mean energy width 89.4
+-> 88.0 % of the estimate; flags the same, the domain reasons of 22 rows changed with the retrained model's ranges).
 
 """
 

@@ -15,7 +15,8 @@ import yaml
 
 from joulecast.data.errors import DataError, InputError
 from joulecast.data.files import write_atomic
-from joulecast.data.schema import empty_measurements, validate_measurements
+from joulecast.data.schema import COLLECTOR_SOURCE, empty_measurements, validate_measurements
+from joulecast.data.workload_ref import as_run
 
 CARD_NAME = "CARD.yaml"
 
@@ -120,9 +121,23 @@ def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
             raw = _read_parquet(path)
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise DataError(f"{path}: not a readable Parquet file ({exc.__class__.__name__})") from None
-        tables.append(validate_measurements(_with_card_dispatch(raw, path), origin=str(path)))
+        tables.append(validate_measurements(_as_run(_with_card_dispatch(raw, path)), origin=str(path)))
     table = pd.concat(tables, ignore_index=True)
     return validate_measurements(table, origin=str(origin))
+
+
+def _as_run(raw: pd.DataFrame) -> pd.DataFrame:
+    """A part's rows with the collector's catalog references naming the fusions its PyTorch runner applies
+    (`joulecast.data.workload_ref.as_run`): collections written before the references named them (the H200's of
+    2026-11-30) ran GPT-2's activation as one kernel all the same."""
+    if raw.empty or "workload_ref" not in raw or "source" not in raw:
+        return raw
+    ours = (raw["source"] == COLLECTOR_SOURCE).to_numpy() & raw["workload_ref"].notna().to_numpy()
+    if not ours.any():
+        return raw
+    refs = raw["workload_ref"].to_numpy(dtype=object).copy()
+    refs[ours] = [as_run(r) for r in refs[ours]]
+    return raw.assign(workload_ref=refs)
 
 
 def _with_card_dispatch(raw: pd.DataFrame, part: Path) -> pd.DataFrame:

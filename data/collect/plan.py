@@ -36,7 +36,7 @@ import yaml
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import read_text
 from joulecast.data.workload import Workload
-from joulecast.data.workload_ref import catalog_ref, kernel_ref
+from joulecast.data.workload_ref import as_run, catalog_ref, kernel_ref
 
 PLAN_DIR = Path(__file__).parent / "plans"
 # Seconds to set an item up before its warm-up (allocating tensors; building a model with random weights), used
@@ -145,7 +145,8 @@ def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
             *(_as_list(entry.get(k, d)) for k, d in (("model", None), ("phase", "prefill"), ("batch", 1),
                                                        ("seq", 512), ("dtype", "bf16")))):
         name = model_entry(model)["name"]
-        ref = None if overrides else catalog_ref(name, phase=phase, batch=batch, seq=seq, dtype=dtype, attention="flash")
+        ref = None if overrides else as_run(catalog_ref(name, phase=phase, batch=batch, seq=seq, dtype=dtype,
+                                                         attention="flash"))
         items.append(PlanItem(id=f"{name}/{phase}/b{batch}/s{seq}/{dtype}{tag}", kind="model", op=None, model=name,
                               phase=phase, batch=batch, seq=seq, dtype=dtype, overrides=overrides, workload_ref=ref))
     return items

@@ -63,3 +63,25 @@ def test_a_cards_host_dispatch_reaches_its_collections_rows_and_is_checked(tmp_p
     store.write_card(tmp_path, "h200", "c1", {"host_dispatch_s": 0.5})  # half a second a launch: no host
     with pytest.raises(DataError, match=r"column 'host_dispatch_s' must be from 0 to 0.001 s"):
         store.load_store(tmp_path)
+
+
+
+def test_collector_rows_stored_before_references_named_the_runners_fusions_load_with_them(tmp_path):
+    """The H200's collections of 2026-11-30 were written with plain GPT-2 references; their runner ran the activation
+    as one kernel all the same, so they load naming the fusion. Rows of other sources, references naming their own
+    fusions and other models' load as written."""
+    plain = "catalog:gpt2?phase=prefill&batch=8&seq=512&dtype=bf16&attention=flash"
+    refs = [plain, plain + "&fusions=norm", "catalog:llama-3-8b?phase=prefill&batch=1&seq=512&dtype=bf16", plain]
+    rows = _rows(4).assign(workload_ref=refs, source=["joulecast-collector"] * 3 + ["test"])
+    store.write_part(rows, tmp_path, "h200", "c1")
+    loaded = store.load_store(tmp_path).set_index("measurement_id")["workload_ref"]
+    assert list(loaded) == [plain + "&fusions=activation", *refs[1:]]
+    shipped = store.load_store(store_root())
+    gpt2 = shipped.loc[shipped["measurement_id"].str.startswith("gpt2/"), "workload_ref"]
+    assert len(gpt2) == 3 and gpt2.str.endswith("&fusions=activation").all()
+
+
+def store_root():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2] / "data" / "measurements"

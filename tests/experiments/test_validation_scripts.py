@@ -230,7 +230,7 @@ def _run_args(script: str, *extra: str):
 
 def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply():
     """experiments/host_dispatch.py inverts the 2-norm rule on h200-first's host-bound model rows: the median it
-    prints is the figure the collection's card states (18 us a launch), each row's dispatch reproducing its measured
+    prints is the figure the collection's card states (18.5 us a launch), each row's dispatch reproducing its measured
     time with physics' GPU busy time."""
     import numpy as np
 

@@ -25,7 +25,13 @@ mean energy width 96.2 -> 89.4 % of the estimate; flags the same, and each row's
 that names the rule); and again when the A100 took its measured tensor GEMM efficiency, 0.869 of its peak (issue 31:
 physics on the A100-PCIe up a median 0.2 % in energy, at most 4.8 %, and 0.1 % in time, at most 6.1 %, every other
 GPU's the same; the model retrained, hybrid energy a median 0.0-0.1 % by GPU, -5.6 to +4.3 %; mean energy width 89.4
--> 88.0 % of the estimate; flags the same, the domain reasons of 22 rows changed with the retrained model's ranges).
+-> 88.0 % of the estimate; flags the same, the domain reasons of 22 rows changed with the retrained model's ranges);
+and again when the H200's collected GPT-2 rows named the runner's one-kernel activation, the collection's host
+dispatch was read again on them (18.5 us a launch), vLLM 0.5.4's host time on the A100's new physics (0.447 ms at
+1.85x idle) and the grid fitted the cheapest entry within one standard error of the best (issue 31: physics the same
+but for the rows served by vLLM 0.5.4, -1.5 to -2.1 %; the model retrained, depth 3 and 300 rounds still; hybrid
+energy a median +1.9 % on the H200, -3.5 to +25.4 %, and 0.0 % on the others, -5.1 to +6.5 %; mean energy width 88.0
+-> 89.5 %; every flag and domain reason the same).
 
 """
 

@@ -580,3 +580,16 @@ def test_xgboost_dask_training_matches_in_process_training(measurements):
     est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", estimator=spread)
     ref = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a10", estimator=here)
     assert est.energy_j == pytest.approx(ref.energy_j, rel=0.05)
+
+
+def test_the_grid_fits_the_cheapest_entry_within_one_standard_error_of_the_best():
+    """Breiman's rule: a dearer entry is fitted only where it beats the cheapest by more than the best's folds
+    spread (their standard error)."""
+    from joulecast.training.residual import one_standard_error_choice
+
+    folds = [[0.07, 0.09, 0.08, 0.10], [0.06, 0.10, 0.07, 0.09]]  # means 0.085 and 0.080; the best's SE 0.0091
+    chosen, se = one_standard_error_choice([0.085, 0.080], folds)
+    assert chosen == 0 and se == pytest.approx(np.std(folds[1], ddof=1) / 2)
+    tight = [[0.085, 0.085, 0.086, 0.084], [0.080, 0.080, 0.081, 0.079]]  # the same means, folds that agree
+    assert one_standard_error_choice([0.085, 0.080], tight)[0] == 1
+    assert one_standard_error_choice([0.080, 0.085], folds)[0] == 0  # the cheapest is the best

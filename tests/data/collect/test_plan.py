@@ -124,3 +124,46 @@ def test_the_dispatch_plan_is_host_bound_in_physics_and_fits_a_device_session():
     dispatch = HOST_DISPATCH_S["eager"]
     assert all(dispatch <= e.physics_time_s < 1.1 * dispatch for e in durations)
     assert sum(e.seconds for e in durations) < 2 * 60
+
+
+def test_model_references_name_the_fusions_the_runner_applies():
+    """The PyTorch runner runs GPT-2's tanh GELU as one kernel, which Hugging Face's code runs as eight: its items'
+    references ask the lowering for that fusion, so that the physics of a measured pass has the kernels that ran.
+    Llama's gated MLP is run as lowered, so its references name none."""
+    from joulecast.data.workload_ref import as_run
+    from joulecast.features.refs import resolve
+
+    plan = parse_plan({"name": "p", "gpu": "h200", "models": [{"model": ["gpt2", "llama-3-8b"], "seq": 128}]})
+    refs = {it.model: it.workload_ref for it in plan.items}
+    assert refs["gpt2"].endswith("&fusions=activation") and "fusions" not in refs["llama-3-8b"]
+    elementwise = resolve(refs["gpt2"]).kernels.query("kind == 'elementwise'")
+    assert elementwise.loc[elementwise["op"] == "gelu", "count"].sum() == 12  # one a layer
+    assert not {"tanh", "scalar_mul"} & set(elementwise["op"])
+    # a reference that names its fusions, and any other scheme, is left as it is
+    assert as_run("catalog:gpt2?phase=prefill&fusions=norm") == "catalog:gpt2?phase=prefill&fusions=norm"
+    assert as_run("kernel:gemm?m=8&n=8&k=8&dtype=bf16") == "kernel:gemm?m=8&n=8&k=8&dtype=bf16"
+
+
+def test_the_runners_gpt2_activation_is_one_kernel():
+    """What `RUNNER_FUSIONS` says of the runner, checked on it: one GPT-2 block's MLP dispatches a single gelu and
+    none of the eight pieces of Hugging Face's tanh GELU."""
+    torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from joulecast.data.collect.torch_models import Transformer
+    from joulecast.data.models import model_entry
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    config = {**model_entry("gpt2")["config"], "n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 128}
+    model = Transformer(config)
+    with torch.no_grad(), Ops() as ops:
+        model(torch.randint(0, 128, (2, 8)))
+    assert ops.names.count("gelu") == 1 and "tanh" not in ops.names and "pow" not in ops.names

@@ -44,7 +44,8 @@ PARAM_GRID: tuple[dict[str, Any], ...] = tuple(
     for d, lr, n in ((3, 0.1, 300), (4, 0.1, 400)))
 # The trees a row walks set the speed of every estimate: each point round adds two (time and energy), each band round
 # four (their two quantiles), bags of five; 400 rounds, bands of 100 (BAND_ROUND_DIVISOR): 6,000 trees (300 rounds of
-# depth 3, which the grid chose once the H200's rows took their host's dispatch: 4,500). Points of
+# depth 3, which the grid chose once the H200's rows took their host's dispatch, and which
+# `one_standard_error_choice` keeps where the dearer entry's lead is within its folds' noise: 4,500). Points of
 # fewer, larger steps held out a little worse (experiments/model_size.py, measured with bands of the points' rounds,
 # so 12,000 trees for this grid; leave-one-model-out energy MAPE A10 / A100, tree seeds 0-2; numpy walk CPU a row):
 # this grid 4.77 / 4.66 % (225 us), 100 rounds at 0.3 4.92 / 4.70 % (3,000 trees, 59 us), 60 at 0.3 4.90 / 4.70 %

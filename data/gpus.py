@@ -152,7 +152,8 @@ class GpuSpec:
             tensor_tflops=peaks["tensor_tflops"], cuda_tflops=peaks["cuda_tflops"],
             power_limit_w=numbers["power_limit_w"], idle_power_w=numbers["idle_power_w"],
             idle_power_max_clock_w=min(idle_max, numbers["power_limit_w"]), base_clock_mhz=numbers["base_clock_mhz"],
-            tensor_gemm_efficiency=numbers["tensor_gemm_efficiency"], idle_power_table=table, aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
+            tensor_gemm_efficiency=numbers["tensor_gemm_efficiency"], idle_power_table=table,
+            aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
         )
 
     def to_dict(self) -> dict[str, Any]:

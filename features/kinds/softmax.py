@@ -9,7 +9,9 @@ shipped (experiments/softmax_rows.py): that kernel at 2.5x the persistent one's 
 each GPU with kernel-level rows gets from the other two: 2.5, 2 and 2.5) takes physics energy MAPE A10 8.0 -> 7.7 %,
 A100-PCIe 12.3 -> 10.7 %, H200 17.5 -> 17.0 %, but the residual on it held out worse: leave-one-model-out (tree seed
 0) A10 4.63 -> 4.82 %, A100 4.99 -> 5.77 % (OPT and Qwen2's long prompts no longer shared the other families'
-offset). ROW_BLOCK_INSTRUCTIONS stays at the persistent kernel's.
+offset). Again on the physics of 2026-12-03 (the A100's tensor GEMM efficiency, GPT-2's rows as run): physics A100-PCIe
+11.3 -> 9.8 %, H200 16.7 -> 16.2 %; leave-one-model-out A10 4.62 -> 4.72 %, A100 4.89 -> 5.63 %.
+ROW_BLOCK_INSTRUCTIONS stays at the persistent kernel's.
 """
 
 from __future__ import annotations

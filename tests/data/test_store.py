@@ -1,6 +1,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import REPO
 
 from joulecast.data import store
 from joulecast.data.errors import DataError
@@ -65,7 +66,6 @@ def test_a_cards_host_dispatch_reaches_its_collections_rows_and_is_checked(tmp_p
         store.load_store(tmp_path)
 
 
-
 def test_collector_rows_stored_before_references_named_the_runners_fusions_load_with_them(tmp_path):
     """The H200's collections of 2026-11-30 were written with plain GPT-2 references; their runner ran the activation
     as one kernel all the same, so they load naming the fusion. Rows of other sources, references naming their own
@@ -76,12 +76,7 @@ def test_collector_rows_stored_before_references_named_the_runners_fusions_load_
     store.write_part(rows, tmp_path, "h200", "c1")
     loaded = store.load_store(tmp_path).set_index("measurement_id")["workload_ref"]
     assert list(loaded) == [plain + "&fusions=activation", *refs[1:]]
-    shipped = store.load_store(store_root())
+    shipped = store.load_store(REPO / "data" / "measurements")
     gpt2 = shipped.loc[shipped["measurement_id"].str.startswith("gpt2/"), "workload_ref"]
     assert len(gpt2) == 3 and gpt2.str.endswith("&fusions=activation").all()
 
-
-def store_root():
-    from pathlib import Path
-
-    return Path(__file__).resolve().parents[2] / "data" / "measurements"

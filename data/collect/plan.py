@@ -62,8 +62,8 @@ class Settings:
         for name, default in known.items():
             value = raw.get(name, default)
             kind = type(default)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-                raise InputError(f"settings.{name}", f"must be a non-negative number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
+                raise InputError(f"settings.{name}", f"must be a finite non-negative number, got {value!r}")
             values[name] = kind(value)
         require(values["repeats"] >= 3, "settings.repeats", f"must be at least 3, got {values['repeats']}")
         require(values["min_iterations"] >= 1, "settings.min_iterations", "must be at least 1")

@@ -51,6 +51,8 @@ def test_grid_and_shapes_expand_and_ids_are_stable():
      "settings.repeats: must be at least 3"),
     ({"name": "p", "gpu": "h200", "settings": {"window": 2}, "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
      "settings.window: unknown"),
+    ({"name": "p", "gpu": "h200", "settings": {"repeats": float("inf")}, "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
+     "settings.repeats: must be a finite non-negative number, got inf"),
 ])
 def test_bad_plans_name_the_field(raw, message):
     with pytest.raises(InputError) as err:

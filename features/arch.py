@@ -53,7 +53,8 @@ MISALIGNED_GEMM_RATE = 1 / 3
 EMULATED_BF16_GEMM_RATE = 0.74
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
 L2_EFFICIENCY = 0.80
-ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4)
+ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4); a long run of keys
+# (short ones lose a CTA's prologue and epilogue: `joulecast.features.kinds.attention.efficiency`)
 
 # GA10x and AD10x SMs (compute capability 8.6, 8.7, 8.9) count two FP32 datapaths per SM partition in their FP32
 # peak, one of them shared with INT32 (NVIDIA Ampere GA102 GPU architecture whitepaper, 2020). A CUDA-core GEMM's

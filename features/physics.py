@@ -80,7 +80,7 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     if "bf16" not in gpu.tensor_tflops:  # no bf16 hardware: converted to fp32 on the CUDA cores
         gemm_efficiency = np.where(k["dtype"] == "bf16", gemm_efficiency * arch.EMULATED_BF16_GEMM_RATE,
                                    gemm_efficiency)
-    efficiency = np.where(is_attn, attention.EFFICIENCY, np.where(is_gemm, gemm_efficiency, 1.0))
+    efficiency = np.where(is_attn, attention.efficiency(k, t), np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned, peak_flops_ref=s["peak_flops_ref"],
                 peak_clock_ref=s["peak_clock_ref"], cuda_flops_ref=s["cuda_flops_ref"], efficiency=efficiency,
                 b_in=b_in, **_clock_free(t["tiles"], moved["exec_flops"], on_tensor, gpu))

@@ -60,6 +60,20 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.ndarray]:
                 smem_bytes=2.0 * streamed)
 
 
+def efficiency(k: Columns, t: Columns) -> np.ndarray:
+    """Fraction of peak per row: `arch.ATTENTION_EFFICIENCY` over a long run of key blocks, less where a CTA's own
+    prologue and epilogue (loading its query tile; rescaling and storing its output) weigh against few of them, as a
+    GEMM tile's do (`arch.GEMM_TILE_OVERHEAD_K_STEPS`, the same 4 steps: assumption); a causal CTA sees about half
+    its keys. On the H200's prefill attention (data/measurements/h200/h200-first: causal, 128-wide heads) physics
+    read 502 TFLOP/s at 512 tokens and 600-650 at 2,048-8,192 against 299 and 408-534 measured; with it 312 and
+    511-619. Physics energy MAPE of those four rows and six decode ones 19.4 -> 13.2 %, of all H200 rows 16.7 ->
+    15.6 %; EnergAIzer's rows (eager attention) do not move."""
+    sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
+    visible = np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)
+    blocks = t["k_iters"] * visible
+    return EFFICIENCY * blocks / (blocks + arch.GEMM_TILE_OVERHEAD_K_STEPS)
+
+
 def _check(s: dict[str, Any], given: Mapping[str, Any], field: str) -> None:
     require(s["heads"] % s["kv_heads"] == 0, f"{field}.kv_heads", "must divide heads")
     s["causal"] = bool(given.get("causal", s["seq_q"] > 1))

@@ -5,6 +5,7 @@ import joulecast
 from joulecast.data.errors import InputError
 from joulecast.features import arch, physics
 from joulecast.features.kernel_table import kernel_table
+from joulecast.features.kinds import attention
 from joulecast.features.power import idle_power_w
 
 
@@ -105,6 +106,26 @@ def test_short_k_gemms_pay_for_each_tile_pipeline_fill():
     t = {k: _one(dict(kind="gemm", m=8192, n=8192, k=k, tensor_core=True), sm_clock_mhz=900).t_compute_s / k
          for k in (768, 8192)}
     assert t[768] / t[8192] == pytest.approx((28 / 24) / (260 / 256))
+
+
+def test_fused_attention_pays_for_each_ctas_prologue_against_its_key_blocks():
+    """A CTA of 128 queries over 512 keys (8 blocks of 64) runs at 8/12 of the long-run efficiency; a causal one sees
+    about half its keys, (512 - 255.5) / 512 of 8 blocks; 8,192 keys come close to the long-run figure."""
+    def eff(seq, causal):
+        k = dict(seq_q=np.array([seq]), seq_kv=np.array([seq]), causal=np.array([causal]))
+        return attention.efficiency(k, dict(k_iters=np.array([seq // 64])))[0]
+    assert eff(512, False) == pytest.approx(arch.ATTENTION_EFFICIENCY * 8 / 12)
+    blocks = 8 * (512 - 255.5) / 512
+    assert eff(512, True) == pytest.approx(arch.ATTENTION_EFFICIENCY * blocks / (blocks + 4))
+    # and physics times them so: 2,048 CTAs either way, 512 keys each (batch 16) against 8,192 (batch 1)
+    per_flop = {}
+    for batch, seq in ((16, 512), (1, 8192)):
+        r = _one(dict(kind="attention", op="flash", dtype="bf16", acc_dtype="bf16", tensor_core=True, batch=batch,
+                      heads=32, kv_heads=32, seq_q=seq, seq_kv=seq, head_dim=128, causal=False), gpu="h200",
+                 sm_clock_mhz=900)  # a clock the power cap leaves alone
+        per_flop[seq] = r.t_compute_s / r.flops
+    assert per_flop[512] / per_flop[8192] == pytest.approx(eff(8192, False) / eff(512, False))
+    assert eff(512, True) < eff(512, False) < eff(8192, True) < arch.ATTENTION_EFFICIENCY
 
 
 def test_tensor_core_gemms_with_misaligned_leading_dimensions_run_at_a_third():

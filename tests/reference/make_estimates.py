@@ -31,7 +31,11 @@ dispatch was read again on them (18.5 us a launch), vLLM 0.5.4's host time on th
 1.85x idle) and the grid fitted the cheapest entry within one standard error of the best (issue 31: physics the same
 but for the rows served by vLLM 0.5.4, -1.5 to -2.1 %; the model retrained, depth 3 and 300 rounds still; hybrid
 energy a median +1.9 % on the H200, -3.5 to +25.4 %, and 0.0 % on the others, -5.1 to +6.5 %; mean energy width 88.0
--> 89.5 %; every flag and domain reason the same).
+-> 89.5 %; every flag and domain reason the same); and again when fused attention paid for each CTA's prologue
+against its key blocks (issue 31: physics moved on the 728 flash-attention rows alone, energy at most +6.7 % A10,
++17.5 % A100-PCIe, +4.4 % H100, +10.6 % H200, +2.0 % L40S; the model retrained, depth 3 and 300 rounds still, its
+H200 upper energy margin 0.34 -> 0.13; hybrid energy -4.6 to +17.5 %, a median 0.0 % on every GPU; mean energy width
+89.5 -> 77.4 % of the estimate, the H200's 134.5 -> 84.2 %; every flag and domain reason the same).
 
 """
 

@@ -371,6 +371,25 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     assert weighted_quantile(np.array([4.0, 1.0, 3.0, 2.0]), np.array([1.0, 0.0, 0.0, 0.0]), 0.5) == 4.0
 
 
+def test_a_new_gpu_running_work_without_an_engine_takes_the_measured_margin_unwidened():
+    """On a GPU not trained on, a row in range without a serving engine's host work gets the new-GPU margin as
+    measured; a serving step (physics far off on such rows: engine effects) keeps the widening on top."""
+    rng = np.random.default_rng(7)
+    gpus, X, groups = _gpus_told_apart(rng, {"a": 120, "b": 120, "c": 30}, {"a": 600.0, "b": 900.0, "c": 1500.0})
+    X = X.assign(engine_host_fraction=np.tile([0.0, 0.2], len(gpus) // 2))
+    y = np.where(gpus == "c", 0.15, 0.0) + 0.1 * rng.normal(size=len(gpus))  # margins of their own
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    assert model.gpu_work["a"] == ["forward", "serving"] and model.conformal_new_gpu["energy"] > 0
+    rows = pd.concat([X.iloc[[0]]] * 2).assign(engine_host_fraction=[0.0, 0.2])
+    new = model.predict(rows, ["h100"] * 2)
+    width = new["energy_hi"] - new["energy_lo"]
+    assert width[1] > width[0] > 0 and not new["in_domain"].any()
+    one_gpu = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, ["a"] * len(gpus), grid=SMALL_GRID)
+    alone, other = one_gpu.predict(rows, ["a"] * 2), one_gpu.predict(rows, ["h100"] * 2)
+    np.testing.assert_allclose(other["energy_hi"] - other["energy"],  # no margin measured: every row widened
+                               (alone["energy_hi"] - alone["energy"]) * OUT_OF_DOMAIN_WIDEN, rtol=1e-6)
+
+
 def test_a_kernel_mix_not_trained_on_is_flagged_and_widened():
     """Convolutions take at most a fifth of the training rows' time: a workload where they take half lies outside
     the domain, is flagged, named and widened by OUT_OF_DOMAIN_WIDEN; one at 24 % is within the margin a time share

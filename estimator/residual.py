@@ -30,9 +30,10 @@ TARGETS = ("time", "energy")
 # trust the measurement alone, and the assumption alone covered 25-56 % of the rows of the GPUs whose zero-shot
 # estimates are far off. Zero-shot energy coverage (experiments/onboarding.py, seed 0), widened -> either: A100-SXM4
 # 25.0 -> 100 %, B200 55.6 -> 66.7 %, H100 50.0 -> 82.1 %, A10 and A100 100 % both ways; mean width 59 / 98 / 96 ->
-# 139 / 129 / 151 %, A100 145 -> 194 %. Those GPUs' rows are serving steps; a GPU not trained on running a kind of
-# work without an engine (a forward pass, a decode or a training step), its features in range, takes the measured
-# margin unwidened. Each GPU with kernel-level rows held out (experiments/gpu_transfer.py --quick), energy coverage
+# 139 / 129 / 151 %, A100 145 -> 194 %. Those GPUs' rows are serving steps; a GPU not trained on, of an architecture
+# trained on, running a kind of work without an engine (a forward pass, a decode or a training step), its features in
+# range, takes the measured margin unwidened (a new architecture, as the V100's Volta with its emulated bf16 GEMMs on
+# Wilkins' generations, 16-30 % off, keeps the widening). Each GPU with kernel-level rows held out (experiments/gpu_transfer.py --quick), energy coverage
 # A10 100 -> 95.8 %, A100-PCIe 100 -> 98.8 %, H200 94.1 -> 92.6 % (its microbenchmarks' kernel mixes lie out of range
 # and stay widened); zero-shot (experiments/onboarding.py, seed 0) A10 98.9 -> 95.8 %, A100-PCIe 100 -> 98.8 %, H200
 # 94.1 % both ways, mean width 75 / 90 / 88 -> 60 / 69 / 84 % of the estimate; the serving GPUs' the same.
@@ -283,11 +284,12 @@ class Residual:
         pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
                                                            np.zeros(len(odd), bool), raws)
         out: dict[str, np.ndarray] = {"in_domain": inside}
-        # a GPU not trained on, its features in range, not serving: the margin measured for a new GPU, not widened
-        # (where one was measured, by a model that records kinds of work; otherwise every such row is widened)
-        plain_new = (~seen & features_inside & (checks.kinds != "serving")
-                     if checks.kinds is not None and all(self.conformal_new_gpu.get(t) for t in TARGETS)
-                     else np.zeros_like(seen))
+        # a GPU not trained on of an architecture trained on, its features in range, not serving: the margin measured
+        # for a new GPU, not widened (where one was measured, by a model that records kinds of work and architectures;
+        # otherwise every such row is widened)
+        plain_new = (~seen & features_inside & (checks.kinds != "serving") & self.known_architecture(every, columns)
+                     if checks.kinds is not None and self.arch_codes
+                     and all(self.conformal_new_gpu.get(t) for t in TARGETS) else np.zeros_like(seen))
         widen = np.where(inside | plain_new, 1.0, OUT_OF_DOMAIN_WIDEN)
         features_widen = np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN)
         # every target at once, stacked on a first axis (the same arithmetic, element by element, in half the calls)

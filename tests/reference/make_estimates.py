@@ -35,10 +35,10 @@ energy a median +1.9 % on the H200, -3.5 to +25.4 %, and 0.0 % on the others, -5
 against its key blocks (issue 31: physics moved on the 728 flash-attention rows alone, energy at most +6.7 % A10,
 +17.5 % A100-PCIe, +4.4 % H100, +10.6 % H200, +2.0 % L40S; the model retrained, depth 3 and 300 rounds still, its
 H200 upper energy margin 0.34 -> 0.13; hybrid energy -4.6 to +17.5 %, a median 0.0 % on every GPU; mean energy width
-89.5 -> 77.4 % of the estimate, the H200's 134.5 -> 84.2 %; every flag and domain reason the same); and again when
-a GPU not trained on, running work without a serving engine with its features in range, took the margin measured
-for a new GPU unwidened (issue 31: 308 of the L40S's 500 rows, their points the same, its mean energy width 85.2 ->
-76.5 %; nothing else moved).
+89.5 -> 77.4 % of the estimate, the H200's 134.5 -> 84.2 %; every flag and domain reason the same). A GPU not
+trained on, of an architecture trained on, running work without a serving engine with its features in range, takes
+the margin measured for a new GPU unwidened (issue 31); the one GPU here not trained on, the L40S, is of another
+(Ada), so nothing here moved.
 
 """
 

@@ -33,10 +33,11 @@ TARGETS = ("time", "energy")
 # 139 / 129 / 151 %, A100 145 -> 194 %. Those GPUs' rows are serving steps; a GPU not trained on, of an architecture
 # trained on, running a kind of work without an engine (a forward pass, a decode or a training step), its features in
 # range, takes the measured margin unwidened (a new architecture, as the V100's Volta with its emulated bf16 GEMMs on
-# Wilkins' generations, 16-30 % off, keeps the widening). Each GPU with kernel-level rows held out (experiments/gpu_transfer.py --quick), energy coverage
-# A10 100 -> 95.8 %, A100-PCIe 100 -> 98.8 %, H200 94.1 -> 92.6 % (its microbenchmarks' kernel mixes lie out of range
-# and stay widened); zero-shot (experiments/onboarding.py, seed 0) A10 98.9 -> 95.8 %, A100-PCIe 100 -> 98.8 %, H200
-# 94.1 % both ways, mean width 75 / 90 / 88 -> 60 / 69 / 84 % of the estimate; the serving GPUs' the same.
+# Wilkins' generations, 16-30 % off, keeps the widening). Each GPU with kernel-level rows held out
+# (experiments/gpu_transfer.py --quick), energy coverage A10 100 -> 95.8 %, A100-PCIe 100 -> 98.8 %, H200 94.1 ->
+# 92.6 % (its microbenchmarks' kernel mixes lie out of range and stay widened); zero-shot (experiments/onboarding.py,
+# seed 0) A10 98.9 -> 95.8 %, A100-PCIe 100 -> 98.8 %, H200 94.1 % both ways, mean width 75 / 90 / 88 -> 60 / 69 /
+# 84 % of the estimate; the serving GPUs' the same.
 # The kernel mix (the share of physics time per kernel class) bounds the domain too, as the issue asks for an interval
 # "wider for a kernel mix the model has seen little of": a time share, in [0, 1], may stray DOMAIN_SHARE_MARGIN
 # (assumption) from its training range, as one as narrow as the norm kernels' 0-5 % would otherwise leave no room.

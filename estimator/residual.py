@@ -285,16 +285,15 @@ class Residual:
         pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
                                                            np.zeros(len(odd), bool), raws)
         out: dict[str, np.ndarray] = {"in_domain": inside}
+        n, new_gpu = len(values), [self.conformal_new_gpu.get(t) for t in TARGETS]
         # a GPU not trained on of an architecture trained on, its features in range, not serving: the margin measured
         # for a new GPU, not widened (where one was measured, by a model that records kinds of work and architectures;
         # otherwise every such row is widened)
         plain_new = (~seen & features_inside & (checks.kinds != "serving") & self.known_architecture(every, columns)
-                     if checks.kinds is not None and self.arch_codes
-                     and all(self.conformal_new_gpu.get(t) for t in TARGETS) else np.zeros_like(seen))
+                     if checks.kinds is not None and self.arch_codes and None not in new_gpu else np.zeros_like(seen))
         widen = np.where(inside | plain_new, 1.0, OUT_OF_DOMAIN_WIDEN)
         features_widen = np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN)
         # every target at once, stacked on a first axis (the same arithmetic, element by element, in half the calls)
-        n, new_gpu = len(values), [self.conformal_new_gpu.get(t) for t in TARGETS]
         point = np.array([margins[t, False] for t in TARGETS])
         band = np.array([margins[t, True].reshape(n, 2) for t in TARGETS])
         floors = np.array([self.band_floor.get(t, (0.0, 0.0)) for t in TARGETS], dtype=float)

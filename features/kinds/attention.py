@@ -45,11 +45,17 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int) -> dict[str, np.nd
                 k_iters=ceil_div(ceil_div(seq_kv, kv_split), 64))
 
 
+def visible_fraction(k: Columns) -> np.ndarray:
+    """Per row, the share of its keys a query sees on average: (seq_kv - (seq_q - 1) / 2) / seq_kv where causal."""
+    sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
+    return np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)
+
+
 def traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.ndarray]:
     """Q, K, V, O cross DRAM once; every query block streams its keys and values through L2."""
     bsz, h, hkv, d = (k[c].astype(float) for c in ("batch", "heads", "kv_heads", "head_dim"))
     sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
-    causal_fraction = np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)  # keys visible per query, on average
+    causal_fraction = visible_fraction(k)
     flops = 4.0 * bsz * h * sq * skv * d * causal_fraction
     rows = gqa_packed(k)[0].astype(float)  # query rows: a decode step's grouped heads where they are packed
     executed = flops * np.ceil(rows / 16) * 16 / rows  # MMA tiles have at least 16 query rows
@@ -68,9 +74,7 @@ def efficiency(k: Columns, t: Columns) -> np.ndarray:
     read 502 TFLOP/s at 512 tokens and 600-650 at 2,048-8,192 against 299 and 408-534 measured; with it 312 and
     511-619. Physics energy MAPE of those four rows and six decode ones 19.4 -> 13.2 %, of all H200 rows 16.7 ->
     15.6 %; EnergAIzer's rows (eager attention) do not move."""
-    sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
-    visible = np.where(k["causal"], (skv - (sq - 1) / 2) / skv, 1.0)
-    blocks = t["k_iters"] * visible
+    blocks = t["k_iters"] * visible_fraction(k)
     return EFFICIENCY * blocks / (blocks + arch.GEMM_TILE_OVERHEAD_K_STEPS)
 
 

@@ -36,6 +36,9 @@ _CAP_STEPS = np.linspace(0.0, 1.0, _CAP_GRID)
 _WHOLE_TABLE_ROWS = 256
 # Kernels x grid clocks evaluated in one pass below which the whole grid beats bisection (five passes' call costs).
 _CAP_GRID_AT_ONCE = 4096
+# Passes of the power limit held over a pass's average (`analyze_arrays`): each takes the headroom its idle gaps
+# leave from the timeline the last throttled
+_WINDOW_PASSES = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,9 +242,10 @@ _TIMELINE_INPUTS = ("peak_flops_ref", "peak_clock_ref", "busiest_sm_flops", "eff
 
 
 def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float,
-                     over: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
-    """Lower each over-limit kernel's clock (`over`) until its power meets the limit (as the GPU's power capping
-    does): (every kernel's clock, the over-limit kernels' `_timeline_and_power` at theirs, or None where not kept).
+                     over: np.ndarray, cap: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
+    """Lower each over-limit kernel's clock (`over`) until its power meets its cap (`cap`, one an over-limit
+    kernel: the limit, or more where its pass's idle gaps leave headroom), as the GPU's power capping does: (every
+    kernel's clock, the over-limit kernels' `_timeline_and_power` at theirs, or None where not kept).
 
     Power rises with the clock, so the highest fitting clock is found on a grid of candidates per kernel, then on a
     finer grid between the last that fits and the first that does not. Where the last grid is evaluated whole (a
@@ -254,7 +258,7 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
     kept = None
     for stage in range(_CAP_STAGES):
         full = stage == _CAP_STAGES - 1 and len(low) * _CAP_GRID <= _CAP_GRID_AT_ONCE
-        fitting, grid_dyn = _fitting_clocks(sub, gpu, low, high, _CAP_STEPS, limit, full=full)
+        fitting, grid_dyn = _fitting_clocks(sub, gpu, low, high, _CAP_STEPS, limit, cap, full=full)
         last = np.maximum(fitting - 1, 0)  # none fits: the lowest clock, as the GPU would go no lower
         low, high = (low + (high - low) * _CAP_STEPS[last],
                      low + (high - low) * _CAP_STEPS[np.minimum(last + 1, _CAP_GRID - 1)])
@@ -268,8 +272,8 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
 
 
 def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, high: np.ndarray, steps: np.ndarray,
-                    limit: float, full: bool = False) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
-    """Per kernel, how many clocks of its grid (`low + (high - low) * steps`) fit the power limit, and, where the
+                    limit: float, cap: np.ndarray, full: bool = False) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
+    """Per kernel, how many clocks of its grid (`low + (high - low) * steps`) fit its cap (W), and, where the
     whole grid was evaluated and `full` asks, its whole timeline (grid clocks x kernels; else None). Power rises
     with the clock near any limit a GPU allows (one above its idle at the maximum clock; a measured idle table may
     dip, the H100's by at most 0.18 W a 15 MHz step, near idle, at 360-510 MHz), so the fitting clocks are the
@@ -279,12 +283,12 @@ def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, h
     if len(low) * len(steps) <= _CAP_GRID_AT_ONCE:
         grid = low + (high - low) * steps[:, None]
         dyn = _timeline_and_power(sub, gpu, grid, limit, power_only=not full)
-        return (dyn["power_w"] <= limit).sum(axis=0), dyn if full else None
+        return (dyn["power_w"] <= cap).sum(axis=0), dyn if full else None
     fitting, beyond = np.zeros(len(low), np.intp), np.full(len(low), len(steps), np.intp)
     while (open_ := fitting < beyond).any():
         middle = np.minimum((fitting + beyond) // 2, len(steps) - 1)  # fitting <= middle < beyond where open
         fits = _timeline_and_power(sub, gpu, low + (high - low) * steps[middle], limit,
-                                   power_only=True)["power_w"] <= limit
+                                   power_only=True)["power_w"] <= cap
         fitting, beyond = np.where(open_ & fits, middle + 1, fitting), np.where(open_ & ~fits, middle, beyond)
     return fitting, None
 
@@ -371,28 +375,50 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     rows = len(f["count"])
     clock = np.full(rows, clock0)
     dyn = _timeline_and_power(f, gpu, clock, limit)
-    over = dyn["power_w"] > limit
-    if over.any():
-        clock, kept = _solve_power_cap(f, gpu, clock, limit, over)
-        if kept is None:
-            dyn = _timeline_and_power(f, gpu, clock, limit)
-        else:  # the over-limit kernels' timelines at their clocks, the others' as they were
-            dyn = {name: _with_rows(v, over, kept[name]) for name, v in dyn.items()}
-    dyn["power_w"] = np.minimum(dyn["power_w"], limit)
     count = f["count"].astype(float)
-    energy = dyn["power_w"] * dyn["time_s"]
     wid = f["workload_id"].astype(np.int64, copy=False) if "workload_id" in f else np.zeros(rows, np.int64)
     n = int(wid.max()) + 1
-    busy = np.bincount(wid, count * dyn["time_s"], minlength=n)
     dispatched = np.where(f["op"].isin(arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
     per_launch = _per_workload(host_dispatch_s, n)
     host = np.bincount(wid, dispatched, minlength=n) * per_launch
-    overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
     serial = _per_workload(serial_host_s, n)
+    waiting = serial * np.asarray(serial_power_over_idle, dtype=float)  # the engine's host work, in idle-seconds
     idle = float(idle_power_w(gpu, clock0))
-    gap_energy = idle * (overlapped - busy + serial * np.asarray(serial_power_over_idle, dtype=float))
-    totals = PhysicsTotals(time_s=overlapped + serial,
-                           energy_j=np.bincount(wid, count * energy, minlength=n) + gap_energy,
+
+    def gaps(time_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(busy seconds, busy and host time overlapped, the idle gaps' energy) per workload."""
+        busy = np.bincount(wid, count * time_s, minlength=n)
+        overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
+        return busy, overlapped, idle * (overlapped - busy + waiting)
+
+    busy, overlapped, gap_energy = gaps(dyn["time_s"])
+    # The limiter holds the board's power averaged over a window far longer than a kernel (the A100's 250 W card
+    # draws 202-248 W on Wilkins' host-bound generations, as the 400 W card does: the idle gaps between its kernels
+    # leave them headroom), so a pass's kernels may draw more than the limit by what its idle gaps leave under it;
+    # a pass without gaps meets the limit kernel by kernel. A throttled kernel runs longer and shortens the gaps, so
+    # the headroom is taken again from the throttled timeline (it falls pass by pass), and what a last pass leaves
+    # over the limit (a fraction of a percent) is clamped as the limiter would.
+    free, cap = dyn, np.full(rows, limit)
+    for i in range(_WINDOW_PASSES):
+        headroom = np.maximum(limit, (limit * (overlapped + serial) - gap_energy) / np.maximum(busy, 1e-30))[wid]
+        cap = np.minimum(cap, headroom) if i else headroom
+        over = free["power_w"] > cap
+        if not over.any():
+            break
+        clock, kept = _solve_power_cap(f, gpu, np.full(rows, clock0), limit, over, cap[over])
+        if kept is None:
+            dyn = _timeline_and_power(f, gpu, clock, limit)
+        else:  # the over-limit kernels' timelines at their clocks, the others' as they were
+            dyn = {name: _with_rows(v, over, kept[name]) for name, v in free.items()}
+        busy, overlapped, gap_energy = gaps(dyn["time_s"])
+        if not (gap_energy > 0).any():
+            break
+    dyn["power_w"] = np.minimum(dyn["power_w"], cap)
+    energy = dyn["power_w"] * dyn["time_s"]
+    time_s = overlapped + serial
+    totals = PhysicsTotals(time_s=time_s,
+                           energy_j=np.minimum(np.bincount(wid, count * energy, minlength=n) + gap_energy,
+                                               limit * time_s),
                            gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
                            engine_host_s=np.array(serial), host_dispatch_s=np.array(per_launch))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths

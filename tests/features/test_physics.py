@@ -173,6 +173,27 @@ def test_power_stays_between_idle_and_limit_and_cap_lowers_clock():
     assert slow.sm_clock_mhz == 600 and idle_power_w(gpu, 600) < slow.power_w < 150
 
 
+def test_the_limit_holds_the_average_so_idle_gaps_leave_kernels_headroom():
+    """The limiter holds the power averaged over a pass: a host-bound pass's kernels may draw more than the limit by
+    what its idle gaps leave under it, its average still at most the limit; without gaps the limit holds kernel by
+    kernel, and a pass whose gaps leave room enough keeps its kernels at the maximum clock."""
+    gpu = joulecast.gpu("a100")
+    table = kernel_table([dict(kind="gemm", m=8192, n=8192, k=8192, tensor_core=True),
+                          dict(kind="elementwise", op="relu", cols=2**10, count=40)])
+    alone, alone_totals = physics.analyze_arrays(table, gpu)
+    assert alone["power_w"].max() <= gpu.power_limit_w + 1e-9 and alone["sm_clock_mhz"][0] < gpu.boost_clock_mhz
+    for dispatch, free in ((1e-4, False), (2e-3, True)):
+        gapped, totals = physics.analyze_arrays(table, gpu, host_dispatch_s=dispatch)
+        assert totals.time_s[0] > 1.1 * totals.gpu_busy_s[0]                          # idle gaps
+        assert gapped["power_w"][0] > gpu.power_limit_w                                # the GEMM over the limit
+        assert gapped["sm_clock_mhz"][0] > alone["sm_clock_mhz"][0]                    # less throttled
+        assert (gapped["sm_clock_mhz"][0] == gpu.boost_clock_mhz) == free
+        assert totals.energy_j[0] / totals.time_s[0] <= gpu.power_limit_w * (1 + 1e-3)  # the average holds
+    # an engine's host work between passes is a gap too
+    served, _ = physics.analyze_arrays(table, gpu, serial_host_s=0.2)
+    assert served["sm_clock_mhz"][0] == gpu.boost_clock_mhz
+
+
 @pytest.mark.parametrize("gpu", ["a10", "a100", "h100-sxm", "a100-sxm4-80gb", "h200", "l40s", "v100"])
 def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeypatch):
     """Bisection over the clock grid (a batch's many kernels) counts the clocks that fit the limit as evaluating every
@@ -196,10 +217,10 @@ def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeyp
         assert (np.diff(fits.astype(int), axis=0) <= 0).all()  # what the bisection stands on: a prefix fits
         expected = fits.sum(axis=0)
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
-        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit)[0]
+        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit, limit)[0]
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)
         np.testing.assert_array_equal(bisected, expected)
-        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit)[0], expected)
+        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit, limit)[0], expected)
     # and every figure of the capped kernels the same, bit for bit: the whole grid's last stage is evaluated in full
     # and read at each kernel's clock, the bisection's kernels are evaluated again at theirs
     capped = spec.power_limit_w * 0.6

@@ -38,7 +38,12 @@ H200 upper energy margin 0.34 -> 0.13; hybrid energy -4.6 to +17.5 %, a median 0
 89.5 -> 77.4 % of the estimate, the H200's 134.5 -> 84.2 %; every flag and domain reason the same). A GPU not
 trained on, of an architecture trained on, running work without a serving engine with its features in range, takes
 the margin measured for a new GPU unwidened (issue 31); the one GPU here not trained on, the L40S, is of another
-(Ada), so nothing here moved.
+(Ada), so nothing here moved. Saved again when the power limit was held over a pass's average, so that its idle
+gaps (host dispatch, an engine's host work) leave its kernels headroom over the limit (issue 31: physics moved on the
+914 rows with gaps and a kernel over the limit, energy up at most +21.0 %, a median 0.0 % on every GPU, time down at
+most 8.9 %; the model retrained, depth 3 and 300 rounds still; hybrid energy a median -0.6 % on the H200 and 0.0 % on
+the others, -9.6 to +21.0 %; mean energy width 77.4 -> 77.1 % of the estimate; every flag the same, one row's
+domain reason naming a convolution share 0.001 lower).
 
 """
 

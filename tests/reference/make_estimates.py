@@ -40,9 +40,9 @@ trained on, of an architecture trained on, running work without a serving engine
 the margin measured for a new GPU unwidened (issue 31); the one GPU here not trained on, the L40S, is of another
 (Ada), so nothing here moved. Saved again when the power limit was held over a pass's average, so that its idle
 gaps (host dispatch, an engine's host work) leave its kernels headroom over the limit (issue 31: physics moved on the
-914 rows with gaps and a kernel over the limit, energy up at most +21.0 %, a median 0.0 % on every GPU, time down at
-most 8.9 %; the model retrained, depth 3 and 300 rounds still; hybrid energy a median -0.6 % on the H200 and 0.0 % on
-the others, -9.6 to +21.0 %; mean energy width 77.4 -> 77.1 % of the estimate; every flag the same, one row's
+916 rows with gaps and a kernel over the limit, energy -2.7 to +21.0 %, a median 0.0 % on every GPU, time down at
+most 9.2 %; the model retrained, depth 3 and 300 rounds still; hybrid energy a median -0.4 % on the H200 and 0.0 % on
+the others, -10.2 to +21.0 %; mean energy width 77.4 -> 77.9 % of the estimate; every flag the same, one row's
 domain reason naming a convolution share 0.001 lower).
 
 """

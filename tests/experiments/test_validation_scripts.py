@@ -242,6 +242,11 @@ def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply
     # the card states it to 0.1 us (18.5, read again when the GPT-2 rows named the runner's one-kernel activation);
     # physics' busy time may move the median by under that
     assert result["summary"]["median_dispatch_us"] == pytest.approx(1e6 * card["host_dispatch_s"], abs=0.1)
-    for r in result["rows"]:
-        assert r["measured_ms"] == pytest.approx(np.hypot(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]),
-                                                 rel=1e-9) or r["dispatch_us"] == 0
+    # its single-kernel loops (--kernels) read no lower than its passes, so the card's one figure serves both; rows
+    # whose measured time physics' busy time passes imply nothing and are left out
+    loops = _run_args("host_dispatch.py", "--kernels")
+    assert loops["summary"]["rows"] >= 10 and loops["summary"]["rows_read"] == "single-kernel loop"
+    assert loops["summary"]["median_dispatch_us"] > 0.8 * result["summary"]["median_dispatch_us"]
+    for r in result["rows"] + loops["rows"]:
+        assert r["measured_ms"] > r["gpu_busy_ms"] and r["measured_ms"] == pytest.approx(
+            np.hypot(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]), rel=1e-9)

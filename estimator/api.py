@@ -44,7 +44,7 @@ class Estimate:
     physics_time_s: float | None = None
     energy_interval_j: tuple[float, float] | None = None
     time_interval_s: tuple[float, float] | None = None
-    power_interval_w: tuple[float, float] | None = None   # the energy interval at the estimated time
+    power_interval_w: tuple[float, float] | None = None   # the energy interval at the estimated time, under the limit
     interval_level: float | None = None
     in_domain: bool | None = None                # False: outside the training data (wider interval)
     flags: tuple[str, ...] = ()
@@ -188,7 +188,9 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         inside = bool(corr["in_domain"][0])
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
-                  power_interval_w=(e_band[0] / t, e_band[1] / t), interval_level=model.level, in_domain=inside,
+                  # the average board power never passes the limit, however long the pass
+                  power_interval_w=(e_band[0] / t, min(e_band[1] / t, limit)), interval_level=model.level,
+                  in_domain=inside,
                   flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f) + kw["flags"],
                   outside_domain=() if inside else (reasons or model.outside_domain(X, [spec.name]))[0])
     return Estimate(

@@ -17,6 +17,16 @@ def test_estimate_units_and_breakdown_add_up():
     json.dumps(est.to_dict())  # JSON-ready
 
 
+def test_the_power_interval_stays_under_the_limit_where_the_pass_runs_at_it():
+    """A pass whose average power sits at the limit (GPT-2 prefill on the 250 W A100 PCIe card): the energy interval
+    reaches past limit x the estimated time (a longer pass may take more), the power interval does not."""
+    est = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512), "a100-pcie-40gb")
+    limit = joulecast.gpu("a100-pcie-40gb").power_limit_w
+    assert est.power_w == pytest.approx(limit) and est.energy_interval_j[1] > limit * est.time_s
+    low, high = est.power_interval_w
+    assert low < est.power_w <= high * (1 + 1e-12) and high <= limit  # power_w: limit x time / time, to a rounding
+
+
 def test_feature_table_has_the_analytical_columns():
     est = joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=128), "h100-sxm")
     for column in ("tile_m", "tile_n", "tiles", "k_iters", "ctas_per_sm", "waves", "last_wave_occupancy", "flops",

@@ -89,9 +89,9 @@ def main() -> int:
     for r in rows:
         print(f"{r['measurement_id']:40s} {r['launches']:5d} launches  measured {r['measured_ms']:7.2f} ms  "
               f"GPU busy {r['gpu_busy_ms']:7.2f} ms  -> {r['dispatch_us']:5.1f} us a launch")
+    low, high = summary["quartiles_us"]
     print(f"{summary['collection']}: median {summary['median_dispatch_us']:.1f} us a launch over {len(rows)} "
-          f"host-bound {what} rows (quartiles {summary['quartiles_us'][0]:.1f}-{summary['quartiles_us'][1]:.1f}); the default is "
-          f"{summary['default_us']:.0f} us")
+          f"host-bound {what} rows (quartiles {low:.1f}-{high:.1f}); the default is {summary['default_us']:.0f} us")
     return 0
 
 

@@ -240,9 +240,10 @@ _TIMELINE_INPUTS = ("peak_flops_ref", "peak_clock_ref", "busiest_sm_flops", "eff
 
 def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float,
                      over: np.ndarray, cap: float | np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
-    """Lower each over-limit kernel's clock (`over`) until its power meets its cap (`cap`, one an over-limit
-    kernel: the limit, or more where its pass's idle gaps leave headroom), as the GPU's power capping does: (every
-    kernel's clock, the over-limit kernels' `_timeline_and_power` at theirs, or None where not kept).
+    """Lower each over-limit kernel's clock (`over`) until its power meets its cap (`cap`, W: one for every kernel,
+    or one an over-limit kernel; the limit, or more where its pass's idle gaps leave headroom), as the GPU's power
+    capping does: (every kernel's clock, the over-limit kernels' `_timeline_and_power` at theirs, or None where not
+    kept).
 
     Power rises with the clock, so the highest fitting clock is found on a grid of candidates per kernel, then on a
     finer grid between the last that fits and the first that does not. Where the last grid is evaluated whole (a

@@ -72,13 +72,30 @@ class Estimate:
         Built on request: most callers never look, and a table costs a third of a millisecond."""
         return pd.DataFrame(plain(self.kernel_columns))
 
+    @property
+    def power_limited(self) -> dict[str, float]:
+        """Where the power limit binds (physics' kernel timeline): the share of GPU busy time spent in kernels the
+        limit throttled, `throttled_busy_share`, and the SM clock weighted by busy time, `busy_clock_mhz` (the set
+        clock where nothing was throttled). Built on request."""
+        c = self.kernel_columns
+        busy = np.asarray(c["time_s"], float) * np.asarray(c["launches"], float)
+        clock = np.asarray(c["sm_clock_mhz"], float)
+        total = busy.sum()
+        if total <= 0:
+            return {"throttled_busy_share": 0.0, "busy_clock_mhz": float(self.sm_clock_mhz)}
+        throttled = clock < self.sm_clock_mhz * (1 - 1e-9)
+        return {"throttled_busy_share": float(busy[throttled].sum() / total),
+                "busy_clock_mhz": float((busy * clock).sum() / total)}
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (the feature table is left out; the breakdown is kept)."""
+        """JSON-ready summary (the feature table is left out; the breakdown and the power limit's bite are kept)."""
         names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
                  "launches", "host_dispatch_s", "method", "physics_energy_j", "physics_time_s", "energy_interval_j",
                  "time_interval_s", "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain",
                  "memory_gb", "memory_parts_gb")
         out = {name: getattr(self, name) for name in names}
+        if self.kernel_columns is not None:
+            out.update(self.power_limited)
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
         return out
 

@@ -41,6 +41,13 @@ def estimate_table(est: Any) -> str:
         f"{f', host {duration(est.host_dispatch_s)} a launch' if est.host_dispatch_s else ''})",
         f"power      {_g4(est.power_w)} W (average)",
     ]
+    limited = est.power_limited if getattr(est, "kernel_columns", None) is not None else {}
+    if limited.get("throttled_busy_share", 0.0) > 0:
+        share, clock = limited["throttled_busy_share"], limited["busy_clock_mhz"]
+        lines.append(f"           the {est.power_limit_w:.0f} W limit throttles {share:.0%} of GPU busy time (SM clock "
+                     f"{clock:.0f} MHz on average while busy)")
+    elif est.power_w >= est.power_limit_w * (1 - 1e-6):
+        lines.append(f"           at the {est.power_limit_w:.0f} W limit")
     if getattr(est, "memory_gb", None) is not None:
         parts = ", ".join(f"{name.replace('_', ' ')} {value:.3g}" for name, value in est.memory_parts_gb.items()
                           if value)

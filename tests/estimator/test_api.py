@@ -27,6 +27,22 @@ def test_the_power_interval_stays_under_the_limit_where_the_pass_runs_at_it():
     assert low < est.power_w <= high * (1 + 1e-12) and high <= limit  # power_w: limit x time / time, to a rounding
 
 
+def test_an_estimate_says_how_much_the_power_limit_throttles():
+    """The share of GPU busy time in kernels the limit throttled and the busy-weighted SM clock, from physics'
+    timeline: most of a llama-3-8b prefill at a 400 W limit on the H100, none of a host-bound GPT-2 pass; in the
+    JSON summary, and a line of the CLI's table where the limit bites."""
+    from joulecast import render
+
+    capped = joulecast.estimate(joulecast.workload("llama-3-8b", batch=8, seq=1024), "h100-sxm", power_limit_w=400)
+    light = joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=128), "a100-pcie-40gb")
+    bite, none = capped.power_limited, light.power_limited
+    assert bite["throttled_busy_share"] > 0.9 and bite["busy_clock_mhz"] < 0.8 * capped.sm_clock_mhz
+    assert none == {"throttled_busy_share": 0.0, "busy_clock_mhz": pytest.approx(light.sm_clock_mhz)}
+    assert capped.to_dict()["throttled_busy_share"] == bite["throttled_busy_share"]
+    assert "the 400 W limit throttles" in render.estimate_table(capped)
+    assert "limit" not in render.estimate_table(light).split("power")[1].split("memory")[0]
+
+
 def test_feature_table_has_the_analytical_columns():
     est = joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=128), "h100-sxm")
     for column in ("tile_m", "tile_n", "tiles", "k_iters", "ctas_per_sm", "waves", "last_wave_occupancy", "flops",

@@ -381,8 +381,9 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     per_launch = _per_workload(host_dispatch_s, n)
     host = np.bincount(wid, dispatched, minlength=n) * per_launch
     serial = _per_workload(serial_host_s, n)
-    waiting = serial * np.asarray(serial_power_over_idle, dtype=float)  # the engine's host work, in idle-seconds
     idle = float(idle_power_w(gpu, clock0))
+    # the engine's host work in idle-seconds, its power held to the limit too (an engine's entry may say up to 20x idle)
+    waiting = serial * np.minimum(np.asarray(serial_power_over_idle, dtype=float), limit / idle)
 
     def gaps(time_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(busy seconds, busy and host time overlapped, the idle gaps' energy) per workload."""

@@ -191,9 +191,12 @@ def test_the_limit_holds_the_average_so_idle_gaps_leave_kernels_headroom():
         assert totals.energy_j[0] / totals.time_s[0] <= gpu.power_limit_w * (1 + 1e-9)  # the average holds
         kernels_j = float((gapped["energy_j"] * gapped["launches"]).sum())
         assert kernels_j + totals.idle_gap_energy_j[0] == pytest.approx(totals.energy_j[0], rel=1e-12)
-    # an engine's host work between passes is a gap too
+    # an engine's host work between passes is a gap too; its power is held to the limit as well (an engine's entry
+    # may say up to 20x idle, over a low limit)
     served, _ = physics.analyze_arrays(table, gpu, serial_host_s=0.2)
     assert served["sm_clock_mhz"][0] == gpu.boost_clock_mhz
+    _, hot = physics.analyze_arrays(table, gpu, serial_host_s=0.2, serial_power_over_idle=20.0)
+    assert hot.energy_j[0] / hot.time_s[0] <= gpu.power_limit_w * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("gpu", ["a10", "a100", "h100-sxm", "a100-sxm4-80gb", "h200", "l40s", "v100"])

@@ -43,7 +43,9 @@ gaps (host dispatch, an engine's host work) leave its kernels headroom over the 
 916 rows with gaps and a kernel over the limit, energy -2.7 to +21.0 %, a median 0.0 % on every GPU, time down at
 most 9.2 %; the model retrained, depth 3 and 300 rounds still; hybrid energy a median -0.4 % on the H200 and 0.0 % on
 the others, -10.2 to +21.0 %; mean energy width 77.4 -> 77.9 % of the estimate; every flag the same, one row's
-domain reason naming a convolution share 0.001 lower).
+domain reason naming a convolution share 0.001 lower). Saved again when an engine's host work drew at most the power
+limit (three A10 rows at 120 W served by vLLM 0.5.4, whose 1.85x idle is 124.9 W: energy -0.1 to -1.9 %, time and
+every other number, flag and reason the same).
 
 """
 

@@ -298,6 +298,12 @@ def _per_workload(value: float | np.ndarray, n: int) -> np.ndarray:
     return value if value.shape == (n,) else np.broadcast_to(value, (n,))
 
 
+def _per_kernel(values: np.ndarray, wid: np.ndarray, n: int) -> float | np.ndarray:
+    """Per-workload values spread to their kernels: one workload's (one estimate's) as a number, cheaper to compare
+    and multiply than a gathered array."""
+    return float(values[0]) if n == 1 else values[wid]
+
+
 def _with_rows(column: np.ndarray | Labels, rows: np.ndarray, values: np.ndarray | Labels) -> np.ndarray | Labels:
     """A copy of a column (numbers, or `Labels` of the same names) with the masked rows set to `values`."""
     if isinstance(column, Labels):
@@ -397,7 +403,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     # leave them headroom), so a pass's kernels may draw more than the limit by what its idle gaps leave under it;
     # a pass without gaps meets the limit kernel by kernel.
     headroom = np.maximum(limit, (limit * (overlapped + serial) - gap_energy) / np.maximum(busy, 1e-30))
-    cap = headroom[0] if n == 1 else headroom[wid]  # one workload's (one estimate's) as a number: cheaper to compare
+    cap = _per_kernel(headroom, wid, n)
     over = dyn["power_w"] > cap
     if over.any():
         clock, kept = _solve_power_cap(f, gpu, clock, limit, over, cap if n == 1 else cap[over])
@@ -415,7 +421,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     # solve, left 6 at most 0.07 % over and cost a warm estimate a fifth more)
     shave = np.minimum(1.0, (limit * time_s - gap_energy) / np.maximum(kernel_j, 1e-30))
     if (shave < 1.0).any():
-        dyn["power_w"] = dyn["power_w"] * (shave[0] if n == 1 else shave[wid])
+        dyn["power_w"] = dyn["power_w"] * _per_kernel(shave, wid, n)
         kernel_j = kernel_j * shave
     energy = dyn["power_w"] * dyn["time_s"]
     totals = PhysicsTotals(time_s=time_s, energy_j=kernel_j + gap_energy,

@@ -149,10 +149,11 @@ def one_standard_error_choice(scores: Sequence[float], by_fold: Sequence[Sequenc
     trees to the dearest) whose cross-validated score lies within one standard error of the best's, the standard
     error taken over the best's folds (Breiman et al.'s one-standard-error rule, Classification and Regression Trees,
     1984, section 3.4.3). The entries differ by less than their folds do (the shipped model's grid, energy MAPE: depth
-    3 and 300 rounds 8.006 %, depth 4 and 400 rounds 7.883 %, the best's standard error over its ten folds 1.75
-    points), while the dearer one reads each estimate slower (experiments/speed.py, estimate_many hybrid 28,188 ->
-    19,023 configurations a CPU-second, against a target of 20,000; a warm estimate 0.99 -> 1.04 ms, against 1 ms):
-    a difference the folds cannot tell from chance is not worth it."""
+    3 and 300 rounds 7.386 %, depth 4 and 400 rounds 7.239 %, the best's standard error over its ten folds 1.44
+    points; 8.006 / 7.883 % and 1.75 when the rule was chosen), while the dearer one reads each estimate slower
+    (experiments/speed.py, estimate_many hybrid 28,188 -> 19,023 configurations a CPU-second, against a target of
+    20,000; a warm estimate 0.99 -> 1.04 ms, against 1 ms): a difference the folds cannot tell from chance is not
+    worth it."""
     best = int(np.argmin(scores))
     folds = np.asarray(by_fold[best], dtype=float)
     se = float(folds.std(ddof=1) / np.sqrt(len(folds))) if len(folds) > 1 else 0.0

@@ -64,7 +64,8 @@ ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Da
 DUAL_FP32_COMPUTE_CAPABILITIES = frozenset({"8.6", "8.7", "8.9"})
 DUAL_FP32_FRACTION = 0.5
 
-# Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half).
+# Share of the L2 that one kernel's reused working set may occupy before it spills (assumption: half); a workload
+# whose whole DRAM traffic fits in it finds all of it there on its next run (`physics._l2_resident_share`).
 L2_USABLE_FRACTION = 0.5
 
 # Streaming-kernel CTA sizes (PyTorch ATen): elementwise kernels use 128 threads x 4 elements per thread;

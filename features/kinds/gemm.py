@@ -56,7 +56,10 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_byte
     partials = np.where(t["split_k"] > 1, m * n * 4.0 * t["split_k"] * 2, 0.0)  # fp32 partial sums, written and read
     dram = batch * (np.where(a + b <= l2h, a + b, reread) + c + partials)
     k_padded = t["k_iters"] * t["tile_k"]
-    loads = t["tiles"] * (t["tile_m"] + t["tile_n"]) * k_padded * b_in
+    # a tile over an edge loads only the rows and columns there are (TMA and cp.async skip the rest): a tile's rows
+    # of A and columns of B on average, not the tile's sides
+    rows, cols = m / np.maximum(np.ceil(m / t["tile_m"]), 1), n / np.maximum(np.ceil(n / t["tile_n"]), 1)
+    loads = t["tiles"] * (rows + cols) * k_padded * b_in
     executed = 2.0 * t["tiles"] * t["tile_m"] * t["tile_n"] * k_padded
     return dict(flops=2.0 * m * n * kk * batch, exec_flops=executed, dram_bytes=dram, l2_bytes=loads + batch * c,
                 smem_bytes=2.0 * loads)

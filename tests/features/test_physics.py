@@ -108,6 +108,35 @@ def test_short_k_gemms_pay_for_each_tile_pipeline_fill():
     assert t[768] / t[8192] == pytest.approx((28 / 24) / (260 / 256))
 
 
+def test_a_workload_whose_traffic_fits_in_l2_finds_it_there_on_its_next_run(monkeypatch):
+    """Run again and again, a workload whose whole DRAM traffic fits in L2's usable half reads none of it from DRAM;
+    one that fills the L2 reads all of it; linear between. The H200's L2 holds 60 MiB."""
+    h200 = joulecast.gpu("h200")
+    assert h200.l2_bytes == 60 * 2**20
+    gemvs = {n: dict(kind="gemm", m=1, n=n, k=4096, tensor_core=True) for n in (2048, 6144, 14336)}  # 17, 50, 117 MB
+    kept = {n: _one(r, "h200") for n, r in gemvs.items()}
+    monkeypatch.setattr(physics, "_l2_resident_share", lambda f, count, wid, n, gpu: np.zeros(n))
+    cold = {n: _one(r, "h200") for n, r in gemvs.items()}
+    assert all(cold[n].dram_bytes >= n * 4096 * 2 for n in gemvs)
+    assert kept[2048].dram_bytes == 0 and kept[14336].dram_bytes == cold[14336].dram_bytes
+    share = (h200.l2_bytes - cold[6144].dram_bytes) / (h200.l2_bytes * (1 - arch.L2_USABLE_FRACTION))
+    assert 0 < share < 1 and kept[6144].dram_bytes == pytest.approx(cold[6144].dram_bytes * (1 - share))
+    # read from L2, a GEMV draws less power than the same one streamed from DRAM
+    assert kept[2048].power_w < cold[2048].power_w
+    monkeypatch.undo()
+    # the share is per workload: three of the 17 MB GEMVs in one workload fill 50 MB of L2, as the middle one does
+    three = physics.analyze(kernel_table([dict(gemvs[2048], count=3)]), h200)[0].iloc[0]
+    assert three.dram_bytes == pytest.approx(cold[2048].dram_bytes * (1 - (h200.l2_bytes - 3 * cold[2048].dram_bytes)
+                                                                      / (h200.l2_bytes / 2)))
+
+
+def test_a_gemm_tile_over_an_edge_loads_only_the_rows_there_are():
+    """A GEMV (M = 1) on a 64-row tile loads one row of A a K-step, not 64: its L2 traffic is B's and the output."""
+    gemv = _one(dict(kind="gemm", m=1, n=8192, k=8192, tensor_core=True), "h100-sxm")
+    b_bytes = 8192 * 8192 * 2
+    assert b_bytes <= gemv.l2_bytes < 1.05 * b_bytes
+
+
 def test_fused_attention_pays_for_each_ctas_prologue_against_its_key_blocks():
     """A CTA of 128 queries over 512 keys (8 blocks of 64) runs at 8/12 of the long-run efficiency; a causal one sees
     about half its keys, (512 - 255.5) / 512 of 8 blocks; 8,192 keys come close to the long-run figure."""

@@ -45,7 +45,11 @@ most 9.2 %; the model retrained, depth 3 and 300 rounds still; hybrid energy a m
 the others, -10.2 to +21.0 %; mean energy width 77.4 -> 77.9 % of the estimate; every flag the same, one row's
 domain reason naming a convolution share 0.001 lower). Saved again when an engine's host work drew at most the power
 limit (three A10 rows at 120 W served by vLLM 0.5.4, whose 1.85x idle is 124.9 W: energy -0.1 to -1.9 %, time and
-every other number, flag and reason the same).
+every other number, flag and reason the same). Saved again when a GEMM tile over an edge loaded only the rows and
+columns there are and a workload whose whole DRAM traffic fits in L2 found it there on its next run (issue 31: physics
+energy -1.6 to 0.0 %, time -1.3 to 0.0 %, on 1,535 and 514 rows, a median 0.0 % on every GPU; no configuration here
+fits in L2; the model retrained, hybrid energy -4.6 to +4.8 %, a median +0.5 % on the H200 and 0.0 % on the others;
+mean energy width 77.9 -> 75.8 % of the estimate; every flag and domain reason the same).
 
 """
 

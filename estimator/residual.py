@@ -228,8 +228,8 @@ class Residual:
         for i in (unseen[~self.known_architecture(values[unseen], columns)] if len(unseen) else unseen).tolist():
             code = float(values[i, columns.index("gpu_arch")])
             trained = ", ".join(f"{c:.1f}" for c in self.arch_codes)
-            out[i] = (*out[i], f"architecture {code:.1f} not trained on (trained {trained}): physics' point, its "
-                               "interval spanning the pooled model's too")
+            out[i] = (*out[i], f"architecture {code:.1f} not trained on (trained {trained}): physics' point, the "
+                               "pooled model's interval moved to it")
         if not self.gpu_work:
             return out
         notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
@@ -238,7 +238,7 @@ class Residual:
             if g in self.gpu_work:
                 note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
                                                 "(physics' point, the interval spanning the GPU level's and the "
-                                                "pooled model's too)")
+                                                "pooled model's, moved to it)")
                 out[i] = (*out[i], note)
         return out
 
@@ -314,10 +314,9 @@ class Residual:
                              dtype=float)[:, None, :]
             p_lo, p_hi = _interval(p_point, p_band[..., 0], p_band[..., 1], reach, features_widen[odd], floor)
             lo[:, odd], hi[:, odd] = np.minimum(lo[:, odd], p_lo), np.maximum(hi[:, odd], p_hi)
-        if unlearned.any():  # physics' point, the interval spanning the one the level or the pooled bags gave too
+        if unlearned.any():  # physics' point, the interval the level or the pooled bags gave moved to it
             shift = np.where(unlearned, point, 0.0)
-            point = point - shift
-            lo, hi = np.minimum(lo, lo - shift), np.maximum(hi, hi - shift)
+            point, lo, hi = point - shift, lo - shift, hi - shift
         for i, target in enumerate(TARGETS):
             out[target], out[f"{target}_lo"], out[f"{target}_hi"] = point[i], lo[i], hi[i]
         return out, checks

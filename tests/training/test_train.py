@@ -305,10 +305,10 @@ def test_each_side_of_the_interval_gets_its_own_conformal_margin():
 
 def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
     """Two GPUs of one architecture (code 8.0) run 0.3 above physics. A new GPU, of that architecture or another
-    (7.0), reads at physics' point, with an interval spanning the pooled bags' one and the same reach around physics
-    (a model saved before, with no architectures recorded, gave the pooled point; widened, as it widened every row
-    on a new GPU, for the other architecture only), and one of another architecture says why; a GPU trained on is
-    untouched by its architecture code."""
+    (7.0), reads at physics' point, with the pooled bags' interval moved there (a model saved before, with no
+    architectures recorded, gave the pooled point; widened, as it widened every row on a new GPU, for the other
+    architecture only), and one of another architecture says why; a GPU trained on is untouched by its architecture
+    code."""
     rng = np.random.default_rng(5)
     gpus = np.repeat(["a", "b"], [120, 120])
     X = _synthetic_features(rng, len(gpus)).assign(gpu_arch=8.0)
@@ -322,17 +322,18 @@ def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
     for target in ("time", "energy"):
         np.testing.assert_allclose(pooled[target], 0.3, atol=0.05)
         lo, hi = pooled[f"{target}_lo"], pooled[f"{target}_hi"]
-        old = np.minimum(lo, lo - pooled[target]), np.maximum(hi, hi - pooled[target])
-        np.testing.assert_array_equal(new[target], 0.0)
-        np.testing.assert_allclose(new[f"{target}_lo"], old[0], rtol=1e-6)
-        np.testing.assert_allclose(new[f"{target}_hi"], old[1], rtol=1e-6)
+        np.testing.assert_array_equal(new[target], 0.0)  # the pooled bags' interval, moved to physics' point
+        np.testing.assert_allclose(new[f"{target}_lo"], lo - pooled[target], rtol=1e-6)
+        np.testing.assert_allclose(new[f"{target}_hi"], hi - pooled[target], rtol=1e-6)
         # the old rule widened every row on a new GPU; one of an architecture trained on is no longer widened: its
-        # interval reaches at least the pooled bags' unwidened one (further where the new-GPU margin does), less far
+        # interval reaches at least the pooled bags' unwidened reach around physics' point (further where the
+        # new-GPU margin does, as here), no further than the widened one
         np.testing.assert_array_equal(kin[target], 0.0)
         half = [(pooled[target] - lo) / OUT_OF_DOMAIN_WIDEN, (hi - pooled[target]) / OUT_OF_DOMAIN_WIDEN]
-        assert (kin[f"{target}_lo"] <= np.minimum(pooled[target] - half[0], -half[0]) + 1e-9).all()
-        assert (kin[f"{target}_hi"] >= np.maximum(pooled[target] + half[1], half[1]) - 1e-9).all()
-        assert (kin[f"{target}_lo"] > old[0]).all() and (kin[f"{target}_hi"] < old[1]).all()
+        assert (kin[f"{target}_lo"] <= -half[0] + 1e-9).all() and (kin[f"{target}_hi"] >= half[1] - 1e-9).all()
+        assert (kin[f"{target}_lo"] >= new[f"{target}_lo"]).all() and (kin[f"{target}_hi"] <= new[f"{target}_hi"]).all()
+    # the new-GPU margin measured how far physics missed the GPUs trained on (0.3): the interval reaches that far
+    assert model.conformal_new_gpu["energy"] == pytest.approx(0.3, abs=0.05)
     assert kin["energy_lo"].max() < 0 < 0.3 < kin["energy_hi"].min()
     trained = model.predict(rows.assign(gpu_arch=7.0), ["a"] * 4)
     np.testing.assert_allclose(trained["energy"], model.predict(rows, ["a"] * 4)["energy"], rtol=1e-6)

@@ -405,10 +405,15 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     # the engine's host work in idle-seconds, its power held to the limit too (an engine's entry may say up to 20x idle)
     waiting = serial * np.minimum(np.asarray(serial_power_over_idle, dtype=float), limit / idle)
 
+    # a workload of one kernel, launched again and again, is paced by whichever of the GPU and the host is slower
+    # throughout: no partial overlap as between a layer's kernels (`arch.OVERLAP_NORM`)
+    one_kernel = np.bincount(wid, minlength=n) == 1
+
     def gaps(time_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(busy seconds, busy and host time overlapped, the idle gaps' energy) per workload."""
         busy = np.bincount(wid, count * time_s, minlength=n)
-        overlapped = (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)
+        overlapped = np.where(one_kernel, np.maximum(busy, host),
+                              (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM))
         return busy, overlapped, idle * (overlapped - busy + waiting)
 
     busy, overlapped, gap_energy = gaps(dyn["time_s"])

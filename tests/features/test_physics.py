@@ -336,6 +336,22 @@ def test_kernels_a_library_launches_cost_no_host_dispatch():
     assert totals.host_s[0] == pytest.approx(without.host_s[0]) and totals.gpu_busy_s[0] > without.gpu_busy_s[0]
 
 
+def test_a_one_kernel_loop_is_paced_by_the_slower_of_gpu_and_host():
+    """One kernel launched again and again takes the longer of its GPU time and its dispatch; a workload of several
+    kernels overlaps the two only in part (their 2-norm), whichever way round, and either way per workload."""
+    h200 = joulecast.gpu("h200")
+    one = dict(kind="gemm", m=1024, n=1024, k=1024, tensor_core=True)
+    for dispatch in (2e-6, 40e-6):  # GPU-bound, then host-bound
+        _, alone = physics.analyze(kernel_table([one]), h200, host_dispatch_s=dispatch)
+        assert alone.time_s[0] == pytest.approx(max(alone.gpu_busy_s[0], dispatch))
+        two = [dict(one, n=2048), dict(one, m=2048)]
+        _, pair = physics.analyze(kernel_table(two), h200, host_dispatch_s=dispatch)
+        assert pair.time_s[0] == pytest.approx(np.hypot(pair.gpu_busy_s[0], 2 * dispatch))
+        both = kernel_table([one, *two]).assign(workload_id=[0, 1, 1])
+        _, batch = physics.analyze(both, h200, host_dispatch_s=dispatch)
+        np.testing.assert_allclose(batch.time_s, [alone.time_s[0], pair.time_s[0]])
+
+
 def test_idle_power_follows_the_dvfs_table():
     gpu = joulecast.gpu("a100-pcie-40gb")
     # EnergAIzer's A100 idle table: 44.5 W at 210 MHz, 54.3 W at 1200 MHz, 67.3 W at 1410 MHz.

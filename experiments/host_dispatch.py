@@ -8,17 +8,19 @@ launches the next, a pass takes the host's time, which depends on the machine's 
 Physics combines the two as a 2-norm (`joulecast.features.arch.OVERLAP_NORM`); for each model row (prefill, decode,
 training: not the single-kernel loops, whose one op a call dispatches with less Python around it) that physics
 calls host-bound at the default dispatch (`arch.HOST_DISPATCH_S`, set on EnergAIzer's hosts), this inverts the rule
-for the dispatch a launch: sqrt(measured time^2 - GPU busy time^2) / launches. The median over those rows is the
+for the dispatch a launch: sqrt(measured time^2 - GPU busy time^2) / launches (a workload of one kernel, which
+physics paces by the slower side, measured time / launches). The median over those rows is the
 machine's figure, which a collection's dataset card states as `host_dispatch_s` (`joulecast.data.store` gives it
 to the collection's rows, and training rebuilds their physics with it). A row whose measured time is not above
 physics' GPU busy time implies nothing and is left out.
 
 `--kernels` reads the single-kernel loops instead (each a call of one op: `torch.matmul`,
 `F.scaled_dot_product_attention`, `torch._scaled_mm`, ...). On h200-first their figure is no lower than the models':
-17.3 us a launch over 12 loops, ranging with the op's Python from 6.5-12.6 us (bf16 matmuls) through 22-26 us
-(attention) to 27-30 us (fp8 `_scaled_mm`, its scales checked on the host), so the card's one figure serves both
-(with the three loops whose time physics' GPU busy time passes counted as 0 us, the median read 12.6: taken for
-the loops, it brought H200 physics energy MAPE 15.6 -> 14.6 % but power 10.7 -> 12.9 %; not shipped).
+21.8 us a launch over 12 loops (quartiles 16.8-27.9), ranging with the op's Python from 12.6-21.4 us (bf16 matmuls)
+and 16.6-31.0 us (fp8 `_scaled_mm`, its scales checked on the host) to 22.3-27.2 us (attention) and 24.9-29.8 us
+(norms), so the card's one figure serves both. (Read with the 2-norm before one kernel's loop was paced by the
+slower side: 17.3 us; with the three loops whose time physics' GPU busy time passes counted as 0 us, 12.6, which,
+taken for the loops, brought H200 physics energy MAPE 15.6 -> 14.6 % but power 10.7 -> 12.9 %; not shipped.)
 
 On h200-first (the lent H200: a Firecracker microVM with 16 cores, PyTorch 2.11) the decode rows take the same
 time at batch 1, 16 and 64 (19.8, 19.2, 18.7 ms for llama-3-8b's 1,002 launches): host-bound, whatever the GPU does.
@@ -60,9 +62,10 @@ def implied_dispatch(store: str, gpu: str, collection: str, kernels: bool = Fals
         measured = float(row["time_s"])
         if measured <= busy:  # physics' GPU time passes the measured time: no dispatch to read
             continue
+        # physics' rule inverted: a workload of one kernel takes the larger of the two, any other their 2-norm
+        host_s = measured if len(w.kernels) == 1 else np.sqrt(measured ** 2 - busy ** 2)
         out.append(dict(measurement_id=row["measurement_id"], launches=int(round(launches)),
-                        measured_ms=1e3 * measured, gpu_busy_ms=1e3 * busy,
-                        dispatch_us=1e6 * np.sqrt(measured ** 2 - busy ** 2) / launches))
+                        measured_ms=1e3 * measured, gpu_busy_ms=1e3 * busy, dispatch_us=1e6 * host_s / launches))
     return out
 
 

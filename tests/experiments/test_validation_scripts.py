@@ -229,7 +229,7 @@ def _run_args(script: str, *extra: str):
 
 
 def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply():
-    """experiments/host_dispatch.py inverts the 2-norm rule on h200-first's host-bound model rows: the median it
+    """experiments/host_dispatch.py inverts physics' rule on h200-first's host-bound model rows: the median it
     prints is the figure the collection's card states (18.5 us a launch), each row's dispatch reproducing its measured
     time with physics' GPU busy time."""
     import numpy as np
@@ -247,6 +247,9 @@ def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply
     loops = _run_args("host_dispatch.py", "--kernels")
     assert loops["summary"]["rows"] >= 10 and loops["summary"]["rows_read"] == "single-kernel loop"
     assert loops["summary"]["median_dispatch_us"] > 0.8 * result["summary"]["median_dispatch_us"]
-    for r in result["rows"] + loops["rows"]:
+    for r in result["rows"]:
         assert r["measured_ms"] > r["gpu_busy_ms"] and r["measured_ms"] == pytest.approx(
             np.hypot(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]), rel=1e-9)
+    for r in loops["rows"]:  # one kernel a loop: physics takes the slower side, here the host's
+        assert r["measured_ms"] > r["gpu_busy_ms"] and r["measured_ms"] == pytest.approx(
+            max(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]), rel=1e-9)

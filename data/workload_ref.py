@@ -1,7 +1,8 @@
 """Workload references: a short string that rebuilds a measured row's workload.
 
-``catalog:gpt2?phase=prefill&batch=8&seq=512&dtype=bf16&attention=eager``, ``kernels:/path/to/list.json``, or one
-kernel ``kernel:gemm?m=4096&n=4096&k=4096&dtype=bf16`` (see `joulecast.features.kernel_specs`).
+``catalog:gpt2?phase=prefill&batch=8&seq=512&dtype=bf16&attention=eager``, ``kernels:/path/to/list.json``, one
+kernel ``kernel:gemm?m=4096&n=4096&k=4096&dtype=bf16`` (see `joulecast.features.kernel_specs`), or one serving step
+``serve:llama-3-8b?batch=128&input_len=128&output_len=480&engine=vllm-0.5.4`` (`joulecast.features.serve_step`).
 `joulecast.features.refs.resolve` builds the workload a reference names.
 """
 
@@ -29,6 +30,10 @@ def kernels_ref(path: str) -> str:
 
 def kernel_ref(op: str, **params: object) -> str:
     return f"kernel:{op}?{urlencode({k: v for k, v in params.items() if v is not None})}"
+
+
+def serve_ref(model: str, **params: object) -> str:
+    return f"serve:{model}?{urlencode({k: v for k, v in params.items() if v is not None})}"
 
 
 def as_run(ref: str) -> str:

@@ -99,6 +99,12 @@ class Residual:
     conformal_by_gpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> GPU -> the same
     band_floor: dict[str, list[float]] = field(default_factory=dict)  # target -> least [below, above] reach (log)
     conformal_new_gpu: dict[str, float] = field(default_factory=dict)  # target -> margin on a GPU not trained on
+    # target -> kind of work -> the same, scored on that kind's rows alone (where several GPUs ran it; else the
+    # pooled one above): a new GPU's forward passes are judged by how the others' forward passes err, not by serving
+    # steps. Where ML.ENERGY v2's serving steps, once they carried their prompts, read physics within 4-6 % on the
+    # H100 and A100-SXM4, the pooled margin fell (energy 0.130 -> 0.101) and the A100-PCIe's zero-shot coverage with
+    # it, 90.0 -> 71.7 % (experiments/onboarding.py --fractions 0 --seeds 1). Empty (older models): the pooled one.
+    conformal_new_gpu_by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
@@ -301,17 +307,19 @@ class Residual:
         lo, hi = _interval(point, band[..., 0], band[..., 1], np.array([self._margins(t, gpus) for t in TARGETS]),
                            widen, floor)
         has_new = np.array([m is not None for m in new_gpu])
+        if has_new.any() and (not seen.all() or len(odd)):
+            new_reach = self._new_gpu_reach(new_gpu, checks.kinds, n)
         if has_new.any() and not seen.all():
             # on a GPU not trained on: the widened interval, or the new-GPU margin where that reaches further
-            reach = np.array([[m or 0.0] * 2 for m in new_gpu])[:, None, :]
-            new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], reach, features_widen, floor)
+            new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], new_reach, features_widen, floor)
             new_row = has_new[:, None] & ~seen
             lo, hi = np.where(new_row, np.minimum(lo, new_lo), lo), np.where(new_row, np.maximum(hi, new_hi), hi)
         if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
             p_point = np.array([pooled[t, False] for t in TARGETS])
             p_band = np.array([pooled[t, True].reshape(len(odd), 2) for t in TARGETS])
-            reach = np.array([[m, m] if m is not None else self.conformal[t] for t, m in zip(TARGETS, new_gpu)],
-                             dtype=float)[:, None, :]
+            reach = (new_reach[:, odd] if has_new.all() else
+                     np.array([[m, m] if m is not None else self.conformal[t] for t, m in zip(TARGETS, new_gpu)],
+                              dtype=float)[:, None, :])
             p_lo, p_hi = _interval(p_point, p_band[..., 0], p_band[..., 1], reach, features_widen[odd], floor)
             lo[:, odd], hi[:, odd] = np.minimum(lo[:, odd], p_lo), np.maximum(hi[:, odd], p_hi)
         if unlearned.any():  # physics' point, the interval the level or the pooled bags gave moved to it
@@ -320,6 +328,21 @@ class Residual:
         for i, target in enumerate(TARGETS):
             out[target], out[f"{target}_lo"], out[f"{target}_hi"] = point[i], lo[i], hi[i]
         return out, checks
+
+    def _new_gpu_reach(self, new_gpu: Sequence[float | None], kinds: np.ndarray | None, n: int) -> np.ndarray:
+        """(targets, rows, [below, above]): the margin for a GPU not trained on, of each row's kind of work where one
+        was measured for it (`conformal_new_gpu_by_kind`), else pooled over every kind (0 where none was measured)."""
+        reach = np.empty((len(TARGETS), n))
+        for i, (target, m) in enumerate(zip(TARGETS, new_gpu)):
+            by_kind = self.conformal_new_gpu_by_kind.get(target, {})
+            if kinds is None or not by_kind:
+                reach[i] = m or 0.0
+            elif n == 1:
+                reach[i] = by_kind.get(str(kinds[0]), m or 0.0)
+            else:
+                names, codes = np.unique(kinds, return_inverse=True)
+                reach[i] = np.array([by_kind.get(str(k), m or 0.0) for k in names])[codes]
+        return np.repeat(reach[..., None], 2, axis=-1)
 
     def _corrections(self, values: np.ndarray, gpus: Sequence[str], seen: np.ndarray,
                      raws: Mapping[bool, dict[tuple[str, bool], np.ndarray]] | None = None
@@ -380,7 +403,8 @@ class Residual:
         info = dict(level=self.level, bag=self.bag, features=self.features, params=self.params, levels=self.levels,
                     conformal=self.conformal,
                     conformal_by_gpu=self.conformal_by_gpu, band_floor=self.band_floor,
-                    conformal_new_gpu=self.conformal_new_gpu, conformal_few_rows=self.conformal_few_rows,
+                    conformal_new_gpu=self.conformal_new_gpu, conformal_new_gpu_by_kind=self.conformal_new_gpu_by_kind,
+                    conformal_few_rows=self.conformal_few_rows,
                     domain=self.domain, gpus=self.gpus, gpu_work=self.gpu_work, arch_codes=self.arch_codes,
                     cv=self.cv,
                     **(meta or {}))
@@ -500,13 +524,15 @@ def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
     number serves both sides), with the rest of the file as `cv["meta"]`."""
     meta = {k: v for k, v in info.items()
             if k not in ("features", "params", "levels", "conformal", "conformal_by_gpu", "band_floor",
-                         "conformal_new_gpu", "conformal_few_rows", "domain", "gpu_work", "arch_codes")}
+                         "conformal_new_gpu", "conformal_new_gpu_by_kind", "conformal_few_rows", "domain", "gpu_work",
+                         "arch_codes")}
     return dict(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
                 levels=info.get("levels", {}),
                 conformal={t: _as_pair(m) for t, m in info["conformal"].items()},
                 conformal_by_gpu={t: {g: _as_pair(m) for g, m in by_gpu.items()}
                                   for t, by_gpu in info.get("conformal_by_gpu", {}).items()},
                 band_floor=info.get("band_floor", {}), conformal_new_gpu=info.get("conformal_new_gpu", {}),
+                conformal_new_gpu_by_kind=info.get("conformal_new_gpu_by_kind", {}),
                 conformal_few_rows=info.get("conformal_few_rows", {}), domain=info["domain"], gpus=info["gpus"],
                 gpu_work={g: list(k) for g, k in info.get("gpu_work", {}).items()},
                 arch_codes=[float(c) for c in info.get("arch_codes", [])],

@@ -12,7 +12,9 @@ The engine step (stated approximations):
   state a request finishes and is replaced every output_len / B steps, so a step carries p = B x input / output
   prompt tokens, at most `chunk_tokens`;
 - one step is one pass: the linear layers run over the B + p tokens together (their weights read once), the decode
-  attention over the B contexts, the prompts' attention and their other kernels over the p tokens;
+  attention over the B contexts, the prompts' attention and their other kernels over the p tokens
+  (`joulecast.features.serve_step`, whose step ML.ENERGY v2's rows are trained as: the residual corrects the work it
+  learned on);
 - with tensor parallelism (tp GPUs) each GPU runs its shard (`features.train_step.shard_config`) and two all-reduces
   a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
   GPU's generation), not overlapped (the engines tested do not), the GPUs waiting at their idle power at their
@@ -39,12 +41,11 @@ from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import reference
 from joulecast.data.models import hidden_size, layer_count
-from joulecast.data.workload import Workload, check_host_dispatch
+from joulecast.data.workload import check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
-from joulecast.features import arch, collectives, train_step
-from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import engine_records, lower, resolve_model
+from joulecast.features import arch, collectives, serve_step
+from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 
@@ -92,47 +93,21 @@ def _positive(name: str, value: object, integer: bool = False) -> float:
     return float(value)
 
 
-def _step_records(config: dict, batch: int, context: int, prompt_tokens: int, input_len: int, dtype: str,
-                  engine: str | None) -> tuple[list[dict], int]:
-    """One mixed step's kernel records (see the module's docstring) and the shard's weights."""
-    decode, params = lower(config, phase="decode", batch=batch, seq=context, dtype=dtype, lm_head=True)
-    decode = engine_records(decode, engine)
-    if prompt_tokens <= 0:
-        return decode, params
-    chunk_batch = max(1, round(prompt_tokens / input_len))
-    prefill, _ = lower(config, phase="prefill", batch=chunk_batch, seq=max(1, prompt_tokens // chunk_batch),
-                       dtype=dtype, lm_head=False)
-    tokens = batch + prompt_tokens
-    merged = []
-    for r in decode:  # the linear layers over every token of the step, their weights read once
-        if r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core") and batch in (r["m"], r["n"]):
-            width = r["m"] if r["n"] == batch else r["n"]
-            if width != int(config["vocab_size"]):  # the LM head runs on the decodes' last tokens only
-                r = dict(r, n=tokens) if r["n"] == batch else dict(r, m=tokens)
-        merged.append(r)
-    merged += [r for r in prefill if not (r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core"))]
-    return merged, params
-
-
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
               host_dispatch_s: float | None = None) -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
-    config, name, _ = resolve_model(model)
-    shard = train_step.shard_config(config, tp=tp)
+    config, _, _ = resolve_model(model)
     hidden, layers = hidden_size(config), layer_count(config)
     link = reference("links")[_NVLINK.get(spec.architecture.lower(), "nvlink4")]
     out = []
     for b in batches:
         b = int(b)
-        prompt = int(min(chunk_tokens, round(b * input_len / output_len)))
-        context = max(1, int(round(input_len + output_len * (1.0 + output_len_cv ** 2) / 2)))
-        records, params = _step_records(shard, b, context, prompt, max(1, int(round(input_len))), dtype, engine)
-        work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{b}", model=name,
-                                   phase="decode", batch=b, seq=context, dtype=dtype, source="config",
-                                   launch_mode=launch_mode, engine=engine, params=params,
-                                   host_dispatch_s=host_dispatch_s)
+        work, prompt = serve_step.step_workload(config, batch=b, input_len=input_len, output_len=output_len,
+                                                output_len_cv=output_len_cv, dtype=dtype, engine=engine,
+                                                launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                                                host_dispatch_s=host_dispatch_s)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
         comm = float(2 * layers * collectives.time_s("all-reduce", tp, (b + prompt) * hidden * 2.0,
@@ -143,7 +118,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
 
 def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurrency: int | None = None,
           request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
-          dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = 8192, duration_s: float | None = None,
+          dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = serve_step.CHUNK_TOKENS,
+          duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, host_dispatch_s: float | None = None, estimator: Any = None) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where

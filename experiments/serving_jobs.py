@@ -9,9 +9,11 @@ output length and its GPU count as tensor parallelism. Stated assumptions: the p
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
 room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
 `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none; bf16 where
-a row does not name its precision; the default power limit. The shipped estimator was trained on v2's decode steps (as
-decode steps without prompts), so v2's figures are in-sample for its residual; v3's rows are not trained on
-(`kernel_list = partial`).
+a row does not name its precision; the default power limit. The shipped estimator was trained on v2's single-GPU
+rows as serving steps with prompts of an assumed 128 tokens (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`),
+so those figures are in-sample for its residual at that length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or
+4 H100s) and v3's (`kernel_list = partial`) are not trained on. The table splits each release and GPU by tensor
+parallelism (`tp`).
 
 `--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each configuration's largest
 measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
@@ -141,8 +143,8 @@ def main() -> int:
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        for (release, gpu), part in frame.groupby(["release", "gpu"]):
-            summary.append(dict(input_len=length, release=release, gpu=gpu, rows=len(part),
+        for (release, gpu, tp), part in frame.groupby(["release", "gpu", "tp"]):
+            summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),
                                 tokens_per_s_mape=float(part["throughput_ape"].mean()),
                                 output_len_cv=float(part["cv"].mean()),

@@ -9,6 +9,10 @@ from joulecast.data.workload import Workload
 from joulecast.features.kernel_list import workload_from_kernels
 from joulecast.features.kernel_specs import kernel_workload
 from joulecast.features.lowering import workload
+from joulecast.features.serve_step import step_workload
+
+# A serving step reference's numbers (the rest are names): integers, and lengths that may be means
+_SERVE_INTS, _SERVE_FLOATS = ("batch", "tp", "chunk_tokens"), ("input_len", "output_len", "output_len_cv")
 
 
 def resolve(ref: str) -> Workload:
@@ -28,4 +32,9 @@ def resolve(ref: str) -> Workload:
         sizes: dict[str, object] = {k: (v == "True" if k == "causal" else v if k == "dtype" else int(v))
                                     for k, v in parse_qsl(query)}
         return kernel_workload(op, **sizes)  # type: ignore[arg-type]
-    raise InputError("workload_ref", f"unknown scheme in {ref!r}; allowed: catalog:, kernels:, kernel:")
+    if scheme == "serve":
+        model, _, query = rest.partition("?")
+        step = {k: int(v) if k in _SERVE_INTS else float(v) if k in _SERVE_FLOATS else v
+                for k, v in parse_qsl(query)}
+        return step_workload(model, **step)[0]  # type: ignore[arg-type]
+    raise InputError("workload_ref", f"unknown scheme in {ref!r}; allowed: catalog:, kernels:, kernel:, serve:")

@@ -91,6 +91,10 @@ MIN_ROWS_PER_GPU_MARGIN = 30
 # leave_one_model_out.py, seed 0) 5.16 / 4.75 -> 5.00 / 4.74 % (4.97 / 4.86 %); the shipped model's grouped CV
 # 5.60 / 5.16 -> 5.31 / 5.03 % (5.74 / 6.37 %).
 GPU_WEIGHT_MIN_ROWS = 100
+# A new GPU's margin is measured per kind of work too, where this many GPUs ran it (`_new_gpu_margin`): a new GPU's
+# forward passes are scored against the others' forward passes, not against serving steps whose physics errs another
+# way (`joulecast.estimator.residual.Residual.conformal_new_gpu_by_kind`).
+MIN_GPUS_PER_KIND_MARGIN = 2
 # Where physics demands it: a higher SM clock or power limit never makes a workload slower. Physics time already
 # falls with both; a time correction that does not rise with them keeps the product monotone.
 MONOTONE = {"time": {"clock_ratio": -1, "power_limit_ratio": -1}, "energy": {}}
@@ -360,7 +364,7 @@ class ResidualModel(Residual):
              grid: Sequence[Mapping[str, Any]], folds: list[tuple[np.ndarray, np.ndarray]]) -> "ResidualModel":
         self.trees = {}
         self.gpus = sorted(set(map(str, gpus)))
-        self.conformal_new_gpu, self.conformal_few_rows = {}, {}
+        self.conformal_new_gpu, self.conformal_new_gpu_by_kind, self.conformal_few_rows = {}, {}, {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
         self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
@@ -404,7 +408,8 @@ class ResidualModel(Residual):
             self.pooled[target] = self._fit_bag(point_model, self.params, X, yt, weight, groups)
             self.pooled_bands[target] = self._fit_bag(band_model, self.params, X, yt, weight, groups)
             if len(self.gpus) > 1:
-                self.conformal_new_gpu[target] = self._new_gpu_margin(X, yt, gpu_of_row, target)
+                self.conformal_new_gpu[target], self.conformal_new_gpu_by_kind[target] = self._new_gpu_margin(
+                    X, yt, gpu_of_row, kinds, target)
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
             self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
                 self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0, self.band_floor[target])
@@ -417,25 +422,34 @@ class ResidualModel(Residual):
         rank = min(1.0, math.ceil((n + 1) * side) / n)
         return [float(np.quantile(under, rank)), float(np.quantile(over, rank))]
 
-    def _new_gpu_margin(self, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray, target: str) -> float:
+    def _new_gpu_margin(self, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray, kinds: np.ndarray, target: str
+                        ) -> tuple[float, dict[str, float]]:
         """The margin for a GPU not trained on, where the estimate reads at physics' point (a correction of 0) with the
         pooled band's reach (floored) moved there: how far each GPU's rows lie outside that band; each GPU weighs
-        alike, as a new GPU may be like any of them.
+        alike, as a new GPU may be like any of them. Pooled over every kind of work, and per kind of work that at
+        least MIN_GPUS_PER_KIND_MARGIN GPUs ran (`NEW_GPU_MARGIN_BY_KIND`).
 
         Before, the interval spanned the band around the pooled bags' point too, and the margin was scored around a
         bag fitted without the GPU: each GPU with kernel-level rows held out (`experiments/gpu_transfer.py --quick`),
         energy coverage A10 96.8 -> 92.6 %, A100-PCIe 97.1 -> 85.5 %, H200 97.1 % the same (two thirds of its rows
         are single kernels outside the training ranges, widened twofold); the H200's 32 held-out rows, zero-shot
         (`experiments/h200_holdout.py`), 90.6 -> 93.8 %."""
-        scores, weights = [], []
+        scores = np.empty(len(y))
         for g in np.unique(gpus):
             out = gpus == g
             band = _predict_bag(self.pooled_bands[target], X[out])
             below, above = _half_widths(_predict_bag(self.pooled[target], X[out]), band[:, 0], band[:, 1],
                                         self.band_floor[target])
-            scores.append(_conformity(np.zeros(out.sum()), below, above, y[out]))
-            weights.append(np.full(out.sum(), 1.0 / out.sum()))
-        return weighted_quantile(np.concatenate(scores), np.concatenate(weights), self.level)
+            scores[out] = _conformity(np.zeros(out.sum()), below, above, y[out])
+
+        def alike(rows: np.ndarray) -> float:  # each GPU's rows weighing 1 in all
+            _, codes, counts = np.unique(gpus[rows], return_inverse=True, return_counts=True)
+            return weighted_quantile(scores[rows], 1.0 / counts[codes], self.level)
+
+        every = np.ones(len(y), dtype=bool)
+        by_kind = {str(k): alike(kinds == k) for k in np.unique(kinds)
+                   if len(np.unique(gpus[kinds == k])) >= MIN_GPUS_PER_KIND_MARGIN}
+        return alike(every), by_kind
 
     def _fit_bag(self, make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any],
                  X: pd.DataFrame, y: np.ndarray, weight: np.ndarray, groups: np.ndarray) -> list[xgb.XGBRegressor]:

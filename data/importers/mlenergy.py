@@ -3,13 +3,15 @@
 PATH is `shared/data/external/mlenergy-v2` or `mlenergy-v3` (their `llm_mllm_runs.csv`), or a folder holding both.
 Only text LLM rows are read (v2 `llm_text_generation`, v3 family `llm`); vision-language and diffusion rows are left out.
 
-A row is a steady-state vLLM serving run. One iteration here is one decode step of the running batch:
+A row is a steady-state vLLM serving run. One iteration here is one step of the running batch:
     time_s   = avg batch / output throughput          (s per step)
     energy_j = energy per output token x avg batch    (J per step, all GPUs of the instance)
     power_w  = energy per output token x throughput   (W, summed over the instance's `num_gpus`)
-Models whose shapes the catalog holds get a decode workload reference. Their context length is not recorded (the
-sources hold no prompt lengths), so the reference assumes a KV cache of half the mean output length: a stated
-lower bound that the row's provenance repeats. Other models keep `kernel_list = none`.
+Models whose shapes the catalog holds get a workload reference; other models keep `kernel_list = none`. Neither
+release records its prompts' lengths. v2's references are serving steps (`serve:`, `joulecast.features.serve_step`,
+the step `joulecast.serve` prices): the running batch's decodes and the prompts arriving meanwhile, at an assumed
+mean prompt of V2_PROMPT_TOKENS, which the row's provenance repeats. v3's are decode steps alone, with a KV cache of
+half the mean output length (a stated lower bound).
 vLLM replays decode steps as captured CUDA graphs unless told `enforce_eager` (its default is False; no v3 server
 config in `benchmark_configs.csv` sets it, two set `cudagraph_mode`), so the references launch as graphs: no host
 dispatch per kernel, which for a small batch would otherwise be most of the step (llama-3-8b, batch 8, B200:
@@ -32,7 +34,7 @@ from joulecast.data.gpus import gpu as catalog_gpu
 from joulecast.data.importers._common import find_files, read_csv
 from joulecast.data.models import family_of_name
 from joulecast.data.schema import conform
-from joulecast.data.workload_ref import catalog_ref
+from joulecast.data.workload_ref import catalog_ref, serve_ref
 
 GPUS = {"NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb", "NVIDIA H100 80GB HBM3": "h100-sxm", "H100": "h100-sxm", "B200": "b200"}
 # Hugging Face ids whose shapes equal a catalog model (Llama 3.1/3.3 keep Llama 3's shapes; Mistral v0.3 differs from
@@ -43,6 +45,14 @@ CATALOG = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3-8b", "meta-llama/Ll
 # v2 ran vLLM 0.5.4 (its PROVENANCE), whose host work per step the physics adds (arch.SERVING_ENGINES); v3's vLLM
 # 0.11.1 has no entry there.
 V2_ENGINE = "vllm-0.5.4"
+# v2's mean prompt (500 ShareGPT chat prompts; lengths not recorded): an assumption, the longest of
+# experiments/serving_jobs.py's PROMPT_GRID whose step at each single-GPU configuration's largest measured batch fits
+# vLLM's 0.9 of the GPU's memory (`--prompt-bounds`: 128 tokens for Mistral-7B on the H100, 192-256 for the others).
+# It also makes vLLM 0.5.4's host work what host work is, the same on both GPUs (experiments/serving_overhead.py;
+# serving steps at 128 / 192 / 256 prompt tokens: A100-SXM4 0.395 / 0.381 / 0.359 ms a running sequence at 1.47 /
+# 1.32 / 1.07x idle power, the H100, whose steps run 1.7-2.4x faster, 0.396 / 0.388 / 0.381 ms at 1.47 / 1.39 /
+# 1.31x; with the decodes alone, 0.447 and 0.415 ms at 1.85 and 1.63x).
+V2_PROMPT_TOKENS = 128
 # Releases whose decode-step references lack GPU work the measurement includes. vLLM 0.11.1 (v3) schedules the
 # prompts of arriving requests into its decode steps (chunked prefill, a budget of 8192 tokens per step in
 # benchmark_configs.csv's `max-num-batched-tokens`), and the prompts are not recorded. Its rows' measured/physics
@@ -79,7 +89,8 @@ def _v2(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
     return _table(csv, "mlenergy-v2", raw.index, model=raw["Model"], task=raw["task"], gpu=raw["GPU"],
                   num_gpus=raw["TP"] * raw["PP"], batch=raw["Avg BS (reqs)"], max_batch=raw["Max BS (reqs)"],
                   dtype=pd.Series(pd.NA, index=raw.index), output_len=raw["Avg Output Tokens"],
-                  per_token_j=per_token_j, throughput=raw["Token tput (tok/s)"], engine=V2_ENGINE)
+                  per_token_j=per_token_j, throughput=raw["Token tput (tok/s)"], engine=V2_ENGINE,
+                  prompt_tokens=V2_PROMPT_TOKENS, tp=raw["TP"])
 
 
 def _v3(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
@@ -92,25 +103,38 @@ def _v3(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:
 
 
 def _table(csv: Path, release: str, index: pd.Index, *, model, task, gpu, num_gpus, batch, max_batch, dtype,
-           output_len, per_token_j, throughput, engine: str | None) -> pd.DataFrame:
+           output_len, per_token_j, throughput, engine: str | None, prompt_tokens: int | None = None,
+           tp: pd.Series | None = None) -> pd.DataFrame:
+    """The rows in the measurement schema: with `prompt_tokens`, each a serving step (decodes and arriving prompts of
+    that mean length, `tp` GPUs' tensor parallelism); without, a decode step alone (KV cache = output / 2)."""
     gpus = gpu.map(GPUS)
     if gpus.isna().any():
         raise DataError(f"{csv}: unknown GPU {gpu[gpus.isna()].iloc[0]!r}; known: {', '.join(GPUS)}")
     catalog_model = model.map(CATALOG)
     batch_int = np.maximum(1, np.round(batch.to_numpy(float))).astype(int)
-    kv_len = np.maximum(1, np.round(output_len.to_numpy(float) / 2)).astype(int)
-    refs = [catalog_ref(m, phase="decode", batch=b, seq=s, dtype=d if isinstance(d, str) else "bf16",
-                        launch_mode="graph", engine=engine)
-            if isinstance(m, str) else None
-            for m, b, s, d in zip(catalog_model, batch_int, kv_len, dtype)]
+    out_len = output_len.to_numpy(float)
+    if prompt_tokens is None:
+        kv_len = np.maximum(1, np.round(out_len / 2)).astype(int)
+        refs = [catalog_ref(m, phase="decode", batch=b, seq=s, dtype=d if isinstance(d, str) else "bf16",
+                            launch_mode="graph", engine=engine)
+                if isinstance(m, str) else None
+                for m, b, s, d in zip(catalog_model, batch_int, kv_len, dtype)]
+        assumed = "KV length assumed = output/2 (prompts not recorded)"
+    else:
+        # the running requests' mean context, as the step counts it (every answer taken as long: none recorded)
+        kv_len = np.maximum(1, np.round(prompt_tokens + out_len / 2)).astype(int)
+        refs = [serve_ref(m, batch=b, input_len=prompt_tokens, output_len=round(o, 1),
+                          dtype=d if isinstance(d, str) else "bf16", engine=engine, tp=int(t))
+                if isinstance(m, str) else None
+                for m, b, o, d, t in zip(catalog_model, batch_int, out_len, dtype, tp)]
+        assumed = f"mean prompt assumed = {prompt_tokens} tokens (prompts not recorded)"
     step_s = batch.to_numpy(float) / throughput.to_numpy(float)
     line = (index.to_numpy() + 2).astype(str)
     ids = [f"{release}:{t}:{m}:{g}:x{n}:bs{int(b)}:row{r}" for t, m, g, n, b, r in
            zip(task, model, gpus, num_gpus, max_batch, line)]
     return pd.DataFrame(dict(
         measurement_id=ids, source="mlenergy",
-        provenance=[f"{release}/{csv.name} row {r}" + ("; KV length assumed = output/2 (prompts not recorded)"
-                                                        if isinstance(m, str) else "")
+        provenance=[f"{release}/{csv.name} row {r}" + (f"; {assumed}" if isinstance(m, str) else "")
                     for r, m in zip(line, catalog_model)],
         workload_ref=refs,
         kernel_list=np.where(catalog_model.notna(), "partial" if release in PARTIAL_RELEASES else "lowered", "none"),

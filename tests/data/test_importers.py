@@ -29,12 +29,20 @@ def test_mlenergy_llm_rows(external):
     assert (v2.gpu, v2.num_gpus) == ("a100-sxm4-40gb", 4)
 
 
-def test_mlenergy_catalog_models_rebuild_as_decode(external):
+def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
+    from joulecast.data.importers.mlenergy import V2_PROMPT_TOKENS
+
     t = import_source("mlenergy", external / "mlenergy-v2")
     lowered = t[t["kernel_list"] == "lowered"]
     assert set(lowered["model"]) == {"llama-3-8b", "llama-3-70b", "mistral-7b"}
-    w = resolve(lowered["workload_ref"].iloc[0])
-    assert w.phase == "decode" and w.kernel_count > 0
+    # v2's rows are serving steps: the decodes and the arriving prompts, of an assumed mean length the provenance says
+    row = lowered.set_index("provenance").loc[f"mlenergy-v2/llm_mllm_runs.csv row 25; mean prompt assumed = "
+                                              f"{V2_PROMPT_TOKENS} tokens (prompts not recorded)"]
+    assert row.workload_ref == (f"serve:llama-3-70b?batch=128&input_len={V2_PROMPT_TOKENS}&output_len=455.8&dtype=bf16"
+                                "&engine=vllm-0.5.4&tp=8")
+    assert row.seq == round(V2_PROMPT_TOKENS + 455.8 / 2)  # the running requests' mean context
+    w = resolve(row.workload_ref)
+    assert w.phase == "decode" and w.kernel_count > 0 and w.seq == row.seq
     assert w.launch_mode == "graph"  # vLLM replays decode steps as CUDA graphs
     assert w.engine == "vllm-0.5.4"  # v2's engine, whose host work per step the physics adds
     v3 = import_source("mlenergy", external / "mlenergy-v3")

@@ -9,6 +9,7 @@ import pytest
 import joulecast
 from joulecast.cli import main
 from joulecast.estimator.serving import serve
+from joulecast.features import arch
 
 
 def test_without_prompts_a_serving_step_is_a_decode_step():
@@ -72,7 +73,7 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
         assert (overlapped.step_time_s, overlapped.energy_per_output_token_j) == (alone.step_time_s,
                                                                                 alone.energy_per_output_token_j)
     v05 = serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", **kw)
-    assert v05.step_time_s > alone.step_time_s + 32 * 0.447e-3 * 0.99
+    assert v05.step_time_s > alone.step_time_s + 32 * arch.SERVING_ENGINES["vllm-0.5.4"]["host_s_per_sequence"] * 0.99
     with pytest.raises(joulecast.InputError, match="engine: unknown 'tgi'; allowed: none, vllm-0.5.4"):
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
 

@@ -56,7 +56,12 @@ old place too, with the new-GPU margin measured there (issue 31: every point the
 "moved to it"). Saved again when a workload of one kernel took the longer of its GPU time and its dispatch (issue 31:
 physics the same, no configuration here being one kernel; the model retrained on the H200's single-kernel rows,
 hybrid energy on the H200 -5.4 to +7.7 %, a median +0.5 %, time a median +4.6 %, the others' the same; mean energy
-width 73.1 -> 71.1 %; every flag and reason the same).
+width 73.1 -> 71.1 %; every flag and reason the same). Saved again when ML.ENERGY v2's rows were trained as serving
+steps carrying their arriving prompts (an assumed 128 tokens) and vLLM 0.5.4's host work re-measured over them, 0.395
+ms at 1.47x idle (issue 27: physics moved on the 160 rows that engine serves, energy -24.9 to 0.0 %, time -10.6 to
+0.0 %; the model retrained, with a new GPU's margin measured per kind of work; the other rows' hybrid energy -4.7 to
++3.9 %, a median 0.0 % but -0.2 % on the H200; mean energy width 71.1 -> 65.7 %, the H100's 100.6 -> 85.0 %; every
+flag and reason the same).
 
 """
 

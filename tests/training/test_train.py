@@ -16,7 +16,7 @@ import pytest
 import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN
+from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, Residual
 from joulecast.features import arch
 from joulecast.training import residual as residual_training
 from joulecast.training.dataset import training_table
@@ -395,6 +395,34 @@ def test_a_new_gpu_of_a_known_architecture_running_work_without_an_engine_takes_
     width = new["energy_hi"] - new["energy_lo"]
     assert width[1] > width[0] > 0 and width[2] == pytest.approx(width[1]) and not new["in_domain"].any()
     # (with no margin measured, every row on a new GPU is widened: the test above, its one-GPU model)
+
+
+def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
+    """Physics misses one GPU's forward passes by 0.3 and nobody's serving steps. Pooled over every kind, those rows
+    weigh too little to set the 90 % margin for a new GPU (a twelfth of the scores: three GPUs run both kinds, three
+    serve only); scored on forward passes alone, where they weigh a third, they set it. A new GPU's forward pass
+    takes that margin, its serving step the serving one (widened, as serving steps are on a new GPU)."""
+    rng = np.random.default_rng(3)
+    counts = {g: 120 for g in "abcdef"}
+    gpus, X, groups = _gpus_told_apart(rng, counts, {g: 500.0 + 100 * i for i, g in enumerate("abcdef")})
+    serving = np.isin(gpus, list("def")) | (np.arange(len(gpus)) % 2 == 1)
+    X = X.assign(engine_host_fraction=np.where(serving, 0.2, 0.0), gpu_arch=8.0)
+    y = np.where((gpus == "c") & ~serving, 0.3, 0.0) + 0.01 * rng.normal(size=len(gpus))
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    pooled, by_kind = model.conformal_new_gpu["energy"], model.conformal_new_gpu_by_kind["energy"]
+    assert set(by_kind) == {"forward", "serving"}
+    assert by_kind["forward"] == pytest.approx(0.3, abs=0.06) and pooled < 0.1 and by_kind["serving"] < 0.1
+    rows = pd.concat([X.iloc[[0]]] * 2).assign(engine_host_fraction=[0.0, 0.2])
+    new, seen = model.predict(rows, ["h100"] * 2), model.predict(rows, ["a"] * 2)
+    assert new["energy_hi"][0] - new["energy"][0] >= by_kind["forward"] - 1e-9
+    assert new["energy_hi"][0] - new["energy"][0] > 2 * (new["energy_hi"][1] - new["energy"][1]) / OUT_OF_DOMAIN_WIDEN
+    # saved and loaded, the margins and intervals are the same; a model saved before them takes the pooled one
+    loaded = Residual.load(model.save_fitted(tmp_path / "model"))
+    assert loaded.conformal_new_gpu_by_kind == model.conformal_new_gpu_by_kind
+    np.testing.assert_allclose(loaded.predict(rows, ["h100"] * 2)["energy_hi"], new["energy_hi"], rtol=1e-5)
+    older = dataclasses.replace(model, conformal_new_gpu_by_kind={}).predict(rows, ["h100"] * 2)
+    assert older["energy_hi"][0] - older["energy"][0] < new["energy_hi"][0] - new["energy"][0]
+    np.testing.assert_allclose(seen["energy_hi"], model.predict(rows, ["a"] * 2)["energy_hi"])
 
 
 def test_a_kernel_mix_not_trained_on_is_flagged_and_widened():

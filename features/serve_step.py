@@ -1,0 +1,73 @@
+"""One continuous-batching serving step as a workload: B running requests decoding a token each, and the prefill
+chunks of the prompts arriving meanwhile (the stated approximations: `joulecast.estimator.serving`'s docstring).
+
+`joulecast.serve` prices its steps with it, and a measured serving run names its step by a `serve:` reference
+(`joulecast.data.workload_ref.serve_ref`), so that the rows the residual learns from and the steps it corrects are
+the same work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from joulecast.data.workload import Workload
+from joulecast.features import train_step
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lowering import engine_records, lower, resolve_model
+
+# vLLM 0.11.1 ran ML.ENERGY v3 with chunked prefill at most 8,192 tokens a step (`max-num-batched-tokens` in its
+# benchmark_configs.csv).
+CHUNK_TOKENS = 8192
+
+
+def prompt_tokens(batch: int, input_len: float, output_len: float, chunk_tokens: int = CHUNK_TOKENS) -> int:
+    """Prompt tokens a steady-state step carries: a request finishes and is replaced every output_len / B steps,
+    so p = B x input / output, at most `chunk_tokens`."""
+    return int(min(chunk_tokens, round(batch * input_len / output_len)))
+
+
+def context_len(input_len: float, output_len: float, output_len_cv: float = 0.0) -> int:
+    """A running request's mean context: input + output (1 + cv^2) / 2 (length-biased: a long answer runs for more
+    steps than a short one)."""
+    return max(1, int(round(input_len + output_len * (1.0 + output_len_cv ** 2) / 2)))
+
+
+def step_records(config: Mapping[str, Any], batch: int, context: int, prompt: int, input_len: int, dtype: str,
+                 engine: str | None) -> tuple[list[dict], int]:
+    """One mixed step's kernel records and the weights: the linear layers over every token of the step, their
+    weights read once; the decode attention over the B contexts; the prompts' attention and other kernels over
+    their own tokens."""
+    decode, params = lower(config, phase="decode", batch=batch, seq=context, dtype=dtype, lm_head=True)
+    decode = engine_records(decode, engine)
+    if prompt <= 0:
+        return decode, params
+    chunk_batch = max(1, round(prompt / input_len))
+    prefill, _ = lower(config, phase="prefill", batch=chunk_batch, seq=max(1, prompt // chunk_batch),
+                       dtype=dtype, lm_head=False)
+    tokens = batch + prompt
+    merged = []
+    for r in decode:
+        if r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core") and batch in (r["m"], r["n"]):
+            width = r["m"] if r["n"] == batch else r["n"]
+            if width != int(config["vocab_size"]):  # the LM head runs on the decodes' last tokens only
+                r = dict(r, n=tokens) if r["n"] == batch else dict(r, m=tokens)
+        merged.append(r)
+    merged += [r for r in prefill if not (r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core"))]
+    return merged, params
+
+
+def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: float, output_len: float,
+                  output_len_cv: float = 0.0, dtype: str = "bf16", engine: str | None = None,
+                  launch_mode: str = "graph", tp: int = 1, chunk_tokens: int = CHUNK_TOKENS,
+                  host_dispatch_s: float | None = None) -> tuple[Workload, int]:
+    """One GPU's shard of a serving step (tensor parallelism `tp`), and the prompt tokens it carries."""
+    config, name, _ = resolve_model(model)
+    shard = train_step.shard_config(config, tp=tp)
+    prompt = prompt_tokens(batch, input_len, output_len, chunk_tokens)
+    context = context_len(input_len, output_len, output_len_cv)
+    records, params = step_records(shard, batch, context, prompt, max(1, int(round(input_len))), dtype, engine)
+    work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{batch}", model=name,
+                               phase="decode", batch=batch, seq=context, dtype=dtype, source="config",
+                               launch_mode=launch_mode, engine=engine, params=params, host_dispatch_s=host_dispatch_s)
+    return work, prompt

@@ -1,0 +1,44 @@
+"""A serving step as a workload: what `serve` prices and what a measured serving row's `serve:` reference rebuilds."""
+
+import numpy as np
+import pytest
+
+from joulecast.data.gpus import gpu
+from joulecast.data.workload_ref import serve_ref
+from joulecast.features import physics
+from joulecast.features.refs import resolve
+from joulecast.features.serve_step import context_len, prompt_tokens, step_workload
+
+
+def test_a_step_carries_the_prompts_that_replace_finished_requests():
+    # 128 running requests of 480 output tokens: one finishes every 480 / 128 steps, so each step carries 128 x 128
+    # / 480 = 34.1 prompt tokens of 128-token prompts, at most the chunk budget
+    assert prompt_tokens(128, 128, 480) == 34
+    assert prompt_tokens(4096, 4096, 64) == 8192 and prompt_tokens(4096, 4096, 64, chunk_tokens=512) == 512
+    # a running request's context: its prompt and, length-biased, half of (1 + cv^2) times the mean output
+    assert context_len(128, 480) == 368 and context_len(128, 480, output_len_cv=1.0) == 608
+
+
+def test_a_serve_reference_rebuilds_the_step_serve_prices():
+    ref = serve_ref("llama-3-8b", batch=128, input_len=128, output_len=480.5, dtype="bf16", engine="vllm-0.5.4", tp=1)
+    assert ref == "serve:llama-3-8b?batch=128&input_len=128&output_len=480.5&dtype=bf16&engine=vllm-0.5.4&tp=1"
+    rebuilt = resolve(ref)
+    direct, prompt = step_workload("llama-3-8b", batch=128, input_len=128, output_len=480.5, engine="vllm-0.5.4")
+    assert prompt == 34
+    assert (rebuilt.phase, rebuilt.batch, rebuilt.seq, rebuilt.engine, rebuilt.launch_mode) == (
+        "decode", 128, 368, "vllm-0.5.4", "graph")
+    for name, column in direct.columns.items():
+        assert np.array_equal(np.asarray(rebuilt.columns[name]), np.asarray(column)), name
+    # the prompts are GPU work of the step: its linear layers run over the decodes' and the prompts' tokens
+    alone, none = step_workload("llama-3-8b", batch=128, input_len=128, output_len=480.5, chunk_tokens=1)
+    spec = gpu("h100-sxm")
+    with_prompts = physics.analyze_arrays(direct.columns, spec)[1].gpu_busy_s[0]
+    assert none == 1 and physics.analyze_arrays(alone.columns, spec)[1].gpu_busy_s[0] < with_prompts
+
+
+def test_a_tensor_parallel_reference_is_one_gpus_shard():
+    whole = resolve(serve_ref("llama-3-70b", batch=64, input_len=128, output_len=456))
+    shard = resolve(serve_ref("llama-3-70b", batch=64, input_len=128, output_len=456, tp=8))
+    flops = [physics.analyze_arrays(w.columns, gpu("a100-sxm4-40gb"))[0]["flops"] for w in (whole, shard)]
+    counts = [np.asarray(w.columns["count"], float) for w in (whole, shard)]
+    assert float(flops[1] @ counts[1]) == pytest.approx(float(flops[0] @ counts[0]) / 8, rel=0.02)

@@ -99,11 +99,14 @@ class Residual:
     conformal_by_gpu: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # target -> GPU -> the same
     band_floor: dict[str, list[float]] = field(default_factory=dict)  # target -> least [below, above] reach (log)
     conformal_new_gpu: dict[str, float] = field(default_factory=dict)  # target -> margin on a GPU not trained on
-    # target -> kind of work -> the same, scored on that kind's rows alone (where several GPUs ran it; else the
-    # pooled one above): a new GPU's forward passes are judged by how the others' forward passes err, not by serving
-    # steps. Where ML.ENERGY v2's serving steps, once they carried their prompts, read physics within 4-6 % on the
-    # H100 and A100-SXM4, the pooled margin fell (energy 0.130 -> 0.101) and the A100-PCIe's zero-shot coverage with
-    # it, 90.0 -> 71.7 % (experiments/onboarding.py --fractions 0 --seeds 1). Empty (older models): the pooled one.
+    # target -> kind of work -> the same, scored on that kind's rows alone (where several GPUs ran it): a new GPU's
+    # forward passes are judged by how the others' forward passes err, not by serving steps. Where ML.ENERGY v2's
+    # serving steps, once they carried their prompts, read physics within 4-6 % on the H100 and A100-SXM4, the pooled
+    # margin fell (energy 0.130 -> 0.101) and the A100-PCIe's zero-shot coverage with it, 90.0 -> 71.7 %
+    # (experiments/onboarding.py --fractions 0 --seeds 1); per kind, 94.4 %. A kind fewer GPUs ran takes the widest
+    # measured: Zeus' BERT fine-tuning epochs on the V100 and A40, training steps no two GPUs here ran
+    # (experiments/zeus_power_limits.py), coverage 61.2 / 72.2 % at the pooled margin, 87.8 / 80.6 % at the widest
+    # (89.8 / 75.0 % before v2's steps carried their prompts). Empty (older models): the pooled one.
     conformal_new_gpu_by_kind: dict[str, dict[str, float]] = field(default_factory=dict)
     conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
@@ -331,17 +334,20 @@ class Residual:
 
     def _new_gpu_reach(self, new_gpu: Sequence[float | None], kinds: np.ndarray | None, n: int) -> np.ndarray:
         """(targets, rows, [below, above]): the margin for a GPU not trained on, of each row's kind of work where one
-        was measured for it (`conformal_new_gpu_by_kind`), else pooled over every kind (0 where none was measured)."""
+        was measured for it (`conformal_new_gpu_by_kind`); for a kind no two GPUs ran, the widest of those and the
+        pooled one, as nothing measured says that kind transfers better (0 where none was measured)."""
         reach = np.empty((len(TARGETS), n))
         for i, (target, m) in enumerate(zip(TARGETS, new_gpu)):
             by_kind = self.conformal_new_gpu_by_kind.get(target, {})
             if kinds is None or not by_kind:
                 reach[i] = m or 0.0
-            elif n == 1:
-                reach[i] = by_kind.get(str(kinds[0]), m or 0.0)
+                continue
+            unmeasured = max(m or 0.0, *by_kind.values())
+            if n == 1:
+                reach[i] = by_kind.get(str(kinds[0]), unmeasured)
             else:
                 names, codes = np.unique(kinds, return_inverse=True)
-                reach[i] = np.array([by_kind.get(str(k), m or 0.0) for k in names])[codes]
+                reach[i] = np.array([by_kind.get(str(k), unmeasured) for k in names])[codes]
         return np.repeat(reach[..., None], 2, axis=-1)
 
     def _corrections(self, values: np.ndarray, gpus: Sequence[str], seen: np.ndarray,

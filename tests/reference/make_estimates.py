@@ -61,7 +61,9 @@ steps carrying their arriving prompts (an assumed 128 tokens) and vLLM 0.5.4's h
 ms at 1.47x idle (issue 27: physics moved on the 160 rows that engine serves, energy -24.9 to 0.0 %, time -10.6 to
 0.0 %; the model retrained, with a new GPU's margin measured per kind of work; the other rows' hybrid energy -4.7 to
 +3.9 %, a median 0.0 % but -0.2 % on the H200; mean energy width 71.1 -> 65.7 %, the H100's 100.6 -> 85.0 %; every
-flag and reason the same).
+flag and reason the same). Saved again when a kind of work that fewer than two GPUs ran took the widest of the
+measured new-GPU margins (issue 31: the 741 decode and training rows on a GPU without rows of that kind moved, their
+intervals wider; every point, flag and reason the same; mean energy width 65.7 -> 68.8 %).
 
 """
 

@@ -401,7 +401,8 @@ def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
     """Physics misses one GPU's forward passes by 0.3 and nobody's serving steps. Pooled over every kind, those rows
     weigh too little to set the 90 % margin for a new GPU (a twelfth of the scores: three GPUs run both kinds, three
     serve only); scored on forward passes alone, where they weigh a third, they set it. A new GPU's forward pass
-    takes that margin, its serving step the serving one (widened, as serving steps are on a new GPU)."""
+    takes that margin, its serving step the serving one (widened, as serving steps are on a new GPU), a training step,
+    which no two GPUs ran, the widest."""
     rng = np.random.default_rng(3)
     counts = {g: 120 for g in "abcdef"}
     gpus, X, groups = _gpus_told_apart(rng, counts, {g: 500.0 + 100 * i for i, g in enumerate("abcdef")})
@@ -416,6 +417,9 @@ def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
     new, seen = model.predict(rows, ["h100"] * 2), model.predict(rows, ["a"] * 2)
     assert new["energy_hi"][0] - new["energy"][0] >= by_kind["forward"] - 1e-9
     assert new["energy_hi"][0] - new["energy"][0] > 2 * (new["energy_hi"][1] - new["energy"][1]) / OUT_OF_DOMAIN_WIDEN
+    # a kind no two GPUs ran (a training step): nothing measured says it transfers better, so it takes the widest
+    step = model.predict(X.iloc[[0]].assign(engine_host_fraction=0.0, phase_training=1.0), ["h100"])
+    assert step["energy_hi"][0] - step["energy"][0] >= by_kind["forward"] - 1e-9 > pooled + 0.1
     # saved and loaded, the margins and intervals are the same; a model saved before them takes the pooled one
     loaded = Residual.load(model.save_fitted(tmp_path / "model"))
     assert loaded.conformal_new_gpu_by_kind == model.conformal_new_gpu_by_kind

@@ -427,7 +427,7 @@ class ResidualModel(Residual):
         """The margin for a GPU not trained on, where the estimate reads at physics' point (a correction of 0) with the
         pooled band's reach (floored) moved there: how far each GPU's rows lie outside that band; each GPU weighs
         alike, as a new GPU may be like any of them. Pooled over every kind of work, and per kind of work that at
-        least MIN_GPUS_PER_KIND_MARGIN GPUs ran (`NEW_GPU_MARGIN_BY_KIND`).
+        least MIN_GPUS_PER_KIND_MARGIN GPUs ran (`Residual.conformal_new_gpu_by_kind`).
 
         Before, the interval spanned the band around the pooled bags' point too, and the margin was scored around a
         bag fitted without the GPU: each GPU with kernel-level rows held out (`experiments/gpu_transfer.py --quick`),

@@ -76,8 +76,10 @@ class Estimate:
     def power_limited(self) -> dict[str, float]:
         """Where the power limit binds (physics' kernel timeline): the share of GPU busy time spent in kernels the
         limit throttled, `throttled_busy_share`, and the SM clock weighted by busy time, `busy_clock_mhz` (the set
-        clock where nothing was throttled). Built on request."""
+        clock where nothing was throttled). Built on request; empty where the estimate keeps no kernel table."""
         c = self.kernel_columns
+        if c is None:
+            return {}
         busy = np.asarray(c["time_s"], float) * np.asarray(c["launches"], float)
         clock = np.asarray(c["sm_clock_mhz"], float)
         total = busy.sum()
@@ -94,8 +96,7 @@ class Estimate:
                  "time_interval_s", "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain",
                  "memory_gb", "memory_parts_gb")
         out = {name: getattr(self, name) for name in names}
-        if self.kernel_columns is not None:
-            out.update(self.power_limited)
+        out.update(self.power_limited)
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
         return out
 

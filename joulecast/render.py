@@ -41,7 +41,7 @@ def estimate_table(est: Any) -> str:
         f"{f', host {duration(est.host_dispatch_s)} a launch' if est.host_dispatch_s else ''})",
         f"power      {_g4(est.power_w)} W (average)",
     ]
-    limited = est.power_limited if getattr(est, "kernel_columns", None) is not None else {}
+    limited = est.power_limited
     if limited.get("throttled_busy_share", 0.0) > 0:
         share, clock = limited["throttled_busy_share"], limited["busy_clock_mhz"]
         lines.append(f"           the {est.power_limit_w:.0f} W limit throttles {share:.0%} of GPU busy time (SM clock "

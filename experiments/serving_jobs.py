@@ -15,6 +15,12 @@ so those figures are in-sample for its residual at that length; v2's tensor-para
 4 H100s) and v3's (`kernel_list = partial`) are not trained on. The table splits each release and GPU by tensor
 parallelism (`tp`).
 
+`--itl` checks the decode step on its own, apart from the unrecorded prompts: v3 records each configuration's median
+inter-token latency, the step most tokens wait on. Beside it, `serve`'s step with 1-token prompts (decodes alone, its
+estimate at the row's batch) and the measured mean step (batch over output tokens a second); per release, GPU and
+tensor parallelism, the ratio of the decode-only step to the median one, at small batches (up to SMALL_BATCH running
+sequences, where few prompts arrive per step) and at large ones (LARGE_BATCH or more).
+
 `--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each configuration's largest
 measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
 (`gpu_memory_utilization`; vLLM's engine arguments) by `serve`'s own memory sum (the shard's weights, a bf16 KV cache
@@ -45,27 +51,31 @@ ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each re
 RAW_V3 = EXTERNAL / "mlenergy-v3" / "raw" / "models"
 VLLM_MEMORY_SHARE = 0.9   # vLLM's default gpu_memory_utilization: the share of GPU memory the engine takes
 PROMPT_GRID = (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
+SMALL_BATCH, LARGE_BATCH = 32, 256   # `--itl`'s bands of running sequences
 
 
 @functools.cache
-def _v3_histograms(task: str, model_id: str) -> dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]]:
-    """(GPU, GPUs, max batch) -> (bin midpoints, counts) of a v3 model's output lengths on `task`."""
+def _v3_configurations(task: str, model_id: str) -> dict[tuple[str, int, int], dict]:
+    """(GPU, GPUs, max batch) -> a v3 configuration's raw record, for one model's `task` (`raw/models/*.json`)."""
     path = RAW_V3 / f"{model_id.replace('/', '__')}__{task}.json"
-    out = {}
-    for c in json.loads(path.read_text())["configurations"]:
-        bins, counts = (np.asarray(c["output_length_distribution"][k], float) for k in ("bins", "counts"))
-        out[c["gpu_model"].lower(), int(c["num_gpus"]), int(c["max_num_seqs"])] = ((bins[1:] + bins[:-1]) / 2, counts)
-    return out
+    return {(c["gpu_model"].lower(), int(c["num_gpus"]), int(c["max_num_seqs"])): c
+            for c in json.loads(path.read_text())["configurations"]}
+
+
+def _v3_record(measurement_id: str) -> dict:
+    """A v3 row's configuration record (the catalog's h100-sxm is the raw files' H100: v3 ran H100 SXM and B200)."""
+    _, task, model_id, gpu, gpus, batch = measurement_id.split(":")[:6]
+    return _v3_configurations(task, model_id)[gpu.split("-")[0], int(gpus.removeprefix("x")),
+                                               int(batch.removeprefix("bs"))]
 
 
 def output_len_cv(measurement_id: str) -> float:
     """A v3 row's output lengths' coefficient of variation, from its configuration's histogram; 0 for v2."""
-    release, task, model_id, gpu, gpus, batch = measurement_id.split(":")[:6]
-    if release != "mlenergy-v3":
+    if not measurement_id.startswith("mlenergy-v3:"):
         return 0.0
-    # the catalog's h100-sxm is the raw files' H100 (v3 ran H100 SXM and B200 only)
-    key = (gpu.split("-")[0], int(gpus.removeprefix("x")), int(batch.removeprefix("bs")))
-    mid, counts = _v3_histograms(task, model_id)[key]
+    histogram = _v3_record(measurement_id)["output_length_distribution"]
+    bins, counts = (np.asarray(histogram[k], float) for k in ("bins", "counts"))
+    mid = (bins[1:] + bins[:-1]) / 2
     mean = np.average(mid, weights=counts)
     return float(np.sqrt(np.average((mid - mean) ** 2, weights=counts)) / mean)
 
@@ -79,17 +89,22 @@ def rows() -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _serve_row(r, input_len: int, residual, spread: bool = True):
+    """`serve` at a row's configuration: its measured mean batch as the concurrency, its GPUs as tensor
+    parallelism, its release's engine, the assumed mean prompt `input_len`."""
+    max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
+    return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
+                 max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
+                 dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
+                 output_len_cv=output_len_cv(r.measurement_id) if spread else 0.0,
+                 estimator=residual if residual is not None else "physics")
+
+
 def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) -> pd.DataFrame:
     out = []
     for r in table.itertuples():
         cv = output_len_cv(r.measurement_id) if spread else 0.0
-        max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
-        est = serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
-                    max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus),
-                    engine=ENGINES[r.release],
-                    dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
-                    output_len_cv=cv,
-                    estimator=residual if residual is not None else "physics")
+        est = _serve_row(r, input_len, residual, spread)
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)
         out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch), cv=cv,
                         measured_j_per_token=r.measured_j_per_token,
@@ -100,6 +115,41 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
     frame["energy_ape"] = 100 * (frame["predicted_j_per_token"] / frame["measured_j_per_token"] - 1).abs()
     frame["throughput_ape"] = 100 * (frame["predicted_tokens_per_s"] / frame["measured_tokens_per_s"] - 1).abs()
     return frame
+
+
+def decode_steps(table: pd.DataFrame, residual) -> pd.DataFrame:
+    """Per v3 row: the measured median inter-token latency and mean step (batch over output tokens a second, ms),
+    and `serve`'s step with 1-token prompts (decodes alone) at the row's batch."""
+    out = []
+    for r in table[table["release"] == "mlenergy-v3"].itertuples():
+        est = _serve_row(r, 1, residual)
+        out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch),
+                        median_itl_ms=float(_v3_record(r.measurement_id)["median_itl_ms"]),
+                        mean_step_ms=1e3 * r.batch / r.measured_tokens_per_s,
+                        decode_step_ms=1e3 * r.batch / est.tokens_per_s))
+    frame = pd.DataFrame(out)
+    frame["decode_over_median"] = frame["decode_step_ms"] / frame["median_itl_ms"]
+    return frame
+
+
+def decode_step_summary(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per release, GPU and tensor parallelism: the median ratio of the decode-only step to the measured median one
+    at small and at large batches (NaN where none), at large ones what the median step exceeds it by per running
+    sequence (ms), and the median step's share of the mean step."""
+    def band(part: pd.DataFrame, keep: pd.Series, column: str = "decode_over_median") -> float:
+        return float(part.loc[keep, column].median()) if keep.any() else float("nan")
+
+    steps = steps.assign(excess_ms_per_sequence=(steps["median_itl_ms"] - steps["decode_step_ms"]) / steps["batch"])
+
+    out = []
+    for (release, gpu, tp), part in steps.groupby(["release", "gpu", "tp"]):
+        out.append(dict(release=release, gpu=gpu, tp=int(tp), rows=len(part),
+                        small_batch_ratio=band(part, part["batch"] <= SMALL_BATCH),
+                        large_batch_ratio=band(part, part["batch"] >= LARGE_BATCH),
+                        large_batch_excess_ms_per_sequence=band(part, part["batch"] >= LARGE_BATCH,
+                                                                "excess_ms_per_sequence"),
+                        median_over_mean_step=float((part["median_itl_ms"] / part["mean_step_ms"]).median())))
+    return pd.DataFrame(out)
 
 
 def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
@@ -132,9 +182,20 @@ def main() -> int:
     parser.add_argument("--no-spread", action="store_true", help="every answer as long (output_len_cv 0) in v3 too")
     parser.add_argument("--prompt-bounds", action="store_true",
                         help="instead: the longest mean prompt each configuration's largest batch fits in memory")
+    parser.add_argument("--itl", action="store_true",
+                        help="instead: v3's decode step alone against its measured median inter-token latency")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()
+    if args.itl:
+        steps = decode_steps(table, load_estimator(args.estimator))
+        summary = decode_step_summary(steps)
+        if args.json:
+            print(json.dumps({"summary": summary.to_dict(orient="records"), "rows": steps.to_dict(orient="records")},
+                             indent=1))
+        else:
+            print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        return 0
     if args.prompt_bounds:
         bounds = prompt_bounds(table)
         print(bounds.to_json(orient="records") if args.json else bounds.to_string(index=False, float_format="%.1f"))

@@ -99,6 +99,16 @@ def test_job_validation_scripts_score_every_set_they_name():
         fits = b["longest_fitting_prompt"] is not None
         assert fits == (b["need_at_1_token_gib"] <= b["memory_cap_gib"]) and b["memory_cap_gib"] > 0
         assert not fits or b["longest_fitting_prompt"] in (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
+    # v3's decode step alone beside its measured median inter-token latency, per GPU and tensor parallelism
+    itl = _run_args("serving_jobs.py", "--itl")
+    assert {(r["gpu"], r["tp"]) for r in itl["summary"]} == {(r["gpu"], r["tp"]) for r in serving
+                                                              if r["release"] == "mlenergy-v3"}
+    assert sum(r["rows"] for r in itl["summary"]) == len(itl["rows"])
+    for r in itl["rows"]:
+        assert r["median_itl_ms"] > 0 and r["decode_step_ms"] > 0
+        assert r["decode_over_median"] == pytest.approx(r["decode_step_ms"] / r["median_itl_ms"])
+    # a median step is no longer than the mean one by more than noise (the mean adds the steps with long prompts)
+    assert all(0.5 < r["median_over_mean_step"] < 1.1 for r in itl["summary"])
     generation = _run_args("generation_jobs.py")
     assert {(r["model"], r["gpu"], r["sweep"]) for r in generation["summary"]} == {
         (m, g, sweep) for m in ("mistral-7b", "llama-2-7b") for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-sxm2")

@@ -142,6 +142,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         duration_s = _positive("duration_s", duration_s)
     if output_tokens is not None:
         output_tokens = _positive("output_tokens", output_tokens)
+        # a fraction of a token is no serving, and one small enough makes its duration and energy 0 s and 0 J
+        require(output_tokens >= 1, "output_tokens", f"at least 1 output token, got {output_tokens!r}")
     require(isinstance(output_len_cv, (int, float)) and not isinstance(output_len_cv, bool)
             and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
             f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")

@@ -190,9 +190,8 @@ def main() -> int:
     if args.itl:
         steps = decode_steps(table, load_estimator(args.estimator))
         summary = decode_step_summary(steps)
-        if args.json:
-            print(json.dumps({"summary": summary.to_dict(orient="records"), "rows": steps.to_dict(orient="records")},
-                             indent=1))
+        if args.json:  # pandas writes a band without rows (NaN) as null, which json.dumps would write as NaN
+            print(f'{{"summary": {summary.to_json(orient="records")}, "rows": {steps.to_json(orient="records")}}}')
         else:
             print(summary.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
         return 0

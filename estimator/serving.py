@@ -86,10 +86,14 @@ class ServeEstimate:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
-def _positive(name: str, value: object, integer: bool = False) -> float:
+def _positive(name: str, value: object, integer: bool = False, low: float = 0.0, high: float = 2**24,
+              high_text: str = "2^24") -> float:
+    """`value` as a float in (0, high], or in [low, high] where `low` is given."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value > 0
-    if not ok or (integer and int(value) != value) or value > 2**24:
-        raise InputError(name, f"must be a positive {'integer' if integer else 'number'} up to 2^24, got {value!r}")
+    if not ok or (integer and int(value) != value) or not low <= value <= high:
+        kind = "integer" if integer else "number"
+        span = f"from {low:g} to {high_text}" if low else f"up to {high_text}"
+        raise InputError(name, f"must be a positive {kind} {span}, got {value!r}")
     return float(value)
 
 
@@ -138,12 +142,12 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
+    # totals reach a year of serving and a billion billion tokens; under one token is no serving (one small enough
+    # made the duration and energy 0 s and 0 J)
     if duration_s is not None:
-        duration_s = _positive("duration_s", duration_s)
+        duration_s = _positive("duration_s", duration_s, high=1e10, high_text="1e10 s")
     if output_tokens is not None:
-        output_tokens = _positive("output_tokens", output_tokens)
-        # a fraction of a token is no serving, and one small enough makes its duration and energy 0 s and 0 J
-        require(output_tokens >= 1, "output_tokens", f"at least 1 output token, got {output_tokens!r}")
+        output_tokens = _positive("output_tokens", output_tokens, low=1.0, high=1e18, high_text="1e18")
     require(isinstance(output_len_cv, (int, float)) and not isinstance(output_len_cv, bool)
             and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
             f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")

@@ -112,10 +112,17 @@ def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):
     with pytest.raises(joulecast.InputError, match="output_tokens"):
         serve("llama-3-8b", "h100-sxm", output_tokens=-1.0, **kw)
     # a positive count under one token (the hostile-input test's 5e-324 gave 0 s and 0 J) is refused, one token is not
-    with pytest.raises(joulecast.InputError, match="output_tokens: at least 1 output token, got 5e-324"):
+    with pytest.raises(joulecast.InputError, match="output_tokens: must be a positive number from 1 to 1e18, got 5e-324"):
         serve("llama-3-8b", "h100-sxm", output_tokens=5e-324, **kw)
     one = serve("llama-3-8b", "h100-sxm", output_tokens=1, **kw)
     assert one.energy_j > 0 and one.duration_s > 0
+    # an operator's totals: a billion tokens, a year of serving
+    billion = serve("llama-3-8b", "h100-sxm", output_tokens=1e9, **kw)
+    assert billion.energy_j == pytest.approx(1e3 * million.energy_j)
+    year = serve("llama-3-8b", "h100-sxm", duration_s=365 * 86400.0, **kw)
+    assert year.energy_j == pytest.approx(365 * 86400.0 * year.power_w)
+    with pytest.raises(joulecast.InputError, match="duration_s: must be a positive number up to 1e10 s"):
+        serve("llama-3-8b", "h100-sxm", duration_s=1e11, **kw)
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
             "--output-len", "256", "--concurrency", "64", "--output-tokens", "1e6", "--estimator", "physics", "--json"]
     assert main(argv) == 0

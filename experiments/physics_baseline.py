@@ -20,6 +20,7 @@ from joulecast.data.importers.energaizer import import_energaizer
 from joulecast.features.refs import resolve
 
 DEFAULT = EXTERNAL / "energaizer-artifact"
+GPU_BOUND = 0.95   # `gpu_bound_time_ratio`'s rows: physics' GPU busy time at least this share of its time
 
 
 def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
@@ -29,7 +30,8 @@ def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
     for row in rows.itertuples():
         est = joulecast.estimate(workload(row.workload_ref), row.gpu, sm_clock_mhz=min(row.sm_clock_mhz, joulecast.gpu(row.gpu).boost_clock_mhz),
                                  power_limit_w=row.power_limit_w, estimator="physics")
-        out.append(dict(energy_pred_j=est.energy_j, time_pred_s=est.time_s, power_pred_w=est.power_w))
+        out.append(dict(energy_pred_j=est.energy_j, time_pred_s=est.time_s, power_pred_w=est.power_w,
+                        busy_share=est.gpu_busy_s / est.time_s))
     pred = pd.DataFrame(out, index=rows.index)
     result = pd.concat([rows, pred], axis=1)
     for q, unit in (("energy", "j"), ("time", "s"), ("power", "w")):
@@ -46,6 +48,15 @@ def mape_table(result: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return table.round(1)
 
 
+def gpu_bound_time_ratio(result: pd.DataFrame) -> pd.DataFrame:
+    """Rows physics reads as GPU-bound (its GPU busy time at least GPU_BOUND of its time, where the host's dispatch
+    no longer sets the pace): measured over physics time, median, by GPU, dtype and SM clock (100 MHz bands)."""
+    bound = result[result["busy_share"] >= GPU_BOUND].assign(
+        ratio=lambda d: d["time_s"] / d["time_pred_s"], clock_mhz=lambda d: (d["sm_clock_mhz"] / 100).round() * 100)
+    return bound.groupby(["gpu", "dtype", "clock_mhz"]).agg(rows=("ratio", "size"), time_ratio=("ratio", "median"),
+                                                           power_w=("power_w", "median")).round(2).reset_index()
+
+
 def main(argv: list[str]) -> int:
     path = Path(next((a for a in argv if not a.startswith("--")), DEFAULT))
     rows = import_energaizer(path)
@@ -57,6 +68,7 @@ def main(argv: list[str]) -> int:
         "rows": int(len(result)),
         "per_gpu_900mhz": mape_table(at_900, ["gpu"]).reset_index().to_dict(orient="records"),
         "dvfs_sweep": mape_table(result[result["set"] != "900 MHz"], ["gpu"]).reset_index().to_dict(orient="records"),
+        "gpu_bound_time_ratio": gpu_bound_time_ratio(result).to_dict(orient="records"),
     }
     if "--json" in argv:
         print(json.dumps(summary, indent=2))
@@ -71,6 +83,9 @@ def main(argv: list[str]) -> int:
     print(mape_table(at_900, ["gpu", "kernel_list"]).to_string(), "\n")
     print("A100 DVFS sweep (dvfs.csv, 510-1410 MHz):")
     print(mape_table(result[result["set"] != "900 MHz"], ["gpu"]).to_string())
+    print(f"\nGPU-bound rows (physics' GPU busy >= {GPU_BOUND:.0%} of its time), measured / physics time (median), "
+          "by GPU, dtype and SM clock, both sets; power_w is the measured median:")
+    print(gpu_bound_time_ratio(result).to_string(index=False))
     print("\nReference: EnergAIzer (ISPASS'26) power MAPE 8.26% (A100), 8.05% (A10).")
     return 0
 

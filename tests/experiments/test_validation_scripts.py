@@ -135,6 +135,18 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert 800 < off["Mistral (7B)"] < 1400 and abs(off["Llama-2 (7B)"]) < 100 and abs(off["Falcon (7B)"]) < 100
 
 
+def test_physics_baseline_tells_gpu_bound_time_by_gpu_dtype_and_clock():
+    """experiments/physics_baseline.py's GPU-bound table: measured over physics time per GPU, dtype and clock band,
+    on every EnergAIzer set (the A100's clock sweep gives it more than one band)."""
+    require_path(EXTERNAL / "energaizer-artifact" / "measurements" / "a100.csv")
+    table = _run_args("physics_baseline.py")["gpu_bound_time_ratio"]
+    assert {(r["gpu"], r["dtype"]) for r in table} == {("a10", "bf16"), ("a10", "fp32"), ("a100-pcie-40gb", "bf16"),
+                                                        ("a100-pcie-40gb", "fp32")}
+    assert all(r["rows"] > 0 and r["time_ratio"] > 0 and r["power_w"] > 0 for r in table)
+    bands = {r["clock_mhz"] for r in table if r["gpu"] == "a100-pcie-40gb"}
+    assert len(bands) > 3 and all(b % 100 == 0 for b in bands)
+
+
 def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():
     require_path(EXTERNAL / "energaizer-artifact")
     result = _run_args("model_size.py", "--sets", "3,0.3,8", "--bag", "2", "--folds", "3")

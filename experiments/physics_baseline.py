@@ -64,11 +64,12 @@ def main(argv: list[str]) -> int:
     result = evaluate(rows)
     result["set"] = np.where(result["measurement_id"].str.startswith("dvfs:"), "a100 dvfs sweep", "900 MHz")
     at_900 = result[result["set"] == "900 MHz"]
+    bound = gpu_bound_time_ratio(result)
     summary = {
         "rows": int(len(result)),
         "per_gpu_900mhz": mape_table(at_900, ["gpu"]).reset_index().to_dict(orient="records"),
         "dvfs_sweep": mape_table(result[result["set"] != "900 MHz"], ["gpu"]).reset_index().to_dict(orient="records"),
-        "gpu_bound_time_ratio": gpu_bound_time_ratio(result).to_dict(orient="records"),
+        "gpu_bound_time_ratio": bound.to_dict(orient="records"),
     }
     if "--json" in argv:
         print(json.dumps(summary, indent=2))
@@ -85,7 +86,7 @@ def main(argv: list[str]) -> int:
     print(mape_table(result[result["set"] != "900 MHz"], ["gpu"]).to_string())
     print(f"\nGPU-bound rows (physics' GPU busy >= {GPU_BOUND:.0%} of its time), measured / physics time (median), "
           "by GPU, dtype and SM clock, both sets; power_w is the measured median:")
-    print(gpu_bound_time_ratio(result).to_string(index=False))
+    print(bound.to_string(index=False))
     print("\nReference: EnergAIzer (ISPASS'26) power MAPE 8.26% (A100), 8.05% (A10).")
     return 0
 

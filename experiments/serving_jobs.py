@@ -89,22 +89,21 @@ def rows() -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def _serve_row(r, input_len: int, residual, spread: bool = True):
+def _serve_row(r, input_len: int, residual, cv: float):
     """`serve` at a row's configuration: its measured mean batch as the concurrency, its GPUs as tensor
-    parallelism, its release's engine, the assumed mean prompt `input_len`."""
+    parallelism, its release's engine, the assumed mean prompt `input_len`, the output lengths' spread `cv`."""
     max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
     return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                  max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
                  dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
-                 output_len_cv=output_len_cv(r.measurement_id) if spread else 0.0,
-                 estimator=residual if residual is not None else "physics")
+                 output_len_cv=cv, estimator=residual if residual is not None else "physics")
 
 
 def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) -> pd.DataFrame:
     out = []
     for r in table.itertuples():
         cv = output_len_cv(r.measurement_id) if spread else 0.0
-        est = _serve_row(r, input_len, residual, spread)
+        est = _serve_row(r, input_len, residual, cv)
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)
         out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch), cv=cv,
                         measured_j_per_token=r.measured_j_per_token,
@@ -122,7 +121,7 @@ def decode_steps(table: pd.DataFrame, residual) -> pd.DataFrame:
     and `serve`'s step with 1-token prompts (decodes alone) at the row's batch."""
     out = []
     for r in table[table["release"] == "mlenergy-v3"].itertuples():
-        est = _serve_row(r, 1, residual)
+        est = _serve_row(r, 1, residual, output_len_cv(r.measurement_id))
         out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch),
                         median_itl_ms=float(_v3_record(r.measurement_id)["median_itl_ms"]),
                         mean_step_ms=1e3 * r.batch / r.measured_tokens_per_s,

@@ -1,6 +1,7 @@
 """Serving engines as data: `data/serving_engines.yaml`, each number with its source, validated at the door like the
 GPU and architecture catalogs. What an engine adds to a decode step's kernels: host work the GPU waits out between
-steps, the GPU's power meanwhile, and its own decode attention kernel where it has one."""
+steps, the GPU's power meanwhile, its own decode attention kernel where it has one, and how it all-reduces a
+tensor-parallel step's activations."""
 
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ from joulecast.data.errors import DataError, UnknownNameError
 ENGINES_FILE = Path(__file__).parent / "serving_engines.yaml"
 # The decode attention kernels the physics knows besides FlashAttention's (`joulecast.features.kinds.attention`).
 DECODE_ATTENTION = ("paged",)
+# How an engine all-reduces (`joulecast.features.collectives`): NCCL's ring, or its own one- or two-shot kernels.
+ALL_REDUCE = ("ring", "custom")
 # Generous bounds: vLLM 0.5.4, the slowest engine measured, spends 0.45 ms a running sequence.
 _MAX_HOST_MS = 100.0
 _MAX_POWER_OVER_IDLE = 20.0
@@ -30,6 +33,7 @@ class ServingEngine:
     power_over_idle: float            # the GPU's power meanwhile, x its idle power at maximum clock
     decode_attention: str | None      # the engine's own decode attention op, or None (FlashAttention's)
     sources: Mapping[str, str]
+    all_reduce: str = "ring"          # ALL_REDUCE: NCCL's ring where the entry names none
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":
@@ -52,17 +56,21 @@ class ServingEngine:
         attention = raw.get("decode_attention")
         if attention is not None and attention not in DECODE_ATTENTION:
             raise fail("decode_attention", f"unknown {attention!r}; allowed: {', '.join(DECODE_ATTENTION)} (or none)")
-        for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ())):
+        all_reduce = raw.get("all_reduce", "ring")
+        if all_reduce not in ALL_REDUCE:
+            raise fail("all_reduce", f"unknown {all_reduce!r}; allowed: {', '.join(ALL_REDUCE)}")
+        for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ()),
+                      *(("all_reduce",) if "all_reduce" in raw else ())):
             if field not in sources:
                 raise fail("sources", f"no source given for {field}")
-        unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "sources"}
+        unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "all_reduce", "sources"}
         if unknown:
             raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, power_over_idle, "
-                                           "decode_attention, sources")
+                                           "decode_attention, all_reduce, sources")
         # the decimal shifted, not divided: 0.454 ms is 0.454e-3 s to the last bit, as it was typed
         return cls(name=name, host_s_per_sequence=float(f"{values['host_ms_per_sequence']!r}e-3"),
                    power_over_idle=values["power_over_idle"], decode_attention=attention,
-                   sources=MappingProxyType(sources))
+                   sources=MappingProxyType(sources), all_reduce=all_reduce)
 
 
 def parse(raw: Any, origin: str) -> Mapping[str, ServingEngine]:

@@ -17,8 +17,9 @@ The engine step (stated approximations):
   learned on);
 - with tensor parallelism (tp GPUs) each GPU runs its shard (`features.train_step.shard_config`) and two all-reduces
   a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
-  GPU's generation), not overlapped (the engines tested do not), the GPUs waiting at their idle power at their
-  clock meanwhile (the maximum, or the one locked: `sm_clock_mhz`);
+  GPU's generation), by the engine's own one- or two-shot kernels where it has them (every engine listed; NCCL's
+  ring for the kernels alone: `features.collectives`), not overlapped (the engines tested do not), the GPUs
+  waiting at their idle power at their clock meanwhile (the maximum, or the one locked: `sm_clock_mhz`);
 - engines as data (`data/serving_engines.yaml`, each figure sourced): their own host work between steps, per
   running request, at a measured power, and their own decode attention kernel; "none" for the kernels alone (CUDA
   graphs by default, as the engines replay their decode steps).
@@ -31,12 +32,14 @@ Interval: the step's, every step sharing its error (comonotone, as `estimator.jo
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from joulecast.data import engines
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import reference
@@ -105,6 +108,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
     config, _, _ = resolve_model(model)
     hidden, layers = hidden_size(config), layer_count(config)
     link = reference("links")[_NVLINK.get(spec.architecture.lower(), "nvlink4")]
+    custom = engine is not None and engines.engine(engine).all_reduce == "custom"
+    all_reduce = collectives.custom_all_reduce_s if custom else functools.partial(collectives.time_s, "all-reduce")
     out = []
     for b in batches:
         b = int(b)
@@ -114,8 +119,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
                                                 host_dispatch_s=host_dispatch_s)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
-        comm = float(2 * layers * collectives.time_s("all-reduce", tp, (b + prompt) * hidden * 2.0,
-                                                     link["gbytes_per_s"], link["latency_us"]))
+        comm = float(2 * layers * all_reduce(tp, (b + prompt) * hidden * 2.0, link["gbytes_per_s"], link["latency_us"]))
         out.append((est, comm, float(prompt)))
     return out
 

@@ -161,11 +161,14 @@ def test_serving_engines_are_validated_data_with_sources():
         assert {"host_ms_per_sequence", "power_over_idle"} <= set(entry.sources)
     good = {"host_ms_per_sequence": 0.1, "power_over_idle": 1.5, "sources": {"host_ms_per_sequence, power_over_idle": "s"}}
     assert engines.parse({"x": good}, "e.yaml")["x"].host_s_per_sequence == 0.1e-3
+    assert engines.parse({"x": good}, "e.yaml")["x"].all_reduce == "ring"  # NCCL's, where an entry names none
     for bad, message in (({**good, "host_ms_per_sequence": -1}, "'host_ms_per_sequence': must be a number from 0"),
                          ({**good, "power_over_idle": 0.5}, "'power_over_idle': a GPU waiting draws at least"),
                          ({**good, "decode_attention": "radix"}, "'decode_attention': unknown 'radix'"),
                          ({**good, "sources": {"host_ms_per_sequence": "s"}}, "'sources': no source given for power_over_idle"),
-                         ({**good, "batch": 4}, "'batch': unknown field")):
+                         ({**good, "batch": 4}, "'batch': unknown field"),
+                         ({**good, "all_reduce": "tree"}, "'all_reduce': unknown 'tree'; allowed: ring, custom"),
+                         ({**good, "all_reduce": "custom"}, "'sources': no source given for all_reduce")):
         with pytest.raises(DataError, match=f"e.yaml: x: field {message}"):
             engines.parse({"x": bad}, "e.yaml")
     with pytest.raises(InputError, match="engine: unknown 'sglang'; did you mean 'sglang-0.4'"):

@@ -85,6 +85,11 @@ def test_a_grouped_query_decode_streams_each_key_and_value_once_per_key_value_he
     # Prefill keeps one CTA per query head (and 128-query block).
     prefill = _features([dict(decode, heads=32, kv_heads=8, seq_q=2048, seq_kv=2048, causal=True)], "h200").iloc[0]
     assert (prefill.tiles, prefill.tile_m) == (64 * 32 * 16, 128)
+    # FlashAttention-2's split-KV kernel runs 64-row query tiles whatever the rows: a packed group's 4 query heads
+    # execute 16x their work on the tensor cores, a lone query (no grouping) 64x; prefill pads to 16 rows only.
+    assert gqa.exec_flops / gqa.flops == pytest.approx(16.0) and mha.exec_flops / mha.flops == pytest.approx(64.0)
+    assert paged.exec_flops / paged.flops == pytest.approx(16.0)  # a serving engine's own kernel: 16-row MMAs
+    assert prefill.exec_flops == pytest.approx(prefill.flops)
     # Unpacked, a query count off a multiple of 16 still pads to one: ViT's 197 tokens execute 208 rows' worth.
     vit = _features([dict(decode, heads=16, kv_heads=16, seq_q=197, seq_kv=197, head_dim=64)], "a100").iloc[0]
     assert vit.exec_flops / vit.flops == pytest.approx(208 / 197)

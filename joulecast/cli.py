@@ -722,8 +722,10 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
                      "collection); default 25 (EnergAIzer's hosts)")
-    est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's: "
-                     f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone")
+    est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's, and whose own "
+                     "one- or two-shot kernels sum a tensor-parallel step: "
+                     f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone, "
+                     "NCCL's ring")
     est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "
                      f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels); single passes and "
                      "--phase train-run")
@@ -743,7 +745,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--concurrency", type=int, help="requests kept in flight (or give --request-rate)")
     srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
     srv.add_argument("--max-batch", type=int, help="the engine's most requests in flight; default 256")
-    srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance; default 1")
+    srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance, two all-reduces a layer over "
+                     "NVLink; default 1")
     srv.add_argument("--chunk-tokens", type=int, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "

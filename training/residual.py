@@ -365,6 +365,7 @@ class ResidualModel(Residual):
         self.trees = {}
         self.gpus = sorted(set(map(str, gpus)))
         self.conformal_new_gpu, self.conformal_new_gpu_by_kind, self.conformal_few_rows = {}, {}, {}
+        self.physics_new_gpu, self.physics_new_gpu_by_kind = {}, {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
         self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
@@ -410,6 +411,8 @@ class ResidualModel(Residual):
             if len(self.gpus) > 1:
                 self.conformal_new_gpu[target], self.conformal_new_gpu_by_kind[target] = self._new_gpu_margin(
                     X, yt, gpu_of_row, kinds, target)
+                self.physics_new_gpu[target], self.physics_new_gpu_by_kind[target] = self._physics_margin(
+                    yt, gpu_of_row, kinds)
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
             self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
                 self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0, self.band_floor[target])
@@ -424,10 +427,12 @@ class ResidualModel(Residual):
 
     def _new_gpu_margin(self, X: pd.DataFrame, y: np.ndarray, gpus: np.ndarray, kinds: np.ndarray, target: str
                         ) -> tuple[float, dict[str, float]]:
-        """The margin for a GPU not trained on, where the estimate reads at physics' point (a correction of 0) with the
-        pooled band's reach (floored) moved there: how far each GPU's rows lie outside that band; each GPU weighs
-        alike, as a new GPU may be like any of them. Pooled over every kind of work, and per kind of work that at
-        least MIN_GPUS_PER_KIND_MARGIN GPUs ran (`Residual.conformal_new_gpu_by_kind`).
+        """The margin past the band for a GPU not trained on, where the estimate reads at physics' point (a
+        correction of 0) with the pooled band's reach (floored) moved there: how far each GPU's rows lie outside that
+        band; each GPU weighs alike, as a new GPU may be like any of them. Pooled over every kind of work, and per
+        kind of work that at least MIN_GPUS_PER_KIND_MARGIN GPUs ran (`Residual.conformal_new_gpu_by_kind`). A GPU
+        trained on with few rows takes it too (`Residual._margins`); a GPU not trained on, the physics margin
+        (`_physics_margin`), where the model has one.
 
         Before, the interval spanned the band around the pooled bags' point too, and the margin was scored around a
         bag fitted without the GPU: each GPU with kernel-level rows held out (`experiments/gpu_transfer.py --quick`),
@@ -441,12 +446,23 @@ class ResidualModel(Residual):
             below, above = _half_widths(_predict_bag(self.pooled[target], X[out]), band[:, 0], band[:, 1],
                                         self.band_floor[target])
             scores[out] = _conformity(np.zeros(out.sum()), below, above, y[out])
+        return self._alike_quantiles(scores, gpus, kinds)
 
-        def alike(rows: np.ndarray) -> float:  # each GPU's rows weighing 1 in all
+    def _physics_margin(self, y: np.ndarray, gpus: np.ndarray, kinds: np.ndarray) -> tuple[float, dict[str, float]]:
+        """How far physics itself missed the GPUs trained on: the level quantile of |y| (y the log of measured over
+        physics), pooled and per kind of work as `_new_gpu_margin`. A GPU not trained on reads at physics' point, its
+        interval this far each way (`Residual.physics_new_gpu`)."""
+        return self._alike_quantiles(np.abs(y), gpus, kinds)
+
+    def _alike_quantiles(self, scores: np.ndarray, gpus: np.ndarray, kinds: np.ndarray
+                         ) -> tuple[float, dict[str, float]]:
+        """The level quantile of `scores`, each GPU's rows weighing 1 in all (a new GPU may be like any of them):
+        over every row, and per kind of work that at least MIN_GPUS_PER_KIND_MARGIN GPUs ran."""
+        def alike(rows: np.ndarray) -> float:
             _, codes, counts = np.unique(gpus[rows], return_inverse=True, return_counts=True)
             return weighted_quantile(scores[rows], 1.0 / counts[codes], self.level)
 
-        every = np.ones(len(y), dtype=bool)
+        every = np.ones(len(scores), dtype=bool)
         by_kind = {str(k): alike(kinds == k) for k in np.unique(kinds)
                    if len(np.unique(gpus[kinds == k])) >= MIN_GPUS_PER_KIND_MARGIN}
         return alike(every), by_kind

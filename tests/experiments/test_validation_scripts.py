@@ -275,3 +275,23 @@ def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply
     for r in loops["rows"]:  # one kernel a loop: physics takes the slower side, here the host's
         assert r["measured_ms"] > r["gpu_busy_ms"] and r["measured_ms"] == pytest.approx(
             max(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]), rel=1e-9)
+
+
+def test_gpu_transfer_prints_each_gpus_physics_error_spread():
+    """gpu_transfer.py's spread: per GPU, percentiles of log(measured / physics energy) and the half-width about
+    physics' point that holds 90 % of its rows, which is what a GPU left out needs of its interval."""
+    import numpy as np
+    import pandas as pd
+
+    sys.path.insert(0, str(REPO / "experiments"))
+    from gpu_transfer import physics_spread
+
+    errors = {"a": np.linspace(-0.1, 0.1, 21), "b": np.linspace(0.0, 0.4, 21)}  # b leans one way
+    frame = pd.DataFrame([{"gpu": g, "physics_energy_j": 2.0, "energy_j": 2.0 * np.exp(e)}
+                          for g, values in errors.items() for e in values])
+    spread = physics_spread(frame).set_index("gpu")
+    assert spread.loc["a", "rows"] == 21 and spread.loc["a", "median"] == pytest.approx(0.0, abs=1e-12)
+    assert spread.loc["b", "q05"] == pytest.approx(np.quantile(errors["b"], 0.05))
+    assert spread.loc["b", "q95"] == pytest.approx(np.quantile(errors["b"], 0.95))
+    assert spread.loc["a", "half_width_90"] == pytest.approx(0.09)
+    assert spread.loc["b", "half_width_90"] == pytest.approx(np.quantile(errors["b"], 0.9))

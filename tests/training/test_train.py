@@ -305,10 +305,11 @@ def test_each_side_of_the_interval_gets_its_own_conformal_margin():
 
 def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
     """Two GPUs of one architecture (code 8.0) run 0.3 above physics. A new GPU, of that architecture or another
-    (7.0), reads at physics' point, with the pooled bags' interval moved there (a model saved before, with no
-    architectures recorded, gave the pooled point; widened, as it widened every row on a new GPU, for the other
-    architecture only), and one of another architecture says why; a GPU trained on is untouched by its architecture
-    code."""
+    (7.0), reads at physics' point, as far each way as physics missed the GPUs trained on (twice that for the other
+    architecture), and one of another architecture says why; a GPU trained on is untouched by its architecture code.
+    A model saved before the physics margins moves the pooled bags' interval to physics' point (one saved before
+    that, with no architectures recorded, gave the pooled point; widened, as it widened every row on a new GPU, for
+    the other architecture only)."""
     rng = np.random.default_rng(5)
     gpus = np.repeat(["a", "b"], [120, 120])
     X = _synthetic_features(rng, len(gpus)).assign(gpu_arch=8.0)
@@ -316,8 +317,17 @@ def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, np.tile(list("pqrst"), 48), gpus, grid=SMALL_GRID)
     assert model.arch_codes == [8.0]
     rows = X.iloc[:4]
-    kin, new = model.predict(rows, ["c"] * 4), model.predict(rows.assign(gpu_arch=7.0), ["c"] * 4)
-    old_rule = dataclasses.replace(model, arch_codes=[])  # as a model saved before: the pooled bags' point
+    margin = model.physics_new_gpu["energy"]
+    assert margin == pytest.approx(0.3, abs=0.05)
+    now, other = model.predict(rows, ["c"] * 4), model.predict(rows.assign(gpu_arch=7.0), ["c"] * 4)
+    for target in ("time", "energy"):
+        m = model.physics_new_gpu[target]
+        np.testing.assert_array_equal(now[target], 0.0)
+        np.testing.assert_allclose([-now[f"{target}_lo"], now[f"{target}_hi"]], m, rtol=1e-6)
+        np.testing.assert_allclose([-other[f"{target}_lo"], other[f"{target}_hi"]], m * OUT_OF_DOMAIN_WIDEN, rtol=1e-6)
+    band = dataclasses.replace(model, physics_new_gpu={}, physics_new_gpu_by_kind={})  # saved before the margins
+    kin, new = band.predict(rows, ["c"] * 4), band.predict(rows.assign(gpu_arch=7.0), ["c"] * 4)
+    old_rule = dataclasses.replace(band, arch_codes=[])  # as a model saved before that: the pooled bags' point
     pooled = old_rule.predict(rows, ["c"] * 4)
     for target in ("time", "energy"):
         np.testing.assert_allclose(pooled[target], 0.3, atol=0.05)
@@ -345,9 +355,10 @@ def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
 def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike():
     """Three GPUs told apart by a spec column; the third's corrections sit 0.3 above the others'. Trained on, it is
     learnt; left out, nothing says so and it is predicted about 0.3 low. As it weighs a third of the new-GPU scores
-    (its 30 rows against 120 each), the 90 % margin for a GPU never trained on is about that far, which reaches further
-    than the widened interval; a GPU trained on keeps its own, smaller margin, unless it has too few rows for one (the
-    fourth, 10 rows like the first's): seen so little, it gets the new-GPU margin."""
+    (its 30 rows against 120 each), the 90 % margin for a GPU never trained on is about that far, past the band and
+    about physics' point alike; a GPU never trained on reads at physics' point that far each way (its features in
+    range: not widened); a GPU trained on keeps its own, smaller margin, unless it has too few rows for one (the
+    fourth, 10 rows like the first's): seen so little, it gets the new-GPU margin past its band."""
     rng = np.random.default_rng(7)
     gpus, X, groups = _gpus_told_apart(rng, {"a": 120, "b": 120, "c": 30, "d": 10},
                                        {"a": 600.0, "b": 900.0, "c": 1500.0})
@@ -358,11 +369,11 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     assert 0.2 < new < 0.35 and new > max(model.conformal_by_gpu["energy"]["a"])
     rows = X.iloc[:3]
     seen, unseen = model.predict(rows, ["a"] * 3), model.predict(rows, ["h100"] * 3)
-    # the measured margin reaches further than twice the interval of a GPU trained on, so it sets the interval
+    physics = model.physics_new_gpu["energy"]
+    assert 0.2 < physics < 0.35 and set(model.physics_new_gpu_by_kind["energy"]) == {"forward"}
+    for side in (unseen["energy_hi"] - unseen["energy"], unseen["energy"] - unseen["energy_lo"]):
+        np.testing.assert_allclose(side, physics, rtol=1e-6)
     assert ((unseen["energy_hi"] - unseen["energy"]) > 2 * (seen["energy_hi"] - seen["energy"])).all()
-    # (the new GPU's band is the pooled bag's, the seen GPU's the one fitted around levels: they reach alike here)
-    np.testing.assert_allclose((unseen["energy_hi"] - unseen["energy"]) - (seen["energy_hi"] - seen["energy"]),
-                               new - model.conformal_by_gpu["energy"]["a"][1], atol=0.005)
     assert not unseen["in_domain"].any()  # still flagged spec-only: the margin is what changes
     assert "d" not in model.conformal_by_gpu["energy"]
     little = model.predict(rows, ["d"] * 3)
@@ -372,7 +383,7 @@ def test_a_new_gpu_gets_a_measured_margin_from_gpus_left_out_each_weighing_alike
     d = gpus == "d"  # and so do its out-of-fold intervals, which the coverage reports score
     assert (model.oof["energy_hi"][d] - model.oof["energy"][d] >= model.band_floor["energy"][1] + new - 1e-9).all()
     one_gpu = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, ["a"] * n, grid=SMALL_GRID)
-    assert one_gpu.conformal_new_gpu == {}  # nothing to leave out: a new GPU is only widened
+    assert one_gpu.conformal_new_gpu == one_gpu.physics_new_gpu == {}  # nothing measured: a new GPU is only widened
     alone, other = one_gpu.predict(rows, ["a"] * 3), one_gpu.predict(rows, ["h100"] * 3)
     np.testing.assert_allclose(other["energy_hi"] - other["energy"],
                                (alone["energy_hi"] - alone["energy"]) * OUT_OF_DOMAIN_WIDEN, rtol=1e-6)
@@ -393,7 +404,9 @@ def test_a_new_gpu_of_a_known_architecture_running_work_without_an_engine_takes_
     rows = pd.concat([X.iloc[[0]]] * 3).assign(engine_host_fraction=[0.0, 0.2, 0.0], gpu_arch=[8.0, 8.0, 7.0])
     new = model.predict(rows, ["h100"] * 3)
     width = new["energy_hi"] - new["energy_lo"]
-    assert width[1] > width[0] > 0 and width[2] == pytest.approx(width[1]) and not new["in_domain"].any()
+    assert width[1] > width[0] > 0 and width[2] == pytest.approx(OUT_OF_DOMAIN_WIDEN * width[0])
+    assert width[0] == pytest.approx(2 * model.physics_new_gpu_by_kind["energy"]["forward"])
+    assert not new["in_domain"].any()
     # (with no margin measured, every row on a new GPU is widened: the test above, its one-GPU model)
 
 
@@ -410,8 +423,8 @@ def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
     X = X.assign(engine_host_fraction=np.where(serving, 0.2, 0.0), gpu_arch=8.0)
     y = np.where((gpus == "c") & ~serving, 0.3, 0.0) + 0.01 * rng.normal(size=len(gpus))
     model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
-    pooled, by_kind = model.conformal_new_gpu["energy"], model.conformal_new_gpu_by_kind["energy"]
-    assert set(by_kind) == {"forward", "serving"}
+    pooled, by_kind = model.physics_new_gpu["energy"], model.physics_new_gpu_by_kind["energy"]
+    assert set(by_kind) == set(model.conformal_new_gpu_by_kind["energy"]) == {"forward", "serving"}
     assert by_kind["forward"] == pytest.approx(0.3, abs=0.06) and pooled < 0.1 and by_kind["serving"] < 0.1
     rows = pd.concat([X.iloc[[0]]] * 2).assign(engine_host_fraction=[0.0, 0.2])
     new, seen = model.predict(rows, ["h100"] * 2), model.predict(rows, ["a"] * 2)
@@ -423,9 +436,17 @@ def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
     # saved and loaded, the margins and intervals are the same; a model saved before them takes the pooled one
     loaded = Residual.load(model.save_fitted(tmp_path / "model"))
     assert loaded.conformal_new_gpu_by_kind == model.conformal_new_gpu_by_kind
+    assert loaded.physics_new_gpu == model.physics_new_gpu
+    assert loaded.physics_new_gpu_by_kind == model.physics_new_gpu_by_kind
     np.testing.assert_allclose(loaded.predict(rows, ["h100"] * 2)["energy_hi"], new["energy_hi"], rtol=1e-5)
-    older = dataclasses.replace(model, conformal_new_gpu_by_kind={}).predict(rows, ["h100"] * 2)
+    older = dataclasses.replace(model, physics_new_gpu_by_kind={}).predict(rows, ["h100"] * 2)
     assert older["energy_hi"][0] - older["energy"][0] < new["energy_hi"][0] - new["energy"][0]
+    # about physics' point, as far each way as physics missed the trained GPUs' forward passes
+    np.testing.assert_allclose([new["energy_hi"][0] - new["energy"][0], new["energy"][0] - new["energy_lo"][0]],
+                               by_kind["forward"], rtol=1e-6)
+    # a model saved before the physics margins: the pooled band moved to physics' point, past it by the band margin
+    band_rule = dataclasses.replace(model, physics_new_gpu={}, physics_new_gpu_by_kind={}).predict(rows, ["h100"] * 2)
+    assert band_rule["energy_hi"][0] - band_rule["energy"][0] >= model.conformal_new_gpu_by_kind["energy"]["forward"]
     np.testing.assert_allclose(seen["energy_hi"], model.predict(rows, ["a"] * 2)["energy_hi"])
 
 

@@ -127,7 +127,11 @@ class Residual:
     gpus: list[str] = field(default_factory=list)
     # GPU -> the kinds of work (`work_kinds`: serving, forward, decode, training) its rows were: a GPU's level is
     # trusted only on those. On another kind, as on a GPU not trained on, the estimate is flagged and reads at
-    # physics' point, its interval spanning the one its level gives and the pooled model's, each moved to that point.
+    # physics' point, its interval as far each way as physics missed the GPUs trained on that kind (`physics_new_gpu`;
+    # models saved before it: spanning the one its level gives and the pooled model's, each moved to that point; the
+    # H200's forward rows held out with its other kinds kept, experiments/gpu_transfer.py --quick, coverage 100 ->
+    # 94.8 %, its 7 decode rows 100 % both ways; Wilkins' A100-SXM4 generations 100 % -> 90-100 %, MLPerf's five plans
+    # on H100s covered both ways, their intervals 0.46-0.75 -> 0.36-0.66 of the estimate wide).
     # A level learned on one kind carries that kind's own offsets: the H100's, on vLLM's serving steps (the engine's
     # host work, partial kernel lists), reads physics 17 % high in energy, while on EnergAIzer's H100 prefill rows
     # physics reads power 25 % low (issue 31). With physics' static power under load (experiments/gpu_transfer.py
@@ -261,9 +265,10 @@ class Residual:
         for i in np.flatnonzero(~checks.work).tolist():
             k, g = str(checks.kinds[i]), str(gpus[i])
             if g in self.gpu_work:
+                interval = ("as far each way as physics missed the GPUs trained on" if self.physics_new_gpu else
+                            "the interval spanning the GPU level's and the pooled model's, moved to it")
                 note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
-                                                "(physics' point, the interval spanning the GPU level's and the "
-                                                "pooled model's, moved to it)")
+                                                f"(physics' point, {interval})")
                 out[i] = (*out[i], note)
         return out
 
@@ -304,11 +309,14 @@ class Residual:
         # the GPU not learned on this kind of work (not trained on, or on other kinds only): physics' point (models
         # that record architectures; older ones read the pooled bags, or the level, as they were fitted to)
         unlearned = (~seen | other_work) if self.arch_codes else np.zeros_like(seen)
-        # one row of another kind of work reads both sets of trees at once
-        raws = self._both_raw(values) if len(values) == 1 and len(odd) else None
+        # unlearned work's interval from how far physics missed the GPUs trained on (models that measured it)
+        physics = all(t in self.physics_new_gpu for t in TARGETS)
+        # one row of another kind of work reads both sets of trees at once (where the pooled bags' interval is used)
+        spans_pooled = len(odd) and not physics
+        raws = self._both_raw(values) if len(values) == 1 and spans_pooled else None
         margins = self._corrections(values, gpus, seen, raws)
-        pooled = {} if not len(odd) else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
-                                                           np.zeros(len(odd), bool), raws)
+        pooled = {} if not spans_pooled else self._corrections(values[odd], _Gpus(gpus[i] for i in odd),
+                                                               np.zeros(len(odd), bool), raws)
         out: dict[str, np.ndarray] = {"in_domain": inside}
         n, new_gpu = len(values), [self.conformal_new_gpu.get(t) for t in TARGETS]
         # a GPU not trained on of an architecture trained on, its features in range, not serving: the margin measured
@@ -326,22 +334,24 @@ class Residual:
         lo, hi = _interval(point, band[..., 0], band[..., 1], np.array([self._margins(t, gpus) for t in TARGETS]),
                            widen, floor)
         has_new = np.array([m is not None for m in new_gpu])
-        if has_new.any() and (not seen.all() or len(odd)):
+        if physics and (not seen.all() or len(odd)):
+            # a GPU not trained on, or another kind of work on one trained on: the physics margin each way (of the
+            # row's kind of work: a serving step's measured on serving steps, engine effects and all), widened for
+            # features outside the domain or a new architecture
+            reach = self._new_gpu_reach([self.physics_new_gpu[t] for t in TARGETS], checks.kinds, n,
+                                        self.physics_new_gpu_by_kind)
+            unknown = np.where(features_inside & self.known_architecture(every, columns), 1.0, OUT_OF_DOMAIN_WIDEN)
+            lo = np.where(~seen | other_work, point - reach[..., 0] * unknown, lo)
+            hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
+        elif has_new.any() and (not seen.all() or len(odd)):  # models saved before the physics margins
             new_reach = self._new_gpu_reach(new_gpu, checks.kinds, n)
-        if has_new.any() and not seen.all():
+        if not physics and has_new.any() and not seen.all():
+            # on a GPU not trained on: the widened interval, or the new-GPU margin past the band where that reaches
+            # further
+            new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], new_reach, features_widen, floor)
             new_row = has_new[:, None] & ~seen
-            if all(t in self.physics_new_gpu for t in TARGETS):
-                # the physics margin each way (of the row's kind of work: a serving step's measured on serving
-                # steps, engine effects and all), widened for features outside the domain or a new architecture
-                reach = self._new_gpu_reach([self.physics_new_gpu[t] for t in TARGETS], checks.kinds, n,
-                                            self.physics_new_gpu_by_kind)
-                unknown = np.where(features_inside & self.known_architecture(every, columns), 1.0, OUT_OF_DOMAIN_WIDEN)
-                lo = np.where(new_row, point - reach[..., 0] * unknown, lo)
-                hi = np.where(new_row, point + reach[..., 1] * unknown, hi)
-            else:  # saved before: the widened interval, or the new-GPU margin past the band where that reaches further
-                new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], new_reach, features_widen, floor)
-                lo, hi = np.where(new_row, np.minimum(lo, new_lo), lo), np.where(new_row, np.maximum(hi, new_hi), hi)
-        if len(odd):  # another kind of work: the interval also spans the pooled model's, with its margin
+            lo, hi = np.where(new_row, np.minimum(lo, new_lo), lo), np.where(new_row, np.maximum(hi, new_hi), hi)
+        if spans_pooled:  # another kind of work: the interval also spans the pooled model's, with its margin
             p_point = np.array([pooled[t, False] for t in TARGETS])
             p_band = np.array([pooled[t, True].reshape(len(odd), 2) for t in TARGETS])
             reach = (new_reach[:, odd] if has_new.all() else

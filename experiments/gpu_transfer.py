@@ -8,9 +8,9 @@ Rows: the shipped model's training set (EnergAIzer A10 / A100-PCIe, ML.ENERGY v2
 H100, joulecast's own H200 rows). A GPU left out is estimated from its specs (`spec-only`): at physics' point, its
 interval as far each way as physics missed the GPUs trained on (the rule now), beside the pooled bags' point
 (`pooled`: what a model saved before the point moved to physics' gave). For a kind of work left out on a GPU that
-keeps its other kinds: the rule now (physics' point, flagged out-of-domain, the interval spanning the GPU level's and
-the pooled bags' with the new-GPU margin) beside the level trusted as on its own kinds (`before`) and the pooled
-bags' point (`pooled`). Beside physics' errors per GPU, their spread: the percentiles of log(measured / physics) and
+keeps its other kinds: the rule now (physics' point, flagged out-of-domain, the interval as far each way as physics
+missed the GPUs trained on that kind) beside the level trusted as on its own kinds (`before`) and the pooled bags'
+point (`pooled`). Beside physics' errors per GPU, their spread: the percentiles of log(measured / physics) and
 the half-width about physics' point that holds 90 % of each GPU's rows.
 Only the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter set, bags of
 two, five folds) instead of the full one.

@@ -159,6 +159,12 @@ class Residual:
     cv: dict[str, Any] = field(default_factory=dict)                # the selection's figures
     trees: dict[bool, TreeArrays] = field(default_factory=dict, repr=False)  # pooled? -> the four bags
 
+    @property
+    def reads_physics_margins(self) -> bool:
+        """Whether unlearned work's interval is the physics margin each way (`physics_new_gpu`, measured for every
+        target), not the pooled band moved to physics' point (models saved before it)."""
+        return all(t in self.physics_new_gpu for t in TARGETS)
+
     def _margins(self, target: str, gpus: Sequence[str]) -> np.ndarray:
         """Per row, [below, above]: its GPU's margins where it has them; a GPU trained on with too few rows for them
         (`joulecast.training.residual.MIN_ROWS_PER_GPU_MARGIN`), the largest of the pooled, the new-GPU and its own
@@ -254,22 +260,23 @@ class Residual:
             out[i] = tuple(r)
         if gpus is None:
             return out
+        physics = self.reads_physics_margins
         unseen = np.flatnonzero(~checks.trained)
+        interval = ("as far each way as physics missed the GPUs trained on, widened" if physics
+                    else "the pooled model's interval moved to it")
         for i in (unseen[~self.known_architecture(values[unseen], columns)] if len(unseen) else unseen).tolist():
             code = float(values[i, columns.index("gpu_arch")])
             trained = ", ".join(f"{c:.1f}" for c in self.arch_codes)
-            interval = ("as far each way as physics missed the GPUs trained on, widened" if self.physics_new_gpu
-                        else "the pooled model's interval moved to it")
             out[i] = (*out[i], f"architecture {code:.1f} not trained on (trained {trained}): physics' point, "
                                f"{interval}")
         if not self.gpu_work:
             return out
         notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
+        interval = ("as far each way as physics missed the GPUs trained on" if physics else
+                    "the interval spanning the GPU level's and the pooled model's, moved to it")
         for i in np.flatnonzero(~checks.work).tolist():
             k, g = str(checks.kinds[i]), str(gpus[i])
             if g in self.gpu_work:
-                interval = ("as far each way as physics missed the GPUs trained on" if self.physics_new_gpu else
-                            "the interval spanning the GPU level's and the pooled model's, moved to it")
                 note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
                                                 f"(physics' point, {interval})")
                 out[i] = (*out[i], note)
@@ -313,7 +320,7 @@ class Residual:
         # that record architectures; older ones read the pooled bags, or the level, as they were fitted to)
         unlearned = (~seen | other_work) if self.arch_codes else np.zeros_like(seen)
         # unlearned work's interval from how far physics missed the GPUs trained on (models that measured it)
-        physics = all(t in self.physics_new_gpu for t in TARGETS)
+        physics = self.reads_physics_margins
         # one row of another kind of work reads both sets of trees at once (where the pooled bags' interval is used)
         spans_pooled = len(odd) and not physics
         raws = self._both_raw(values) if len(values) == 1 and spans_pooled else None
@@ -348,12 +355,13 @@ class Residual:
             hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
         elif has_new.any() and (not seen.all() or len(odd)):  # models saved before the physics margins
             new_reach = self._new_gpu_reach(new_gpu, checks.kinds, n)
-        if not physics and has_new.any() and not seen.all():
-            # on a GPU not trained on: the widened interval, or the new-GPU margin past the band where that reaches
-            # further
-            new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], new_reach, features_widen, floor)
-            new_row = has_new[:, None] & ~seen
-            lo, hi = np.where(new_row, np.minimum(lo, new_lo), lo), np.where(new_row, np.maximum(hi, new_hi), hi)
+            if not seen.all():
+                # on a GPU not trained on: the widened interval, or the new-GPU margin past the band where that
+                # reaches further
+                new_lo, new_hi = _interval(point, band[..., 0], band[..., 1], new_reach, features_widen, floor)
+                new_row = has_new[:, None] & ~seen
+                lo = np.where(new_row, np.minimum(lo, new_lo), lo)
+                hi = np.where(new_row, np.maximum(hi, new_hi), hi)
         if spans_pooled:  # another kind of work: the interval also spans the pooled model's, with its margin
             p_point = np.array([pooled[t, False] for t in TARGETS])
             p_band = np.array([pooled[t, True].reshape(len(odd), 2) for t in TARGETS])

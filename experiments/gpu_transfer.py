@@ -61,10 +61,10 @@ def physics_spread(frame: pd.DataFrame) -> pd.DataFrame:
     rows, from which its margin is measured, show."""
     error = pd.Series(np.log(frame["energy_j"].to_numpy(float) / frame["physics_energy_j"].to_numpy(float)),
                       index=frame.index)
-    by = error.groupby(frame["gpu"].astype(str).to_numpy())
+    gpu = frame["gpu"].astype(str).to_numpy()
+    by = error.groupby(gpu)
     return pd.DataFrame({"rows": by.size(), "q05": by.quantile(0.05), "median": by.median(), "q95": by.quantile(0.95),
-                         "half_width_90": error.abs().groupby(frame["gpu"].astype(str).to_numpy()).quantile(0.9)}
-                        ).rename_axis("gpu").reset_index()
+                         "half_width_90": error.abs().groupby(gpu).quantile(0.9)}).rename_axis("gpu").reset_index()
 
 
 def _pooled_bags(model: ResidualModel, gpu: str) -> ResidualModel:

@@ -277,13 +277,13 @@ def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply
             max(r["gpu_busy_ms"], 1e-3 * r["dispatch_us"] * r["launches"]), rel=1e-9)
 
 
-def test_gpu_transfer_prints_each_gpus_physics_error_spread():
+def test_gpu_transfer_prints_each_gpus_physics_error_spread(monkeypatch):
     """gpu_transfer.py's spread: per GPU, percentiles of log(measured / physics energy) and the half-width about
     physics' point that holds 90 % of its rows, which is what a GPU left out needs of its interval."""
     import numpy as np
     import pandas as pd
 
-    sys.path.insert(0, str(REPO / "experiments"))
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))  # the scripts import their neighbours by name
     from gpu_transfer import physics_spread
 
     errors = {"a": np.linspace(-0.1, 0.1, 21), "b": np.linspace(0.0, 0.4, 21)}  # b leans one way

@@ -30,6 +30,13 @@ as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic
 ~0.2 s a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100
 holds, beyond the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that
 `device_map="auto"` left in host memory, copied in every step. Neither effect is modelled yet.
+
+The A100-SXM4's error is power on light work. On the 18 host-bound configurations both A100 cards ran (prompts of
+8-64 tokens, answers of 8-128), the 400 W SXM4 card drew a median 2.0 W more than the 250 W PCIe card (-12.4 to
++28.3), one GA100 die at one clock under both limits, while physics gives it 49.0 W more (+45.8 to +68.5): its
+dynamic power is scaled by each card's limit less its idle (`features.physics._timeline_and_power`), a card's
+budget, where on work far under both limits the die's own power would be the same. Not modelled yet: a die budget
+shared by the two cards was tried before and read the SXM4's long prompts (up to 394 W) far low.
 """
 
 from __future__ import annotations

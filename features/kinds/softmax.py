@@ -11,7 +11,15 @@ A100-PCIe 12.3 -> 10.7 %, H200 17.5 -> 17.0 %, but the residual on it held out w
 0) A10 4.63 -> 4.82 %, A100 4.99 -> 5.77 % (OPT and Qwen2's long prompts no longer shared the other families'
 offset). Again on the physics of 2026-12-03 (the A100's tensor GEMM efficiency, GPT-2's rows as run): physics A100-PCIe
 11.3 -> 9.8 %, H200 16.7 -> 16.2 %; leave-one-model-out A10 4.62 -> 4.72 %, A100 4.89 -> 5.63 %.
-ROW_BLOCK_INSTRUCTIONS stays at the persistent kernel's.
+The A100's rows do not bear one multiple: OPT-1.3b at 4,096 tokens reads 1.23-1.24x physics' time at 512-1,024
+columns and 1.29x at 2,048; Qwen2-1.5B 1.19x at 1,024 and 1.30x at 4,096 (4,096 tokens), 1.16-1.20x at 1,024-2,048
+and 1.36x at 8,192 (8,192 tokens): about 1.0-1.2x the persistent kernel's cost at 2,048 columns, 1.6x at 4,096,
+1.8-2.0x at 8,192. Also measured, not shipped (2026-12-03): the multiple growing with the block's warps (ATen's
+block of up to cols / 8 / 2 threads, a power of two), 1 + k log2(cols / 2,048) from 2,048 columns. k 0.85 (the
+H200's 4,096 columns) / 0.64 (the A100's): physics energy MAPE A100-PCIe 11.2 -> 10.9 / 11.0 %, H200 10.4 -> 9.8 /
+10.0 %, A10 the same; leave-one-model-out (k 0.85, tree seed 0) A10 4.67 -> 4.65 %, A100 4.86 -> 4.90 %; but each
+GPU held out (experiments/gpu_transfer.py --quick, k 0.85) over-covered further: A100-PCIe 94.7 -> 95.9 %, H200
+95.6 -> 97.1 %, the H200's forward rows 94.8 -> 96.6 %. ROW_BLOCK_INSTRUCTIONS stays at the persistent kernel's.
 """
 
 from __future__ import annotations

@@ -295,3 +295,39 @@ def test_gpu_transfer_prints_each_gpus_physics_error_spread(monkeypatch):
     assert spread.loc["b", "q95"] == pytest.approx(np.quantile(errors["b"], 0.95))
     assert spread.loc["a", "half_width_90"] == pytest.approx(0.09)
     assert spread.loc["b", "half_width_90"] == pytest.approx(np.quantile(errors["b"], 0.9))
+
+
+def test_gpu_transfer_scores_coverage_with_the_chance_its_row_count_allows(monkeypatch):
+    """gpu_transfer.py's score of held-out rows: MAPE and coverage as error_table has them, with p_in_target the
+    binomial p-value of its count against 86-94 % and a chance range from the rows' own spreads."""
+    import numpy as np
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    import gpu_transfer
+    from joulecast.training.evaluate import coverage_p_value
+
+    rng = np.random.default_rng(0)
+    n = 60
+    measured = np.exp(rng.normal(0.0, 0.1, n))
+    inside = np.arange(n) < 57  # 57 of 60 inside (95 %): just above the target
+    frame = pd.DataFrame({"model_family": np.repeat(["a", "b", "c"], n // 3), "gpu": "g", "energy_j": measured,
+                          "pred_energy_j": 1.0, "time_s": 1.0, "pred_time_s": 1.1, "power_w": measured,
+                          "pred_power_w": 1.0, "lo_energy_j": np.where(inside, 0.5, 2.0),
+                          "hi_energy_j": np.where(inside, 2.0, 3.0)})
+
+    class Table:
+        rows = pd.DataFrame({"gpu": ["g"] * n})
+        X = pd.DataFrame({"x": np.zeros(n)})
+
+    class Model:
+        def predict(self, X, gpus):
+            return None
+
+    monkeypatch.setattr(gpu_transfer, "scored_frame", lambda rows, predictions: frame)
+    score = gpu_transfer._score(Table(), Model(), np.ones(n, dtype=bool))
+    assert score["rows"] == n and score["coverage"] == pytest.approx(95.0)
+    assert score["time_mape"] == pytest.approx(10.0)
+    assert score["p_in_target"] == pytest.approx(coverage_p_value(57, n)) and 0 < score["p_in_target"] < 1
+    # intervals of 0.5-2x about an unbiased point, errors of 0.1 in log: chance puts the 57 wide ones all inside
+    assert score["chance_low"] <= score["chance_high"] and score["chance_high"] == pytest.approx(95.0)

@@ -235,7 +235,8 @@ def setting_groups(gpus: Sequence[str], clocks: np.ndarray, limits: np.ndarray
                    ) -> Iterator[tuple[str, float | None, float | None, np.ndarray]]:
     """Rows grouped by GPU setting (GPU, locked clock, power limit; NaN = the default), one physics pass each:
     yields (gpu, clock or None, limit or None, row indices)."""
-    key = pd.DataFrame({"gpu": np.asarray(gpus, dtype=str), "clock": np.nan_to_num(np.asarray(clocks, float), nan=-1.0),
-                        "limit": np.nan_to_num(np.asarray(limits, float), nan=-1.0)})
-    for (gpu, clock, limit), idx in key.groupby(["gpu", "clock", "limit"]).indices.items():
-        yield str(gpu), None if clock < 0 else float(clock), None if limit < 0 else float(limit), idx
+    # NaN kept as its own key, not coded as -1: a negative clock or limit given goes on to be refused as out of range
+    key = pd.DataFrame({"gpu": np.asarray(gpus, dtype=str), "clock": np.asarray(clocks, float),
+                        "limit": np.asarray(limits, float)})
+    for (gpu, clock, limit), idx in key.groupby(["gpu", "clock", "limit"], dropna=False).indices.items():
+        yield str(gpu), None if np.isnan(clock) else float(clock), None if np.isnan(limit) else float(limit), idx

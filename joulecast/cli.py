@@ -125,11 +125,12 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     from joulecast import render
     from joulecast.estimator.jobs import generate, generate_requests
 
+    batch = 1 if args.batch is None else args.batch  # not `or 1`: --batch 0 is refused, not read as 1
     if args.requests:  # a list of requests in static batches of --batch
         given = _job_options(args, "generate", needs=(), needs_why="", refuses=("seq", "input_len", "output_len"),
                              instead="--requests alone: each request its own lengths",
                              optional=("dtype", "attention", "launch_mode", "engine"))
-        job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=args.batch or 1,
+        job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=batch,
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
                                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
                                 estimator=args.estimator, **given)
@@ -138,7 +139,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
                          optional=("dtype", "attention", "launch_mode", "engine"))
-    job = generate(args.model, args.gpu, batch=args.batch or 1, input_len=args.input_len, output_len=args.output_len,
+    job = generate(args.model, args.gpu, batch=batch, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
     print(render.to_json(job.to_dict()) if args.json else render.generation_table(job))

@@ -197,3 +197,15 @@ def test_times_read_in_the_unit_of_their_size(seconds, text):
     from joulecast.render import duration
 
     assert duration(seconds) == text
+
+
+def test_a_generation_of_batch_zero_is_refused_not_read_as_one(capsys, tmp_path):
+    """--batch 0 names the field and exits 2, with --requests too, as every other phase does; left out, one."""
+    base = ["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate"]
+    requests = tmp_path / "requests.csv"
+    requests.write_text("input_len,output_len\n16,4\n")
+    for job in (["--input-len", "16", "--output-len", "4"], ["--requests", str(requests)]):
+        assert main([*base, *job, "--batch", "0"]) == 2
+        assert "batch" in capsys.readouterr().err
+    assert main([*base, "--input-len", "16", "--output-len", "4", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["batch"] == 1

@@ -94,3 +94,20 @@ def test_a_fused_forward_pass_is_its_fused_kernels_one_by_one_and_in_a_batch():
     assert many["energy_j"][2] == pytest.approx(odd.energy_j, rel=1e-12)
     with pytest.raises(joulecast.InputError, match=r"fusions: row 1: unknown fusion 'flash'"):
         joulecast.estimate_many(configs.assign(fusions=["", "flash", ""]))
+
+
+def test_estimate_many_refuses_a_negative_clock_or_limit_rather_than_reading_it_as_the_default():
+    """An empty clock or limit is the GPU's default; a negative one is out of range, named, as 0 is: it once shared
+    the default's grouping key (-1) and was silently read as it."""
+    import numpy as np
+    import pandas as pd
+
+    from joulecast.data.errors import InputError
+
+    configs = pd.DataFrame({"model": "gpt2", "gpu": "h100-sxm", "phase": "prefill", "batch": 64, "seq": 512,
+                            "sm_clock_mhz": [np.nan, 1200.0]})
+    many = joulecast.estimate_many(configs, estimator="physics")
+    assert many["time_s"].iloc[1] > many["time_s"].iloc[0]  # the lower locked clock is slower than the default
+    for column, value in (("sm_clock_mhz", -1.0), ("power_limit_w", -5.0)):
+        with pytest.raises(InputError, match=column):
+            joulecast.estimate_many(configs.assign(**{column: [np.nan, value]}), estimator="physics")

@@ -186,7 +186,7 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(column, f"row {i}: must be a number (empty for the GPU's default), "
-                                 f"got {frame[column].iloc[i]!r}")
+                                 f"got {_shown(frame[column].iloc[i])!r}")
     return values.astype(float)
 
 
@@ -199,8 +199,13 @@ def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(column, f"row {i}: must be a whole number from 1 to {MAX_SIZE:,}, "
-                                 f"got {frame[column].iloc[i]!r}")
+                                 f"got {_shown(frame[column].iloc[i])!r}")
     return pd.Series(values.astype(np.int64), index=frame.index)
+
+
+def _shown(value: object) -> object:
+    """A cell as its message shows it: a numpy scalar as the Python number it holds (-8, not np.int64(-8))."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 # Configurations of one GPU setting estimated at once: about 40 kernel rows each, and the physics pass holds some

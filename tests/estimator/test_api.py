@@ -111,3 +111,14 @@ def test_estimate_many_refuses_a_negative_clock_or_limit_rather_than_reading_it_
     for column, value in (("sm_clock_mhz", -1.0), ("power_limit_w", -5.0)):
         with pytest.raises(InputError, match=column):
             joulecast.estimate_many(configs.assign(**{column: [np.nan, value]}), estimator="physics")
+
+
+def test_estimate_many_shows_a_bad_size_as_the_number_given():
+    """The message shows the value as given (-8), not numpy's repr of it (np.int64(-8))."""
+    import pandas as pd
+
+    from joulecast.data.errors import InputError
+
+    configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "phase": "prefill", "batch": [1, -8], "seq": 64})
+    with pytest.raises(InputError, match=r"batch: row 1: must be a whole number .*, got -8$"):
+        joulecast.estimate_many(configs, estimator="physics")

@@ -122,12 +122,12 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
                 if key in body:
                     raise InputError(key, "not with requests: each request gives its own lengths")
             return generate_requests(body["model"], body["gpu"], body["requests"],
-                                     kv_cache=bool(body.get("kv_cache", True)), estimator=model, **args).to_dict()
+                                     kv_cache=_kv_cache(body), estimator=model, **args).to_dict()
         for key in ("input_len", "output_len"):
             if key not in body:
                 raise InputError(key, "required with phase generate")
         return generate(body["model"], body["gpu"], input_len=body["input_len"], output_len=body["output_len"],
-                        kv_cache=bool(body.get("kv_cache", True)), estimator=model, **args).to_dict()
+                        kv_cache=_kv_cache(body), estimator=model, **args).to_dict()
     given = {k: body[k] for k in ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
@@ -135,6 +135,14 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     workload = joulecast.workload(body["model"], host_dispatch_s=dispatch, **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
+
+
+def _kv_cache(body: dict[str, Any]) -> bool:
+    """A generation's `kv_cache`, JSON true or false (default true): not a string's truth, which reads "no" as yes."""
+    value = body.get("kv_cache", True)
+    if not isinstance(value, bool):
+        raise InputError("kv_cache", f"must be true or false, got {value!r}")
+    return value
 
 
 def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:

@@ -109,6 +109,13 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     ({"model": "/etc/passwd.json", "gpu": "a10"}, "model"),
     ({"model": "gpt2", "gpu": "a10", "colour": "red"}, "colour"),
     ({"model": "gpt2", "gpu": "a100-pcie-40gb", "dtype": "fp8"}, "dtype"),
+    # a string's truth would read "no" as yes
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "kv_cache": "no"},
+     "kv_cache"),
+    # a negative clock once shared the empty default's grouping key and was read as it
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "sm_clock_mhz": -1},
+     "sm_clock_mhz"),
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "batch": 0, "input_len": 8, "output_len": 2}, "batch"),
 ])
 def test_bad_requests_get_422_naming_the_field(server, body, field):
     status, out = call(server, "/v1/estimate", body)

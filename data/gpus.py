@@ -267,6 +267,9 @@ def _alias_index() -> Mapping[str, str]:
     return MappingProxyType(index)
 
 
+# A what-if's factor lies below this: a coarse check before the fields' own physical bounds, which any field scaled
+# this far has long left.
+MAX_SCALE_FACTOR = 1e3
 # What a hypothetical GPU may scale (`gpu("h100-sxm:memory_bandwidth_gbs*2")`), and what scales with it: more SMs or
 # a faster clock raise the peaks in proportion (a peak is SMs x per-SM rate x clock).
 SCALABLE = {"sm_count": ("sm_count", "tensor_tflops", "cuda_tflops"),
@@ -290,8 +293,9 @@ def hypothetical(name: str) -> GpuSpec:
             value = float(factor)
         except ValueError:
             value = float("nan")
-        if not 0 < value < 1e3:
-            raise InputError("gpu", f"{change!r} in {name!r}: the factor must be a positive number, got {factor!r}")
+        if not 0 < value < MAX_SCALE_FACTOR:
+            raise InputError("gpu", f"{change!r} in {name!r}: the factor must be a positive number below "
+                                    f"{MAX_SCALE_FACTOR:g}, got {factor!r}")
         for key in SCALABLE[field_name]:
             if isinstance(raw.get(key), dict):
                 raw[key] = {dtype: peak * value for dtype, peak in raw[key].items()}

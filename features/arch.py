@@ -147,6 +147,16 @@ HOT_STATIC_RATIO = 0.65
 # Full-rate tensor work exceeds the limit (GPUs throttle on sustained dense GEMM: an H200 at 700 W settles at
 # 1455-1470 MHz, gpus.md M[24]), hence a tensor coefficient that, with the SM term, exceeds 1.
 POWER_COEFFICIENTS = {"tensor": 0.80, "fma": 0.50, "l2": 0.20, "sm": 0.35}
+# Measured, not shipped (2026-12-03): the activity terms (FMA, L2, SM) of a die's budget rather than each card's,
+# the budget of the card its coefficients were set on scaled by SMs (A100-SXM4 -> A100-PCIe's 183 W, A40 -> A10's 83 W
+# x 84 / 72), the tensor term each card's own. Motive: on the Wilkins generations both A100 cards ran, the 400 W card
+# drew a median 2.0 W more than the 250 W one on the 18 host-bound configurations, physics 49.0 W more
+# (experiments/generation_jobs.py). Wilkins' A100-SXM4 energy MAPE, Mistral 13.2 / 13.5 -> 7.3 / 7.6 %, Llama-2 10.8 /
+# 11.4 -> 11.1 / 10.5 %; Zeus' A40 (experiments/zeus_power_limits.py) absolute 33.1 -> 22.8 %, coverage 80.6 -> 87.5
+# %, but its shape worse: energy against the highest limit 1.2-13.2 -> 5.4-15.0 % per batch, the limit picked 175 ->
+# 150 W (measured best 175-200), regret 0-10.7 -> 5.1-30.5 %; vLLM 0.5.4's host power over ML.ENERGY v2's A100-SXM4
+# rows 1.47 -> 1.76x idle where the H100's stay 1.47x (equal before); the model's cross-validated hybrid energy 5.89 ->
+# 5.99 %.
 # DRAM access energy, pJ per bit (O'Connor et al., "Fine-Grained DRAM", MICRO 2017: HBM2 3.9 pJ/bit, GDDR5 14.0;
 # GDDR6 and HBM3/3e taken as 7.5 and 3.5 pJ/bit, assumptions).
 DRAM_PJ_PER_BIT = {"HBM2": 3.9, "HBM2e": 3.9, "HBM3": 3.5, "HBM3e": 3.5, "GDDR6": 7.5, "GDDR6 ECC": 7.5}

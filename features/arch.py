@@ -31,13 +31,14 @@ def traits(architecture: str) -> ArchTraits:
 # (experiments/generation_jobs.py; the model retrained), Llama-2 A100-PCIe 10.1 / 10.9 -> 9.3 / 10.4 %, A100-SXM4
 # 12.3 / 12.6 -> 10.5 / 11.2 %, Mistral 7.0 / 7.2 -> 5.4 / 6.2 % and 13.1 / 13.6 -> 12.8 / 13.1 % (input / output
 # sweeps); leave-one-model-out (3 tree seeds) A100 5.05 -> 4.92 %. Measured, not shipped (2026-12-03): the PCIe
-# card's own MAMF row, 252.9 TFLOP/s (0.811), taken for the A100-PCIe alone: its bf16 rows of 4,096 tokens or more
-# ran 12-21 % over physics' time at 510-1,050 MHz, far under its cap, as at 1,410 (16 %), so the cap's throttling
-# does not explain the gap. Physics energy MAPE A100-PCIe 11.2 -> 10.2 %, the others the same; leave-one-model-out
-# (tree seeds 0 / 1) A100 4.86 / 4.98 -> 4.80 / 4.81 %, but A10 4.67 / 4.59 -> 4.90 / 4.81 %; the A100-PCIe held
-# out, its interval's coverage 94.7 -> 97.9 %. With softmax's row-block cost as well (`kinds.softmax`): physics
-# 8.8 % (H200 10.4 -> 10.0 %), leave-one-model-out A100 5.55 % (seed 0): BERT-large's and GPT-2's rows of 512-1,024
-# tokens stay 15-20 % over physics' energy, OPT's and Qwen2's longer ones no longer are.
+# card's own MAMF row, 252.9 TFLOP/s (0.811; stas00/ml-engineering's MAMF table, as the catalog cites), taken for
+# the A100-PCIe alone: its bf16 rows of 4,096 tokens or more ran 12-21 % over physics' time at 510-1,050 MHz, far
+# under its cap, as at 1,410 (16 %), so the cap's throttling does not explain the gap. Physics energy MAPE
+# A100-PCIe 11.2 -> 10.2 %, the others the same; leave-one-model-out (tree seeds 0 / 1) A100 4.86 / 4.98 -> 4.80 /
+# 4.81 %, but A10 4.67 / 4.59 -> 4.90 / 4.81 %; the A100-PCIe held out, its interval's coverage 94.7 -> 97.9 %.
+# With softmax's row-block cost as well (`kinds.softmax`): physics 8.8 % (H200 10.4 -> 10.0 %), leave-one-model-out
+# A100 5.55 % (seed 0): BERT-large's and GPT-2's rows of 512-1,024 tokens stay 15-20 % over physics' energy, OPT's
+# and Qwen2's longer ones no longer are.
 GEMM_EFFICIENCY = 0.93
 # Each CTA tile also fills its multistage pipeline before the first MMA and stores its output tile after the last:
 # about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs

@@ -15,11 +15,12 @@ The A100's rows do not bear one multiple: OPT-1.3b at 4,096 tokens reads 1.23-1.
 columns and 1.29x at 2,048; Qwen2-1.5B 1.19x at 1,024 and 1.30x at 4,096 (4,096 tokens), 1.16-1.20x at 1,024-2,048
 and 1.36x at 8,192 (8,192 tokens): about 1.0-1.2x the persistent kernel's cost at 2,048 columns, 1.6x at 4,096,
 1.8-2.0x at 8,192. Also measured, not shipped (2026-12-03): the multiple growing with the block's warps (ATen's
-block of up to cols / 8 / 2 threads, a power of two), 1 + k log2(cols / 2,048) from 2,048 columns. k 0.85 (the
-H200's 4,096 columns) / 0.64 (the A100's): physics energy MAPE A100-PCIe 11.2 -> 10.9 / 11.0 %, H200 10.4 -> 9.8 /
-10.0 %, A10 the same; leave-one-model-out (k 0.85, tree seed 0) A10 4.67 -> 4.65 %, A100 4.86 -> 4.90 %; but each
-GPU held out (experiments/gpu_transfer.py --quick, k 0.85) over-covered further: A100-PCIe 94.7 -> 95.9 %, H200
-95.6 -> 97.1 %, the H200's forward rows 94.8 -> 96.6 %. ROW_BLOCK_INSTRUCTIONS stays at the persistent kernel's.
+block of up to cols / 8 / 2 threads, a power of two: SoftMax_getBlockSize in aten/src/ATen/native/cuda/SoftMax.cu),
+1 + k log2(cols / 2,048) from 2,048 columns. k 0.85 (the H200's 4,096 columns) / 0.64 (the A100's): physics energy
+MAPE A100-PCIe 11.2 -> 10.9 / 11.0 %, H200 10.4 -> 9.8 / 10.0 %, A10 the same; leave-one-model-out (k 0.85, tree
+seed 0) A10 4.67 -> 4.65 %, A100 4.86 -> 4.90 %; but each GPU held out (experiments/gpu_transfer.py --quick, k
+0.85) over-covered further: A100-PCIe 94.7 -> 95.9 %, H200 95.6 -> 97.1 %, the H200's forward rows 94.8 -> 96.6 %.
+ROW_BLOCK_INSTRUCTIONS stays at the persistent kernel's.
 """
 
 from __future__ import annotations

@@ -11,10 +11,10 @@ The engine step (stated approximations):
   tokens a step: `max-num-batched-tokens` in its benchmark_configs.csv; the default `chunk_tokens`): in the steady
   state a request finishes and is replaced every output_len / B steps, so a step carries p = B x input / output
   prompt tokens, at most `chunk_tokens`;
-- one step is one pass: the linear layers run over the B + p tokens together (their weights read once), the decode
-  attention over the B contexts, the prompts' attention and their other kernels over the p tokens
-  (`joulecast.features.serve_step`, whose step ML.ENERGY v2's rows are trained as: the residual corrects the work it
-  learned on);
+- one step is one pass: every kernel but attention runs once over the B + p tokens together (the linear layers'
+  weights read once; engines flatten a step's tokens), the decode attention over the B contexts, the prompts'
+  attention over their chunks (`joulecast.features.serve_step`, whose step ML.ENERGY v2's rows are trained as: the
+  residual corrects the work it learned on);
 - with tensor parallelism (tp GPUs) each GPU runs its shard (`features.train_step.shard_config`) and two all-reduces
   a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
   GPU's generation), by the engine's own one- or two-shot kernels where it has them (every engine listed; NCCL's

@@ -35,26 +35,27 @@ def context_len(input_len: float, output_len: float, output_len_cv: float = 0.0)
 
 def step_records(config: Mapping[str, Any], batch: int, context: int, prompt: int, input_len: int, dtype: str,
                  engine: str | None) -> tuple[list[dict], int]:
-    """One mixed step's kernel records and the weights: the linear layers over every token of the step, their
-    weights read once; the decode attention over the B contexts; the prompts' attention and other kernels over
-    their own tokens."""
+    """One mixed step's kernel records and the weights: every kernel but attention runs once over all B + p tokens
+    of the step (the engines flatten a step's tokens into one batch: vLLM's `input_ids` of `num_scheduled_tokens`),
+    the linear layers' weights read once; the decode attention over the B contexts, the prompts' attention over
+    their chunks; the LM head on the decodes' last tokens."""
     decode, params = lower(config, phase="decode", batch=batch, seq=context, dtype=dtype, lm_head=True)
     decode = engine_records(decode, engine)
     if prompt <= 0:
         return decode, params
+    # the same lowering at B + p tokens aligns kernel for kernel with the decodes' (one token a sequence each)
+    widened, _ = lower(config, phase="decode", batch=batch + prompt, seq=context, dtype=dtype, lm_head=True)
+    vocab = int(config["vocab_size"])
+    merged = [d if d["kind"] == "attention" or _lm_head(d, vocab) else w for d, w in zip(decode, widened, strict=True)]
     chunk_batch = max(1, round(prompt / input_len))
     prefill, _ = lower(config, phase="prefill", batch=chunk_batch, seq=max(1, prompt // chunk_batch),
                        dtype=dtype, lm_head=False)
-    tokens = batch + prompt
-    merged = []
-    for r in decode:
-        if r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core") and batch in (r["m"], r["n"]):
-            width = r["m"] if r["n"] == batch else r["n"]
-            if width != int(config["vocab_size"]):  # the LM head runs on the decodes' last tokens only
-                r = dict(r, n=tokens) if r["n"] == batch else dict(r, m=tokens)
-        merged.append(r)
-    merged += [r for r in prefill if not (r["kind"] == "gemm" and r["op"] == "linear" and r.get("tensor_core"))]
-    return merged, params
+    return merged + [r for r in prefill if r["kind"] == "attention"], params
+
+
+def _lm_head(record: Mapping[str, Any], vocab: int) -> bool:
+    """The vocabulary projection: a linear layer one of whose widths is the vocabulary."""
+    return record["kind"] == "gemm" and record["op"] == "linear" and vocab in (record["m"], record["n"])
 
 
 def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: float, output_len: float,

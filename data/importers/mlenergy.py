@@ -49,8 +49,8 @@ V2_ENGINE = "vllm-0.5.4"
 # experiments/serving_jobs.py's PROMPT_GRID whose step at each single-GPU configuration's largest measured batch fits
 # vLLM's 0.9 of the GPU's memory (`--prompt-bounds`: 128 tokens for Mistral-7B on the H100, 192-256 for the others).
 # It also makes vLLM 0.5.4's host work what host work is, the same on both GPUs (experiments/serving_overhead.py;
-# serving steps at 128 / 192 / 256 prompt tokens: A100-SXM4 0.395 / 0.381 / 0.359 ms a running sequence at 1.47 /
-# 1.32 / 1.07x idle power, the H100, whose steps run 1.7-2.4x faster, 0.396 / 0.388 / 0.381 ms at 1.47 / 1.39 /
+# serving steps at 128 / 192 / 256 prompt tokens: A100-SXM4 0.406 / 0.391 / 0.368 ms a running sequence at 1.48 /
+# 1.33 / 1.08x idle power, the H100, whose steps run 1.8-2.6x faster, 0.399 / 0.391 / 0.383 ms at 1.47 / 1.39 /
 # 1.31x; with the decodes alone, 0.447 and 0.415 ms at 1.85 and 1.63x).
 V2_PROMPT_TOKENS = 128
 # Releases whose decode-step references lack GPU work the measurement includes. vLLM 0.11.1 (v3) schedules the

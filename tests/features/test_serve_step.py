@@ -7,7 +7,8 @@ from joulecast.data.gpus import gpu
 from joulecast.data.workload_ref import serve_ref
 from joulecast.features import physics
 from joulecast.features.refs import resolve
-from joulecast.features.serve_step import context_len, prompt_tokens, step_workload
+from joulecast.features.lowering import resolve_model
+from joulecast.features.serve_step import context_len, prompt_tokens, step_records, step_workload
 
 
 def test_a_step_carries_the_prompts_that_replace_finished_requests():
@@ -34,6 +35,23 @@ def test_a_serve_reference_rebuilds_the_step_serve_prices():
     spec = gpu("h100-sxm")
     with_prompts = physics.analyze_arrays(direct.columns, spec)[1].gpu_busy_s[0]
     assert none == 1 and physics.analyze_arrays(alone.columns, spec)[1].gpu_busy_s[0] < with_prompts
+
+
+def test_a_steps_prompt_tokens_run_through_the_decodes_kernels_not_beside_them():
+    # an engine flattens the step's tokens: norms, activations and linear layers run once over the 8 decodes and the
+    # 4 prompt tokens; only attention is the prompts' own (one kernel a layer), and the LM head the decodes' alone
+    config = resolve_model("llama-3-8b")[0]
+    decode, _ = step_records(config, batch=8, context=378, prompt=0, input_len=192, dtype="bf16", engine="vllm-0.11.1")
+    mixed, _ = step_records(config, batch=8, context=378, prompt=4, input_len=192, dtype="bf16", engine="vllm-0.11.1")
+    hidden, layers, vocab = config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]
+    launches = [sum(r["count"] for r in records) for records in (decode, mixed)]
+    assert launches[1] == launches[0] + layers
+    prompt_attention = mixed[len(decode):]
+    assert all(r["kind"] == "attention" and r["seq_q"] == 4 for r in prompt_attention)
+    widths = {r["cols"] for r in mixed if r["kind"] == "elementwise" and r["op"] == "pointwise_add"}
+    assert 12 * hidden in widths and 8 * hidden not in widths     # the residual adds over all 12 tokens
+    heads = [r for r in mixed if r["kind"] == "gemm" and vocab in (r["m"], r["n"])]
+    assert len(heads) == 1 and 8 in (heads[0]["m"], heads[0]["n"])
 
 
 def test_a_tensor_parallel_reference_is_one_gpus_shard():

@@ -63,7 +63,11 @@ ms at 1.47x idle (issue 27: physics moved on the 160 rows that engine serves, en
 +3.9 %, a median 0.0 % but -0.2 % on the H200; mean energy width 71.1 -> 65.7 %, the H100's 100.6 -> 85.0 %; every
 flag and reason the same). Saved again when a kind of work that fewer than two GPUs ran took the widest of the
 measured new-GPU margins (issue 31: the 741 decode and training rows on a GPU without rows of that kind moved, their
-intervals wider; every point, flag and reason the same; mean energy width 65.7 -> 68.8 %).
+intervals wider; every point, flag and reason the same; mean energy width 65.7 -> 68.8 %). Saved again when a serving
+step's prompt tokens ran through the decodes' kernels rather than through kernels of their own beside them, all but
+attention (issue 27: vLLM 0.5.4's host work re-measured over the new steps, 0.406 ms at 1.48x idle; physics moved on
+the 160 rows that engine serves, energy 0.0 to +2.7 %; the model retrained, hybrid energy a median 0.0 % on every GPU
+but +0.1 % on the H200, -4.8 to +4.1 %; mean energy width 64.1 -> 63.7 %; every flag and reason the same).
 
 """
 

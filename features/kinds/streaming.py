@@ -40,6 +40,11 @@ FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentu
 # capability 8.0). Set to 1.5x that count (an assumption, chosen by looking at the data like the counts above): it
 # makes the A100's measured/physics time the most uniform across model families (standard deviation of its log over
 # GPU-bound bf16 rows at 900 MHz 0.065 without, 0.060 at 1x, 0.059 at 1.5x, 0.061 at 2x, 0.068 at 3x).
+# Measured and not changed: the H200's own activation kernels (data/measurements, 16.8M and 268M bf16 elements) read
+# physics time +28 / +39 % (tanh GELU) and +9 / +18 % (SiLU) at 1.5x, +1 / +9 % and -9 / -4 % at 1x. At 1x the
+# H200's physics energy MAPE goes 10.4 -> 9.5 %, but the A100-PCIe's 11.2 -> 11.7 % (its rows already read physics
+# fast) and leave-one-model-out (tree seeds 0 / 1) A10 4.67 / 4.59 -> 4.81 / 4.86 %, A100 4.86 / 4.98 -> 5.10 /
+# 5.14 % (experiments/leave_one_model_out.py): the A100's rows, which set 1.5x, weigh more than two kernels.
 TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "sigmoid": 24, "swiglu": 24}
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 

@@ -39,18 +39,30 @@ def step_records(config: Mapping[str, Any], batch: int, context: int, prompt: in
     of the step (the engines flatten a step's tokens into one batch: vLLM's `input_ids` of `num_scheduled_tokens`),
     the linear layers' weights read once; the decode attention over the B contexts, the prompts' attention over
     their chunks; the LM head on the decodes' last tokens."""
-    decode, params = lower(config, phase="decode", batch=batch, seq=context, dtype=dtype, lm_head=True)
-    decode = engine_records(decode, engine)
-    if prompt <= 0:
-        return decode, params
-    # the same lowering at B + p tokens aligns kernel for kernel with the decodes' (one token a sequence each)
-    widened, _ = lower(config, phase="decode", batch=batch + prompt, seq=context, dtype=dtype, lm_head=True)
+    tokens = batch + max(prompt, 0)
+    # one lowering over every token of the step (one token a sequence); its attention and LM head then narrowed to the
+    # B decodes
+    records, params = lower(config, phase="decode", batch=tokens, seq=context, dtype=dtype, lm_head=True)
     vocab = int(config["vocab_size"])
-    merged = [d if d["kind"] == "attention" or _lm_head(d, vocab) else w for d, w in zip(decode, widened, strict=True)]
+    step = engine_records([_decodes_only(r, tokens, batch, vocab) for r in records], engine)
+    if prompt <= 0:
+        return step, params
     chunk_batch = max(1, round(prompt / input_len))
     prefill, _ = lower(config, phase="prefill", batch=chunk_batch, seq=max(1, prompt // chunk_batch),
                        dtype=dtype, lm_head=False)
-    return merged + [r for r in prefill if r["kind"] == "attention"], params
+    return step + [r for r in prefill if r["kind"] == "attention"], params
+
+
+def _decodes_only(record: dict[str, Any], tokens: int, batch: int, vocab: int) -> dict[str, Any]:
+    """A record of the step's lowering over all its tokens as the decodes' own where only they run it: the decode
+    attention (over the B contexts) and the LM head (on the decodes' last tokens)."""
+    if tokens == batch:
+        return record
+    if record["kind"] == "attention":
+        return dict(record, batch=batch)
+    if _lm_head(record, vocab):
+        return dict(record, n=batch) if record["n"] == tokens else dict(record, m=batch)
+    return record
 
 
 def _lm_head(record: Mapping[str, Any], vocab: int) -> bool:

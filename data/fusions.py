@@ -15,13 +15,19 @@ the flags that turn it on in NVIDIA's and NeMo's stacks.
   Transformer Engine's fused attention, `NVTE_FUSED_ATTN=1`): no copy merging the heads after it.
 - norm: RMSNorm as one kernel (Transformer Engine, apex) instead of Hugging Face's five.
 - rope: the rotary embedding as one kernel a tensor (`apply_rope_fusion`) instead of two multiplies and an add.
+- packed_projections: a Llama-family layer's query, key and value projections as one GEMM over their concatenated
+  weights, and its gated MLP's gate and up projections as one (vLLM's QKVParallelLinear and MergedColumnParallelLinear; Megatron's
+  fused QKV weight): the same weights read, fewer and wider GEMMs.
+- residual_norm: the residual add inside the norm that follows it, one kernel reading the layer's output and the
+  residual stream and writing the normalised input and the new residual (vLLM's `fused_add_rms_norm`, the RMSNorm
+  layer called with its residual); with the norm fusion, on RMSNorm models.
 """
 
 from __future__ import annotations
 
 from joulecast.data.errors import InputError
 
-FUSIONS = ("activation", "attention_layout", "gemm_activation", "norm", "rope")
+FUSIONS = ("activation", "attention_layout", "gemm_activation", "norm", "packed_projections", "residual_norm", "rope")
 
 
 def check_fusions(fusions: object, where: str = "fusions") -> tuple[str, ...]:

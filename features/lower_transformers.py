@@ -169,11 +169,11 @@ def _mlp(b: KernelBuilder, t: int, h: int, inner: int, act: str) -> None:
     b.ew("pointwise_add", t * h)
 
 
-def _rmsnorm(b: KernelBuilder, t: int, h: int) -> None:
+def _rmsnorm(b: KernelBuilder, t: int, h: int, with_residual: bool = False) -> None:
     """HF's RMSNorm runs unfused in eager mode: x^2 (fp32), mean + eps, rsqrt, x * r, weight * x (bf16); one kernel
-    with the "norm" fusion."""
+    with the "norm" fusion, which `with_residual` also adds the residual stream in (the "residual_norm" fusion)."""
     if "norm" in b.fusions:
-        b.norm("rmsnorm", t, h)
+        b.norm("add_rmsnorm" if with_residual else "rmsnorm", t, h)
         return
     for op, elements, dtype in (("unspecified_scalar", t * h, "fp32"), ("scalar_add", t, "fp32"),
                                 ("unspecified_scalar", t, "fp32"), ("pointwise_mul", t * h, "fp32"), ("scalar_mul", t * h, None)):
@@ -190,10 +190,14 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
     b.fp32_gemm(d // 2, s.seq_q, 1)
     b.ew("scalar_mul", s.seq_q * d, dtype="fp32", count=2)
     b.embedding(t, h, _get(c, "vocab_size"))
+    packed, add_norm = "packed_projections" in b.fusions, {"norm", "residual_norm"} <= b.fusions
     with b.repeat(layers):
-        _rmsnorm(b, t, h)
-        b.linear(heads * d, t, h)
-        b.linear(kv_heads * d, t, h, count=2)
+        _rmsnorm(b, t, h, with_residual=add_norm)
+        if packed:
+            b.linear((heads + 2 * kv_heads) * d, t, h)
+        else:
+            b.linear(heads * d, t, h)
+            b.linear(kv_heads * d, t, h, count=2)
         for elements in (t * heads * d, t * kv_heads * d):  # q and k: x*cos + rotate_half(x)*sin
             if "rope" in b.fusions:
                 b.ew("rope", elements)  # reads x (the cos / sin tables stay in cache), writes the rotated x
@@ -204,16 +208,24 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
         _attention_core(b, s, heads, kv_heads, d, True, attention,
                         (("scalar_mul", None, None), ("pointwise_add", None, None), *_UPCAST), "fp32")
         b.linear(h, t, heads * d)
-        b.ew("pointwise_add", t * h)
-        _rmsnorm(b, t, h)
-        b.linear(inner, t, h)
+        if not add_norm:
+            b.ew("pointwise_add", t * h)
+        _rmsnorm(b, t, h, with_residual=add_norm)
+        if packed:
+            b.linear(2 * inner, t, h)
+        else:
+            b.linear(inner, t, h)
         if "activation" not in b.fusions:
             b.ew("silu", t * inner)
-        b.linear(inner, t, h)
+        if not packed:
+            b.linear(inner, t, h)
         # silu(gate) * up; with the "activation" fusion one kernel reading both (Megatron's fused SwiGLU)
         b.ew("swiglu" if "activation" in b.fusions else "pointwise_mul", t * inner)
         b.linear(h, t, inner)
-        b.ew("pointwise_add", t * h)
+        if not add_norm:
+            b.ew("pointwise_add", t * h)
+    # with the residual fusion, 2 x layers norms take a residual in and this one none: vLLM's count, whose plain norm
+    # is the first layer's (no residual yet) and whose final one takes the last layer's
     _rmsnorm(b, t, h)
     if lm_head:
         _lm_head(b, c, s, h)

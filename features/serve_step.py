@@ -33,6 +33,15 @@ def context_len(input_len: float, output_len: float, output_len_cv: float = 0.0)
     return max(1, int(round(input_len + output_len * (1.0 + output_len_cv ** 2) / 2)))
 
 
+# Measured and not shipped: a step's kernels as vLLM's Llama code runs them (data/fusions.py's activation,
+# attention_layout, norm, packed_projections, residual_norm and rope: vllm/model_executor/models/llama.py, SGLang's
+# the same) rather than Hugging Face's eager ones. ML.ENERGY v3's Llama-3.1-8B on one H100 at batch 8 comes right in
+# its parts (step 8.30 -> 6.55 ms against a measured mean of 7.46 and a median inter-token latency near 6.9; power
+# 450 -> 510 W against 486), but v3's J/token at 192-token prompts goes 16.1 -> 23.6 % (H100) and 22.2 -> 28.9 %
+# (B200), every group read lower (the H100's one-GPU rows -24.6 -> -32.4 %), and vLLM 0.5.4's host work, re-measured
+# over the fused steps, splits by GPU (A100-SXM4 / H100 0.406 / 0.399 -> 0.429 / 0.405 ms a running sequence): the
+# eager kernels' extra time stands in for GPU work of a step that nothing here models yet (at batch 511 the H100's
+# measured step is 52.1 ms against physics' 35.8, its power at the 700 W cap).
 def step_records(config: Mapping[str, Any], batch: int, context: int, prompt: int, input_len: int, dtype: str,
                  engine: str | None) -> tuple[list[dict], int]:
     """One mixed step's kernel records and the weights: every kernel but attention runs once over all B + p tokens

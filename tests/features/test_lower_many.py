@@ -17,6 +17,7 @@ CASES += [(m, p, "flash") for m in ("vit-large", "resnet-101", "mobilevit-small"
 CASES = [(*c, ()) for c in CASES]
 # fused kernels (`joulecast.data.fusions`) as polynomial as the eager ones
 CASES += [(m, p, "flash", f) for m, f in (("llama-3-8b", ("activation", "attention_layout", "norm", "rope")),
+                                          ("mistral-7b", ("norm", "packed_projections", "residual_norm")),
                                           ("gpt2", ("activation",)), ("bert-large", ("gemm_activation",)))
           for p in ("prefill", "training")]
 

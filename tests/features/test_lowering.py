@@ -165,6 +165,11 @@ def test_each_fusion_removes_or_merges_the_kernels_its_rule_names(model):
         before, after = _ops(eager), _ops(fused)
         assert params == eager_params and len(fused) <= len(eager)
         gemms = {k: v for k, v in before.items() if k[0] in ("gemm", "attention")}
+        if name == "packed_projections" and model == "llama-3-8b":  # q, k, v one GEMM, gate and up one: 3 fewer a layer
+            assert before[("gemm", "linear")] - after[("gemm", "linear")] == 3 * layers
+            macs = [sum(r["m"] * r["n"] * r["k"] * r["count"] for r in x if r["kind"] == "gemm") for x in (eager, fused)]
+            assert macs[0] == macs[1]  # the same math, over the same weights
+            continue
         assert gemms == {k: v for k, v in after.items() if k[0] in ("gemm", "attention")}  # the math kernels stay
         if name == "attention_layout":  # one head-merging copy a layer goes
             assert before[("elementwise", "copy")] - after.get(("elementwise", "copy"), 0) == layers
@@ -183,17 +188,31 @@ def test_each_fusion_removes_or_merges_the_kernels_its_rule_names(model):
         elif name == "rope" and model == "llama-3-8b":  # q and k each one kernel, not two multiplies and an add
             assert after[("elementwise", "rope")] == 2 * layers
             assert before[("elementwise", "pointwise_mul")] - after[("elementwise", "pointwise_mul")] == 4 * layers
-        else:  # nothing of that kind in the model: nothing changes
+        else:  # nothing of that kind in the model (the residual fusion needs the norm one): nothing changes
             assert fused == eager
+
+
+def test_the_residual_add_runs_inside_the_next_norm_where_both_fusions_are_on():
+    # vLLM's count for a Llama: 2 x layers norms that take the residual in, one that does not, and no residual adds
+    config = resolve_model("llama-3-8b")[0]
+    kw = dict(phase="decode", batch=4, seq=64, dtype="bf16")
+    layers = config["num_hidden_layers"]
+    norm, both = (_ops(lower(config, fusions=f, **kw)[0]) for f in (["norm"], ["norm", "residual_norm"]))
+    assert norm[("norm", "rmsnorm")] == 2 * layers + 1 and ("norm", "add_rmsnorm") not in norm
+    assert both[("norm", "add_rmsnorm")] == 2 * layers and both[("norm", "rmsnorm")] == 1
+    assert norm[("elementwise", "pointwise_add")] - both[("elementwise", "pointwise_add")] == 2 * layers
 
 
 def test_fused_kernels_move_what_their_operands_say():
     rows = kernel_columns([dict(kind="elementwise", op=op, dtype="bf16", acc_dtype="bf16", rows=1, cols=1 << 26,
-                                count=1) for op in ("swiglu", "rope", "pointwise_mul")])
+                                count=1) for op in ("swiglu", "rope", "pointwise_mul")]
+                           + [dict(kind="norm", op=op, dtype="bf16", acc_dtype="bf16", rows=1 << 13, cols=1 << 13,
+                                   count=1) for op in ("add_rmsnorm", "rmsnorm")])
     features, _ = analyze(rows, joulecast.gpu("h100-sxm"))
     per_element = features["l2_bytes"].to_numpy() / (1 << 26)
-    # swiglu reads gate and up, writes one (as a multiply); rope reads x and writes it rotated
-    assert per_element.tolist() == [6.0, 4.0, 6.0]
+    # swiglu reads gate and up, writes one (as a multiply); rope reads x and writes it rotated; the residual's norm
+    # reads the layer's output and the residual and writes the sum and its norm
+    assert per_element.tolist() == [6.0, 4.0, 6.0, 8.0, 4.0]
 
 
 @pytest.mark.parametrize("fusions, match", [(["gelu"], "unknown fusion 'gelu'"), ("norm,fast", "unknown fusion 'fast'"),

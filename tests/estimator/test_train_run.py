@@ -183,7 +183,7 @@ def test_cli_train_run_json(capsys):
     assert "kernels    fused: norm" in capsys.readouterr().out
     assert main([*argv, "--fusions", "gelu"]) == 2
     err = capsys.readouterr().err
-    assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, gemm_activation, norm, rope" in err
+    assert "fusions: unknown fusion 'gelu'; allowed: activation, attention_layout, gemm_activation, norm, packed_projections, residual_norm, rope" in err
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--input-len", "8",
                  "--output-len", "4", "--fusions", "norm"]) == 2
     assert "--fusions: applies to single passes and --phase train-run, not to --phase generate" in \

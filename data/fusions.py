@@ -16,8 +16,8 @@ the flags that turn it on in NVIDIA's and NeMo's stacks.
 - norm: RMSNorm as one kernel (Transformer Engine, apex) instead of Hugging Face's five.
 - rope: the rotary embedding as one kernel a tensor (`apply_rope_fusion`) instead of two multiplies and an add.
 - packed_projections: a Llama-family layer's query, key and value projections as one GEMM over their concatenated
-  weights, and its gated MLP's gate and up projections as one (vLLM's QKVParallelLinear and MergedColumnParallelLinear; Megatron's
-  fused QKV weight): the same weights read, fewer and wider GEMMs.
+  weights, and its gated MLP's gate and up projections as one (vLLM's QKVParallelLinear and
+  MergedColumnParallelLinear; Megatron's fused QKV weight): the same weights read, fewer and wider GEMMs.
 - residual_norm: the residual add inside the norm that follows it, one kernel reading the layer's output and the
   residual stream and writing the normalised input and the new residual (vLLM's `fused_add_rms_norm`, the RMSNorm
   layer called with its residual); with the norm fusion, on RMSNorm models.

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from joulecast.cli import main
+from joulecast.data.fusions import FUSIONS
 from joulecast.estimator.sweep import grid, pareto_mask, sweep
 
 
@@ -156,7 +157,7 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
     (["--phase", "train-run", "--global-batch", "8", "--micro-batch", "3", "--steps", "10"],
      "micro_batch: 3 does not divide the global batch 8"),
     (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--fusions", "rope,flash"],
-     "fusions: unknown fusion 'flash'; allowed: activation, attention_layout, gemm_activation, norm, packed_projections, residual_norm, rope"),
+     f"fusions: unknown fusion 'flash'; allowed: {', '.join(FUSIONS)}"),
     (["--phase", "prefill", "--fusions", "rope"], "--fusions: applies to --phase train-run, generate, serve only"),
 ])
 def test_cli_job_sweep_bad_input(capsys, argv, message):

@@ -69,12 +69,12 @@ def _decodes_only(record: dict[str, Any], tokens: int, batch: int, vocab: int) -
         return record
     if record["kind"] == "attention":
         return dict(record, batch=batch)
-    if _lm_head(record, vocab):
+    if _is_lm_head(record, vocab):
         return dict(record, n=batch) if record["n"] == tokens else dict(record, m=batch)
     return record
 
 
-def _lm_head(record: Mapping[str, Any], vocab: int) -> bool:
+def _is_lm_head(record: Mapping[str, Any], vocab: int) -> bool:
     """The vocabulary projection: a linear layer one of whose widths is the vocabulary."""
     return record["kind"] == "gemm" and record["op"] == "linear" and vocab in (record["m"], record["n"])
 

@@ -1,7 +1,7 @@
 """Serving engines as data: `data/serving_engines.yaml`, each number with its source, validated at the door like the
 GPU and architecture catalogs. What an engine adds to a decode step's kernels: host work the GPU waits out between
-steps, the GPU's power meanwhile, its own decode attention kernel where it has one, and how it all-reduces a
-tensor-parallel step's activations."""
+steps, the GPU's power meanwhile, its own decode attention kernel where it has one, how it all-reduces a
+tensor-parallel step's activations, and its sampler where the physics prices it."""
 
 from __future__ import annotations
 
@@ -21,6 +21,9 @@ ENGINES_FILE = Path(__file__).parent / "serving_engines.yaml"
 DECODE_ATTENTION = ("paged",)
 # How an engine all-reduces (`joulecast.features.collectives`): NCCL's ring, or its own one- or two-shot kernels.
 ALL_REDUCE = ("ring", "custom")
+# The samplers the physics prices (`joulecast.features.sampling`): `sort`, PyTorch-native top-p / top-k over a sorted
+# vocabulary and penalties through count tables of its width.
+SAMPLERS = ("sort",)
 # Generous bounds: vLLM 0.5.4, the slowest engine measured, spends 0.45 ms a running sequence.
 _MAX_HOST_MS = 100.0
 _MAX_POWER_OVER_IDLE = 20.0
@@ -34,6 +37,7 @@ class ServingEngine:
     decode_attention: str | None      # the engine's own decode attention op, or None (FlashAttention's)
     sources: Mapping[str, str]
     all_reduce: str = "ring"          # ALL_REDUCE: NCCL's ring where the entry names none
+    sampler: str | None = None        # SAMPLERS: its sampler's passes over the logits, or None (fused, not priced)
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":
@@ -59,18 +63,22 @@ class ServingEngine:
         all_reduce = raw.get("all_reduce", "ring")
         if all_reduce not in ALL_REDUCE:
             raise fail("all_reduce", f"unknown {all_reduce!r}; allowed: {', '.join(ALL_REDUCE)}")
+        sampler = raw.get("sampler")
+        if sampler is not None and sampler not in SAMPLERS:
+            raise fail("sampler", f"unknown {sampler!r}; allowed: {', '.join(SAMPLERS)} (or none)")
         for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ()),
-                      *(("all_reduce",) if "all_reduce" in raw else ())):
+                      *(("all_reduce",) if "all_reduce" in raw else ()), *(("sampler",) if sampler else ())):
             if field not in sources:
                 raise fail("sources", f"no source given for {field}")
-        unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "all_reduce", "sources"}
+        unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "all_reduce", "sampler",
+                                "sources"}
         if unknown:
             raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, power_over_idle, "
-                                           "decode_attention, all_reduce, sources")
+                                           "decode_attention, all_reduce, sampler, sources")
         # the decimal shifted, not divided: 0.454 ms is 0.454e-3 s to the last bit, as it was typed
         return cls(name=name, host_s_per_sequence=float(f"{values['host_ms_per_sequence']!r}e-3"),
                    power_over_idle=values["power_over_idle"], decode_attention=attention,
-                   sources=MappingProxyType(sources), all_reduce=all_reduce)
+                   sources=MappingProxyType(sources), all_reduce=all_reduce, sampler=sampler)
 
 
 def parse(raw: Any, origin: str) -> Mapping[str, ServingEngine]:

@@ -21,8 +21,10 @@ The engine step (stated approximations):
   ring for the kernels alone: `features.collectives`), not overlapped (the engines tested do not), the GPUs
   waiting at their idle power at their clock meanwhile (the maximum, or the one locked: `sm_clock_mhz`);
 - engines as data (`data/serving_engines.yaml`, each figure sourced): their own host work between steps, per
-  running request, at a measured power, and their own decode attention kernel; "none" for the kernels alone (CUDA
-  graphs by default, as the engines replay their decode steps).
+  running request, at a measured power, their own decode attention kernel, and their sampler where it is GPU work
+  worth pricing (vLLM's PyTorch-native one: a sort of every decode's logits for top-p or top-k, count tables for
+  penalties; `features.sampling`) for requests that sample (`sampling`; greedy ones add nothing); "none" for the
+  kernels alone (CUDA graphs by default, as the engines replay their decode steps).
 Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `request_rate` (requests/s, Poisson)
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
@@ -50,6 +52,7 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import arch, collectives, serve_step
 from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
+from joulecast.features.sampling import SAMPLING
 from joulecast.features.power import waiting_power_w
 
 _NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
@@ -103,7 +106,7 @@ def _positive(name: str, value: object, integer: bool = False, low: float = 0.0,
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
-              host_dispatch_s: float | None = None) -> list[tuple[Estimate, float, float]]:
+              host_dispatch_s: float | None = None, sampling: str = "greedy") -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, _, _ = resolve_model(model)
     hidden, layers = hidden_size(config), layer_count(config)
@@ -116,7 +119,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
         work, prompt = serve_step.step_workload(config, batch=b, input_len=input_len, output_len=output_len,
                                                 output_len_cv=output_len_cv, dtype=dtype, engine=engine,
                                                 launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                                host_dispatch_s=host_dispatch_s)
+                                                host_dispatch_s=host_dispatch_s, sampling=sampling)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
         comm = float(2 * layers * all_reduce(tp, (b + prompt) * hidden * 2.0, link["gbytes_per_s"], link["latency_us"]))
@@ -129,11 +132,14 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = serve_step.CHUNK_TOKENS,
           duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
-          output_len_cv: float = 0.0, host_dispatch_s: float | None = None, estimator: Any = None) -> ServeEstimate:
+          output_len_cv: float = 0.0, host_dispatch_s: float | None = None, sampling: str = "greedy",
+          estimator: Any = None) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
     tokens"). `output_len_cv`: the output lengths' standard deviation over their mean (0: every answer as long).
+    `sampling`: how the requests pick their tokens, `greedy`, `top-p` (top-p or top-k) or `top-p-penalties` (also
+    repetition, frequency or presence penalties), which an engine with a priced sampler turns into GPU work a step.
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
@@ -156,13 +162,14 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
             and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
             f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
+    require(sampling in SAMPLING, "sampling", f"unknown {sampling!r}; allowed: {', '.join(SAMPLING)}")
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
     wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
     setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
-                   host_dispatch_s=check_host_dispatch(host_dispatch_s))
+                   host_dispatch_s=check_host_dispatch(host_dispatch_s), sampling=sampling)
     if concurrency is not None:
         busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,

@@ -42,7 +42,8 @@ JOB_PART_ROWS = 50
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
                              "launch_mode", "head_tokens", "fusions", "forward_overhead_s"),
                "generate": ("output_len", "kv_cache", "attention", "launch_mode"),
-               "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv")}
+               "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
+                         "sampling")}
 # What the grid's two size axes are in each job phase's points.
 SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len"), "serve": ("concurrency", "input_len")}
 

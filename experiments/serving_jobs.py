@@ -8,7 +8,8 @@ Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the 
 output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
 room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
-`data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none; bf16 where
+`data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none, each
+release's requests sampling as SAMPLING says (v3's sampler a step's GPU work: `joulecast.features.sampling`); bf16 where
 a row does not name its precision; the default power limit. The shipped estimator was trained on v2's single-GPU
 rows as serving steps with prompts of an assumed 128 tokens (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`),
 so those figures are in-sample for its residual at that length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or
@@ -48,6 +49,11 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 
 ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
+# Each release's requests' sampling (`serve`'s `sampling`): v3's client (ml-energy/benchmark at the commit its
+# PROVENANCE.md names, mlenergy/benchmark/llm/benchmark.py) sends every request with repetition_penalty 1.1 and no
+# temperature or top-p, so vLLM takes those from the model's generation config (its default, `--generation-config
+# auto`): Llama-3.1-8B- and 70B-Instruct's temperature 0.6, top_p 0.9. v2 records none: greedy (an assumption).
+SAMPLING = {"mlenergy-v2": "greedy", "mlenergy-v3": "top-p-penalties"}
 RAW_V3 = EXTERNAL / "mlenergy-v3" / "raw" / "models"
 VLLM_MEMORY_SHARE = 0.9   # vLLM's default gpu_memory_utilization: the share of GPU memory the engine takes
 PROMPT_GRID = (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
@@ -96,7 +102,7 @@ def _serve_row(r, input_len: int, residual, cv: float):
     return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                  max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
                  dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
-                 output_len_cv=cv, estimator=residual if residual is not None else "physics")
+                 output_len_cv=cv, sampling=SAMPLING[r.release], estimator=residual if residual is not None else "physics")
 
 
 def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) -> pd.DataFrame:

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from joulecast.data import engines
+from joulecast.data.errors import require
 from joulecast.data.workload import Workload
+from joulecast.features import sampling as sampling_passes
 from joulecast.features import train_step
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import engine_records, lower, resolve_model
@@ -82,13 +85,19 @@ def _is_lm_head(record: Mapping[str, Any], vocab: int) -> bool:
 def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: float, output_len: float,
                   output_len_cv: float = 0.0, dtype: str = "bf16", engine: str | None = None,
                   launch_mode: str = "graph", tp: int = 1, chunk_tokens: int = CHUNK_TOKENS,
-                  host_dispatch_s: float | None = None) -> tuple[Workload, int]:
-    """One GPU's shard of a serving step (tensor parallelism `tp`), and the prompt tokens it carries."""
+                  host_dispatch_s: float | None = None, sampling: str = "greedy") -> tuple[Workload, int]:
+    """One GPU's shard of a serving step (tensor parallelism `tp`), and the prompt tokens it carries; with the
+    engine's sampler over the decodes' logits where the requests sample (`sampling`, `features.sampling`): every GPU
+    of a tensor-parallel engine samples from the whole vocabulary (vLLM's V1 gathers the logits to all of them)."""
+    require(sampling in sampling_passes.SAMPLING, "sampling",
+            f"unknown {sampling!r}; allowed: {', '.join(sampling_passes.SAMPLING)}")
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, tp=tp)
     prompt = prompt_tokens(batch, input_len, output_len, chunk_tokens)
     context = context_len(input_len, output_len, output_len_cv)
     records, params = step_records(shard, batch, context, prompt, max(1, int(round(input_len))), dtype, engine)
+    sampler = engines.engine(engine).sampler if engine else None
+    records += sampling_passes.sampler_records(batch, int(config["vocab_size"]), sampling, sampler)
     work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{batch}", model=name,
                                phase="decode", batch=batch, seq=context, dtype=dtype, source="config",
                                launch_mode=launch_mode, engine=engine, params=params, host_dispatch_s=host_dispatch_s)

@@ -153,7 +153,8 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
                          refuses=("batch", "seq", "attention", "no_kv_cache"),
                          instead="--concurrency or --request-rate",
-                         optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv"))
+                         optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv",
+                                   "sampling"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
@@ -361,7 +362,7 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
-                       "output_len_cv"),
+                       "output_len_cv", "sampling"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "forward_overhead_s")}
 
@@ -755,6 +756,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--output-len-cv", type=float, help="the output lengths' standard deviation over their mean: a "
                      "request running at a step is length-biased, so contexts grow with it; default 0 (all as long); "
                      "chat sets measure about 1")
+    srv.add_argument("--sampling", help="how requests pick tokens: greedy, top-p (or top-k) or top-p-penalties "
+                     "(repetition, frequency or presence penalties too); an engine whose sampler sorts the "
+                     "vocabulary (vLLM) prices it as GPU work a step; default greedy")
     run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
     run.add_argument("--steps", type=int, help="optimizer steps (or give --tokens)")
     run.add_argument("--tokens", type=int, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
@@ -850,6 +854,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
     jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
+    jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
     jobs.add_argument("--attention", help="generate: flash or eager; default flash")
     sw.set_defaults(func=_sweep)

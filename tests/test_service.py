@@ -75,6 +75,10 @@ def test_an_estimate_over_http_is_the_cli_s(server):
     status, job = call(server, "/v1/estimate", {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "generate",
                                                 "batch": 4, "input_len": 256, "output_len": 8})
     assert status == 200 and job["ttft_s"] > 0 and job["energy_per_output_token_j"] > 0
+    served = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "input_len": 192, "output_len": 400,
+              "concurrency": 64, "engine": "vllm-0.11.1"}
+    greedy, sampled = (call(server, "/v1/estimate", {**served, **more})[1] for more in ({}, {"sampling": "top-p"}))
+    assert sampled["step_time_s"] > greedy["step_time_s"]
 
 
 def test_a_batch_and_the_catalogs(server):

@@ -20,10 +20,12 @@ Columns = Mapping[str, Any]
 # PyTorch's vectorised implementations; transcendental functions go through several SFU/FMA steps).
 # The fused kernels (`joulecast.data.fusions`): swiglu reads the gate and the up projection (silu, then the
 # multiply); rope reads x (its cos / sin tables, a sequence's worth, stay in cache): x cos + rotate_half(x) sin;
-# add_rmsnorm reads a layer's output and the residual stream and writes their sum and its norm.
+# add_rmsnorm reads a layer's output and the residual stream and writes their sum and its norm. A serving step's
+# sampler (`joulecast.features.sampling`): fill writes alone; a radix sort pass reads its fp32 keys twice and int64
+# values once (4 four-byte operands) and writes both (3).
 INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "sgd_momentum": 3, "maxpool": 4,
-          "swiglu": 2, "add_rmsnorm": 2}
-OUTPUTS = {"adamw": 3, "sgd_momentum": 2, "avgpool": 0, "add_rmsnorm": 2}
+          "swiglu": 2, "add_rmsnorm": 2, "fill": 0, "radix_pass": 4}
+OUTPUTS = {"adamw": 3, "sgd_momentum": 2, "avgpool": 0, "add_rmsnorm": 2, "radix_pass": 3}
 FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentum": 4, "batchnorm": 2, "softmax": 5,
                      "layernorm": 8, "rmsnorm": 4, "add_rmsnorm": 5, "swiglu": 7, "rope": 3}
 # Instruction issue of streaming kernels (each kind's `instructions_per_element`), in FP32-lane instructions per

@@ -154,6 +154,38 @@ def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):
     assert "--output-tokens: applies to --phase serve only" in capsys.readouterr().err
 
 
+def test_sampling_requests_cost_a_vllm_step_its_sampler_and_greedy_ones_nothing(capsys):
+    """vLLM sorts every decode's logits for top-p (and counts tokens for penalties) each step: GPU work that grows
+    with the batch, priced only where the engine's sampler is the sorting one."""
+    kw = dict(input_len=192, output_len=400, estimator="physics")
+    per_sequence = []
+    for batch in (64, 512):
+        greedy, top_p, penalties = (serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=batch,
+                                          max_batch=batch, sampling=s, **kw)
+                                    for s in ("greedy", "top-p", "top-p-penalties"))
+        assert greedy.step_time_s < top_p.step_time_s < penalties.step_time_s
+        assert greedy.energy_per_output_token_j < top_p.energy_per_output_token_j
+        per_sequence.append((top_p.step_time_s - greedy.step_time_s) / batch)
+    assert per_sequence[1] == pytest.approx(per_sequence[0], rel=0.1)  # the same passes a sequence, at any batch
+    assert 5e-6 < per_sequence[1] < 50e-6  # B x 128K fp32 a pass, some 20 passes at the H100's 3.35 TB/s
+    assert serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=64, **kw).step_time_s == \
+        serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=64, sampling="greedy", **kw).step_time_s
+    fused = [serve("llama-3-8b", "h100-sxm", engine="sglang-0.4", concurrency=64, sampling=s, **kw).step_time_s
+             for s in ("greedy", "top-p-penalties")]
+    assert fused[0] == fused[1]
+    with pytest.raises(joulecast.InputError, match="sampling: unknown 'beam'; allowed: greedy, top-p, "
+                                                   "top-p-penalties"):
+        serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=64, sampling="beam", **kw)
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "192",
+            "--output-len", "400", "--concurrency", "64", "--engine", "vllm-0.11.1", "--estimator", "physics",
+            "--json"]
+    assert main(argv + ["--sampling", "top-p"]) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(
+        serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=64, sampling="top-p", **kw).step_time_s)
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--sampling", "top-p"]) == 2
+    assert "--sampling: applies to --phase serve only" in capsys.readouterr().err
+
+
 def test_spread_output_lengths_lengthen_the_contexts_a_step_reads():
     """A request caught running is length-biased: with output lengths spread (cv 1, as chat sets measure) the mean
     context is input + output, not input + output / 2, so each decode step reads more of the KV cache."""

@@ -139,6 +139,12 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
         assert p.tokens_per_s == pytest.approx(s.tokens_per_s) and p.time_s == s.step_time_s
         assert p.energy_per_token_j == pytest.approx(s.energy_per_output_token_j) and p.power_w == s.power_w
         assert p.feasible == (s.step_time_s <= 0.025)
+    sampled = sweep(configs, job=dict(output_len=256, engine="vllm-0.11.1", sampling="top-p"), estimator="physics")
+    for p in sampled.points.itertuples():  # the job's sampling reaches each point's serve
+        assert p.time_s == serve("llama-3-8b", "h100-sxm", concurrency=p.concurrency, input_len=512, output_len=256,
+                                 engine="vllm-0.11.1", sampling="top-p",
+                                 power_limit_w=None if p.power_limit_w != p.power_limit_w else p.power_limit_w,
+                                 estimator="physics").step_time_s
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import joulecast
 from joulecast.data.gpus import gpu
 from joulecast.data.workload_ref import serve_ref
 from joulecast.features import physics
@@ -60,3 +61,32 @@ def test_a_tensor_parallel_reference_is_one_gpus_shard():
     flops = [physics.analyze_arrays(w.columns, gpu("a100-sxm4-40gb"))[0]["flops"] for w in (whole, shard)]
     counts = [np.asarray(w.columns["count"], float) for w in (whole, shard)]
     assert float(flops[1] @ counts[1]) == pytest.approx(float(flops[0] @ counts[0]) / 8, rel=0.02)
+
+
+def test_a_sampling_engines_step_carries_its_sampler_over_every_decodes_logits():
+    """vLLM's PyTorch-native sampler is GPU work of the step for requests that sample: passes over B rows of the
+    whole vocabulary (every GPU of a tensor-parallel engine samples from all of it), more with penalties; greedy
+    requests, and an engine whose sampler is fused (SGLang's FlashInfer kernels), add nothing."""
+    from joulecast.features import sampling
+
+    vocab = int(resolve_model("llama-3-8b")[0]["vocab_size"])
+    kw = dict(batch=64, input_len=256, output_len=256)
+
+    def kernels(**more) -> int:  # launches: identical records are one row with their count
+        work, _ = step_workload("llama-3-8b", **kw, **more)
+        return int(np.sum(work.columns["count"]))
+
+    greedy = kernels(engine="vllm-0.11.1")
+    assert greedy == kernels(engine="vllm-0.11.1", sampling="greedy")
+    assert kernels(engine="sglang-0.4", sampling="top-p") == kernels(engine="sglang-0.4")
+    added = sampling.sampler_records(64, vocab, "top-p", "sort")
+    assert kernels(engine="vllm-0.11.1", sampling="top-p") == greedy + len(added)
+    assert kernels(engine="vllm-0.11.1", sampling="top-p-penalties") > greedy + len(added)
+    assert all(r["cols"] % vocab in (0, vocab // 2) and r["cols"] >= 64 * vocab for r in added)
+    assert sum(r["op"] == "radix_pass" for r in added) == sampling.RADIX_PASSES
+    shard, _ = step_workload("llama-3-70b", **kw, engine="vllm-0.11.1", sampling="top-p", tp=4)
+    vocab70 = int(resolve_model("llama-3-70b")[0]["vocab_size"])
+    assert max(shard.columns["cols"]) == 2 * 64 * vocab70  # the sort's int64 indices over the whole vocabulary
+    assert sampling.sampler_records(64, vocab, "top-p", None) == []
+    with pytest.raises(joulecast.InputError, match="sampling: unknown 'nucleus'; allowed: greedy, top-p"):
+        step_workload("llama-3-8b", **kw, engine="vllm-0.11.1", sampling="nucleus")

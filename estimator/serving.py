@@ -52,8 +52,8 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import arch, collectives, serve_step
 from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
-from joulecast.features.sampling import SAMPLING
 from joulecast.features.power import waiting_power_w
+from joulecast.features.sampling import SAMPLING
 
 _NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
 ENGINES = ("none", *arch.SERVING_ENGINES)

@@ -65,6 +65,7 @@ class ServeEstimate:
     gpu: str
     tp: int
     engine: str
+    sampling: str                 # how the requests pick their tokens (`features.sampling.SAMPLING`)
     input_len: float
     output_len: float
     batch: float                  # requests in flight on average (while the GPU is busy: busy_batch)
@@ -205,7 +206,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
     flags = set(est.flags)
     return ServeEstimate(
-        model=est.workload.split("/")[0], gpu=spec.name, tp=tp, engine=engine, input_len=input_len,
+        model=est.workload.split("/")[0], gpu=spec.name, tp=tp, engine=engine, sampling=sampling, input_len=input_len,
         output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,

@@ -8,15 +8,17 @@ vllm/model_executor/layers/sampler.py `_apply_top_k_top_p`): the fp32 logits sor
 (`torch.sort`, which for rows this long and 128 rows or more is CUB's segmented radix sort of fp32 keys with int64
 indices: aten/src/ATen/native/cuda/SortStable.cu), a softmax and a cumulative sum of the sorted row, the mask of the
 tail beyond p, the sorted row scattered back, then a softmax and exponential-race sampling over the row
-(`random_sample`: probs / Exp(1) noise, argmax). Penalties (`apply_penalties`, vllm/model_executor/layers/utils.py):
-each row's prompt and output tokens counted into int64 tables of the vocabulary's width (`get_token_bin_counts_and_mask`),
-their masks, the repetition penalty over logits and masks, the frequency and presence terms subtracted.
+(`random_sample`: probs / Exp(1) noise, argmax). Penalties (`apply_penalties`,
+vllm/model_executor/layers/utils.py): each row's prompt and output tokens counted into int64 tables of the
+vocabulary's width (`get_token_bin_counts_and_mask`), their masks, the repetition penalty over logits and masks, the
+frequency and presence terms subtracted.
 
 The passes' traffic is counted in 4-byte elements a vocabulary entry (an int64 table as two, a bool mask inside a
-pass's count) and priced by the streaming rule like any elementwise kernel. Assumptions: each pass streams from
-DRAM (B x 128K fp32 is 0.5 GB at batch 1,024, beyond any L2); the radix sort takes 6 passes (CUB's segmented
-policy sorts 32-bit keys 6 bits a pass), each reading the keys twice (its up-sweep and down-sweep) and the int64
-values once and writing both; a softmax is one read and one write (its row held on chip).
+pass's count) and priced by the streaming rule like any elementwise kernel (from L2 where a table fits, as at small
+batches; B x 128K fp32 is 0.5 GB at batch 1,024). Assumptions: the radix sort takes 6 passes (CUB's segmented
+policy sorts 32-bit keys 6 bits a pass; under 128 rows ATen sorts them whole with the row in the key's high bits,
+counted the same), each reading the keys twice (its up-sweep and down-sweep) and the int64 values once and writing
+both; a softmax is one read and one write (its row held on chip).
 """
 
 from __future__ import annotations

@@ -180,7 +180,8 @@ def test_sampling_requests_cost_a_vllm_step_its_sampler_and_greedy_ones_nothing(
             "--output-len", "400", "--concurrency", "64", "--engine", "vllm-0.11.1", "--estimator", "physics",
             "--json"]
     assert main(argv + ["--sampling", "top-p"]) == 0
-    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(
+    out = json.loads(capsys.readouterr().out)
+    assert out["sampling"] == "top-p" and out["step_time_s"] == pytest.approx(
         serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=64, sampling="top-p", **kw).step_time_s)
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--sampling", "top-p"]) == 2
     assert "--sampling: applies to --phase serve only" in capsys.readouterr().err

@@ -102,7 +102,8 @@ def _serve_row(r, input_len: int, residual, cv: float):
     return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                  max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
                  dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
-                 output_len_cv=cv, sampling=SAMPLING[r.release], estimator=residual if residual is not None else "physics")
+                 output_len_cv=cv, sampling=SAMPLING[r.release],
+                 estimator=residual if residual is not None else "physics")
 
 
 def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) -> pd.DataFrame:

@@ -40,14 +40,14 @@ _TOP_P = (
     *(("radix_pass", 1),) * RADIX_PASSES,     # the radix sort
     ("copy", 1), ("copy", 1),                 # softmax and cumulative sum of the sorted row
     ("copy", 1), ("copy", 1),                 # the mask beyond p, masked_fill
-    ("pointwise_add", 1),                     # scatter back (int64 index and value read, value written)
+    ("copy", 2),                              # scatter back (int64 index and value read, value written: 16 B)
     ("copy", 1),                              # softmax
     ("fill", 1), ("pointwise_add", 1),        # Exp(1) noise, probs / noise
     ("fill", 1),                              # argmax (one 4-byte pass: a read, priced as fill's write)
 )
 _PENALTIES = (
-    ("fill", 2), ("copy", 2),                 # prompt tokens' int64 counts zeroed, counts > 0
-    ("fill", 2), ("copy", 2),                 # output tokens' counts, counts > 0
+    ("fill", 2), ("fill", 2),                 # prompt tokens' int64 counts zeroed; counts > 0 (their 8 B read)
+    ("fill", 2), ("fill", 2),                 # output tokens' counts, counts > 0
     ("pointwise_add", 1),                     # repetition penalty: logits and both masks read, logits written
     ("pointwise_add", 1), ("pointwise_add", 1),  # frequency: penalty x int64 counts, logits -= it
     ("copy", 1), ("pointwise_add", 1),        # presence: penalty x mask, logits -= it

@@ -53,7 +53,7 @@ from joulecast.features import arch, collectives, serve_step
 from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
-from joulecast.features.sampling import SAMPLING
+from joulecast.features.sampling import check_sampling
 
 _NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
 ENGINES = ("none", *arch.SERVING_ENGINES)
@@ -163,7 +163,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
             and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
             f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
-    require(sampling in SAMPLING, "sampling", f"unknown {sampling!r}; allowed: {', '.join(SAMPLING)}")
+    sampling = check_sampling(sampling)  # before the model loads, as the settings above
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from joulecast.data.engines import SAMPLERS
+from joulecast.data.errors import require
 
 SAMPLING = ("greedy", "top-p", "top-p-penalties")
 RADIX_PASSES = 6
@@ -53,6 +54,12 @@ _PENALTIES = (
     ("copy", 1), ("pointwise_add", 1),        # presence: penalty x mask, logits -= it
 )
 _PASSES = {"greedy": (), "top-p": _TOP_P, "top-p-penalties": _PENALTIES + _TOP_P}
+
+
+def check_sampling(sampling: object) -> str:
+    """`sampling` as given where it is one of SAMPLING; otherwise one error naming the field and what it allows."""
+    require(sampling in SAMPLING, "sampling", f"unknown {sampling!r}; allowed: {', '.join(SAMPLING)}")
+    return str(sampling)
 
 
 def sampler_records(batch: int, vocab: int, sampling: str, sampler: str | None) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from joulecast.data import engines
-from joulecast.data.errors import require
 from joulecast.data.workload import Workload
 from joulecast.features import sampling as sampling_passes
 from joulecast.features import train_step
@@ -89,8 +88,7 @@ def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: floa
     """One GPU's shard of a serving step (tensor parallelism `tp`), and the prompt tokens it carries; with the
     engine's sampler over the decodes' logits where the requests sample (`sampling`, `features.sampling`): every GPU
     of a tensor-parallel engine samples from the whole vocabulary (vLLM's V1 gathers the logits to all of them)."""
-    require(sampling in sampling_passes.SAMPLING, "sampling",
-            f"unknown {sampling!r}; allowed: {', '.join(sampling_passes.SAMPLING)}")
+    sampling = sampling_passes.check_sampling(sampling)
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, tp=tp)
     prompt = prompt_tokens(batch, input_len, output_len, chunk_tokens)

@@ -14,7 +14,9 @@ stay under. Palmetto's A100 rows never average more than 258 W (75 % at or below
 Swing's: the A100-PCIe-40GB's 250 W limit there, the SXM4's 400 W here. Generated tokens = total tokens - input
 tokens, clipped to 0.9-1 times the limit (the run's `min_new_tokens` and `max_new_tokens`; prompt and answer
 tokenised together can count otherwise). Stated assumptions: batch 1 (one prompt a call; the logged batch size is a
-CLI default, as PROVENANCE.md says), eager PyTorch launches, SDPA attention as fused ("flash"), no KV cache.
+CLI default, as PROVENANCE.md says), eager PyTorch launches, no KV cache, and SDPA attention as the transformers of
+the runs' months called it (`ATTENTION`): Llama-2's given its causal mask ("masked": every key block computed),
+Mistral's causal in the kernel ("flash").
 
 Each row is scored twice: at the default host dispatch (25 us a launch, set on EnergAIzer's hosts), and at each
 system's own, read from its other sweep (`system_dispatch`): on the rows where physics has the host setting the
@@ -29,7 +31,11 @@ as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic
 15.7 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens). Mistral takes a further
 ~0.2 s a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100
 holds, beyond the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that
-`device_map="auto"` left in host memory, copied in every step. Neither effect is modelled yet.
+`device_map="auto"` left in host memory, copied in every step. Neither effect is modelled yet, nor is Volta's
+attention: bf16 has neither of SDPA's fused kernels below compute capability 8.0 (its memory-efficient kernel's dtypes
+there are fp16 and fp32: `can_use_mem_efficient_attention` in PyTorch's aten/src/ATen/native/transformers/cuda/
+sdp_utils.cpp), so the V100 ran its unfused math path; the eager lowering in its place reads Llama-2's energy
+30.7 / 21.6 -> 32.5 / 22.7 %, the V100 being read high already.
 
 The A100-SXM4's error is power on light work. On the 18 host-bound configurations both A100 cards ran (prompts of
 8-64 tokens, answers of 8-128), the 400 W SXM4 card drew a median 2.0 W more than the 250 W PCIe card (-12.4 to
@@ -65,6 +71,14 @@ GPUS = {16384.0: ("v100-sxm2",), 40960.0: ("a100-pcie-40gb", "a100-sxm4-40gb")}
 # Wilkins' names -> the catalog's: Mistral-7B, and Llama-2-7B (the same llama layer with full multi-head attention and
 # an 11,008-wide MLP), a second model on the same systems that nothing here is read from but the host dispatch
 MODELS = {"Mistral (7B)": "mistral-7b", "Llama-2 (7B)": "llama-2-7b"}
+# Each model's attention as the transformers of the runs' months ran it (assumption: the repository's runs are dated
+# 2024-03-14 to 2024-05-08, while transformers 4.38-4.39 were current, 2024-02-21 to 2024-04-18). There Llama built
+# its 4-D causal mask every pass and handed it to SDPA, which runs a masked call on PyTorch's memory-efficient kernel,
+# every key block computed (huggingface/transformers issue #30010, "Llama uses significantly more memory in 4.38 &
+# 4.39 than 4.37": "It will use an attention mask and thus the SDPA efficient kernel"); Mistral dropped an all-ones
+# mask within its 4,096-token window and called SDPA with is_causal, its flash kernel (issue #30461: 4.39.3 fell
+# back to the kernel's own causal mask, 4.40.0 passed the window's mask)
+ATTENTION = {"llama-2-7b": "masked", "mistral-7b": "flash"}
 METER_MARGIN = 1.05  # a run's mean NVML power may pass its limit a little (boost transients, the meter's averaging)
 HOST_BOUND = 2 ** 0.5  # physics at the default dispatch over the GPU alone beyond which the host sets the time
 
@@ -114,7 +128,7 @@ def rows() -> pd.DataFrame:
 def _generate(r: Any, dispatch_s: float | None, estimator: Any) -> Any:
     """The row's generation (one prompt, no KV cache) at a host dispatch (None: the default)."""
     return generate(r.model, r.gpu, batch=1, input_len=int(getattr(r, "_5")), output_len=max(1, round(r.output_len)),
-                    kv_cache=False, host_dispatch_s=dispatch_s, estimator=estimator)
+                    kv_cache=False, attention=ATTENTION[r.model], host_dispatch_s=dispatch_s, estimator=estimator)
 
 
 def _physics_time(r: Any, dispatch_s: float | None) -> float:
@@ -154,7 +168,8 @@ def score(table: pd.DataFrame, residual: Any, dispatch: dict[tuple[str, str], fl
         d = dispatch.get((r.System, r.sweep))
         job = _generate(r, d, residual if residual is not None else "physics")
         lo, hi = job.energy_interval_j or (float("nan"), float("nan"))
-        out.append(dict(sweep=r.sweep, system=r.System, gpu=r.gpu, model=r.model, input_len=int(getattr(r, "_5")),
+        out.append(dict(sweep=r.sweep, system=r.System, gpu=r.gpu, model=r.model, attention=ATTENTION[r.model],
+                        input_len=int(getattr(r, "_5")),
                         output_len=float(r.output_len), host_dispatch_us=None if d is None else 1e6 * d,
                         measured_energy_j=r.measured_energy_j, predicted_energy_j=job.energy_j,
                         measured_time_s=r.measured_time_s, predicted_time_s=job.time_s,

@@ -53,9 +53,10 @@ class KernelBuilder:
         """A small fp32 GEMM on CUDA cores, whatever the workload dtype (e.g. rotary tables)."""
         self._add(kind="gemm", op="linear", batch=1, m=m, n=n, k=k, dtype="fp32", acc_dtype="fp32", tensor_core=False)
 
-    def attention(self, batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int, causal: bool) -> None:
-        """One fused (FlashAttention-style) attention kernel."""
-        self._add(kind="attention", op="flash", dtype=self.act, acc_dtype=self.act, tensor_core=self.act != "fp32",
+    def attention(self, batch: int, heads: int, kv_heads: int, seq_q: int, seq_kv: int, head_dim: int, causal: bool,
+                  op: str = "flash") -> None:
+        """One fused attention kernel: FlashAttention-style (`op` flash), or one given an explicit mask (masked)."""
+        self._add(kind="attention", op=op, dtype=self.act, acc_dtype=self.act, tensor_core=self.act != "fp32",
                   batch=batch, heads=heads, kv_heads=kv_heads, seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim, causal=causal)
 
     def ew(self, op: str, elements: int, dtype: str | None = None, out: str | None = None, count: int = 1) -> None:

@@ -45,10 +45,13 @@ def _get(config: Mapping[str, Any], *keys: str) -> int:
 def _attention_core(b: KernelBuilder, s: Shape, heads: int, kv_heads: int, head_dim: int, causal: bool,
                     attention: str, eager_ops: tuple[tuple[str, str | None, str | None], ...], softmax_dtype: str | None,
                     ops_after_softmax: tuple[tuple[str, str | None, str | None], ...] = ()) -> None:
-    """Scores, softmax and weighted values, eager (op list per model) or fused."""
+    """Scores, softmax and weighted values, eager (op list per model) or fused; fused with an explicit mask, the
+    kernel is told no causality (the mask carries it) and computes every key block."""
     queries = s.batch * heads * s.seq_q * head_dim
-    if attention == "flash":
-        b.attention(s.batch, heads, kv_heads, s.seq_q, s.seq_kv, head_dim, causal)
+    if attention in ("flash", "masked"):
+        masked = attention == "masked"
+        b.attention(s.batch, heads, kv_heads, s.seq_q, s.seq_kv, head_dim, causal and not masked,
+                    op="masked" if masked else "flash")
         if "attention_layout" not in b.fusions:
             b.ew("copy", queries)  # the output's heads merged back: transpose(1, 2).contiguous()
         return

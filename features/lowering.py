@@ -22,7 +22,11 @@ from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns
 
 log = logging.getLogger(__name__)
-ATTENTION_BACKENDS = ("flash", "eager")
+# flash: one fused kernel that skips what a causal mask hides (FlashAttention-2, SDPA's flash path with is_causal);
+# eager: GEMM, mask, softmax, GEMM; masked: SDPA given an explicit attention mask (a padded batch; Hugging Face
+# transformers 4.38-4.39's Llama, which always passed its 4-D causal mask), which PyTorch runs on its
+# memory-efficient kernel (its flash kernel takes no mask), every key block computed (`kinds.attention`)
+ATTENTION_BACKENDS = ("flash", "eager", "masked")
 _LOWERINGS: dict[str, Callable[..., None]] = {
     "gpt2": lt.gpt2, "bert": lt.bert, "opt": lt.opt, "llama": lt.llama, "vit": lt.vit,
     "resnet": lv.resnet, "mobilevit": lv.mobilevit,
@@ -151,7 +155,8 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         batch: sequences (or images) per pass.
         seq: tokens per sequence (the KV-cache length for ``decode``); ignored by vision models.
         dtype: compute dtype, one of `joulecast.data.kernels.DTYPES`.
-        attention: ``flash`` (one fused kernel) or ``eager`` (GEMM, mask, softmax, GEMM).
+        attention: ``flash`` (one fused kernel), ``eager`` (GEMM, mask, softmax, GEMM) or ``masked`` (one fused
+            kernel given an explicit mask, `ATTENTION_BACKENDS`).
         lm_head: add the vocabulary projection of the last token (default: only for ``decode``).
         launch_mode: ``eager`` or ``graph``.
         engine: a serving engine (`joulecast.features.arch.SERVING_ENGINES`) whose host work per step adds to the

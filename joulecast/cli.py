@@ -719,7 +719,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
-    est.add_argument("--attention", help="flash (fused) or eager; default flash")
+    est.add_argument("--attention", help="flash (fused), eager, or masked (fused, given an explicit mask: every key block computed); default flash")
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
@@ -856,7 +856,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
-    jobs.add_argument("--attention", help="generate: flash or eager; default flash")
+    jobs.add_argument("--attention", help="generate: flash, eager or masked; default flash")
     sw.set_defaults(func=_sweep)
 
     sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "

@@ -1,5 +1,8 @@
-"""Fused attention (FlashAttention-2, and a serving engine's paged decode kernel): the attention rule's grid and
-traffic, for every attention row at once."""
+"""Fused attention (FlashAttention-2; PyTorch's memory-efficient kernel given an explicit mask, op `masked`; a serving
+engine's paged decode kernel): the attention rule's grid and traffic, for every attention row at once. A masked row
+is lowered non-causal, as its kernel runs (`lower_transformers._attention_core`): every key block is computed, at
+FlashAttention-2's rate and with its tiles (assumptions: the mask's own reads, from L2 across heads, are not
+counted)."""
 
 from __future__ import annotations
 

@@ -114,6 +114,9 @@ def test_job_validation_scripts_score_every_set_they_name():
         (m, g, sweep) for m in ("mistral-7b", "llama-2-7b") for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-sxm2")
         for sweep in ("input", "output")}
     assert all(r["predicted_energy_j"] > 0 for r in generation["rows"])
+    # each model's attention as the transformers of the runs' months called SDPA: Llama-2's with its mask
+    assert {(r["model"], r["attention"]) for r in generation["rows"]} == {("llama-2-7b", "masked"),
+                                                                        ("mistral-7b", "flash")}
     # each system's A100 told apart by its power ceiling: Palmetto's stays under the PCIe card's 250 W
     assert {(r["system"], r["gpu"]) for r in generation["rows"] if "A100" in r["system"]} == {
         ("Palmetto Intel+A100", "a100-pcie-40gb"), ("Swing AMD+A100", "a100-sxm4-40gb")}

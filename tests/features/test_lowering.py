@@ -117,6 +117,34 @@ def test_fused_attention_merges_heads_with_one_copy():
     assert flash.loc[flash.op == "copy", "cols"].item() == 2 * 256 * 768
 
 
+def test_masked_attention_is_one_fused_kernel_over_every_key_block():
+    """SDPA given an explicit mask runs PyTorch's memory-efficient kernel: the same one fused kernel a layer, told no
+    causality (the mask carries it), so physics counts every key block where FlashAttention skips the hidden half;
+    the other kernels are FlashAttention's workload's. A grouped decode's heads are not packed as FA2 packs them."""
+    def kernels(attention, phase="prefill"):
+        k = joulecast.workload("llama-2-7b", phase=phase, batch=1, seq=2048, attention=attention).kernels
+        return k[k.kind == "attention"], k[k.kind != "attention"]
+    (flash, rest), (masked, masked_rest) = kernels("flash"), kernels("masked")
+    assert list(masked.op.unique()) == ["masked"] and not masked.causal.any() and flash.causal.all()
+    assert int(masked["count"].sum()) == int(flash["count"].sum()) == 32
+    assert _as_multiset(masked_rest).equals(_as_multiset(rest))
+    gpu = joulecast.gpu("a100-sxm4-40gb")
+    def physics(k, **kw):
+        return analyze(kernel_columns(k[list(KERNEL_COLUMNS)].to_dict("records")), gpu, **kw)[0].iloc[0]
+    per_kernel = {name: physics(k, sm_clock_mhz=900) for name, k in
+                  (("flash", flash), ("masked", masked))}
+    # causal FlashAttention computes (2,048 - 2,047 / 2) / 2,048 of the scores
+    assert per_kernel["masked"].flops / per_kernel["flash"].flops == pytest.approx(2048 / (2048 - 2047 / 2))
+    # in less than twice the time: its CTAs run all their key blocks, a causal one's prologue weighs on about half
+    flops_ratio = 2048 / (2048 - 2047 / 2)
+    assert 1.5 < per_kernel["masked"].time_s / per_kernel["flash"].time_s < flops_ratio
+    grouped = joulecast.workload("mistral-7b", phase="decode", batch=16, seq=2048, attention="masked").kernels
+    flash_grouped = joulecast.workload("mistral-7b", phase="decode", batch=16, seq=2048).kernels
+    tiles = {name: physics(k[k.kind == "attention"]).tiles
+             for name, k in (("flash", flash_grouped), ("masked", grouped))}
+    assert tiles["masked"] == 4 * tiles["flash"]  # a CTA row per query head, not per key-value head
+
+
 def test_config_file_and_mapping(tmp_path):
     cfg = json.loads((joulecast.data.models.MODEL_DIR / "qwen2-1.5b.json").read_text())["config"]
     path = tmp_path / "config.json"

@@ -719,7 +719,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
-    est.add_argument("--attention", help="flash (fused), eager, or masked (fused, given an explicit mask: every key block computed); default flash")
+    est.add_argument("--attention", help="flash (fused), eager, or masked (fused, given an explicit mask: every key "
+                     "block computed); default flash")
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "

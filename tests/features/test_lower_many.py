@@ -12,7 +12,8 @@ from joulecast.features.lower_many import _records, template
 from joulecast.features.lowering import resolve_model
 
 CASES = [(m, p, a) for m in ("gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b", "llama-3-8b", "mistral-7b", "llama-3-70b")
-         for p in ("prefill", "decode", "training") for a in ("flash", "eager", "masked") if not (m == "bert-large" and p == "decode")]
+         for p in ("prefill", "decode", "training") for a in ("flash", "eager", "masked")
+         if not (m == "bert-large" and p == "decode")]
 CASES += [(m, p, "flash") for m in ("vit-large", "resnet-101", "mobilevit-small") for p in ("inference", "training")]
 CASES = [(*c, ()) for c in CASES]
 # fused kernels (`joulecast.data.fusions`) as polynomial as the eager ones

@@ -164,6 +164,14 @@ def one_standard_error_choice(scores: Sequence[float], by_fold: Sequence[Sequenc
     return next(i for i, score in enumerate(scores) if score <= scores[best] + se), se
 
 
+# Measured, not shipped (2026-12-04): a level per GPU and operand width (`dtype_bytes`, each width of 10 rows or more
+# its own median), as physics' offset is a trait of the datapath: the A100's bf16 rows (tensor cores) read 12-15 %
+# over physics' energy, its fp32 ones 1-4 %, and one level set by the bf16 majority left the fp32 rows of a family
+# held out 6-7 % high (GPT-2's, OPT's). Leave-one-model-out energy MAPE (tree seeds 0 / 1 / 2) A10 4.67 / 4.59 /
+# 4.72 -> 4.58 / 4.74 / 4.70 %, A100 4.86 / 4.98 / 4.95 -> 4.53 / 4.55 / 4.41 %; but the grouped cross-validation
+# on every source A100-PCIe 5.01 -> 5.18 % (A10 4.99 -> 4.78, H200 13.68 -> 13.36), and Wilkins' host-bound A100-PCIe
+# generations (experiments/generation_jobs.py), which the bf16 level lifts further, Mistral 6.7 / 8.8 -> 8.4 / 10.1 %,
+# Llama-2 7.6 / 9.3 -> 7.8 / 9.9 %: a GPU-bound datapath's offset applied where the host sets the time.
 def gpu_levels(y: np.ndarray, gpus: np.ndarray) -> dict[str, float]:
     """Each GPU's level: the median of its rows' log residual."""
     return {str(g): float(np.median(y[gpus == g])) for g in np.unique(gpus)}

@@ -90,6 +90,12 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # PyTorch eager dispatch: one host-side launch takes tens of microseconds through the Python and ATen layers; the
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
+# The hosts measured so far took 18.5-30 us an eager launch: the H200 collection's host 18.5 (its model passes,
+# data/measurements/h200/h200-first, experiments/host_dispatch.py), Wilkins' Palmetto A100 node 23.3-24.9 and Swing
+# node 25.4-26.4 (experiments/generation_jobs.py, each read from one sweep's host-bound rows), EnergAIzer's hosts
+# 27-30 us per listed kernel on their small runs (its PROVENANCE.md). An estimate whose machine states none takes the
+# default above, and its interval spans what a host of this range makes of it (`estimator.api.combine`).
+HOST_DISPATCH_RANGE_S = (18.5e-6, 30.0e-6)
 # Serving engines, each a catalog entry with its sources (`data/serving_engines.yaml`): name -> the host work between
 # steps per running sequence (s), the GPU's power meanwhile (x idle) and the engine's own decode attention kernel.
 SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence, "power_over_idle": e.power_over_idle,

@@ -49,6 +49,10 @@ class PhysicsTotals:
     idle_gap_energy_j: np.ndarray
     engine_host_s: np.ndarray       # a serving engine's host work alone
     host_dispatch_s: np.ndarray     # the host's time a kernel launch each workload took (0: CUDA graphs)
+    # time and energy at the ends of `arch.HOST_DISPATCH_RANGE_S` (n x 2; the workload's own where it launches
+    # through CUDA graphs): what an unstated host could make of them (`estimator.api.combine`)
+    host_range_time_s: np.ndarray
+    host_range_energy_j: np.ndarray
 
     @property
     def power_w(self) -> np.ndarray:
@@ -443,9 +447,18 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
         dyn["power_w"] = dyn["power_w"] * _per_kernel(shave, wid, n)
         kernel_j = kernel_j * shave
     energy = dyn["power_w"] * dyn["time_s"]
+    # the same timeline under another host: its launches dispatched at each end of the measured hosts' range, the
+    # kernels as they are (the power cap's clock not solved again), the gaps it opens or closes at idle power
+    launches = np.bincount(wid, dispatched, minlength=n)
+    ranged = [np.where(np.asarray(per_launch) > 0, launches * d, host) for d in arch.HOST_DISPATCH_RANGE_S]
+    spans = [np.where(one_kernel, np.maximum(busy, h),
+                      (busy ** arch.OVERLAP_NORM + h ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)) for h in ranged]
     totals = PhysicsTotals(time_s=time_s, energy_j=kernel_j + gap_energy,
                            gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
-                           engine_host_s=np.array(serial), host_dispatch_s=np.array(per_launch))
+                           engine_host_s=np.array(serial), host_dispatch_s=np.array(per_launch),
+                           host_range_time_s=np.stack([s + serial for s in spans], axis=-1),
+                           host_range_energy_j=np.stack([kernel_j + gap_energy + idle * (s - overlapped)
+                                                         for s in spans], axis=-1))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],

@@ -30,6 +30,14 @@ def _g4(value: float) -> str:
     return f"{value:#.4g}".rstrip(".")
 
 
+def _unstated_host() -> str:
+    """What an estimate whose machine stated no host dispatch says of it."""
+    from joulecast.features.arch import HOST_DISPATCH_RANGE_S
+
+    low, high = (duration(d) for d in HOST_DISPATCH_RANGE_S)
+    return f" by default (the interval: hosts of {low} - {high})"
+
+
 def estimate_table(est: Any) -> str:
     lines = [
         f"workload   {est.workload}",
@@ -38,7 +46,8 @@ def estimate_table(est: Any) -> str:
         "",
         f"energy     {_g4(est.energy_j)} J",
         f"time       {duration(est.time_s)}  (GPU busy {duration(est.gpu_busy_s)}, {est.launches} kernel launches"
-        f"{f', host {duration(est.host_dispatch_s)} a launch' if est.host_dispatch_s else ''})",
+        f"{f', host {duration(est.host_dispatch_s)} a launch' if est.host_dispatch_s else ''}"
+        f"{_unstated_host() if not getattr(est, 'host_dispatch_stated', True) else ''})",
         f"power      {_g4(est.power_w)} W (average)",
     ]
     limited = est.power_limited

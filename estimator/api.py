@@ -93,9 +93,9 @@ class Estimate:
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (the feature table is left out; the breakdown and the power limit's bite are kept)."""
         names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
-                 "launches", "host_dispatch_s", "host_dispatch_stated", "method", "physics_energy_j", "physics_time_s", "energy_interval_j",
-                 "time_interval_s", "power_interval_w", "interval_level", "in_domain", "flags", "outside_domain",
-                 "memory_gb", "memory_parts_gb")
+                 "launches", "host_dispatch_s", "host_dispatch_stated", "method", "physics_energy_j", "physics_time_s",
+                 "energy_interval_j", "time_interval_s", "power_interval_w", "interval_level", "in_domain", "flags",
+                 "outside_domain", "memory_gb", "memory_parts_gb")
         out = {name: getattr(self, name) for name in names}
         out.update(self.power_limited)
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")

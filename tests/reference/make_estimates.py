@@ -67,10 +67,11 @@ intervals wider; every point, flag and reason the same; mean energy width 65.7 -
 step's prompt tokens ran through the decodes' kernels rather than through kernels of their own beside them, all but
 attention (issue 27: vLLM 0.5.4's host work re-measured over the new steps, 0.406 ms at 1.48x idle; physics moved on
 the 160 rows that engine serves, energy 0.0 to +2.7 %; the model retrained, hybrid energy a median 0.0 % on every GPU
-but +0.1 % on the H200, -4.8 to +4.1 %; mean energy width 64.1 -> 63.7 %; every flag and reason the same). Saved again when an estimate
-whose machine states no host dispatch took the measured hosts' range into its interval (issue 27: the 1,831 rows of
-eager launches, their lower energy bound a median 0.5 % lower, at most 23.5 %, their upper a median 0.5 % higher, at
-most 18.2 %; mean energy width 63.7 -> 69.2 % of the estimate; every point, flag and reason the same).
+but +0.1 % on the H200, -4.8 to +4.1 %; mean energy width 64.1 -> 63.7 %; every flag and reason the same).
+Saved again when an estimate whose machine states no host dispatch took the measured hosts' range into its interval
+(issue 27: the 1,831 rows of eager launches, their lower energy bound a median 0.5 % lower, at most 23.5 %, their
+upper a median 0.5 % higher, at most 18.2 %; mean energy width 63.7 -> 69.2 % of the estimate; every point, flag and
+reason the same).
 
 """
 

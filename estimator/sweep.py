@@ -17,6 +17,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.workload import check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.features.power import MIN_CLOCK_RATIO
 
@@ -78,9 +79,11 @@ class SweepResult:
 
 def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | None] = (None,),
-         power_limits: Sequence[float | None] = (None,)) -> tuple[pd.DataFrame, dict[str, int]]:
+         power_limits: Sequence[float | None] = (None,), host_dispatch_s: float | None = None
+         ) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
-    how many were left out for which reason."""
+    how many were left out for which reason; `host_dispatch_s`, the machine's host time an eager launch where known
+    (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts)."""
     size = len(gpus) * len(batches) * len(seqs) * len(dtypes) * len(sm_clocks) * len(power_limits)
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
@@ -91,6 +94,8 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     frame.insert(0, "model", model)
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
+    if host_dispatch_s is not None:
+        frame["host_dispatch_s"] = float(check_host_dispatch(host_dispatch_s))
     specs = {g: lookup_gpu(g) for g in gpus}
     boost = frame["gpu"].map(lambda g: specs[g].boost_clock_mhz)
     clock_ok = frame["sm_clock_mhz"].isna() | frame["sm_clock_mhz"].between(MIN_CLOCK_RATIO * boost, boost)
@@ -158,9 +163,11 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     out = []
     # a loop over configurations, not kernel rows: each job estimates all its own steps in one vectorised pass
     for c in configs.itertuples(index=False):
+        dispatch = getattr(c, "host_dispatch_s", np.nan)
         setting = dict(dtype=c.dtype, estimator=model,
                        sm_clock_mhz=None if np.isnan(c.sm_clock_mhz) else c.sm_clock_mhz,
-                       power_limit_w=None if np.isnan(c.power_limit_w) else c.power_limit_w)
+                       power_limit_w=None if np.isnan(c.power_limit_w) else c.power_limit_w,
+                       host_dispatch_s=None if np.isnan(dispatch) else dispatch)
         if c.phase == "train-run":
             r = train_run(c.model, c.gpu, seq=int(c.seq), micro_batch=int(c.batch), **job, **setting)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j)

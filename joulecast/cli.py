@@ -294,6 +294,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
+    from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import check_options, grid, sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
@@ -307,7 +308,8 @@ def _sweep(args: argparse.Namespace) -> int:
     configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []), batches=batches,
                             seqs=seqs, dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
                             sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None]),
-                            power_limits=_listed(args.power_limit, float, "--power-limit", [None]))
+                            power_limits=_listed(args.power_limit, float, "--power-limit", [None]),
+                            host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"))
     if not len(configs):
         raise JoulecastError("sweep: no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
     from tqdm.auto import tqdm
@@ -826,6 +828,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "a generation: the whole job, a deadline; serving: the time an output token)")
     sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
+    sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "
+                    "us (0-1000), where you have measured it (default 25, the interval spanning the measured hosts)")
     sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")
     sw.add_argument("--out", help="write every point to this Parquet file (needs pyarrow)")
     sw.add_argument("--report", help="folder for a self-contained report.html (the Pareto front, its points)")

@@ -68,12 +68,27 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
     (["--objective", "cost"], "--objective: unknown 'cost'"),
     (["--power-limit", "5000"], "sweep: no configuration left (1 power limit outside the GPU's range)"),
     (["--max-time", "-1"], "--max-time: must be a positive number"),
+    (["--host-dispatch-us", "-3"], "--host-dispatch-us: must be from 0 to 1000 us a launch, got -3.0"),
 ])
 def test_cli_sweep_bad_input(capsys, argv, message):
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
 
+
+
+@pytest.mark.parametrize("phase, sizes", [("prefill", ["--batch", "1", "--seq", "32"]),
+                                          ("generate", ["--batch", "1", "--input-len", "32", "--output-len", "4"])])
+def test_a_sweep_takes_the_host_stated_and_spans_the_measured_hosts_without_one(capsys, phase, sizes):
+    """A host-bound Llama-2 pass on the A100 (GPU busy half the time): the points the same either way, the interval
+    narrower where the machine states its host."""
+    def point(*host):
+        assert main(["sweep", "--model", "llama-2-7b", "--gpu", "a100-pcie-40gb", "--phase", phase, *sizes, *host,
+                     "--json"]) == 0
+        return json.loads(capsys.readouterr().out)["points"][0]
+    unstated, stated = point(), point("--host-dispatch-us", "25")
+    assert unstated["energy_j"] == pytest.approx(stated["energy_j"], rel=1e-12)
+    assert unstated["energy_lo_j"] < stated["energy_lo_j"] and unstated["energy_hi_j"] > stated["energy_hi_j"]
 
 
 def test_a_training_run_sweep_finds_the_least_energy_power_cap_by_a_deadline():

@@ -152,12 +152,12 @@ def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
     out = {name: base * np.exp(corr[key]) for name, base, key in (
         ("time_s", phys_t, "time"), ("time_lo_s", phys_t, "time_lo"), ("time_hi_s", phys_t, "time_hi"),
         ("energy_j", phys_e, "energy"), ("energy_lo_j", phys_e, "energy_lo"), ("energy_hi_j", phys_e, "energy_hi"))}
-    if host_range is not None:
-        for (lo, hi), base, spread in ((("time_lo_s", "time_hi_s"), phys_t, host_range[0]),
-                                       (("energy_lo_j", "energy_hi_j"), phys_e, host_range[1])):
-            ratio = np.nan_to_num(spread / np.asarray(base, dtype=float)[..., None], nan=1.0)
-            out[lo] = out[lo] * np.minimum(ratio.min(axis=-1), 1.0)
-            out[hi] = out[hi] * np.maximum(ratio.max(axis=-1), 1.0)
+    if host_range is not None:  # time and energy at once: (2, n, 2) ratios to physics' own
+        ratio = np.stack(host_range) / np.stack([phys_t, phys_e])[..., None]
+        low = np.fmin(ratio.min(axis=-1), 1.0)   # fmin / fmax: a NaN row (its host stated) keeps its bound
+        high = np.fmax(ratio.max(axis=-1), 1.0)
+        out["time_lo_s"], out["energy_lo_j"] = out["time_lo_s"] * low[0], out["energy_lo_j"] * low[1]
+        out["time_hi_s"], out["energy_hi_j"] = out["time_hi_s"] * high[0], out["energy_hi_j"] * high[1]
     out["energy_j"] = _cap(out["energy_j"], out["time_s"], limit_w)
     out["energy_hi_j"] = np.maximum(_cap(out["energy_hi_j"], out["time_hi_s"], limit_w), out["energy_j"])
     out["energy_lo_j"] = np.minimum(out["energy_lo_j"], out["energy_j"])

@@ -136,6 +136,7 @@ def _made_structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
 
 
 _STRUCTURES: dict = {}  # the last few small tables' structures, by GPU, names, codes and flags (`_structure`)
+_HOST_RANGE = np.array(arch.HOST_DISPATCH_RANGE_S)  # `PhysicsTotals.host_range_time_s`'s ends
 
 
 def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, on_tensor: np.ndarray, gpu: GpuSpec
@@ -449,16 +450,17 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     energy = dyn["power_w"] * dyn["time_s"]
     # the same timeline under another host: its launches dispatched at each end of the measured hosts' range, the
     # kernels as they are (the power cap's clock not solved again), the gaps it opens or closes at idle power
-    launches = np.bincount(wid, dispatched, minlength=n)
-    ranged = [np.where(np.asarray(per_launch) > 0, launches * d, host) for d in arch.HOST_DISPATCH_RANGE_S]
-    spans = [np.where(one_kernel, np.maximum(busy, h),
-                      (busy ** arch.OVERLAP_NORM + h ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM)) for h in ranged]
-    totals = PhysicsTotals(time_s=time_s, energy_j=kernel_j + gap_energy,
+    # (both ends at once, n x 2: a dozen array operations, not two dozen)
+    ranged = np.where(np.asarray(per_launch)[:, None] > 0,
+                      np.bincount(wid, dispatched, minlength=n)[:, None] * _HOST_RANGE, host[:, None])
+    spans = np.where(one_kernel[:, None], np.maximum(busy[:, None], ranged),
+                     (busy[:, None] ** arch.OVERLAP_NORM + ranged ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM))
+    energy_j = kernel_j + gap_energy
+    totals = PhysicsTotals(time_s=time_s, energy_j=energy_j,
                            gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
                            engine_host_s=np.array(serial), host_dispatch_s=np.array(per_launch),
-                           host_range_time_s=np.stack([s + serial for s in spans], axis=-1),
-                           host_range_energy_j=np.stack([kernel_j + gap_energy + idle * (s - overlapped)
-                                                         for s in spans], axis=-1))
+                           host_range_time_s=spans + np.asarray(serial, dtype=float).reshape(-1, 1),
+                           host_range_energy_j=energy_j[:, None] + idle * (spans - overlapped[:, None]))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],

@@ -20,7 +20,7 @@ from joulecast.data.errors import InputError, require
 from joulecast.data.files import read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.workload import LAUNCH_MODES
+from joulecast.data.workload import LAUNCH_MODES, check_host_dispatch
 
 DATA_DIR = Path(__file__).parent / "distributed"
 STRATEGIES = ("ddp", "fsdp", "diloco", "streaming-diloco", "fedavg")
@@ -63,6 +63,9 @@ class Site:
     wait_w: float | None = None  # GPU power while waiting on communication (default: see estimator.plan)
     sm_clock_mhz: float | None = None   # every GPU's locked SM clock (default: the maximum)
     power_limit_w: float | None = None  # every GPU's power limit (default: the GPU's); both checked against the GPU
+    # the site's host time to dispatch an eager launch (s), where measured (default: `arch.HOST_DISPATCH_S`, the
+    # intervals spanning the measured hosts)
+    host_dispatch_s: float | None = None
 
     @property
     def nodes(self) -> int:
@@ -196,7 +199,8 @@ def _series(path: Path, where: str) -> tuple[float, ...]:
 
 
 _SITE_FIELDS = {"name", "gpu", "gpus", "gpus_per_node", "system", "intra", "inter_node", "host_w", "switch_w_per_node",
-                "pue", "grid", "carbon_series", "local_energy", "wait_w", "sm_clock_mhz", "power_limit_w"}
+                "pue", "grid", "carbon_series", "local_energy", "wait_w", "sm_clock_mhz", "power_limit_w",
+                "host_dispatch_s"}
 
 
 def _site(raw: Any, i: int, base: Path) -> Site:
@@ -241,7 +245,8 @@ def _site(raw: Any, i: int, base: Path) -> Site:
                 wait_w=None if raw.get("wait_w") is None else _number(raw, "wait_w", where, high=spec.power_limit_w),
                 # numbers here; the range each GPU allows is checked where the site is estimated (estimator.plan)
                 **{key: None if raw.get(key) is None else _number(raw, key, where, strict=True)
-                   for key in ("sm_clock_mhz", "power_limit_w")})
+                   for key in ("sm_clock_mhz", "power_limit_w")},
+                host_dispatch_s=check_host_dispatch(raw.get("host_dispatch_s"), f"{where}.host_dispatch_s"))
 
 
 def _strategy(raw: Any, i: int) -> Strategy:

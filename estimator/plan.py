@@ -138,7 +138,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0,
                              fp8_attention=job.fp8_attention, launch_mode=job.launch_mode,
                              head_tokens=job.head_tokens, fusions=job.fusions,
-                             forward_overhead_s=job.forward_overhead_s)
+                             forward_overhead_s=job.forward_overhead_s, host_dispatch_s=site.host_dispatch_s)
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "

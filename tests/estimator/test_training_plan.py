@@ -240,6 +240,7 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
     (lambda j: j["sites"][1].update(power_limit_w=5000), "sites[1].power_limit_w"),  # beyond what an H100 takes
     (lambda j: j["sites"][0].update(sm_clock_mhz=9000), "sites[0].sm_clock_mhz"),
+    (lambda j: j["sites"][1].update(host_dispatch_s=-1e-6), "sites[1].host_dispatch_s"),
 ])
 def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):
     raw = yaml.safe_load(open(EXAMPLE))
@@ -249,6 +250,18 @@ def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change,
     assert main(["plan", str(path), "--estimator", "physics"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"joulecast: error: {field}") and "\n" not in err
+
+
+def test_a_site_s_stated_host_sets_its_step_and_a_slower_one_plans_slower():
+    """A small model's eager steps wait on the host: a site whose hosts dispatch in 10 us plans faster than one at
+    40 us, and each site's step is estimated at its own."""
+    def planned(host):
+        sites = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="FR", host_dispatch_s=host)]
+        return planner.plan(_job(model="gpt2", micro_batch=1, seq=128, sites=sites, links=[], strategies=["ddp"]))
+    fast, slow = planned(10e-6), planned(40e-6)
+    assert fast.job.sites[0].host_dispatch_s == 10e-6
+    assert fast.sites[0].step.micro.host_dispatch_s == 10e-6 and slow.sites[0].step.micro.host_dispatch_s == 40e-6
+    assert fast.plans[0].time_s < slow.plans[0].time_s
 
 
 def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():

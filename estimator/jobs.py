@@ -18,6 +18,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
+from joulecast.features import arch
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,8 @@ class GenerationEstimate:
     memory_gb: float                  # at the last step, the largest
     flags: tuple[str, ...] = ()
     method: str = "hybrid"
+    host_dispatch_s: float = 0.0      # the host's time an eager launch taken (0: CUDA graphs)
+    host_dispatch_stated: bool = True  # False: the default taken, the interval spanning the measured hosts
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,7 +124,9 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         tpot_s=float(out["time_s"].iloc[1:].mean()) if output_len > 1 else float("nan"),
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
-        steps=out)
+        host_dispatch_s=arch.HOST_DISPATCH_S[launch_mode] if host_dispatch_s is None or launch_mode == "graph"
+        else float(host_dispatch_s),
+        host_dispatch_stated=host_dispatch_s is not None or launch_mode == "graph", steps=out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,6 +87,9 @@ def generation_table(job: Any) -> str:
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token, {_g4(job.energy_per_request_j)} J a "
              "request", f"split      prefill {_g4(job.prefill_energy_j)} J, decode {_g4(job.decode_energy_j)} J",
              f"memory     {job.memory_gb:.3g} GiB at the last step"]
+    if job.host_dispatch_s:
+        lines.append(f"host       {duration(job.host_dispatch_s)} a launch"
+                     f"{_unstated_host() if not job.host_dispatch_stated else ''}")
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
 

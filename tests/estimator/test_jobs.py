@@ -122,3 +122,23 @@ def test_a_stated_host_dispatch_reaches_every_step_of_a_generation_as_estimate_m
         joulecast.generate("llama-3-8b", "h200", input_len=8, output_len=2, host_dispatch_s=1.0)
     with pytest.raises(InputError, match="host_dispatch_s: row 1: must be from 0 to 0.001 s"):
         estimate_many(pd.DataFrame([{**step, "host_dispatch_s": d} for d in (None, -1e-6)]))
+
+
+def test_a_generation_says_whose_host_it_took_and_its_interval_spans_the_measured_ones_without_one():
+    """Unstated, the default 25 us and an interval spanning the measured hosts' 18.5-30 us (its table says so); stated,
+    that host and a narrower interval about the same point; CUDA graphs dispatch nothing."""
+    from joulecast.render import generation_table
+
+    kw = dict(batch=1, input_len=32, output_len=4, kv_cache=False)
+    unstated, stated = (joulecast.generate("llama-2-7b", "a100-pcie-40gb", host_dispatch_s=d, **kw)
+                        for d in (None, 25e-6))
+    assert (unstated.host_dispatch_s, unstated.host_dispatch_stated) == (25e-6, False)
+    assert (stated.host_dispatch_s, stated.host_dispatch_stated) == (25e-6, True)
+    assert unstated.energy_j == pytest.approx(stated.energy_j, rel=1e-12)
+    (lo, hi), (s_lo, s_hi) = unstated.energy_interval_j, stated.energy_interval_j
+    assert lo < s_lo and hi > s_hi
+    assert "host       25.00 µs a launch by default (the interval: hosts of 18.50 µs - 30.00 µs)" in (
+        generation_table(unstated))
+    graphs = joulecast.generate("llama-2-7b", "a100-pcie-40gb", launch_mode="graph", **kw)
+    assert (graphs.host_dispatch_s, graphs.host_dispatch_stated) == (0.0, True)
+    assert "host " not in generation_table(graphs)

@@ -206,6 +206,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
+    stated = workload.host_dispatch_s is not None or not totals.host_dispatch_s[0]  # CUDA graphs dispatch nothing
     corr, reasons = _explained(model, X, [spec.name])
     # the physics pass's columns: its labels already encoded
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
@@ -214,8 +215,8 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     kw: dict[str, Any] = {"flags": (str(memory_flag),) if memory_flag else ()}
     t, e = phys_t, phys_e
     if corr is not None:
-        unstated = workload.host_dispatch_s is None  # the default host's: the interval spans the measured ones
-        spread = (totals.host_range_time_s, totals.host_range_energy_j) if unstated else None
+        # the default host taken: the interval spans the measured ones
+        spread = None if stated else (totals.host_range_time_s, totals.host_range_energy_j)
         h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit, spread).items()}
         t, e = h["time_s"], h["energy_j"]
         e_band = (h["energy_lo_j"], h["energy_hi_j"])
@@ -233,7 +234,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
         launches=int(features["launches"].sum()),
         host_dispatch_s=float(totals.host_dispatch_s[0]),
-        host_dispatch_stated=workload.host_dispatch_s is not None or not totals.host_dispatch_s[0],
+        host_dispatch_stated=stated,
         breakdown_of=functools.partial(_breakdown, features, phys_t, float(totals.gpu_busy_s[0]),
                                        float(totals.idle_gap_energy_j[0]), e, t / phys_t, e / phys_e),
         kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),

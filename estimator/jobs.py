@@ -18,7 +18,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
-from joulecast.features import arch
+from joulecast.features.design import host_dispatch
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,15 +118,14 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     out = estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting), estimator=estimator)
     totals = _summed(out)
     energy = totals["energy_j"]
+    dispatch = float(host_dispatch([launch_mode], [host_dispatch_s])[0])  # the host the steps took (design's rule)
     return GenerationEstimate(
         model=model, gpu=gpu, batch=batch, input_len=input_len, output_len=output_len, kv_cache=kv_cache, **totals,
         ttft_s=float(out["time_s"].iloc[0]),
         tpot_s=float(out["time_s"].iloc[1:].mean()) if output_len > 1 else float("nan"),
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
-        host_dispatch_s=arch.HOST_DISPATCH_S[launch_mode] if host_dispatch_s is None or launch_mode == "graph"
-        else float(host_dispatch_s),
-        host_dispatch_stated=host_dispatch_s is not None or launch_mode == "graph", steps=out)
+        host_dispatch_s=dispatch, host_dispatch_stated=host_dispatch_s is not None or not dispatch, steps=out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,7 @@ def physics_batch(workloads: Sequence[Workload], gpu: GpuSpec, sm_clock_mhz: flo
                            [w.host_dispatch_s for w in workloads])
 
 
-def _host_dispatch(launch_modes: Sequence[str], stated: Sequence[float | None] | np.ndarray | None = None
+def host_dispatch(launch_modes: Sequence[str], stated: Sequence[float | None] | np.ndarray | None = None
                   ) -> np.ndarray:
     """Per workload, the host's time a kernel launch: its launch mode's default (`arch.HOST_DISPATCH_S`), or the
     figure stated for its machine where there is one (`Workload.host_dispatch_s`; None or NaN for none; eager
@@ -52,8 +52,8 @@ def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mh
                     batch: np.ndarray, host_dispatch_s: Sequence[float | None] | np.ndarray | None = None,
                     ) -> tuple[dict[str, np.ndarray], physics.PhysicsTotals]:
     """`physics_batch` of stacked kernel columns (with `workload_id`), given each workload's launch mode, serving
-    engine (or None), batch and, where its machine's is known, host dispatch a launch (`_host_dispatch`)."""
-    host = _host_dispatch(launch_modes, host_dispatch_s)
+    engine (or None), batch and, where its machine's is known, host dispatch a launch (`host_dispatch`)."""
+    host = host_dispatch(launch_modes, host_dispatch_s)
     columns, totals = physics.analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                                              host_dispatch_s=host, **_engine_host(engines, batch))
     if "workload_id" not in columns:

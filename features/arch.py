@@ -24,21 +24,20 @@ def traits(architecture: str) -> ArchTraits:
 # Fractions of peak that tuned kernels reach (assumptions; the learned residual corrects them):
 # cuBLAS BF16 GEMMs on an H200 reach 687-795 TFLOP/s with the clock throttled to 1455-1470 MHz (gpus.md M[24]):
 # 87-100 % of the peak at that clock; the midpoint, for a long K. A chip measured to reach less carries its own
-# figure in the catalog (`GpuSpec.tensor_gemm_efficiency`): the A100 (GA100) 0.869, its Maximum Achievable Matmul
+# figure in the catalog (`GpuSpec.tensor_gemm_efficiency`): the A100-SXM4 (GA100) 0.869, its Maximum Achievable Matmul
 # FLOPS over the 312 TFLOP/s peak. Its EnergAIzer bf16 rows ran 15-20 % over physics' time at every DVFS clock
 # (510-1,410 MHz) while its fp32 rows (CUDA cores) and the A10's bf16 ones (GA102, half the tensor rate a SM) did
 # not. With it: physics energy MAPE A100-PCIe 12.3 -> 11.3 %; Wilkins' generations, not looked at in choosing it
 # (experiments/generation_jobs.py; the model retrained), Llama-2 A100-PCIe 10.1 / 10.9 -> 9.3 / 10.4 %, A100-SXM4
 # 12.3 / 12.6 -> 10.5 / 11.2 %, Mistral 7.0 / 7.2 -> 5.4 / 6.2 % and 13.1 / 13.6 -> 12.8 / 13.1 % (input / output
-# sweeps); leave-one-model-out (3 tree seeds) A100 5.05 -> 4.92 %. Measured, not shipped (2026-12-03): the PCIe
-# card's own MAMF row, 252.9 TFLOP/s (0.811; stas00/ml-engineering's MAMF table, as the catalog cites), taken for
-# the A100-PCIe alone: its bf16 rows of 4,096 tokens or more ran 12-21 % over physics' time at 510-1,050 MHz, far
-# under its cap, as at 1,410 (16 %), so the cap's throttling does not explain the gap. Physics energy MAPE
-# A100-PCIe 11.2 -> 10.2 %, the others the same; leave-one-model-out (tree seeds 0 / 1) A100 4.86 / 4.98 -> 4.80 /
-# 4.81 %, but A10 4.67 / 4.59 -> 4.90 / 4.81 %; the A100-PCIe held out, its interval's coverage 94.7 -> 97.9 %.
-# With softmax's row-block cost as well (`kinds.softmax`): physics 8.8 % (H200 10.4 -> 10.0 %), leave-one-model-out
-# A100 5.55 % (seed 0): BERT-large's and GPT-2's rows of 512-1,024 tokens stay 15-20 % over physics' energy, OPT's
-# and Qwen2's longer ones no longer are.
+# sweeps); leave-one-model-out (3 tree seeds) A100 5.05 -> 4.92 %. The A100-PCIe carries its own card's MAMF row,
+# 252.9 TFLOP/s (0.811, the same table; shipped 2026-12-04 with the residual's level per operand width,
+# `joulecast.estimator.residual.level_of`): its bf16 rows of 4,096 tokens or more ran 12-21 % over physics' time at
+# 510-1,050 MHz, far under its cap, as at 1,410 (16 %), so the cap's throttling does not explain the gap, and the
+# card's measured rate is taken at every clock. Physics energy MAPE A100-PCIe 11.2 -> 10.2 %, the others the same.
+# Measured, not shipped: softmax's row-block cost as well (`kinds.softmax`): physics 8.8 % (H200 10.4 -> 10.0 %),
+# but leave-one-model-out A100 5.55 % (seed 0): BERT-large's and GPT-2's rows of 512-1,024 tokens stay 15-20 % over
+# physics' energy, OPT's and Qwen2's longer ones no longer are.
 GEMM_EFFICIENCY = 0.93
 # Each CTA tile also fills its multistage pipeline before the first MMA and stores its output tile after the last:
 # about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs
@@ -91,8 +90,8 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # The hosts measured so far took 18.5-30 us an eager launch: the H200 collection's host 18.5 (its model passes,
-# data/measurements/h200/h200-first, experiments/host_dispatch.py), Wilkins' Palmetto A100 node 23.3-24.9 and Swing
-# node 25.4-26.4 (experiments/generation_jobs.py, each read from one sweep's host-bound rows), EnergAIzer's hosts
+# data/measurements/h200/h200-first, experiments/host_dispatch.py), Wilkins' Palmetto A100 node 22.3-25.7 and Swing
+# node 25.4-26.3 (experiments/generation_jobs.py, each read from one sweep's host-bound rows), EnergAIzer's hosts
 # 27-30 us per listed kernel on their small runs (its PROVENANCE.md). An estimate whose machine states none takes the
 # default above, and its interval spans what a host of this range makes of it (`estimator.api.combine`).
 HOST_DISPATCH_RANGE_S = (18.5e-6, 30.0e-6)

@@ -27,11 +27,13 @@ from sklearn.model_selection import GroupKFold
 from joulecast.estimator.residual import (
     BAG_KEYS,
     DOMAIN_FEATURES,
+    PRECISION_LEVEL_MIN_ROWS,
     TARGETS,
     Residual,
     _half_widths,
     _interval,
     fitted_fields,
+    level_key,
     level_of,
     work_kinds,
 )
@@ -164,17 +166,24 @@ def one_standard_error_choice(scores: Sequence[float], by_fold: Sequence[Sequenc
     return next(i for i, score in enumerate(scores) if score <= scores[best] + se), se
 
 
-# Measured, not shipped (2026-12-04): a level per GPU and operand width (`dtype_bytes`, each width of 10 rows or more
-# its own median), as physics' offset is a trait of the datapath: the A100's bf16 rows (tensor cores) read 12-15 %
-# over physics' energy, its fp32 ones 1-4 %, and one level set by the bf16 majority left the fp32 rows of a family
-# held out 6-7 % high (GPT-2's, OPT's). Leave-one-model-out energy MAPE (tree seeds 0 / 1 / 2) A10 4.67 / 4.59 /
-# 4.72 -> 4.58 / 4.74 / 4.70 %, A100 4.86 / 4.98 / 4.95 -> 4.53 / 4.55 / 4.41 %; but the grouped cross-validation
-# on every source A100-PCIe 5.01 -> 5.18 % (A10 4.99 -> 4.78, H200 13.68 -> 13.36), and Wilkins' host-bound A100-PCIe
-# generations (experiments/generation_jobs.py), which the bf16 level lifts further, Mistral 6.7 / 8.8 -> 8.4 / 10.1 %,
-# Llama-2 7.6 / 9.3 -> 7.8 / 9.9 %: a GPU-bound datapath's offset applied where the host sets the time.
-def gpu_levels(y: np.ndarray, gpus: np.ndarray) -> dict[str, float]:
-    """Each GPU's level: the median of its rows' log residual."""
-    return {str(g): float(np.median(y[gpus == g])) for g in np.unique(gpus)}
+def gpu_levels(y: np.ndarray, gpus: np.ndarray, widths: np.ndarray | None = None) -> dict[str, float]:
+    """Each GPU's level: the median of its rows' log residual; and, given the rows' operand widths (bytes), each
+    width's of a GPU that ran more than one, where it has PRECISION_LEVEL_MIN_ROWS rows
+    (`joulecast.estimator.residual.level_of` reads them)."""
+    gpus = np.asarray(gpus, dtype=str)
+    out = {str(g): float(np.median(y[gpus == g])) for g in np.unique(gpus)}
+    if widths is None:
+        return out
+    widths = np.asarray(widths).astype(np.int64)
+    for g in out.copy():
+        mine = gpus == g
+        if len(np.unique(widths[mine])) < 2:
+            continue
+        for w in np.unique(widths[mine]):
+            rows = mine & (widths == w)
+            if rows.sum() >= PRECISION_LEVEL_MIN_ROWS:
+                out[level_key(g, w)] = float(np.median(y[rows]))
+    return out
 
 
 def _regressor(params: Mapping[str, Any], target: str | None = None, **extra: Any) -> xgb.XGBRegressor:
@@ -382,6 +391,7 @@ class ResidualModel(Residual):
         X = X[self.features]
         weight, groups = gpu_weights(gpus), np.asarray(groups, dtype=str)
         gpu_of_row = np.asarray(gpus, dtype=str)
+        widths = X["dtype_bytes"].to_numpy() if "dtype_bytes" in X else None  # levels per operand width
         scores, by_fold = [], []
         for params in grid:  # choose on energy, the quantity people ask for
             oof = self._oof(lambda p: _regressor(p, "energy"), params, X, y["energy"], folds, weight, groups,
@@ -395,8 +405,8 @@ class ResidualModel(Residual):
                    "best_energy_mape_se": round(se * 100, 3)}
         for target in TARGETS:
             yt = np.asarray(y[target])
-            self.levels[target] = gpu_levels(yt, gpu_of_row)
-            around = yt - level_of(self.levels[target], gpu_of_row)
+            self.levels[target] = gpu_levels(yt, gpu_of_row, widths)
+            around = yt - level_of(self.levels[target], gpu_of_row, widths=widths)
             point_model = functools.partial(_regressor, target=target)  # params -> an unfitted booster
             band_model = functools.partial(self._band_model, target)
             self.oof[target] = self._oof(point_model, self.params, X, yt, folds, weight, groups, gpu_of_row)
@@ -502,8 +512,10 @@ class ResidualModel(Residual):
         """Out-of-fold predictions of bags made by `make` (a point: one column; a band: two), each fitted around the
         GPUs' levels as its fold's training rows set them (a GPU with none there: their levels' median)."""
         out = None
+        widths = X["dtype_bytes"].to_numpy() if "dtype_bytes" in X else None
         for train, test in folds:
-            level = level_of(gpu_levels(y[train], gpus[train]), gpus)
+            level = level_of(gpu_levels(y[train], gpus[train], None if widths is None else widths[train]), gpus,
+                             widths=widths)
             models = self._fit_bag(make, params, X.iloc[train], y[train] - level[train], weight[train], groups[train])
             pred = _predict_bag(models, X.iloc[test])
             if out is None:

@@ -72,6 +72,11 @@ Saved again when an estimate whose machine states no host dispatch took the meas
 (issue 27: the 1,831 rows of eager launches, their lower energy bound a median 0.5 % lower, at most 23.5 %, their
 upper a median 0.5 % higher, at most 18.2 %; mean energy width 63.7 -> 69.2 % of the estimate; every point, flag and
 reason the same).
+Saved again when the A100-PCIe took its own card's matmul rate (0.811 of its peak, not the SXM4's 0.869) and the
+residual a level per GPU and operand width (issue 31: physics on the A100-PCIe's 333 tensor-core rows up at most 4.9 %
+in energy and 6.3 % in time, every other GPU's the same; the model retrained, hybrid energy a median 0.0 % on every
+GPU but +0.1 % on the A100-PCIe, -8.9 to +8.9 %; mean energy width 69.2 -> 67.2 % of the estimate; every flag the
+same; 22 rows' domain reasons name the retrained model's convolution share range, 0.573 for 0.571).
 
 """
 

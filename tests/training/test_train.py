@@ -16,7 +16,7 @@ import pytest
 import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, Residual
+from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, Residual, level_key, level_of
 from joulecast.features import arch
 from joulecast.training import residual as residual_training
 from joulecast.training.dataset import training_table
@@ -205,6 +205,38 @@ def test_each_gpu_trained_on_has_its_own_level_and_a_new_gpu_gets_the_pooled_bag
     np.testing.assert_allclose(mixed["energy"][:8], np.concatenate([seen["energy"], new["energy"]]), rtol=1e-6)
     np.testing.assert_allclose(mixed["energy"][8:] - seen["energy"],
                                model.levels["energy"]["b"] - model.levels["energy"]["a"], rtol=1e-5)
+
+
+def test_a_gpu_that_ran_several_operand_widths_has_a_level_for_each(tmp_path):
+    """GPU a's bf16 rows (2 bytes) sit 0.3 over physics and its fp32 ones (4 bytes) at 0; b ran bf16 alone, at 0.1.
+    a gets a level per width besides its own; b, of one width, none; a width of fewer than PRECISION_LEVEL_MIN_ROWS
+    rows (a's five fp8 rows) none either, so an fp8 row of a reads a's own level. Saved and loaded, the shipped form
+    reads the same."""
+    rng = np.random.default_rng(5)
+    gpus = np.repeat(["a", "a", "a", "b"], [100, 60, 5, 100])
+    width = np.repeat([2, 4, 1, 2], [100, 60, 5, 100])
+    groups = rng.choice(list("pqrst"), len(gpus))
+    X = _synthetic_features(rng, len(gpus)).assign(dtype_bytes=width.astype(float))
+    offset = np.select([(gpus == "a") & (width == 2), gpus == "b"], [0.3, 0.1], 0.0)
+    y = offset + 0.01 * rng.normal(size=len(gpus))
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    levels = model.levels["energy"]
+    assert set(levels) == {"a", "b", level_key("a", 2), level_key("a", 4)}
+    assert levels[level_key("a", 2)] == pytest.approx(0.3, abs=0.01)
+    assert levels[level_key("a", 4)] == pytest.approx(0.0, abs=0.01)
+    assert levels["a"] == pytest.approx(0.3, abs=0.01)  # the median of a's rows, most of them bf16
+    rows = X.iloc[[0, 100, 160]]  # a's bf16, fp32 and fp8 rows
+    np.testing.assert_allclose(level_of(levels, ["a"] * 3, widths=rows["dtype_bytes"].to_numpy()),
+                               [levels[level_key("a", 2)], levels[level_key("a", 4)], levels["a"]])
+    np.testing.assert_allclose(level_of(levels, ["b", "h100"], missing=0.0, widths=np.array([4.0, 2.0])),
+                               [levels["b"], 0.0])  # b has no width levels; a GPU not trained on, `missing`
+    point = model.predict(rows, ["a"] * 3)["energy"]
+    np.testing.assert_allclose(point, [0.3, 0.0, 0.0], atol=0.05)  # the fp8 rows' -0.3 about a's level: the trees'
+    wide = (gpus == "a") & (width > 1)  # out of fold too, each fold's levels per width its training rows'
+    np.testing.assert_allclose(model.oof["energy"][wide], offset[wide], atol=0.05)
+    loaded = Residual.load(model.save_fitted(tmp_path / "widths"))
+    assert loaded.levels == model.levels
+    np.testing.assert_allclose(loaded.predict(rows, ["a"] * 3)["energy"], point, rtol=1e-6)
 
 
 def test_a_gpu_of_few_rows_whose_own_rows_miss_further_keeps_their_margins(tmp_path):

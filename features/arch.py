@@ -35,9 +35,7 @@ def traits(architecture: str) -> ArchTraits:
 # `joulecast.estimator.residual.level_of`): its bf16 rows of 4,096 tokens or more ran 12-21 % over physics' time at
 # 510-1,050 MHz, far under its cap, as at 1,410 (16 %), so the cap's throttling does not explain the gap, and the
 # card's measured rate is taken at every clock. Physics energy MAPE A100-PCIe 11.2 -> 10.2 %, the others the same.
-# Measured, not shipped: softmax's row-block cost as well (`kinds.softmax`): physics 8.8 % (H200 10.4 -> 10.0 %),
-# but leave-one-model-out A100 5.55 % (seed 0): BERT-large's and GPT-2's rows of 512-1,024 tokens stay 15-20 % over
-# physics' energy, OPT's and Qwen2's longer ones no longer are.
+# With softmax's row-block cost at 1.5x as well (`kinds.softmax`, shipped the same day): A100-PCIe 9.6 %.
 GEMM_EFFICIENCY = 0.93
 # Each CTA tile also fills its multistage pipeline before the first MMA and stores its output tile after the last:
 # about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs

@@ -201,12 +201,13 @@ def test_hot_static_power_is_fitted_on_two_gpus_and_scored_on_the_third():
 
 
 def test_softmax_rows_chooses_the_row_block_cost_on_two_gpus_and_scores_the_third():
-    """experiments/softmax_rows.py: the CTA-a-row softmax's cost chosen leave-one-GPU-out on the grid; measured, not
-    shipped (the shipped kind costs it as the persistent kernel); physics reads the A100's wide rows fast without it."""
+    """experiments/softmax_rows.py: the CTA-a-row softmax's cost chosen leave-one-GPU-out on the grid, beside the
+    shipped 1.5x (the residual's choice: `joulecast.features.kinds.softmax`); physics reads the A100's wide rows fast
+    at the persistent kernel's cost."""
     require_path(EXTERNAL / "energaizer-artifact")
     result = _run("softmax_rows.py")
     held = {r["gpu"]: r for r in result["left_out"]}
-    assert set(held) == {"a10", "a100-pcie-40gb", "h200"} and result["shipped_multiple"] == 1.0
+    assert set(held) == {"a10", "a100-pcie-40gb", "h200"} and result["shipped_multiple"] == 1.5
     grid = [row["multiple"] for row in result["energy_mape_by_multiple"]]
     assert all(r["chosen"] in grid and r["chosen"] > 1 for r in held.values())
     assert held["a100-pcie-40gb"]["energy_mape"] < held["a100-pcie-40gb"]["energy_mape_at_1"] - 0.5

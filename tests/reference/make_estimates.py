@@ -76,7 +76,11 @@ Saved again when the A100-PCIe took its own card's matmul rate (0.811 of its pea
 residual a level per GPU and operand width (issue 31: physics on the A100-PCIe's 333 tensor-core rows up at most 4.9 %
 in energy and 6.3 % in time, every other GPU's the same; the model retrained, hybrid energy a median 0.0 % on every
 GPU but +0.1 % on the A100-PCIe, -8.9 to +8.9 %; mean energy width 69.2 -> 67.2 % of the estimate; every flag the
-same; 22 rows' domain reasons name the retrained model's convolution share range, 0.573 for 0.571).
+same; 22 rows' domain reasons name the retrained model's convolution share range, 0.573 for 0.571). Saved again when
+a softmax too wide for ATen's persistent kernel issued 1.5x its instructions an element (issue 31: physics energy up
+on the 163 eager rows with such rows, at most 12.2 %, the others the same; the model retrained, hybrid energy -6.4 to
++10.4 %, a median 0.0 % on every GPU but +0.1 % on the H200; mean energy width 67.2 -> 64.0 % of the estimate;
+every flag and reason the same).
 
 """
 

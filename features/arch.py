@@ -22,20 +22,20 @@ def traits(architecture: str) -> ArchTraits:
 
 
 # Fractions of peak that tuned kernels reach (assumptions; the learned residual corrects them):
-# cuBLAS BF16 GEMMs on an H200 reach 687-795 TFLOP/s with the clock throttled to 1455-1470 MHz (gpus.md M[24]):
-# 87-100 % of the peak at that clock; the midpoint, for a long K. A chip measured to reach less carries its own
-# figure in the catalog (`GpuSpec.tensor_gemm_efficiency`): the A100-SXM4 (GA100) 0.869, its Maximum Achievable Matmul
-# FLOPS over the 312 TFLOP/s peak. Its EnergAIzer bf16 rows ran 15-20 % over physics' time at every DVFS clock
-# (510-1,410 MHz) while its fp32 rows (CUDA cores) and the A10's bf16 ones (GA102, half the tensor rate a SM) did
-# not. With it: physics energy MAPE A100-PCIe 12.3 -> 11.3 %; Wilkins' generations, not looked at in choosing it
-# (experiments/generation_jobs.py; the model retrained), Llama-2 A100-PCIe 10.1 / 10.9 -> 9.3 / 10.4 %, A100-SXM4
-# 12.3 / 12.6 -> 10.5 / 11.2 %, Mistral 7.0 / 7.2 -> 5.4 / 6.2 % and 13.1 / 13.6 -> 12.8 / 13.1 % (input / output
-# sweeps); leave-one-model-out (3 tree seeds) A100 5.05 -> 4.92 %. The A100-PCIe carries its own card's MAMF row,
-# 252.9 TFLOP/s (0.811, the same table; shipped 2026-12-04 with the residual's level per operand width,
+# cuBLAS BF16 GEMMs on an H200 reach 687-795 TFLOP/s with the clock throttled to 1455-1470 MHz (gpus.md M[24]): 87-100 %
+# of the peak at that clock; the midpoint, for a long K. A chip measured to reach less carries its own figure in the
+# catalog (`GpuSpec.tensor_gemm_efficiency`): the A100 (GA100) 0.869, its Maximum Achievable Matmul FLOPS over the 312
+# TFLOP/s peak (the SXM card's; since 2026-12-04 the PCIe card's own, below). Its EnergAIzer bf16 rows ran 15-20 % over
+# physics' time at every DVFS clock (510-1,410 MHz) while its fp32 rows (CUDA cores) and the A10's bf16 ones (GA102,
+# half the tensor rate a SM) did not. With it: physics energy MAPE A100-PCIe 12.3 -> 11.3 %; Wilkins' generations, not
+# looked at in choosing it (experiments/generation_jobs.py; the model retrained), Llama-2 A100-PCIe 10.1 / 10.9 -> 9.3 /
+# 10.4 %, A100-SXM4 12.3 / 12.6 -> 10.5 / 11.2 %, Mistral 7.0 / 7.2 -> 5.4 / 6.2 % and 13.1 / 13.6 -> 12.8 / 13.1 %
+# (input / output sweeps); leave-one-model-out (3 tree seeds) A100 5.05 -> 4.92 %. The A100-PCIe carries its own card's
+# MAMF row, 252.9 TFLOP/s (0.811, the same table; shipped 2026-12-04 with the residual's level per operand width,
 # `joulecast.estimator.residual.level_of`): its bf16 rows of 4,096 tokens or more ran 12-21 % over physics' time at
-# 510-1,050 MHz, far under its cap, as at 1,410 (16 %), so the cap's throttling does not explain the gap, and the
-# card's measured rate is taken at every clock. Physics energy MAPE A100-PCIe 11.2 -> 10.2 %, the others the same.
-# With softmax's row-block cost at 1.5x as well (`kinds.softmax`, shipped the same day): A100-PCIe 9.6 %.
+# 510-1,050 MHz, far under its cap, as at 1,410 (16 %), so the cap's throttling does not explain the gap, and the card's
+# measured rate is taken at every clock. Physics energy MAPE A100-PCIe 11.2 -> 10.2 %, the others the same. With
+# softmax's row-block cost at 1.5x as well (`kinds.softmax`, shipped the same day): A100-PCIe 9.6 %.
 GEMM_EFFICIENCY = 0.93
 # Each CTA tile also fills its multistage pipeline before the first MMA and stores its output tile after the last:
 # about 4 K-steps' worth (assumption; CUTLASS Ampere kernels keep 3-4 stages), so a K of 768 (24 steps of 32) runs

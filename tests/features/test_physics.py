@@ -81,6 +81,15 @@ def test_a_chips_measured_tensor_gemm_efficiency_sets_its_tensor_core_gemms_alon
     assert joulecast.gpu("a10").tensor_gemm_efficiency is None and joulecast.gpu("h200").tensor_gemm_efficiency is None
 
 
+def test_the_a100_pcie_reads_a_large_gemm_at_its_defaults_as_measured():
+    """At its defaults (1,410 MHz, the 250 W cap throttling it), the A100-PCIe's physics reads an 8192^3 bf16 GEMM
+    at the 220 TFLOP/s that Fire-Flyer's SC24 artifact measured on its PCIe cards (data/gpus/a100-pcie-40gb.yaml)."""
+    n = 8192
+    pcie = _one(dict(kind="gemm", m=n, n=n, k=n, tensor_core=True), "a100")
+    assert pcie.sm_clock_mhz < 1300  # the cap holds the clock down
+    assert 2 * n**3 / pcie.time_s / 1e12 == pytest.approx(220, rel=0.03)
+
+
 def test_streaming_kernels_issue_their_instructions_at_the_sm_clock():
     """A 2^27-element fp32 softmax of 1,024-column rows issues 40 instructions per element on 108 SMs x 64 lanes: at
     900 MHz that takes longer than streaming its 1 GiB through DRAM, at 1410 MHz it does not."""

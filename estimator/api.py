@@ -21,7 +21,7 @@ from joulecast.data.labels import Labels, plain
 from joulecast.data.workload import Workload
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory
-from joulecast.features.design import design_block
+from joulecast.features.design import design_block, host_stated
 from joulecast.features.physics import check_setting
 
 
@@ -206,7 +206,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
-    stated = workload.host_dispatch_s is not None or not totals.host_dispatch_s[0]  # CUDA graphs dispatch nothing
+    stated = host_stated(workload.host_dispatch_s, float(totals.host_dispatch_s[0]))
     corr, reasons = _explained(model, X, [spec.name])
     # the physics pass's columns: its labels already encoded
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),

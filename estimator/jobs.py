@@ -18,7 +18,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
-from joulecast.features.design import host_dispatch
+from joulecast.features.design import host_dispatch, host_stated
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +125,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         tpot_s=float(out["time_s"].iloc[1:].mean()) if output_len > 1 else float("nan"),
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
-        host_dispatch_s=dispatch, host_dispatch_stated=host_dispatch_s is not None or not dispatch, steps=out)
+        host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch), steps=out)
 
 
 @dataclass(frozen=True, slots=True)

@@ -47,6 +47,13 @@ def host_dispatch(launch_modes: Sequence[str], stated: Sequence[float | None] | 
     return np.where(np.isnan(own) | (host == 0.0), host, own)
 
 
+def host_stated(given: float | None, dispatch: float) -> bool:
+    """Whether a workload's host is known: its machine's dispatch `given`, or none taken (`dispatch` 0: CUDA graphs
+    dispatch nothing). An unknown host takes the default, its interval spanning the measured hosts'
+    (`estimator.api.combine`)."""
+    return given is not None or not dispatch
+
+
 def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mhz: float | None,
                     power_limit_w: float | None, launch_modes: Sequence[str], engines: Sequence[str | None],
                     batch: np.ndarray, host_dispatch_s: Sequence[float | None] | np.ndarray | None = None,

@@ -25,7 +25,11 @@ sequences, where few prompts arrive per step) and at large ones (LARGE_BATCH or 
 `--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each configuration's largest
 measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
 (`gpu_memory_utilization`; vLLM's engine arguments) by `serve`'s own memory sum (the shard's weights, a bf16 KV cache
-over the running requests' length-biased context, activations); none where not even a 1-token prompt fits.
+over the running requests' length-biased context, activations); none where not even a 1-token prompt fits. One does
+not: v3's Llama-3.1-70B on two B200s ran 2,042 requests at once (of max_num_seqs 2,048), which by that sum need
+175.9 GiB a GPU at 1-token prompts against 162 (80 layers' keys and values, 160 KiB a token a GPU, over contexts of 352
+tokens: their output lengths' histogram has a cv of 1.0). Its running requests held shorter contexts than the
+length-biased steady state gives, 307 tokens at most (an eighth shorter); what set them is not in the files.
 
 The output lengths' spread (`serve`'s `output_len_cv`: a running request is length-biased, so its context averages
 input + output (1 + cv^2) / 2): v3 from each configuration's own histogram of output lengths (`raw/models/*.json`,

@@ -335,3 +335,54 @@ def test_gpu_transfer_scores_coverage_with_the_chance_its_row_count_allows(monke
     assert score["p_in_target"] == pytest.approx(coverage_p_value(57, n)) and 0 < score["p_in_target"] < 1
     # intervals of 0.5-2x about an unbiased point, errors of 0.1 in log: chance puts the 57 wide ones all inside
     assert score["chance_low"] <= score["chance_high"] and score["chance_high"] == pytest.approx(95.0)
+
+
+def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_errors(monkeypatch):
+    """gpu_transfer.py --margins: a GPU held out reads at physics' point, its interval the physics margin of its
+    row's kind measured on the other GPUs (each weighing alike), widened where a row lies outside their domain or
+    architectures; split_kernels makes single-kernel rows a kind of their own (a kind one GPU ran: the widest)."""
+    import numpy as np
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    from gpu_transfer import WIDEN_GRID, margin_coverage
+    from joulecast.training.residual import weighted_quantile
+
+    errors = {"a": np.linspace(-0.1, 0.1, 11), "b": np.linspace(-0.3, 0.3, 11), "c": np.linspace(-0.25, 0.25, 11)}
+    gpus = np.repeat(list(errors), 11)
+    error = np.concatenate(list(errors.values()))
+    phase = np.where((gpus == "b") & (np.arange(33) % 11 < 4), "kernel", "prefill")
+
+    class Table:
+        rows = pd.DataFrame({"gpu": gpus, "phase": phase})
+        # c alone is of another architecture; a's largest flops lie beyond b and c's range
+        X = pd.DataFrame({"log_flops": np.where(gpus == "a", np.tile(np.linspace(1, 3, 11), 3), 2.0),
+                          "gpu_arch": np.where(gpus == "c", 9.0, 8.0)})
+
+    kinds = np.full(33, "forward")
+    frame = margin_coverage(Table(), kinds, error).set_index(["gpu", "widen"])
+    assert set(frame.index.get_level_values("widen")) == set(WIDEN_GRID)
+
+    def alike(*names):
+        rows = np.isin(gpus, names)
+        return weighted_quantile(np.abs(error[rows]), np.ones(rows.sum()), 0.9)  # 11 rows each: weights alike
+
+    # c: a new architecture, every row widened; its margin from a and b
+    m = alike("a", "b")
+    for widen in (1.0, 2.0):
+        row = frame.loc[("c", widen)]
+        assert row["outside_domain_pct"] == 100.0 and row["rows"] == 11
+        assert row["coverage_pct"] == pytest.approx(100 * np.mean(np.abs(errors["c"]) <= m * widen))
+        assert row["mean_width_pct"] == pytest.approx(100 * (np.exp(m * widen) - np.exp(-m * widen)))
+    # a: flops beyond 2.0 +- 5 % lie outside b and c's domain, and only those are widened
+    a = frame.loc["a"]
+    beyond = np.abs(np.linspace(1, 3, 11) - 2.0) > 0.0
+    assert a.loc[1.0, "outside_domain_pct"] == pytest.approx(100 * beyond.mean(), abs=0.05)
+    assert (np.diff(a["coverage_pct"].to_numpy()) >= 0).all() and a.loc[2.0, "coverage_pct"] == 100.0
+    # single-kernel rows apart: b's kernel rows are a kind no other GPU ran, so a's and c's forward margins are
+    # measured on b's other rows (and the rest), and b's kernel rows take the widest margin measured
+    split = margin_coverage(Table(), kinds, error, split_kernels=True).set_index(["gpu", "widen"])
+    assert set(split["kinds"]) == {"kernel apart"} and len(split) == len(frame)
+    forward = (gpus == "a") | ((gpus == "b") & (phase == "prefill"))
+    m = weighted_quantile(np.abs(error[forward]), np.where(gpus[forward] == "a", 1 / 11, 1 / 7), 0.9)
+    assert split.loc[("c", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean(np.abs(errors["c"]) <= m))

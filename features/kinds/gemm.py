@@ -44,17 +44,27 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
 
 
 def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float,
-            implicit: np.ndarray) -> dict[str, np.ndarray]:
-    """Operands are read once when they fit in L2; otherwise the smaller re-read order. `implicit` rows (implicit-GEMM
-    convolutions) read their activations in place: im2col is never materialised."""
+            implicit: np.ndarray, sm_count: int) -> dict[str, np.ndarray]:
+    """Operands are read once where either fits in L2 (held there while the other streams past). Otherwise the
+    output is computed a wave of tiles at a time, whose tiles step along K together and share their rows of A and
+    columns of B through L2 (a K-step's slice of them, not their whole K extent): each wave reads the rows and columns
+    of the output block it covers (`_wave_block`), so A is read once a block column and B once a block row.
+    `implicit` rows (implicit-GEMM convolutions) read their activations in place: im2col is never materialised.
+
+    Before (to 2026-12-04), a GEMM whose operands both overflowed L2 read one of them in full once for each L2-sized
+    chunk of the other, K extent and all, which a GEMM streaming a long K never needs to hold: a weight gradient over
+    every token of a training step (BERT-base's 768 x 3,072 one over 72 x 384 tokens on the A40's 6 MB L2 read 9.3
+    GB instead of 0.43) or the LM head's input gradient (101 GB instead of 4.2), which made physics' time per
+    sequence rise with the batch (Zeus' A40 epochs, experiments/zeus_power_limits.py)."""
     m, n, kk, batch = (k[c].astype(float) for c in ("m", "n", "k", "batch"))
     a = np.where(implicit, k["conv_in_elements"] / batch, m * kk) * b_in
     b = kk * n * b_in
     c = m * n * b_out
     l2h = arch.L2_USABLE_FRACTION * l2_bytes
-    reread = np.minimum(a * np.ceil(b / l2h) + b, b * np.ceil(a / l2h) + a)
+    m_block, n_block = _wave_block(m, n, t, sm_count)
+    streamed = a * np.maximum(n, 1.0) / n_block + b * np.maximum(m, 1.0) / m_block
     partials = np.where(t["split_k"] > 1, m * n * 4.0 * t["split_k"] * 2, 0.0)  # fp32 partial sums, written and read
-    dram = batch * (np.where(a + b <= l2h, a + b, reread) + c + partials)
+    dram = batch * (np.where(np.minimum(a, b) <= l2h, a + b, streamed) + c + partials)
     k_padded = t["k_iters"] * t["tile_k"]
     # a tile over an edge loads only the rows and columns there are (TMA and cp.async skip the rest): a tile's rows
     # of A and columns of B on average, not the tile's sides
@@ -63,6 +73,15 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_byte
     executed = 2.0 * t["tiles"] * t["tile_m"] * t["tile_n"] * k_padded
     return dict(flops=2.0 * m * n * kk * batch, exec_flops=executed, dram_bytes=dram, l2_bytes=loads + batch * c,
                 smem_bytes=2.0 * loads)
+
+
+def _wave_block(m: np.ndarray, n: np.ndarray, t: Columns, sm_count: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of the output block a wave of tiles covers: every SM's CTAs' tiles (a split-K tile a share
+    of one), as square as the output's sides allow."""
+    area = sm_count * t["ctas_per_sm"] * t["tile_m"] * t["tile_n"] / np.maximum(t["split_k"], 1)
+    m, n = np.maximum(m, 1.0), np.maximum(n, 1.0)
+    rows = np.minimum(m, np.maximum(np.sqrt(area), area / n))
+    return rows, np.minimum(n, area / rows)
 
 
 def efficiency(k: Columns, t: Columns, b_in: np.ndarray, on_tensor: np.ndarray,

@@ -147,6 +147,29 @@ def test_a_gemm_tile_over_an_edge_loads_only_the_rows_there_are():
     assert b_bytes <= gemv.l2_bytes < 1.05 * b_bytes
 
 
+def test_a_gemm_streaming_a_long_k_reads_each_operand_once_and_a_wide_one_reads_a_per_wave_block():
+    """DRAM traffic: where neither operand fits in L2, a wave of tiles steps along K together and reads the rows and
+    columns of the output block it covers, so a weight gradient over a step's tokens (768 x 3,072 outputs: one wave
+    on the A40) reads A and B once, and a GEMM whose output spans many waves reads A once a block column."""
+    a40 = joulecast.gpu("a40")
+    tokens = 72 * 384
+    wgrad = _one(dict(kind="gemm", op="linear_wgrad", m=768, n=3072, k=tokens, dtype="fp32", acc_dtype="fp32",
+                      tensor_core=True), a40)
+    once = (768 * tokens + tokens * 3072) * 4 + 768 * 3072 * 4
+    assert wgrad.dram_bytes == pytest.approx(once)
+    wide = _one(dict(kind="gemm", op="linear_dgrad", m=768, n=tokens, k=30522, dtype="fp32", acc_dtype="fp32",
+                     tensor_core=True), a40)
+    area = a40.sm_count * wide.ctas_per_sm * wide.tile_m * wide.tile_n  # the output a wave covers
+    a, b, c = 768 * 30522 * 4, 30522 * tokens * 4, 768 * tokens * 4
+    assert wide.split_k == 1 and wide.dram_bytes == pytest.approx(a * tokens / (area / 768) + b + c)
+    assert 3 * (a + b + c) > wide.dram_bytes > a + b + c
+    # an operand that fits in L2 is held while the other streams: each read once (the weights, larger than the
+    # H100's whole L2, find none of themselves there from the last run)
+    gemv = _one(dict(kind="gemm", m=14336, n=1, k=4096, tensor_core=True), "h100-sxm")
+    partials = 14336 * 4 * gemv.split_k * 2 if gemv.split_k > 1 else 0  # split-K's fp32 partial sums, both ways
+    assert gemv.dram_bytes == pytest.approx(14336 * 4096 * 2 + 4096 * 2 + 14336 * 2 + partials)
+
+
 def test_fused_attention_pays_for_each_ctas_prologue_against_its_key_blocks():
     """A CTA of 128 queries over 512 keys (8 blocks of 64) runs at 8/12 of the long-run efficiency; a causal one sees
     about half its keys, (512 - 255.5) / 512 of 8 blocks; 8,192 keys come close to the long-run figure."""

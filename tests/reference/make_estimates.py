@@ -80,7 +80,12 @@ same; 22 rows' domain reasons name the retrained model's convolution share range
 a softmax too wide for ATen's persistent kernel issued 1.5x its instructions an element (issue 31: physics energy up
 on the 163 eager rows with such rows, at most 12.2 %, the others the same; the model retrained, hybrid energy -6.4 to
 +10.4 %, a median 0.0 % on every GPU but +0.1 % on the H200; mean energy width 67.2 -> 64.0 % of the estimate;
-every flag and reason the same).
+every flag and reason the same). Saved again when a GEMM's DRAM traffic was read a wave of tiles at a time
+where neither operand fits in L2, not one operand in full for each L2-sized chunk of the other (issues 27 and 31:
+physics time on the 689 rows that moved a median -0.8 %, -93.5 to +0.9 %, energy on 1,030 a median -0.6 %, -93.3 to
++2.1 %, the large drops training steps whose weight and LM-head gradients stream a long K; the model retrained,
+hybrid energy a median -0.3 %, -93.3 to +4.2 %; mean energy width 64.0 -> 63.2 % of the estimate; every flag and
+reason the same).
 
 """
 

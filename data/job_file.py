@@ -122,6 +122,7 @@ class Job:
     estimator: str | None = None
     launch_mode: str = "eager"        # eager, or graph (CUDA graphs: no host dispatch a kernel)
     head_tokens: int | None = None    # tokens a sequence the LM head and loss run over (None: every token)
+    head_outputs: int | None = None   # a task head's width in place of the LM head (None: the vocabulary)
     fusions: tuple[str, ...] = ()     # kernel fusions of the training stack (`joulecast.data.fusions`)
     # seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
     # not hide): training forwards (and their recomputation) and evaluation forwards, at the micro-step's power
@@ -276,8 +277,8 @@ def _strategy(raw: Any, i: int) -> Strategy:
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
-               "launch_mode", "head_tokens", "fusions", "forward_overhead_s", "evals", "eval_overhead_s",
-               "step_jitter"}
+               "launch_mode", "head_tokens", "head_outputs", "fusions", "forward_overhead_s", "evals",
+               "eval_overhead_s", "step_jitter"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -302,6 +303,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     head_tokens = _number(raw, "head_tokens", "", integer=True, low=1) if "head_tokens" in raw else None
     require(head_tokens is None or head_tokens <= seq, "head_tokens",
             f"{head_tokens} is more than the sequence's {seq} tokens")
+    head_outputs = _number(raw, "head_outputs", "", integer=True, low=1) if "head_outputs" in raw else None
     layout = _mapping(raw.get("layout", {}), "layout")
     _known(layout, {"tp", "pp", "cp", "vpp", "zero"}, "layout")
     lay = {k: _number(layout, k, "layout", 1, integer=True, low=1) for k in ("tp", "pp", "cp", "vpp")}
@@ -353,7 +355,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         checkpoint_every_s=_number(failures, "checkpoint_every_s", "failures", 3600.0, strict=True),
         start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"),
         launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
-        fusions=check_fusions(raw.get("fusions")),
+        head_outputs=head_outputs, fusions=check_fusions(raw.get("fusions")),
         forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source)
 
 

@@ -137,7 +137,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              sm_clock_mhz=site.sm_clock_mhz, power_limit_w=site.power_limit_w,
                              estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0,
                              fp8_attention=job.fp8_attention, launch_mode=job.launch_mode,
-                             head_tokens=job.head_tokens, fusions=job.fusions,
+                             head_tokens=job.head_tokens, head_outputs=job.head_outputs, fusions=job.fusions,
                              forward_overhead_s=job.forward_overhead_s, host_dispatch_s=site.host_dispatch_s)
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())

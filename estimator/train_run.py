@@ -127,6 +127,7 @@ class TrainRunEstimate:
     optimizer: str
     launch_mode: str        # eager or graph (CUDA graphs)
     head_tokens: int        # tokens a sequence the LM head and loss run over
+    head_outputs: int | None  # the output head's width: None for the vocabulary (an LM head), else a task head's
     fusions: tuple[str, ...]  # kernel fusions applied (`joulecast.data.fusions`)
     forward_overhead_s: float  # the framework's seconds a layer and forward pass
     energy_j: float
@@ -160,14 +161,17 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   layout: Layout = Layout(),
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
                   estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False,
-                  launch_mode: str = "eager", head_tokens: int | None = None,
+                  launch_mode: str = "eager", head_tokens: int | None = None, head_outputs: int | None = None,
                   fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
                   host_dispatch_s: float | None = None) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
     `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention);
     `launch_mode` "graph" replays each step as CUDA graphs (no host dispatch a kernel); `head_tokens` (default: every
     token) is how many tokens of each sequence the LM head and its loss run over, as a masked-LM with a dense output
-    gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`); `fusions` names the kernel fusions the
+    gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`); `head_outputs` (default: the vocabulary,
+    an LM head) is the width of a task head fine-tuning puts in its place, with weights of its own: 2 for extractive
+    question answering (a start and an end logit a token: Hugging Face's `...ForQuestionAnswering`), the label count
+    for classification; `fusions` names the kernel fusions the
     training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels); `forward_overhead_s` the
     seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
     not hide), at the micro-step's power; `host_dispatch_s` the host's time an eager launch, where known
@@ -178,6 +182,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
             f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
     head_tokens = seq if head_tokens is None else _count("head_tokens", head_tokens)
     require(head_tokens <= seq, "head_tokens", f"{head_tokens} is more than the sequence's {seq} tokens")
+    head_outputs = None if head_outputs is None else _count("head_outputs", head_outputs)
     fusions = check_fusions(fusions)
     overhead = check_overhead(forward_overhead_s)
     config, name, _ = resolve_model(model)
@@ -197,16 +202,22 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     gemm = next((r for r in gemms if r.get("tensor_core")), gemms[0])
     # each rank's share of the head's tokens (context parallelism splits them with the sequence)
     head_rows = micro_batch * math.ceil(head_tokens / layout.cp)
-    head = train_step.lm_head_loss(head_rows, hidden, int(shard["vocab_size"]),
+    width = int(shard["vocab_size"]) if head_outputs is None else head_outputs  # a task head is whole on each rank
+    head = train_step.lm_head_loss(head_rows, hidden, width,
                                    {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
-    if config.get("tie_word_embeddings") is False:  # an untied head has weights of its own (tied: the embedding's)
-        params += int(shard["vocab_size"]) * hidden
+    # an untied LM head, or a task head, has weights of its own (a tied LM head: the embedding's)
+    if head_outputs is not None or config.get("tie_word_embeddings") is False:
+        params += width * hidden
     skip = train_step.skip_widths(shard, lora_targets)
-    # the head's backward over its own tokens (the layers' over all of them)
+    # the head's backward over its own tokens (the layers' over all of them); LoRA leaves an LM head frozen and
+    # trains a task head whole (PEFT's `modules_to_save`, as its task types set for the classifier)
+    task_head = head_outputs is not None
     records = [*train_step.micro_step(forward, tokens, lora_rank=lora_rank, recompute=recompute, skip_widths=skip),
-               *train_step.micro_step(head, head_rows, lora_rank=lora_rank, recompute=recompute, skip_widths=skip)]
+               *train_step.micro_step(head, head_rows, lora_rank=0 if task_head else lora_rank, recompute=recompute,
+                                      skip_widths=skip)]
+    trainable = (train_step.lora_params(forward + ([] if task_head else head), tokens, lora_rank, skip)
+                 + (width * hidden if task_head else 0)) if lora_rank else params
     forward = forward + head
-    trainable = train_step.lora_params(forward, tokens, lora_rank, skip) if lora_rank else params
     spec = lookup_gpu(gpu)
     loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
@@ -246,12 +257,13 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
               steps: int | None = None, tokens: int | None = None, dtype: str = "bf16", lora_rank: int = 0,
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
-              launch_mode: str = "eager", head_tokens: int | None = None,
+              launch_mode: str = "eager", head_tokens: int | None = None, head_outputs: int | None = None,
               fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
               host_dispatch_s: float | None = None) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
-    `launch_mode`, `head_tokens`, `fusions`, `forward_overhead_s` and `host_dispatch_s` as for `step_estimate`.
+    `launch_mode`, `head_tokens`, `head_outputs`, `fusions`, `forward_overhead_s` and `host_dispatch_s` as for
+    `step_estimate`.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -268,8 +280,8 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                          lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
                          sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                         launch_mode=launch_mode, head_tokens=head_tokens, fusions=fusions,
-                         forward_overhead_s=forward_overhead_s, host_dispatch_s=host_dispatch_s)
+                         launch_mode=launch_mode, head_tokens=head_tokens, head_outputs=head_outputs,
+                         fusions=fusions, forward_overhead_s=forward_overhead_s, host_dispatch_s=host_dispatch_s)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     if step.memory_gb > spec.memory_gb:
@@ -282,7 +294,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         model=step.micro.workload.split("/")[0], gpu=spec.name, steps=steps, tokens=run_tokens,
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
-        launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens,
+        launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens, head_outputs=head_outputs,
         fusions=step.fusions, forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,

@@ -171,7 +171,7 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
                          refuses=("batch", "attention", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
                          optional=("dtype", "lora_targets", "recompute", "optimizer", "launch_mode", "head_tokens",
-                                   "fusions", "forward_overhead_s"))
+                                   "head_outputs", "fusions", "forward_overhead_s"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
@@ -366,7 +366,7 @@ JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
                        "output_len_cv", "sampling"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
-                           "optimizer", "head_tokens", "forward_overhead_s")}
+                           "optimizer", "head_tokens", "head_outputs", "forward_overhead_s")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -777,6 +777,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
     run.add_argument("--head-tokens", type=int, help="tokens of each sequence the LM head and loss run over; default "
                      "every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
+    run.add_argument("--head-outputs", type=int, help="the output head's width: default the vocabulary (an LM head); "
+                     "a fine-tuning task head's instead, e.g. 2 for extractive QA (start and end logits), the label "
+                     "count for classification")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
                      "the kernels (host-side work they do not hide); default 0; NeMo's eager FP8 stack about 0.003")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
@@ -848,6 +851,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--recompute", help="train-run: none, selective or full; default none")
     jobs.add_argument("--optimizer", help="train-run: adamw or sgd; default adamw")
     jobs.add_argument("--head-tokens", type=int, help="train-run: tokens a sequence the LM head runs over")
+    jobs.add_argument("--head-outputs", type=int, help="train-run: a task head's width (default the vocabulary)")
     jobs.add_argument("--fusions", help=f"train-run: kernel fusions, comma-separated ({', '.join(FUSIONS)})")
     jobs.add_argument("--forward-overhead-s", type=float, help="train-run: the framework's seconds a layer and "
                       "forward pass")

@@ -144,7 +144,8 @@ def train_run_table(job: Any) -> str:
              f"({job.tokens:,} tokens), {how}, {job.dtype}, recompute {job.recompute}, {job.optimizer}",
              f"gpu        {job.gpu}", f"method     {job.method}",
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
-             f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; LM head over "
+             f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; "
+             f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
              f"{job.head_tokens} of {job.seq} tokens a sequence",
              f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}", "",
              f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "

@@ -206,6 +206,8 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 200 and out["accumulation"] == 4 and out["finetune"] == "lora"
     status, lean = call(server, "/v1/estimate", {**body, "launch_mode": "graph", "head_tokens": 64})
     assert status == 200 and (lean["launch_mode"], lean["head_tokens"]) == ("graph", 64)
+    status, task = call(server, "/v1/estimate", {**body, "head_outputs": 2})
+    assert status == 200 and task["head_outputs"] == 2 and task["time_s"] < out["time_s"]
     assert lean["time_s"] < out["time_s"]
     status, fused = call(server, "/v1/estimate", {**body, "fusions": ["activation"]})
     assert status == 200 and fused["fusions"] == ["activation"] and fused["time_s"] < out["time_s"]

@@ -116,6 +116,26 @@ def test_a_dense_masked_lm_head_and_cuda_graphs_cost_less_than_the_eager_full_he
         full.energy_j, rel=1e-12)
 
 
+def test_a_task_head_replaces_the_lm_head_with_weights_of_its_own_trained_whole_under_lora():
+    """Fine-tuning BERT for SQuAD puts a 2-wide span head where the 30,522-wide masked-LM head was: its GEMMs run
+    2 wide, its weights add to the model's (BERT's LM head is the embedding's), and LoRA trains it whole."""
+    base = dict(seq=384, global_batch=16, steps=2, estimator="physics")
+    lm = joulecast.train_run("bert-base", "a40", **base)
+    qa = joulecast.train_run("bert-base", "a40", head_outputs=2, **base)
+    assert (lm.head_outputs, qa.head_outputs) == (None, 2)
+    assert qa.time_s < lm.time_s and qa.energy_j < lm.energy_j
+    columns = qa.step.micro.kernel_columns
+    sizes = np.stack([np.asarray(columns[c]) for c in ("m", "n", "k")], axis=1)
+    gemm = np.asarray(columns["kind"]) == "gemm"
+    assert not (sizes[gemm] == 30522).any() and (gemm & (sizes == 2).any(axis=1)).sum() == 3  # forward, both grads
+    assert qa.step.params == lm.step.params + 2 * 768
+    lora = dict(lora_rank=8, **base)
+    lm_lora = joulecast.train_run("bert-base", "a40", **lora)
+    qa_lora = joulecast.train_run("bert-base", "a40", head_outputs=2, **lora)
+    assert qa_lora.step.trainable == lm_lora.step.trainable + 2 * 768  # the adapters, and the head whole
+    assert joulecast.train_run("bert-base", "a40", head_outputs=30522, **base).step.params > lm.step.params
+
+
 def test_fusions_drop_the_eager_kernels_from_forward_and_backward_and_are_reported():
     base = dict(seq=512, global_batch=16, steps=2, estimator="physics")
     eager = joulecast.train_run("bert-large", "h100-sxm", **base)
@@ -148,6 +168,7 @@ def test_a_framework_overhead_adds_its_time_to_every_forward_at_the_micro_step_s
 
 @pytest.mark.parametrize("kw, field", [
     (dict(head_tokens=513), "head_tokens"), (dict(head_tokens=0), "head_tokens"),
+    (dict(head_outputs=0), "head_outputs"), (dict(head_outputs=2.5), "head_outputs"),
     (dict(forward_overhead_s=-1.0), "forward_overhead_s"), (dict(forward_overhead_s="3ms"), "forward_overhead_s"),
     (dict(fusions=["fused"]), "fusions"),
     (dict(launch_mode="fast"), "launch_mode"),
@@ -178,6 +199,12 @@ def test_cli_train_run_json(capsys):
     assert "launches   CUDA graphs; LM head over 32 of 256 tokens a sequence" in capsys.readouterr().out
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--head-tokens", "32"]) == 2
     assert "--head-tokens: applies to --phase train-run only" in capsys.readouterr().err
+    assert main([*argv, "--head-outputs", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["head_outputs"] == 2
+    assert main([a for a in argv if a != "--json"] + ["--head-outputs", "3"]) == 0
+    assert "task head of 3 outputs over 256 of 256 tokens a sequence" in capsys.readouterr().out
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--head-outputs", "2"]) == 2
+    assert "--head-outputs: applies to --phase train-run only" in capsys.readouterr().err
     assert main([*argv, "--fusions", "activation,attention_layout"]) == 0
     assert json.loads(capsys.readouterr().out)["fusions"] == ["activation", "attention_layout"]
     assert main([a for a in argv if a != "--json"] + ["--fusions", "norm"]) == 0

@@ -226,7 +226,7 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j.update(model="llama-3-70b", layout={"tp": 1}, global_batch=128, micro_batch=1), "sites[0].gpu"),
     (lambda j: j.update(links=[]), "links"),
     (lambda j: j["strategies"].__setitem__(0, {"kind": "streaming-diloco", "H": 10, "P": 3}), "strategies[0].P"),
-    (lambda j: j.update(head_tokens=10**6), "head_tokens"),
+    (lambda j: j.update(head_tokens=10**6), "head_tokens"), (lambda j: j.update(head_outputs=0), "head_outputs"),
     (lambda j: j.update(launch_mode="compiled"), "launch_mode"),
     (lambda j: j.update(fusions=["flash"]), "fusions"), (lambda j: j.update(fusions={"norm": 1}), "fusions"),
     (lambda j: j.update(forward_overhead_s=-1e-3), "forward_overhead_s"),
@@ -269,6 +269,8 @@ def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():
     assert (lean.launch_mode, lean.head_tokens, eager.launch_mode, eager.head_tokens) == ("graph", 64, "eager", None)
     fast, slow = planner.plan(lean).plans[0], planner.plan(eager).plans[0]
     assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
+    task = _job(strategies=["ddp"], head_outputs=2)
+    assert task.head_outputs == 2 and planner.plan(task).plans[0].time_s < slow.time_s
 
 
 def test_a_pipeline_fills_once_an_evaluation_step_of_the_training_s_micro_batches():

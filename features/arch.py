@@ -148,10 +148,11 @@ IDLE_VOLTAGE_EXPONENT = 4.0
 # picks 0.7, as does each GPU held out (power A10 25.9 -> 5.5 %, A100-PCIe 20.9 -> 5.8, H200 8.9 -> 7.0; energy 8.0 /
 # 9.0 / 10.1 %); 0.65 stays, one step under: at 0.7 physics energy A10 8.34 -> 7.96 %, A100-PCIe 9.58 -> 8.98, H200
 # 10.06 -> 10.14, but leave-one-model-out (3 tree seeds) A10 4.53 -> 4.65 %, A100 4.75 -> 4.76 %, seed 0 at 4.83 %,
-# over issue 31's 4.8 %. Measured, not shipped (2026-12-04): u_sm as the pass's mean rather than each kernel's, as a die's heat
-# follows its work over many kernels. Weighted by the kernels' time, physics energy MAPE moves by at most 0.01 (H200
-# 10.08 -> 10.07 %); by the pass's time, idle gaps included, A10 7.94 -> 6.67 %, A100-PCIe 9.58 -> 10.67, A100-SXM4
-# 5.97 -> 6.59, H100 3.87 -> 4.28, H200 10.08 -> 10.22; ML.ENERGY v3's J/token the same to 0.1 (serving_jobs.py).
+# over issue 31's 4.8 %. Measured, not shipped (2026-12-04, on the traffic before): u_sm as the pass's mean rather
+# than each kernel's, as a die's heat follows its work over many kernels. Weighted by the kernels' time, physics
+# energy MAPE moves by at most 0.01 (H200 10.08 -> 10.07 %); by the pass's time, idle gaps included, A10 7.94 -> 6.67
+# %, A100-PCIe 9.58 -> 10.67, A100-SXM4 5.97 -> 6.59, H100 3.87 -> 4.28, H200 10.08 -> 10.22; ML.ENERGY v3's J/token
+# the same to 0.1 (serving_jobs.py).
 HOT_STATIC_RATIO = 0.65
 
 # Dynamic power at full utilisation and maximum clock/voltage, as fractions of (power limit - idle at max clock).

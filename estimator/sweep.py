@@ -41,7 +41,8 @@ JOB_PART_ROWS = 50
 # `batch` is its micro-batch and `seq` its sequence length; for a generation, its sequences and their prompt length;
 # for serving, the requests kept in flight and their mean prompt length).
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
-                             "launch_mode", "head_tokens", "head_outputs", "fusions", "forward_overhead_s"),
+                             "launch_mode", "head_tokens", "head_outputs", "attention", "fusions",
+                             "forward_overhead_s"),
                "generate": ("output_len", "kv_cache", "attention", "launch_mode"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "sampling")}

@@ -36,8 +36,9 @@ _STATE_BYTES = {"adamw": 4.0 + 8.0, "sgd": 4.0 + 4.0}  # fp32 master copy + mome
 _GRAD_BYTES = 2.0
 # Activation bytes saved per token, hidden unit and layer (Korthikanti et al. 2022, arXiv 2205.05198, Table 2): 34
 # with tensor and sequence parallelism dividing all of it by tp, the attention scores' 5as/h term dropped because
-# fused attention saves no scores; 2 (each layer's input) with full recomputation.
-_SAVED_BYTES, _FULL_RECOMPUTE_BYTES = 34.0, 2.0
+# fused attention saves no scores (eager attention's softmax and dropout save them: the term back, unless selective
+# recomputation runs the attention again); 2 (each layer's input) with full recomputation.
+_SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +129,7 @@ class TrainRunEstimate:
     launch_mode: str        # eager or graph (CUDA graphs)
     head_tokens: int        # tokens a sequence the LM head and loss run over
     head_outputs: int | None  # the output head's width: None for the vocabulary (an LM head), else a task head's
+    attention: str          # flash (fused), masked (fused, with an explicit mask) or eager (scores materialised)
     fusions: tuple[str, ...]  # kernel fusions applied (`joulecast.data.fusions`)
     forward_overhead_s: float  # the framework's seconds a layer and forward pass
     energy_j: float
@@ -162,7 +164,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                   sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
                   estimator: Any = None, with_forward: bool = False, fp8_attention: bool = False,
                   launch_mode: str = "eager", head_tokens: int | None = None, head_outputs: int | None = None,
-                  fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
+                  attention: str = "flash", fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
                   host_dispatch_s: float | None = None) -> StepEstimate:
     """One GPU's share of one optimizer step under `layout` (its shard of the model, its tokens of each sequence);
     `fp8_attention` runs the fused attention in FP8 too (Transformer Engine's FP8 dot-product attention);
@@ -171,7 +173,9 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     gathers the masked tokens first (NVIDIA's BERT `--dense_seq_output`); `head_outputs` (default: the vocabulary,
     an LM head) is the width of a task head fine-tuning puts in its place, with weights of its own: 2 for extractive
     question answering (a start and an end logit a token: Hugging Face's `...ForQuestionAnswering`), the label count
-    for classification; `fusions` names the kernel fusions the
+    for classification; `attention` the layers' attention (`joulecast.features.lowering`: flash, the default, fused;
+    eager, its scores materialised, as Hugging Face's models ran before PyTorch's SDPA); `fusions` names the kernel
+    fusions the
     training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels); `forward_overhead_s` the
     seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
     not hide), at the micro-step's power; `host_dispatch_s` the host's time an eager launch, where known
@@ -185,11 +189,13 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     head_outputs = None if head_outputs is None else _count("head_outputs", head_outputs)
     fusions = check_fusions(fusions)
     overhead = check_overhead(forward_overhead_s)
+    require(attention != "eager" or layout.cp == 1, "attention",
+            "eager attention holds a rank's whole sequence: context parallelism needs a fused kernel (flash or masked)")
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
-    forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, lm_head=False,
-                            fusions=fusions)
+    forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, attention=attention,
+                            lm_head=False, fusions=fusions)
     tokens = micro_batch * local_seq
     if layout.cp > 1:  # each rank's queries attend to the whole sequence's keys (ring attention)
         forward = [dict(r, seq_kv=r["seq_kv"] * layout.cp) if r["kind"] == "attention" else r for r in forward]
@@ -232,8 +238,11 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     fwd = estimate(Workload.from_table(kernel_columns(forward), name=f"{name}/forward/b{micro_batch}/s{seq}",
                                        batch=micro_batch, params=params, **{**common, "phase": "prefill"}), spec,
                    **kw) if with_forward else None
+    # eager attention's saved scores, a token's per layer: heads x keys, over the hidden width (`_SCORES_BYTES`)
+    scores = (int(shard.get("num_attention_heads") or shard.get("n_head") or 0) * seq / hidden
+              if attention == "eager" and recompute == "none" else 0.0)
     parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
-                    layer_count(shard))
+                    layer_count(shard), scores)
     return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
                         trainable=trainable,
                         memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
@@ -241,13 +250,14 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
-            recompute: str, tokens: int, hidden: int, layers: int) -> dict[str, float]:
-    """GiB per GPU by part (see the module's docstring)."""
+            recompute: str, tokens: int, hidden: int, layers: int, scores: float = 0.0) -> dict[str, float]:
+    """GiB per GPU by part (see the module's docstring); `scores`, the attention scores a token saves a layer over
+    the hidden width, where eager attention saves them."""
     dp = layout.dp
     weights = params * DTYPE_BYTES[dtype] / (dp if layout.zero >= 3 else 1)
     grads = trainable * _GRAD_BYTES / (dp if layout.zero >= 2 else 1)
     state = trainable * _STATE_BYTES[optimizer] / (dp if layout.zero >= 1 else 1)
-    per_layer = _FULL_RECOMPUTE_BYTES if recompute == "full" else _SAVED_BYTES / layout.tp
+    per_layer = _FULL_RECOMPUTE_BYTES if recompute == "full" else _SAVED_BYTES / layout.tp + _SCORES_BYTES * scores
     activations = float(tokens) * hidden * layers * per_layer * min(layout.pp, accumulation)
     return {"weights": weights / memory.GIB, "gradients": grads / memory.GIB, "optimizer": state / memory.GIB,
             "activations": activations / memory.GIB}
@@ -258,12 +268,12 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
               launch_mode: str = "eager", head_tokens: int | None = None, head_outputs: int | None = None,
-              fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
+              attention: str = "flash", fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
               host_dispatch_s: float | None = None) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
-    `launch_mode`, `head_tokens`, `head_outputs`, `fusions`, `forward_overhead_s` and `host_dispatch_s` as for
-    `step_estimate`.
+    `launch_mode`, `head_tokens`, `head_outputs`, `attention`, `fusions`, `forward_overhead_s` and `host_dispatch_s`
+    as for `step_estimate`.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -281,7 +291,8 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
                          lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
                          sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
                          launch_mode=launch_mode, head_tokens=head_tokens, head_outputs=head_outputs,
-                         fusions=fusions, forward_overhead_s=forward_overhead_s, host_dispatch_s=host_dispatch_s)
+                         attention=attention, fusions=fusions, forward_overhead_s=forward_overhead_s,
+                         host_dispatch_s=host_dispatch_s)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     if step.memory_gb > spec.memory_gb:
@@ -295,7 +306,8 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
         launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens, head_outputs=head_outputs,
-        fusions=step.fusions, forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
+        attention=attention, fusions=step.fusions,
+        forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,

@@ -168,10 +168,10 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     from joulecast.estimator.train_run import train_run
 
     given = _job_options(args, "train-run", needs=("seq", "global_batch"), needs_why="",
-                         refuses=("batch", "attention", "engine", "input_len", "output_len"),
+                         refuses=("batch", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
-                         optional=("dtype", "lora_targets", "recompute", "optimizer", "launch_mode", "head_tokens",
-                                   "head_outputs", "fusions", "forward_overhead_s"))
+                         optional=("dtype", "attention", "lora_targets", "recompute", "optimizer", "launch_mode",
+                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
@@ -866,7 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
-    jobs.add_argument("--attention", help="generate: flash, eager or masked; default flash")
+    jobs.add_argument("--attention", help="generate, train-run: flash, eager or masked; default flash")
     sw.set_defaults(func=_sweep)
 
     sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "

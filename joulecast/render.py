@@ -147,7 +147,7 @@ def train_run_table(job: Any) -> str:
              f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; "
              f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
              f"{job.head_tokens} of {job.seq} tokens a sequence",
-             f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}", "",
+             f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}; {job.attention} attention", "",
              f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "
              "steps' errors taken as moving together)",
              f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",

@@ -30,7 +30,8 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests"),
          "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                    "duration_s", "output_tokens", "output_len_cv", "sampling"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
-                       "recompute", "optimizer", "head_tokens", "head_outputs", "fusions", "forward_overhead_s")}
+                       "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
+                       "forward_overhead_s")}
 _GENERATE = _JOBS["generate"]
 
 

@@ -136,6 +136,25 @@ def test_a_task_head_replaces_the_lm_head_with_weights_of_its_own_trained_whole_
     assert joulecast.train_run("bert-base", "a40", head_outputs=30522, **base).step.params > lm.step.params
 
 
+def test_eager_attention_materialises_its_scores_and_saves_them_for_the_backward():
+    """Hugging Face's attention before SDPA: its scores' GEMMs and softmax, both ways, in place of the fused kernel;
+    the scores a token saves a layer (5 bytes x heads x keys, Korthikanti et al.) back in the activations' memory,
+    unless selective recomputation runs the attention again."""
+    base = dict(seq=384, global_batch=8, steps=2, head_outputs=2, estimator="physics")
+    flash = joulecast.train_run("bert-base", "a40", **base)
+    eager = joulecast.train_run("bert-base", "a40", attention="eager", **base)
+    assert (flash.attention, eager.attention) == ("flash", "eager") and eager.time_s > flash.time_s
+    kinds = set(np.asarray(eager.step.micro.kernel_columns["kind"]).tolist())
+    assert "attention" not in kinds and "softmax" in kinds
+    scores = 8 * 384 * 12 * 5 * 12 * 384 / 2**30  # tokens x layers x 5 bytes x heads x keys, GiB
+    assert eager.memory_parts_gb["activations"] - flash.memory_parts_gb["activations"] == pytest.approx(scores)
+    selective = joulecast.train_run("bert-base", "a40", attention="eager", recompute="selective", **base)
+    assert selective.memory_parts_gb["activations"] == pytest.approx(flash.memory_parts_gb["activations"])
+    with pytest.raises(joulecast.InputError, match="attention"):
+        step_estimate("bert-base", "a40", seq=384, micro_batch=8, accumulation=1, attention="eager",
+                      layout=Layout(cp=2))
+
+
 def test_fusions_drop_the_eager_kernels_from_forward_and_backward_and_are_reported():
     base = dict(seq=512, global_batch=16, steps=2, estimator="physics")
     eager = joulecast.train_run("bert-large", "h100-sxm", **base)
@@ -169,6 +188,7 @@ def test_a_framework_overhead_adds_its_time_to_every_forward_at_the_micro_step_s
 @pytest.mark.parametrize("kw, field", [
     (dict(head_tokens=513), "head_tokens"), (dict(head_tokens=0), "head_tokens"),
     (dict(head_outputs=0), "head_outputs"), (dict(head_outputs=2.5), "head_outputs"),
+    (dict(attention="sdpa"), "attention"),
     (dict(forward_overhead_s=-1.0), "forward_overhead_s"), (dict(forward_overhead_s="3ms"), "forward_overhead_s"),
     (dict(fusions=["fused"]), "fusions"),
     (dict(launch_mode="fast"), "launch_mode"),
@@ -205,6 +225,10 @@ def test_cli_train_run_json(capsys):
     assert "task head of 3 outputs over 256 of 256 tokens a sequence" in capsys.readouterr().out
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--head-outputs", "2"]) == 2
     assert "--head-outputs: applies to --phase train-run only" in capsys.readouterr().err
+    assert main([*argv, "--attention", "eager"]) == 0
+    assert json.loads(capsys.readouterr().out)["attention"] == "eager"
+    assert main([a for a in argv if a != "--json"]) == 0
+    assert "; flash attention" in capsys.readouterr().out
     assert main([*argv, "--fusions", "activation,attention_layout"]) == 0
     assert json.loads(capsys.readouterr().out)["fusions"] == ["activation", "attention_layout"]
     assert main([a for a in argv if a != "--json"] + ["--fusions", "norm"]) == 0

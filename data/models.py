@@ -68,6 +68,11 @@ def layer_count(config: Mapping[str, Any]) -> int:
     return int(config.get("num_hidden_layers") or config["n_layer"])
 
 
+def head_count(config: Mapping[str, Any]) -> int:
+    """A transformer config's attention (query) heads: `num_attention_heads`, or GPT-2's `n_head`."""
+    return int(config.get("num_attention_heads") or config["n_head"])
+
+
 def family_of_name(name: str) -> str:
     """A model's family for grouping results: the name's first word (llama-3-8b -> llama, Qwen3-14B -> qwen3,
     bert-large -> bert, Meta-Llama-3.1-8B -> llama, NVIDIA-Nemotron-Nano -> nemotron)."""

@@ -48,7 +48,7 @@ import numpy as np
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import Job, Site, connected, reference
-from joulecast.data.models import hidden_size, layer_count
+from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
 from joulecast.features import collectives
@@ -119,7 +119,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
     accumulation = job.global_batch // (total * job.micro_batch)
     config = resolve_model(job.model)[0]
     hidden, layers = hidden_size(config), layer_count(config)
-    heads = int(config.get("num_attention_heads") or config.get("n_head"))
+    heads = head_count(config)
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or hidden // heads)
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator or job.estimator)

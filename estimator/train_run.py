@@ -24,7 +24,7 @@ from joulecast.data.errors import InputError, require
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
-from joulecast.data.models import hidden_size, layer_count
+from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -175,11 +175,10 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     question answering (a start and an end logit a token: Hugging Face's `...ForQuestionAnswering`), the label count
     for classification; `attention` the layers' attention (`joulecast.features.lowering`: flash, the default, fused;
     eager, its scores materialised, as Hugging Face's models ran before PyTorch's SDPA); `fusions` names the kernel
-    fusions the
-    training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels); `forward_overhead_s` the
-    seconds a layer and forward pass of a micro-batch that the framework adds to the kernels (host-side work they do
-    not hide), at the micro-step's power; `host_dispatch_s` the host's time an eager launch, where known
-    (`Workload.host_dispatch_s`)."""
+    fusions the training stack applies (`joulecast.data.fusions`; none: Hugging Face's eager kernels);
+    `forward_overhead_s` the seconds a layer and forward pass of a micro-batch that the framework adds to the kernels
+    (host-side work they do not hide), at the micro-step's power; `host_dispatch_s` the host's time an eager launch,
+    where known (`Workload.host_dispatch_s`)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
     require(launch_mode in LAUNCH_MODES, "launch_mode",
@@ -221,8 +220,12 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     records = [*train_step.micro_step(forward, tokens, lora_rank=lora_rank, recompute=recompute, skip_widths=skip),
                *train_step.micro_step(head, head_rows, lora_rank=0 if task_head else lora_rank, recompute=recompute,
                                       skip_widths=skip)]
-    trainable = (train_step.lora_params(forward + ([] if task_head else head), tokens, lora_rank, skip)
-                 + (width * hidden if task_head else 0)) if lora_rank else params
+    if not lora_rank:
+        trainable = params
+    elif task_head:
+        trainable = train_step.lora_params(forward, tokens, lora_rank, skip) + width * hidden
+    else:
+        trainable = train_step.lora_params(forward + head, tokens, lora_rank, skip)
     forward = forward + head
     spec = lookup_gpu(gpu)
     loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
@@ -239,8 +242,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                                        batch=micro_batch, params=params, **{**common, "phase": "prefill"}), spec,
                    **kw) if with_forward else None
     # eager attention's saved scores, a token's per layer: heads x keys, over the hidden width (`_SCORES_BYTES`)
-    scores = (int(shard.get("num_attention_heads") or shard.get("n_head") or 0) * seq / hidden
-              if attention == "eager" and recompute == "none" else 0.0)
+    scores = head_count(shard) * seq / hidden if attention == "eager" and recompute == "none" else 0.0
     parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
                     layer_count(shard), scores)
     return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,

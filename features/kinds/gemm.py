@@ -62,7 +62,7 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_byte
     c = m * n * b_out
     l2h = arch.L2_USABLE_FRACTION * l2_bytes
     m_block, n_block = _wave_block(m, n, t, sm_count)
-    streamed = a * np.maximum(n, 1.0) / n_block + b * np.maximum(m, 1.0) / m_block
+    streamed = a * n / n_block + b * m / m_block  # the blocks are never empty (`_wave_block`)
     partials = np.where(t["split_k"] > 1, m * n * 4.0 * t["split_k"] * 2, 0.0)  # fp32 partial sums, written and read
     dram = batch * (np.where(np.minimum(a, b) <= l2h, a + b, streamed) + c + partials)
     k_padded = t["k_iters"] * t["tile_k"]

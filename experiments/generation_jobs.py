@@ -26,16 +26,20 @@ keeps each sweep's rows out of their own figure. Palmetto's host reads 24.2-25.2
 (from Mistral's rows alone it read 20-21 and 23.7-23.8, a gain on Mistral that Llama-2's rows do not bear out);
 the V100's rows are GPU-bound (bf16 without tensor cores) and give none.
 
-The V100's error, seen through the two models: Llama-2, which the card holds whole, takes 0.9-2.6x physics' time,
-as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic: 8.3-8.7 TFLOP/s, 53-55 % of the
-15.7 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens). Mistral takes a further
-~0.2 s a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100
+The V100: a 16 GB card whose rows never average more than 237 W, under the 250 W of the V100-PCIe-16GB (`identify`),
+which the catalog holds since 2026-12-04; before, the 32 GB V100-SXM2 (300 W) stood in for it, and the energy MAPE of
+the input / output sweeps was Llama-2 30.5 / 21.5 %, Mistral 16.8 / 15.7 % (now 16.3 / 8.1 and 19.9 / 17.2: the
+PCIe card's lower budget and idle take the excess power off Llama-2's rows, and off Mistral's, which physics already
+read short). Its error, seen through the two models: Llama-2, which the card holds whole, takes 0.6-1.7x physics'
+time, as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic: 8.3-8.7 TFLOP/s, 59-62 % of
+the card's 14.1 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens). Mistral takes a
+further ~0.2 s a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100
 holds, beyond the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that
 `device_map="auto"` left in host memory, copied in every step. Neither effect is modelled yet, nor is Volta's
 attention: bf16 has neither of SDPA's fused kernels below compute capability 8.0 (its memory-efficient kernel's dtypes
 there are fp16 and fp32: `can_use_mem_efficient_attention` in PyTorch's aten/src/ATen/native/transformers/cuda/
-sdp_utils.cpp), so the V100 ran its unfused math path; the eager lowering in its place reads Llama-2's energy
-30.7 / 21.6 -> 32.5 / 22.7 %, the V100 being read high already.
+sdp_utils.cpp), so the V100 ran its unfused math path; the eager lowering in its place read Llama-2's energy
+30.7 / 21.6 -> 32.5 / 22.7 % (on the SXM2 card, before), the V100 being read high already.
 
 The A100-SXM4's error is power on light work. On the 18 host-bound configurations both A100 cards ran (prompts of
 8-64 tokens, answers of 8-128), the 400 W SXM4 card drew a median 2.0 W more than the 250 W PCIe card (-12.4 to
@@ -66,8 +70,9 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import arch
 
 DATA = EXTERNAL / "wilkins-llm-inference-energy"
-# by GPU Total Memory (MB), as PROVENANCE.md says: the catalog's cards of that memory (the V100 16 GB: the one V100)
-GPUS = {16384.0: ("v100-sxm2",), 40960.0: ("a100-pcie-40gb", "a100-sxm4-40gb")}
+# by GPU Total Memory (MB), as PROVENANCE.md says: the catalog's cards of that memory (the V100 16 GB: the PCIe card,
+# or the SXM2, whose catalog entry is the 32 GB card of the same die and clocks, were the rows over 250 W)
+GPUS = {16384.0: ("v100-pcie-16gb", "v100-sxm2"), 40960.0: ("a100-pcie-40gb", "a100-sxm4-40gb")}
 # Wilkins' names -> the catalog's: Mistral-7B, and Llama-2-7B (the same llama layer with full multi-head attention and
 # an 11,008-wide MLP), a second model on the same systems that nothing here is read from but the host dispatch
 MODELS = {"Mistral (7B)": "mistral-7b", "Llama-2 (7B)": "llama-2-7b"}

@@ -8,8 +8,11 @@ Rows: `../shared/data/external/zeus-nsdi23-powerlimit/summary_power_{v100,a40}.c
 dataset `squad` (V100: 49 rows, batch 8-56, power limits 100-250 W; A40: 72 rows, batch 8-72, 100-300 W; measured
 time per epoch and average GPU power, energy their product). The trace names neither SKU nor precision, nor the
 epoch's sequence count, so these assumptions are stated here and in the note:
-- the catalog's V100-SXM2 (the sweep's highest limit, 250 W, suggests a 250 W PCIe card, whose boost clock is lower)
-  and the catalog's A40 (300 W, the sweep's highest limit too; the A40 is not trained on: its estimates are spec-only);
+- the catalog's V100-PCIe-16GB: the sweep set limits of 100-250 W, which a V100-SXM2 refuses below 150 W (its range
+  150-300 W, shared/reference/gpus.md), and tops out at the PCIe card's 250 W (its memory is not recorded: the
+  16 GB card stands for either). With the V100-SXM2 in its place (the catalog's one V100 before 2026-12-04): energy
+  per epoch MAPE 22.5 % (bias +22.5 %), its power at the 250 W limit read 246 W against 226 measured. And the
+  catalog's A40 (300 W, the sweep's highest limit too). Neither card is trained on: their estimates are spec-only;
 - fp32 (the trace records no mixed precision; fp32 is what the Hugging Face SQuAD example runs without `--fp16`): on
   the V100's CUDA cores, and as TF32 on the A40's tensor cores. The Zeus Docker image of the paper's time ships
   PyTorch 1.10.1 (Zeus docs, "Setting Up the Environment": `symbioticlab/zeus`, CUDA 11.3.1), whose
@@ -45,7 +48,7 @@ from joulecast.estimator.train_run import train_run
 DATA = EXTERNAL / "zeus-nsdi23-powerlimit"
 # the trace's GPU token -> (catalog GPU, default power limit: the sweep's highest, the dtype fp32 runs as),
 # assumptions (module docstring)
-GPUS = {"v100": ("v100-sxm2", 250.0, "fp32"), "a40": ("a40", 300.0, "tf32")}
+GPUS = {"v100": ("v100-pcie-16gb", 250.0, "fp32"), "a40": ("a40", 300.0, "tf32")}
 MODEL = "bert-base"
 SEQ, EPOCH_SEQUENCES = 384, 88_000                      # assumptions (module docstring)
 HEAD_OUTPUTS = 2                                        # SQuAD's span head: start and end logits (module docstring)

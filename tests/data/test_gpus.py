@@ -6,7 +6,7 @@ import yaml
 from joulecast.data import gpus
 from joulecast.data.errors import DataError, InputError
 
-REQUIRED = ["v100-sxm2", "a10", "a100-pcie-40gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "l4", "l40s", "h100-sxm",
+REQUIRED = ["v100-sxm2", "v100-pcie-16gb", "a10", "a100-pcie-40gb", "a100-sxm4-40gb", "a100-sxm4-80gb", "l4", "l40s", "h100-sxm",
             "h100-pcie", "h200", "gh200", "b200"]
 
 
@@ -23,6 +23,17 @@ def test_datasheet_numbers_copied_from_reference():
     assert (a100.sm_count, a100.memory_bandwidth_gbs, a100.tensor_tflops["bf16"], a100.power_limit_w) == (108, 1555, 312, 250)
     h100 = gpus.gpu("h100-sxm")
     assert h100.tensor_tflops["bf16"] == 989.4 and h100.tensor_peak_clock_mhz == 1830 and h100.sm_count == 132
+
+
+def test_the_v100_pcie_card_is_the_sxm2_die_at_its_own_clock_limit_and_memory():
+    """The PCIe card (the label NV-DVFS-Benchmark's importer gives its V100, `v100-pcie`) carries the SXM2's GV100 at
+    1,380 MHz under 250 W: its peaks are the SXM2's scaled by the clock, its memory system the same."""
+    pcie, sxm2 = gpus.gpu("v100-pcie"), gpus.gpu("v100-sxm2")
+    assert pcie.name == "v100-pcie-16gb" and (pcie.power_limit_w, pcie.memory_gb, pcie.boost_clock_mhz) == (250, 16, 1380)
+    scale = pcie.boost_clock_mhz / sxm2.boost_clock_mhz
+    assert pcie.cuda_tflops["fp32"] == pytest.approx(sxm2.cuda_tflops["fp32"] * scale, rel=0.01)
+    assert pcie.tensor_tflops["fp16"] == pytest.approx(sxm2.tensor_tflops["fp16"] * scale, rel=0.01)
+    assert (pcie.sm_count, pcie.l2_mb, pcie.memory_bandwidth_gbs) == (sxm2.sm_count, sxm2.l2_mb, sxm2.memory_bandwidth_gbs)
 
 
 def test_lookup_by_alias_is_case_insensitive():

@@ -111,15 +111,17 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert all(0.5 < r["median_over_mean_step"] < 1.1 for r in itl["summary"])
     generation = _run_args("generation_jobs.py")
     assert {(r["model"], r["gpu"], r["sweep"]) for r in generation["summary"]} == {
-        (m, g, sweep) for m in ("mistral-7b", "llama-2-7b") for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-sxm2")
+        (m, g, sweep) for m in ("mistral-7b", "llama-2-7b") for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-pcie-16gb")
         for sweep in ("input", "output")}
     assert all(r["predicted_energy_j"] > 0 for r in generation["rows"])
     # each model's attention as the transformers of the runs' months called SDPA: Llama-2's with its mask
     assert {(r["model"], r["attention"]) for r in generation["rows"]} == {("llama-2-7b", "masked"),
                                                                         ("mistral-7b", "flash")}
-    # each system's A100 told apart by its power ceiling: Palmetto's stays under the PCIe card's 250 W
-    assert {(r["system"], r["gpu"]) for r in generation["rows"] if "A100" in r["system"]} == {
-        ("Palmetto Intel+A100", "a100-pcie-40gb"), ("Swing AMD+A100", "a100-sxm4-40gb")}
+    # each system's card told apart by its power ceiling: Palmetto's A100 and its 16 GB V100 stay under the PCIe
+    # cards' 250 W, Swing's A100 does not
+    assert {(r["system"], r["gpu"]) for r in generation["rows"]} == {
+        ("Palmetto Intel+A100", "a100-pcie-40gb"), ("Swing AMD+A100", "a100-sxm4-40gb"),
+        ("Palmetto Intel+V100", "v100-pcie-16gb")}
     # each A100 system's host dispatch read from its other sweep's host-bound rows, within the range a host allows;
     # the V100's rows are GPU-bound (bf16 without tensor cores), so it gets none and scores as at the default
     dispatch = generation["dispatch_us"]
@@ -128,7 +130,7 @@ def test_job_validation_scripts_score_every_set_they_name():
     crossed = {(r["model"], r["gpu"], r["sweep"]): r for r in generation["summary_cross_sweep_dispatch"]}
     default = {(r["model"], r["gpu"], r["sweep"]): r for r in generation["summary"]}
     for model in ("mistral-7b", "llama-2-7b"):
-        assert crossed[(model, "v100-sxm2", "input")] == default[(model, "v100-sxm2", "input")]
+        assert crossed[(model, "v100-pcie-16gb", "input")] == default[(model, "v100-pcie-16gb", "input")]
     assert all(r["host_dispatch_us"] is not None for r in generation["rows_cross_sweep_dispatch"]
                if "A100" in r["system"])
     # Mistral's load leaves about a GiB less on the 16 GB V100 than on the A100 beyond the cards' context gap
@@ -176,7 +178,9 @@ def test_zeus_sweep_scores_energy_per_epoch_and_the_best_power_limit_on_the_v100
                 assert b["best_limit_predicted_w"] in range(100, top + 1, 25) and b["regret_pct"] >= 0
         assert r["physics"]["summary"]["coverage_pct"] is None
         assert 0 <= r["hybrid"]["summary"]["coverage_pct"] <= 100
+    # the V100 that took limits of 100 and 125 W is a PCIe card (an SXM2's floor is 150 W)
     assert result["assumptions"]["gpus"]["a40"]["gpu"] == "a40"
+    assert result["assumptions"]["gpus"]["v100"]["gpu"] == "v100-pcie-16gb"
     # one GPU on request: the other is not scored
     assert set(_run_args("zeus_power_limits.py", "--gpu", "v100")) == {"v100", "assumptions"}
 

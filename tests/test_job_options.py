@@ -1,0 +1,70 @@
+"""Every option of a job (`generate`, `serve`, `train_run`) reaches it from each door: the CLI's `estimate` passes
+it, a sweep takes it as a fixed option or an axis, the service as a field. A parameter added to a job and missed at
+one door fails here, not silently (each door keeps its own list: the CLI's flags, `estimator.sweep.JOB_OPTIONS`,
+the service's job fields)."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from joulecast import cli, service
+from joulecast.estimator import jobs, serving, train_run
+from joulecast.estimator.many import CONFIG_COLUMNS
+from joulecast.estimator.sweep import JOB_OPTIONS, SIZES
+
+# What every door takes apart from the job: the workload, the GPU's setting and the estimator.
+SHARED = {"model", "gpu", "sm_clock_mhz", "power_limit_w", "estimator", "host_dispatch_s"}
+# A sweep's serving point is one engine step at a concurrency, not a timed load: a load's rate and length stay out.
+NOT_SWEPT = {"serve": {"request_rate", "duration_s", "output_tokens"}}
+# A job function's module and name, and a CLI command that sets each of its options (non-default where it can).
+JOBS = {
+    "generate": (jobs, "generate", ["--batch", "2", "--input-len", "16", "--output-len", "4", "--dtype", "fp16",
+                                    "--no-kv-cache", "--attention", "eager", "--launch-mode", "graph", "--engine",
+                                    "vllm-0.5.4"]),
+    "serve": (serving, "serve", ["--input-len", "64", "--output-len", "16", "--concurrency", "4", "--max-batch", "8",
+                                 "--engine", "vllm-0.5.4", "--tp", "1", "--dtype", "fp16", "--launch-mode", "graph",
+                                 "--chunk-tokens", "256", "--duration", "10", "--output-len-cv", "0.5",
+                                 "--sampling", "greedy"]),
+    "train-run": (train_run, "train_run", ["--seq", "128", "--global-batch", "8", "--micro-batch", "4", "--steps",
+                                           "2", "--dtype", "fp16", "--lora-rank", "4", "--lora-targets", "attention",
+                                           "--recompute", "selective", "--optimizer", "sgd", "--launch-mode", "graph",
+                                           "--head-tokens", "64", "--head-outputs", "2", "--attention", "eager",
+                                           "--fusions", "activation", "--forward-overhead-s", "0.001"]),
+}
+
+
+def _options(phase: str) -> set[str]:
+    module, name, _ = JOBS[phase]
+    return set(inspect.signature(getattr(module, name)).parameters) - SHARED
+
+
+class _Called(Exception):
+    pass
+
+
+@pytest.mark.parametrize("phase", sorted(JOBS))
+def test_the_cli_passes_every_option_of_the_job(phase, monkeypatch):
+    module, name, flags = JOBS[phase]
+    options, seen = _options(phase), {}
+
+    def record(*args, **kwargs):
+        seen.update(kwargs)
+        raise _Called
+
+    monkeypatch.setattr(module, name, record)
+    with pytest.raises(_Called):
+        cli.main(["estimate", "--model", "gpt2", "--gpu", "a100", "--phase", phase, *flags])
+    assert options <= set(seen), f"--phase {phase} drops {sorted(options - set(seen))}"
+    # the values given reach the job as given (a few read back: lengths, dtype, launches)
+    assert seen["dtype"] == "fp16" and seen["launch_mode"] == "graph"
+
+
+@pytest.mark.parametrize("phase", sorted(JOBS))
+def test_a_sweep_and_the_service_take_every_option_of_the_job(phase):
+    options = _options(phase)
+    swept = set(JOB_OPTIONS[phase]) | set(SIZES[phase]) | set(CONFIG_COLUMNS) | NOT_SWEPT.get(phase, set())
+    assert options <= swept, f"a {phase} sweep misses {sorted(options - swept)}"
+    fields = set(service._JOBS[phase]) | set(CONFIG_COLUMNS)
+    assert options <= fields, f"the service's {phase} misses {sorted(options - fields)}"

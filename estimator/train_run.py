@@ -80,6 +80,9 @@ class StepEstimate:
     fusions: tuple[str, ...] = ()     # the kernel fusions applied
     overhead_s: float = 0.0           # the framework's time a forward pass over this GPU's layers (forward_overhead_s)
     forwards: int = 1                 # forward passes a micro-batch (2 with full recomputation)
+    # recomputation -> activation GiB a token of a micro-batch held in flight (`_memory`): what another micro-batch
+    # or recomputation would hold, without lowering the step again
+    activations_gb_a_token: dict[str, float] | None = None
 
     def _sum(self, part: str, i: int | None = None) -> float:
         def one(e: Estimate | None) -> float:
@@ -146,6 +149,8 @@ class TrainRunEstimate:
     flags: tuple[str, ...]
     method: str
     step: StepEstimate | None = None
+    # where the run exceeds the GPU's memory: what would fit (`memory_fits`), else empty
+    fits: tuple[dict[str, Any], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         names = [n for n in self.__dataclass_fields__ if n != "step"]
@@ -242,13 +247,20 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                                        batch=micro_batch, params=params, **{**common, "phase": "prefill"}), spec,
                    **kw) if with_forward else None
     # eager attention's saved scores, a token's per layer: heads x keys, over the hidden width (`_SCORES_BYTES`)
-    scores = head_count(shard) * seq / hidden if attention == "eager" and recompute == "none" else 0.0
-    parts = _memory(params, trainable, dtype, optimizer, layout, accumulation, recompute, tokens, hidden,
-                    layer_count(shard), scores)
+    saved = head_count(shard) * seq / hidden if attention == "eager" else 0.0
+
+    def memory_parts(tokens_held: int, how: str) -> dict[str, float]:
+        scores = saved if how == "none" else 0.0  # recomputation runs the attention again: its scores not saved
+        return _memory(params, trainable, dtype, optimizer, layout, accumulation, how, tokens_held, hidden,
+                       layer_count(shard), scores)
+
+    parts = memory_parts(tokens, recompute)
+    per_token = {how: memory_parts(1, how)["activations"] for how in train_step.RECOMPUTE}
     return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
                         trainable=trainable,
                         memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
-                        overhead_s=layer_count(shard) * overhead, forwards=2 if recompute == "full" else 1)
+                        overhead_s=layer_count(shard) * overhead, forwards=2 if recompute == "full" else 1,
+                        activations_gb_a_token=per_token)
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
@@ -297,8 +309,10 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
                          host_dispatch_s=host_dispatch_s)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
+    fits: tuple[dict[str, Any], ...] = ()
     if step.memory_gb > spec.memory_gb:
         flags.add("exceeds-memory")
+        fits = memory_fits(step, spec.memory_gb, global_batch, seq)
     run_tokens = steps * global_batch * seq
     e, t = steps * step.energy_j, steps * step.time_s
     lo_e, hi_e = step.energy_interval_j
@@ -313,4 +327,23 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
-        memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step)
+        memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
+        fits=fits)
+
+
+def memory_fits(step: StepEstimate, capacity_gb: float, global_batch: int, seq: int) -> tuple[dict[str, Any], ...]:
+    """What a one-GPU run that exceeds `capacity_gb` would fit in: per recomputation (`train_step.RECOMPUTE`), the
+    largest micro-batch that divides the global batch (the fewest accumulated, the fastest) whose memory fits, with
+    its GiB; a recomputation is left out where no micro-batch fits with it, or where it fits no larger micro-batch than
+    a lighter one does (it would only add work); none at all where the weights, gradients and optimizer state alone
+    pass the GPU (LoRA, or sharding over GPUs: `joulecast plan`)."""
+    fixed = sum(v for k, v in step.memory_parts_gb.items() if k != "activations")
+    divisors = sorted({d for i in range(1, math.isqrt(global_batch) + 1) if global_batch % i == 0
+                       for d in (i, global_batch // i)}, reverse=True)
+    out = []
+    for how, per_token in (step.activations_gb_a_token or {}).items():
+        need = next(((m, fixed + per_token * m * seq) for m in divisors if fixed + per_token * m * seq <= capacity_gb),
+                    None)
+        if need is not None and need[0] > max((f["micro_batch"] for f in out), default=0):
+            out.append({"recompute": how, "micro_batch": need[0], "memory_gb": need[1]})
+    return tuple(out)

@@ -154,8 +154,22 @@ def train_run_table(job: Any) -> str:
              f"power      {_g4(job.power_w)} W (average)",
              f"per token  {_g4(job.energy_per_token_j)} J a token, {_g4(job.tokens_per_s)} tokens/s",
              f"memory     {job.memory_gb:.3g} GiB ({parts})"]
+    if "exceeds-memory" in job.flags:
+        lines.append(f"fits       {_fits(job)}")
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
+
+
+def _fits(job: Any) -> str:
+    """What a training run that exceeds its GPU's memory would fit in, as the flags that get there."""
+    if not job.fits:
+        fixed = sum(v for k, v in job.memory_parts_gb.items() if k != "activations")
+        how = "shard them over GPUs, joulecast plan" if job.lora_rank else "LoRA, --lora-rank; or shard them over " \
+                                                                           "GPUs, joulecast plan"
+        return f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB ({how})"
+    return "; ".join(" ".join(([] if f["recompute"] == job.recompute else [f"--recompute {f['recompute']}"])
+                              + [f"--micro-batch {f['micro_batch']}"]) + f" ({f['memory_gb']:.3g} GiB)"
+                     for f in job.fits)
 
 
 def plan_table(result: Any) -> str:

@@ -246,3 +246,36 @@ def test_cli_train_run_json(capsys):
     assert "the framework's 3 ms a layer and forward pass" in capsys.readouterr().out
     assert main([*argv, "--forward-overhead-s", "5"]) == 2
     assert "forward_overhead_s: must be seconds from 0 to 1" in capsys.readouterr().err
+
+
+def test_a_run_that_exceeds_its_gpu_says_what_would_fit_and_each_fit_does():
+    """LoRA on an 8B model at 32 sequences of 2,048 a micro-batch passes the H100's 80 GiB in activations: the
+    largest micro-batch dividing the global batch that fits, and full recomputation at a larger one; each, run
+    again, fits with the memory it was given (selective recomputation fits no larger micro-batch: left out)."""
+    big = dict(seq=2048, global_batch=64, steps=1, lora_rank=16, estimator="physics")
+    run = joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch=32, **big)
+    assert "exceeds-memory" in run.flags
+    assert [(f["recompute"], f["micro_batch"]) for f in run.fits] == [("none", 4), ("full", 64)]
+    for f in run.fits:
+        again = joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch=f["micro_batch"], recompute=f["recompute"],
+                                    **big)
+        assert "exceeds-memory" not in again.flags and again.memory_gb == pytest.approx(f["memory_gb"], rel=1e-9)
+        twice = 2 * f["micro_batch"]  # the next micro-batch dividing 64 would not fit
+        if twice <= 64:
+            assert "exceeds-memory" in joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch=twice,
+                                                           recompute=f["recompute"], **big).flags
+    # full fine-tuning: the optimizer state alone passes the GPU, so nothing fits; a run that fits needs no advice
+    full = joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch=4, **{**big, "lora_rank": 0})
+    assert "exceeds-memory" in full.flags and full.fits == ()
+    assert _run().fits == () and "exceeds-memory" not in _run().flags
+
+
+def test_the_cli_prints_what_would_fit(capsys):
+    args = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "train-run", "--seq", "2048",
+            "--global-batch", "64", "--steps", "1", "--estimator", "physics"]
+    assert main([*args, "--micro-batch", "32", "--lora-rank", "16"]) == 0
+    assert "fits       --micro-batch 4 (" in capsys.readouterr().out
+    assert main([*args, "--micro-batch", "4"]) == 0
+    assert "no micro-batch on one GPU: weights, gradients and optimizer state alone take" in capsys.readouterr().out
+    assert main([*args, "--micro-batch", "32", "--lora-rank", "16", "--json"]) == 0
+    assert [f["micro_batch"] for f in json.loads(capsys.readouterr().out)["fits"]] == [4, 64]

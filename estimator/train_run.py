@@ -335,15 +335,14 @@ def memory_fits(step: StepEstimate, capacity_gb: float, global_batch: int, seq: 
     """What a one-GPU run that exceeds `capacity_gb` would fit in: per recomputation (`train_step.RECOMPUTE`), the
     largest micro-batch that divides the global batch (the fewest accumulated, the fastest) whose memory fits, with
     its GiB; a recomputation is left out where no micro-batch fits with it, or where it fits no larger micro-batch than
-    a lighter one does (it would only add work); none at all where the weights, gradients and optimizer state alone
-    pass the GPU (LoRA, or sharding over GPUs: `joulecast plan`)."""
+    a lighter one does (it would only add work); none at all where not one sequence a micro-batch fits, even fully
+    recomputed (LoRA, or sharding over GPUs: `joulecast plan`)."""
     fixed = sum(v for k, v in step.memory_parts_gb.items() if k != "activations")
     divisors = sorted({d for i in range(1, math.isqrt(global_batch) + 1) if global_batch % i == 0
                        for d in (i, global_batch // i)}, reverse=True)
     out = []
     for how, per_token in (step.activations_gb_a_token or {}).items():
-        need = next(((m, fixed + per_token * m * seq) for m in divisors if fixed + per_token * m * seq <= capacity_gb),
-                    None)
-        if need is not None and need[0] > max((f["micro_batch"] for f in out), default=0):
-            out.append({"recompute": how, "micro_batch": need[0], "memory_gb": need[1]})
+        largest = next((m for m in divisors if fixed + per_token * m * seq <= capacity_gb), 0)
+        if largest > max((f["micro_batch"] for f in out), default=0):
+            out.append({"recompute": how, "micro_batch": largest, "memory_gb": fixed + per_token * largest * seq})
     return tuple(out)

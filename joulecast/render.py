@@ -163,10 +163,13 @@ def train_run_table(job: Any) -> str:
 def _fits(job: Any) -> str:
     """What a training run that exceeds its GPU's memory would fit in, as the flags that get there."""
     if not job.fits:
+        from joulecast.data.gpus import gpu
+
         fixed = sum(v for k, v in job.memory_parts_gb.items() if k != "activations")
-        how = "shard them over GPUs, joulecast plan" if job.lora_rank else "LoRA, --lora-rank; or shard them over " \
-                                                                           "GPUs, joulecast plan"
-        return f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB ({how})"
+        how = "shard over GPUs, joulecast plan" if job.lora_rank else "LoRA, --lora-rank; or shard over GPUs, joulecast plan"
+        if fixed > gpu(job.gpu).memory_gb:
+            return f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB ({how})"
+        return f"no micro-batch on one GPU, not one sequence fully recomputed ({how})"
     return "; ".join(" ".join(([] if f["recompute"] == job.recompute else [f"--recompute {f['recompute']}"])
                               + [f"--micro-batch {f['micro_batch']}"]) + f" ({f['memory_gb']:.3g} GiB)"
                      for f in job.fits)

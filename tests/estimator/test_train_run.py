@@ -279,3 +279,14 @@ def test_the_cli_prints_what_would_fit(capsys):
     assert "no micro-batch on one GPU: weights, gradients and optimizer state alone take" in capsys.readouterr().out
     assert main([*args, "--micro-batch", "32", "--lora-rank", "16", "--json"]) == 0
     assert [f["micro_batch"] for f in json.loads(capsys.readouterr().out)["fits"]] == [4, 64]
+
+
+def test_a_sequence_too_long_even_fully_recomputed_fits_no_micro_batch(capsys):
+    """LoRA keeps an 8B model's state at 15 GiB of an A10's 24, but one sequence of 131,072 tokens, fully recomputed,
+    still needs more: nothing fits, and the table says which part is too big."""
+    run = joulecast.train_run("llama-3-8b", "a10", seq=131072, global_batch=1, steps=1, lora_rank=8,
+                              estimator="physics")
+    assert "exceeds-memory" in run.flags and run.fits == ()
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "a10", "--phase", "train-run", "--seq", "131072",
+                 "--global-batch", "1", "--steps", "1", "--lora-rank", "8", "--estimator", "physics"]) == 0
+    assert "no micro-batch on one GPU, not one sequence fully recomputed (shard over GPUs" in capsys.readouterr().out

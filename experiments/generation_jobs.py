@@ -178,7 +178,7 @@ def score(table: pd.DataFrame, residual: Any, dispatch: dict[tuple[str, str], fl
                         output_len=float(r.output_len), host_dispatch_us=None if d is None else 1e6 * d,
                         measured_energy_j=r.measured_energy_j, predicted_energy_j=job.energy_j,
                         measured_time_s=r.measured_time_s, predicted_time_s=job.time_s,
-                        inside=bool(lo <= r.measured_energy_j <= hi)))
+                        energy_lo_j=lo, energy_hi_j=hi, inside=bool(lo <= r.measured_energy_j <= hi)))
     frame = pd.DataFrame(out)
     frame["energy_ape"] = 100 * (frame.predicted_energy_j / frame.measured_energy_j - 1).abs()
     frame["time_ape"] = 100 * (frame.predicted_time_s / frame.measured_time_s - 1).abs()

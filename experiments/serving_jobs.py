@@ -120,6 +120,7 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
                         measured_j_per_token=r.measured_j_per_token,
                         predicted_j_per_token=est.energy_per_output_token_j,
                         measured_tokens_per_s=r.measured_tokens_per_s, predicted_tokens_per_s=est.tokens_per_s,
+                        j_per_token_lo=lo, j_per_token_hi=hi,
                         inside=bool(lo <= r.measured_j_per_token <= hi) if residual is not None else None))
     frame = pd.DataFrame(out)
     frame["energy_ape"] = 100 * (frame["predicted_j_per_token"] / frame["measured_j_per_token"] - 1).abs()

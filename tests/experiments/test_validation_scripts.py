@@ -397,3 +397,30 @@ def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_erro
     forward = (gpus == "a") | ((gpus == "b") & (phase == "prefill"))
     m = weighted_quantile(np.abs(error[forward]), np.where(gpus[forward] == "a", 1 / 11, 1 / 7), 0.9)
     assert split.loc[("c", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean(np.abs(errors["c"]) <= m))
+
+
+def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
+    """experiments/job_coverage.py: per kind of job and GPU the 90 % interval's coverage, and the shares measured
+    below and above it, which with it make every row; a kind's rows over its GPUs are its `all` row's; a kind it
+    does not know, or physics alone (no interval), is one line and exit 2."""
+    require_path(EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_a40.csv")
+    require_path(EXTERNAL / "mlenergy-v3")
+    table = _run_args("job_coverage.py", "--kinds", "serve,train-run")
+    assert {r["kind"] for r in table} == {"serve", "train-run"}
+    for r in table:
+        assert r["coverage_pct"] + r["measured_below_pct"] + r["measured_above_pct"] == pytest.approx(100)
+        assert r["mean_width_pct"] > 0 and 0 <= r["p_in_target"] <= 1
+        # inside the 86-94 % band nothing counts against it
+        assert r["p_in_target"] == 1.0 or not 86 <= r["coverage_pct"] <= 94
+    for kind in ("serve", "train-run"):
+        per_gpu = [r for r in table if r["kind"] == kind and r["gpu"] != "all"]
+        (whole,) = [r for r in table if r["kind"] == kind and r["gpu"] == "all"]
+        assert sum(r["rows"] for r in per_gpu) == whole["rows"]
+        covered = sum(r["rows"] * r["coverage_pct"] for r in per_gpu) / whole["rows"]
+        assert covered == pytest.approx(whole["coverage_pct"])
+    assert {r["gpu"] for r in table if r["kind"] == "train-run"} == {"a40", "v100-pcie-16gb", "all"}
+    assert sum(r["rows"] for r in table if r["kind"] == "train-run" and r["gpu"] != "all") == 49 + 72
+    for bad in (["--kinds", "pretrain"], ["--estimator", "physics"]):
+        out = subprocess.run([sys.executable, str(REPO / "experiments" / "job_coverage.py"), *bad], capture_output=True,
+                             text=True, timeout=600, cwd=REPO)
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1

@@ -424,3 +424,17 @@ def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
         out = subprocess.run([sys.executable, str(REPO / "experiments" / "job_coverage.py"), *bad], capture_output=True,
                              text=True, timeout=600, cwd=REPO)
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_volta_power_reads_the_v100_pcie_rows_at_each_idle_and_clock_band():
+    """experiments/volta_power.py: physics' power terms with NV-DVFS-Benchmark's measured activities, every one of
+    its 200 V100 rows in one clock band, each idle's table; a higher idle reads every row higher (the posted 24 W
+    the least biased of the three: the catalog's choice)."""
+    require_path(EXTERNAL / "nv-dvfs-benchmark-v100-rtx8000" / "v100-dvfs-real.csv")
+    table = _run_args("volta_power.py")
+    whole = {r["idle_w"]: r for r in table if r["band"] == "all"}
+    assert set(whole) == {24.0, 30.0, 39.8} and all(r["rows"] == 200 for r in whole.values())
+    for idle in whole:
+        assert sum(r["rows"] for r in table if r["idle_w"] == idle and r["band"] != "all") == 200
+    assert whole[24.0]["power_bias"] < whole[30.0]["power_bias"] < whole[39.8]["power_bias"]
+    assert abs(whole[24.0]["power_bias"]) == min(abs(r["power_bias"]) for r in whole.values())

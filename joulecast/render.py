@@ -166,9 +166,10 @@ def _fits(job: Any) -> str:
         from joulecast.data.gpus import gpu
 
         fixed = sum(v for k, v in job.memory_parts_gb.items() if k != "activations")
-        how = "shard over GPUs, joulecast plan" if job.lora_rank else "LoRA, --lora-rank; or shard over GPUs, joulecast plan"
+        how = ("" if job.lora_rank else "LoRA, --lora-rank; or ") + "shard over GPUs, joulecast plan"
         if fixed > gpu(job.gpu).memory_gb:
-            return f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB ({how})"
+            return (f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB "
+                    f"({how})")
         return f"no micro-batch on one GPU, not one sequence fully recomputed ({how})"
     return "; ".join(" ".join(([] if f["recompute"] == job.recompute else [f"--recompute {f['recompute']}"])
                               + [f"--micro-batch {f['micro_batch']}"]) + f" ({f['memory_gb']:.3g} GiB)"

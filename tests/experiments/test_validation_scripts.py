@@ -111,8 +111,8 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert all(0.5 < r["median_over_mean_step"] < 1.1 for r in itl["summary"])
     generation = _run_args("generation_jobs.py")
     assert {(r["model"], r["gpu"], r["sweep"]) for r in generation["summary"]} == {
-        (m, g, sweep) for m in ("mistral-7b", "llama-2-7b") for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-pcie-16gb")
-        for sweep in ("input", "output")}
+        (m, g, sweep) for m in ("mistral-7b", "llama-2-7b")
+        for g in ("a100-pcie-40gb", "a100-sxm4-40gb", "v100-pcie-16gb") for sweep in ("input", "output")}
     assert all(r["predicted_energy_j"] > 0 for r in generation["rows"])
     # each model's attention as the transformers of the runs' months called SDPA: Llama-2's with its mask
     assert {(r["model"], r["attention"]) for r in generation["rows"]} == {("llama-2-7b", "masked"),
@@ -178,8 +178,8 @@ def test_zeus_sweep_scores_energy_per_epoch_and_the_best_power_limit_on_the_v100
                 assert b["best_limit_predicted_w"] in range(100, top + 1, 25) and b["regret_pct"] >= 0
         assert r["physics"]["summary"]["coverage_pct"] is None
         assert 0 <= r["hybrid"]["summary"]["coverage_pct"] <= 100
-    # the V100 that took limits of 100 and 125 W is a PCIe card (an SXM2's floor is 150 W)
     assert result["assumptions"]["gpus"]["a40"]["gpu"] == "a40"
+    # the V100 that took limits of 100 and 125 W is a PCIe card (an SXM2's floor is 150 W)
     assert result["assumptions"]["gpus"]["v100"]["gpu"] == "v100-pcie-16gb"
     # one GPU on request: the other is not scored
     assert set(_run_args("zeus_power_limits.py", "--gpu", "v100")) == {"v100", "assumptions"}
@@ -428,7 +428,7 @@ def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
 
 def test_volta_power_reads_the_v100_pcie_rows_at_each_idle_and_clock_band():
     """experiments/volta_power.py: physics' power terms with NV-DVFS-Benchmark's measured activities, every one of
-    its 200 V100 rows in one clock band, each idle's table; a higher idle reads every row higher (the posted 24 W
+    its 200 V100 rows in one clock band, each idle's table; a higher idle reads the rows higher (the posted 24 W
     the least biased of the three: the catalog's choice)."""
     require_path(EXTERNAL / "nv-dvfs-benchmark-v100-rtx8000" / "v100-dvfs-real.csv")
     table = _run_args("volta_power.py")

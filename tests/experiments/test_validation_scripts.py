@@ -405,14 +405,18 @@ def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
     does not know, or physics alone (no interval), is one line and exit 2."""
     require_path(EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_a40.csv")
     require_path(EXTERNAL / "mlenergy-v3")
-    table = _run_args("job_coverage.py", "--kinds", "serve,train-run")
-    assert {r["kind"] for r in table} == {"serve", "train-run"}
+    require_path(EXTERNAL / "wilkins-llm-inference-energy")
+    table = _run_args("job_coverage.py")
+    assert {r["kind"] for r in table} == {"generate", "serve", "train-run"}
+    assert {r["gpu"] for r in table if r["kind"] == "generate"} == {"a100-pcie-40gb", "a100-sxm4-40gb",
+                                                                    "v100-pcie-16gb", "all"}
+    assert _run_args("job_coverage.py", "--kinds", "train-run") == [r for r in table if r["kind"] == "train-run"]
     for r in table:
         assert r["coverage_pct"] + r["measured_below_pct"] + r["measured_above_pct"] == pytest.approx(100)
         assert r["mean_width_pct"] > 0 and 0 <= r["p_in_target"] <= 1
         # inside the 86-94 % band nothing counts against it
         assert r["p_in_target"] == 1.0 or not 86 <= r["coverage_pct"] <= 94
-    for kind in ("serve", "train-run"):
+    for kind in ("generate", "serve", "train-run"):
         per_gpu = [r for r in table if r["kind"] == kind and r["gpu"] != "all"]
         (whole,) = [r for r in table if r["kind"] == kind and r["gpu"] == "all"]
         assert sum(r["rows"] for r in per_gpu) == whole["rows"]

@@ -331,13 +331,19 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         fits=fits)
 
 
+def state_gb(parts: dict[str, float]) -> float:
+    """GiB of a run's memory parts (`_memory`) that no micro-batch or recomputation changes: weights, gradients and
+    optimizer state."""
+    return sum(v for k, v in parts.items() if k != "activations")
+
+
 def memory_fits(step: StepEstimate, capacity_gb: float, global_batch: int, seq: int) -> tuple[dict[str, Any], ...]:
     """What a one-GPU run that exceeds `capacity_gb` would fit in: per recomputation (`train_step.RECOMPUTE`), the
     largest micro-batch that divides the global batch (the fewest accumulated, the fastest) whose memory fits, with
     its GiB; a recomputation is left out where no micro-batch fits with it, or where it fits no larger micro-batch than
     a lighter one does (it would only add work); none at all where not one sequence a micro-batch fits, even fully
     recomputed (LoRA, or sharding over GPUs: `joulecast plan`)."""
-    fixed = sum(v for k, v in step.memory_parts_gb.items() if k != "activations")
+    fixed = state_gb(step.memory_parts_gb)
     divisors = sorted({d for i in range(1, math.isqrt(global_batch) + 1) if global_batch % i == 0
                        for d in (i, global_batch // i)}, reverse=True)
     out = []

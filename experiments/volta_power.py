@@ -6,10 +6,9 @@ idle a posted reading, its budget the card's 250 W) give that card's measured po
 Rows: `../shared/data/external/nv-dvfs-benchmark-v100-rtx8000/v100-dvfs-real.csv`: 20 CUDA-SDK and Rodinia
 applications, one kernel each, at 10 locked core clocks (405-1,380 MHz; memory 877 MHz; the 250 W default limit),
 with their mean board power and DCGM activity ratios. No row is a workload physics can lower (the kernels are the
-applications' own), so the power terms of `features.physics._timeline_and_power` are read with the measured
-activities in place of physics' utilisations: idle at the clock x (1 + HOT_STATIC_RATIO x SM-active), plus the
-dynamic scale x the budget x (fma coefficient x FP32/FP64/FP16 pipe activity + SM coefficient x SM-active), plus DRAM
-activity x bandwidth x energy a bit (no L2 counter: that term is left out, so a shortfall is expected on
+applications' own), so physics' power terms (`features.power.power_w`) are read with the measured activities in
+place of physics' utilisations: FP32/FP64/FP16 pipe activity for the FMA term, SM-active for the SM and hot-static
+terms, DRAM activity x bandwidth for the traffic (no L2 counter: that term is left out, so a shortfall is expected on
 cache-heavy kernels). Printed per clock band for the card's posted idle and for others in its place (the V100-SXM2's
 39.8 W, which stood in for it before 2026-12-04).
 """
@@ -27,8 +26,7 @@ from shared_data import EXTERNAL
 
 from joulecast.data.gpus import IDLE_MAX_CLOCK_RATIO
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.features import arch
-from joulecast.features.power import dynamic_scale, idle_power_w
+from joulecast.features.power import power_w
 
 DATA = EXTERNAL / "nv-dvfs-benchmark-v100-rtx8000" / "v100-dvfs-real.csv"
 GPU = "v100-pcie-16gb"
@@ -43,15 +41,10 @@ def predicted_power_w(d: pd.DataFrame, idle_w: float | None = None) -> np.ndarra
     if idle_w is not None:
         spec = dataclasses.replace(spec, idle_power_w=idle_w, idle_power_max_clock_w=IDLE_MAX_CLOCK_RATIO * idle_w)
     clock = d["core_frequency"].to_numpy(float)
-    sm = d["SMACT"].to_numpy(float)
     pipes = (d["FP32A"] + 2 * d["FP64A"] + d["FP16A"]).to_numpy(float)  # FP64 at half the FP32 rate a pipe-cycle
-    c = arch.POWER_COEFFICIENTS
-    static = idle_power_w(spec, clock) * (1 + arch.HOT_STATIC_RATIO * sm)
-    chip = dynamic_scale(clock / spec.boost_clock_mhz) * (spec.power_limit_w - spec.idle_power_max_clock_w) * (
-        c["fma"] * pipes + c["sm"] * sm)
-    bits_per_s = d["DRAMA"].to_numpy(float) * spec.memory_bandwidth_gbs * 1e9 * 8
-    dram = bits_per_s * arch.DRAM_PJ_PER_BIT[spec.memory_type] * 1e-12
-    return static + chip + dram
+    none = np.zeros(len(d))  # no tensor-core work (TENSO is 0 in every row), no L2 counter
+    return power_w(spec, clock, spec.power_limit_w, none, pipes, none, d["SMACT"].to_numpy(float),
+                   d["DRAMA"].to_numpy(float) * spec.memory_bandwidth_gbs * 1e9)
 
 
 def table(d: pd.DataFrame) -> pd.DataFrame:

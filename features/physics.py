@@ -20,7 +20,7 @@ from joulecast.data.kernels import DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_colum
 from joulecast.data.labels import Labels, plain
 from joulecast.features import arch, kinds, tiles
 from joulecast.features.kinds import attention, gemm, streaming
-from joulecast.features.power import MIN_CLOCK_RATIO, dynamic_scale, idle_power_w
+from joulecast.features.power import MIN_CLOCK_RATIO, idle_power_w, power_w
 
 BOUNDS = ("compute", "dram", "l2", "latency")  # what bounds a kernel's time (the `bound` column's labels)
 # Dtypes only tensor cores that do them can run: PyTorch's fp8 matmul needs compute capability 8.9 or newer, int8 GEMMs
@@ -218,16 +218,7 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
     u_l2 = f["l2_bytes"] / (time * l2_bandwidth)
     u_dram = f["dram_bytes"] / (time * gpu.memory_bandwidth_bps)
     u_sm = body / time * f["active_sm_fraction"]
-    c = arch.POWER_COEFFICIENTS
-    budget = gpu.power_limit_w - gpu.idle_power_max_clock_w
-    chip = dynamic_scale(clock_mhz / gpu.boost_clock_mhz) * budget * (
-        c["tensor"] * u_tensor + c["fma"] * u_fma + c["l2"] * u_l2 + c["sm"] * u_sm)
-    dram_w = f["dram_bytes"] / time * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
-    static = idle_power_w(gpu, clock_mhz)
-    if arch.HOT_STATIC_RATIO:  # at 0 (a study's setting): idle x 1, the same bits without the two passes
-        # a limit below the default bounds the die's power, so its heat: the term in proportion (`arch`)
-        static = static * (1 + arch.HOT_STATIC_RATIO * min(1.0, limit_w / gpu.power_limit_w) * u_sm)
-    power = static + chip + dram_w
+    power = power_w(gpu, clock_mhz, limit_w, u_tensor, u_fma, u_l2, u_sm, f["dram_bytes"] / time)
     if power_only:
         return {"power_w": power}
     # codes into BOUNDS (np.where in turn: np.select's values at a third of its cost on one workload's rows)

@@ -11,6 +11,7 @@ import numpy as np
 
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kept import kept_for
+from joulecast.features import arch
 from joulecast.features.arch import IDLE_VOLTAGE_EXPONENT, V_KNEE_CLOCK_RATIO, V_MIN_RATIO
 
 # The lowest SM clock DVFS tables list, relative to the maximum (A100: 210 of 1410 MHz; H100: 345 of 1980).
@@ -47,6 +48,23 @@ def idle_power_w(gpu: GpuSpec, clock_mhz: np.ndarray | float) -> np.ndarray:
     low = _IDLE_SHAPE_AT_MIN
     fraction = np.minimum(np.maximum((_idle_shape(ratio) - low) / (1 - low), 0.0), 1.0)
     return gpu.idle_power_w + (gpu.idle_power_max_clock_w - gpu.idle_power_w) * fraction
+
+
+def power_w(gpu: GpuSpec, clock_mhz: np.ndarray, limit_w: float, u_tensor: np.ndarray, u_fma: np.ndarray,
+            u_l2: np.ndarray, u_sm: np.ndarray, dram_bytes_per_s: np.ndarray) -> np.ndarray:
+    """The module docstring's power of a kernel at `clock_mhz` under `limit_w`, from its module utilisations and
+    DRAM traffic (each constant's source in `features.arch`; read from there at each call, so a study that sets one
+    sees it)."""
+    c = arch.POWER_COEFFICIENTS
+    budget = gpu.power_limit_w - gpu.idle_power_max_clock_w
+    chip = dynamic_scale(clock_mhz / gpu.boost_clock_mhz) * budget * (
+        c["tensor"] * u_tensor + c["fma"] * u_fma + c["l2"] * u_l2 + c["sm"] * u_sm)
+    dram_w = dram_bytes_per_s * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
+    static = idle_power_w(gpu, clock_mhz)
+    if arch.HOT_STATIC_RATIO:  # at 0 (a study's setting): idle x 1, the same bits without the two passes
+        # a limit below the default bounds the die's power, so its heat: the term in proportion (`arch`)
+        static = static * (1 + arch.HOT_STATIC_RATIO * min(1.0, limit_w / gpu.power_limit_w) * u_sm)
+    return static + chip + dram_w
 
 
 def waiting_power_w(gpu: GpuSpec, sm_clock_mhz: float | None) -> float:

@@ -164,8 +164,9 @@ def _fits(job: Any) -> str:
     """What a training run that exceeds its GPU's memory would fit in, as the flags that get there."""
     if not job.fits:
         from joulecast.data.gpus import gpu
+        from joulecast.estimator.train_run import state_gb
 
-        fixed = sum(v for k, v in job.memory_parts_gb.items() if k != "activations")
+        fixed = state_gb(job.memory_parts_gb)
         how = ("" if job.lora_rank else "LoRA, --lora-rank; or ") + "shard over GPUs, joulecast plan"
         if fixed > gpu(job.gpu).memory_gb:
             return (f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB "

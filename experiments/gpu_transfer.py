@@ -16,11 +16,13 @@ Only the H200 has rows of several kinds here. `--quick` trains the quick profile
 two, five folds) instead of the full one.
 
 `--margins` trains nothing: for every GPU held out, the coverage of the interval the rule gives about physics' point
-(the physics margin of the row's kind, measured on the other GPUs' rows, `ResidualModel._physics_margin`) with rows
+(the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows of
+it, `ResidualModel._physics_margin_by_arch`, else on every other GPU's, `ResidualModel._physics_margin`) with rows
 outside the other GPUs' domain or architectures widened by each factor of WIDEN_GRID (the shipped rule:
-`OUT_OF_DOMAIN_WIDEN`), the mean width of those intervals, and the same with single-kernel rows (phase `kernel`) as
-a kind of work of their own. It shows how far the per-GPU coverage goal (86-94 %) lies from what a margin shared by
-every GPU can give: a GPU whose rows spread less than the others' is covered more whatever the widening.
+`OUT_OF_DOMAIN_WIDEN`), the mean width of those intervals, the same with single-kernel rows (phase `kernel`) as
+a kind of work of their own, and with the margin pooled over every architecture (`pooled, no arch`: the rule before
+2026-12-04's seventeenth session). It shows how far the per-GPU coverage goal (86-94 %) lies from what a margin shared
+by every GPU can give: a GPU whose rows spread less than the others' is covered more whatever the widening.
 """
 
 from __future__ import annotations
@@ -83,7 +85,8 @@ def physics_spread(frame: pd.DataFrame) -> pd.DataFrame:
                          "half_width_90": error.abs().groupby(gpu).quantile(0.9)}).rename_axis("gpu").reset_index()
 
 
-def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: bool = False) -> pd.DataFrame:
+def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: bool = False,
+                    siblings: bool = True) -> pd.DataFrame:
     """Per GPU held out (no model trained: physics' point), as `--margins` says: the share of its rows whose
     |log(measured / physics energy)| (`error`) lies within the rule's reach (its kind's physics margin from the other
     GPUs' rows, times each widening of WIDEN_GRID where the row lies outside their domain or architectures), and the
@@ -92,21 +95,27 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
     if split_kernels:
         kinds = np.where(table.rows["phase"].astype(str).to_numpy() == "kernel", "kernel", kinds)
     values, columns = table.X.to_numpy(dtype=np.float32), list(table.X.columns)
+    archs = table.X["gpu_arch"].to_numpy(dtype=float)
     rule, energy = ResidualModel(), TARGETS.index("energy")
     out = []
     for gpu in sorted(set(gpus)):
         train, test = gpus != gpu, gpus == gpu
         pooled, by_kind = rule._physics_margin(error[train], gpus[train], kinds[train])
+        by_arch = (rule._physics_margin_by_arch(error[train], gpus[train], kinds[train], archs[train]) if siblings
+                   else {})
         seen = Residual(domain={c: [float(table.X[c][train].min()), float(table.X[c][train].max())]
                                 for c in DOMAIN_FEATURES if c in table.X},
-                        arch_codes=sorted({float(c) for c in table.X["gpu_arch"][train]}))
+                        arch_codes=sorted({float(c) for c in archs[train]}),
+                        physics_new_gpu_by_arch={t: by_arch for t in TARGETS})
         inside = ~seen._outside_block(values[test], columns).any(axis=1) & seen.known_architecture(values[test],
                                                                                                    columns)
         reach = seen._new_gpu_reach([pooled] * len(TARGETS), kinds[test], int(test.sum()),
-                                    {t: by_kind for t in TARGETS})[energy, :, 1]
+                                    {t: by_kind for t in TARGETS})
+        reach = seen._sibling_reach(reach, values[test], columns, kinds[test])[energy, :, 1]
         for widen in WIDEN_GRID:
             half = reach * np.where(inside, 1.0, widen)
-            out.append(dict(gpu=gpu, kinds="kernel apart" if split_kernels else "as shipped", widen=widen,
+            kinds_rule = "kernel apart" if split_kernels else "as shipped" if siblings else "pooled, no arch"
+            out.append(dict(gpu=gpu, kinds=kinds_rule, widen=widen,
                             rows=int(test.sum()), outside_domain_pct=round(100 * float((~inside).mean()), 1),
                             coverage_pct=100 * float((np.abs(error[test]) <= half).mean()),
                             mean_width_pct=100 * float((np.exp(half) - np.exp(-half)).mean())))
@@ -131,7 +140,8 @@ def main() -> int:
     physics = scored_frame(table.rows, None)
     if args.margins:
         error = np.log(physics["energy_j"].to_numpy(float) / physics["physics_energy_j"].to_numpy(float))
-        frame = pd.concat([margin_coverage(table, kinds, error, split) for split in (False, True)], ignore_index=True)
+        frame = pd.concat([margin_coverage(table, kinds, error, split) for split in (False, True)]
+                          + [margin_coverage(table, kinds, error, siblings=False)], ignore_index=True)
         if args.json:
             print(frame.to_json(orient="records"))
         else:

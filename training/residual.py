@@ -32,6 +32,7 @@ from joulecast.estimator.residual import (
     Residual,
     _half_widths,
     _interval,
+    arch_key,
     fitted_fields,
     level_key,
     level_of,
@@ -97,6 +98,10 @@ GPU_WEIGHT_MIN_ROWS = 100
 # forward passes are scored against the others' forward passes, not against serving steps whose physics errs another
 # way (`joulecast.estimator.residual.Residual.conformal_new_gpu_by_kind`).
 MIN_GPUS_PER_KIND_MARGIN = 2
+# An architecture's own physics margin of a kind of work (`_physics_margin_by_arch`) needs this many rows of it: one
+# GPU is enough (the A10 for an Ampere card's forward passes), a handful is not (the 90 % quantile of a few rows rests
+# on the top one or two: the H200's 7 decode and 3 training rows, the H100's 17 serving steps).
+MIN_ROWS_PER_ARCH_MARGIN = MIN_ROWS_PER_GPU_MARGIN
 # Where physics demands it: a higher SM clock or power limit never makes a workload slower. Physics time already
 # falls with both; a time correction that does not rise with them keeps the product monotone.
 MONOTONE = {"time": {"clock_ratio": -1, "power_limit_ratio": -1}, "energy": {}}
@@ -382,11 +387,12 @@ class ResidualModel(Residual):
         self.trees = {}
         self.gpus = sorted(set(map(str, gpus)))
         self.conformal_new_gpu, self.conformal_new_gpu_by_kind, self.conformal_few_rows = {}, {}, {}
-        self.physics_new_gpu, self.physics_new_gpu_by_kind = {}, {}
+        self.physics_new_gpu, self.physics_new_gpu_by_kind, self.physics_new_gpu_by_arch = {}, {}, {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
         self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
         self.arch_codes = sorted({float(c) for c in X["gpu_arch"]}) if "gpu_arch" in X else []
+        arch_of_row = X["gpu_arch"].to_numpy(dtype=float) if "gpu_arch" in X else None
         self.features = [c for c in X.columns if c not in NOT_MODEL_INPUTS]
         X = X[self.features]
         weight, groups = gpu_weights(gpus), np.asarray(groups, dtype=str)
@@ -431,6 +437,9 @@ class ResidualModel(Residual):
                     X, yt, gpu_of_row, kinds, target)
                 self.physics_new_gpu[target], self.physics_new_gpu_by_kind[target] = self._physics_margin(
                     yt, gpu_of_row, kinds)
+                if arch_of_row is not None:
+                    self.physics_new_gpu_by_arch[target] = self._physics_margin_by_arch(
+                        yt, gpu_of_row, kinds, arch_of_row)
             # Out-of-fold intervals too: their coverage per partition is what the intervals are judged by.
             self.oof[f"{target}_lo"], self.oof[f"{target}_hi"] = _interval(
                 self.oof[target], lo, hi, self._margins(target, gpu_of_row), 1.0, self.band_floor[target])
@@ -471,6 +480,24 @@ class ResidualModel(Residual):
         physics), pooled and per kind of work as `_new_gpu_margin`. A GPU not trained on reads at physics' point, its
         interval this far each way (`Residual.physics_new_gpu`)."""
         return self._alike_quantiles(np.abs(y), gpus, kinds)
+
+    def _physics_margin_by_arch(self, y: np.ndarray, gpus: np.ndarray, kinds: np.ndarray, archs: np.ndarray
+                                ) -> dict[str, dict[str, float]]:
+        """Per architecture code (`arch_key`) and kind of work: how far physics missed the GPUs trained on of that
+        architecture at that kind (the level quantile of |y|, each GPU weighing alike; one GPU is enough, of
+        MIN_ROWS_PER_ARCH_MARGIN rows or more in all). A GPU not trained on reads its architecture's where one was
+        measured (`Residual.physics_new_gpu_by_arch`): physics' misses follow the tiles, tensor cores and power terms
+        an architecture shares, not the pool of every GPU."""
+        out: dict[str, dict[str, float]] = {}
+        for code in np.unique(archs):
+            for kind in np.unique(kinds[archs == code]):
+                rows = (archs == code) & (kinds == kind)
+                if rows.sum() < MIN_ROWS_PER_ARCH_MARGIN:
+                    continue
+                _, codes, counts = np.unique(gpus[rows], return_inverse=True, return_counts=True)
+                margin = weighted_quantile(np.abs(y[rows]), 1.0 / counts[codes], self.level)
+                out.setdefault(arch_key(code), {})[str(kind)] = margin
+        return out
 
     def _alike_quantiles(self, scores: np.ndarray, gpus: np.ndarray, kinds: np.ndarray
                          ) -> tuple[float, dict[str, float]]:

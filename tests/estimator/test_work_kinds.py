@@ -51,15 +51,18 @@ def test_prefill_on_a_gpu_trained_only_on_serving_reads_at_physics_and_spans_the
     physics = joulecast.estimate(prefill, "h100-sxm", estimator="physics")
     assert est.energy_j == pytest.approx(physics.energy_j, rel=1e-12)
     assert est.time_s == pytest.approx(physics.time_s, rel=1e-12)
-    # as far each way as physics missed the GPUs trained on forward passes (widened where a feature is out of range)
-    margin = shipped.physics_new_gpu_by_kind["energy"]["forward"]
+    # as far each way as physics missed the GPUs of its architecture (Hopper: the H200) trained on forward passes,
+    # more than the margin pooled over every GPU's (widened where a feature is out of range)
+    margin = shipped.physics_new_gpu_by_arch["energy"]["9.0"]["forward"]
+    assert margin > shipped.physics_new_gpu_by_kind["energy"]["forward"]
     widen = residual.OUT_OF_DOMAIN_WIDEN if any(" = " in r for r in est.outside_domain) else 1.0
     lo, hi = est.energy_interval_j
     assert np.log(hi / est.energy_j) == pytest.approx(margin * widen, rel=1e-6)
     assert np.log(est.energy_j / lo) == pytest.approx(margin * widen, rel=1e-6)
     # a model saved before those margins: the level's interval (what the model said before it knew the kinds) and the
     # pooled model's, each moved to physics' point
-    shipped = dataclasses.replace(shipped, physics_new_gpu={}, physics_new_gpu_by_kind={}, trees=shipped.trees)
+    shipped = dataclasses.replace(shipped, physics_new_gpu={}, physics_new_gpu_by_kind={}, physics_new_gpu_by_arch={},
+                                  trees=shipped.trees)
     est = joulecast.estimate(prefill, "h100-sxm", estimator=shipped)
     trusting = dataclasses.replace(shipped, gpu_work={})
     trusting.trees = shipped.trees
@@ -79,16 +82,18 @@ def test_prefill_on_a_gpu_trained_only_on_serving_reads_at_physics_and_spans_the
 
 def test_a_gpu_not_trained_on_reads_at_physics_with_the_pooled_interval_moved_there(shipped):
     """A GPU the model has no rows of (of an architecture it has): physics' point, as far each way as physics missed
-    the GPUs trained on forward passes; with a model saved before those margins, the pooled bags' interval (what a
-    model saved before that gave) moved to that point is within its interval."""
+    the GPUs of its architecture (Ampere: the A10 and A100-PCIe) trained on forward passes; with a model saved before
+    those margins, the pooled bags' interval (what a model saved before that gave) moved to that point is within its
+    interval."""
     prefill = joulecast.workload("gpt2", batch=8, seq=512, host_dispatch_s=HOST)
     est = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator=shipped)
     assert "spec-only" in est.flags and not any(" = " in r for r in est.outside_domain)
     physics = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator="physics")
     assert est.energy_j == pytest.approx(physics.energy_j, rel=1e-12)
-    margin = shipped.physics_new_gpu_by_kind["energy"]["forward"]
+    margin = shipped.physics_new_gpu_by_arch["energy"]["8.0"]["forward"]
     assert np.log(np.array(est.energy_interval_j) / est.energy_j) == pytest.approx([-margin, margin], rel=1e-6)
-    shipped = dataclasses.replace(shipped, physics_new_gpu={}, physics_new_gpu_by_kind={}, trees=shipped.trees)
+    shipped = dataclasses.replace(shipped, physics_new_gpu={}, physics_new_gpu_by_kind={}, physics_new_gpu_by_arch={},
+                                  trees=shipped.trees)
     est = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator=shipped)
     old_rule = dataclasses.replace(shipped, arch_codes=[])  # a model saved before that: the pooled bags' point
     old_rule.trees = shipped.trees

@@ -357,6 +357,7 @@ def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_erro
 
     monkeypatch.syspath_prepend(str(REPO / "experiments"))
     from gpu_transfer import WIDEN_GRID, margin_coverage
+    from joulecast.training import residual as residual_training
     from joulecast.training.residual import weighted_quantile
 
     errors = {"a": np.linspace(-0.1, 0.1, 11), "b": np.linspace(-0.3, 0.3, 11), "c": np.linspace(-0.25, 0.25, 11)}
@@ -397,6 +398,17 @@ def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_erro
     forward = (gpus == "a") | ((gpus == "b") & (phase == "prefill"))
     m = weighted_quantile(np.abs(error[forward]), np.where(gpus[forward] == "a", 1 / 11, 1 / 7), 0.9)
     assert split.loc[("c", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean(np.abs(errors["c"]) <= m))
+    # 11 rows an architecture measure no margin of its own (MIN_ROWS_PER_ARCH_MARGIN); were one enough, b, held
+    # out, would take a's margin (its one sibling), not a's and c's, and the rule without architectures would not
+    monkeypatch.setattr(residual_training, "MIN_ROWS_PER_ARCH_MARGIN", 1)
+    sibling = margin_coverage(Table(), kinds, error).set_index(["gpu", "widen"])
+    pooled = margin_coverage(Table(), kinds, error, siblings=False).set_index(["gpu", "widen"])
+    assert set(pooled["kinds"]) == {"pooled, no arch"}
+    assert sibling.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean(np.abs(errors["b"]) <= alike("a")))
+    assert pooled.loc[("b", 1.0), "coverage_pct"] == pytest.approx(
+        100 * np.mean(np.abs(errors["b"]) <= alike("a", "c")))
+    assert sibling.loc[("b", 1.0), "coverage_pct"] < pooled.loc[("b", 1.0), "coverage_pct"]
+    pd.testing.assert_series_equal(sibling.loc["c", "coverage_pct"], frame.loc["c", "coverage_pct"])  # no sibling
 
 
 def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():

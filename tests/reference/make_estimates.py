@@ -85,7 +85,11 @@ where neither operand fits in L2, not one operand in full for each L2-sized chun
 physics time on the 689 rows that moved a median -0.8 %, -93.5 to +0.9 %, energy on 1,030 a median -0.6 %, -93.3 to
 +2.1 %, the large drops training steps whose weight and LM-head gradients stream a long K; the model retrained,
 hybrid energy a median -0.3 %, -93.3 to +4.2 %; mean energy width 64.0 -> 63.2 % of the estimate; every flag and
-reason the same).
+reason the same). Saved again when work a GPU has no rows of took the physics margin of its architecture's GPUs at
+that kind, where they ran 30 rows or more (issue 31): the H100's 208 forward rows (trained on serving steps only)
+take the H200's forward margin, energy 0.207 -> 0.272 each way, their bounds 6.2-6.6 % further out (at most 13.7 %
+where widened); mean energy width 63.2 -> 64.7 % of the estimate, the H100's 62.1 -> 69.5 %; every point, flag and
+reason the same.
 
 """
 

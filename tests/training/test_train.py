@@ -472,7 +472,8 @@ def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
     assert loaded.physics_new_gpu == model.physics_new_gpu
     assert loaded.physics_new_gpu_by_kind == model.physics_new_gpu_by_kind
     np.testing.assert_allclose(loaded.predict(rows, ["h100"] * 2)["energy_hi"], new["energy_hi"], rtol=1e-5)
-    older = dataclasses.replace(model, physics_new_gpu_by_kind={}).predict(rows, ["h100"] * 2)
+    older = dataclasses.replace(model, physics_new_gpu_by_kind={}, physics_new_gpu_by_arch={}).predict(rows,
+                                                                                                      ["h100"] * 2)
     assert older["energy_hi"][0] - older["energy"][0] < new["energy_hi"][0] - new["energy"][0]
     # about physics' point, as far each way as physics missed the trained GPUs' forward passes
     np.testing.assert_allclose([new["energy_hi"][0] - new["energy"][0], new["energy"][0] - new["energy_lo"][0]],
@@ -481,6 +482,35 @@ def test_a_new_gpus_margin_is_measured_on_its_own_kind_of_work(tmp_path):
     band_rule = dataclasses.replace(model, physics_new_gpu={}, physics_new_gpu_by_kind={}).predict(rows, ["h100"] * 2)
     assert band_rule["energy_hi"][0] - band_rule["energy"][0] >= model.conformal_new_gpu_by_kind["energy"]["forward"]
     np.testing.assert_allclose(seen["energy_hi"], model.predict(rows, ["a"] * 2)["energy_hi"])
+
+
+def test_a_new_gpu_reads_the_physics_margin_of_its_own_architecture(tmp_path):
+    """Physics misses the Hopper GPUs' forward passes by up to 0.3 and the one Ampere GPU's by at most 0.05. A new
+    Ampere GPU's forward pass takes the Ampere margin, a new Hopper GPU's the Hopper one, a GPU of an architecture not
+    trained on the margin pooled over every GPU (widened, as a new architecture is); an architecture's kind with
+    fewer than MIN_ROWS_PER_ARCH_MARGIN rows measures none."""
+    rng = np.random.default_rng(11)
+    gpus, X, groups = _gpus_told_apart(rng, {"a": 120, "b": 120, "c": 120, "d": 10},
+                                       {"a": 600.0, "b": 900.0, "c": 1500.0, "d": 2000.0})
+    hopper = np.isin(gpus, ["b", "c"])
+    X = X.assign(gpu_arch=np.where(hopper, 9.0, np.where(gpus == "d", 10.0, 8.0)))
+    y = np.where(hopper, rng.uniform(-0.3, 0.3, len(gpus)), rng.uniform(-0.05, 0.05, len(gpus)))
+    model = ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID)
+    by_arch, pooled = model.physics_new_gpu_by_arch["energy"], model.physics_new_gpu_by_kind["energy"]["forward"]
+    assert set(by_arch) == {"8.0", "9.0"}  # the 10 rows of architecture 10.0 measure none
+    assert by_arch["8.0"]["forward"] < 0.05 < 0.25 < by_arch["9.0"]["forward"] < 0.3
+    assert by_arch["8.0"]["forward"] < pooled < by_arch["9.0"]["forward"]
+    rows = pd.concat([X.iloc[[0]]] * 3).assign(gpu_arch=[8.0, 9.0, 7.0])
+    new = model.predict(rows, ["new"] * 3)
+    np.testing.assert_allclose(new["energy_hi"] - new["energy"],
+                               [by_arch["8.0"]["forward"], by_arch["9.0"]["forward"], pooled * OUT_OF_DOMAIN_WIDEN],
+                               rtol=1e-5)
+    np.testing.assert_allclose(new["energy"] - new["energy_lo"], new["energy_hi"] - new["energy"], rtol=1e-5)
+    loaded = Residual.load(model.save_fitted(tmp_path / "model"))
+    assert loaded.physics_new_gpu_by_arch == model.physics_new_gpu_by_arch
+    np.testing.assert_allclose(loaded.predict(rows, ["new"] * 3)["energy_hi"], new["energy_hi"], rtol=1e-5)
+    older = dataclasses.replace(model, physics_new_gpu_by_arch={}).predict(rows, ["new"] * 3)  # saved before it
+    np.testing.assert_allclose(older["energy_hi"][:2] - older["energy"][:2], pooled, rtol=1e-5)
 
 
 def test_a_kernel_mix_not_trained_on_is_flagged_and_widened():

@@ -97,7 +97,8 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         # C-ordered (rows, columns) block reduced over its rows): busy time and the time-weighted traits, then the
         # launches and the launch-weighted totals
         by_time = np.add.reduce(t[:, None] * np.ascontiguousarray(
-            np.array([np.ones_like(t), *(column(c) for c in traits), log_intensity]).T), axis=0)[:, None]
+            np.array([np.ones_like(t), *(column(c) for c in traits), column("sm_clock_mhz"), log_intensity]).T),
+            axis=0)[:, None]
         by_launch = np.add.reduce(launches[:, None] * np.ascontiguousarray(
             np.array([np.ones_like(t), column("flops"), column("dram_bytes"), column("l2_bytes")]).T), axis=0)[:, None]
         busy = np.maximum(by_time[0], 1e-12)
@@ -105,7 +106,8 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         launch_count, flops, dram_bytes, l2_bytes = by_launch
     else:
         busy = np.maximum(np.bincount(wid, t, minlength=n), 1e-12)
-        means = [np.bincount(wid, t * v, minlength=n) / busy for v in (*(column(c) for c in traits), log_intensity)]
+        means = [np.bincount(wid, t * v, minlength=n) / busy
+                 for v in (*(column(c) for c in traits), column("sm_clock_mhz"), log_intensity)]
         launch_count = np.bincount(wid, launches, minlength=n)
         flops, dram_bytes, l2_bytes = (np.bincount(wid, launches * column(c), minlength=n)
                                        for c in ("flops", "dram_bytes", "l2_bytes"))
@@ -138,6 +140,9 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         **{f"share_{b}_bound": v for b, v in zip(BOUNDS, shares(bound, BOUNDS))},
         **{f"mean_{c}": v for c, v in zip(traits, means)},
         "mean_log_intensity": means[-1],
+        # the SM clock weighted by busy time: where a power limit binds, the clock physics' cap solve settles at
+        # (`design_from_physics` makes it a ratio to the boost clock, `busy_clock_ratio`)
+        "busy_clock_mhz": means[-2],
     }
     return out
 
@@ -218,6 +223,7 @@ def design_from_physics(features: Mapping[str, np.ndarray], totals: physics.Phys
     setting = setting_features(spec, clock, limit, dtype, phase, batch, seq)
     gpu_names, gpu_values = _gpu_row(spec)
     physics_columns = aggregate(features, totals)
+    setting["busy_clock_ratio"] = physics_columns.pop("busy_clock_mhz") / spec.boost_clock_mhz
     # One float block (a frame from a 2-D array is built ten times faster than from 48 separate columns), stacked
     # as rows and transposed: a third of np.column_stack's cost on one workload, the same values
     block = np.concatenate([np.array(list(physics_columns.values()), dtype=float),

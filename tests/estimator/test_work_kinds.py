@@ -155,3 +155,31 @@ def test_reasons_read_from_the_predictions_checks_are_outside_domains(shipped):
     assert "forward work on h100-sxm" in reasons[0][0] and reasons[1][0].startswith("log_flops = ")
     assert any("architecture" in r for r in reasons[2])
     assert corrections["in_domain"][3] and reasons[3] == ()
+
+
+def test_a_power_limit_bounds_the_domain_through_the_clock_it_leaves_the_kernels(shipped):
+    """A lowered power limit is judged by the SM clock physics' cap solve settles at (weighted by busy time, over the
+    boost clock) against the clocks trained on, not by its ratio to the default limit, which the training rows hold
+    at 1: 120 W on the A100-PCIe leaves its kernels near 635 MHz, within the trained 510-1,410, and is in the domain
+    with an interval as wide as the default limit's (its band's own width, not widened twofold); 90 W drives them below 510 MHz and is flagged, the reason naming the
+    ratio, and widened."""
+    spec = joulecast.gpu("a100-pcie-40gb")
+    prefill = joulecast.workload("llama-3-8b", batch=8, seq=1024, host_dispatch_s=HOST)
+    default = joulecast.estimate(prefill, spec.name, estimator=shipped)
+    capped, starved = (joulecast.estimate(prefill, spec.name, power_limit_w=w, estimator=shipped) for w in (120, 90))
+    ratio = [e.power_limited["busy_clock_mhz"] / spec.boost_clock_mhz for e in (capped, starved)]
+    low = shipped.domain["busy_clock_ratio"][0]
+    assert ratio[1] < low < ratio[0] < 1 and low == pytest.approx(510 / 1410, rel=1e-6)
+    assert capped.in_domain and capped.outside_domain == () and "out-of-domain" not in capped.flags
+
+    def width(e):
+        return np.log(e.energy_interval_j[1] / e.energy_interval_j[0])
+    assert 0.5 < width(capped) / width(default) < 1.5  # not widened
+    assert not starved.in_domain and "out-of-domain" in starved.flags
+    (reason,) = starved.outside_domain
+    assert reason.startswith(f"busy_clock_ratio = {ratio[1]:.3g} (trained ")
+    assert width(starved) > 1.5 * width(capped)
+    # the design column is that ratio, and no model input: the trees are the ones trained without it
+    X = design_block([prefill], spec, None, 90)[0]
+    assert X.values[0, X.columns.index("busy_clock_ratio")] == pytest.approx(ratio[1], rel=1e-9)
+    assert "busy_clock_ratio" not in shipped.features and "power_limit_ratio" not in shipped.domain

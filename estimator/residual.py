@@ -180,7 +180,7 @@ class Residual:
     # 0.190 (Ampere), H200 0.253 (experiments/gpu_transfer.py's physics spread). Each GPU held out
     # (experiments/gpu_transfer.py, full profile; --margins gives the same), energy coverage pooled -> architecture:
     # A10 90.5 -> 89.5 %, A100-PCIe 98.2 -> 91.4 % (its margin 0.239, from the A10's and the H200's forward rows, ->
-    # 0.191, the A10's), mean width 43 / 48 -> 38 / 39 % of the estimate; the H200, A100-SXM4 and H100, with no
+    # 0.191, the A10's), mean width 43 / 48 -> 38 / 46 % of the estimate; the H200, A100-SXM4 and H100, with no
     # sibling of their kind, the same. In the shipped model the H100's forward passes (it has serving rows only) take
     # the H200's forward margin, 0.207 -> 0.272. Measured, not shipped: the widening for rows outside the domain read
     # off the GPUs trained on (each held out from the others, the factor that covers 90 % of its rows outside their

@@ -493,25 +493,23 @@ class ResidualModel(Residual):
         for code in np.unique(archs):
             for kind in np.unique(kinds[archs == code]):
                 rows = (archs == code) & (kinds == kind)
-                if rows.sum() < MIN_ROWS_PER_ARCH_MARGIN:
-                    continue
-                _, codes, counts = np.unique(gpus[rows], return_inverse=True, return_counts=True)
-                margin = weighted_quantile(np.abs(y[rows]), 1.0 / counts[codes], self.level)
-                out.setdefault(arch_key(code), {})[str(kind)] = margin
+                if rows.sum() >= MIN_ROWS_PER_ARCH_MARGIN:
+                    out.setdefault(arch_key(code), {})[str(kind)] = self._alike_quantile(np.abs(y), gpus, rows)
         return out
 
     def _alike_quantiles(self, scores: np.ndarray, gpus: np.ndarray, kinds: np.ndarray
                          ) -> tuple[float, dict[str, float]]:
         """The level quantile of `scores`, each GPU's rows weighing 1 in all (a new GPU may be like any of them):
         over every row, and per kind of work that at least MIN_GPUS_PER_KIND_MARGIN GPUs ran."""
-        def alike(rows: np.ndarray) -> float:
-            _, codes, counts = np.unique(gpus[rows], return_inverse=True, return_counts=True)
-            return weighted_quantile(scores[rows], 1.0 / counts[codes], self.level)
-
         every = np.ones(len(scores), dtype=bool)
-        by_kind = {str(k): alike(kinds == k) for k in np.unique(kinds)
+        by_kind = {str(k): self._alike_quantile(scores, gpus, kinds == k) for k in np.unique(kinds)
                    if len(np.unique(gpus[kinds == k])) >= MIN_GPUS_PER_KIND_MARGIN}
-        return alike(every), by_kind
+        return self._alike_quantile(scores, gpus, every), by_kind
+
+    def _alike_quantile(self, scores: np.ndarray, gpus: np.ndarray, rows: np.ndarray) -> float:
+        """The level quantile of `scores` over `rows`, each GPU's rows weighing 1 in all."""
+        _, codes, counts = np.unique(gpus[rows], return_inverse=True, return_counts=True)
+        return weighted_quantile(scores[rows], 1.0 / counts[codes], self.level)
 
     def _fit_bag(self, make: Callable[[Mapping[str, Any]], xgb.XGBRegressor], params: Mapping[str, Any],
                  X: pd.DataFrame, y: np.ndarray, weight: np.ndarray, groups: np.ndarray) -> list[xgb.XGBRegressor]:

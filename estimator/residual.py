@@ -410,9 +410,7 @@ class Residual:
             # a GPU not trained on, or another kind of work on one trained on: the physics margin each way (of the
             # row's kind of work: a serving step's measured on serving steps, engine effects and all), widened for
             # features outside the domain or a new architecture
-            reach = self._new_gpu_reach([self.physics_new_gpu[t] for t in TARGETS], checks.kinds, n,
-                                        self.physics_new_gpu_by_kind)
-            reach = self._sibling_reach(reach, every, columns, checks.kinds)
+            reach = self.physics_reach(every, columns, checks.kinds)
             unknown = np.where(features_inside & self.known_architecture(every, columns), 1.0, OUT_OF_DOMAIN_WIDEN)
             lo = np.where(~seen | other_work, point - reach[..., 0] * unknown, lo)
             hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
@@ -439,6 +437,14 @@ class Residual:
         for i, target in enumerate(TARGETS):
             out[target], out[f"{target}_lo"], out[f"{target}_hi"] = point[i], lo[i], hi[i]
         return out, checks
+
+    def physics_reach(self, values: np.ndarray, columns: list[str], kinds: np.ndarray | None) -> np.ndarray:
+        """(targets, rows, [below, above]): how far each way the interval of work the model has not learned reaches
+        from physics' point, before any widening: the physics margin of the row's architecture and kind of work where
+        one was measured (`physics_new_gpu_by_arch`), else of its kind, else the pooled one (`physics_new_gpu`)."""
+        reach = self._new_gpu_reach([self.physics_new_gpu[t] for t in TARGETS], kinds, len(values),
+                                    self.physics_new_gpu_by_kind)
+        return self._sibling_reach(reach, values, columns, kinds)
 
     def _sibling_reach(self, reach: np.ndarray, values: np.ndarray, columns: list[str],
                        kinds: np.ndarray | None) -> np.ndarray:

@@ -17,10 +17,10 @@ two, five folds) instead of the full one.
 
 `--margins` trains nothing: for every GPU held out, the coverage of the interval the rule gives about physics' point
 (the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows of
-it, `ResidualModel._physics_margin_by_arch`, else on every other GPU's, `ResidualModel._physics_margin`) with rows
-outside the other GPUs' domain or architectures widened by each factor of WIDEN_GRID (the shipped rule:
-`OUT_OF_DOMAIN_WIDEN`), the mean width of those intervals, the same with single-kernel rows (phase `kernel`) as
-a kind of work of their own, and with the margin pooled over every architecture (`pooled, no arch`: the rule before
+it, `ResidualModel._physics_margin_by_arch`, else on every other GPU's, `ResidualModel._physics_margin`; read as the
+shipped model reads them, `Residual.physics_reach`) with rows outside the other GPUs' domain or architectures
+widened by each factor of WIDEN_GRID (the shipped rule: `OUT_OF_DOMAIN_WIDEN`), the mean width of those intervals,
+the same with single-kernel rows (phase `kernel`) as a kind of work of their own, and with the margin pooled over every architecture (`pooled, no arch`: the rule before
 2026-12-04's seventeenth session). It shows how far the per-GPU coverage goal (86-94 %) lies from what a margin shared
 by every GPU can give: a GPU whose rows spread less than the others' is covered more whatever the widening.
 """
@@ -106,12 +106,12 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
         seen = Residual(domain={c: [float(table.X[c][train].min()), float(table.X[c][train].max())]
                                 for c in DOMAIN_FEATURES if c in table.X},
                         arch_codes=sorted({float(c) for c in archs[train]}),
+                        physics_new_gpu={t: pooled for t in TARGETS},
+                        physics_new_gpu_by_kind={t: by_kind for t in TARGETS},
                         physics_new_gpu_by_arch={t: by_arch for t in TARGETS})
         inside = ~seen._outside_block(values[test], columns).any(axis=1) & seen.known_architecture(values[test],
                                                                                                    columns)
-        reach = seen._new_gpu_reach([pooled] * len(TARGETS), kinds[test], int(test.sum()),
-                                    {t: by_kind for t in TARGETS})
-        reach = seen._sibling_reach(reach, values[test], columns, kinds[test])[energy, :, 1]
+        reach = seen.physics_reach(values[test], columns, kinds[test])[energy, :, 1]  # the shipped rule's
         for widen in WIDEN_GRID:
             half = reach * np.where(inside, 1.0, widen)
             kinds_rule = "kernel apart" if split_kernels else "as shipped" if siblings else "pooled, no arch"

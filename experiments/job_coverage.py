@@ -8,9 +8,10 @@ dispatch), ML.ENERGY v2 and v3 serving runs (`serving_jobs.py`, every configurat
 `--input-len`: 192 tokens by default, the longest that v2's batches leave room for; the quantity is J an output
 token), and Zeus' power-limit sweeps (`zeus_power_limits.py`, energy an epoch). Per kind and GPU: the rows, the
 share inside the interval and the shares measured below and above it (which side the misses fall: a point that
-leans), the mean width (% of the estimate), and p_in_target: how likely a count as far from the 86-94 % target band
-would be, were the true coverage in it, the rows taken as independent (they are not: a configuration's rows share
-its model's and workload's offset, so a small p overstates the evidence against the band).
+leans), the mean width (% of the estimate), and p_in_target (`training.evaluate.coverage_p_value`): how likely a
+count as far from the 86-94 % target band would be, were the true coverage in it, the rows taken as independent
+(they are not: a configuration's rows share its model's and workload's offset, so a small p overstates the evidence
+against the band).
 """
 
 from __future__ import annotations
@@ -21,15 +22,13 @@ import sys
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom
-
 import generation_jobs
 import serving_jobs
 import zeus_power_limits
 from joulecast.estimator.loading import load_estimator
+from joulecast.training.evaluate import COVERAGE_TARGET, coverage_p_value
 
 KINDS = ("generate", "serve", "train-run")
-TARGET = (0.86, 0.94)   # issue 27's band for a 90 % interval
 
 
 def generate_rows(residual) -> pd.DataFrame:
@@ -53,15 +52,6 @@ def train_rows(residual) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def p_in_target(covered: int, rows: int, band: tuple[float, float] = TARGET) -> float:
-    """The chance of a count at least as far out as `covered` of `rows`, at the band's nearer edge (1 inside it)."""
-    if covered > band[1] * rows:
-        return float(binom.sf(covered - 1, rows, band[1]))
-    if covered < band[0] * rows:
-        return float(binom.cdf(covered, rows, band[0]))
-    return 1.0
-
-
 def coverage(frame: pd.DataFrame) -> pd.DataFrame:
     """Per kind of job and GPU, then per kind over every GPU: rows, coverage, the shares below and above, mean width,
     and p_in_target."""
@@ -78,7 +68,7 @@ def coverage(frame: pd.DataFrame) -> pd.DataFrame:
                         measured_below_pct=100 * float(part["below"].mean()),
                         measured_above_pct=100 * float(part["above"].mean()),
                         mean_width_pct=float(part["width_pct"].mean()),
-                        p_in_target=p_in_target(covered, len(part))))
+                        p_in_target=coverage_p_value(covered, len(part))))
     return pd.DataFrame(out)
 
 
@@ -106,7 +96,7 @@ def main() -> int:
         print(json.dumps(table.replace({np.nan: None}).to_dict(orient="records"), indent=1))
         return 0
     print(f"90 % energy interval of whole jobs, per kind and GPU (serving at {args.input_len}-token prompts); "
-          f"target {100 * TARGET[0]:.0f}-{100 * TARGET[1]:.0f} %:")
+          f"target {COVERAGE_TARGET[0]:.0f}-{COVERAGE_TARGET[1]:.0f} %:")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}" if v < 0.01 else f"{v:.1f}"))
     return 0
 

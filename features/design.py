@@ -92,13 +92,13 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
     launches = column("launches")
     t = launches * column("time_s")
     traits = ("waves", "last_wave_occupancy", "u_tensor", "u_fma", "u_dram", "u_l2", "u_sm")
-    log_intensity = np.log1p(column("intensity_flop_per_byte"))
+    # the time-weighted means: the traits, the SM clock (`busy_clock_mhz`), the log intensity, in this order
+    weighted = [*(column(c) for c in traits), column("sm_clock_mhz"), np.log1p(column("intensity_flop_per_byte"))]
     if n == 1:  # one workload: its sums as two blocks, each row added to the sums in turn as bincount adds them (a
         # C-ordered (rows, columns) block reduced over its rows): busy time and the time-weighted traits, then the
         # launches and the launch-weighted totals
         by_time = np.add.reduce(t[:, None] * np.ascontiguousarray(
-            np.array([np.ones_like(t), *(column(c) for c in traits), column("sm_clock_mhz"), log_intensity]).T),
-            axis=0)[:, None]
+            np.array([np.ones_like(t), *weighted]).T), axis=0)[:, None]
         by_launch = np.add.reduce(launches[:, None] * np.ascontiguousarray(
             np.array([np.ones_like(t), column("flops"), column("dram_bytes"), column("l2_bytes")]).T), axis=0)[:, None]
         busy = np.maximum(by_time[0], 1e-12)
@@ -106,8 +106,7 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         launch_count, flops, dram_bytes, l2_bytes = by_launch
     else:
         busy = np.maximum(np.bincount(wid, t, minlength=n), 1e-12)
-        means = [np.bincount(wid, t * v, minlength=n) / busy
-                 for v in (*(column(c) for c in traits), column("sm_clock_mhz"), log_intensity)]
+        means = [np.bincount(wid, t * v, minlength=n) / busy for v in weighted]
         launch_count = np.bincount(wid, launches, minlength=n)
         flops, dram_bytes, l2_bytes = (np.bincount(wid, launches * column(c), minlength=n)
                                        for c in ("flops", "dram_bytes", "l2_bytes"))

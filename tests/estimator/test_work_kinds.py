@@ -161,8 +161,8 @@ def test_a_power_limit_bounds_the_domain_through_the_clock_it_leaves_the_kernels
     """A lowered power limit is judged by the SM clock physics' cap solve settles at (weighted by busy time, over the
     boost clock) against the clocks trained on, not by its ratio to the default limit, which the training rows hold
     at 1: 120 W on the A100-PCIe leaves its kernels near 635 MHz, within the trained 510-1,410, and is in the domain
-    with an interval as wide as the default limit's (its band's own width, not widened twofold); 90 W drives them below 510 MHz and is flagged, the reason naming the
-    ratio, and widened."""
+    with an interval as wide as the default limit's (its band's own width, not widened twofold); 90 W drives them
+    below 510 MHz and is flagged, the reason naming the ratio, and widened."""
     spec = joulecast.gpu("a100-pcie-40gb")
     prefill = joulecast.workload("llama-3-8b", batch=8, seq=1024, host_dispatch_s=HOST)
     default = joulecast.estimate(prefill, spec.name, estimator=shipped)

@@ -29,13 +29,15 @@ epoch's sequence count, so these assumptions are stated here and in the note:
   regret 0-0.3 %.
 What the V100's epochs say of those assumptions (measured 2026-12-04, physics' own counts): a step of 8 sequences
 does 1.70 TFLOP of GEMMs and the measured epoch leaves it 143 ms, so the GEMMs alone would run at 11.9 TFLOP/s, 84 %
-of the PCIe card's 14.1 fp32 peak with every other kernel free (at 32 sequences 10.8, 77 %); physics gives the step
-195 ms, 45 of them outside GEMMs, and reads the V100's time 1.18-1.36x the measured at 250 W. Memory points the same
-way: physics' check has batches of 32-56 at fp32 need 21-36 GB, over the 16 GB card. So the trace's card, precision or
-epoch is likely not quite as assumed (the A40's time MAPE is 9.1 %). Measured, not adopted: as a V100S-PCIe-32GB
-(1,597 MHz, 1,134 GB/s; the hypothetical `v100-pcie-16gb:clock*1.1572:memory_bandwidth_gbs*1.26:memory_gb*2`)
-energy per epoch MAPE 18.0 -> 10.7 % (bias -2.7 %), time 16.3 -> 10.6 %, the shape by limit and the limit picked the
-same; choosing the card by the trace's own times would fit it to the rows it is scored on.
+of the PCIe card's 14.1 fp32 peak (its catalog entry's, sourced there) with every other kernel free (at 32 sequences
+10.8, 77 %); physics gives the step 195 ms, 45 of them outside GEMMs, and reads the V100's time 1.18-1.36x the
+measured at 250 W. Memory points the same way: physics' check has batches of 32-56 at fp32 need 21-36 GB, over the
+16 GB card. So the trace's card, precision or epoch is likely not quite as assumed (the A40's time MAPE is 9.1 %).
+Measured, not adopted: as a V100S-PCIe-32GB (80 SMs at 1,597 MHz, 1.03 TiB/s = 1,134 GB/s, 31.75 GiB: TensorFlow's
+device listing of a 'Tesla V100S-PCIE-32GB', public-repository index id 44478820372; the hypothetical
+`v100-pcie-16gb:clock*1.1572:memory_bandwidth_gbs*1.26:memory_gb*2`) energy per epoch MAPE 18.0 -> 10.7 % (bias
+-2.7 %), time 16.3 -> 10.6 %, the shape by limit and the limit picked the same; choosing the card by the trace's
+own times would fit it to the rows it is scored on.
 The epoch's sequence count scales every prediction alike, so the figures that do not depend on it are reported
 beside the absolute ones: per batch size, energy at each limit relative to the 250 W default (the shape an operator
 reads), the energy-optimal limit, and the energy measured at the limit joulecast picks against the best measured one.

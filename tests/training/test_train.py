@@ -16,7 +16,7 @@ import pytest
 import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, Residual, level_key, level_of
+from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, UNLEARNED_RANGE_WIDEN, Residual, level_key, level_of
 from joulecast.features import arch
 from joulecast.training import residual as residual_training
 from joulecast.training.dataset import training_table
@@ -500,16 +500,19 @@ def test_a_new_gpu_reads_the_physics_margin_of_its_own_architecture(tmp_path):
     assert set(by_arch) == {"8.0", "9.0"}  # the 10 rows of architecture 10.0 measure none
     assert by_arch["8.0"]["forward"] < 0.05 < 0.25 < by_arch["9.0"]["forward"] < 0.3
     assert by_arch["8.0"]["forward"] < pooled < by_arch["9.0"]["forward"]
-    rows = pd.concat([X.iloc[[0]]] * 3).assign(gpu_arch=[8.0, 9.0, 7.0])
-    new = model.predict(rows, ["new"] * 3)
+    rows = pd.concat([X.iloc[[0]]] * 4).assign(gpu_arch=[8.0, 9.0, 7.0, 9.0])
+    rows.iloc[3, rows.columns.get_loc("log_flops")] = 40.0  # out of the trained range (20-30)
+    new = model.predict(rows, ["new"] * 4)
+    # a known architecture's row out of range widened by UNLEARNED_RANGE_WIDEN, a new architecture's further
     np.testing.assert_allclose(new["energy_hi"] - new["energy"],
-                               [by_arch["8.0"]["forward"], by_arch["9.0"]["forward"], pooled * OUT_OF_DOMAIN_WIDEN],
-                               rtol=1e-5)
+                               [by_arch["8.0"]["forward"], by_arch["9.0"]["forward"], pooled * OUT_OF_DOMAIN_WIDEN,
+                                by_arch["9.0"]["forward"] * UNLEARNED_RANGE_WIDEN], rtol=1e-5)
+    assert 1.0 < UNLEARNED_RANGE_WIDEN < OUT_OF_DOMAIN_WIDEN
     np.testing.assert_allclose(new["energy"] - new["energy_lo"], new["energy_hi"] - new["energy"], rtol=1e-5)
     loaded = Residual.load(model.save_fitted(tmp_path / "model"))
     assert loaded.physics_new_gpu_by_arch == model.physics_new_gpu_by_arch
-    np.testing.assert_allclose(loaded.predict(rows, ["new"] * 3)["energy_hi"], new["energy_hi"], rtol=1e-5)
-    older = dataclasses.replace(model, physics_new_gpu_by_arch={}).predict(rows, ["new"] * 3)  # saved before it
+    np.testing.assert_allclose(loaded.predict(rows, ["new"] * 4)["energy_hi"], new["energy_hi"], rtol=1e-5)
+    older = dataclasses.replace(model, physics_new_gpu_by_arch={}).predict(rows, ["new"] * 4)  # saved before it
     np.testing.assert_allclose(older["energy_hi"][:2] - older["energy"][:2], pooled, rtol=1e-5)
 
 

@@ -12,8 +12,10 @@ keeps its other kinds: the rule now (physics' point, flagged out-of-domain, the 
 missed the GPUs trained on that kind) beside the level trusted as on its own kinds (`before`) and the pooled bags'
 point (`pooled`). Beside physics' errors per GPU, their spread: the percentiles of log(measured / physics) and
 the half-width about physics' point that holds 90 % of each GPU's rows.
-Only the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter set, bags of
-two, five folds) instead of the full one.
+A GPU held out is scored on its training-set rows and, where data/holdout has a set of it that no model trains on
+(the H200's 32 rows, `experiments/h200_holdout.py`), on every row of both sets: the issue holds out each GPU "with all
+its rows". Only the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter
+set, bags of two, five folds) instead of the full one.
 
 `--margins` trains nothing: for every GPU held out, the coverage of the interval the rule gives about physics' point
 (the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows
@@ -32,18 +34,21 @@ import argparse
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from joulecast.cli import load_measurements
+from joulecast.data.store import load_store
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.residual import DOMAIN_FEATURES, TARGETS, Residual, work_kinds
-from joulecast.training.dataset import training_table
+from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table
 from joulecast.training.residual import QUICK, ResidualModel
 
 KERNEL_LEVEL_GPUS = ("a10", "a100-pcie-40gb", "h200")   # GPUs with kernel-level (not serving) rows
+HOLDOUT = Path(__file__).resolve().parents[1] / "data" / "holdout"   # sets no model trains on (the H200's 32 rows)
 MIN_ROWS = 5
 WIDEN_GRID = (1.0, 1.25, 1.5, 1.75, 2.0)   # `--margins`: widenings of rows outside the other GPUs' domain
 
@@ -57,17 +62,21 @@ def _fit(table, keep: np.ndarray, quick: bool) -> ResidualModel:
                                         **({"grid": grid} if grid else {}))
 
 
-def _score(table, model: ResidualModel, test: np.ndarray) -> dict:
-    """MAPE and coverage of the held-out rows, with what chance allows their coverage (`add_coverage_chance`):
+def _score(table, model: ResidualModel, test: np.ndarray, also=None) -> dict:
+    """MAPE and coverage of the held-out rows (and of every row of `also`, a table the model never saw, where
+    given), with what chance allows their coverage (`add_coverage_chance`):
     p_in_target, how likely a count as far out would be were the true coverage within 86-94 % (rows independent,
     which overstates the evidence against it), and chance_low / chance_high, the central 95 % of the coverage that
     these intervals would show about a point without bias, given the rows' own spreads (a model family's offset on
     the GPU, and rows about it). Coverage under that range says the point leans: the A100-PCIe's physics reads its
     rows a median 11 % low."""
-    rows, X = table.rows[test].reset_index(drop=True), table.X[test].reset_index(drop=True)
-    frame = scored_frame(rows, model.predict(X, rows["gpu"].tolist()))
+    parts = [(table.rows[test].reset_index(drop=True), table.X[test].reset_index(drop=True))]
+    if also is not None:
+        parts.append((also.rows, also.X))
+    frame = pd.concat([scored_frame(rows, model.predict(X, rows["gpu"].tolist())) for rows, X in parts],
+                      ignore_index=True)
     e = add_coverage_chance(error_table(frame, None), frame, None).iloc[0]
-    return dict(rows=int(test.sum()), energy_mape=float(e["energy_mape"]), time_mape=float(e["time_mape"]),
+    return dict(rows=len(frame), energy_mape=float(e["energy_mape"]), time_mape=float(e["time_mape"]),
                 power_mape=float(e["power_mape"]), coverage=float(e["coverage"]),
                 p_in_target=float(e["p_in_target"]), chance_low=float(e["chance_low"]),
                 chance_high=float(e["chance_high"]))
@@ -123,6 +132,31 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
     return pd.DataFrame(out)
 
 
+def _held_out(columns) -> tuple[TrainingTable, np.ndarray, np.ndarray] | None:
+    """data/holdout's rows (sets no model trains on) as a training table in `columns`' layout, with each row's GPU
+    and kind of work; None where there are none."""
+    held = load_store(HOLDOUT)
+    if not len(held):
+        return None
+    table = training_table(held)
+    table = dataclasses.replace(table, X=table.X.reindex(columns=columns, fill_value=0.0))
+    values = table.X.to_numpy(dtype=np.float32)
+    return table, table.rows["gpu"].astype(str).to_numpy(), np.array(work_kinds(values, list(table.X.columns)))
+
+
+def _row_sets(held, gpu: str, kind: str | None) -> list[tuple[str, TrainingTable | None]]:
+    """The sets a GPU (or its kind of work) held out is scored on: its training-set rows, and where data/holdout
+    has rows of it, every row of both sets."""
+    sets: list[tuple[str, TrainingTable | None]] = [("training set", None)]
+    if held is not None:
+        table, gpus, kinds = held
+        mask = (gpus == gpu) & ((kinds == kind) if kind is not None else True)
+        if mask.any():
+            sets.append(("training and held-out sets", dataclasses.replace(
+                table, X=table.X[mask].reset_index(drop=True), rows=table.rows[mask].reset_index(drop=True))))
+    return sets
+
+
 def _pooled_bags(model: ResidualModel, gpu: str) -> ResidualModel:
     """The model without the GPU's level and with no architectures recorded: the pooled bags' point on its rows."""
     return dataclasses.replace(model, gpus=[g for g in model.gpus if g != gpu], arch_codes=[])
@@ -155,21 +189,27 @@ def main() -> int:
                                                            "power_mape"]].to_dict(orient="records"),
            "physics_spread": physics_spread(physics).to_dict(orient="records"), "gpu_left_out": [],
            "work_left_out": []}
+    held = _held_out(table.X.columns)
     for gpu in KERNEL_LEVEL_GPUS:
         test = gpus == gpu
         model = _fit(table, ~test, args.quick)
-        out["gpu_left_out"].append({"gpu": gpu, "now": _score(table, model, test),
-                                    "pooled": _score(table, _pooled_bags(model, gpu), test)})
+        for rows_of, also in _row_sets(held, gpu, None):
+            out["gpu_left_out"].append({"gpu": gpu, "rows_of": rows_of, "now": _score(table, model, test, also),
+                                        "pooled": _score(table, _pooled_bags(model, gpu), test, also)})
     for gpu in sorted(set(gpus)):
         for kind in sorted(set(kinds[gpus == gpu])):
             test = (gpus == gpu) & (kinds == kind)
-            if test.sum() < MIN_ROWS or len(set(kinds[gpus == gpu])) < 2:
+            sets = [(rows_of, also) for rows_of, also in _row_sets(held, gpu, kind)
+                    if test.sum() + (0 if also is None else len(also.rows)) >= MIN_ROWS]
+            if not sets or len(set(kinds[gpus == gpu])) < 2:
                 continue
             model = _fit(table, ~test, args.quick)
             before = dataclasses.replace(model, gpu_work={})  # the GPU's level trusted on every kind
-            out["work_left_out"].append({"gpu": gpu, "kind": kind, "now": _score(table, model, test),
-                                         "before": _score(table, before, test),
-                                         "pooled": _score(table, _pooled_bags(model, gpu), test)})
+            for rows_of, also in sets:
+                out["work_left_out"].append({"gpu": gpu, "kind": kind, "rows_of": rows_of,
+                                             "now": _score(table, model, test, also),
+                                             "before": _score(table, before, test, also),
+                                             "pooled": _score(table, _pooled_bags(model, gpu), test, also)})
     if args.json:
         print(json.dumps(out, indent=1))
         return 0
@@ -180,11 +220,12 @@ def main() -> int:
     print(pd.DataFrame(out["physics_spread"]).round(3).to_string(index=False))
     print("\none GPU left out with all its rows (spec-only; MAPE %, coverage % of the 90 % energy interval and, for "
           "it, p_in_target and the chance range (`_score`); the rule now, and the pooled bags' point):")
-    flat = [{"gpu": r["gpu"], "rule": rule, **r[rule]} for r in out["gpu_left_out"] for rule in ("now", "pooled")]
+    flat = [{"gpu": r["gpu"], "rows_of": r["rows_of"], "rule": rule, **r[rule]} for r in out["gpu_left_out"]
+            for rule in ("now", "pooled")]
     print(pd.DataFrame(flat).round(1).to_string(index=False))
     print("\none GPU's rows of one kind left out, its other kinds kept (rule now, its level trusted, the pooled bags):")
-    flat = [{"gpu": r["gpu"], "kind": r["kind"], "rule": rule, **r[rule]} for r in out["work_left_out"]
-            for rule in ("now", "before", "pooled")]
+    flat = [{"gpu": r["gpu"], "kind": r["kind"], "rows_of": r["rows_of"], "rule": rule, **r[rule]}
+            for r in out["work_left_out"] for rule in ("now", "before", "pooled")]
     print(pd.DataFrame(flat).round(1).to_string(index=False))
     return 0
 

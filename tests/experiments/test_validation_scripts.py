@@ -346,6 +346,11 @@ def test_gpu_transfer_scores_coverage_with_the_chance_its_row_count_allows(monke
     assert score["p_in_target"] == pytest.approx(coverage_p_value(57, n)) and 0 < score["p_in_target"] < 1
     # intervals of 0.5-2x about an unbiased point, errors of 0.1 in log: chance puts the 57 wide ones all inside
     assert score["chance_low"] <= score["chance_high"] and score["chance_high"] == pytest.approx(95.0)
+    # with a set the model never saw (the GPU's held-out rows): scored over both sets' rows together
+    both = gpu_transfer._score(Table(), Model(), np.ones(n, dtype=bool), also=Table())
+    assert both["rows"] == 2 * n and both["coverage"] == pytest.approx(95.0)
+    assert both["p_in_target"] == pytest.approx(coverage_p_value(114, 2 * n))
+    assert both["p_in_target"] < score["p_in_target"]  # the same share of twice the rows: less likely by chance
 
 
 def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_errors(monkeypatch):

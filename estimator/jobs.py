@@ -18,6 +18,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
+from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
 from joulecast.features.design import host_dispatch, host_stated
 
 
@@ -47,6 +48,9 @@ class GenerationEstimate:
     method: str = "hybrid"
     host_dispatch_s: float = 0.0      # the host's time an eager launch taken (0: CUDA graphs)
     host_dispatch_stated: bool = True  # False: the default taken, the interval spanning the measured hosts
+    offload_gb: float = 0.0           # weights held in host memory, copied in every pass (`estimator.offload`)
+    h2d_gbps: float | None = None     # their copy rate taken (None: nothing offloaded)
+    h2d_stated: bool = True           # False: the posted rates' median taken, the interval spanning their range
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
     def to_dict(self) -> dict[str, Any]:
@@ -100,7 +104,8 @@ def _summed(out: pd.DataFrame) -> dict[str, Any]:
 def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len: int, dtype: str = "bf16",
              kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager", engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
-             host_dispatch_s: float | None = None, estimator: Any = None) -> GenerationEstimate:
+             host_dispatch_s: float | None = None, offload_gb: float = 0.0, h2d_gbps: float | None = None,
+             estimator: Any = None) -> GenerationEstimate:
     """Estimate a whole generation: the prompt's prefill, then `output_len - 1` decode steps (the prefill yields the
     first token), step t attending to `input_len + t` cached tokens. Without a KV cache (HF transformers'
     `use_cache=False`) every step is a forward pass over all tokens so far.
@@ -108,14 +113,19 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     Approximation: a step without a cache is lowered as a prefill, without the LM head on its last token (one
     vocabulary-wide GEMV against a forward pass over every token).
     `host_dispatch_s`: the host's time an eager launch, where known (`Workload.host_dispatch_s`; default 25 us).
+    `offload_gb`: GiB of weights held in host memory and copied in before every pass, as Accelerate's
+    `device_map="auto"` runs a model the GPU cannot hold, at `h2d_gbps` (the host's pageable copy rate, GB/s; default
+    the posted rates' median, the interval spanning them: `estimator.offload`).
 
     Raises:
         InputError: naming the field that is wrong.
     """
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
+    offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
-    out = estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting), estimator=estimator)
+    out = with_copies(estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting),
+                                    estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
     totals = _summed(out)
     energy = totals["energy_j"]
     dispatch = float(host_dispatch([launch_mode], [host_dispatch_s])[0])  # the host the steps took (design's rule)
@@ -125,7 +135,15 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         tpot_s=float(out["time_s"].iloc[1:].mean()) if output_len > 1 else float("nan"),
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
-        host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch), steps=out)
+        host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
+        **_offload_fields(offload_gb, h2d_gbps), steps=out)
+
+
+def _offload_fields(offload_gb: float, h2d_gbps: float | None) -> dict[str, Any]:
+    """A job's offload as its estimate reports it: the GiB, the copy rate taken (None where nothing is offloaded)
+    and whether the host stated it."""
+    return dict(offload_gb=offload_gb, h2d_gbps=None if not offload_gb else h2d_gbps or H2D_DEFAULT_GBPS,
+                h2d_stated=h2d_gbps is not None or not offload_gb)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +169,9 @@ class RequestsEstimate:
     memory_gb: float
     flags: tuple[str, ...] = ()
     method: str = "hybrid"
+    offload_gb: float = 0.0           # as `GenerationEstimate`'s
+    h2d_gbps: float | None = None
+    h2d_stated: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -160,11 +181,13 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
                       kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager",
                       engine: str | None = None, sm_clock_mhz: float | None = None,
                       power_limit_w: float | None = None, host_dispatch_s: float | None = None,
+                      offload_gb: float = 0.0, h2d_gbps: float | None = None,
                       estimator: Any = None) -> RequestsEstimate:
     """Estimate a list of requests, (input_len, output_len) each, generated as Hugging Face's `generate` runs a batch:
     `batch` requests at a time in the list's order, each batch padded to its longest prompt and decoding until its
     longest answer ends (a finished sequence goes on as padding), one batch after another. Every batch's steps go
-    through `estimate_many` in one pass; the interval adds up all steps' bounds, as `generate`'s.
+    through `estimate_many` in one pass; the interval adds up all steps' bounds, as `generate`'s; weights offloaded
+    to host memory (`offload_gb`, `h2d_gbps`) as `generate` takes them.
 
     Raises:
         InputError: naming the field that is wrong (`requests[i]` for a request).
@@ -182,10 +205,12 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].input_len", pair[0])
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
+    offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]
-    out = estimate_many(pd.concat(frames, ignore_index=True), estimator=estimator)
+    out = with_copies(estimate_many(pd.concat(frames, ignore_index=True), estimator=estimator), gpu, offload_gb,
+                      h2d_gbps, sm_clock_mhz)
     group = np.repeat(np.arange(len(groups)), [len(f) for f in frames])  # each step's batch
     group_time = np.bincount(group, out["time_s"].to_numpy(float), minlength=len(groups))
     first = np.flatnonzero(np.diff(np.concatenate([[-1], group])))  # each batch's prefill row
@@ -198,4 +223,4 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         output_len_mean=float(lengths[:, 1].mean()), kv_cache=kv_cache, **totals,
         ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
         energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),
-        padding_share=1.0 - asked / computed)
+        padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps))

@@ -43,7 +43,7 @@ JOB_PART_ROWS = 50
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
                              "launch_mode", "head_tokens", "head_outputs", "attention", "fusions",
                              "forward_overhead_s"),
-               "generate": ("output_len", "kv_cache", "attention", "launch_mode"),
+               "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "sampling")}
 # What the grid's two size axes are in each job phase's points.

@@ -28,18 +28,21 @@ the V100's rows are GPU-bound (bf16 without tensor cores) and give none.
 
 The V100: a 16 GB card whose rows never average more than 237 W, under the 250 W of the V100-PCIe-16GB (`identify`),
 which the catalog holds since 2026-12-04; before, the 32 GB V100-SXM2 (300 W) stood in for it, and the energy MAPE of
-the input / output sweeps was Llama-2 30.5 / 21.5 %, Mistral 16.8 / 15.7 % (now 16.3 / 8.1 and 19.9 / 17.2: the
-PCIe card's lower budget and idle take the excess power off Llama-2's rows, and off Mistral's, which physics already
-read short). Its error, seen through the two models: Llama-2, which the card holds whole, takes 0.6-1.7x physics'
-time, as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic: 8.3-8.7 TFLOP/s, 59-62 % of
-the card's 14.1 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens). Mistral takes a
-further ~0.2 s a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100
-holds, beyond the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that
-`device_map="auto"` left in host memory, copied in every step. Neither effect is modelled yet, nor is Volta's
-attention: bf16 has neither of SDPA's fused kernels below compute capability 8.0 (its memory-efficient kernel's dtypes
-there are fp16 and fp32: `can_use_mem_efficient_attention` in PyTorch's aten/src/ATen/native/transformers/cuda/
-sdp_utils.cpp), so the V100 ran its unfused math path; the eager lowering in its place read Llama-2's energy
-30.7 / 21.6 -> 32.5 / 22.7 % (on the SXM2 card, before), the V100 being read high already.
+the input / output sweeps was Llama-2 30.5 / 21.5 %, Mistral 16.8 / 15.7 % (then 16.3 / 8.1 and 19.9 / 17.2: the PCIe
+card's lower budget and idle take the excess power off Llama-2's rows, and off Mistral's, which physics already read
+short). Its error, seen through the two models: Llama-2, which the card holds whole, takes 0.6-1.7x physics' time, as
+Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16 arithmetic: 8.3-8.7 TFLOP/s, 59-62 % of the card's
+14.1 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens). Mistral takes a further ~0.2 s
+a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100 holds, beyond
+the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that `device_map="auto"` left in host
+memory, copied in every step. Since 2026-12-04 the rows take that copy (`offloaded_gb`, `generate`'s `offload_gb`) at
+the default host's pageable rate, its interval spanning the posted rates (`estimator.offload`): Mistral's energy MAPE
+19.9 / 17.2 -> 13.7 / 10.0 %, time 37.3 / 47.1 -> 17.9 / 22.2 % (at 3.2 / 10 / 15.9 GB/s: 13.6 / 5.9, 15.6 / 12.1,
+17.2 / 13.9 %). Not modelled yet: Volta's attention: bf16 has neither of SDPA's fused kernels below compute capability
+8.0 (its memory-efficient kernel's dtypes there are fp16 and fp32: `can_use_mem_efficient_attention` in PyTorch's
+aten/src/ATen/native/transformers/cuda/ sdp_utils.cpp), so the V100 ran its unfused math path; the eager lowering in
+its place read Llama-2's energy 30.7 / 21.6 -> 32.5 / 22.7 % (on the SXM2 card, before), the V100 being read high
+already.
 
 The A100-SXM4's error is power on light work. On the 18 host-bound configurations both A100 cards ran (prompts of
 8-64 tokens, answers of 8-128), the 400 W SXM4 card drew a median 2.0 W more than the 250 W PCIe card (-12.4 to
@@ -86,6 +89,9 @@ MODELS = {"Mistral (7B)": "mistral-7b", "Llama-2 (7B)": "llama-2-7b"}
 ATTENTION = {"llama-2-7b": "masked", "mistral-7b": "flash"}
 METER_MARGIN = 1.05  # a run's mean NVML power may pass its limit a little (boost transients, the meter's averaging)
 HOST_BOUND = 2 ** 0.5  # physics at the default dispatch over the GPU alone beyond which the host sets the time
+# A model's load gap past the cards' median (`weights_off_gpu_mib`) taken as weights left in host memory above this:
+# the other models' gaps, 0-20 MiB, are the allocator's noise, Mistral-7B's 1,094 MiB its offloaded layers
+OFFLOAD_MIN_MIB = 256.0
 
 
 def identify(frame: pd.DataFrame) -> dict[tuple[str, float], str]:
@@ -107,11 +113,15 @@ def _sweeps() -> dict[str, pd.DataFrame]:
     return {name: pd.read_csv(DATA / name) for name in ("input_token_sweep.csv", "output_token_sweep.csv")}
 
 
+def _inference() -> pd.DataFrame:
+    """Every single-GPU inference row of both sweeps on the cards of GPUS."""
+    return pd.concat([d[d["Phase"].str.startswith("start-inference") & d["Number of GPUs"].eq(1)
+                        & d["GPU Total Memory (MB)"].isin(GPUS)] for d in _sweeps().values()])
+
+
 def rows() -> pd.DataFrame:
     sweeps = _sweeps()
-    inference = pd.concat([d[d["Phase"].str.startswith("start-inference") & d["Number of GPUs"].eq(1)
-                             & d["GPU Total Memory (MB)"].isin(GPUS)] for d in sweeps.values()])
-    cards = identify(inference)
+    cards = identify(_inference())
     frames = []
     for name, limit in (("input_token_sweep.csv", "Output Token Limit"), ("output_token_sweep.csv",
                                                                           "Number of Output Tokens")):
@@ -130,10 +140,22 @@ def rows() -> pd.DataFrame:
         output_len=("output_len", "mean"), runs=("GPU Energy (J)", "size"))
 
 
-def _generate(r: Any, dispatch_s: float | None, estimator: Any) -> Any:
-    """The row's generation (one prompt, no KV cache) at a host dispatch (None: the default)."""
+def _generate(r: Any, dispatch_s: float | None, estimator: Any, offload: bool = True) -> Any:
+    """The row's generation (one prompt, no KV cache) at a host dispatch (None: the default), with the weights its
+    load left in host memory (`offloaded_gb`; `offload` False: none), copied in at the default host's rate."""
     return generate(r.model, r.gpu, batch=1, input_len=int(getattr(r, "_5")), output_len=max(1, round(r.output_len)),
-                    kv_cache=False, attention=ATTENTION[r.model], host_dispatch_s=dispatch_s, estimator=estimator)
+                    kv_cache=False, attention=ATTENTION[r.model], host_dispatch_s=dispatch_s, estimator=estimator,
+                    offload_gb=offloaded_gb().get((r.gpu, r.model), 0.0) if offload else 0.0)
+
+
+@functools.cache
+def offloaded_gb() -> dict[tuple[str, str], float]:
+    """(GPU, model) -> GiB of weights that `device_map="auto"` left in host memory (`weights_off_gpu_mib`, Palmetto's
+    V100 against its A100), where more than OFFLOAD_MIN_MIB: Mistral-7B's 1,094 MiB on the V100-PCIe-16GB."""
+    cards = {card for (system, memory), card in identify(_inference()).items()
+             if system.startswith("Palmetto") and memory == 16384.0}
+    return {(card, MODELS[m]): mib / 1024 for m, mib in weights_off_gpu_mib().items() if m in MODELS
+            and mib > OFFLOAD_MIN_MIB for card in cards}
 
 
 def _physics_time(r: Any, dispatch_s: float | None) -> float:

@@ -129,7 +129,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     if args.requests:  # a list of requests in static batches of --batch
         given = _job_options(args, "generate", needs=(), needs_why="", refuses=("seq", "input_len", "output_len"),
                              instead="--requests alone: each request its own lengths",
-                             optional=("dtype", "attention", "launch_mode", "engine"))
+                             optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps"))
         job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=batch,
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
                                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
@@ -138,7 +138,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
         return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
-                         optional=("dtype", "attention", "launch_mode", "engine"))
+                         optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps"))
     job = generate(args.model, args.gpu, batch=batch, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
@@ -362,7 +362,7 @@ def _sweep(args: argparse.Namespace) -> int:
 # defaults of those not given
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
 # The flags of the job phases, each an error with any other phase.
-JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests"),
+JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps"),
              "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
                        "output_len_cv", "sampling"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
@@ -747,6 +747,11 @@ def build_parser() -> argparse.ArgumentParser:
                      "each padded to its longest prompt and answer")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
+    gen.add_argument("--offload-gb", type=float, help="GiB of weights kept in host memory and copied in before every "
+                     "pass, as Accelerate's device_map='auto' runs a model the GPU cannot hold; default 0")
+    gen.add_argument("--h2d-gbps", type=float, help="your host's pageable host-to-device copy rate for --offload-gb, "
+                     "GB/s (CUDA's bandwidthTest --memory=pageable); default 6.95, the posted rates' median, the "
+                     "interval spanning 3.2-15.9")
     srv = est.add_argument_group("--phase serve (steady-state serving; --input-len and --output-len are means)")
     srv.add_argument("--concurrency", type=int, help="requests kept in flight (or give --request-rate)")
     srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
@@ -866,6 +871,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
+    jobs.add_argument("--offload-gb", type=float, help="generate: GiB of weights in host memory, copied every pass")
+    jobs.add_argument("--h2d-gbps", type=float, help="generate: the host's pageable copy rate for --offload-gb, GB/s")
     jobs.add_argument("--attention", help="generate, train-run: flash, eager or masked; default flash")
     sw.set_defaults(func=_sweep)
 

@@ -90,8 +90,21 @@ def generation_table(job: Any) -> str:
     if job.host_dispatch_s:
         lines.append(f"host       {duration(job.host_dispatch_s)} a launch"
                      f"{_unstated_host() if not job.host_dispatch_stated else ''}")
+    lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
+
+
+def _offload_lines(job: Any) -> list[str]:
+    """A generation's weights offloaded to host memory: how much, and the copy rate each pass waits on."""
+    if not job.offload_gb:
+        return []
+    from joulecast.estimator.offload import H2D_RANGE_GBPS
+
+    how = ("" if job.h2d_stated else f" by default (the posted pageable rates' median; the interval: "
+           f"{H2D_RANGE_GBPS[0]:g} - {H2D_RANGE_GBPS[1]:g} GB/s)")
+    return [f"offload    {job.offload_gb:.3g} GiB of weights in host memory, copied in every pass at "
+            f"{job.h2d_gbps:.3g} GB/s{how}"]
 
 
 def requests_table(job: Any) -> str:
@@ -107,6 +120,7 @@ def requests_table(job: Any) -> str:
              f"{_g4(job.energy_per_request_j)} J a request",
              f"padding    {100 * job.padding_share:.1f} % of the tokens the batches computed",
              f"memory     {job.memory_gb:.3g} GiB at the largest step"]
+    lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
 

@@ -106,6 +106,11 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     status, listed = call(physics_server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate",
                                                           "batch": 2, "requests": [[128, 16], [32, 4]]})
     assert status == 200 and listed["requests"] == 2 and listed["padding_share"] == pytest.approx(1 - 20 / 32)
+    gen = {"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 32, "output_len": 4}
+    status, plain = call(physics_server, "/v1/estimate", gen)
+    status_off, off = call(physics_server, "/v1/estimate", {**gen, "offload_gb": 0.1, "h2d_gbps": 10.0})
+    assert status == status_off == 200 and (off["offload_gb"], off["h2d_gbps"]) == (0.1, 10.0)
+    assert off["time_s"] == pytest.approx(plain["time_s"] + 4 * 0.1 * 2**30 / 10e9)
 
 @pytest.mark.parametrize("body, field", [
     ({"model": "gpt2", "gpu": "a10", "batch": -1}, "batch"),
@@ -120,6 +125,8 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "sm_clock_mhz": -1},
      "sm_clock_mhz"),
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "batch": 0, "input_len": 8, "output_len": 2}, "batch"),
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "offload_gb": "1"},
+     "offload_gb"),
 ])
 def test_bad_requests_get_422_naming_the_field(server, body, field):
     status, out = call(server, "/v1/estimate", body)

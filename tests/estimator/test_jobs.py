@@ -142,3 +142,59 @@ def test_a_generation_says_whose_host_it_took_and_its_interval_spans_the_measure
     graphs = joulecast.generate("llama-2-7b", "a100-pcie-40gb", launch_mode="graph", **kw)
     assert (graphs.host_dispatch_s, graphs.host_dispatch_stated) == (0.0, True)
     assert "host " not in generation_table(graphs)
+
+
+def test_weights_offloaded_to_host_memory_are_copied_in_before_every_pass_with_the_gpu_idle():
+    """Accelerate's device_map="auto" keeps what the GPU cannot hold in host memory and copies it in at every
+    forward: each step waits for the copy (GiB over the host's rate) at the GPU's idle power; the GPU holds that much
+    less, so a model over its memory fits; a host that states no rate takes the posted rates' median, the interval
+    spanning their range."""
+    from joulecast.estimator import offload
+    from joulecast.features.power import idle_power_w
+
+    args = dict(batch=1, input_len=64, output_len=6, kv_cache=False, dtype="fp32", estimator="physics")
+    plain = joulecast.generate("llama-3-8b", "v100-pcie-16gb", **args)
+    assert "exceeds-memory" in plain.flags  # 30 GiB of fp32 weights on a 16 GB card
+    stated = joulecast.generate("llama-3-8b", "v100-pcie-16gb", offload_gb=16.0, h2d_gbps=8.0, **args)
+    copy = 16.0 * 2**30 / 8e9
+    spec = joulecast.gpu("v100-pcie-16gb")
+    idle = float(idle_power_w(spec, spec.boost_clock_mhz))
+    assert stated.time_s == pytest.approx(plain.time_s + 6 * copy, rel=1e-9)  # six passes: the prefill, five steps
+    assert stated.energy_j == pytest.approx(plain.energy_j + 6 * copy * idle, rel=1e-9)
+    assert stated.ttft_s == pytest.approx(plain.ttft_s + copy, rel=1e-9)
+    assert stated.memory_gb == pytest.approx(plain.memory_gb - 16.0) and "exceeds-memory" not in stated.flags
+    assert (stated.offload_gb, stated.h2d_gbps, stated.h2d_stated) == (16.0, 8.0, True)
+    hybrid = joulecast.generate("llama-3-8b", "v100-pcie-16gb", **{**args, "estimator": None})
+    unstated = joulecast.generate("llama-3-8b", "v100-pcie-16gb", offload_gb=16.0, **{**args, "estimator": None})
+    fast, slow = (16.0 * 2**30 / (r * 1e9) for r in offload.H2D_RANGE_GBPS[::-1])
+    assert unstated.h2d_gbps == offload.H2D_DEFAULT_GBPS and not unstated.h2d_stated
+    assert unstated.time_interval_s[0] == pytest.approx(hybrid.time_interval_s[0] + 6 * fast, rel=1e-9)
+    assert unstated.time_interval_s[1] == pytest.approx(hybrid.time_interval_s[1] + 6 * slow, rel=1e-9)
+    assert unstated.energy_interval_j[1] == pytest.approx(hybrid.energy_interval_j[1] + 6 * slow * idle, rel=1e-9)
+    # a list of requests takes it as a generation does; nothing offloaded changes nothing
+    requests = joulecast.generate_requests("llama-3-8b", "v100-pcie-16gb", [[64, 6]], offload_gb=16.0,
+                                           h2d_gbps=8.0, **{k: v for k, v in args.items()
+                                                            if k not in ("input_len", "output_len")})
+    assert requests.energy_j == pytest.approx(stated.energy_j, rel=1e-9) and requests.offload_gb == 16.0
+    assert joulecast.generate("llama-3-8b", "v100-pcie-16gb", offload_gb=0, **args).energy_j == plain.energy_j
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"offload_gb": -1.0}, "offload_gb: must be a number of GiB, 0 or more"),
+    ({"offload_gb": 99.0}, "offload_gb: must be less than the"),
+    ({"offload_gb": float("nan")}, "offload_gb: must be a number of GiB"),
+    ({"offload_gb": 1.0, "h2d_gbps": 0.0}, "h2d_gbps: must be GB/s over 0"),
+])
+def test_a_bad_offload_is_one_line_naming_its_field(options, message):
+    with pytest.raises(joulecast.InputError) as err:
+        joulecast.generate("llama-3-8b", "v100-pcie-16gb", input_len=8, output_len=2, estimator="physics", **options)
+    assert message in str(err.value)
+
+
+def test_cli_offload_prints_its_copy_and_refuses_other_phases(capsys):
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "v100-pcie-16gb", "--phase", "generate", "--dtype",
+                 "fp16", "--input-len", "64", "--output-len", "4", "--offload-gb", "2"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"offload +2 GiB of weights in host memory, copied in every pass at 6.95 GB/s by default", out)
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--offload-gb", "1"]) == 2
+    assert "--offload-gb: applies to --phase generate only" in capsys.readouterr().err

@@ -138,6 +138,12 @@ def test_a_generation_sweep_is_per_output_token_over_batch_and_prompt_length():
     for p in points.itertuples():
         g = generate("gpt2", "a10", batch=p.batch, input_len=p.input_len, output_len=32, estimator="physics")
         assert p.energy_j == g.energy_j and p.energy_per_token_j == pytest.approx(g.energy_j / (p.batch * 32))
+    # weights offloaded to host memory, a fixed option: every point pays their copies as its generation does
+    offloaded = sweep(configs, job=dict(output_len=32, offload_gb=0.1, h2d_gbps=10.0), estimator="physics").points
+    for p, o in zip(points.itertuples(), offloaded.itertuples()):
+        g = generate("gpt2", "a10", batch=p.batch, input_len=p.input_len, output_len=32, offload_gb=0.1,
+                     h2d_gbps=10.0, estimator="physics")
+        assert o.energy_j == g.energy_j and o.time_s > p.time_s
 
 
 def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():

@@ -55,7 +55,7 @@ def test_prefill_on_a_gpu_trained_only_on_serving_reads_at_physics_and_spans_the
     # more than the margin pooled over every GPU's (widened where a feature is out of range)
     margin = shipped.physics_new_gpu_by_arch["energy"]["9.0"]["forward"]
     assert margin > shipped.physics_new_gpu_by_kind["energy"]["forward"]
-    widen = residual.UNLEARNED_RANGE_WIDEN if any(" = " in r for r in est.outside_domain) else 1.0
+    widen = residual.UNLEARNED_WIDEN if any(" = " in r for r in est.outside_domain) else 1.0
     lo, hi = est.energy_interval_j
     assert np.log(hi / est.energy_j) == pytest.approx(margin * widen, rel=1e-6)
     assert np.log(est.energy_j / lo) == pytest.approx(margin * widen, rel=1e-6)

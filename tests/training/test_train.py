@@ -16,7 +16,7 @@ import pytest
 import joulecast
 from joulecast.data.importers import import_source
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, UNLEARNED_RANGE_WIDEN, Residual, level_key, level_of
+from joulecast.estimator.residual import OUT_OF_DOMAIN_WIDEN, UNLEARNED_WIDEN, Residual, level_key, level_of
 from joulecast.features import arch
 from joulecast.training import residual as residual_training
 from joulecast.training.dataset import training_table
@@ -337,12 +337,12 @@ def test_each_side_of_the_interval_gets_its_own_conformal_margin():
 
 
 def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
-    """Two GPUs of one architecture (code 8.0) run 0.3 above physics. A new GPU, of that architecture or another
-    (7.0), reads at physics' point, as far each way as physics missed the GPUs trained on (twice that for the other
-    architecture), and one of another architecture says why; a GPU trained on is untouched by its architecture code.
-    A model saved before the physics margins moves the pooled bags' interval to physics' point (one saved before
-    that, with no architectures recorded, gave the pooled point; widened, as it widened every row on a new GPU, for
-    the other architecture only)."""
+    """Two GPUs of one architecture (code 8.0) run 0.3 above physics. A new GPU, of that architecture or another (7.0),
+    reads at physics' point, as far each way as physics missed the GPUs trained on (UNLEARNED_WIDEN times that
+    for the other architecture), and one of another architecture says why; a GPU trained on is untouched by its
+    architecture code. A model saved before the physics margins moves the pooled bags' interval to physics' point
+    (one saved before that, with no architectures recorded, gave the pooled point; widened, as it widened every
+    row on a new GPU, for the other architecture only)."""
     rng = np.random.default_rng(5)
     gpus = np.repeat(["a", "b"], [120, 120])
     X = _synthetic_features(rng, len(gpus)).assign(gpu_arch=8.0)
@@ -357,7 +357,7 @@ def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
         m = model.physics_new_gpu[target]
         np.testing.assert_array_equal(now[target], 0.0)
         np.testing.assert_allclose([-now[f"{target}_lo"], now[f"{target}_hi"]], m, rtol=1e-6)
-        np.testing.assert_allclose([-other[f"{target}_lo"], other[f"{target}_hi"]], m * OUT_OF_DOMAIN_WIDEN, rtol=1e-6)
+        np.testing.assert_allclose([-other[f"{target}_lo"], other[f"{target}_hi"]], m * UNLEARNED_WIDEN, rtol=1e-6)
     band = dataclasses.replace(model, physics_new_gpu={}, physics_new_gpu_by_kind={})  # saved before the margins
     kin, new = band.predict(rows, ["c"] * 4), band.predict(rows.assign(gpu_arch=7.0), ["c"] * 4)
     old_rule = dataclasses.replace(band, arch_codes=[])  # as a model saved before that: the pooled bags' point
@@ -437,7 +437,7 @@ def test_a_new_gpu_of_a_known_architecture_running_work_without_an_engine_takes_
     rows = pd.concat([X.iloc[[0]]] * 3).assign(engine_host_fraction=[0.0, 0.2, 0.0], gpu_arch=[8.0, 8.0, 7.0])
     new = model.predict(rows, ["h100"] * 3)
     width = new["energy_hi"] - new["energy_lo"]
-    assert width[1] > width[0] > 0 and width[2] == pytest.approx(OUT_OF_DOMAIN_WIDEN * width[0])
+    assert width[1] > width[0] > 0 and width[2] == pytest.approx(UNLEARNED_WIDEN * width[0])
     assert width[0] == pytest.approx(2 * model.physics_new_gpu_by_kind["energy"]["forward"])
     assert not new["in_domain"].any()
     # (with no margin measured, every row on a new GPU is widened: the test above, its one-GPU model)
@@ -503,11 +503,11 @@ def test_a_new_gpu_reads_the_physics_margin_of_its_own_architecture(tmp_path):
     rows = pd.concat([X.iloc[[0]]] * 4).assign(gpu_arch=[8.0, 9.0, 7.0, 9.0])
     rows.iloc[3, rows.columns.get_loc("log_flops")] = 40.0  # out of the trained range (20-30)
     new = model.predict(rows, ["new"] * 4)
-    # a known architecture's row out of range widened by UNLEARNED_RANGE_WIDEN, a new architecture's further
+    # a new architecture's row, or a known one's with a feature out of range, widened by UNLEARNED_WIDEN
     np.testing.assert_allclose(new["energy_hi"] - new["energy"],
-                               [by_arch["8.0"]["forward"], by_arch["9.0"]["forward"], pooled * OUT_OF_DOMAIN_WIDEN,
-                                by_arch["9.0"]["forward"] * UNLEARNED_RANGE_WIDEN], rtol=1e-5)
-    assert 1.0 < UNLEARNED_RANGE_WIDEN < OUT_OF_DOMAIN_WIDEN
+                               [by_arch["8.0"]["forward"], by_arch["9.0"]["forward"], pooled * UNLEARNED_WIDEN,
+                                by_arch["9.0"]["forward"] * UNLEARNED_WIDEN], rtol=1e-5)
+    assert 1.0 < UNLEARNED_WIDEN < OUT_OF_DOMAIN_WIDEN
     np.testing.assert_allclose(new["energy"] - new["energy_lo"], new["energy_hi"] - new["energy"], rtol=1e-5)
     loaded = Residual.load(model.save_fitted(tmp_path / "model"))
     assert loaded.physics_new_gpu_by_arch == model.physics_new_gpu_by_arch

@@ -21,11 +21,11 @@ set, bags of two, five folds) instead of the full one.
 (the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows
 of it, `ResidualModel._physics_margin_by_arch`, else on every other GPU's, `ResidualModel._physics_margin`; read as
 the shipped model reads them, `Residual.physics_reach`) with rows outside the other GPUs' domain or architectures
-widened by each factor of WIDEN_GRID (the shipped rule: `UNLEARNED_WIDEN`, 1.5, on an architecture trained
-on), the mean width of those intervals, the same with single-kernel rows (phase `kernel`) as a kind of work of their
-own, and with the margin pooled over every architecture (`pooled, no arch`: the rule before 2026-12-04's seventeenth
-session). It shows how far the per-GPU coverage goal (86-94 %) lies from what a margin shared by every GPU can give:
-a GPU whose rows spread less than the others' is covered more whatever the widening.
+widened by each factor of WIDEN_GRID (the shipped rule: `UNLEARNED_WIDEN`, 1.5), the mean width of those intervals,
+the same with single-kernel rows (phase `kernel`) as a kind of work of their own, and with the margin pooled over
+every architecture (`pooled, no arch`: the rule before 2026-12-04's seventeenth session). It shows how far the
+per-GPU coverage goal (86-94 %) lies from what a margin shared by every GPU can give: a GPU whose rows spread less
+than the others' is covered more whatever the widening.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ import pandas as pd
 from joulecast.data.labels import Labels
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+# A training step's backward kernels are named by their forward op and one of these (`features.lowering.training_step`,
+# `features.train_step`): the input and weight gradients, a streaming op's and attention's backward, a recomputed op.
+BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd", "_recompute")
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
 
 # name -> (numpy dtype, default). Unused fields of a kind keep the default, so rows dedupe cleanly.

@@ -20,10 +20,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from joulecast.data.kernels import DTYPE_BYTES
+from joulecast.data.kernels import BACKWARD_SUFFIXES, DTYPE_BYTES
 from joulecast.data.labels import Labels
 
-_BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd", "_recompute")
 _OPTIMIZER_OPS = ("adamw", "sgd_momentum")
 # Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
 # gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
@@ -35,7 +34,7 @@ GIB = 2**30
 def _forward(ops: tuple[str, ...]) -> np.ndarray:
     """Per op name, whether its kernel belongs to the forward pass (not a backward kernel or an optimizer step): a
     lowering's few names decided once, not on every estimate."""
-    return np.array([not (o.endswith(_BACKWARD_SUFFIXES) or o in _OPTIMIZER_OPS) for o in ops] or [False])
+    return np.array([not (o.endswith(BACKWARD_SUFFIXES) or o in _OPTIMIZER_OPS) for o in ops] or [False])
 
 
 def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, phase: np.ndarray,

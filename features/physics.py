@@ -16,7 +16,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.kept import kept_for
-from joulecast.data.kernels import DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
+from joulecast.data.kernels import BACKWARD_SUFFIXES, DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
 from joulecast.features import arch, kinds, tiles
 from joulecast.features.kinds import attention, gemm, streaming
@@ -301,6 +301,11 @@ def _l2_resident_share(f: Mapping[str, np.ndarray], count: np.ndarray, wid: np.n
     return np.minimum(np.maximum((gpu.l2_bytes - footprint) / (gpu.l2_bytes - usable), 0.0), 1.0)
 
 
+def _backward(op: str) -> str:
+    """"backward" for a backward kernel's op name (`data.kernels.BACKWARD_SUFFIXES`), else the name."""
+    return "backward" if op.endswith(BACKWARD_SUFFIXES) else op
+
+
 def _per_workload(value: float | np.ndarray, n: int) -> np.ndarray:
     """A number per workload: an array of them as it is, one number for all broadcast."""
     value = np.asarray(value, dtype=float)
@@ -394,8 +399,13 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     f["dram_bytes"] = f["dram_bytes"] * (1 - _per_kernel(_l2_resident_share(f, count, wid, n, gpu), wid, n))
     dyn = _timeline_and_power(f, gpu, clock, limit)
     dispatched = np.where(f["op"].isin(arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
-    per_launch = _per_workload(host_dispatch_s, n)
-    host = np.bincount(wid, dispatched, minlength=n) * per_launch
+    # a training step (a workload with backward kernels) pays autograd's host time a launch, and its host and GPU
+    # overlap nearer their maximum (`arch.TRAINING_DISPATCH_FACTOR`, `arch.TRAINING_OVERLAP_NORM`)
+    training = np.bincount(wid, f["op"].lookup({"backward": 1.0}, 0.0, key=_backward), minlength=n) > 0
+    per_launch = _per_workload(host_dispatch_s, n)  # the host's, as the estimate reports it
+    host = np.bincount(wid, dispatched, minlength=n) * per_launch * np.where(training, arch.TRAINING_DISPATCH_FACTOR,
+                                                                             1.0)
+    norm = np.where(training, arch.TRAINING_OVERLAP_NORM, arch.OVERLAP_NORM)
     serial = _per_workload(serial_host_s, n)
     idle = float(idle_power_w(gpu, clock0))
     # the engine's host work in idle-seconds, its power held to the limit too (an engine's entry may say up to 20x idle)
@@ -409,7 +419,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
         """(busy seconds, busy and host time overlapped, the idle gaps' energy) per workload."""
         busy = np.bincount(wid, count * time_s, minlength=n)
         overlapped = np.where(one_kernel, np.maximum(busy, host),
-                              (busy ** arch.OVERLAP_NORM + host ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM))
+                              (busy ** norm + host ** norm) ** (1 / norm))
         return busy, overlapped, idle * (overlapped - busy + waiting)
 
     busy, overlapped, gap_energy = gaps(dyn["time_s"])

@@ -269,8 +269,9 @@ def test_a_job_launched_as_cuda_graphs_with_a_dense_head_plans_faster():
     assert (lean.launch_mode, lean.head_tokens, eager.launch_mode, eager.head_tokens) == ("graph", 64, "eager", None)
     fast, slow = planner.plan(lean).plans[0], planner.plan(eager).plans[0]
     assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
+    # a task's head of two outputs saves GPU work; GPT-2's eager step waits on its host, so energy shows it
     task = _job(strategies=["ddp"], head_outputs=2)
-    assert task.head_outputs == 2 and planner.plan(task).plans[0].time_s < slow.time_s
+    assert task.head_outputs == 2 and planner.plan(task).plans[0].energy_j < slow.energy_j
 
 
 def test_a_pipeline_fills_once_an_evaluation_step_of_the_training_s_micro_batches():

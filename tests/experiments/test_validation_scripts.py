@@ -459,3 +459,24 @@ def test_volta_power_reads_the_v100_pcie_rows_at_each_idle_and_clock_band():
         assert sum(r["rows"] for r in table if r["idle_w"] == idle and r["band"] != "all") == 200
     assert whole[24.0]["power_bias"] < whole[30.0]["power_bias"] < whole[39.8]["power_bias"]
     assert abs(whole[24.0]["power_bias"]) == min(abs(r["power_bias"]) for r in whole.values())
+
+
+def test_training_host_scores_the_h200s_steps_at_each_factor_and_norm(monkeypatch):
+    """training_host.py: the H200's three training steps at a factor and norm, the constants put back after; at the
+    shipped pair the host-bound GPT-2 step reads closer to its measured time than at an inference pass's (1, 2-norm),
+    and the grid's least time MAPE on the steps trained on is the shipped pair."""
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    import training_host
+    from joulecast.data.store import load_store
+    from joulecast.features import arch
+
+    rows = training_host.steps(load_store(REPO / "data" / "measurements"))
+    assert len(rows) == 3
+    shipped = (arch.TRAINING_DISPATCH_FACTOR, arch.TRAINING_OVERLAP_NORM)
+    before, now = training_host.errors(rows, 1.0, 2.0), training_host.errors(rows, *shipped)
+    assert (arch.TRAINING_DISPATCH_FACTOR, arch.TRAINING_OVERLAP_NORM) == shipped  # put back
+    gpt2 = lambda e: float(e.loc[e["model"] == "gpt2", "time"].iloc[0])  # noqa: E731
+    assert gpt2(before) < gpt2(now) < 0  # read short, less so
+    grid = training_host.grid({"trained on": rows})
+    best = grid.loc[grid["time_mape"].idxmin()]
+    assert (best["factor"], best["norm"]) == shipped

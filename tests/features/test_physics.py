@@ -524,3 +524,19 @@ def test_a_lowered_power_limit_scales_the_hot_static_term_by_the_limit_over_the_
         cool = dynamic if cool is None else cool
         assert dynamic == pytest.approx(cool, rel=1e-9)  # only the static term moved
     assert arch.HOT_STATIC_RATIO > 0
+
+
+def test_a_training_step_pays_autograds_host_time_and_overlaps_the_gpu_nearer_its_maximum():
+    """A training step (backward kernels in it) dispatches each launch at TRAINING_DISPATCH_FACTOR times the host's
+    time and takes the TRAINING_OVERLAP_NORM of its host and GPU time; a forward pass keeps the host's own dispatch
+    and the 2-norm. The estimate reports the host's own figure either way."""
+    host_s = 20e-6
+    step = joulecast.estimate(joulecast.workload("gpt2", phase="training", batch=8, seq=512, host_dispatch_s=host_s),
+                              "h200", estimator="physics")
+    p, host = arch.TRAINING_OVERLAP_NORM, step.launches * host_s * arch.TRAINING_DISPATCH_FACTOR
+    assert arch.TRAINING_DISPATCH_FACTOR > 1 and p > arch.OVERLAP_NORM
+    assert step.time_s == pytest.approx((step.gpu_busy_s ** p + host ** p) ** (1 / p), rel=1e-9)
+    assert step.host_dispatch_s == host_s
+    forward = joulecast.estimate(joulecast.workload("gpt2", batch=8, seq=512, host_dispatch_s=host_s), "h200",
+                                 estimator="physics")
+    assert forward.time_s == pytest.approx(np.hypot(forward.gpu_busy_s, forward.launches * host_s), rel=1e-9)

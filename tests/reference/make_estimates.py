@@ -99,7 +99,11 @@ not 2x (`UNLEARNED_WIDEN`; issue 31): 96 rows' bounds moved in (87 training step
 A10, 29 A100-PCIe), their mean energy width 88.0 -> 65.1 % of the estimate, all rows' 56.6 -> 55.7 %; every point,
 flag and reason the same. Saved again when a GPU of an architecture not trained on took that 1.5x too, not 2x (issue
 27): the L40S's 500 rows alone moved, their mean energy width 86.0 -> 64.5 %, all rows' 55.7 -> 51.4 %; every point,
-flag and reason the same.
+flag and reason the same. Saved again when a training step's launches took autograd's host time (twice an inference
+pass's) and its host and GPU overlapped by an 8-norm, not a 2-norm (issue 31): physics moved on the 780 training
+rows alone, time -5.3 to +97.8 % (host-bound steps of small models up, GPU-bound ones a little down), energy -4.5
+to +87.6 %, a median 0.0 %; the model retrained on the H200's steps so read, hybrid energy on the other rows -3.3
+to +2.6 %, a median 0.0 %; mean energy width 51.4 -> 51.8 %; every flag and reason the same.
 
 """
 

@@ -9,7 +9,9 @@ Physics combines the two as a 2-norm (`joulecast.features.arch.OVERLAP_NORM`); f
 training: not the single-kernel loops, whose one op a call dispatches with less Python around it) that physics
 calls host-bound at the default dispatch (`arch.HOST_DISPATCH_S`, set on EnergAIzer's hosts), this inverts the rule
 for the dispatch a launch: sqrt(measured time^2 - GPU busy time^2) / launches (a workload of one kernel, which
-physics paces by the slower side, measured time / launches). The median over those rows is the
+physics paces by the slower side, measured time / launches; a training step, whose launches pay autograd's host time
+too and whose sides overlap by their own norm, `arch.TRAINING_DISPATCH_FACTOR` and `TRAINING_OVERLAP_NORM`, by that
+norm over the launches times the factor). The median over those rows is the
 machine's figure, which a collection's dataset card states as `host_dispatch_s` (`joulecast.data.store` gives it
 to the collection's rows, and training rebuilds their physics with it). A row whose measured time is not above
 physics' GPU busy time implies nothing and is left out.
@@ -55,17 +57,22 @@ def implied_dispatch(store: str, gpu: str, collection: str, kernels: bool = Fals
         c = None if np.isnan(clock[i]) else min(clock[i], spec.boost_clock_mhz)
         _, totals = physics_batch([w], spec, c, None if np.isnan(limit[i]) else limit[i])
         busy, host = float(totals.gpu_busy_s[0]), float(totals.host_s[0])
+        # a training step's launches pay autograd's host time too, and its sides overlap by their own norm
+        training = row["phase"] == "training"
+        factor = arch.TRAINING_DISPATCH_FACTOR if training else 1.0
+        norm = arch.TRAINING_OVERLAP_NORM if training else arch.OVERLAP_NORM
         per_launch = float(totals.host_dispatch_s[0])  # the default: the workload states none
-        launches = host / per_launch if per_launch else 0.0
+        launches = host / (per_launch * factor) if per_launch else 0.0
         if host <= busy or not launches:
             continue
         measured = float(row["time_s"])
         if measured <= busy:  # physics' GPU time passes the measured time: no dispatch to read
             continue
-        # physics' rule inverted: a workload of one kernel takes the larger of the two, any other their 2-norm
-        host_s = measured if len(w.kernels) == 1 else np.sqrt(measured ** 2 - busy ** 2)
+        # physics' rule inverted: a workload of one kernel takes the larger of the two, any other their norm
+        host_s = measured if len(w.kernels) == 1 else (measured ** norm - busy ** norm) ** (1 / norm)
         out.append(dict(measurement_id=row["measurement_id"], launches=int(round(launches)),
-                        measured_ms=1e3 * measured, gpu_busy_ms=1e3 * busy, dispatch_us=1e6 * host_s / launches))
+                        measured_ms=1e3 * measured, gpu_busy_ms=1e3 * busy,
+                        dispatch_us=1e6 * host_s / (launches * factor)))
     return out
 
 

@@ -124,8 +124,8 @@ OVERLAP_NORM = 2.0
 # Mistral-7B, Qwen2-1.5B and -7B), physics energy / time / power MAPE 5.7 / 14.1 / 12.5 -> 5.3 / 10.2 / 8.3 % (the
 # three 10.7 / 19.0 / 20.5 -> 7.4 / 9.6 / 7.3 %): at the inference pass's dispatch and 2-norm, physics read the
 # host-bound steps (GPT-2 and BERT-large at batch 8) at 0.50 and 0.66 of their measured time, GPU-bound ones
-# (Llama-3-8B at batch 2, Mistral-7B) at 1.10; now 0.76, 0.89 and 1.05. The shipped model retrained on the three so read: the H200's
-# held-out rows (experiments/h200_holdout.py) 5.7 -> 5.5 % energy, power 7.5 -> 5.9 %.
+# (Llama-3-8B at batch 2, Mistral-7B) at 1.10; now 0.76, 0.89 and 1.05. The shipped model retrained on the three so
+# read: the H200's held-out rows (experiments/h200_holdout.py) 5.7 -> 5.5 % energy, power 7.5 -> 5.9 %.
 TRAINING_DISPATCH_FACTOR = 2.0
 TRAINING_OVERLAP_NORM = 8.0
 # DRAM saturates once about half the SMs issue loads (assumption); fewer active SMs get proportionally less.

@@ -403,8 +403,8 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     # overlap nearer their maximum (`arch.TRAINING_DISPATCH_FACTOR`, `arch.TRAINING_OVERLAP_NORM`)
     training = np.bincount(wid, f["op"].lookup({"backward": 1.0}, 0.0, key=_backward), minlength=n) > 0
     per_launch = _per_workload(host_dispatch_s, n)  # the host's, as the estimate reports it
-    host = np.bincount(wid, dispatched, minlength=n) * per_launch * np.where(training, arch.TRAINING_DISPATCH_FACTOR,
-                                                                             1.0)
+    factor = np.where(training, arch.TRAINING_DISPATCH_FACTOR, 1.0)
+    host = np.bincount(wid, dispatched, minlength=n) * per_launch * factor
     norm = np.where(training, arch.TRAINING_OVERLAP_NORM, arch.OVERLAP_NORM)
     serial = _per_workload(serial_host_s, n)
     idle = float(idle_power_w(gpu, clock0))

@@ -18,6 +18,7 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.features.memory import GIB
 from joulecast.features.power import idle_power_w
 
 # Host-to-device copy rates from pageable host memory, CUDA's bandwidthTest (`--memory=pageable`, 32 MB transfers) as
@@ -28,8 +29,9 @@ from joulecast.features.power import idle_power_w
 H2D_PAGEABLE_GBPS = (3.2, 3.3, 3.9, 10.0, 14.3, 15.9)
 H2D_DEFAULT_GBPS = float(np.median(H2D_PAGEABLE_GBPS))
 H2D_RANGE_GBPS = (min(H2D_PAGEABLE_GBPS), max(H2D_PAGEABLE_GBPS))
-MAX_H2D_GBPS = 1000.0   # past any host link (NVLink-C2C, 900 GB/s): a typo, not a machine
-GIB = 2**30
+# past any host link, the fastest being GH200's CPU-to-GPU NVLink-C2C, 900 GB/s (NVIDIA's GH200 datasheet, as
+# ../shared/reference/gpus.md cites it): a typo, not a machine
+MAX_H2D_GBPS = 1000.0
 
 
 def check_offload(offload_gb: float, h2d_gbps: float | None) -> tuple[float, float | None]:

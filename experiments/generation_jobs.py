@@ -140,12 +140,12 @@ def rows() -> pd.DataFrame:
         output_len=("output_len", "mean"), runs=("GPU Energy (J)", "size"))
 
 
-def _generate(r: Any, dispatch_s: float | None, estimator: Any, offload: bool = True) -> Any:
+def _generate(r: Any, dispatch_s: float | None, estimator: Any) -> Any:
     """The row's generation (one prompt, no KV cache) at a host dispatch (None: the default), with the weights its
-    load left in host memory (`offloaded_gb`; `offload` False: none), copied in at the default host's rate."""
+    load left in host memory (`offloaded_gb`), copied in at the default host's rate."""
     return generate(r.model, r.gpu, batch=1, input_len=int(getattr(r, "_5")), output_len=max(1, round(r.output_len)),
                     kv_cache=False, attention=ATTENTION[r.model], host_dispatch_s=dispatch_s, estimator=estimator,
-                    offload_gb=offloaded_gb().get((r.gpu, r.model), 0.0) if offload else 0.0)
+                    offload_gb=offloaded_gb().get((r.gpu, r.model), 0.0))
 
 
 @functools.cache

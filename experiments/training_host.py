@@ -17,9 +17,9 @@ import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pandas as pd
+from gpu_transfer import HOLDOUT
 
 from joulecast.cli import load_measurements
 from joulecast.data.store import load_store
@@ -28,7 +28,6 @@ from joulecast.training.dataset import training_table
 
 FACTORS = (1.0, 1.5, 2.0, 2.5, 3.0)
 NORMS = (2.0, 4.0, 6.0, 8.0, 16.0)
-HOLDOUT = Path(__file__).resolve().parents[1] / "data" / "holdout"
 
 
 @contextmanager

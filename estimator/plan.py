@@ -22,8 +22,10 @@ Method (formulas: shared/reference/distributed.md, section 0; every constant in 
    and FSDP, an island's for the others); the other ranks wait that long at waiting power.
 3. Energy per site: PUE x [GPUs x (busy power x compute time + waiting power x waiting time) + nodes x (host + switch
    power) x wall time + bits moved x energy per bit]; the allocational internet kWh/GB is reported apart. The
-   waiting power is the site's `wait_w`, by default the catalog's idle power at maximum clocks (an assumption: no
-   source measures a GPU blocked in a collective; `data/collect/plans/h200-waiting.yaml` would).
+   waiting power is the site's `wait_w`, by default the catalog's idle power at maximum clocks. No source measures
+   a GPU blocked in a collective; on a lent H200 (`data/probes/h200/h200-waiting`, 2026-12-04) a kernel spinning
+   on one block, as NCCL's poll a flag, drew 119.7-120.2 W and a held context with no kernel 119.4-119.5 W, both at
+   1,980 MHz, against the catalog's 122 W (-2 %).
 4. Carbon: grid energy (what local energy, e.g. solar, does not meet) x the site's intensity, hour by hour where
    the site gives a series.
 5. Evaluation: each of the job's `evals` evaluations runs its share of `eval_tokens` in whole global batches,

@@ -143,8 +143,11 @@ V_KNEE_CLOCK_RATIO = 1020.0 / 1410.0
 # Idle power rises with voltage faster than V^2 f (leakage): idle(f) - idle_min ~ V^4 f reproduces the EnergAIzer
 # A100 idle table (dvfs__yz8__idle_power.json) within 1.5 W between 210 and 1410 MHz.
 IDLE_VOLTAGE_EXPONENT = 4.0
-# Static power under load. The idle tables are read on a cool, idle die; a busy one is 15-35 C hotter (the A10 / A100 /
-# H200 kernel rows: 40-77 C) and leaks more: static power idle(f) * (1 + ratio * u_sm). The ratio is fitted on the
+# Static power under load. The idle tables are read on a cool, idle die; a busy one draws more than its switching
+# energy accounts for: static power idle(f) * (1 + ratio * u_sm). Not leakage from heat, mostly: on a lent H200 the
+# die fell from 62 to 43 C within 0.4 s of a GEMM's end, and spinning at 1,980 MHz it drew 0.72 W/K more as it
+# cooled to 38 C, 17 of the term's 79 W over the GEMM's 24 K (experiments/thermal_leakage.py, data/probes/h200/
+# h200-thermal): the term follows load, and temperature follows power within a second. The ratio is fitted on the
 # GPUs with kernel-level rows' physics power (experiments/hot_static_power.py): 0.65 on all three; left out, each
 # GPU's own is chosen by the other two (A10 0.7, A100-PCIe 0.65, H200 0.65) and scores physics power MAPE 24.8 -> 5.6
 # % on the A10, 19.9 -> 6.2 % on the A100-PCIe and 13.1 -> 11.4 % on the H200 (energy 24.1 -> 7.9, 26.5 -> 12.3, 17.6

@@ -229,30 +229,34 @@ def test_softmax_rows_chooses_the_row_block_cost_on_two_gpus_and_scores_the_thir
 
 def test_thermal_leakage_fits_power_on_temperature_of_the_spin_windows(tmp_path):
     """On samples shaped as an h200-thermal collection records them (a GEMM heats the die, a spinning kernel at the
-    maximum clock cools): the slope the samples were made with, and the hot-static term's implied slope beside it."""
+    maximum clock cools, the meter's power lagging over its first second): the slope the settled samples were made
+    with, and the hot-static term's implied slope beside it."""
     import numpy as np
     import pandas as pd
 
     from joulecast.data import store
 
     rng = np.random.default_rng(3)
-    cooling = np.linspace(62.0, 44.0, 180)
+    cooling = np.linspace(62.0, 44.0, 250)
+    lag = np.where(np.arange(cooling.size) < 72, 300.0, 0.0)  # 72 samples of 14 ms: the first second
     frames = [pd.DataFrame({"measurement_id": "idle-before/t0", "temperature_c": 38.0, "power_w": 77.0,
                             "sm_clock_mhz": 345.0}, index=range(50)),
               pd.DataFrame({"measurement_id": "gemm/m16384/n16384/k16384/bf16", "temperature_c": 60.0,
                             "power_w": 690.0, "sm_clock_mhz": 1455.0}, index=range(50)),
               pd.DataFrame({"measurement_id": "wait/spin/us1000", "temperature_c": cooling,
-                            "power_w": 150.0 + 1.5 * (cooling - 40.0) + rng.normal(0, 0.5, cooling.size),
+                            "power_w": 150.0 + 1.5 * (cooling - 40.0) + lag + rng.normal(0, 0.5, cooling.size),
                             "sm_clock_mhz": np.where(np.arange(cooling.size) % 60 == 0, 1965.0, 1980.0)})]
     samples = pd.concat(frames, ignore_index=True).assign(window=0, energy_j=0.0, memory_clock_mhz=3201.0,
                                                           power_limit_w=700.0, throttle="")
     samples["time_s"] = np.arange(len(samples)) * 0.014
     store.write_samples(samples, tmp_path, "h200", "h200-thermal")
     result = _run_args("thermal_leakage.py", str(tmp_path))
-    assert result["sm_clock_mhz"] == 1980 and result["samples"] == 177   # the 1,965 MHz readings left out
+    # 250 spin samples less the first second's 72 and the 1,965 MHz readings after it (at 120, 180, 240)
+    assert result["sm_clock_mhz"] == 1980 and result["samples"] == 175
     assert result["slope_w_per_k"] == pytest.approx(1.5, abs=0.05)
-    assert result["temperature_c"] == [pytest.approx(44.0), pytest.approx(62.0, abs=0.2)]
+    assert result["temperature_c"] == [pytest.approx(44.0), pytest.approx(62.0 - 18.0 * 72 / 249, abs=0.01)]
     assert result["implied_slope_w_per_k"] == pytest.approx(0.65 * result["idle_at_clock_w"] / 22.0)
+    assert result["leakage_over_rise_w"] == pytest.approx(1.5 * 22.0, abs=1.5)
     empty = subprocess.run([sys.executable, str(REPO / "experiments" / "thermal_leakage.py"), str(tmp_path / "none")],
                            capture_output=True, text=True)
     assert empty.returncode == 2 and "no spinning-kernel windows" in empty.stderr

@@ -486,3 +486,38 @@ def test_training_host_scores_the_h200s_steps_at_each_factor_and_norm(monkeypatc
     grid = training_host.grid({"trained on": rows})
     best = grid.loc[grid["time_mape"].idxmin()]
     assert (best["factor"], best["norm"]) == shipped
+
+
+def test_a_repeat_collection_is_paired_with_its_first_by_id_and_split_by_what_bounds_each_item(tmp_path):
+    """experiments/h200_repeat.py on a repeat made from three h200-first rows: a GEMM 10 % slower at the same power
+    (so 10 % more energy), a host-bound decode 30 % slower at the same energy, one row as it was; physics calls the
+    GEMM kernel-bound and the batch-1 decode host-bound. A repeat sharing no id with the first exits 2."""
+    from joulecast.data import store
+
+    first = store.load_collection(REPO / "data" / "measurements", "h200", "h200-first")
+    ids = ["gemm/m16384/n16384/k16384/bf16", "llama-3-8b/decode/b1/s2048/bf16", "bert-large/prefill/b32/s512/bf16"]
+    repeat = first[first["measurement_id"].isin(ids)].copy().reset_index(drop=True)
+    scale_time = repeat["measurement_id"].map({ids[0]: 1.1, ids[1]: 1.3, ids[2]: 1.0})
+    scale_energy = repeat["measurement_id"].map({ids[0]: 1.1, ids[1]: 1.0, ids[2]: 1.0})
+    repeat["time_s"] *= scale_time
+    repeat["energy_j"] *= scale_energy
+    repeat["power_w"] = repeat["energy_j"] / repeat["time_s"]
+    store.write_part(repeat, tmp_path, "h200", "h200-repeat")
+    result = _run_args("h200_repeat.py", "--repeat", str(tmp_path))
+    by_id = {p["measurement_id"]: p for p in result["pairs"]}
+    assert set(by_id) == set(ids)
+    assert by_id[ids[0]]["bound"] == "kernel" and by_id[ids[1]]["bound"] == "host"
+    assert by_id[ids[0]]["diff_time_s"] == pytest.approx(10.0, abs=0.01)
+    assert by_id[ids[0]]["diff_energy_j"] == pytest.approx(10.0, abs=0.01)
+    assert by_id[ids[1]]["diff_time_s"] == pytest.approx(30.0, abs=0.01)
+    decode = first.set_index("measurement_id").loc[ids[1]]  # its stored power is the meter's, not energy / time
+    power = decode["energy_j"] / (1.3 * decode["time_s"])
+    assert by_id[ids[1]]["diff_power_w"] == pytest.approx(100 * (power / decode["power_w"] - 1), abs=0.006)
+    assert by_id[ids[2]]["diff_energy_j"] == pytest.approx(0.0, abs=1e-9)
+    for name in ("first", "repeat"):  # both machines' rows scored, every item counted once
+        assert sum(g["rows"] for g in result["shipped"][name]) == 3
+    strangers = repeat.assign(measurement_id=repeat["measurement_id"] + "/elsewhere")
+    store.write_part(strangers, tmp_path / "other", "h200", "h200-repeat")
+    out = subprocess.run([sys.executable, str(REPO / "experiments" / "h200_repeat.py"), "--repeat",
+                          str(tmp_path / "other")], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 2 and "--collection" in out.stderr

@@ -145,9 +145,12 @@ V_KNEE_CLOCK_RATIO = 1020.0 / 1410.0
 IDLE_VOLTAGE_EXPONENT = 4.0
 # Static power under load. The idle tables are read on a cool, idle die; a busy one draws more than its switching
 # energy accounts for: static power idle(f) * (1 + ratio * u_sm). Not leakage from heat, mostly: on a lent H200 the
-# die fell from 62 to 43 C within 0.4 s of a GEMM's end, and spinning at 1,980 MHz it drew 0.72 W/K more as it
+# die fell from 62 to 43 C within 0.4 s of a GEMM's end, and spinning at 1,980 MHz its power fell 0.72 W/K as it
 # cooled to 38 C, 17 of the term's 79 W over the GEMM's 24 K (experiments/thermal_leakage.py, data/probes/h200/
-# h200-thermal): the term follows load, and temperature follows power within a second. The ratio is fitted on the
+# h200-thermal): the term follows load, and temperature follows power within a second. Nor SMs being on: one warp
+# spinning on each of the 132 drew 11 W more than on one, against the term's 79 W, and 8 / 32 warps a SM 60 / 118 W
+# more (experiments/busy_sm_power.py): it stands for power a busy kernel's issued work draws beyond the switching
+# terms below, which is why it scales with SM activity and is fitted, not derived. The ratio is fitted on the
 # GPUs with kernel-level rows' physics power (experiments/hot_static_power.py): 0.65 on all three; left out, each
 # GPU's own is chosen by the other two (A10 0.7, A100-PCIe 0.65, H200 0.65) and scores physics power MAPE 24.8 -> 5.6
 # % on the A10, 19.9 -> 6.2 % on the A100-PCIe and 13.1 -> 11.4 % on the H200 (energy 24.1 -> 7.9, 26.5 -> 12.3, 17.6

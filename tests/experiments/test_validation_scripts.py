@@ -521,3 +521,28 @@ def test_a_repeat_collection_is_paired_with_its_first_by_id_and_split_by_what_bo
     out = subprocess.run([sys.executable, str(REPO / "experiments" / "h200_repeat.py"), "--repeat",
                           str(tmp_path / "other")], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 2 and "--collection" in out.stderr
+
+
+def test_busy_sm_power_fits_the_one_warp_configurations_on_the_busy_share(tmp_path):
+    """experiments/busy_sm_power.py on a probe summary made with 120 W + 20 W x the busy share for one warp a SM
+    (and the whole-GPU configurations with more warps listed by warps a SM); a folder with no summary exits 2."""
+    from joulecast.data.gpus import gpu
+
+    sms = gpu("h200").sm_count
+    configs = [{"config": "b0/t0", "blocks": 0, "threads": 0, "sms": 0, "readings": 50, "power_w": 80.0,
+                "sm_clock_mhz": 345.0, "temperature_c": 38.0}]
+    configs += [{"config": f"b{b}/t32", "blocks": b, "threads": 32, "sms": b, "readings": 50,
+                 "power_w": 120.0 + 20.0 * b / sms, "sm_clock_mhz": 1980.0, "temperature_c": 40.0}
+                for b in (1, 33, 66, sms)]
+    configs += [{"config": f"b{sms}/t1024", "blocks": sms, "threads": 1024, "sms": sms, "readings": 50,
+                 "power_w": 250.0, "sm_clock_mhz": 1980.0, "temperature_c": 45.0}]
+    (tmp_path / "sm_spin_summary.json").write_text(json.dumps({"configs": configs}))
+    result = _run_args("busy_sm_power.py", str(tmp_path))
+    assert result["configs"] == 4
+    assert result["slope_w_per_share"] == pytest.approx(20.0) and result["intercept_w"] == pytest.approx(120.0)
+    assert result["w_per_sm"] == pytest.approx(20.0 / sms)
+    assert [w["warps_per_sm"] for w in result["warps_per_sm"]] == [1, 32]
+    assert result["hot_static_w"] == pytest.approx(result["ratio"] * result["idle_at_clock_w"])
+    missing = subprocess.run([sys.executable, str(REPO / "experiments" / "busy_sm_power.py"), str(tmp_path / "no")],
+                             capture_output=True, text=True, cwd=REPO)
+    assert missing.returncode == 2 and "probe" in missing.stderr

@@ -210,9 +210,10 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
     collection = result.collection
     device = {**getattr(meter, "describe", dict)(), **runner.describe()}
     started = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # also the session's key in the card
-    _write_card(plan, root, collection, result, device, started, status="running")
-    if not todo:
+    if not todo:  # a rerun with every item stored: a session that measured nothing, and says it ended
+        _write_card(plan, root, collection, result, device, started, status="complete")
         return result
+    _write_card(plan, root, collection, result, device, started, status="running")
     plan_s = {e.item.id: e.seconds for e in expected_durations(plan, todo)}
     bar = _progress(sum(plan_s.values()), progress)
     buffer: list[dict[str, Any]] = []

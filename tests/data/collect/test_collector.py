@@ -140,6 +140,7 @@ def test_interrupted_collection_resumes_without_loss_or_duplicates(tmp_path):
             clock=clock3)
     card = read_card(path)
     assert (card["host_dispatch_s"], card["observations"], len(card["sessions"])) == (1.8e-5, {"a": 1}, 3)
+    assert card["sessions"][-1]["status"] == "complete"  # nothing left to measure: ended, not left running
     assert (load_store(tmp_path)["host_dispatch_s"] == 1.8e-5).all()
 
 

@@ -5,7 +5,7 @@ h200-first (other batches, lengths and phases of the same models, and a few othe
 training set. Scored here, per phase: physics alone; a model trained as `joulecast train --exclude-gpu h200` trains
 (the project's own store and ../shared's EnergAIzer and ML.ENERGY sets, no H200 row: a GPU it knows by its specs
 only, as a new GPU is); and the shipped model (trained with h200-first, since `joulecast retrain --gpu h200`
-promoted it). Their grouped cross-validation per GPU is printed side by side.
+promoted it, and with h200-prefill since 2026-12-04). Their grouped cross-validation per GPU is printed side by side.
 
 Usage: python experiments/h200_holdout.py   (about 1.5 minutes: one training)
 """
@@ -45,7 +45,7 @@ def main() -> None:
     measurements = load_measurements([str(REPO / "data" / "measurements")],
                                      [f"energaizer={SHARED / 'energaizer-artifact'}", f"mlenergy={SHARED}"])
     shipped = load_estimator(None)
-    print(f"training a model without the {(measurements['gpu'] == 'h200').sum()} H200 rows of h200-first "
+    print(f"training a model without the {(measurements['gpu'] == 'h200').sum()} H200 rows of data/measurements "
           f"(on the other {(measurements['gpu'] != 'h200').sum()} measurements) ...", flush=True)
     trained = train(measurements, exclude_gpu=["h200"], log_mlflow=False, register=False)
     label = f"shipped ({'with' if 'h200' in shipped.gpus else 'no'} H200 rows)"

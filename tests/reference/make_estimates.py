@@ -103,7 +103,10 @@ flag and reason the same. Saved again when a training step's launches took autog
 pass's) and its host and GPU overlapped by an 8-norm, not a 2-norm (issue 31): physics moved on the 780 training
 rows alone, time -5.3 to +97.8 % (host-bound steps of small models up, GPU-bound ones a little down), energy -4.5
 to +87.6 %, a median 0.0 %; the model retrained on the H200's steps so read, hybrid energy on the other rows -3.3
-to +2.6 %, a median 0.0 %; mean energy width 51.4 -> 51.8 %; every flag and reason the same.
+to +2.6 %, a median 0.0 %; mean energy width 51.4 -> 51.8 %; every flag and reason the same. Saved again when the
+model trained on 24 more H200 prefill rows (data/measurements/h200/h200-prefill; issue 31): physics the same
+everywhere; hybrid energy on the H200 a median -0.9 %, -8.4 to +3.3 %, time a median -1.0 %; elsewhere a median
+0.0 %, -6.4 to +3.1 %; the L40S the same; mean energy width 51.8 -> 50.6 %; every flag and reason the same.
 
 """
 

@@ -33,6 +33,7 @@ from joulecast.data import store
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.features import arch
 from joulecast.features.power import idle_power_w
 
 SPIN, HEAT, IDLE = "wait/spin/", "gemm/", "idle-before/"
@@ -77,7 +78,8 @@ def main() -> int:
     parser.add_argument("store")
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--collection", default="h200-thermal")
-    parser.add_argument("--ratio", type=float, default=0.65, help="the hot-static ratio to compare with")
+    parser.add_argument("--ratio", type=float, default=arch.HOT_STATIC_RATIO,
+                        help="the hot-static ratio to compare with (default: physics')")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     try:
@@ -89,8 +91,8 @@ def main() -> int:
         print(json.dumps(out, indent=2))
         return 0
     print(f"{out['samples']} spin samples (the first {out['settle_s']:g} s left out) at {out['sm_clock_mhz']:g} MHz, "
-          f"{out['temperature_c'][0]:.0f}-"
-          f"{out['temperature_c'][1]:.0f} C, {out['power_w'][0]:.0f}-{out['power_w'][1]:.0f} W:")
+          f"{out['temperature_c'][0]:.0f}-{out['temperature_c'][1]:.0f} C, "
+          f"{out['power_w'][0]:.0f}-{out['power_w'][1]:.0f} W:")
     print(f"  power = {out['intercept_w']:.1f} W + {out['slope_w_per_k']:.2f} W/K x temperature "
           f"(residual sd {out['residual_std_w']:.1f} W)")
     print(f"  the hot-static term at ratio {out['ratio']:g} implies {out['implied_slope_w_per_k']:.2f} W/K "

@@ -88,7 +88,8 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # The hosts measured so far took 18.5-30 us an eager launch: the H200 collection's host 18.5 (its model passes,
-# data/measurements/h200/h200-first, experiments/host_dispatch.py), Wilkins' Palmetto A100 node 22.3-25.7 and Swing
+# data/measurements/h200/h200-first, experiments/host_dispatch.py), two later lent H200 machines' 24.3 and 24.7
+# (data/repeats/h200/h200-repeat, data/measurements/h200/h200-prefill), Wilkins' Palmetto A100 node 22.3-25.7 and Swing
 # node 25.4-26.3 (experiments/generation_jobs.py, each read from one sweep's host-bound rows), EnergAIzer's hosts
 # 27-30 us per listed kernel on their small runs (its PROVENANCE.md). An estimate whose machine states none takes the
 # default above, and its interval spans what a host of this range makes of it (`estimator.api.combine`).

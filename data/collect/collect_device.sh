@@ -18,7 +18,9 @@ OUT="${OUT:?set OUT to the folder that comes back}"
 STORE="${COLLECT_STORE:-/tmp/joulecast-store}"  # a rerun on the same machine resumes from it
 DEADLINE=$((SECONDS + ${COLLECT_LIMIT_S:-420}))
 export PYTHONUNBUFFERED=1
-python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/joulecast-site "$REPO" 2>&1 | tail -2 || true
+# --upgrade: a rerun on a warm machine installs the tree it was sent, not the one installed before
+python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/joulecast-site "$REPO" 2>&1 \
+  | tail -2 || true
 export PYTHONPATH=/tmp/joulecast-site
 cd /tmp  # never import the checkout's joulecast/ folder: the installed package maps the rooms
 nvidia-smi --query-gpu=name,driver_version,power.limit,power.default_limit,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu --format=csv | tee "$OUT/nvidia-smi.csv"

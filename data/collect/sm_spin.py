@@ -1,7 +1,7 @@
 """Power against the number of busy SMs at almost no switching work (issue 31: the H200 "at several loads").
 
 A kernel whose blocks each spin on the SM clock (`clock64`) keeps `blocks` SMs active, one or more warps each, while
-issuing next to no instructions; the GPU holds its maximum clock (h200-thermal: 1,980 MHz). Power against the active
+issuing nothing but its polling loop (a clock read, a compare, a branch); the GPU holds its maximum clock (h200-thermal: 1,980 MHz). Power against the active
 share of SMs, at one clock and a cool die, is what physics' hot-static term idle(f) * (1 + ratio * u_sm) models
 (features/arch.py); its slope over u_sm says whether the term is SM activity (a slope near ratio * idle(f)) or not.
 
@@ -26,7 +26,7 @@ from pathlib import Path
 from joulecast.data.collect.meters import Meter, counter_fit_power_w
 
 SETTLE_S = 1.0  # the meter's power lags a load's change by up to 0.4 s on the H200 (experiments/thermal_leakage.py)
-SPIN_S = 0.05        # one launch's spin; launches follow back to back
+SPIN_S = 0.05  # one launch's spin; launches follow back to back
 SAMPLE_S = 0.01
 # (blocks, threads a block): a context with no kernel, then one warp a block on 1 to 132 SMs (the H200 has 132),
 # then more warps a block on all of them

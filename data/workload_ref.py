@@ -18,6 +18,9 @@ from urllib.parse import parse_qsl, urlencode
 # measured pass and its physics describe the same kernels: before it, the H200's GPT-2 prefill at batch 32 and 512
 # tokens read 12.4 ms of physics against 7.6 measured; with it, 7.4.
 RUNNER_FUSIONS: Mapping[str, str] = {"gpt2": "activation"}
+# Families the runner can also run as Hugging Face's eager code runs them, kernel by kernel as the lowering's `eager`
+# attention path and no fusions describe (the EnergAIzer tracer's method): a plan item's `attention: eager`.
+RUNNER_EAGER_FAMILIES = frozenset({"gpt2"})
 
 
 def catalog_ref(model: str, **params: object) -> str:
@@ -38,12 +41,14 @@ def serve_ref(model: str, **params: object) -> str:
 
 def as_run(ref: str) -> str:
     """A catalog reference with the fusions the PyTorch runner applies to its model (`RUNNER_FUSIONS`), where it
-    names none; any other reference as it is."""
+    names none and its attention is not `eager` (run as Hugging Face's eager code, none); any other reference as it
+    is."""
     from joulecast.data.models import family, model_entry
 
     scheme, _, rest = ref.partition(":")
     model, _, query = rest.partition("?")
-    if scheme != "catalog" or "fusions" in dict(parse_qsl(query)):
+    params = dict(parse_qsl(query))
+    if scheme != "catalog" or "fusions" in params or params.get("attention") == "eager":
         return ref
     fusions = RUNNER_FUSIONS.get(family(model_entry(model)["config"]))
     return f"{ref}&fusions={fusions}" if fusions else ref

@@ -309,7 +309,7 @@ def _row(item: PlanItem, plan: Plan, collection: str, device: dict[str, str], id
         workload_ref=item.workload_ref, kernel_list="none" if item.kind == "wait" else "lowered",
         kernel_hash=kernel_hash, model=model,
         model_family=family_of_name(model) if item.kind == "model" else item.op, phase=item.phase,
-        batch=item.batch, seq=item.seq, dtype=item.dtype, attention="flash" if item.kind == "model" else None,
+        batch=item.batch, seq=item.seq, dtype=item.dtype, attention=item.attention if item.kind == "model" else None,
         gpu=plan.gpu, gpu_uuid_hash=device.get("uuid_hash"), num_gpus=1, idle_power_w=idle_w, **fields)
 
 

@@ -36,7 +36,7 @@ import yaml
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import read_text
 from joulecast.data.workload import Workload
-from joulecast.data.workload_ref import as_run, catalog_ref, kernel_ref
+from joulecast.data.workload_ref import RUNNER_EAGER_FAMILIES, as_run, catalog_ref, kernel_ref
 
 PLAN_DIR = Path(__file__).parent / "plans"
 # Seconds to set an item up before its warm-up (allocating tensors; building a model with random weights), used
@@ -85,6 +85,7 @@ class PlanItem:
     sizes: Mapping[str, Any] = field(default_factory=dict)       # kernel sizes
     overrides: Mapping[str, Any] = field(default_factory=dict)   # model config overrides
     workload_ref: str | None = None
+    attention: str = "flash"      # a model's attention: flash (SDPA) or eager (Hugging Face's eager kernels)
 
 
 @dataclass(frozen=True)
@@ -132,23 +133,31 @@ def _kernel_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
 
 
 def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
-    from joulecast.data.models import model_entry
+    from joulecast.data.models import family, model_entry
 
     require("model" in entry, f"{where}.model", "missing (a catalog model name; see 'joulecast models')")
-    extra = sorted(set(entry) - {"model", "phase", "batch", "seq", "dtype", "overrides"})
-    require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: model, phase, batch, seq, dtype, overrides")
+    extra = sorted(set(entry) - {"model", "phase", "batch", "seq", "dtype", "overrides", "attention"})
+    require(not extra, f"{where}.{extra[0] if extra else ''}",
+            "unknown key; allowed: model, phase, batch, seq, dtype, overrides, attention")
     require(isinstance(entry.get("overrides") or {}, Mapping), f"{where}.overrides", "must map config keys to values")
     overrides = dict(entry.get("overrides") or {})
     tag = "/cfg" + hashlib.sha256(json.dumps(overrides, sort_keys=True).encode()).hexdigest()[:8] if overrides else ""
     items = []
-    for model, phase, batch, seq, dtype in itertools.product(
+    for model, phase, batch, seq, dtype, attention in itertools.product(
             *(_as_list(entry.get(k, d)) for k, d in (("model", None), ("phase", "prefill"), ("batch", 1),
-                                                       ("seq", 512), ("dtype", "bf16")))):
-        name = model_entry(model)["name"]
+                                                       ("seq", 512), ("dtype", "bf16"), ("attention", "flash")))):
+        spec = model_entry(model)
+        name = spec["name"]
+        require(attention in ("flash", "eager"), f"{where}.attention", f"unknown {attention!r}; allowed: flash, eager")
+        if attention == "eager":
+            require(family(spec["config"]) in RUNNER_EAGER_FAMILIES and phase == "prefill", f"{where}.attention",
+                    f"eager runs prefill of {', '.join(sorted(RUNNER_EAGER_FAMILIES))} models, not {phase} of {name}")
         ref = None if overrides else as_run(catalog_ref(name, phase=phase, batch=batch, seq=seq, dtype=dtype,
-                                                         attention="flash"))
-        items.append(PlanItem(id=f"{name}/{phase}/b{batch}/s{seq}/{dtype}{tag}", kind="model", op=None, model=name,
-                              phase=phase, batch=batch, seq=seq, dtype=dtype, overrides=overrides, workload_ref=ref))
+                                                         attention=attention))
+        suffix = "/eager" if attention == "eager" else ""
+        items.append(PlanItem(id=f"{name}/{phase}/b{batch}/s{seq}/{dtype}{suffix}{tag}", kind="model", op=None,
+                              model=name, phase=phase, batch=batch, seq=seq, dtype=dtype, overrides=overrides,
+                              workload_ref=ref, attention=attention))
     return items
 
 
@@ -172,12 +181,16 @@ def item_workload(item: PlanItem) -> Workload:
         from joulecast.features.kernel_specs import kernel_workload
 
         return kernel_workload(item.op or "", dtype=item.dtype, **item.sizes)
-    from joulecast.data.models import model_entry
+    from joulecast.data.models import family, model_entry
+    from joulecast.data.workload_ref import RUNNER_FUSIONS
     from joulecast.features.lowering import workload
 
     entry = model_entry(item.model or "")
     config = {**entry["config"], **item.overrides, "name": entry["name"]}
-    return workload(config, phase=item.phase or "prefill", batch=item.batch or 1, seq=item.seq, dtype=item.dtype)
+    # the kernels the runner runs: its attention, and its fusions where it runs the model its own way (`as_run`)
+    fusions = () if item.attention == "eager" else tuple(filter(None, [RUNNER_FUSIONS.get(family(config))]))
+    return workload(config, phase=item.phase or "prefill", batch=item.batch or 1, seq=item.seq, dtype=item.dtype,
+                    attention=item.attention, fusions=fusions)
 
 
 def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:

@@ -1,9 +1,10 @@
 """Power against the number of busy SMs at almost no switching work (issue 31: the H200 "at several loads").
 
 A kernel whose blocks each spin on the SM clock (`clock64`) keeps `blocks` SMs active, one or more warps each, while
-issuing nothing but its polling loop (a clock read, a compare, a branch); the GPU holds its maximum clock (h200-thermal: 1,980 MHz). Power against the active
-share of SMs, at one clock and a cool die, is what physics' hot-static term idle(f) * (1 + ratio * u_sm) models
-(features/arch.py); its slope over u_sm says whether the term is SM activity (a slope near ratio * idle(f)) or not.
+issuing nothing but its polling loop (a clock read, a compare, a branch); the GPU holds its maximum clock
+(h200-thermal: 1,980 MHz). Power against the active share of SMs, at one clock and a cool die, is what physics' hot-
+static term idle(f) * (1 + ratio * u_sm) models (features/arch.py); its slope over u_sm says whether the term is SM
+activity (a slope near ratio * idle(f)) or not.
 
     python -m joulecast.data.collect.sm_spin --out DIR [--window-s 4] [--gpu-index 0]
 

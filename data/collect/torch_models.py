@@ -4,7 +4,10 @@ The structure follows the lowering (`joulecast.features.lower_transformers`) so 
 estimate describe the same kernels: pre-norm blocks, SDPA attention (the `flash` path), unfused RMSNorm as in the
 Hugging Face code, a gated SiLU MLP for Llama-style models, GELU (GPT-2, BERT) or ReLU (OPT) otherwise. The training
 step's loss is the mean square of the final hidden states: the lowering has no vocabulary projection in training,
-so neither has the measured step.
+so neither has the measured step. With `attention="eager"` (GPT-2 prefill, `workload_ref.RUNNER_EAGER_FAMILIES`) a
+block runs as Hugging Face's eager code does and the lowering's `eager` path describes: scores by `torch.matmul`
+(its layout copies included), divided by a 0-dim tensor, masked by `torch.where`, a softmax in the model's dtype,
+the weighted values by `torch.matmul`, and `gelu_new` as its eight elementwise kernels.
 """
 
 from __future__ import annotations
@@ -12,12 +15,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from joulecast.data import models
 from joulecast.data.errors import InputError
+from joulecast.data.workload_ref import RUNNER_EAGER_FAMILIES
 
 SUPPORTED = ("gpt2", "bert", "opt", "llama")
 
@@ -49,15 +55,26 @@ def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tens
     return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
+def gelu_new(x: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's `gelu_new` (GPT-2's activation) as its eager code runs it: eight elementwise kernels."""
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
+
+
 class Block(nn.Module):
-    def __init__(self, family: str, h: int, heads: int, kv_heads: int, head_dim: int, inner: int, eps: float):
+    def __init__(self, family: str, h: int, heads: int, kv_heads: int, head_dim: int, inner: int, eps: float,
+                 attention: str = "flash"):
         super().__init__()
         self.family, self.heads, self.kv_heads, self.head_dim = family, heads, kv_heads, head_dim
+        self.attention, self._causal = attention, None
         norm = (lambda: RMSNorm(h, eps)) if family == "llama" else (lambda: nn.LayerNorm(h, eps=eps))
         self.norm1, self.norm2 = norm(), norm()
-        self.q = nn.Linear(h, heads * head_dim, bias=family != "llama")
-        self.k = nn.Linear(h, kv_heads * head_dim, bias=family != "llama")
-        self.v = nn.Linear(h, kv_heads * head_dim, bias=family != "llama")
+        # Hugging Face's GPT-2 projects Q, K and V in one GEMM (its Conv1D c_attn), as the lowering does; the flash
+        # path keeps three, as the collections measured so far ran
+        widths = (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
+        self.qkv = nn.Linear(h, sum(widths), bias=True) if attention == "eager" else None
+        self.q, self.k, self.v = (None, None, None) if self.qkv is not None else (
+            nn.Linear(h, w, bias=family != "llama") for w in widths)
+        self.widths = widths
         self.o = nn.Linear(heads * head_dim, h, bias=family != "llama")
         self.up = nn.Linear(h, inner, bias=family != "llama")
         self.gate = nn.Linear(h, inner, bias=False) if family == "llama" else None
@@ -67,9 +84,11 @@ class Block(nn.Module):
                 cache: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
         b, s, _ = x.shape
         y = self.norm1(x)
-        q = self.q(y).view(b, s, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k(y).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(y).view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        q, k, v = (self.qkv(y).split(self.widths, dim=2) if self.qkv is not None else
+                   (self.q(y), self.k(y), self.v(y)))
+        q = q.view(b, s, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         if rope is not None:
             q, k = _rotate(q, *rope), _rotate(k, *rope)
         if cache is not None:  # decode: the new token's key and value go to the cache's last slot
@@ -77,29 +96,48 @@ class Block(nn.Module):
             k_cache[:, :, -s:] = k
             v_cache[:, :, -s:] = v
             k, v = k_cache, v_cache
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None and self.family != "bert",
-                                           enable_gqa=self.heads != self.kv_heads)
+        if self.attention == "eager":
+            a = self._eager(q, k, v)
+        else:
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None and self.family != "bert",
+                                               enable_gqa=self.heads != self.kv_heads)
         x = x + self.o(a.transpose(1, 2).reshape(b, s, self.heads * self.head_dim))
         y = self.norm2(x)
         if self.gate is not None:
             y = self.down(F.silu(self.gate(y)) * self.up(y))
+        elif self.family == "opt":
+            y = self.down(F.relu(self.up(y)))
         else:
-            y = self.down(F.relu(self.up(y)) if self.family == "opt" else F.gelu(self.up(y), approximate="tanh"))
+            up = self.up(y)
+            y = self.down(gelu_new(up) if self.attention == "eager" else F.gelu(up, approximate="tanh"))
         return x + y
+
+    def _eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """GPT-2's eager attention (transformers' `eager_attention_forward`): causal, in the model's dtype."""
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        scores = scores / torch.full([], self.head_dim ** 0.5, dtype=scores.dtype, device=scores.device)
+        s_q, s_kv = scores.shape[-2:]
+        if self._causal is None or self._causal.shape != (s_q, s_kv):  # built once, as GPT-2 keeps its mask buffer
+            self._causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=scores.device).tril(s_kv - s_q)
+        scores = torch.where(self._causal, scores, torch.finfo(scores.dtype).min)
+        return torch.matmul(F.softmax(scores, dim=-1), v)
 
 
 class Transformer(nn.Module):
     """A decoder (GPT-2, OPT, Llama/Qwen2/Mistral) or encoder (BERT) stack from a Hugging Face style config."""
 
-    def __init__(self, config: Mapping[str, Any]):
+    def __init__(self, config: Mapping[str, Any], attention: str = "flash"):
         super().__init__()
         family = models.family(config)
         if family not in SUPPORTED:
             raise InputError("model", f"the PyTorch runner builds {', '.join(SUPPORTED)} models, not {family}")
+        if attention == "eager" and family not in RUNNER_EAGER_FAMILIES:
+            raise InputError("attention", f"eager runs {', '.join(sorted(RUNNER_EAGER_FAMILIES))} models, not {family}")
         self.family = family
         h = _dim(config, "hidden_size", "n_embd")
         heads = _dim(config, "num_attention_heads", "n_head")
-        self.kv_heads = _dim(config, "num_key_value_heads", default=heads)
+        # grouped keys and values are the Llama family's alone, as lowered; GPT-2, BERT and OPT have one a head
+        self.kv_heads = _dim(config, "num_key_value_heads", default=heads) if family == "llama" else heads
         self.head_dim = _dim(config, "head_dim", default=h // heads)
         inner = _dim(config, "intermediate_size", "ffn_dim", "n_inner", default=4 * h)
         layers = _dim(config, "num_hidden_layers", "n_layer")
@@ -109,7 +147,7 @@ class Transformer(nn.Module):
         self.embed = nn.Embedding(vocab, h)
         self.positions = None if family == "llama" else nn.Embedding(
             _dim(config, "max_position_embeddings", "n_positions", default=2048) + 2, h)
-        self.blocks = nn.ModuleList(Block(family, h, heads, self.kv_heads, self.head_dim, inner, eps)
+        self.blocks = nn.ModuleList(Block(family, h, heads, self.kv_heads, self.head_dim, inner, eps, attention)
                                     for _ in range(layers))
         self.norm = RMSNorm(h, eps) if family == "llama" else nn.LayerNorm(h, eps=eps)
         self.lm_head = nn.Linear(h, vocab, bias=False)

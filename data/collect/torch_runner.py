@@ -134,7 +134,7 @@ class TorchRunner:
         dtype = TORCH_DTYPES[item.dtype]
         config = {**model_entry(item.model or "")["config"], **item.overrides}
         with torch.device(self.device):
-            model = Transformer(config).to(dtype)
+            model = Transformer(config, item.attention).to(dtype)
         batch, seq = item.batch or 1, item.seq or 1
         vocab = model.embed.num_embeddings
         if item.phase == "training":

@@ -177,7 +177,8 @@ def test_torch_runners_on_the_cpu(tmp_path):
                     "models": [{"model": ["gpt2", "llama-3-8b", "opt-1.3b"], "phase": ["prefill", "decode", "training"],
                                 "batch": 2, "seq": 8, "overrides": TINY},
                                {"model": "bert-large", "phase": ["prefill", "training"], "batch": 2, "seq": 8,
-                                "overrides": TINY}],
+                                "overrides": TINY},
+                               {"model": "gpt2", "batch": 2, "seq": 8, "overrides": TINY, "attention": "eager"}],
                     "waits": [{"mode": ["spin", "idle-context"], "us": 100}]})
     t0 = time.monotonic()
     meter = ReplayMeter(trace(seconds=120.0, step=0.001), clock=lambda: time.monotonic() - t0)
@@ -185,7 +186,9 @@ def test_torch_runners_on_the_cpu(tmp_path):
     fp8 = "gemm/m16/n16/k16/fp8"
     assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
     rows = load_store(tmp_path)
-    assert len(rows) == len(p.items) - 1 == 23
+    assert len(rows) == len(p.items) - 1 == 24
+    eager = rows[rows["measurement_id"].str.contains("/eager")]
+    assert len(eager) == 1 and eager["attention"].iloc[0] == "eager"  # Hugging Face's eager GPT-2 ran and says so
     assert (rows["time_s"] > 0).all() and (rows["iterations"] >= 5).all()
     waits = rows[rows["phase"] == "wait"].set_index("measurement_id")
     assert set(waits.index) == {"wait/spin/us100", "wait/idle-context/us100"}

@@ -169,3 +169,85 @@ def test_the_runners_gpt2_activation_is_one_kernel():
     with torch.no_grad(), Ops() as ops:
         model(torch.randint(0, 128, (2, 8)))
     assert ops.names.count("gelu") == 1 and "tanh" not in ops.names and "pow" not in ops.names
+
+
+def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_where_the_runner_has_them():
+    """`attention: eager` (GPT-2 prefill, the EnergAIzer tracer's method): the item's id says so, its reference asks
+    for eager attention and no fusions, and the store reads it as written; any other family or phase is refused with
+    the field named."""
+    from joulecast.data.workload_ref import as_run
+
+    plan = parse_plan({"name": "p", "gpu": "h200",
+                       "models": [{"model": "gpt2", "batch": 32, "seq": 1024, "attention": ["flash", "eager"]}]})
+    by_attention = {it.attention: it for it in plan.items}
+    eager = by_attention["eager"]
+    assert eager.id == "gpt2/prefill/b32/s1024/bf16/eager" and by_attention["flash"].id == "gpt2/prefill/b32/s1024/bf16"
+    assert "attention=eager" in eager.workload_ref and "fusions" not in eager.workload_ref
+    assert as_run(eager.workload_ref) == eager.workload_ref
+    for entry, why in (({"model": "llama-3-8b", "attention": "eager"}, "gpt2"),
+                       ({"model": "gpt2", "phase": "decode", "attention": "eager"}, "prefill"),
+                       ({"model": "gpt2", "attention": "sdpa"}, "flash, eager")):
+        with pytest.raises(InputError, match=r"models\[0\]\.attention") as err:
+            parse_plan({"name": "p", "gpu": "h200", "models": [entry]})
+        assert why in str(err.value)
+
+
+def test_the_runners_eager_gpt2_dispatches_the_kernels_the_lowering_lists_a_layer():
+    """The eager GPT-2 block, counted by the ATen ops it dispatches on the CPU, against the eager lowering's kernels a
+    layer: one packed QKV GEMM and three more, two batched GEMMs with four layout copies, a divide, a where and a
+    softmax, and gelu_new's eight elementwise kernels (its four multiplies, two adds, power and tanh)."""
+    torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from joulecast.data.collect.torch_models import Transformer
+    from joulecast.data.models import model_entry
+    from joulecast.features.refs import resolve
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    config = {**model_entry("gpt2")["config"], "n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 128}
+    model = Transformer(config, attention="eager").eval()
+    tokens = torch.randint(0, 128, (2, 8))
+    with torch.no_grad():
+        model(tokens)  # the causal mask is built once, as GPT-2 keeps its buffer
+        with Ops() as ops:
+            model(tokens)
+    lowered = resolve("catalog:gpt2?phase=prefill&batch=2&seq=8&dtype=bf16&attention=eager").kernels
+    layers = model_entry("gpt2")["config"]["n_layer"]
+    a_layer = {key: count / layers for key, count in lowered.groupby(["kind", "op"])["count"].sum().items()}
+    ran = ops.names
+    assert ran["addmm"] == a_layer[("gemm", "linear")] == 4
+    assert ran["bmm"] == a_layer[("gemm", "bmm")] == 2 and ran["clone"] == a_layer[("elementwise", "copy")] == 4
+    assert ran["div"] == a_layer[("elementwise", "scalar_div")] and ran["where"] == a_layer[("elementwise", "where")]
+    assert ran["_softmax"] == a_layer[("softmax", "softmax")] == 1
+    assert ran["tanh"] == a_layer[("elementwise", "tanh")]
+    assert ran["pow"] == a_layer[("elementwise", "unspecified_scalar")]
+    # gelu_new's multiplies and adds and the two residual adds (the embeddings' add is the lowering's once a pass)
+    gelu_and_residual = a_layer[("elementwise", "scalar_mul")] + a_layer[("elementwise", "pointwise_mul")] + (
+        a_layer[("elementwise", "pointwise_add")] - 1 / layers)
+    assert ran["mul"] + ran["add"] - 1 == gelu_and_residual == 4 + 1 + 3
+    with pytest.raises(InputError, match="attention"):
+        Transformer({**model_entry("llama-3-8b")["config"], "num_hidden_layers": 1}, attention="eager")
+
+
+def test_the_eager_plan_runs_issue_31s_gpt2_shapes_as_hugging_face_does_within_a_device_session():
+    """h200-eager (prepared for a lent GPU): GPT-2 prefill in Hugging Face's eager kernels at the H100 test's
+    batches (1-32) and lengths (128-1,024), each item's physics that of the eager kernels it runs."""
+    plan = load_plan("h200-eager")
+    assert {(it.model, it.phase, it.attention) for it in plan.items} == {("gpt2", "prefill", "eager")}
+    assert {it.batch for it in plan.items} == {1, 4, 8, 16, 32} and {it.seq for it in plan.items} == {128, 512, 1024}
+    durations = expected_durations(plan)
+    flash = expected_durations(parse_plan({"name": "f", "gpu": "h200", "models": [
+        {"model": "gpt2", "batch": 32, "seq": 1024}]}))[0]
+    eager = next(e for e in durations if (e.item.batch, e.item.seq) == (32, 1024))
+    assert eager.physics_time_s > 2 * flash.physics_time_s  # eight GELU kernels and materialised scores
+    assert sum(e.seconds for e in durations) < 3 * 60

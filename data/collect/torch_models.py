@@ -4,10 +4,10 @@ The structure follows the lowering (`joulecast.features.lower_transformers`) so 
 estimate describe the same kernels: pre-norm blocks, SDPA attention (the `flash` path), unfused RMSNorm as in the
 Hugging Face code, a gated SiLU MLP for Llama-style models, GELU (GPT-2, BERT) or ReLU (OPT) otherwise. The training
 step's loss is the mean square of the final hidden states: the lowering has no vocabulary projection in training,
-so neither has the measured step. With `attention="eager"` (GPT-2 prefill, `workload_ref.RUNNER_EAGER_FAMILIES`) a
-block runs as Hugging Face's eager code does and the lowering's `eager` path describes: scores by `torch.matmul`
-(its layout copies included), divided by a 0-dim tensor, masked by `torch.where`, a softmax in the model's dtype,
-the weighted values by `torch.matmul`, and `gelu_new` as its eight elementwise kernels.
+so neither has the measured step. With `attention="eager"` (prefill of GPT-2, BERT and OPT,
+`workload_ref.RUNNER_EAGER_FAMILIES`) a block runs as Hugging Face's eager code does and the lowering's `eager` path
+describes: scores by `torch.matmul` (its layout copies included), each family's scaling and mask, a softmax, the
+weighted values by `torch.matmul`, and GPT-2's `gelu_new` as its eight elementwise kernels.
 """
 
 from __future__ import annotations
@@ -65,13 +65,13 @@ class Block(nn.Module):
                  attention: str = "flash"):
         super().__init__()
         self.family, self.heads, self.kv_heads, self.head_dim = family, heads, kv_heads, head_dim
-        self.attention, self._causal = attention, None
+        self.attention, self._mask = attention, None
         norm = (lambda: RMSNorm(h, eps)) if family == "llama" else (lambda: nn.LayerNorm(h, eps=eps))
         self.norm1, self.norm2 = norm(), norm()
         # Hugging Face's GPT-2 projects Q, K and V in one GEMM (its Conv1D c_attn), as the lowering does; the flash
         # path keeps three, as the collections measured so far ran
         widths = (heads * head_dim, kv_heads * head_dim, kv_heads * head_dim)
-        self.qkv = nn.Linear(h, sum(widths), bias=True) if attention == "eager" else None
+        self.qkv = nn.Linear(h, sum(widths), bias=True) if attention == "eager" and family == "gpt2" else None
         self.q, self.k, self.v = (None, None, None) if self.qkv is not None else (
             nn.Linear(h, w, bias=family != "llama") for w in widths)
         self.widths = widths
@@ -86,6 +86,8 @@ class Block(nn.Module):
         y = self.norm1(x)
         q, k, v = (self.qkv(y).split(self.widths, dim=2) if self.qkv is not None else
                    (self.q(y), self.k(y), self.v(y)))
+        if self.attention == "eager" and self.family == "opt":
+            q = q * self.head_dim ** -0.5  # OPT scales its queries after the projection
         q = q.view(b, s, self.heads, self.head_dim).transpose(1, 2)
         k = k.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
         v = v.view(b, s, self.kv_heads, self.head_dim).transpose(1, 2)
@@ -107,20 +109,33 @@ class Block(nn.Module):
             y = self.down(F.silu(self.gate(y)) * self.up(y))
         elif self.family == "opt":
             y = self.down(F.relu(self.up(y)))
+        elif self.attention == "eager":  # GPT-2's gelu_new in eight kernels, BERT's exact GELU in one
+            y = self.down(gelu_new(self.up(y)) if self.family == "gpt2" else F.gelu(self.up(y)))
         else:
-            up = self.up(y)
-            y = self.down(gelu_new(up) if self.attention == "eager" else F.gelu(up, approximate="tanh"))
+            y = self.down(F.gelu(self.up(y), approximate="tanh"))
         return x + y
 
     def _eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        """GPT-2's eager attention (transformers' `eager_attention_forward`): causal, in the model's dtype."""
+        """Hugging Face's eager attention of the family, as the lowering lists it: the scores by `torch.matmul`, then
+        GPT-2's division by a 0-dim tensor and `torch.where` on its causal mask, BERT's division by a Python float and
+        its (all-zero) extended mask added, OPT's causal additive mask and a softmax in fp32 cast back."""
         scores = torch.matmul(q, k.transpose(-1, -2))
-        scores = scores / torch.full([], self.head_dim ** 0.5, dtype=scores.dtype, device=scores.device)
         s_q, s_kv = scores.shape[-2:]
-        if self._causal is None or self._causal.shape != (s_q, s_kv):  # built once, as GPT-2 keeps its mask buffer
-            self._causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=scores.device).tril(s_kv - s_q)
-        scores = torch.where(self._causal, scores, torch.finfo(scores.dtype).min)
-        return torch.matmul(F.softmax(scores, dim=-1), v)
+        if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):  # built once, as the models keep theirs
+            causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=scores.device).tril(s_kv - s_q)
+            low = torch.finfo(scores.dtype).min
+            self._mask = {"gpt2": causal,
+                          "bert": torch.zeros(1, 1, s_q, s_kv, dtype=scores.dtype, device=scores.device),
+                          "opt": torch.zeros(s_q, s_kv, dtype=scores.dtype, device=scores.device).masked_fill(
+                              ~causal, low)}[self.family]
+        if self.family == "gpt2":
+            scores = scores / torch.full([], self.head_dim ** 0.5, dtype=scores.dtype, device=scores.device)
+            weights = F.softmax(torch.where(self._mask, scores, torch.finfo(scores.dtype).min), dim=-1)
+        elif self.family == "bert":
+            weights = F.softmax(scores / math.sqrt(self.head_dim) + self._mask, dim=-1)
+        else:
+            weights = F.softmax((scores + self._mask).float(), dim=-1).to(scores.dtype)
+        return torch.matmul(weights, v)
 
 
 class Transformer(nn.Module):

@@ -184,7 +184,7 @@ def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_w
     assert eager.id == "gpt2/prefill/b32/s1024/bf16/eager" and by_attention["flash"].id == "gpt2/prefill/b32/s1024/bf16"
     assert "attention=eager" in eager.workload_ref and "fusions" not in eager.workload_ref
     assert as_run(eager.workload_ref) == eager.workload_ref
-    for entry, why in (({"model": "llama-3-8b", "attention": "eager"}, "gpt2"),
+    for entry, why in (({"model": "llama-3-8b", "attention": "eager"}, "bert, gpt2, opt"),
                        ({"model": "gpt2", "phase": "decode", "attention": "eager"}, "prefill"),
                        ({"model": "gpt2", "attention": "sdpa"}, "flash, eager")):
         with pytest.raises(InputError, match=r"models\[0\]\.attention") as err:
@@ -192,10 +192,19 @@ def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_w
         assert why in str(err.value)
 
 
-def test_the_runners_eager_gpt2_dispatches_the_kernels_the_lowering_lists_a_layer():
-    """The eager GPT-2 block, counted by the ATen ops it dispatches on the CPU, against the eager lowering's kernels a
-    layer: one packed QKV GEMM and three more, two batched GEMMs with four layout copies, a divide, a where and a
-    softmax, and gelu_new's eight elementwise kernels (its four multiplies, two adds, power and tanh)."""
+@pytest.mark.parametrize("model, own", [
+    ("gpt2", {("elementwise", "scalar_div"): "div", ("elementwise", "where"): "where", ("elementwise", "tanh"): "tanh",
+              ("elementwise", "unspecified_scalar"): "pow"}),
+    ("bert-large", {("elementwise", "unspecified_scalar"): "div", ("elementwise", "gelu"): "gelu",
+                    ("elementwise", "pointwise_add"): "add"}),
+    ("opt-1.3b", {("elementwise", "scalar_mul"): "mul", ("elementwise", "relu"): "relu",
+                  ("elementwise", "pointwise_add"): "add"})])
+def test_the_runners_eager_block_dispatches_the_kernels_the_eager_lowering_lists_a_layer(model, own):
+    """A layer of the runner's eager model (counted by the ATen ops it dispatches in bf16 on the CPU: two layers'
+    less one's) against a layer of the eager lowering: its GEMMs (GPT-2's QKV packed in one), two batched GEMMs with
+    four layout copies, one softmax, two norms, as many elementwise kernels in all, and each family's own ops (GPT-2's
+    divide, where and gelu_new's tanh and power; BERT's divide, mask add and GELU; OPT's query scaling, its fp32
+    softmax's two casts and ReLU)."""
     torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
     from collections import Counter
 
@@ -203,7 +212,7 @@ def test_the_runners_eager_gpt2_dispatches_the_kernels_the_lowering_lists_a_laye
 
     from joulecast.data.collect.torch_models import Transformer
     from joulecast.data.models import model_entry
-    from joulecast.features.refs import resolve
+    from joulecast.features.lowering import workload
 
     class Ops(TorchDispatchMode):
         def __init__(self):
@@ -214,40 +223,57 @@ def test_the_runners_eager_gpt2_dispatches_the_kernels_the_lowering_lists_a_laye
             self.names[func.overloadpacket.__name__] += 1
             return func(*args, **(kwargs or {}))
 
-    config = {**model_entry("gpt2")["config"], "n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 128}
-    model = Transformer(config, attention="eager").eval()
-    tokens = torch.randint(0, 128, (2, 8))
-    with torch.no_grad():
-        model(tokens)  # the causal mask is built once, as GPT-2 keeps its buffer
-        with Ops() as ops:
-            model(tokens)
-    lowered = resolve("catalog:gpt2?phase=prefill&batch=2&seq=8&dtype=bf16&attention=eager").kernels
-    layers = model_entry("gpt2")["config"]["n_layer"]
-    a_layer = {key: count / layers for key, count in lowered.groupby(["kind", "op"])["count"].sum().items()}
-    ran = ops.names
-    assert ran["addmm"] == a_layer[("gemm", "linear")] == 4
-    assert ran["bmm"] == a_layer[("gemm", "bmm")] == 2 and ran["clone"] == a_layer[("elementwise", "copy")] == 4
-    assert ran["div"] == a_layer[("elementwise", "scalar_div")] and ran["where"] == a_layer[("elementwise", "where")]
-    assert ran["_softmax"] == a_layer[("softmax", "softmax")] == 1
-    assert ran["tanh"] == a_layer[("elementwise", "tanh")]
-    assert ran["pow"] == a_layer[("elementwise", "unspecified_scalar")]
-    # gelu_new's multiplies and adds and the two residual adds (the embeddings' add is the lowering's once a pass)
-    gelu_and_residual = a_layer[("elementwise", "scalar_mul")] + a_layer[("elementwise", "pointwise_mul")] + (
-        a_layer[("elementwise", "pointwise_add")] - 1 / layers)
-    assert ran["mul"] + ran["add"] - 1 == gelu_and_residual == 4 + 1 + 3
+    def config(layers: int) -> dict:
+        return {**model_entry(model)["config"], "num_hidden_layers": layers, "n_layer": layers, "hidden_size": 64,
+                "n_embd": 64, "intermediate_size": 128, "ffn_dim": 128, "num_attention_heads": 4, "n_head": 4,
+                "vocab_size": 128, "word_embed_proj_dim": 64}
+
+    def ran(layers: int) -> Counter:
+        m = Transformer(config(layers), attention="eager").to(torch.bfloat16).eval()
+        tokens = torch.randint(0, 128, (2, 8))
+        with torch.no_grad():
+            m(tokens)  # the mask is built once, as the models keep theirs
+            with Ops() as ops:
+                m(tokens)
+        return ops.names
+
+    def lowered(layers: int) -> Counter:
+        k = workload(config(layers), phase="prefill", batch=2, seq=8, attention="eager").kernels
+        return Counter({key: int(n) for key, n in k.groupby(["kind", "op"])["count"].sum().items()})
+
+    a_layer, listed = ran(2) - ran(1), lowered(2) - lowered(1)
+    elementwise = ("clone", "div", "where", "tanh", "pow", "mul", "add", "gelu", "relu", "_to_copy")
+    assert a_layer["addmm"] == listed[("gemm", "linear")] == (4 if model == "gpt2" else 6)
+    assert a_layer["bmm"] == listed[("gemm", "bmm")] == 2 and a_layer["clone"] == listed[("elementwise", "copy")] == 4
+    assert a_layer["_softmax"] == listed[("softmax", "softmax")] == 1
+    assert a_layer["native_layer_norm"] == listed[("norm", "layernorm")] == 2
+    assert sum(a_layer[op] for op in elementwise) == sum(n for (kind, _), n in listed.items() if kind == "elementwise")
+    for key, op in own.items():
+        assert a_layer[op] == listed[key] > 0, (key, op)
+    if model == "opt":
+        assert a_layer["_to_copy"] == listed[("elementwise", "typecast_to_fp32")] + listed[
+            ("elementwise", "typecast_to_bf16")] == 2
+
+
+def test_eager_is_refused_for_a_family_the_runner_does_not_run_so():
+    require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+    from joulecast.data.collect.torch_models import Transformer
+    from joulecast.data.models import model_entry
+
     with pytest.raises(InputError, match="attention"):
         Transformer({**model_entry("llama-3-8b")["config"], "num_hidden_layers": 1}, attention="eager")
 
 
-def test_the_eager_plan_runs_issue_31s_gpt2_shapes_as_hugging_face_does_within_a_device_session():
-    """h200-eager (prepared for a lent GPU): GPT-2 prefill in Hugging Face's eager kernels at the H100 test's
-    batches (1-32) and lengths (128-1,024), each item's physics that of the eager kernels it runs."""
+def test_the_eager_plan_runs_issue_31s_shapes_as_hugging_face_does_within_a_device_session():
+    """h200-eager (prepared for a lent GPU): GPT-2, BERT-large and OPT-1.3B prefill in Hugging Face's eager kernels
+    at the H100 test's batches (1-32) and lengths (128-2,048), each item's physics that of the eager kernels it runs."""
     plan = load_plan("h200-eager")
-    assert {(it.model, it.phase, it.attention) for it in plan.items} == {("gpt2", "prefill", "eager")}
-    assert {it.batch for it in plan.items} == {1, 4, 8, 16, 32} and {it.seq for it in plan.items} == {128, 512, 1024}
+    assert {it.model for it in plan.items} == {"gpt2", "bert-large", "opt-1.3b"}
+    assert {(it.phase, it.attention) for it in plan.items} == {("prefill", "eager")}
+    assert {it.batch for it in plan.items} == {1, 8, 32} and {it.seq for it in plan.items} == {128, 512, 1024, 2048}
     durations = expected_durations(plan)
     flash = expected_durations(parse_plan({"name": "f", "gpu": "h200", "models": [
         {"model": "gpt2", "batch": 32, "seq": 1024}]}))[0]
-    eager = next(e for e in durations if (e.item.batch, e.item.seq) == (32, 1024))
+    eager = next(e for e in durations if (e.item.model, e.item.batch, e.item.seq) == ("gpt2", 32, 1024))
     assert eager.physics_time_s > 2 * flash.physics_time_s  # eight GELU kernels and materialised scores
-    assert sum(e.seconds for e in durations) < 3 * 60
+    assert sum(e.seconds for e in durations) < 4 * 60

@@ -7,8 +7,11 @@ CUDA events on a GPU, from the host clock on the CPU (where the runners are test
 from __future__ import annotations
 
 import gc
+import os
+import platform
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +22,16 @@ from joulecast.features.kinds import PLAN_OPS
 
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
+
+
+def host_cpu() -> str:
+    """The host's CPU model and logical core count, for the dataset card (Linux's /proc/cpuinfo, else `platform`)."""
+    try:
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]
+    except OSError:
+        names = []
+    return f"{names[0] if names else platform.processor() or 'unknown'}, {os.cpu_count()} logical cores"
 
 class RunnerUnavailable(JoulecastError):
     """The requested device is not there."""
@@ -80,7 +93,9 @@ class TorchRunner:
         torch.manual_seed(0)
 
     def describe(self) -> dict[str, str]:
-        info = {"torch": str(torch.__version__), "device": str(self.device)}
+        # the host sets a host-bound pass's time (data/repeats: two H200 machines' 18.5 and 24.3 us a launch)
+        info = {"torch": str(torch.__version__), "device": str(self.device), "host_cpu": host_cpu(),
+                "python": platform.python_version()}
         if self.device.type == "cuda":
             info.update(cuda=str(torch.version.cuda), device_name=torch.cuda.get_device_name(self.device))
         return info

@@ -187,6 +187,8 @@ def test_torch_runners_on_the_cpu(tmp_path):
     assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
     rows = load_store(tmp_path)
     assert len(rows) == len(p.items) - 1 == 24
+    device = read_card(tmp_path / "h200" / "cpu" / "CARD.yaml")["device"]
+    assert device["host_cpu"].endswith("logical cores") and device["device"] == "cpu"  # the host, for host-bound rows
     eager = rows[rows["measurement_id"].str.contains("/eager")]
     assert len(eager) == 1 and eager["attention"].iloc[0] == "eager"  # Hugging Face's eager GPT-2 ran and says so
     assert (rows["time_s"] > 0).all() and (rows["iterations"] >= 5).all()

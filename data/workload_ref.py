@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, urlencode
 RUNNER_FUSIONS: Mapping[str, str] = {"gpt2": "activation"}
 # Families the runner can also run as Hugging Face's eager code runs them, kernel by kernel as the lowering's `eager`
 # attention path and no fusions describe (the EnergAIzer tracer's method): a plan item's `attention: eager`.
-RUNNER_EAGER_FAMILIES = frozenset({"gpt2", "bert", "opt"})
+RUNNER_EAGER_FAMILIES = frozenset({"gpt2", "bert", "opt", "llama"})
 
 
 def catalog_ref(model: str, **params: object) -> str:

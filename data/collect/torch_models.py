@@ -4,10 +4,10 @@ The structure follows the lowering (`joulecast.features.lower_transformers`) so 
 estimate describe the same kernels: pre-norm blocks, SDPA attention (the `flash` path), unfused RMSNorm as in the
 Hugging Face code, a gated SiLU MLP for Llama-style models, GELU (GPT-2, BERT) or ReLU (OPT) otherwise. The training
 step's loss is the mean square of the final hidden states: the lowering has no vocabulary projection in training,
-so neither has the measured step. With `attention="eager"` (prefill of GPT-2, BERT and OPT,
-`workload_ref.RUNNER_EAGER_FAMILIES`) a block runs as Hugging Face's eager code does and the lowering's `eager` path
-describes: scores by `torch.matmul` (its layout copies included), each family's scaling and mask, a softmax, the
-weighted values by `torch.matmul`, and GPT-2's `gelu_new` as its eight elementwise kernels.
+so neither has the measured step. With `attention="eager"` (prefill, `workload_ref.RUNNER_EAGER_FAMILIES`) a block
+runs as Hugging Face's eager code does and the lowering's `eager` path describes: scores by `torch.matmul` (its layout
+copies included; Llama-style grouped keys and values repeated to every head first), each family's scaling and mask, a
+softmax, the weighted values by `torch.matmul`, and GPT-2's `gelu_new` as its eight elementwise kernels.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from torch import nn
 
 from joulecast.data import models
 from joulecast.data.errors import InputError
-from joulecast.data.workload_ref import RUNNER_EAGER_FAMILIES
 
 SUPPORTED = ("gpt2", "bert", "opt", "llama")
 
@@ -118,17 +117,27 @@ class Block(nn.Module):
     def _eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Hugging Face's eager attention of the family, as the lowering lists it: the scores by `torch.matmul`, then
         GPT-2's division by a 0-dim tensor and `torch.where` on its causal mask, BERT's division by a Python float and
-        its (all-zero) extended mask added, OPT's causal additive mask and a softmax in fp32 cast back."""
+        its (all-zero) extended mask added, OPT's causal additive mask and a softmax in fp32 cast back, Llama's
+        scaling, the same mask and softmax."""
+        if self.kv_heads != self.heads:  # transformers' repeat_kv: every query head its own copy of its group's
+            rep = self.heads // self.kv_heads
+            k, v = (x[:, :, None].expand(x.shape[0], self.kv_heads, rep, *x.shape[2:]).reshape(
+                x.shape[0], self.heads, *x.shape[2:]) for x in (k, v))
         scores = torch.matmul(q, k.transpose(-1, -2))
         s_q, s_kv = scores.shape[-2:]
         if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):  # built once, as the models keep theirs
             causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=scores.device).tril(s_kv - s_q)
-            low = torch.finfo(scores.dtype).min
-            self._mask = {"gpt2": causal,
-                          "bert": torch.zeros(1, 1, s_q, s_kv, dtype=scores.dtype, device=scores.device),
-                          "opt": torch.zeros(s_q, s_kv, dtype=scores.dtype, device=scores.device).masked_fill(
-                              ~causal, low)}[self.family]
-        if self.family == "gpt2":
+            if self.family == "gpt2":
+                self._mask = causal
+            elif self.family == "bert":  # no padding: the extended mask is all zeros
+                self._mask = torch.zeros(1, 1, s_q, s_kv, dtype=scores.dtype, device=scores.device)
+            else:  # OPT, Llama: additive, the dtype's minimum above the diagonal
+                self._mask = torch.zeros(s_q, s_kv, dtype=scores.dtype, device=scores.device).masked_fill(
+                    ~causal, torch.finfo(scores.dtype).min)
+        if self.family == "llama":  # Llama / Qwen2 / Mistral: scaled scores, an additive mask, softmax in fp32
+            scores = scores * self.head_dim ** -0.5 + self._mask
+            weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
+        elif self.family == "gpt2":
             scores = scores / torch.full([], self.head_dim ** 0.5, dtype=scores.dtype, device=scores.device)
             weights = F.softmax(torch.where(self._mask, scores, torch.finfo(scores.dtype).min), dim=-1)
         elif self.family == "bert":
@@ -146,8 +155,6 @@ class Transformer(nn.Module):
         family = models.family(config)
         if family not in SUPPORTED:
             raise InputError("model", f"the PyTorch runner builds {', '.join(SUPPORTED)} models, not {family}")
-        if attention == "eager" and family not in RUNNER_EAGER_FAMILIES:
-            raise InputError("attention", f"eager runs {', '.join(sorted(RUNNER_EAGER_FAMILIES))} models, not {family}")
         self.family = family
         h = _dim(config, "hidden_size", "n_embd")
         heads = _dim(config, "num_attention_heads", "n_head")

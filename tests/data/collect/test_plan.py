@@ -184,7 +184,7 @@ def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_w
     assert eager.id == "gpt2/prefill/b32/s1024/bf16/eager" and by_attention["flash"].id == "gpt2/prefill/b32/s1024/bf16"
     assert "attention=eager" in eager.workload_ref and "fusions" not in eager.workload_ref
     assert as_run(eager.workload_ref) == eager.workload_ref
-    for entry, why in (({"model": "llama-3-8b", "attention": "eager"}, "bert, gpt2, opt"),
+    for entry, why in (({"model": "vit-large", "attention": "eager"}, "bert, gpt2, llama, opt"),
                        ({"model": "gpt2", "phase": "decode", "attention": "eager"}, "prefill"),
                        ({"model": "gpt2", "attention": "sdpa"}, "flash, eager")):
         with pytest.raises(InputError, match=r"models\[0\]\.attention") as err:
@@ -255,20 +255,68 @@ def test_the_runners_eager_block_dispatches_the_kernels_the_eager_lowering_lists
             ("elementwise", "typecast_to_bf16")] == 2
 
 
-def test_eager_is_refused_for_a_family_the_runner_does_not_run_so():
-    require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+def test_the_runners_eager_llama_block_replaces_flash_attention_with_the_eager_lowerings_core():
+    """Qwen2 (the Llama family), whose norms and rotary embedding the runner runs as transformers does (casts, mean,
+    negation and concatenation that the EnergAIzer tracer does not list): a layer's eager run less its flash run
+    dispatches what the eager lowering's layer adds over its flash one (repeat_kv's copies of K and V, the query's
+    and the output's; two batched GEMMs, the scaling, the mask, the softmax's two casts), with one copy more, the
+    merge of heads after SDPA that the lowering lists and PyTorch's flash output, laid out for it, does not need."""
+    torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+    from collections import Counter
+
+    from torch.utils._python_dispatch import TorchDispatchMode
+
     from joulecast.data.collect.torch_models import Transformer
     from joulecast.data.models import model_entry
+    from joulecast.features.lowering import workload
 
-    with pytest.raises(InputError, match="attention"):
-        Transformer({**model_entry("llama-3-8b")["config"], "num_hidden_layers": 1}, attention="eager")
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names[func.overloadpacket.__name__] += 1
+            return func(*args, **(kwargs or {}))
+
+    def config(layers: int) -> dict:
+        return {**model_entry("qwen2-1.5b")["config"], "num_hidden_layers": layers, "hidden_size": 64,
+                "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128}
+
+    def layer_ran(attention: str) -> Counter:
+        counts = []
+        for layers in (1, 2):
+            m = Transformer(config(layers), attention=attention).to(torch.bfloat16).eval()
+            tokens = torch.randint(0, 128, (2, 8))
+            with torch.no_grad():
+                m(tokens)
+                with Ops() as ops:
+                    m(tokens)
+            counts.append(ops.names)
+        return counts[1] - counts[0]
+
+    def layer_listed(attention: str) -> Counter:
+        k = [workload(config(n), phase="prefill", batch=2, seq=8, attention=attention).kernels for n in (1, 2)]
+        c = [Counter({key: int(n) for key, n in t.groupby(["kind", "op"])["count"].sum().items()}) for t in k]
+        return c[1] - c[0]
+
+    eager, flash = layer_ran("eager"), layer_ran("flash")
+    ran, gone = eager - flash, flash - eager
+    listed, unlisted = layer_listed("eager") - layer_listed("flash"), layer_listed("flash") - layer_listed("eager")
+    assert sum(gone.values()) == 1 and sum(unlisted.values()) == 1 == unlisted[("attention", "flash")]
+    assert ran["bmm"] == listed[("gemm", "bmm")] == 2 and ran["_softmax"] == listed[("softmax", "softmax")] == 1
+    assert ran["clone"] == listed[("elementwise", "copy")] + 1 == 4
+    assert ran["_to_copy"] == listed[("elementwise", "typecast_to_fp32")] + listed[("elementwise", "typecast_to_bf16")]
+    assert ran["mul"] == listed[("elementwise", "scalar_mul")] == 1
+    assert ran["add"] == listed[("elementwise", "pointwise_add")] == 1
 
 
 def test_the_eager_plan_runs_issue_31s_shapes_as_hugging_face_does_within_a_device_session():
-    """h200-eager (prepared for a lent GPU): GPT-2, BERT-large and OPT-1.3B prefill in Hugging Face's eager kernels
-    at the H100 test's batches (1-32) and lengths (128-2,048), each item's physics that of the eager kernels it runs."""
+    """h200-eager (prepared for a lent GPU): GPT-2, BERT-large, OPT-1.3B and Qwen2-1.5B prefill in Hugging Face's
+    eager kernels at the H100 test's batches (1-32) and lengths (128-2,048), each item's physics that of the eager
+    kernels it runs."""
     plan = load_plan("h200-eager")
-    assert {it.model for it in plan.items} == {"gpt2", "bert-large", "opt-1.3b"}
+    assert {it.model for it in plan.items} == {"gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b"}
     assert {(it.phase, it.attention) for it in plan.items} == {("prefill", "eager")}
     assert {it.batch for it in plan.items} == {1, 8, 32} and {it.seq for it in plan.items} == {128, 512, 1024, 2048}
     durations = expected_durations(plan)
@@ -276,4 +324,4 @@ def test_the_eager_plan_runs_issue_31s_shapes_as_hugging_face_does_within_a_devi
         {"model": "gpt2", "batch": 32, "seq": 1024}]}))[0]
     eager = next(e for e in durations if (e.item.model, e.item.batch, e.item.seq) == ("gpt2", 32, 1024))
     assert eager.physics_time_s > 2 * flash.physics_time_s  # eight GELU kernels and materialised scores
-    assert sum(e.seconds for e in durations) < 4 * 60
+    assert sum(e.seconds for e in durations) < 6 * 60  # inside collect_device.sh's 420 s

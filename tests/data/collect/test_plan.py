@@ -1,4 +1,5 @@
 import json
+from collections import Counter
 
 import pytest
 from conftest import require_module
@@ -146,29 +147,58 @@ def test_model_references_name_the_fusions_the_runner_applies():
     assert as_run("kernel:gemm?m=8&n=8&k=8&dtype=bf16") == "kernel:gemm?m=8&n=8&k=8&dtype=bf16"
 
 
-def test_the_runners_gpt2_activation_is_one_kernel():
-    """What `RUNNER_FUSIONS` says of the runner, checked on it: one GPT-2 block's MLP dispatches a single gelu and
-    none of the eight pieces of Hugging Face's tanh GELU."""
+def _tiny(model: str, layers: int) -> dict:
+    """A catalog model's config shrunk to `layers` layers of width 64 (four heads; two key-value heads where the
+    family groups them), for counting what the runner dispatches on the CPU."""
+    from joulecast.data.models import model_entry
+
+    return {**model_entry(model)["config"], "num_hidden_layers": layers, "n_layer": layers, "hidden_size": 64,
+            "n_embd": 64, "intermediate_size": 128, "ffn_dim": 128, "num_attention_heads": 4, "n_head": 4,
+            "num_key_value_heads": 2, "vocab_size": 128, "word_embed_proj_dim": 64}
+
+
+def _dispatched(config: dict, attention: str = "flash", dtype: str = "bfloat16") -> Counter:
+    """The ATen ops a prefill of the runner's model dispatches, counted by name (its second call: masks built)."""
     torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
     from torch.utils._python_dispatch import TorchDispatchMode
 
     from joulecast.data.collect.torch_models import Transformer
-    from joulecast.data.models import model_entry
 
     class Ops(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.names = []
+            self.names = Counter()
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names.append(func.overloadpacket.__name__)
+            self.names[func.overloadpacket.__name__] += 1
             return func(*args, **(kwargs or {}))
 
-    config = {**model_entry("gpt2")["config"], "n_layer": 1, "n_embd": 64, "n_head": 4, "vocab_size": 128}
-    model = Transformer(config)
-    with torch.no_grad(), Ops() as ops:
-        model(torch.randint(0, 128, (2, 8)))
-    assert ops.names.count("gelu") == 1 and "tanh" not in ops.names and "pow" not in ops.names
+    model = Transformer(config, attention=attention).to(getattr(torch, dtype)).eval()
+    tokens = torch.randint(0, 128, (2, 8))
+    with torch.no_grad():
+        model(tokens)
+        with Ops() as ops:
+            model(tokens)
+    return ops.names
+
+
+def _a_layer(model: str, attention: str) -> tuple[Counter, Counter]:
+    """A layer's (ATen ops the runner dispatched, kernels the lowering lists by kind and op): two layers' less one's."""
+    from joulecast.features.lowering import workload
+
+    def listed(layers: int) -> Counter:
+        k = workload(_tiny(model, layers), phase="prefill", batch=2, seq=8, attention=attention).kernels
+        return Counter({key: int(n) for key, n in k.groupby(["kind", "op"])["count"].sum().items()})
+
+    return (_dispatched(_tiny(model, 2), attention) - _dispatched(_tiny(model, 1), attention),
+            listed(2) - listed(1))
+
+
+def test_the_runners_gpt2_activation_is_one_kernel():
+    """What `RUNNER_FUSIONS` says of the runner, checked on it: one GPT-2 block's MLP dispatches a single gelu and
+    none of the eight pieces of Hugging Face's tanh GELU."""
+    ops = _dispatched(_tiny("gpt2", 1), dtype="float32")
+    assert ops["gelu"] == 1 and ops["tanh"] == 0 and ops["pow"] == 0
 
 
 def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_where_the_runner_has_them():
@@ -205,43 +235,7 @@ def test_the_runners_eager_block_dispatches_the_kernels_the_eager_lowering_lists
     four layout copies, one softmax, two norms, as many elementwise kernels in all, and each family's own ops (GPT-2's
     divide, where and gelu_new's tanh and power; BERT's divide, mask add and GELU; OPT's query scaling, its fp32
     softmax's two casts and ReLU)."""
-    torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
-    from collections import Counter
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from joulecast.data.collect.torch_models import Transformer
-    from joulecast.data.models import model_entry
-    from joulecast.features.lowering import workload
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names[func.overloadpacket.__name__] += 1
-            return func(*args, **(kwargs or {}))
-
-    def config(layers: int) -> dict:
-        return {**model_entry(model)["config"], "num_hidden_layers": layers, "n_layer": layers, "hidden_size": 64,
-                "n_embd": 64, "intermediate_size": 128, "ffn_dim": 128, "num_attention_heads": 4, "n_head": 4,
-                "vocab_size": 128, "word_embed_proj_dim": 64}
-
-    def ran(layers: int) -> Counter:
-        m = Transformer(config(layers), attention="eager").to(torch.bfloat16).eval()
-        tokens = torch.randint(0, 128, (2, 8))
-        with torch.no_grad():
-            m(tokens)  # the mask is built once, as the models keep theirs
-            with Ops() as ops:
-                m(tokens)
-        return ops.names
-
-    def lowered(layers: int) -> Counter:
-        k = workload(config(layers), phase="prefill", batch=2, seq=8, attention="eager").kernels
-        return Counter({key: int(n) for key, n in k.groupby(["kind", "op"])["count"].sum().items()})
-
-    a_layer, listed = ran(2) - ran(1), lowered(2) - lowered(1)
+    a_layer, listed = _a_layer(model, "eager")
     elementwise = ("clone", "div", "where", "tanh", "pow", "mul", "add", "gelu", "relu", "_to_copy")
     assert a_layer["addmm"] == listed[("gemm", "linear")] == (4 if model == "gpt2" else 6)
     assert a_layer["bmm"] == listed[("gemm", "bmm")] == 2 and a_layer["clone"] == listed[("elementwise", "copy")] == 4
@@ -261,48 +255,10 @@ def test_the_runners_eager_llama_block_replaces_flash_attention_with_the_eager_l
     dispatches what the eager lowering's layer adds over its flash one (repeat_kv's copies of K and V, the query's
     and the output's; two batched GEMMs, the scaling, the mask, the softmax's two casts), with one copy more, the
     merge of heads after SDPA that the lowering lists and PyTorch's flash output, laid out for it, does not need."""
-    torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
-    from collections import Counter
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    from joulecast.data.collect.torch_models import Transformer
-    from joulecast.data.models import model_entry
-    from joulecast.features.lowering import workload
-
-    class Ops(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.names = Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.names[func.overloadpacket.__name__] += 1
-            return func(*args, **(kwargs or {}))
-
-    def config(layers: int) -> dict:
-        return {**model_entry("qwen2-1.5b")["config"], "num_hidden_layers": layers, "hidden_size": 64,
-                "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 128}
-
-    def layer_ran(attention: str) -> Counter:
-        counts = []
-        for layers in (1, 2):
-            m = Transformer(config(layers), attention=attention).to(torch.bfloat16).eval()
-            tokens = torch.randint(0, 128, (2, 8))
-            with torch.no_grad():
-                m(tokens)
-                with Ops() as ops:
-                    m(tokens)
-            counts.append(ops.names)
-        return counts[1] - counts[0]
-
-    def layer_listed(attention: str) -> Counter:
-        k = [workload(config(n), phase="prefill", batch=2, seq=8, attention=attention).kernels for n in (1, 2)]
-        c = [Counter({key: int(n) for key, n in t.groupby(["kind", "op"])["count"].sum().items()}) for t in k]
-        return c[1] - c[0]
-
-    eager, flash = layer_ran("eager"), layer_ran("flash")
-    ran, gone = eager - flash, flash - eager
-    listed, unlisted = layer_listed("eager") - layer_listed("flash"), layer_listed("flash") - layer_listed("eager")
+    eager_ran, eager_listed = _a_layer("qwen2-1.5b", "eager")
+    flash_ran, flash_listed = _a_layer("qwen2-1.5b", "flash")
+    ran, gone = eager_ran - flash_ran, flash_ran - eager_ran
+    listed, unlisted = eager_listed - flash_listed, flash_listed - eager_listed
     assert sum(gone.values()) == 1 and sum(unlisted.values()) == 1 == unlisted[("attention", "flash")]
     assert ran["bmm"] == listed[("gemm", "bmm")] == 2 and ran["_softmax"] == listed[("softmax", "softmax")] == 1
     assert ran["clone"] == listed[("elementwise", "copy")] + 1 == 4

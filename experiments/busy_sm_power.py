@@ -30,12 +30,17 @@ from joulecast.features import arch
 from joulecast.features.power import idle_power_w
 
 SUMMARY = "sm_spin_summary.json"
-ONE_WARP = 32
+WARP = 32  # threads a warp on every NVIDIA GPU (CUDA C Programming Guide, "SIMT Architecture")
+
+
+def one_warp(configs: list[dict]) -> list[dict]:
+    """The configurations of one warp a block that have readings."""
+    return [c for c in configs if c.get("threads") == WARP and c.get("readings")]
 
 
 def busy_sm_power(configs: list[dict], sm_count: int, idle_at_clock_w: float, ratio: float) -> dict:
     """The one-warp configurations' fit of power on the busy SMs' share, and the whole-GPU configurations' warps."""
-    one = [c for c in configs if c.get("threads") == ONE_WARP and c.get("readings")]
+    one = one_warp(configs)
     if len(one) < 3:
         raise InputError("configs", f"{len(one)} one-warp configurations with readings: at least 3 are needed")
     share = np.array([c["sms"] / sm_count for c in one])
@@ -46,7 +51,7 @@ def busy_sm_power(configs: list[dict], sm_count: int, idle_at_clock_w: float, ra
     return {"configs": len(one), "slope_w_per_share": float(slope), "intercept_w": float(intercept),
             "w_per_sm": float(slope / sm_count), "residual_std_w": float(np.std(power - (intercept + slope * share))),
             "hot_static_w": ratio * idle_at_clock_w, "idle_at_clock_w": idle_at_clock_w, "ratio": ratio,
-            "warps_per_sm": [{"warps_per_sm": c["blocks"] * c["threads"] // (32 * sm_count), "power_w": c["power_w"],
+            "warps_per_sm": [{"warps_per_sm": c["blocks"] * c["threads"] // (WARP * sm_count), "power_w": c["power_w"],
                               "temperature_c": c["temperature_c"]} for c in full]}
 
 
@@ -62,7 +67,7 @@ def main() -> int:
             raise InputError("probe", f"{path} not found: run python -m joulecast.data.collect.sm_spin --out DIR")
         configs = json.loads(path.read_text())["configs"]
         spec = lookup_gpu(args.gpu)
-        clocks = [c["sm_clock_mhz"] for c in configs if c.get("threads") == ONE_WARP and c.get("readings")]
+        clocks = [c["sm_clock_mhz"] for c in one_warp(configs)]
         clock = float(np.median(clocks)) if clocks else float(spec.boost_clock_mhz)
         out = busy_sm_power(configs, spec.sm_count, float(idle_power_w(spec, clock)), arch.HOT_STATIC_RATIO)
     except InputError as exc:

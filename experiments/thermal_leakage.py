@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data import store
+from joulecast.data.collect.meters import POWER_SETTLE_S as SETTLE_S
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -38,7 +39,6 @@ from joulecast.features.power import idle_power_w
 
 SPIN, HEAT, IDLE = "wait/spin/", "gemm/", "idle-before/"
 MIN_SAMPLES = 20
-SETTLE_S = 1.0  # the meter's power settles within 0.4 s of a load's change on the H200 (above)
 
 
 def leakage(samples: pd.DataFrame, spec: GpuSpec, ratio: float) -> dict:

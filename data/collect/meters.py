@@ -10,6 +10,11 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+# NVML's power reading lags a change of load: on a lent H200 it read 286 W over the first 0.2 s after a 692 W GEMM
+# ended and 167 W to 0.4 s, then the spinning kernel's 124 W (data/probes/h200/h200-thermal). Readings within this
+# long of a change are left out where a study fits power to a steady load (experiments/thermal_leakage.py, sm_spin).
+POWER_SETTLE_S = 1.0
+
 from joulecast.data.schema import CLOCK_STEP_MHZ
 
 

@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from joulecast.data.collect.meters import POWER_SETTLE_S as SETTLE_S
 from joulecast.data.collect.meters import Meter, counter_fit_power_w
 
-SETTLE_S = 1.0  # the meter's power lags a load's change by up to 0.4 s on the H200 (experiments/thermal_leakage.py)
 SPIN_S = 0.05  # one launch's spin; launches follow back to back
 SAMPLE_S = 0.01
-# (blocks, threads a block): a context with no kernel, then one warp a block on 1 to 132 SMs (the H200 has 132),
-# then more warps a block on all of them
+# (blocks, threads a block): a context with no kernel, then one warp a block on 1 to 132 SMs (the H200's 132,
+# data/gpus/h200.yaml), then more warps a block on all of them
 CONFIGS = ((0, 0), (1, 32), (16, 32), (33, 32), (66, 32), (99, 32), (132, 32), (132, 256), (132, 1024), (264, 1024))
 
 KERNEL = r"""
@@ -105,7 +105,9 @@ def main() -> int:
     from joulecast.data.collect.nvml_meter import open_meter
 
     meter = open_meter(args.gpu_index)
-    launch = cupy_launcher(max(meter.clocks_mhz()[0], 1980.0))  # a longer spin, never a shorter, at a lower clock
+    # the spin's cycles at the H200's maximum SM clock (1,980 MHz, data/gpus/h200.yaml) or the clock read, the higher:
+    # a longer spin, never a shorter, where the clock is lower
+    launch = cupy_launcher(max(meter.clocks_mhz()[0], 1980.0))
     samples, summary = measure(meter, launch, window_s=args.window_s)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -12,10 +12,9 @@ softmax, the weighted values by `torch.matmul`, and GPT-2's `gelu_new` as its ei
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
-
-import math
 
 import torch
 import torch.nn.functional as F

@@ -23,7 +23,6 @@ from joulecast.features.kinds import PLAN_OPS
 TORCH_DTYPES = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-
 def host_cpu() -> str:
     """The host's CPU model and logical core count, for the dataset card (Linux's /proc/cpuinfo, else `platform`)."""
     try:
@@ -32,6 +31,7 @@ def host_cpu() -> str:
     except OSError:
         names = []
     return f"{names[0] if names else platform.processor() or 'unknown'}, {os.cpu_count()} logical cores"
+
 
 class RunnerUnavailable(JoulecastError):
     """The requested device is not there."""

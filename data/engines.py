@@ -1,6 +1,7 @@
 """Serving engines as data: `data/serving_engines.yaml`, each number with its source, validated at the door like the
 GPU and architecture catalogs. What an engine adds to a decode step's kernels: host work the GPU waits out between
-steps, the GPU's power meanwhile, its own decode attention kernel where it has one, how it all-reduces a
+steps (or, where the engine schedules a step ahead, host work that runs under the GPU's step and sets the pace only
+where it takes longer), the GPU's power meanwhile, its own decode attention kernel where it has one, how it all-reduces a
 tensor-parallel step's activations, and its sampler where the physics prices it."""
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class ServingEngine:
     sources: Mapping[str, str]
     all_reduce: str = "ring"          # ALL_REDUCE: NCCL's ring where the entry names none
     sampler: str | None = None        # SAMPLERS: its sampler's passes over the logits, or None (fused, not priced)
+    host_overlaps: bool = False       # True: the host work runs under the GPU's step (async scheduling), a floor
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":
@@ -66,19 +68,23 @@ class ServingEngine:
         sampler = raw.get("sampler")
         if sampler is not None and sampler not in SAMPLERS:
             raise fail("sampler", f"unknown {sampler!r}; allowed: {', '.join(SAMPLERS)} (or none)")
+        overlaps = raw.get("host_overlaps", False)
+        if not isinstance(overlaps, bool):
+            raise fail("host_overlaps", f"must be true or false, got {overlaps!r}")
         for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ()),
-                      *(("all_reduce",) if "all_reduce" in raw else ()), *(("sampler",) if sampler else ())):
+                      *(("all_reduce",) if "all_reduce" in raw else ()), *(("sampler",) if sampler else ()),
+                      *(("host_overlaps",) if overlaps else ())):
             if field not in sources:
                 raise fail("sources", f"no source given for {field}")
         unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "all_reduce", "sampler",
-                                "sources"}
+                                "host_overlaps", "sources"}
         if unknown:
             raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, power_over_idle, "
-                                           "decode_attention, all_reduce, sampler, sources")
+                                           "decode_attention, all_reduce, sampler, host_overlaps, sources")
         # the decimal shifted, not divided: 0.454 ms is 0.454e-3 s to the last bit, as it was typed
         return cls(name=name, host_s_per_sequence=float(f"{values['host_ms_per_sequence']!r}e-3"),
                    power_over_idle=values["power_over_idle"], decode_attention=attention,
-                   sources=MappingProxyType(sources), all_reduce=all_reduce, sampler=sampler)
+                   sources=MappingProxyType(sources), all_reduce=all_reduce, sampler=sampler, host_overlaps=overlaps)
 
 
 def parse(raw: Any, origin: str) -> Mapping[str, ServingEngine]:

@@ -8,12 +8,13 @@ Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the 
 output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
 room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
-`data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work per step, v3 vLLM 0.11.1 with none, each
-release's requests sampling as SAMPLING says (v3's sampler a step's GPU work: `joulecast.features.sampling`); bf16 where
-a row does not name its precision; the default power limit. The shipped estimator was trained on v2's single-GPU
-rows as serving steps with prompts of an assumed 128 tokens (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`),
-so those figures are in-sample for its residual at that length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or
-4 H100s) and v3's (`kernel_list = partial`) are not trained on. The table splits each release and GPU by tensor
+`data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work between steps, v3 vLLM 0.11.1 with its host
+work under the step (`--host-floor`), each release's requests sampling as SAMPLING says (v3's sampler a step's GPU
+work: `joulecast.features.sampling`); bf16 where a row does not name its precision; the default power limit. The
+shipped estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
+(`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`), so those figures are in-sample for its residual at that
+length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or 4 H100s) and v3's (`kernel_list = partial`) are not
+trained on. The table splits each release and GPU by tensor
 parallelism (`tp`).
 
 `--itl` checks the decode step on its own, apart from the unrecorded prompts: v3 records each configuration's median
@@ -31,6 +32,12 @@ not: v3's Llama-3.1-70B on two B200s ran 2,042 requests at once (of max_num_seqs
 tokens: their output lengths' histogram has a cv of 1.0). Its running requests held shorter contexts than the
 length-biased steady state gives, 307 tokens at most (an eighth shorter); what set them is not in the files.
 
+`--host-floor [GPU]` derives vLLM 0.11.1's host work per running sequence, which runs under the GPU's step (v3 ran
+async scheduling; `data/serving_engines.yaml`): per v3 row, `serve`'s step with that host work taken out beside the
+measured step; a row is host-bound where the measured step is at least HOST_BOUND_RATIO times the GPU's work alone;
+on that GPU's host-bound rows (the B200's by default, its Llama-3.1-8B at 64-2,043 sequences), the measured steps
+over the running sequences summed and the GPU's power while it waits. No H100 row is host-bound: they check it.
+
 The output lengths' spread (`serve`'s `output_len_cv`: a running request is length-biased, so its context averages
 input + output (1 + cv^2) / 2): v3 from each configuration's own histogram of output lengths (`raw/models/*.json`,
 50 bins, their midpoints), v2, which records none, as 0 (every answer as long). `--no-spread` takes 0 for v3 too.
@@ -42,6 +49,8 @@ import argparse
 import functools
 import json
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 import pandas as pd
@@ -51,6 +60,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.importers.mlenergy import import_mlenergy
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
+from joulecast.features import arch
 
 ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
 # Each release's requests' sampling (`serve`'s `sampling`): v3's client (ml-energy/benchmark at the commit its
@@ -62,6 +72,9 @@ RAW_V3 = EXTERNAL / "mlenergy-v3" / "raw" / "models"
 VLLM_MEMORY_SHARE = 0.9   # vLLM's default gpu_memory_utilization: the share of GPU memory the engine takes
 PROMPT_GRID = (1, 16, 32, 64, 128, 192, 256, 384, 512, 768, 1024)
 SMALL_BATCH, LARGE_BATCH = 32, 256   # `--itl`'s bands of running sequences
+# `--host-floor`: a row is host-bound where its measured step is at least this many times the GPU's work alone (the
+# rest the GPU waits); the prompts at the 192 tokens the rows' batches leave room for (`--prompt-bounds`)
+HOST_BOUND_RATIO, HOST_FLOOR_PROMPT = 1.5, 192
 
 
 @functools.cache
@@ -163,6 +176,50 @@ def decode_step_summary(steps: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+@contextmanager
+def engine_host_off(engine: str) -> Iterator[None]:
+    """`engine`'s host work taken out of the physics for a while (a study setting): its steps as GPU work alone."""
+    spec = arch.SERVING_ENGINES[engine]
+    before = spec["host_s_per_sequence"]
+    spec["host_s_per_sequence"] = 0.0
+    try:
+        yield
+    finally:
+        spec["host_s_per_sequence"] = before
+
+
+def host_floor_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """Per v3 row: the measured step (batch over output tokens a second) and energy a step (all its GPUs) beside
+    `serve`'s step with vLLM 0.11.1's host work taken out (its GPU work alone), and whether the measured step is at
+    least HOST_BOUND_RATIO times that (host-bound: the GPU waits on the engine)."""
+    v3 = table[table["release"] == "mlenergy-v3"]
+    with engine_host_off(ENGINES["mlenergy-v3"]):
+        est = [_serve_row(r, HOST_FLOOR_PROMPT, None, output_len_cv(r.measurement_id)) for r in v3.itertuples()]
+    frame = pd.DataFrame(dict(gpu=v3["gpu"].to_numpy(), model=v3["model"].to_numpy(), tp=v3["num_gpus"].astype(int),
+                              batch=v3["batch"].to_numpy(float),
+                              measured_step_ms=1e3 * v3["batch"].to_numpy() / v3["measured_tokens_per_s"].to_numpy(),
+                              measured_step_j=(v3["measured_j_per_token"] * v3["batch"]).to_numpy(),
+                              gpu_step_ms=[1e3 * e.step_time_s for e in est],
+                              gpu_step_j=[e.step_energy_j for e in est],
+                              idle_w=[float(lookup_gpu(g).idle_power_max_clock_w) for g in v3["gpu"]]))
+    frame["host_bound"] = frame["measured_step_ms"] >= HOST_BOUND_RATIO * frame["gpu_step_ms"]
+    return frame
+
+
+def host_floor(frame: pd.DataFrame, gpu: str) -> dict[str, float]:
+    """An engine's host work under the step, from one GPU's host-bound rows (`host_floor_rows`): the measured steps
+    summed over the running sequences summed (ms a sequence), and the energy beyond the GPU's work over the time
+    beyond it at idle power (x idle, each GPU of a row)."""
+    bound = frame[(frame["gpu"] == gpu) & frame["host_bound"]]
+    extra_s = 1e-3 * (bound["measured_step_ms"] - bound["gpu_step_ms"])
+    return dict(gpu=gpu, rows=len(bound), batch_min=float(bound["batch"].min()), batch_max=float(bound["batch"].max()),
+                host_ms_per_sequence=float(bound["measured_step_ms"].sum() / bound["batch"].sum()),
+                per_row_ms_min=float((bound["measured_step_ms"] / bound["batch"]).min()),
+                per_row_ms_max=float((bound["measured_step_ms"] / bound["batch"]).max()),
+                power_over_idle=float((bound["measured_step_j"] - bound["gpu_step_j"]).sum()
+                                      / (extra_s * bound["idle_w"] * bound["tp"]).sum()))
+
+
 def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
     """Per configuration (release, GPU, model, GPUs) at its largest measured batch: the longest mean prompt of
     PROMPT_GRID whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and the memory a 1-token
@@ -195,9 +252,26 @@ def main() -> int:
                         help="instead: the longest mean prompt each configuration's largest batch fits in memory")
     parser.add_argument("--itl", action="store_true",
                         help="instead: v3's decode step alone against its measured median inter-token latency")
+    parser.add_argument("--host-floor", metavar="GPU", nargs="?", const="b200", default=None,
+                        help="instead: vLLM 0.11.1's host work under the step, from this GPU's host-bound v3 rows")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()
+    if args.host_floor:
+        frame = host_floor_rows(table)
+        bound = set(frame.loc[frame["host_bound"], "gpu"])
+        derived = {g: host_floor(frame, g) for g in sorted(bound)}
+        shipped = arch.SERVING_ENGINES[ENGINES["mlenergy-v3"]]
+        out = dict(derived_from=args.host_floor, derived=derived.get(args.host_floor),
+                   shipped=dict(host_ms_per_sequence=shipped["host_s_per_sequence"] * 1e3,
+                                power_over_idle=shipped["power_over_idle"]),
+                   by_gpu=list(derived.values()))
+        if args.json:
+            print(json.dumps(out, indent=1, default=float))
+        else:
+            print(frame.round(2).to_string(index=False))
+            print(pd.DataFrame(out["by_gpu"]).round(3).to_string(index=False))
+        return 0
     if args.itl:
         steps = decode_steps(table, load_estimator(args.estimator))
         summary = decode_step_summary(steps)

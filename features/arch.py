@@ -95,9 +95,11 @@ HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # default above, and its interval spans what a host of this range makes of it (`estimator.api.combine`).
 HOST_DISPATCH_RANGE_S = (18.5e-6, 30.0e-6)
 # Serving engines, each a catalog entry with its sources (`data/serving_engines.yaml`): name -> the host work between
-# steps per running sequence (s), the GPU's power meanwhile (x idle) and the engine's own decode attention kernel.
-SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence, "power_over_idle": e.power_over_idle,
-                          "decode_attention": e.decode_attention} for name, e in engines.catalog().items()}
+# steps per running sequence (s), whether it runs under the GPU's step instead, the GPU's power while it waits (x
+# idle) and the engine's own decode attention kernel.
+SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence, "host_overlaps": e.host_overlaps,
+                          "power_over_idle": e.power_over_idle, "decode_attention": e.decode_attention}
+                   for name, e in engines.catalog().items()}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as
 # `..._nhwckrsc_nchw_...`: NHWC activations, KRSC filters, NCHW output), so cuDNN transposes each convolution's input
 # first (`nchwToNhwcKernel` in profiles; the PyTorch performance tuning guide's advice to use channels_last avoids

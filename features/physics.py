@@ -360,18 +360,18 @@ def check_dtypes(gpu: GpuSpec, dtypes: Labels) -> None:
 
 def analyze(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
             power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
-            serial_host_s: float | np.ndarray = 0.0,
+            serial_host_s: float | np.ndarray = 0.0, serial_overlaps: float | np.ndarray = 0.0,
             serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[pd.DataFrame, PhysicsTotals]:
     """`analyze_arrays` with the per-kernel features as a DataFrame."""
     columns, totals = analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                                      host_dispatch_s=host_dispatch_s, serial_host_s=serial_host_s,
-                                     serial_power_over_idle=serial_power_over_idle)
+                                     serial_overlaps=serial_overlaps, serial_power_over_idle=serial_power_over_idle)
     return pd.DataFrame(plain(columns)), totals
 
 
 def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
                    power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
-                   serial_host_s: float | np.ndarray = 0.0,
+                   serial_host_s: float | np.ndarray = 0.0, serial_overlaps: float | np.ndarray = 0.0,
                    serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[dict[str, np.ndarray], PhysicsTotals]:
     """Physics estimate of one or more workloads on one GPU.
 
@@ -383,6 +383,8 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
         host_dispatch_s: host time per kernel launch (per workload id when an array).
         serial_host_s: host time per pass that the GPU waits out (a serving engine's work between steps; per
             workload id when an array), at `serial_power_over_idle` times the GPU's idle power.
+        serial_overlaps: where nonzero (per workload id when an array), that host work runs under the pass instead
+            (an engine that schedules a step ahead): the GPU waits only for what it takes beyond the pass.
 
     Returns:
         (per-kernel feature columns, one row per kernel, with per-launch time_s, power_w, energy_j; per-workload
@@ -407,27 +409,35 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     host = np.bincount(wid, dispatched, minlength=n) * per_launch * factor
     norm = np.where(training, arch.TRAINING_OVERLAP_NORM, arch.OVERLAP_NORM)
     serial = _per_workload(serial_host_s, n)
+    overlaps = _per_workload(serial_overlaps, n) > 0
     idle = float(idle_power_w(gpu, clock0))
-    # the engine's host work in idle-seconds, its power held to the limit too (an engine's entry may say up to 20x idle)
-    waiting = serial * np.minimum(np.asarray(serial_power_over_idle, dtype=float), limit / idle)
+    # the GPU's power while it waits on the engine, as a multiple of idle, held to the limit too (an engine's entry may
+    # say up to 20x idle)
+    wait_ratio = np.minimum(np.asarray(serial_power_over_idle, dtype=float), limit / idle)
+
+    def engine_wait(overlapped: np.ndarray) -> np.ndarray:
+        """Seconds the GPU waits on the engine's host work a pass: all of it between passes, or where it runs under
+        the pass, what it takes beyond the pass (host-bound steps)."""
+        return np.where(overlaps, np.maximum(serial - overlapped, 0.0), serial)
 
     # a workload of one kernel, launched again and again, is paced by whichever of the GPU and the host is slower
     # throughout: no partial overlap as between a layer's kernels (`arch.OVERLAP_NORM`)
     one_kernel = np.bincount(wid, minlength=n) == 1
 
-    def gaps(time_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(busy seconds, busy and host time overlapped, the idle gaps' energy) per workload."""
+    def gaps(time_s: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(busy seconds, busy and host time overlapped, the engine's wait, the idle gaps' energy) per workload."""
         busy = np.bincount(wid, count * time_s, minlength=n)
         overlapped = np.where(one_kernel, np.maximum(busy, host),
                               (busy ** norm + host ** norm) ** (1 / norm))
-        return busy, overlapped, idle * (overlapped - busy + waiting)
+        wait = engine_wait(overlapped)
+        return busy, overlapped, wait, idle * (overlapped - busy + wait * wait_ratio)
 
-    busy, overlapped, gap_energy = gaps(dyn["time_s"])
+    busy, overlapped, wait, gap_energy = gaps(dyn["time_s"])
     # The limiter holds the board's power averaged over a window far longer than a kernel (the A100's 250 W card
     # draws 202-248 W on Wilkins' host-bound generations, as the 400 W card does: the idle gaps between its kernels
     # leave them headroom), so a pass's kernels may draw more than the limit by what its idle gaps leave under it;
     # a pass without gaps meets the limit kernel by kernel.
-    headroom = np.maximum(limit, (limit * (overlapped + serial) - gap_energy) / np.maximum(busy, 1e-30))
+    headroom = np.maximum(limit, (limit * (overlapped + wait) - gap_energy) / np.maximum(busy, 1e-30))
     cap = _per_kernel(headroom, wid, n)
     over = dyn["power_w"] > cap
     if over.any():
@@ -436,9 +446,9 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
             dyn = _timeline_and_power(f, gpu, clock, limit)
         else:  # the over-limit kernels' timelines at their clocks, the others' as they were
             dyn = {name: _with_rows(v, over, kept[name]) for name, v in dyn.items()}
-        busy, overlapped, gap_energy = gaps(dyn["time_s"])
+        busy, overlapped, wait, gap_energy = gaps(dyn["time_s"])
     dyn["power_w"] = np.minimum(dyn["power_w"], cap)
-    time_s = overlapped + serial
+    time_s = overlapped + wait
     kernel_j = np.bincount(wid, count * dyn["power_w"] * dyn["time_s"], minlength=n)
     # A throttled kernel runs longer and shortens the gaps whose headroom it was given: what that leaves over the
     # limit comes off the kernels' power, as the limiter would take it (80 of the estimate reference's 2,500
@@ -457,11 +467,15 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     spans = np.where(one_kernel[:, None], np.maximum(busy[:, None], ranged),
                      (busy[:, None] ** arch.OVERLAP_NORM + ranged ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM))
     energy_j = kernel_j + gap_energy
+    # under another host the engine's wait moves with the pass where its host work runs under it
+    span_wait = np.where(overlaps[:, None], np.maximum(serial[:, None] - spans, 0.0), serial[:, None])
     totals = PhysicsTotals(time_s=time_s, energy_j=energy_j,
-                           gpu_busy_s=busy, host_s=host + serial, idle_gap_energy_j=gap_energy,
-                           engine_host_s=np.array(serial), host_dispatch_s=np.array(per_launch),
-                           host_range_time_s=spans + np.asarray(serial, dtype=float).reshape(-1, 1),
-                           host_range_energy_j=energy_j[:, None] + idle * (spans - overlapped[:, None]))
+                           gpu_busy_s=busy, host_s=host + wait, idle_gap_energy_j=gap_energy,
+                           engine_host_s=np.where(overlaps, 0.0, serial), host_dispatch_s=np.array(per_launch),
+                           host_range_time_s=spans + span_wait,
+                           host_range_energy_j=energy_j[:, None] + idle * (spans - overlapped[:, None]
+                                                                           + (span_wait - wait[:, None])
+                                                                           * _per_workload(wait_ratio, n)[:, None]))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],

@@ -177,6 +177,8 @@ def test_serving_engines_are_validated_data_with_sources():
     assert engines.parse({"x": good}, "e.yaml")["x"].all_reduce == "ring"  # NCCL's, where an entry names none
     assert engines.parse({"x": good}, "e.yaml")["x"].sampler is None       # fused sampling, not priced
     assert {n for n, e in engines.catalog().items() if e.sampler == "sort"} == {"vllm-0.5.4", "vllm-0.11.1"}
+    assert not engines.parse({"x": good}, "e.yaml")["x"].host_overlaps  # between steps, where an entry says nothing
+    assert {n for n, e in engines.catalog().items() if e.host_overlaps} == {"vllm-0.11.1"}
     for bad, message in (({**good, "host_ms_per_sequence": -1}, "'host_ms_per_sequence': must be a number from 0"),
                          ({**good, "power_over_idle": 0.5}, "'power_over_idle': a GPU waiting draws at least"),
                          ({**good, "decode_attention": "radix"}, "'decode_attention': unknown 'radix'"),
@@ -185,7 +187,9 @@ def test_serving_engines_are_validated_data_with_sources():
                          ({**good, "all_reduce": "tree"}, "'all_reduce': unknown 'tree'; allowed: ring, custom"),
                          ({**good, "all_reduce": "custom"}, "'sources': no source given for all_reduce"),
                          ({**good, "sampler": "flashinfer"}, "'sampler': unknown 'flashinfer'; allowed: sort"),
-                         ({**good, "sampler": "sort"}, "'sources': no source given for sampler")):
+                         ({**good, "sampler": "sort"}, "'sources': no source given for sampler"),
+                         ({**good, "host_overlaps": "yes"}, "'host_overlaps': must be true or false, got 'yes'"),
+                         ({**good, "host_overlaps": True}, "'sources': no source given for host_overlaps")):
         with pytest.raises(DataError, match=f"e.yaml: x: field {message}"):
             engines.parse({"x": bad}, "e.yaml")
     with pytest.raises(InputError, match="engine: unknown 'sglang'; did you mean 'sglang-0.4'"):

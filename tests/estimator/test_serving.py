@@ -85,8 +85,9 @@ def test_bad_serving_settings_name_their_field(kw, field):
 
 
 def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
-    """SGLang, TensorRT-LLM and vLLM 0.11.1 schedule the next step while the GPU runs this one: their steps are the
-    kernels alone, as with no engine; vLLM 0.5.4's host work between steps makes every step longer."""
+    """SGLang, TensorRT-LLM and vLLM 0.11.1 schedule the next step while the GPU runs this one: where the GPU's work
+    outlasts their host work their steps are the kernels alone, as with no engine; vLLM 0.5.4's host work between
+    steps makes every step longer."""
     kw = dict(input_len=512, output_len=256, concurrency=32, estimator="physics")
     alone = serve("llama-3-8b", "h100-sxm", engine="none", **kw)
     for name in ("vllm-0.11.1", "sglang-0.4", "trt-llm"):
@@ -98,6 +99,32 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
     assert v05.step_time_s > alone.step_time_s + 32 * arch.SERVING_ENGINES["vllm-0.5.4"]["host_s_per_sequence"] * 0.99
     with pytest.raises(joulecast.InputError, match="engine: unknown 'tgi'; allowed: none, vllm-0.5.4"):
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
+
+
+def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu():
+    """vLLM 0.11.1 schedules a step ahead: its host work (per running request) runs under the GPU's step. A light
+    model at a large batch on a fast GPU waits on it (ML.ENERGY v3's Llama-3.1-8B on a B200: 449-691 W on a 1,000 W
+    card), so the step is the host's and the GPU waits the rest at the engine's power; at a small batch the GPU's
+    work outlasts the host's and nothing changes."""
+    engine = arch.SERVING_ENGINES["vllm-0.11.1"]
+    assert engine["host_overlaps"] and engine["host_s_per_sequence"] > 0
+    kw = dict(input_len=192, output_len=352, estimator="physics", max_batch=2048)
+    for batch, bound in ((16, False), (1024, True)):
+        alone = serve("llama-3-8b", "b200", engine="none", concurrency=batch, **kw)
+        ahead = serve("llama-3-8b", "b200", engine="vllm-0.11.1", concurrency=batch, sampling="greedy", **kw)
+        floor = batch * engine["host_s_per_sequence"]
+        assert (floor > alone.step_time_s) == bound
+        if not bound:
+            assert ahead.step_time_s == alone.step_time_s
+            continue
+        assert ahead.step_time_s == pytest.approx(floor, rel=1e-9)
+        # the wait at the engine's power; the kernels at least as before (the limiter averages over the waits too,
+        # which leaves capped kernels headroom: `features.physics`)
+        idle_w = joulecast.gpu("b200").idle_power_max_clock_w
+        waited_j = (floor - alone.step_time_s) * engine["power_over_idle"] * idle_w
+        assert ahead.step_energy_j >= (alone.step_energy_j + waited_j) * (1 - 1e-9)
+        assert ahead.power_w < alone.power_w and ahead.power_w <= ahead.power_limit_w
+        assert ahead.tokens_per_s == pytest.approx(batch / floor)
 
 
 def test_serving_under_a_power_cap_or_a_locked_clock(capsys):
@@ -156,10 +183,11 @@ def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):
 
 def test_sampling_requests_cost_a_vllm_step_its_sampler_and_greedy_ones_nothing(capsys):
     """vLLM sorts every decode's logits for top-p (and counts tokens for penalties) each step: GPU work that grows
-    with the batch, priced only where the engine's sampler is the sorting one."""
+    with the batch, priced only where the engine's sampler is the sorting one (at batches whose GPU work outlasts
+    the engine's host work, which runs under it)."""
     kw = dict(input_len=192, output_len=400, estimator="physics")
     per_sequence = []
-    for batch in (64, 512):
+    for batch in (32, 128):
         greedy, top_p, penalties = (serve("llama-3-8b", "h100-sxm", engine="vllm-0.11.1", concurrency=batch,
                                           max_batch=batch, sampling=s, **kw)
                                     for s in ("greedy", "top-p", "top-p-penalties"))

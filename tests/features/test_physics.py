@@ -374,6 +374,27 @@ def test_a_serving_engine_adds_its_host_work_per_sequence_at_a_multiple_of_idle_
         joulecast.workload("llama-3-8b", phase="decode", engine="vllm-9")
 
 
+def test_host_work_that_runs_under_the_pass_adds_only_what_outlasts_it():
+    """An engine that schedules a step ahead (`serial_overlaps`): its host work runs under the GPU's pass, so the
+    pass takes the longer of the two and the GPU waits, at the engine's power, only for the host's excess; between
+    passes (the default) it adds all of it. Under another host's dispatch the wait moves with the pass."""
+    k = joulecast.workload("llama-3-8b", phase="decode", batch=64, seq=512, launch_mode="graph").kernels
+    h100 = joulecast.gpu("h100-sxm")
+    idle = idle_power_w(h100, h100.boost_clock_mhz)
+    _, alone = physics.analyze(k, h100)
+    for share, bound in ((0.5, False), (3.0, True)):
+        host = share * alone.time_s[0]
+        _, between = physics.analyze(k, h100, serial_host_s=host, serial_power_over_idle=1.5)
+        _, under = physics.analyze(k, h100, serial_host_s=host, serial_overlaps=1.0, serial_power_over_idle=1.5)
+        assert between.time_s[0] == pytest.approx(alone.time_s[0] + host)
+        assert under.time_s[0] == pytest.approx(max(alone.time_s[0], host))
+        wait = max(host - alone.time_s[0], 0.0)
+        assert under.idle_gap_energy_j[0] == pytest.approx(alone.idle_gap_energy_j[0] + wait * 1.5 * idle)
+        assert under.engine_host_s[0] == 0.0 and between.engine_host_s[0] == host  # not serving's serial host work
+        assert (under.time_s[0] > alone.time_s[0]) == bound
+        assert under.host_range_time_s[0] == pytest.approx(np.maximum(alone.host_range_time_s[0], host))
+
+
 def test_kernels_a_library_launches_cost_no_host_dispatch():
     """cuDNN's layout transposes run inside the convolution's dispatch: GPU time, but no eager dispatch of their own."""
     k = joulecast.workload("resnet-101", batch=8).kernels

@@ -80,6 +80,8 @@ class ServeEstimate:
     energy_per_request_j: float
     energy_per_output_token_interval_j: tuple[float, float] | None
     ttft_s: float                 # a prompt's prefill within one step (no queueing counted)
+    gpu_busy_share: float         # of a step (physics' timeline), the GPU running kernels: the rest it waits on the
+                                  # engine's host work, the all-reduces or launches (host-bound where this is low)
     memory_gb: float
     flags: tuple[str, ...]
     method: str
@@ -178,6 +180,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         mean_batch, idle = float(busy), 0.0
         step_s, step_j = est.time_s + comm, tp * (est.energy_j + comm * wait_w)
         tokens_per_s = busy / step_s
+        busy_share = _busy_share(est, comm)
     else:
         rate = _positive("request_rate", request_rate)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
@@ -199,6 +202,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                           float(np.interp(mean_batch, grid, step_j_grid)))
         idle = math.exp(-mean_batch)
         tokens_per_s = rate * output_len
+        busy_share = _busy_share(est, comm)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     per_token = power / tokens_per_s
     band = None
@@ -210,9 +214,15 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
-        energy_per_output_token_interval_j=band, ttft_s=step_s, memory_gb=float(est.memory_gb or 0.0),
+        energy_per_output_token_interval_j=band, ttft_s=step_s, gpu_busy_share=busy_share,
+        memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), method=est.method, sm_clock_mhz=clock, power_limit_w=limit,
         **_totals(power, tokens_per_s, duration_s, output_tokens))
+
+
+def _busy_share(est: Estimate, comm_s: float) -> float:
+    """Of a step on physics' timeline (its kernels, host work and all-reduce), the share the GPU runs kernels."""
+    return float(est.gpu_busy_s / (float(est.physics_time_s or est.time_s) + comm_s))
 
 
 def _totals(power_w: float, tokens_per_s: float, duration_s: float | None,

@@ -137,7 +137,10 @@ def serve_table(job: Any) -> str:
              f"per request {_g4(job.energy_per_request_j)} J",
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time)",
-             f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})"]
+             f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})",
+             f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
+                 " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"
+                 if job.gpu_busy_share < HOST_BOUND_SHARE else "")]
     if job.energy_j is not None:
         lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
                      f"{duration(job.duration_s)}, {_g4(job.output_tokens)} output tokens")
@@ -224,6 +227,8 @@ def plan_table(result: Any) -> str:
                       "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])
 
 
+# A serving step whose GPU runs kernels under this share of it is called host-bound in the text table.
+HOST_BOUND_SHARE = 0.8
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}

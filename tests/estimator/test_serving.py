@@ -3,6 +3,7 @@ idle time), tensor parallelism, and its errors."""
 
 import json
 import math
+import re
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
 
 
-def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu():
+def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu(capsys):
     """vLLM 0.11.1 schedules a step ahead: its host work (per running request) runs under the GPU's step. A light
     model at a large batch on a fast GPU waits on it (ML.ENERGY v3's Llama-3.1-8B on a B200: 449-691 W on a 1,000 W
     card), so the step is the host's and the GPU waits the rest at the engine's power; at a small batch the GPU's
@@ -115,8 +116,10 @@ def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu():
         floor = batch * engine["host_s_per_sequence"]
         assert (floor > alone.step_time_s) == bound
         if not bound:
-            assert ahead.step_time_s == alone.step_time_s
+            assert ahead.step_time_s == alone.step_time_s and ahead.gpu_busy_share == alone.gpu_busy_share == 1.0
             continue
+        # the rest waits on the host (the kernels no slower than alone: the waits leave capped ones headroom)
+        assert ahead.gpu_busy_share <= alone.step_time_s / floor * (1 + 1e-9) and ahead.gpu_busy_share < 0.8
         assert ahead.step_time_s == pytest.approx(floor, rel=1e-9)
         # the wait at the engine's power; the kernels at least as before (the limiter averages over the waits too,
         # which leaves capped kernels headroom: `features.physics`)
@@ -125,6 +128,10 @@ def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu():
         assert ahead.step_energy_j >= (alone.step_energy_j + waited_j) * (1 - 1e-9)
         assert ahead.power_w < alone.power_w and ahead.power_w <= ahead.power_limit_w
         assert ahead.tokens_per_s == pytest.approx(batch / floor)
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "b200", "--phase", "serve", "--input-len", "192",
+                 "--output-len", "352", "--concurrency", "1024", "--max-batch", "2048", "--engine", "vllm-0.11.1",
+                 "--estimator", "physics"]) == 0
+    assert re.search(r"gpu busy +\d+ % of a step \(host-bound", capsys.readouterr().out)
 
 
 def test_serving_under_a_power_cap_or_a_locked_clock(capsys):

@@ -56,6 +56,7 @@ from joulecast.features.power import waiting_power_w
 from joulecast.features.sampling import check_sampling
 
 _NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
+HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
 ENGINES = ("none", *arch.SERVING_ENGINES)
 
 
@@ -187,14 +188,21 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
                           residual, **setting)
         step_s = np.array([e.time_s + c for e, c, _ in steps])
-        capacity = grid / (output_len * step_s)           # requests/s each batch size serves
+        # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
+        # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
+        capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
+            host_bound = _busy_share(*steps[-1][:2]) < HOST_BOUND_SHARE
             raise InputError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
-                             f"({capacity[-1]:.4g}/s); raise max_batch or add GPUs")
+                             f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so "
+                                                            "add instances (GPUs), not max_batch" if host_bound else
+                                                            "raise max_batch or add GPUs"))
         step_j_grid = np.array([tp * (e.energy_j + c * wait_w) for e, c, _ in steps])
-        # Little's law: in flight B = rate x output_len x step time(B); capacity rises with B, so interpolate it
-        mean_batch = (float(np.interp(rate, capacity, grid)) if rate >= capacity[0]
-                      else rate * output_len * step_s[0])  # under one in flight on average: the GPU idles between
+        # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
+        # rate, interpolated from the one below
+        j = int(np.searchsorted(capacity, rate))
+        mean_batch = (float(np.interp(rate, capacity[max(j - 1, 0):j + 1], grid[max(j - 1, 0):j + 1]))
+                      if rate >= capacity[0] else rate * output_len * step_s[0])  # under one in flight: idles between
         i = int(np.searchsorted(grid, mean_batch))        # the grid's batch at or above it (its flags, interval)
         est, comm, prompt = steps[i]
         busy = int(grid[i])

@@ -132,6 +132,13 @@ def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu(capsys):
                  "--output-len", "352", "--concurrency", "1024", "--max-batch", "2048", "--engine", "vllm-0.11.1",
                  "--estimator", "physics"]) == 0
     assert re.search(r"gpu busy +\d+ % of a step \(host-bound", capsys.readouterr().out)
+    # at a request rate: where the host work sets the step, a larger batch serves no more requests a second
+    cap = 1 / (352 * engine["host_s_per_sequence"])
+    near = serve("llama-3-8b", "b200", engine="vllm-0.11.1", request_rate=0.99 * cap, **kw)
+    assert near.tokens_per_s == pytest.approx(0.99 * cap * 352) and near.busy_batch < 128
+    with pytest.raises(joulecast.InputError, match="request_rate: .* the engine's host work sets the step at that "
+                                                   "batch, so add instances"):
+        serve("llama-3-8b", "b200", engine="vllm-0.11.1", request_rate=1.05 * cap, **kw)
 
 
 def test_serving_under_a_power_cap_or_a_locked_clock(capsys):

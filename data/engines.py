@@ -1,8 +1,8 @@
 """Serving engines as data: `data/serving_engines.yaml`, each number with its source, validated at the door like the
 GPU and architecture catalogs. What an engine adds to a decode step's kernels: host work the GPU waits out between
 steps (or, where the engine schedules a step ahead, host work that runs under the GPU's step and sets the pace only
-where it takes longer), the GPU's power meanwhile, its own decode attention kernel where it has one, how it all-reduces a
-tensor-parallel step's activations, and its sampler where the physics prices it."""
+where it takes longer), the GPU's power meanwhile, its own decode attention kernel where it has one, how it
+all-reduces a tensor-parallel step's activations, and its sampler where the physics prices it."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class ServingEngine:
     sources: Mapping[str, str]
     all_reduce: str = "ring"          # ALL_REDUCE: NCCL's ring where the entry names none
     sampler: str | None = None        # SAMPLERS: its sampler's passes over the logits, or None (fused, not priced)
-    host_overlaps: bool = False       # True: the host work runs under the GPU's step (async scheduling), a floor
+    host_overlaps: bool = False       # True: the host work runs under the GPU's step (async scheduling)
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":

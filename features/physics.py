@@ -47,7 +47,7 @@ class PhysicsTotals:
     gpu_busy_s: np.ndarray
     host_s: np.ndarray              # host dispatch plus a serving engine's host work
     idle_gap_energy_j: np.ndarray
-    engine_host_s: np.ndarray       # a serving engine's host work alone
+    engine_host_s: np.ndarray       # a serving engine's host work between passes alone (not work under the pass)
     host_dispatch_s: np.ndarray     # the host's time a kernel launch each workload took (0: CUDA graphs)
     # time and energy at the ends of `arch.HOST_DISPATCH_RANGE_S` (n x 2; the workload's own where it launches
     # through CUDA graphs): what an unstated host could make of them (`estimator.api.combine`)

@@ -109,6 +109,14 @@ def test_job_validation_scripts_score_every_set_they_name():
         assert r["decode_over_median"] == pytest.approx(r["decode_step_ms"] / r["median_itl_ms"])
     # a median step is no longer than the mean one by more than noise (the mean adds the steps with long prompts)
     assert all(0.5 < r["median_over_mean_step"] < 1.1 for r in itl["summary"])
+    # vLLM 0.11.1's host work under the step, derived from the B200's host-bound rows, is the catalog's figure
+    floor = _run_args("serving_jobs.py", "--host-floor")
+    derived = floor["derived"]
+    assert floor["derived_from"] == "b200" and [g["gpu"] for g in floor["by_gpu"]] == ["b200"]  # no H100 row bound
+    assert derived["rows"] >= 3 and derived["per_row_ms_min"] <= derived["host_ms_per_sequence"] <= \
+        derived["per_row_ms_max"]
+    assert round(derived["host_ms_per_sequence"], 3) == pytest.approx(floor["shipped"]["host_ms_per_sequence"])
+    assert round(derived["power_over_idle"], 2) == pytest.approx(floor["shipped"]["power_over_idle"])
     generation = _run_args("generation_jobs.py")
     assert {(r["model"], r["gpu"], r["sweep"]) for r in generation["summary"]} == {
         (m, g, sweep) for m in ("mistral-7b", "llama-2-7b")

@@ -102,9 +102,9 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _kernel_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
-    from joulecast.features.kernel_specs import check_kernel_spec
+    from joulecast.features.kernel_specs import KERNEL_OPS, check_kernel_spec
 
-    require("op" in entry, f"{where}.op", "missing (gemm, attention, layernorm, rmsnorm, softmax, add, mul, gelu, silu)")
+    require("op" in entry, f"{where}.op", f"missing ({', '.join(KERNEL_OPS)})")
     extra = sorted(set(entry) - {"op", "dtype", "grid", "shapes", "fixed"})
     require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: op, dtype, grid, shapes, fixed")
     grid = entry.get("grid") or {}

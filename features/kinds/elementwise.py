@@ -8,16 +8,18 @@ from typing import Any
 from joulecast.features.kinds import KernelKind, PlanOp, Streaming
 
 # plan op -> the kernel's op
-_OPS = {"add": "pointwise_add", "mul": "pointwise_mul", "gelu": "gelu", "silu": "silu"}
+_OPS = {"add": "pointwise_add", "mul": "pointwise_mul", "div": "scalar_div", "gelu": "gelu", "silu": "silu"}
 
 
 def _run(op: str):
     def run(torch: Any, rand: Any, s: Mapping[str, Any], dtype: str, device: Any) -> tuple[Any, tuple]:
         x, y = rand(s["elements"], dtype=dtype), rand(s["elements"], dtype=dtype)
         F = torch.nn.functional
-        call = {"add": lambda: x + y, "mul": lambda: x * y, "gelu": lambda: F.gelu(x, approximate="tanh"),
-                "silu": lambda: F.silu(x)}[op]
-        return call, (x, y)
+        # div: a tensor over a 0-d one, as eager attention scales its scores (torch.full([], sqrt(head_dim)))
+        scale = torch.full([], 8.0, dtype=x.dtype, device=x.device)
+        call = {"add": lambda: x + y, "mul": lambda: x * y, "div": lambda: x / scale,
+                "gelu": lambda: F.gelu(x, approximate="tanh"), "silu": lambda: F.silu(x)}[op]
+        return call, (x, y, scale)
     return run
 
 

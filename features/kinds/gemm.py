@@ -119,6 +119,17 @@ def _run(torch: Any, rand: Any, s: Mapping[str, Any], dtype: str, device: Any) -
     return (lambda: torch.matmul(a, b)), (a, b)
 
 
+def _add_bmm(builder: Any, s: Mapping[str, Any]) -> None:
+    builder.bmm(s["batch"], s["m"], s["n"], s["k"])
+
+
+def _run_bmm(torch: Any, rand: Any, s: Mapping[str, Any], dtype: str, device: Any) -> tuple[Any, tuple]:
+    """A strided batched product as eager attention runs it: torch.matmul of (batch, m, k) by (batch, k, n)."""
+    a, b = rand(s["batch"], s["m"], s["k"], dtype=dtype), rand(s["batch"], s["k"], s["n"], dtype=dtype)
+    return (lambda: torch.matmul(a, b)), (a, b)
+
+
 KIND = KernelKind(name="gemm", order=0, sizes=("m", "n", "k", "batch"), rule="gemm",
                   plan_ops=(PlanOp("gemm", ("m", "n", "k"), _add, _run,
-                                   dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "int8")),))
+                                   dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "int8")),
+                            PlanOp("bmm", ("batch", "m", "n", "k"), _add_bmm, _run_bmm)))

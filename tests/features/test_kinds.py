@@ -20,8 +20,8 @@ KIND = KernelKind(name="scan", order=99, sizes=("rows", "cols"), rule="streaming
 def test_every_list_of_kinds_comes_from_the_registry():
     assert kinds.KINDS == ("gemm", "attention", "softmax", "norm", "elementwise", "embedding", "conv2d")
     assert set(kinds.REQUIRED_SIZES) == set(kinds.KINDS)
-    assert set(KERNEL_OPS) == set(kinds.PLAN_OPS) == {"gemm", "attention", "softmax", "layernorm", "rmsnorm", "add",
-                                                       "mul", "gelu", "silu"}
+    assert set(KERNEL_OPS) == set(kinds.PLAN_OPS) == {"gemm", "bmm", "attention", "softmax", "layernorm", "rmsnorm",
+                                                       "add", "mul", "div", "gelu", "silu"}
     X, _, _ = design.design_matrix([joulecast.workload("gpt2", batch=2, seq=64)], joulecast.gpu("a10"), None, None)
     assert [c for c in X.columns if c.startswith("share_") and not c.endswith("_bound")] == \
         [f"share_{k}" for k in kinds.KINDS]

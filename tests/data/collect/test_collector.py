@@ -170,10 +170,12 @@ def test_torch_runners_on_the_cpu(tmp_path):
                     "kernels": [
                         {"op": "gemm", "grid": {"m": [32], "n": [16], "k": [24]}},
                         {"op": "gemm", "dtype": "fp8", "shapes": [{"m": 16, "n": 16, "k": 16}]},
+                        {"op": "bmm", "shapes": [{"batch": 3, "m": 8, "n": 8, "k": 4}]},
                         {"op": "attention", "fixed": {"heads": 4, "kv_heads": 2, "head_dim": 16},
                          "shapes": [{"batch": 2, "seq_q": 8, "seq_kv": 8}, {"batch": 2, "seq_q": 1, "seq_kv": 8}]},
                         *({"op": op, "shapes": [{"rows": 4, "cols": 32}]} for op in ("rmsnorm", "layernorm", "softmax")),
-                        *({"op": op, "shapes": [{"elements": 256}]} for op in ("add", "mul", "gelu", "silu"))],
+                        *({"op": op, "shapes": [{"elements": 256}]}
+                          for op in ("add", "mul", "div", "gelu", "silu"))],
                     "models": [{"model": ["gpt2", "llama-3-8b", "opt-1.3b"], "phase": ["prefill", "decode", "training"],
                                 "batch": 2, "seq": 8, "overrides": TINY},
                                {"model": "bert-large", "phase": ["prefill", "training"], "batch": 2, "seq": 8,
@@ -186,7 +188,7 @@ def test_torch_runners_on_the_cpu(tmp_path):
     fp8 = "gemm/m16/n16/k16/fp8"
     assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
     rows = load_store(tmp_path)
-    assert len(rows) == len(p.items) - 1 == 24
+    assert len(rows) == len(p.items) - 1 == 26
     device = read_card(tmp_path / "h200" / "cpu" / "CARD.yaml")["device"]
     assert device["host_cpu"].endswith("logical cores") and device["device"] == "cpu"  # the host, for host-bound rows
     eager = rows[rows["measurement_id"].str.contains("/eager")]

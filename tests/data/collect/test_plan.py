@@ -272,9 +272,21 @@ def test_the_eager_plan_runs_issue_31s_shapes_as_hugging_face_does_within_a_devi
     eager kernels at the H100 test's batches (1-32) and lengths (128-2,048), each item's physics that of the eager
     kernels it runs."""
     plan = load_plan("h200-eager")
-    assert {it.model for it in plan.items} == {"gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b"}
-    assert {(it.phase, it.attention) for it in plan.items} == {("prefill", "eager")}
-    assert {it.batch for it in plan.items} == {1, 8, 32} and {it.seq for it in plan.items} == {128, 512, 1024, 2048}
+    models = [it for it in plan.items if it.model]
+    assert {it.model for it in models} == {"gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b"}
+    assert {(it.phase, it.attention) for it in models} == {("prefill", "eager")}
+    assert {it.batch for it in models} == {1, 8, 32} and {it.seq for it in models} == {128, 512, 1024, 2048}
+    # and the eager attention's own kernels alone, at GPT-2's (batch 32 x 12 heads, 1,024 tokens) and OPT-1.3B's
+    # (8 x 32 heads, 2,048 tokens) shapes: its products, the scaling over every score, the softmax
+    kernels = {it.op: [] for it in plan.items if not it.model}
+    for it in plan.items:
+        if not it.model:
+            kernels[it.op].append(it.sizes)
+    assert set(kernels) == {"bmm", "div", "softmax"}
+    assert {(s["batch"], s["m"], s["n"], s["k"]) for s in kernels["bmm"]} >= {(384, 1024, 1024, 64),
+                                                                            (384, 1024, 64, 1024)}
+    assert {s["elements"] for s in kernels["div"]} >= {32 * 12 * 1024 * 1024}
+    assert {(s["rows"], s["cols"]) for s in kernels["softmax"]} >= {(32 * 12 * 1024, 1024)}
     durations = expected_durations(plan)
     flash = expected_durations(parse_plan({"name": "f", "gpu": "h200", "models": [
         {"model": "gpt2", "batch": 32, "seq": 1024}]}))[0]

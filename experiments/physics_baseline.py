@@ -21,6 +21,7 @@ from joulecast.features.refs import resolve
 
 DEFAULT = EXTERNAL / "energaizer-artifact"
 GPU_BOUND = 0.95   # `gpu_bound_time_ratio`'s rows: physics' GPU busy time at least this share of its time
+CAPPED_W = 235.0   # `dvfs_power_by_clock`: rows measured above this drew near the A100-PCIe's 250 W limit
 
 
 def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
@@ -57,6 +58,19 @@ def gpu_bound_time_ratio(result: pd.DataFrame) -> pd.DataFrame:
                                                            power_w=("power_w", "median")).round(2).reset_index()
 
 
+def dvfs_power_by_clock(result: pd.DataFrame) -> pd.DataFrame:
+    """The A100 DVFS sweep's rows under the power limit (measured under CAPPED_W), by locked SM clock (30 MHz bands):
+    mean measured and physics power and the mean signed errors. Where physics' power shape across clocks departs
+    from the card's: its bias drifting with the clock (the voltage it assumes is the card's measured table, flat
+    below 1,020 MHz: `joulecast.features.arch.V_KNEE_CLOCK_RATIO`)."""
+    sweep = result[result["measurement_id"].str.startswith("dvfs:") & (result["power_w"] < CAPPED_W)]
+    sweep = sweep.assign(clock_mhz=(sweep["sm_clock_mhz"] / 30).round() * 30)
+    return sweep.groupby("clock_mhz").agg(rows=("power_w", "size"), power_w=("power_w", "mean"),
+                                          physics_power_w=("power_pred_w", "mean"), power_bias=("power_bias", "mean"),
+                                          time_bias=("time_bias", "mean"),
+                                          energy_bias=("energy_bias", "mean")).round(1).reset_index()
+
+
 def main(argv: list[str]) -> int:
     path = Path(next((a for a in argv if not a.startswith("--")), DEFAULT))
     rows = import_energaizer(path)
@@ -70,6 +84,7 @@ def main(argv: list[str]) -> int:
         "per_gpu_900mhz": mape_table(at_900, ["gpu"]).reset_index().to_dict(orient="records"),
         "dvfs_sweep": mape_table(result[result["set"] != "900 MHz"], ["gpu"]).reset_index().to_dict(orient="records"),
         "gpu_bound_time_ratio": bound.to_dict(orient="records"),
+        "dvfs_power_by_clock": dvfs_power_by_clock(result).to_dict(orient="records"),
     }
     if "--json" in argv:
         print(json.dumps(summary, indent=2))
@@ -87,6 +102,9 @@ def main(argv: list[str]) -> int:
     print(f"\nGPU-bound rows (physics' GPU busy >= {GPU_BOUND:.0%} of its time), measured / physics time (median), "
           "by GPU, dtype and SM clock, both sets; power_w is the measured median:")
     print(bound.to_string(index=False))
+    print(f"\nA100 DVFS sweep under the limit (measured under {CAPPED_W:.0f} W), by locked clock: measured and "
+          "physics power (W), mean signed errors (%):")
+    print(dvfs_power_by_clock(result).to_string(index=False))
     print("\nReference: EnergAIzer (ISPASS'26) power MAPE 8.26% (A100), 8.05% (A10).")
     return 0
 

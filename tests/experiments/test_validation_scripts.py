@@ -152,12 +152,19 @@ def test_physics_baseline_tells_gpu_bound_time_by_gpu_dtype_and_clock():
     """experiments/physics_baseline.py's GPU-bound table: measured over physics time per GPU, dtype and clock band,
     on every EnergAIzer set (the A100's clock sweep gives it more than one band)."""
     require_path(EXTERNAL / "energaizer-artifact" / "measurements" / "a100.csv")
-    table = _run_args("physics_baseline.py")["gpu_bound_time_ratio"]
+    result = _run_args("physics_baseline.py")
+    table = result["gpu_bound_time_ratio"]
     assert {(r["gpu"], r["dtype"]) for r in table} == {("a10", "bf16"), ("a10", "fp32"), ("a100-pcie-40gb", "bf16"),
                                                         ("a100-pcie-40gb", "fp32")}
     assert all(r["rows"] > 0 and r["time_ratio"] > 0 and r["power_w"] > 0 for r in table)
     bands = {r["clock_mhz"] for r in table if r["gpu"] == "a100-pcie-40gb"}
     assert len(bands) > 3 and all(b % 100 == 0 for b in bands)
+    # the sweep's power by locked clock, under the limit: measured power rises with the clock, physics' with it
+    by_clock = result["dvfs_power_by_clock"]
+    assert by_clock[0]["clock_mhz"] == 510 and by_clock[-1]["clock_mhz"] == 1410
+    assert all(r["power_w"] < 235 and r["physics_power_w"] > 0 for r in by_clock)
+    low, mid = by_clock[0], by_clock[6]
+    assert low["power_w"] < mid["power_w"] and low["physics_power_w"] < mid["physics_power_w"]
 
 
 def test_model_size_scores_each_set_held_out_and_counts_the_trees_it_walks():

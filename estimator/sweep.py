@@ -171,17 +171,19 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                        host_dispatch_s=None if np.isnan(dispatch) else dispatch)
         if c.phase == "train-run":
             r = train_run(c.model, c.gpu, seq=int(c.seq), micro_batch=int(c.batch), **job, **setting)
-            figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j)
+            figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
+                           gpu_busy_share=np.nan)
         elif c.phase == "generate":
             r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
-                           band=r.energy_interval_j)
+                           band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
             r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting)
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
-                           band=None if band is None else tuple(b * tokens for b in band))
+                           band=None if band is None else tuple(b * tokens for b in band),
+                           gpu_busy_share=r.gpu_busy_share)  # where host work sets the step (serve's own)
         lo, hi = figures.pop("band") or (np.nan, np.nan)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
                         flags=",".join(r.flags), method=r.method))

@@ -161,11 +161,11 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
         assert p.energy_per_token_j == pytest.approx(s.energy_per_output_token_j) and p.power_w == s.power_w
         assert p.feasible == (s.step_time_s <= 0.025)
     sampled = sweep(configs, job=dict(output_len=256, engine="vllm-0.11.1", sampling="top-p"), estimator="physics")
-    for p in sampled.points.itertuples():  # the job's sampling reaches each point's serve
-        assert p.time_s == serve("llama-3-8b", "h100-sxm", concurrency=p.concurrency, input_len=512, output_len=256,
-                                 engine="vllm-0.11.1", sampling="top-p",
-                                 power_limit_w=None if p.power_limit_w != p.power_limit_w else p.power_limit_w,
-                                 estimator="physics").step_time_s
+    for p in sampled.points.itertuples():  # the job's sampling reaches each point's serve, its busy share too
+        s = serve("llama-3-8b", "h100-sxm", concurrency=p.concurrency, input_len=512, output_len=256,
+                  engine="vllm-0.11.1", sampling="top-p",
+                  power_limit_w=None if p.power_limit_w != p.power_limit_w else p.power_limit_w, estimator="physics")
+        assert (p.time_s, p.gpu_busy_share) == (s.step_time_s, s.gpu_busy_share) and 0 < p.gpu_busy_share <= 1
 
 
 @pytest.mark.parametrize("argv, message", [

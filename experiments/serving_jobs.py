@@ -14,8 +14,7 @@ work: `joulecast.features.sampling`); bf16 where a row does not name its precisi
 shipped estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
 (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`), so those figures are in-sample for its residual at that
 length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or 4 H100s) and v3's (`kernel_list = partial`) are not
-trained on. The table splits each release and GPU by tensor
-parallelism (`tp`).
+trained on. The table splits each release and GPU by tensor parallelism (`tp`).
 
 `--itl` checks the decode step on its own, apart from the unrecorded prompts: v3 records each configuration's median
 inter-token latency, the step most tokens wait on. Beside it, `serve`'s step with 1-token prompts (decodes alone, its
@@ -261,6 +260,10 @@ def main() -> int:
         frame = host_floor_rows(table)
         bound = set(frame.loc[frame["host_bound"], "gpu"])
         derived = {g: host_floor(frame, g) for g in sorted(bound)}
+        if args.host_floor not in derived:
+            print(f"--host-floor: no host-bound v3 rows of {args.host_floor!r}; GPUs with some: "
+                  f"{', '.join(derived) or 'none'}", file=sys.stderr)
+            return 2
         shipped = arch.SERVING_ENGINES[ENGINES["mlenergy-v3"]]
         out = dict(derived_from=args.host_floor, derived=derived.get(args.host_floor),
                    shipped=dict(host_ms_per_sequence=shipped["host_s_per_sequence"] * 1e3,

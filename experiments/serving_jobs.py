@@ -148,7 +148,7 @@ def decode_steps(table: pd.DataFrame, residual) -> pd.DataFrame:
         est = _serve_row(r, 1, residual, output_len_cv(r.measurement_id))
         out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch),
                         median_itl_ms=float(_v3_record(r.measurement_id)["median_itl_ms"]),
-                        mean_step_ms=1e3 * r.batch / r.measured_tokens_per_s,
+                        mean_step_ms=1e3 * r.time_s,
                         decode_step_ms=1e3 * r.batch / est.tokens_per_s))
     frame = pd.DataFrame(out)
     frame["decode_over_median"] = frame["decode_step_ms"] / frame["median_itl_ms"]
@@ -196,8 +196,7 @@ def host_floor_rows(table: pd.DataFrame) -> pd.DataFrame:
         est = [_serve_row(r, HOST_FLOOR_PROMPT, None, output_len_cv(r.measurement_id)) for r in v3.itertuples()]
     frame = pd.DataFrame(dict(gpu=v3["gpu"].to_numpy(), model=v3["model"].to_numpy(), tp=v3["num_gpus"].astype(int),
                               batch=v3["batch"].to_numpy(float),
-                              measured_step_ms=1e3 * v3["batch"].to_numpy() / v3["measured_tokens_per_s"].to_numpy(),
-                              measured_step_j=(v3["measured_j_per_token"] * v3["batch"]).to_numpy(),
+                              measured_step_ms=1e3 * v3["time_s"].to_numpy(), measured_step_j=v3["energy_j"].to_numpy(),
                               gpu_step_ms=[1e3 * e.step_time_s for e in est],
                               gpu_step_j=[e.step_energy_j for e in est],
                               idle_w=[float(lookup_gpu(g).idle_power_max_clock_w) for g in v3["gpu"]]))

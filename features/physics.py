@@ -468,7 +468,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
                      (busy[:, None] ** arch.OVERLAP_NORM + ranged ** arch.OVERLAP_NORM) ** (1 / arch.OVERLAP_NORM))
     energy_j = kernel_j + gap_energy
     # under another host the engine's wait moves with the pass where its host work runs under it
-    span_wait = np.where(overlaps[:, None], np.maximum(serial[:, None] - spans, 0.0), serial[:, None])
+    span_wait = engine_wait(spans.T).T
     totals = PhysicsTotals(time_s=time_s, energy_j=energy_j,
                            gpu_busy_s=busy, host_s=host + wait, idle_gap_energy_j=gap_energy,
                            engine_host_s=np.where(overlaps, 0.0, serial), host_dispatch_s=np.array(per_launch),

@@ -126,6 +126,8 @@ def requests_table(job: Any) -> str:
 
 
 def serve_table(job: Any) -> str:
+    from joulecast.estimator.serving import HOST_BOUND_SHARE  # loaded already: `job` is its ServeEstimate
+
     band = job.energy_per_output_token_interval_j
     lines = [f"serving {job.model}: {job.input_len:g} tokens in, {job.output_len:g} out a request, "
              f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else "")
@@ -227,8 +229,6 @@ def plan_table(result: Any) -> str:
                       "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])
 
 
-# A serving step whose GPU runs kernels under this share of it is called host-bound in the text table.
-HOST_BOUND_SHARE = 0.8
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from joulecast.data.errors import DataError, InputError
+from joulecast.data.errors import DataError, InputError, UnknownNameError
 from joulecast.data.gpus import gpu as catalog_gpu
 from joulecast.data.schema import CLOCK_STEP_MHZ, conform
 from joulecast.data.workload_ref import catalog_ref, kernels_ref
@@ -80,8 +80,7 @@ def import_energaizer(path: str | Path) -> pd.DataFrame:
         raise InputError("PATH", f"{root} has no measurements/*.csv (expected the energaizer-artifact layout)")
     frames = []
     for csv in csvs:
-        if csv.stem not in GPU_OF_FILE:
-            raise DataError(f"{csv}: unknown GPU file stem {csv.stem!r}; known: {', '.join(GPU_OF_FILE)}")
+        gpu_of_file(csv)
         raw = pd.read_csv(csv)
         for column in ("workload", "energy", "time", "avg_freq", "temp"):
             if column not in raw:
@@ -94,8 +93,20 @@ def import_energaizer(path: str | Path) -> pd.DataFrame:
     return table
 
 
+def gpu_of_file(csv: Path) -> str:
+    """The catalog GPU a measurements CSV's stem names: the artifact's own stems (GPU_OF_FILE), else any catalog
+    name or alias (`h100-sxm.csv`, `h100_sxm5.csv`: a later release's file for another card)."""
+    if csv.stem in GPU_OF_FILE:
+        return GPU_OF_FILE[csv.stem]
+    try:
+        return catalog_gpu(csv.stem.replace("_", "-")).name
+    except UnknownNameError:
+        raise DataError(f"{csv}: unknown GPU file stem {csv.stem!r}; known: {', '.join(GPU_OF_FILE)} or a catalog "
+                        "GPU's name or alias ('joulecast gpus')") from None
+
+
 def _rows(root: Path, csv: Path, raw: pd.DataFrame) -> pd.DataFrame:
-    gpu = GPU_OF_FILE[csv.stem]
+    gpu = gpu_of_file(csv)
     power_limit_w = catalog_gpu(gpu).power_limit_w
     records = []
     for i, row in enumerate(raw.itertuples(index=False)):

@@ -47,3 +47,18 @@ def test_import_cli_writes_a_store(energaizer, tmp_path, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert summary["rows"] == 447 and (tmp_path / "a10" / "import-energaizer" / "CARD.yaml").exists()
     assert main(["import", "zeus", str(energaizer)]) == 2
+
+
+def test_a_file_named_for_a_catalog_gpu_imports_as_that_gpu(energaizer, tmp_path):
+    """A later release's file for another card (the H100's) names it by a catalog name or alias; anything else
+    stops the import in one error naming the stem."""
+    (tmp_path / "measurements").mkdir()
+    (tmp_path / "workloads").symlink_to(energaizer / "workloads")
+    lines = (energaizer / "measurements" / "a10.csv").read_text().splitlines()[:6]
+    (tmp_path / "measurements" / "h100_sxm5.csv").write_text("\n".join(lines) + "\n")
+    t = validate_measurements(import_energaizer(tmp_path))
+    assert len(t) == 5 and set(t["gpu"]) == {"h100-sxm"} and set(t["power_limit_w"]) == {700.0}
+    assert t["measurement_id"].str.startswith("h100_sxm5:").all() and (t["kernel_list"] == "traced").any()
+    (tmp_path / "measurements" / "tpu-v5.csv").write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="unknown GPU file stem 'tpu-v5'"):
+        import_energaizer(tmp_path)

@@ -200,6 +200,17 @@ class Residual:
     # domain): 1.59 / 1.62 with the A10 / A100-PCIe held out, 0.97 with the H200 (covering it 83.8 %), too unsteady
     # over three GPUs to replace the assumed 2x. Empty (older models): the pooled margins.
     physics_new_gpu_by_arch: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    # architecture (`arch_key`) -> kind of work -> kernel class's time share (KERNEL_MIX_FEATURES) -> [min, max] over
+    # the passes (rows of more than one kernel) its architecture's margin of that kind was measured on. That margin
+    # speaks for the work those GPUs ran: a pass whose kernel mix lies outside it (with `in_domain`'s margins) is
+    # widened by UNLEARNED_WIDEN like a feature outside the whole domain. Motive (issue 31): the H200's forward passes,
+    # which set Hopper's forward margin, all ran fused attention (softmax share 0), while EnergAIzer's H100 prefill
+    # runs are eager (their own softmax kernels: 1-21 % of physics' time on those workloads at 1,830 MHz, over 5 % on
+    # 43 of the 65 A100 bf16 configurations estimated there); GPT-2 at batch 32 and 1,024 tokens, measured 44.4 J,
+    # read 34.0 J in [26.9, 42.9] and now [24.0, 48.2] (experiments/gpu_transfer.py's `--margins` for the others).
+    # Single-kernel rows are left out of the ranges (one kernel's mix is all one class: the H200's would span every
+    # share) and are not checked. Empty (older models): no such check.
+    physics_arch_mix: dict[str, dict[str, dict[str, list[float]]]] = field(default_factory=dict)
     conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
     gpus: list[str] = field(default_factory=list)
@@ -344,6 +355,15 @@ class Residual:
             trained = ", ".join(f"{c:.1f}" for c in self.arch_codes)
             out[i] = (*out[i], f"architecture {code:.1f} not trained on (trained {trained}): physics' point, "
                                f"{interval}")
+        if physics and checks.kinds is not None:  # unlearned passes whose kernel mix their architecture's never ran
+            unlearned = ~checks.trained | (~checks.work if checks.work is not None else False)
+            mix = self.arch_mix_outside(values, columns, checks.kinds) & unlearned[:, None]
+            for i, j in zip(*np.nonzero(mix)):
+                code, kind, name = arch_key(values[i, columns.index("gpu_arch")]), str(checks.kinds[i]), \
+                    KERNEL_MIX_FEATURES[j]
+                low, high = self.physics_arch_mix[code][kind][name]
+                out[i] = (*out[i], f"{name} = {values[i, columns.index(name)]:.3g} (architecture {code}'s {kind} "
+                                   f"passes trained {low:.3g} to {high:.3g}): the physics margin widened")
         if not self.gpu_work:
             return out
         notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
@@ -424,7 +444,9 @@ class Residual:
             # row's kind of work: a serving step's measured on serving steps, engine effects and all), widened for
             # features outside the domain or a new architecture (UNLEARNED_WIDEN)
             reach = self.physics_reach(every, columns, checks.kinds)
-            unknown = np.where(features_inside & self.known_architecture(every, columns), 1.0, UNLEARNED_WIDEN)
+            familiar = features_inside & self.known_architecture(every, columns)
+            familiar &= ~self.arch_mix_outside(every, columns, checks.kinds).any(axis=1)
+            unknown = np.where(familiar, 1.0, UNLEARNED_WIDEN)
             lo = np.where(~seen | other_work, point - reach[..., 0] * unknown, lo)
             hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
         elif has_new.any() and (not seen.all() or len(odd)):  # models saved before the physics margins
@@ -480,6 +502,26 @@ class Residual:
                     if hit.any():
                         out = reach.copy() if out is reach else out
                         out[i, hit] = margin
+        return out
+
+    def arch_mix_outside(self, values: np.ndarray, columns: list[str], kinds: np.ndarray | None) -> np.ndarray:
+        """(rows, KERNEL_MIX_FEATURES): where a pass's kernel class time share lies outside what its architecture's
+        GPUs trained on ran in passes of its kind (`physics_arch_mix`, with `in_domain`'s margins); False for a
+        single kernel and where none was recorded."""
+        out = np.zeros((len(values), len(KERNEL_MIX_FEATURES)), dtype=bool)
+        if not self.physics_arch_mix or kinds is None or "gpu_arch" not in columns:
+            return out
+        passes = values[:, columns.index("phase_kernel")] <= 0 if "phase_kernel" in columns else np.ones(len(values), bool)
+        codes = values[:, columns.index("gpu_arch")]
+        for code in (np.unique(codes) if len(codes) > 1 else codes):
+            for kind, ranges in self.physics_arch_mix.get(arch_key(code), {}).items():
+                hit = np.flatnonzero((codes == code) & (kinds == kind) & passes)
+                if len(hit):
+                    at, low, high = _domain_bounds(tuple(columns), tuple((c, tuple(ranges[c]))
+                                                                         for c in KERNEL_MIX_FEATURES if c in ranges))
+                    block = values[np.ix_(hit, at)]
+                    named = [KERNEL_MIX_FEATURES.index(columns[a]) for a in at]
+                    out[np.ix_(hit, named)] = (block < low) | (block > high)
         return out
 
     def _new_gpu_reach(self, new_gpu: Sequence[float | None], kinds: np.ndarray | None, n: int,
@@ -569,7 +611,7 @@ class Residual:
                     conformal_new_gpu=self.conformal_new_gpu, conformal_new_gpu_by_kind=self.conformal_new_gpu_by_kind,
                     conformal_few_rows=self.conformal_few_rows, physics_new_gpu=self.physics_new_gpu,
                     physics_new_gpu_by_kind=self.physics_new_gpu_by_kind,
-                    physics_new_gpu_by_arch=self.physics_new_gpu_by_arch,
+                    physics_new_gpu_by_arch=self.physics_new_gpu_by_arch, physics_arch_mix=self.physics_arch_mix,
                     domain=self.domain, gpus=self.gpus, gpu_work=self.gpu_work, arch_codes=self.arch_codes,
                     cv=self.cv,
                     **(meta or {}))
@@ -695,7 +737,8 @@ def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in info.items()
             if k not in ("features", "params", "levels", "conformal", "conformal_by_gpu", "band_floor",
                          "conformal_new_gpu", "conformal_new_gpu_by_kind", "conformal_few_rows", "domain", "gpu_work",
-                         "arch_codes", "physics_new_gpu", "physics_new_gpu_by_kind", "physics_new_gpu_by_arch")}
+                         "arch_codes", "physics_new_gpu", "physics_new_gpu_by_kind", "physics_new_gpu_by_arch",
+                         "physics_arch_mix")}
     return dict(level=info["level"], bag=info.get("bag", 1), features=info["features"], params=info["params"],
                 levels=info.get("levels", {}),
                 conformal={t: _as_pair(m) for t, m in info["conformal"].items()},
@@ -707,6 +750,7 @@ def fitted_fields(info: Mapping[str, Any]) -> dict[str, Any]:
                 physics_new_gpu=info.get("physics_new_gpu", {}),
                 physics_new_gpu_by_kind=info.get("physics_new_gpu_by_kind", {}),
                 physics_new_gpu_by_arch=info.get("physics_new_gpu_by_arch", {}),
+                physics_arch_mix=info.get("physics_arch_mix", {}),
                 gpu_work={g: list(k) for g, k in info.get("gpu_work", {}).items()},
                 arch_codes=[float(c) for c in info.get("arch_codes", [])],
                 cv={**info.get("cv", {}), "meta": meta})

@@ -20,8 +20,9 @@ set, bags of two, five folds) instead of the full one.
 `--margins` trains nothing: for every GPU held out, the coverage of the interval the rule gives about physics' point
 (the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows
 of it, `ResidualModel._physics_margin_by_arch`, else on every other GPU's, `ResidualModel._physics_margin`; read as
-the shipped model reads them, `Residual.physics_reach`) with rows outside the other GPUs' domain or architectures
-widened by each factor of WIDEN_GRID (the shipped rule: `UNLEARNED_WIDEN`, 1.5), the mean width of those intervals,
+the shipped model reads them, `Residual.physics_reach`) with rows outside the other GPUs' domain or architectures,
+or passes whose kernel mix their architecture's passes never ran (`Residual.physics_arch_mix`), widened by each
+factor of WIDEN_GRID (the shipped rule: `UNLEARNED_WIDEN`, 1.5), the mean width of those intervals,
 the same with single-kernel rows (phase `kernel`) as a kind of work of their own, and with the margin pooled over
 every architecture (`pooled, no arch`: the rule before 2026-12-04's seventeenth session). It shows how far the
 per-GPU coverage goal (86-94 %) lies from what a margin shared by every GPU can give: a GPU whose rows spread less
@@ -45,7 +46,7 @@ from joulecast.estimator.api import scored_frame
 from joulecast.estimator.residual import DOMAIN_FEATURES, TARGETS, Residual, work_kinds
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table
-from joulecast.training.residual import QUICK, ResidualModel
+from joulecast.training.residual import QUICK, ResidualModel, arch_mix_ranges
 
 KERNEL_LEVEL_GPUS = ("a10", "a100-pcie-40gb", "h200")   # GPUs with kernel-level (not serving) rows
 HOLDOUT = Path(__file__).resolve().parents[1] / "data" / "holdout"   # sets no model trains on (the H200's 32 rows)
@@ -118,9 +119,11 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
                         arch_codes=sorted({float(c) for c in archs[train]}),
                         physics_new_gpu={t: pooled for t in TARGETS},
                         physics_new_gpu_by_kind={t: by_kind for t in TARGETS},
-                        physics_new_gpu_by_arch={t: by_arch for t in TARGETS})
-        inside = ~seen._outside_block(values[test], columns).any(axis=1) & seen.known_architecture(values[test],
-                                                                                                   columns)
+                        physics_new_gpu_by_arch={t: by_arch for t in TARGETS},
+                        physics_arch_mix=arch_mix_ranges(table.X[train], kinds[train]) if siblings else {})
+        inside = (~seen._outside_block(values[test], columns).any(axis=1)
+                  & seen.known_architecture(values[test], columns)
+                  & ~seen.arch_mix_outside(values[test], columns, kinds[test]).any(axis=1))
         reach = seen.physics_reach(values[test], columns, kinds[test])[energy, :, 1]  # the shipped rule's
         for widen in WIDEN_GRID:
             half = reach * np.where(inside, 1.0, widen)

@@ -27,6 +27,7 @@ from sklearn.model_selection import GroupKFold
 from joulecast.estimator.residual import (
     BAG_KEYS,
     DOMAIN_FEATURES,
+    KERNEL_MIX_FEATURES,
     PRECISION_LEVEL_MIN_ROWS,
     TARGETS,
     Residual,
@@ -346,6 +347,26 @@ def fold_assignment(groups: Sequence[str], folds: Sequence[tuple[np.ndarray, np.
     return {str(g): i for i, (_, test) in enumerate(folds) for g in np.unique(groups[test])}
 
 
+def arch_mix_ranges(X: pd.DataFrame, kinds: np.ndarray) -> dict[str, dict[str, dict[str, list[float]]]]:
+    """Per architecture and kind of work of MIN_ROWS_PER_ARCH_MARGIN rows or more (those with a physics margin of
+    their own, `ResidualModel._physics_margin_by_arch`): each kernel class's time share, [min, max] over its passes
+    (rows of more than one kernel: `phase_kernel` 0), where it has any (`Residual.physics_arch_mix`)."""
+    if "gpu_arch" not in X:
+        return {}
+    archs = X["gpu_arch"].to_numpy(dtype=float)
+    passes = X["phase_kernel"].to_numpy() <= 0 if "phase_kernel" in X else np.ones(len(X), bool)
+    shares = [c for c in KERNEL_MIX_FEATURES if c in X]
+    out: dict[str, dict[str, dict[str, list[float]]]] = {}
+    for code in np.unique(archs):
+        for kind in np.unique(kinds[archs == code]):
+            rows = (archs == code) & (kinds == kind)
+            if rows.sum() >= MIN_ROWS_PER_ARCH_MARGIN and (rows & passes).any():
+                mix = X.loc[rows & passes, shares]
+                out.setdefault(arch_key(code), {})[str(kind)] = {c: [float(mix[c].min()), float(mix[c].max())]
+                                                                 for c in shares}
+    return out
+
+
 @dataclass
 class ResidualModel(Residual):
     """`Residual` with its XGBoost boosters, fitted here (`fit`); it predicts as the estimator's record does, through
@@ -391,6 +412,7 @@ class ResidualModel(Residual):
         self.physics_new_gpu, self.physics_new_gpu_by_kind, self.physics_new_gpu_by_arch = {}, {}, {}
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
+        self.physics_arch_mix = arch_mix_ranges(X, kinds) if len(set(map(str, gpus))) > 1 else {}
         self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
         self.arch_codes = sorted({float(c) for c in X["gpu_arch"]}) if "gpu_arch" in X else []
         arch_of_row = X["gpu_arch"].to_numpy(dtype=float) if "gpu_arch" in X else None

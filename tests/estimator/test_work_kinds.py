@@ -84,8 +84,8 @@ def test_a_gpu_not_trained_on_reads_at_physics_with_the_pooled_interval_moved_th
     """A GPU the model has no rows of (of an architecture it has): physics' point, as far each way as physics missed
     the GPUs of its architecture (Ampere: the A10 and A100-PCIe) trained on forward passes; with a model saved before
     those margins, the pooled bags' interval (what a model saved before that gave) moved to that point is within its
-    interval."""
-    prefill = joulecast.workload("gpt2", batch=8, seq=512, host_dispatch_s=HOST)
+    interval. Eager attention, as every Ampere pass trained on ran it (`test_a_pass_whose_kernel_mix_...`)."""
+    prefill = joulecast.workload("gpt2", batch=8, seq=512, attention="eager", host_dispatch_s=HOST)
     est = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator=shipped)
     assert "spec-only" in est.flags and not any(" = " in r for r in est.outside_domain)
     physics = joulecast.estimate(prefill, "a100-sxm4-80gb", estimator="physics")
@@ -183,3 +183,33 @@ def test_a_power_limit_bounds_the_domain_through_the_clock_it_leaves_the_kernels
     X = design_block([prefill], spec, None, 90)[0]
     assert X.values[0, X.columns.index("busy_clock_ratio")] == pytest.approx(ratio[1], rel=1e-9)
     assert "busy_clock_ratio" not in shipped.features and "power_limit_ratio" not in shipped.domain
+
+
+def test_a_pass_whose_kernel_mix_its_architecture_never_ran_is_widened(shipped):
+    """Issue 31: an architecture's physics margin speaks for the kernel mixes its GPUs' passes ran. Every Ampere pass
+    trained on ran eager attention and every Hopper one fused attention, so a fused pass on a new Ampere card and an
+    eager one on the H100 (trained on serving only) read physics' margin widened by UNLEARNED_WIDEN, and say which
+    share lies outside; the same passes the other way round keep the margin."""
+    def run(attention: str, gpu: str):
+        work = joulecast.workload("gpt2", batch=32, seq=1024, attention=attention, host_dispatch_s=HOST)
+        est = joulecast.estimate(work, gpu, estimator=shipped)
+        return est, float(np.log(est.energy_j / est.energy_interval_j[0]))  # below (above, a power cap may bound)
+
+    for gpu, arch, familiar, foreign, share in (("a100-sxm4-80gb", "8.0", "eager", "flash", "share_attention"),
+                                                ("h100-sxm", "9.0", "flash", "eager", "share_softmax")):
+        margin = shipped.physics_new_gpu_by_arch["energy"][arch]["forward"]
+        assert shipped.physics_arch_mix[arch]["forward"][share] == [0.0, 0.0]
+        est, reach = run(foreign, gpu)
+        assert reach == pytest.approx(margin * residual.UNLEARNED_WIDEN, rel=1e-6)
+        assert any(r.startswith(f"{share} = ") and f"architecture {arch}'s forward passes trained 0 to 0" in r
+                   for r in est.outside_domain)
+        est, reach = run(familiar, gpu)
+        assert not any(r.startswith(f"{share} = ") for r in est.outside_domain)
+    # a model saved before the check (no ranges recorded) keeps the margin on both
+    older = dataclasses.replace(shipped, physics_arch_mix={})
+    older.trees = shipped.trees
+    work = joulecast.workload("gpt2", batch=32, seq=1024, attention="eager", host_dispatch_s=HOST)
+    est = joulecast.estimate(work, "h100-sxm", estimator=older)
+    assert not any("passes trained" in r for r in est.outside_domain)
+    assert np.log(est.energy_j / est.energy_interval_j[0]) == pytest.approx(
+        shipped.physics_new_gpu_by_arch["energy"]["9.0"]["forward"], rel=1e-6)

@@ -511,6 +511,7 @@ def test_a_new_gpu_reads_the_physics_margin_of_its_own_architecture(tmp_path):
     np.testing.assert_allclose(new["energy"] - new["energy_lo"], new["energy_hi"] - new["energy"], rtol=1e-5)
     loaded = Residual.load(model.save_fitted(tmp_path / "model"))
     assert loaded.physics_new_gpu_by_arch == model.physics_new_gpu_by_arch
+    assert loaded.physics_arch_mix == model.physics_arch_mix and set(model.physics_arch_mix) == set(by_arch)
     np.testing.assert_allclose(loaded.predict(rows, ["new"] * 4)["energy_hi"], new["energy_hi"], rtol=1e-5)
     older = dataclasses.replace(model, physics_new_gpu_by_arch={}).predict(rows, ["new"] * 4)  # saved before it
     np.testing.assert_allclose(older["energy_hi"][:2] - older["energy"][:2], pooled, rtol=1e-5)
@@ -742,3 +743,20 @@ def test_the_grid_fits_the_cheapest_entry_within_one_standard_error_of_the_best(
     tight = [[0.085, 0.085, 0.086, 0.084], [0.080, 0.080, 0.081, 0.079]]  # the same means, folds that agree
     assert one_standard_error_choice([0.085, 0.080], tight)[0] == 1
     assert one_standard_error_choice([0.080, 0.085], folds)[0] == 0  # the cheapest is the best
+
+
+def test_an_architectures_kernel_mix_is_the_range_its_passes_ran():
+    """`arch_mix_ranges`: per architecture and kind of MIN_ROWS_PER_ARCH_MARGIN rows or more, each kernel class's time
+    share over its passes; single kernels (all one class) left out, smaller architectures none."""
+    from joulecast.training.residual import MIN_ROWS_PER_ARCH_MARGIN, arch_mix_ranges
+    n = MIN_ROWS_PER_ARCH_MARGIN
+    softmax = np.r_[np.linspace(0.0, 0.2, n), 1.0, np.zeros(n - 1)]  # a single softmax kernel among Ampere's rows
+    X = pd.DataFrame({"gpu_arch": [8.0] * (n + 1) + [9.0] * (n - 1), "phase_kernel": [0.0] * n + [1.0] + [0.0] * (n - 1),
+                      "phase_prefill": [1.0] * n + [0.0] + [1.0] * (n - 1), "share_softmax": softmax,
+                      "share_gemm": 1.0 - softmax})
+    kinds = np.array(["forward"] * len(X))
+    ranges = arch_mix_ranges(X, kinds)
+    assert set(ranges) == {"8.0"} and set(ranges["8.0"]) == {"forward"}
+    assert ranges["8.0"]["forward"]["share_softmax"] == pytest.approx([0.0, 0.2])
+    assert ranges["8.0"]["forward"]["share_gemm"] == pytest.approx([0.8, 1.0])
+    assert arch_mix_ranges(X.drop(columns="gpu_arch"), kinds) == {}

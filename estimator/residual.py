@@ -511,14 +511,15 @@ class Residual:
         out = np.zeros((len(values), len(KERNEL_MIX_FEATURES)), dtype=bool)
         if not self.physics_arch_mix or kinds is None or "gpu_arch" not in columns:
             return out
-        passes = values[:, columns.index("phase_kernel")] <= 0 if "phase_kernel" in columns else np.ones(len(values), bool)
+        passes = (values[:, columns.index("phase_kernel")] <= 0 if "phase_kernel" in columns
+                  else np.ones(len(values), bool))
         codes = values[:, columns.index("gpu_arch")]
         for code in (np.unique(codes) if len(codes) > 1 else codes):
             for kind, ranges in self.physics_arch_mix.get(arch_key(code), {}).items():
                 hit = np.flatnonzero((codes == code) & (kinds == kind) & passes)
                 if len(hit):
-                    at, low, high = _domain_bounds(tuple(columns), tuple((c, tuple(ranges[c]))
-                                                                         for c in KERNEL_MIX_FEATURES if c in ranges))
+                    at, low, high = _domain_bounds(tuple(columns), tuple(
+                        (c, tuple(ranges[c])) for c in KERNEL_MIX_FEATURES if c in ranges and c in columns))
                     block = values[np.ix_(hit, at)]
                     named = [KERNEL_MIX_FEATURES.index(columns[a]) for a in at]
                     out[np.ix_(hit, named)] = (block < low) | (block > high)

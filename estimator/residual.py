@@ -357,7 +357,8 @@ class Residual:
                                f"{interval}")
         if physics and checks.kinds is not None:  # unlearned passes whose kernel mix their architecture's never ran
             unlearned = ~checks.trained | (~checks.work if checks.work is not None else False)
-            mix = self.arch_mix_outside(values, columns, checks.kinds) & unlearned[:, None]
+            mix = (checks.mix if checks.mix is not None else self.arch_mix_outside(values, columns, checks.kinds))
+            mix = mix & unlearned[:, None]
             for i, j in zip(*np.nonzero(mix)):
                 code, kind, name = arch_key(values[i, columns.index("gpu_arch")]), str(checks.kinds[i]), \
                     KERNEL_MIX_FEATURES[j]
@@ -444,8 +445,8 @@ class Residual:
             # row's kind of work: a serving step's measured on serving steps, engine effects and all), widened for
             # features outside the domain or a new architecture (UNLEARNED_WIDEN)
             reach = self.physics_reach(every, columns, checks.kinds)
-            familiar = features_inside & self.known_architecture(every, columns)
-            familiar &= ~self.arch_mix_outside(every, columns, checks.kinds).any(axis=1)
+            checks = checks._replace(mix=self.arch_mix_outside(every, columns, checks.kinds))
+            familiar = features_inside & self.known_architecture(every, columns) & ~checks.mix.any(axis=1)
             unknown = np.where(familiar, 1.0, UNLEARNED_WIDEN)
             lo = np.where(~seen | other_work, point - reach[..., 0] * unknown, lo)
             hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
@@ -511,19 +512,23 @@ class Residual:
         out = np.zeros((len(values), len(KERNEL_MIX_FEATURES)), dtype=bool)
         if not self.physics_arch_mix or kinds is None or "gpu_arch" not in columns:
             return out
-        passes = (values[:, columns.index("phase_kernel")] <= 0 if "phase_kernel" in columns
-                  else np.ones(len(values), bool))
-        codes = values[:, columns.index("gpu_arch")]
-        for code in (np.unique(codes) if len(codes) > 1 else codes):
-            for kind, ranges in self.physics_arch_mix.get(arch_key(code), {}).items():
-                hit = np.flatnonzero((codes == code) & (kinds == kind) & passes)
-                if len(hit):
-                    at, low, high = _domain_bounds(tuple(columns), tuple(
-                        (c, tuple(ranges[c])) for c in KERNEL_MIX_FEATURES if c in ranges and c in columns))
-                    block = values[np.ix_(hit, at)]
-                    named = [KERNEL_MIX_FEATURES.index(columns[a]) for a in at]
-                    out[np.ix_(hit, named)] = (block < low) | (block > high)
+        layout = tuple(columns)
+        codes = values[:, layout.index("gpu_arch")]
+        passes = values[:, layout.index("phase_kernel")] <= 0 if "phase_kernel" in layout else True
+        for code in set(codes.tolist()):  # a batch holds few architectures
+            for kind, ranges in self._arch_mix_keys.get(arch_key(code), ()):
+                rows = np.flatnonzero((codes == code) & (kinds == kind) & passes)
+                if len(rows):
+                    at, low, high, named = _mix_layout(layout, ranges)
+                    block = values[rows][:, at]
+                    out[rows[:, None], named] = (block < low) | (block > high)
         return out
+
+    @functools.cached_property
+    def _arch_mix_keys(self) -> dict[str, tuple[tuple[str, tuple[tuple[str, tuple[float, float]], ...]], ...]]:
+        """`physics_arch_mix` as hashable tuples (`_mix_layout`'s cache keys), made once a model."""
+        return {arch: tuple((kind, tuple((c, tuple(r)) for c, r in ranges.items())) for kind, ranges in by_kind.items())
+                for arch, by_kind in self.physics_arch_mix.items()}
 
     def _new_gpu_reach(self, new_gpu: Sequence[float | None], kinds: np.ndarray | None, n: int,
                        per_kind: Mapping[str, Mapping[str, float]] | None = None) -> np.ndarray:
@@ -663,6 +668,7 @@ class _Checks(NamedTuple):
     trained: np.ndarray | None   # per row: its GPU was trained on
     kinds: np.ndarray | None     # per row: its kind of work (`_kinds_of`), where the model records kinds
     work: np.ndarray | None      # per row: its GPU was trained on work of its kind
+    mix: np.ndarray | None = None  # (rows, kernel classes): `Residual.arch_mix_outside`, where `_predict` read it
 
 
 class _Gpus(list):
@@ -719,6 +725,16 @@ def _domain_bounds(columns: tuple[str, ...], domain: tuple[tuple[str, tuple[floa
         bounds.append((low - span, high + span))
     lows, highs = (np.array(b, dtype=np.float32) for b in zip(*bounds)) if bounds else (np.zeros(0, np.float32),) * 2
     return _positions(columns, tuple(c for c, _ in domain)), lows, highs
+
+
+@functools.lru_cache(maxsize=64)
+def _mix_layout(columns: tuple[str, ...], ranges: tuple[tuple[str, tuple[float, float]], ...]
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """`Residual.arch_mix_outside`'s layout for one architecture's kind: `_domain_bounds` of the kernel class shares
+    the columns hold, and each one's place among KERNEL_MIX_FEATURES."""
+    shares = tuple((c, r) for c, r in ranges if c in KERNEL_MIX_FEATURES and c in columns)
+    at, low, high = _domain_bounds(columns, shares)
+    return at, low, high, np.array([KERNEL_MIX_FEATURES.index(c) for c, _ in shares], dtype=np.intp)
 
 
 def arch_key(code: float) -> str:

@@ -413,6 +413,7 @@ class ResidualModel(Residual):
         self.domain = {c: [float(X[c].min()), float(X[c].max())] for c in DOMAIN_FEATURES if c in X}
         kinds = np.array(work_kinds(X.to_numpy(dtype=np.float32), list(X.columns)))
         self.physics_arch_mix = arch_mix_ranges(X, kinds) if len(set(map(str, gpus))) > 1 else {}
+        self.__dict__.pop("_arch_mix_keys", None)  # a model fitted again reads its new ranges
         self.gpu_work = {g: sorted(set(kinds[np.asarray(gpus, dtype=str) == g])) for g in self.gpus}
         self.arch_codes = sorted({float(c) for c in X["gpu_arch"]}) if "gpu_arch" in X else []
         arch_of_row = X["gpu_arch"].to_numpy(dtype=float) if "gpu_arch" in X else None

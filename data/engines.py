@@ -105,3 +105,9 @@ def engine(name: str) -> ServingEngine:
     if name not in known:
         raise UnknownNameError("engine", name, known)
     return known[name]
+
+
+def normal_engine(name: object) -> object:
+    """None for no engine, as each entry point's help says it ("none", any case, or empty); anything else as given,
+    for the caller's check to name."""
+    return None if name is None or (isinstance(name, str) and name.strip().lower() in ("", "none")) else name

@@ -27,6 +27,7 @@ from joulecast.data.workload import (
 from joulecast.estimator.api import _explained, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import lower_many, memory
+from joulecast.data.engines import normal_engine
 from joulecast.features.arch import SERVING_ENGINES
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
 from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
@@ -138,7 +139,7 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
         _allowed(frame[column], column, allowed)
     frame["fusions"] = _fusions(frame["fusions"])
     # a list, not a column: pandas would store "no engine" as NaN
-    engines = [e if isinstance(e, str) and e else None for e in frame.get("engine", [None] * len(frame))]
+    engines = [normal_engine(e) if isinstance(e, str) else None for e in frame.get("engine", [None] * len(frame))]
     _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
     settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
                 for c in ("sm_clock_mhz", "power_limit_w")]
@@ -181,7 +182,7 @@ def _allowed(values: pd.Series, column: str, allowed: tuple[str, ...]) -> None:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(column, f"row {i}: unknown {values.iloc[i]!r}; allowed: "
-                                 f"{', '.join(a or '(empty: none)' for a in allowed)}")
+                                 f"{', '.join(a or '(empty or none)' for a in allowed)}")
 
 
 def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:

@@ -165,6 +165,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     require(isinstance(output_len_cv, (int, float)) and not isinstance(output_len_cv, bool)
             and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
             f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")
+    engine = engines.normal_engine(engine) or "none"
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     spec = lookup_gpu(gpu)

@@ -10,7 +10,7 @@ import functools
 import logging
 from typing import Any, Callable, Mapping
 
-from joulecast.data import models
+from joulecast.data import engines, models
 from joulecast.data.errors import require
 from joulecast.data.fusions import check_fusions
 from joulecast.data.kernels import DTYPES
@@ -170,6 +170,7 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         InputError: naming the field that is wrong and what is allowed.
     """
     require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
+    engine = engines.normal_engine(engine)
     require(engine is None or engine in arch.SERVING_ENGINES, "engine",
             f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
     fusions = check_fusions(fusions)

@@ -198,3 +198,24 @@ def test_cli_offload_prints_its_copy_and_refuses_other_phases(capsys):
     assert re.search(r"offload +2 GiB of weights in host memory, copied in every pass at 6.95 GB/s by default", out)
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--offload-gb", "1"]) == 2
     assert "--offload-gb: applies to --phase generate only" in capsys.readouterr().err
+
+
+def test_no_engine_reads_alike_however_it_is_written(capsys):
+    """"none" (the help's word for the default, any case) and an empty name are no engine in every entry point: the
+    same figures as leaving it out; an unknown name is still one error naming the field."""
+    base = joulecast.estimate(joulecast.workload("gpt2", batch=4, seq=256), "h100-sxm", estimator="physics")
+    for name in ("none", "None", ""):
+        w = joulecast.workload("gpt2", batch=4, seq=256, engine=name)
+        assert joulecast.estimate(w, "h100-sxm", estimator="physics").energy_j == base.energy_j
+        gen = joulecast.generate("gpt2", "h100-sxm", batch=2, input_len=64, output_len=8, engine=name,
+                                 estimator="physics")
+        assert gen.energy_j == joulecast.generate("gpt2", "h100-sxm", batch=2, input_len=64, output_len=8,
+                                                  estimator="physics").energy_j
+        srv = joulecast.serve("gpt2", "h100-sxm", input_len=64, output_len=8, concurrency=4, engine=name,
+                              estimator="physics")
+        assert srv.engine == "none"
+    assert main(["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--engine", "none", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["energy_j"] > 0
+    assert main(["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate", "--input-len", "64",
+                 "--output-len", "8", "--engine", "bogus"]) == 2
+    assert "engine" in capsys.readouterr().err

@@ -31,9 +31,10 @@ FUSIONS = ("activation", "attention_layout", "gemm_activation", "norm", "packed_
 
 
 def check_fusions(fusions: object, where: str = "fusions") -> tuple[str, ...]:
-    """Fusion names (a list, or one comma-separated string), checked against FUSIONS: sorted, without repeats."""
+    """Fusion names (a list, or one comma-separated string), checked against FUSIONS: sorted, without repeats;
+    "none" (any case), as the help names the default, or empty: no fusion."""
     if isinstance(fusions, str):
-        fusions = [f.strip() for f in fusions.split(",") if f.strip()]
+        fusions = [] if fusions.strip().lower() == "none" else [f.strip() for f in fusions.split(",") if f.strip()]
     if fusions is None:
         return ()
     if not isinstance(fusions, (list, tuple, set, frozenset)):

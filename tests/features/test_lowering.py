@@ -250,3 +250,7 @@ def test_unknown_fusions_name_the_field_and_what_is_allowed(fusions, match):
         lower(resolve_model("gpt2")[0], phase="prefill", batch=1, seq=8, dtype="bf16", fusions=fusions)
     assert "activation" in str(err.value)
     assert check_fusions("rope, norm,rope") == ("norm", "rope") and check_fusions(None) == ()
+    # "none", as the help names the default, and empty are no fusion; inside a list "none" is still a bad name
+    assert check_fusions("none") == check_fusions(" None ") == check_fusions("") == ()
+    with pytest.raises(joulecast.InputError, match="unknown fusion 'none'"):
+        check_fusions("none,rope")

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.engines import normal_engine
 from joulecast.data.errors import InputError
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -43,9 +44,12 @@ JOB_PART_ROWS = 50
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
                              "launch_mode", "head_tokens", "head_outputs", "attention", "fusions",
                              "forward_overhead_s"),
-               "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps"),
+               "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "sampling")}
+# What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
+# columns, as `estimate` takes them for one pass.
+PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
 # What the grid's two size axes are in each job phase's points.
 SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len"), "serve": ("concurrency", "input_len")}
 
@@ -134,18 +138,21 @@ def check_options(objective: str, front: str, max_time_s: float | None, min_toke
 
 
 def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A sweep's fixed job options: none for a single-pass phase; for a job phase, only the options its job takes."""
+    """A sweep's fixed options: for a single-pass phase PASS_OPTIONS, for a job phase only the options its job
+    takes."""
     job = dict(job or {})
     if phase not in JOB_PHASES:
-        if job:
-            raise InputError(f"--{sorted(job)[0].replace('_', '-')}", f"applies to --phase {' or '.join(JOB_PHASES)} "
-                                                                       "only")
-        return job
-    for name in job:
-        if name not in JOB_OPTIONS[phase]:
-            raise InputError(f"--{name.replace('_', '-')}", f"has no effect with --phase {phase}")
+        for name in sorted(job):
+            if name not in PASS_OPTIONS:
+                raise InputError(f"--{name.replace('_', '-')}", f"applies to --phase {' or '.join(JOB_PHASES)} only")
+    else:
+        for name in job:
+            if name not in JOB_OPTIONS[phase]:
+                raise InputError(f"--{name.replace('_', '-')}", f"has no effect with --phase {phase}")
     if "fusions" in job:  # checked once, and written as the list the job reports
         job["fusions"] = list(check_fusions(job["fusions"]))
+    if "engine" in job and normal_engine(job["engine"]) is None:  # "none" is the default: no engine
+        del job["engine"]
     return job
 
 
@@ -194,7 +201,8 @@ def estimate_part(configs: pd.DataFrame, estimator: Any, job: Mapping[str, Any] 
     """One partition of a sweep (a task on a Dask worker, or a step here)."""
     if len(configs) and configs["phase"].iloc[0] in JOB_PHASES:
         return estimate_jobs(configs, job or {}, estimator)
-    return estimate_many(configs, estimator=estimator)
+    fixed = {k: ",".join(v) if k == "fusions" else v for k, v in (job or {}).items()}  # each a column of every row
+    return estimate_many(configs.assign(**fixed) if fixed else configs, estimator=estimator)
 
 
 def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,

@@ -257,13 +257,14 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
     mean prompt lengths (`estimator.sweep.SIZES`; the fixed options `JOB_OPTIONS`, --no-kv-cache for `kv_cache`); a
     flag its phase does not take is one line naming it."""
     from joulecast.data.errors import InputError
-    from joulecast.estimator.sweep import JOB_OPTIONS, SIZES
+    from joulecast.estimator.sweep import JOB_OPTIONS, PASS_OPTIONS, SIZES
 
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
                 for p, options in JOB_OPTIONS.items()}
     phase = args.phase
     axes = SIZES.get(phase, ("batch", "seq"))
-    allowed = {*axes, *flags_of.get(phase, ())}
+    flags_of.setdefault(phase, PASS_OPTIONS)  # a single pass: the settings estimate takes for one
+    allowed = {*axes, *flags_of[phase]}
     job_flags = sorted({f for flags in flags_of.values() for f in flags})
     for flag in ("batch", "seq", *sorted({a for pair in SIZES.values() for a in pair} - {"batch", "seq"}), *job_flags):
         if getattr(args, flag) in (None, False) or flag in allowed:
@@ -846,7 +847,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "127.0.0.1, started and stopped here) or tcp://HOST:PORT (a running cluster); default in-process")
     sw.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
     sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
-    jobs = sw.add_argument_group("--phase train-run, generate and serve (a whole job a point)")
+    jobs = sw.add_argument_group("--phase train-run, generate and serve (a whole job a point); --attention, "
+                                 "--launch-mode, --fusions and --engine also for a single pass")
     jobs.add_argument("--micro-batch", help="train-run: micro-batches to sweep, e.g. 1,2,4 (default the global batch)")
     jobs.add_argument("--global-batch", type=int, help="train-run: sequences an optimizer step")
     jobs.add_argument("--steps", type=int, help="train-run: optimizer steps (or give --tokens)")
@@ -857,14 +859,16 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--optimizer", help="train-run: adamw or sgd; default adamw")
     jobs.add_argument("--head-tokens", type=int, help="train-run: tokens a sequence the LM head runs over")
     jobs.add_argument("--head-outputs", type=int, help="train-run: a task head's width (default the vocabulary)")
-    jobs.add_argument("--fusions", help=f"train-run: kernel fusions, comma-separated ({', '.join(FUSIONS)})")
+    jobs.add_argument("--fusions", help=f"train-run and single passes: kernel fusions, comma-separated "
+                                        f"({', '.join(FUSIONS)}); default none")
     jobs.add_argument("--forward-overhead-s", type=float, help="train-run: the framework's seconds a layer and "
                       "forward pass")
     jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")
     jobs.add_argument("--output-len", type=int, help="generate, serve: tokens generated a sequence (serve: mean)")
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
-    jobs.add_argument("--engine", help="serve: serving engine (data/serving_engines.yaml); default none")
+    jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
+                                       "(data/serving_engines.yaml); default none")
     jobs.add_argument("--tp", type=int, help="serve: tensor-parallel GPUs of one instance; default 1")
     jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
     jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
@@ -873,7 +877,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
     jobs.add_argument("--offload-gb", type=float, help="generate: GiB of weights in host memory, copied every pass")
     jobs.add_argument("--h2d-gbps", type=float, help="generate: the host's pageable copy rate for --offload-gb, GB/s")
-    jobs.add_argument("--attention", help="generate, train-run: flash, eager or masked; default flash")
+    jobs.add_argument("--attention", help="generate, train-run and single passes: flash, eager or masked; "
+                                          "default flash")
     sw.set_defaults(func=_sweep)
 
     sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import joulecast
 from joulecast.cli import main
 from joulecast.data.fusions import FUSIONS
 from joulecast.estimator.sweep import grid, pareto_mask, sweep
@@ -185,7 +186,8 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
      "micro_batch: 3 does not divide the global batch 8"),
     (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--fusions", "rope,flash"],
      f"fusions: unknown fusion 'flash'; allowed: {', '.join(FUSIONS)}"),
-    (["--phase", "prefill", "--fusions", "rope"], "--fusions: applies to --phase train-run, generate, serve only"),
+    (["--phase", "prefill", "--optimizer", "sgd"], "--optimizer: applies to --phase train-run, generate, serve only"),
+    (["--phase", "prefill", "--attention", "sdpa"], "attention: row 0: unknown 'sdpa'; allowed: flash, eager, masked"),
 ])
 def test_cli_job_sweep_bad_input(capsys, argv, message):
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv]) == 2
@@ -234,3 +236,29 @@ def test_an_unknown_scheduler_is_one_line():
     with pytest.raises(InputError, match="--scheduler: unknown 'udp://x'; give local or tcp://HOST:PORT"):
         with executor("udp://x"):
             pass
+
+
+def test_a_single_pass_sweep_takes_the_settings_estimate_takes_for_one_pass(capsys):
+    """--attention, --launch-mode, --fusions and --engine fix every point of a prefill or decode sweep as they fix one
+    estimate (EnergAIzer's rows ran eager attention); "none" is no engine; a generation sweep takes --engine too."""
+    settings = ["--attention", "eager", "--launch-mode", "graph", "--fusions", "rope,norm", "--engine", "vllm-0.5.4"]
+    assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "decode", "--batch", "1,8",
+                 "--seq", "1024", *settings, "--estimator", "physics", "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["job"] == {"attention": "eager", "launch_mode": "graph", "fusions": ["norm", "rope"],
+                              "engine": "vllm-0.5.4"}
+    for point in payload["points"]:
+        w = joulecast.workload("llama-3-8b", phase="decode", batch=point["batch"], seq=1024, attention="eager",
+                               launch_mode="graph", fusions="rope,norm", engine="vllm-0.5.4")
+        assert point["energy_j"] == pytest.approx(joulecast.estimate(w, "h100-sxm", estimator="physics").energy_j,
+                                                  rel=1e-9)
+    assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--batch", "1", "--engine", "None",
+                 "--estimator", "physics", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["job"] == {}
+    argv = ["sweep", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate", "--batch", "1",
+            "--input-len", "64", "--output-len", "8", "--estimator", "physics", "--json"]
+    assert main([*argv, "--engine", "vllm-0.5.4"]) == 0
+    point = json.loads(capsys.readouterr().out)["points"][0]
+    engine = joulecast.generate("gpt2", "h100-sxm", batch=1, input_len=64, output_len=8, engine="vllm-0.5.4",
+                                estimator="physics")
+    assert point["energy_j"] == pytest.approx(engine.energy_j, rel=1e-9)

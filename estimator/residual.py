@@ -208,8 +208,9 @@ class Residual:
     # runs are eager (their own softmax kernels: 1-21 % of physics' time on those workloads at 1,830 MHz, over 5 % on
     # 43 of the 65 A100 bf16 configurations estimated there); GPT-2 at batch 32 and 1,024 tokens, measured 44.4 J,
     # read 34.0 J in [26.9, 42.9] and now [24.0, 48.2] (experiments/gpu_transfer.py's `--margins` for the others).
-    # Single-kernel rows are left out of the ranges (one kernel's mix is all one class: the H200's would span every
-    # share) and are not checked. Empty (older models): no such check.
+    # Single-kernel rows (one launch) are left out of the ranges (one kernel's mix is all one class: the H200's would
+    # span every share) and are not checked; a traced kernel list, which has no phase, is a pass. Empty (older
+    # models): no such check.
     physics_arch_mix: dict[str, dict[str, dict[str, list[float]]]] = field(default_factory=dict)
     conformal_few_rows: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # GPUs of too few rows
     domain: dict[str, list[float]] = field(default_factory=dict)    # feature -> [min, max]
@@ -514,7 +515,7 @@ class Residual:
             return out
         layout = tuple(columns)
         codes = values[:, layout.index("gpu_arch")]
-        passes = values[:, layout.index("phase_kernel")] <= 0 if "phase_kernel" in layout else True
+        passes = values[:, layout.index("log_launches")] > 0 if "log_launches" in layout else True
         for code in set(codes.tolist()):  # a batch holds few architectures
             for kind, ranges in self._arch_mix_keys.get(arch_key(code), ()):
                 rows = np.flatnonzero((codes == code) & (kinds == kind) & passes)

@@ -350,11 +350,12 @@ def fold_assignment(groups: Sequence[str], folds: Sequence[tuple[np.ndarray, np.
 def arch_mix_ranges(X: pd.DataFrame, kinds: np.ndarray) -> dict[str, dict[str, dict[str, list[float]]]]:
     """Per architecture and kind of work of MIN_ROWS_PER_ARCH_MARGIN rows or more (those with a physics margin of
     their own, `ResidualModel._physics_margin_by_arch`): each kernel class's time share, [min, max] over its passes
-    (rows of more than one kernel: `phase_kernel` 0), where it has any (`Residual.physics_arch_mix`)."""
+    (rows of more than one launch, `log_launches` over 0: a kernel list without a phase is one too), where it has
+    any (`Residual.physics_arch_mix`)."""
     if "gpu_arch" not in X:
         return {}
     archs = X["gpu_arch"].to_numpy(dtype=float)
-    passes = X["phase_kernel"].to_numpy() <= 0 if "phase_kernel" in X else np.ones(len(X), bool)
+    passes = X["log_launches"].to_numpy() > 0 if "log_launches" in X else np.ones(len(X), bool)
     shares = [c for c in KERNEL_MIX_FEATURES if c in X]
     out: dict[str, dict[str, dict[str, list[float]]]] = {}
     for code in np.unique(archs):

@@ -752,7 +752,7 @@ def test_an_architectures_kernel_mix_is_the_range_its_passes_ran():
     n = MIN_ROWS_PER_ARCH_MARGIN
     softmax = np.r_[np.linspace(0.0, 0.2, n), 1.0, np.zeros(n - 1)]  # a single softmax kernel among Ampere's rows
     X = pd.DataFrame({"gpu_arch": [8.0] * (n + 1) + [9.0] * (n - 1),
-                      "phase_kernel": [0.0] * n + [1.0] + [0.0] * (n - 1),
+                      "log_launches": [6.0] * n + [0.0] + [6.0] * (n - 1),
                       "phase_prefill": [1.0] * n + [0.0] + [1.0] * (n - 1), "share_softmax": softmax,
                       "share_gemm": 1.0 - softmax})
     kinds = np.array(["forward"] * len(X))

@@ -111,3 +111,12 @@ def normal_engine(name: object) -> object:
     """None for no engine, as each entry point's help says it ("none", any case, or empty); anything else as given,
     for the caller's check to name."""
     return None if name is None or (isinstance(name, str) and name.strip().lower() in ("", "none")) else name
+
+
+def launch_mode_for(launch_mode: str | None, engine: object) -> str | None:
+    """The launch mode a pass runs under where none was stated: CUDA graphs (`graph`) where a serving engine runs it,
+    as the engines replay their steps (vLLM's, SGLang's captured batch sizes; TensorRT-LLM's runtime), else PyTorch's
+    eager launches; a stated one as given, for the caller's check."""
+    if launch_mode is not None:
+        return launch_mode
+    return "graph" if normal_engine(engine) is not None else "eager"

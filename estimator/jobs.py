@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.engines import launch_mode_for
 from joulecast.data.errors import InputError
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
@@ -102,7 +103,8 @@ def _summed(out: pd.DataFrame) -> dict[str, Any]:
 
 
 def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len: int, dtype: str = "bf16",
-             kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager", engine: str | None = None,
+             kv_cache: bool = True, attention: str = "flash", launch_mode: str | None = None,
+             engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
              host_dispatch_s: float | None = None, offload_gb: float = 0.0, h2d_gbps: float | None = None,
              estimator: Any = None) -> GenerationEstimate:
@@ -113,6 +115,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     Approximation: a step without a cache is lowered as a prefill, without the LM head on its last token (one
     vocabulary-wide GEMV against a forward pass over every token).
     `host_dispatch_s`: the host's time an eager launch, where known (`Workload.host_dispatch_s`; default 25 us).
+    `launch_mode`: default CUDA graphs (`graph`) where a serving `engine` runs the cached steps, else `eager`.
     `offload_gb`: GiB of weights held in host memory and copied in before every pass, as Accelerate's
     `device_map="auto"` runs a model the GPU cannot hold, at `h2d_gbps` (the host's pageable copy rate, GB/s; default
     the posted rates' median, the interval spanning them: `estimator.offload`).
@@ -123,6 +126,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
+    launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
     out = with_copies(estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting),
                                     estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
@@ -178,7 +182,7 @@ class RequestsEstimate:
 
 
 def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dtype: str = "bf16",
-                      kv_cache: bool = True, attention: str = "flash", launch_mode: str = "eager",
+                      kv_cache: bool = True, attention: str = "flash", launch_mode: str | None = None,
                       engine: str | None = None, sm_clock_mhz: float | None = None,
                       power_limit_w: float | None = None, host_dispatch_s: float | None = None,
                       offload_gb: float = 0.0, h2d_gbps: float | None = None,
@@ -206,6 +210,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
+    launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]

@@ -42,13 +42,13 @@ _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dty
 def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     """Estimates for a DataFrame of configurations, one row each (vectorised).
 
-    Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode`, `engine`
-    (a serving engine, empty for none), `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated
-    `joulecast.data.fusions`, empty for none), `host_dispatch_s` (the host's time an eager launch, s; empty for the
-    default, `Workload.host_dispatch_s`) (optional). Returns energy_j, time_s,
-    power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ": spec-only or
-    out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by "; ") and
-    memory_gb (GiB the workload needs on the GPU).
+    Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode` (empty:
+    `graph` where the row names an engine, else `eager`), `engine` (a serving engine, empty or "none" for none),
+    `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated `joulecast.data.fusions`, empty for none),
+    `host_dispatch_s` (the host's time an eager launch, s; empty for the default, `Workload.host_dispatch_s`)
+    (optional). Returns energy_j, time_s, power_w, physics_*, the interval bounds, in_domain, flags (as
+    `Estimate.flags`, joined by ", ": spec-only or out-of-domain, exceeds-memory, or empty), outside_domain
+    (`Estimate.outside_domain` joined by "; ") and memory_gb (GiB the workload needs on the GPU).
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
 
     A catalog model's configurations are lowered together (`joulecast.features.lower_many`), each GPU setting's
@@ -125,6 +125,7 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     """(configurations with defaults filled in, engine per row, clock and power limit per row, NaN for the GPU's
     default), every column checked: one InputError naming the column, the row and what is allowed."""
     frame = configs.reset_index(drop=True).copy()
+    stated_launch = frame["launch_mode"].notna().to_numpy() if "launch_mode" in frame else np.zeros(len(frame), bool)
     for column, default in _DEFAULTS.items():
         if column not in frame:
             frame[column] = default
@@ -141,6 +142,9 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     # a list, not a column: pandas would store "no engine" as NaN
     engines = [normal_engine(e) if isinstance(e, str) else None for e in frame.get("engine", [None] * len(frame))]
     _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
+    # an engine's pass runs as CUDA graphs where no launch mode was stated (`data.engines.launch_mode_for`)
+    engined = np.array([e is not None for e in engines], dtype=bool)
+    frame.loc[engined & ~stated_launch, "launch_mode"] = "graph"
     settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
                 for c in ("sm_clock_mhz", "power_limit_w")]
     if "host_dispatch_s" in frame:

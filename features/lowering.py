@@ -145,7 +145,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
 
 def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: int = 1, seq: int | None = 512,
              dtype: str = "bf16", attention: str = "flash", lm_head: bool | None = None,
-             launch_mode: str = "eager", engine: str | None = None, fusions: Any = (),
+             launch_mode: str | None = None, engine: str | None = None, fusions: Any = (),
              host_dispatch_s: float | None = None) -> Workload:
     """Build a `Workload` from a catalog model name, a config path, or a config mapping.
 
@@ -158,7 +158,7 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
         attention: ``flash`` (one fused kernel), ``eager`` (GEMM, mask, softmax, GEMM) or ``masked`` (one fused
             kernel given an explicit mask, `ATTENTION_BACKENDS`).
         lm_head: add the vocabulary projection of the last token (default: only for ``decode``).
-        launch_mode: ``eager`` or ``graph``.
+        launch_mode: ``eager`` or ``graph``; default ``graph`` where an engine runs the pass, else ``eager``.
         engine: a serving engine (`joulecast.features.arch.SERVING_ENGINES`) whose host work per step adds to the
             kernels' time, or None.
         fusions: kernel fusions the stack applies (`joulecast.data.fusions`: a list or a comma-separated string);
@@ -169,8 +169,9 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     Raises:
         InputError: naming the field that is wrong and what is allowed.
     """
-    require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
     engine = engines.normal_engine(engine)
+    launch_mode = engines.launch_mode_for(launch_mode, engine)
+    require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
     require(engine is None or engine in arch.SERVING_ENGINES, "engine",
             f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
     fusions = check_fusions(fusions)

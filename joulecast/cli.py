@@ -724,7 +724,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
     est.add_argument("--attention", help="flash (fused), eager, or masked (fused, given an explicit mask: every key "
                      "block computed); default flash")
-    est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default eager")
+    est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default graph where --engine "
+                                           "names one (the engines replay their steps), else eager")
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
                      "collection); default 25 (EnergAIzer's hosts), the interval then spanning the measured hosts' "
@@ -863,7 +864,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         f"({', '.join(FUSIONS)}); default none")
     jobs.add_argument("--forward-overhead-s", type=float, help="train-run: the framework's seconds a layer and "
                       "forward pass")
-    jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default eager")
+    jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default graph where --engine names one, "
+                                            "else eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")
     jobs.add_argument("--output-len", type=int, help="generate, serve: tokens generated a sequence (serve: mean)")
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")

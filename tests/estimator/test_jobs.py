@@ -4,6 +4,7 @@ its steps."""
 import json
 import re
 
+import pandas as pd
 import pytest
 
 import joulecast
@@ -219,3 +220,24 @@ def test_no_engine_reads_alike_however_it_is_written(capsys):
     assert main(["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate", "--input-len", "64",
                  "--output-len", "8", "--engine", "bogus"]) == 2
     assert "engine" in capsys.readouterr().err
+
+
+def test_an_engines_steps_run_as_cuda_graphs_unless_a_launch_mode_is_stated():
+    """Naming a serving engine without a launch mode prices its steps as the engines run them, replayed CUDA graphs
+    (the help says so), in every entry point; a stated mode is kept, and HF's loop without a cache, which no engine
+    runs, stays eager."""
+    kw = dict(batch=1, input_len=256, output_len=16, estimator="physics")
+    named = joulecast.generate("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", **kw)
+    assert named.energy_j == joulecast.generate("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", launch_mode="graph",
+                                                **kw).energy_j
+    assert named.energy_j != joulecast.generate("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", launch_mode="eager",
+                                                **kw).energy_j
+    uncached = joulecast.generate("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", kv_cache=False, **kw)
+    assert uncached.energy_j == joulecast.generate("llama-3-8b", "h100-sxm", kv_cache=False, **kw).energy_j
+    assert joulecast.workload("llama-3-8b", phase="decode", engine="vllm-0.5.4").launch_mode == "graph"
+    assert joulecast.workload("llama-3-8b", phase="decode", engine="none").launch_mode == "eager"
+    rows = joulecast.estimate_many(pd.DataFrame({"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "decode",
+                                                 "engine": ["vllm-0.5.4", "vllm-0.5.4", ""],
+                                                 "launch_mode": [None, "eager", None]}), estimator="physics")
+    assert rows["launch_mode"].tolist() == ["graph", "eager", "eager"]
+    assert rows["energy_j"].iloc[0] != rows["energy_j"].iloc[1]

@@ -15,12 +15,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.engines import launch_mode_for
+from joulecast.data.engines import launch_mode_for, normal_engine
 from joulecast.data.errors import InputError
+from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
+from joulecast.estimator.tensor_parallel import check_tp, with_all_reduces
 from joulecast.features.design import host_dispatch, host_stated
+from joulecast.features.lowering import resolve_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +55,7 @@ class GenerationEstimate:
     offload_gb: float = 0.0           # weights held in host memory, copied in every pass (`estimator.offload`)
     h2d_gbps: float | None = None     # their copy rate taken (None: nothing offloaded)
     h2d_stated: bool = True           # False: the posted rates' median taken, the interval spanning their range
+    tp: int = 1                       # tensor-parallel GPUs: energy and power are all of theirs, memory one's
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,9 +84,9 @@ def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv
 
 
 def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, sm_clock_mhz: float | None,
-             power_limit_w: float | None, host_dispatch_s: float | None = None) -> dict[str, Any]:
+             power_limit_w: float | None, host_dispatch_s: float | None = None, tp: int = 1) -> dict[str, Any]:
     host = check_host_dispatch(host_dispatch_s)
-    return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "",
+    return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "", "tp": tp,
             "sm_clock_mhz": np.nan if sm_clock_mhz is None else sm_clock_mhz,
             "power_limit_w": np.nan if power_limit_w is None else power_limit_w,
             "host_dispatch_s": np.nan if host is None else host}
@@ -107,7 +111,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
              engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
              host_dispatch_s: float | None = None, offload_gb: float = 0.0, h2d_gbps: float | None = None,
-             estimator: Any = None) -> GenerationEstimate:
+             tp: int = 1, estimator: Any = None) -> GenerationEstimate:
     """Estimate a whole generation: the prompt's prefill, then `output_len - 1` decode steps (the prefill yields the
     first token), step t attending to `input_len + t` cached tokens. Without a KV cache (HF transformers'
     `use_cache=False`) every step is a forward pass over all tokens so far.
@@ -116,6 +120,8 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     vocabulary-wide GEMV against a forward pass over every token).
     `host_dispatch_s`: the host's time an eager launch, where known (`Workload.host_dispatch_s`; default 25 us).
     `launch_mode`: default CUDA graphs (`graph`) where a serving `engine` runs the cached steps, else `eager`.
+    `tp`: GPUs of one instance in tensor parallelism, each running its shard of every step and two all-reduces a
+    layer (`estimator.tensor_parallel`); energy and power are every GPU's, memory one GPU's.
     `offload_gb`: GiB of weights held in host memory and copied in before every pass, as Accelerate's
     `device_map="auto"` runs a model the GPU cannot hold, at `h2d_gbps` (the host's pageable copy rate, GB/s; default
     the posted rates' median, the interval spanning them: `estimator.offload`).
@@ -126,10 +132,12 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
+    tp = _layout(model, tp, offload_gb)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
-    out = with_copies(estimate_many(_steps(model, gpu, batch, input_len, output_len, kv_cache, setting),
-                                    estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp)
+    steps = _steps(model, gpu, batch, input_len, output_len, kv_cache, setting)
+    out = with_copies(estimate_many(steps, estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
+    out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz)
     totals = _summed(out)
     energy = totals["energy_j"]
     dispatch = float(host_dispatch([launch_mode], [host_dispatch_s])[0])  # the host the steps took (design's rule)
@@ -140,7 +148,27 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
-        **_offload_fields(offload_gb, h2d_gbps), steps=out)
+        **_offload_fields(offload_gb, h2d_gbps), tp=tp, steps=out)
+
+
+def _layout(model: str, tp: object, offload_gb: float) -> int:
+    """`tp` checked: a whole number of GPUs the model's heads divide into (`features.train_step.shard_config`), and
+    no offloaded weights beside it (GPUs that hold a model between them need none)."""
+    tp = check_tp(resolve_model(model)[0], tp)
+    if tp > 1 and offload_gb:
+        raise InputError("offload_gb", "give it or tp, not both: GPUs that hold the model between them copy none")
+    return tp
+
+
+def _with_all_reduces(out: pd.DataFrame, steps: pd.DataFrame, model: str, gpu: str, tp: int,
+                      sm_clock_mhz: float | None) -> pd.DataFrame:
+    """Each step of a generation on `tp` GPUs (`estimator.tensor_parallel`): its all-reduces over the step's tokens
+    (a prefill's batch x length, a decode step's batch), every GPU's energy."""
+    if tp == 1:
+        return out
+    tokens = steps["batch"].to_numpy(float) * np.where(steps["phase"] == "decode", 1.0, steps["seq"].to_numpy(float))
+    engine = normal_engine(steps["engine"].iloc[0]) or None
+    return with_all_reduces(out, resolve_model(model)[0], lookup_gpu(gpu), engine, tp, tokens, sm_clock_mhz)
 
 
 def _offload_fields(offload_gb: float, h2d_gbps: float | None) -> dict[str, Any]:
@@ -176,6 +204,7 @@ class RequestsEstimate:
     offload_gb: float = 0.0           # as `GenerationEstimate`'s
     h2d_gbps: float | None = None
     h2d_stated: bool = True
+    tp: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -185,13 +214,13 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
                       kv_cache: bool = True, attention: str = "flash", launch_mode: str | None = None,
                       engine: str | None = None, sm_clock_mhz: float | None = None,
                       power_limit_w: float | None = None, host_dispatch_s: float | None = None,
-                      offload_gb: float = 0.0, h2d_gbps: float | None = None,
+                      offload_gb: float = 0.0, h2d_gbps: float | None = None, tp: int = 1,
                       estimator: Any = None) -> RequestsEstimate:
     """Estimate a list of requests, (input_len, output_len) each, generated as Hugging Face's `generate` runs a batch:
     `batch` requests at a time in the list's order, each batch padded to its longest prompt and decoding until its
     longest answer ends (a finished sequence goes on as padding), one batch after another. Every batch's steps go
     through `estimate_many` in one pass; the interval adds up all steps' bounds, as `generate`'s; weights offloaded
-    to host memory (`offload_gb`, `h2d_gbps`) as `generate` takes them.
+    to host memory (`offload_gb`, `h2d_gbps`) and tensor parallelism (`tp`) as `generate` takes them.
 
     Raises:
         InputError: naming the field that is wrong (`requests[i]` for a request).
@@ -210,12 +239,14 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
+    tp = _layout(model, tp, offload_gb)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]
-    out = with_copies(estimate_many(pd.concat(frames, ignore_index=True), estimator=estimator), gpu, offload_gb,
-                      h2d_gbps, sm_clock_mhz)
+    steps = pd.concat(frames, ignore_index=True)
+    out = with_copies(estimate_many(steps, estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
+    out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz)
     group = np.repeat(np.arange(len(groups)), [len(f) for f in frames])  # each step's batch
     group_time = np.bincount(group, out["time_s"].to_numpy(float), minlength=len(groups))
     first = np.flatnonzero(np.diff(np.concatenate([[-1], group])))  # each batch's prefill row
@@ -228,4 +259,4 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         output_len_mean=float(lengths[:, 1].mean()), kv_cache=kv_cache, **totals,
         ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
         energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),
-        padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps))
+        padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps), tp=tp)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.engines import normal_engine
 from joulecast.data.errors import InputError, JoulecastError
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import GpuSpec
@@ -26,17 +27,18 @@ from joulecast.data.workload import (
 )
 from joulecast.estimator.api import _explained, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.tensor_parallel import check_tp
 from joulecast.features import lower_many, memory
-from joulecast.data.engines import normal_engine
 from joulecast.features.arch import SERVING_ENGINES
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
 from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
 from joulecast.features.physics import PhysicsTotals
+from joulecast.features.train_step import shard_config
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
-                  "sm_clock_mhz", "power_limit_w", "fusions", "host_dispatch_s")
+                  "sm_clock_mhz", "power_limit_w", "fusions", "host_dispatch_s", "tp")
 _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
-                                "launch_mode": "eager", "fusions": ""}
+                                "launch_mode": "eager", "fusions": "", "tp": 1}
 
 
 def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
@@ -45,10 +47,12 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode` (empty:
     `graph` where the row names an engine, else `eager`), `engine` (a serving engine, empty or "none" for none),
     `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated `joulecast.data.fusions`, empty for none),
-    `host_dispatch_s` (the host's time an eager launch, s; empty for the default, `Workload.host_dispatch_s`)
-    (optional). Returns energy_j, time_s, power_w, physics_*, the interval bounds, in_domain, flags (as
-    `Estimate.flags`, joined by ", ": spec-only or out-of-domain, exceeds-memory, or empty), outside_domain
-    (`Estimate.outside_domain` joined by "; ") and memory_gb (GiB the workload needs on the GPU).
+    `host_dispatch_s` (the host's time an eager launch, s; empty for the default, `Workload.host_dispatch_s`),
+    `tp` (tensor parallelism: the row is one GPU's shard of the pass, `features.train_step.shard_config`; its
+    all-reduces are the job's to add, `estimator.tensor_parallel`; default 1) (optional). Returns energy_j,
+    time_s, power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ":
+    spec-only or out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by
+    "; ") and memory_gb (GiB the workload needs on the GPU).
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
 
     A catalog model's configurations are lowered together (`joulecast.features.lower_many`), each GPU setting's
@@ -134,7 +138,8 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     # a vision model has no sequence length: its seq may be empty (it is ignored)
     vision = frame["model"].map({m: _is_vision(m) for m in frame["model"].unique()}).to_numpy(bool)
     frame["seq"] = frame["seq"].where(~(vision & frame["seq"].isna()), 1)
-    frame["batch"], frame["seq"] = _integers(frame, "batch"), _integers(frame, "seq")
+    frame["batch"], frame["seq"], frame["tp"] = (_integers(frame, c) for c in ("batch", "seq", "tp"))
+    _check_layouts(frame)
     check_size_columns(frame["batch"].to_numpy(), frame["seq"].to_numpy())
     for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ATTENTION_BACKENDS)):
         _allowed(frame[column], column, allowed)
@@ -213,6 +218,17 @@ def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
     return pd.Series(values.astype(np.int64), index=frame.index)
 
 
+def _check_layouts(frame: pd.DataFrame) -> None:
+    """Every (model, tp) of more than one GPU one its heads divide into and its family has a rule for, else one
+    InputError naming the column and the first row."""
+    split = frame.loc[frame["tp"] > 1, ["model", "tp"]].drop_duplicates()
+    for i, model, tp in zip(split.index, split["model"], split["tp"]):
+        try:
+            check_tp(resolve_model(model)[0], int(tp))
+        except InputError as exc:
+            raise InputError("tp", f"row {i}: {str(exc).split(': ', 1)[-1]}") from None
+
+
 def _shown(value: object) -> object:
     """A cell as its message shows it: a numpy scalar as the Python number it holds (-8, not np.int64(-8))."""
     return value.item() if isinstance(value, np.generic) else value
@@ -224,7 +240,7 @@ CHUNK_CONFIGS = 4096
 # Configurations whose residual corrections are taken at once, across GPU settings (their design rows, some sixty
 # floats each, and the walk's work arrays: a few tens of MB): one long walk of the trees keeps them in cache.
 CORRECT_CONFIGS = 16384
-_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode", "fusions")
+_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode", "fusions", "tp")
 
 
 class Lowered:
@@ -246,10 +262,10 @@ class Lowered:
 
     @staticmethod
     def _template(key: tuple) -> "lower_many.Template | None":
-        model, phase, dtype, attention, launch_mode, fusions, engine = key
+        model, phase, dtype, attention, launch_mode, fusions, tp, engine = key
         if model.endswith(".json"):
             return None  # a config file: lowered one by one
-        return lower_many.template(model, phase, dtype, attention, engine or None, _names(fusions))
+        return lower_many.template(model, phase, dtype, attention, engine or None, _names(fusions), int(tp))
 
     def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
                ) -> tuple[Design, PhysicsTotals, np.ndarray, np.ndarray]:
@@ -258,7 +274,7 @@ class Lowered:
         parts, order, phases, seqs, params, offset = [], [], [], [], [], 0
         for s in np.unique(self.structure[idx]):
             rows = idx[self.structure[idx] == s]
-            model, phase, dtype, attention, launch_mode, _, engine = self.keys[int(s)]
+            model, phase, dtype, attention, launch_mode, _, _, engine = self.keys[int(s)]
             t = self.templates[int(s)]
             # a prefill of one token would meet the engine's decode-attention swap (seq_q == 1): lowered alone
             single = (self.seq[rows] == 1) & (phase != "decode") & bool(engine) if t is not None else None
@@ -294,7 +310,8 @@ class Lowered:
     def _workload(self, i: int) -> Workload:
         if i not in self._workloads:
             r = self.frame.iloc[i]
-            self._workloads[i] = workload(r["model"], phase=r["phase"], batch=int(self.batch[i]),
+            model = r["model"] if int(r["tp"]) == 1 else shard_config(resolve_model(r["model"])[0], tp=int(r["tp"]))
+            self._workloads[i] = workload(model, phase=r["phase"], batch=int(self.batch[i]),
                                           seq=int(self.seq[i]), dtype=r["dtype"], attention=r["attention"],
                                           launch_mode=r["launch_mode"], engine=self.engines[i] or None,
                                           fusions=_names(r["fusions"]))

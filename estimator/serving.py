@@ -34,7 +34,6 @@ Interval: the step's, every step sharing its error (comonotone, as `estimator.jo
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -44,18 +43,16 @@ import numpy as np
 from joulecast.data import engines
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.job_file import reference
-from joulecast.data.models import hidden_size, layer_count
 from joulecast.data.workload import check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
-from joulecast.features import arch, collectives, serve_step
+from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp
+from joulecast.features import arch, serve_step
 from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 from joulecast.features.sampling import check_sampling
 
-_NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
 ENGINES = ("none", *arch.SERVING_ENGINES)
 
@@ -113,10 +110,6 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
               host_dispatch_s: float | None = None, sampling: str = "greedy") -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, _, _ = resolve_model(model)
-    hidden, layers = hidden_size(config), layer_count(config)
-    link = reference("links")[_NVLINK.get(spec.architecture.lower(), "nvlink4")]
-    custom = engine is not None and engines.engine(engine).all_reduce == "custom"
-    all_reduce = collectives.custom_all_reduce_s if custom else functools.partial(collectives.time_s, "all-reduce")
     out = []
     for b in batches:
         b = int(b)
@@ -126,7 +119,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
                                                 host_dispatch_s=host_dispatch_s, sampling=sampling)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
-        comm = float(2 * layers * all_reduce(tp, (b + prompt) * hidden * 2.0, link["gbytes_per_s"], link["latency_us"]))
+        comm = float(all_reduce_s(config, spec, engine, tp, b + prompt))
         out.append((est, comm, float(prompt)))
     return out
 
@@ -168,6 +161,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     engine = engines.normal_engine(engine) or "none"
     require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
+    check_tp(resolve_model(model)[0], tp)  # a layout the heads do not divide, named as the field given
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)

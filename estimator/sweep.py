@@ -44,7 +44,8 @@ JOB_PART_ROWS = 50
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
                              "launch_mode", "head_tokens", "head_outputs", "attention", "fusions",
                              "forward_overhead_s"),
-               "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine"),
+               "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine",
+                            "tp"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "sampling")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s

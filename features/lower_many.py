@@ -25,6 +25,7 @@ from joulecast.data.kernels import KERNEL_COLUMNS, STRING_COLUMNS
 from joulecast.data.labels import Labels, plain
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import engine_records, is_vision, lower, normal_phase, resolve_model
+from joulecast.features.train_step import shard_config
 
 _B, _S = (2, 3), (2, 3, 4)          # probe points: Newton nodes
 _CHECKS = ((5, 7), (9, 130))       # where the polynomial must reproduce the lowering exactly
@@ -122,9 +123,12 @@ def _records(config: Mapping[str, Any], phase: str, batch: int, seq: int, dtype:
 
 @functools.cache
 def template(model: str, phase: str, dtype: str, attention: str, engine: str | None,
-             fusions: tuple[str, ...] = ()) -> Template | None:
-    """The template of a catalog model's structure, or None where the polynomial does not reproduce its rows."""
+             fusions: tuple[str, ...] = (), tp: int = 1) -> Template | None:
+    """The template of a catalog model's structure (one GPU's shard under tensor parallelism `tp`), or None where
+    the polynomial does not reproduce its rows."""
     config, _, _ = resolve_model(model)
+    if tp > 1:
+        config = shard_config(config, tp=tp)
     phase = normal_phase(config, phase)
     probes = {(b, s): _records(config, phase, b, s, dtype, attention, engine, fusions) for b in _B for s in _S}
     first = probes[_B[0], _S[0]]

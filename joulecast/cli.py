@@ -52,12 +52,14 @@ def _estimate(args: argparse.Namespace) -> int:
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
     dispatch = check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us")
+    # a job phase's flag given to another phase (or to a single pass) is one line naming where it applies
+    own = JOB_FLAGS.get(args.phase, ())
+    for flag in dict.fromkeys(f for flags in JOB_FLAGS.values() for f in flags):
+        if flag not in own and getattr(args, flag) not in (None, False):
+            phases = ", ".join(p for p, flags in JOB_FLAGS.items() if flag in flags)
+            raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"applies to --phase {phases} only")
     if args.phase in JOB_FLAGS:
         return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args, dispatch)
-    for phase, flags in JOB_FLAGS.items():
-        given = [flag for flag in flags if getattr(args, flag) not in (None, False)]
-        if given:
-            raise joulecast.InputError(f"--{given[0].replace('_', '-')}", f"applies to --phase {phase} only")
     if args.kernels:
         unused = [flag for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None]
         if unused:  # a kernel list fixes its own shapes, dtypes and launches
@@ -129,7 +131,8 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     if args.requests:  # a list of requests in static batches of --batch
         given = _job_options(args, "generate", needs=(), needs_why="", refuses=("seq", "input_len", "output_len"),
                              instead="--requests alone: each request its own lengths",
-                             optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps"))
+                             optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps",
+                                       "tp"))
         job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=batch,
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
                                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
@@ -138,7 +141,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
         return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
-                         optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps"))
+                         optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps", "tp"))
     job = generate(args.model, args.gpu, batch=batch, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
@@ -363,9 +366,9 @@ def _sweep(args: argparse.Namespace) -> int:
 # defaults of those not given
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
 # The flags of the job phases, each an error with any other phase.
-JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps"),
-             "serve": ("concurrency", "request_rate", "max_batch", "tp", "chunk_tokens", "duration", "output_tokens",
-                       "output_len_cv", "sampling"),
+JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
+             "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
+                       "duration", "output_tokens", "output_len_cv", "sampling"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s")}
 
@@ -758,8 +761,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--concurrency", type=int, help="requests kept in flight (or give --request-rate)")
     srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
     srv.add_argument("--max-batch", type=int, help="the engine's most requests in flight; default 256")
-    srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance, two all-reduces a layer over "
-                     "NVLink; default 1")
+    srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance (--phase generate too), each its "
+                     "shard, two all-reduces a layer over NVLink; default 1")
     srv.add_argument("--chunk-tokens", type=int, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
@@ -871,7 +874,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
-    jobs.add_argument("--tp", type=int, help="serve: tensor-parallel GPUs of one instance; default 1")
+    jobs.add_argument("--tp", type=int, help="serve, generate: tensor-parallel GPUs of one instance; default 1")
     jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
     jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")

@@ -78,7 +78,7 @@ def estimate_table(est: Any) -> str:
 def generation_table(job: Any) -> str:
     lines = [f"generation {job.model}: {job.batch} x ({job.input_len} in + {job.output_len} out) tokens"
              f"{'' if job.kv_cache else ', no KV cache'}",
-             f"gpu        {job.gpu}", f"method     {job.method}", "",
+             f"gpu        {job.gpu}{_tensor_parallel(job)}", f"method     {job.method}", "",
              f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])}"
                                                   " J, 90% interval, steps' errors taken as moving together)"
                                                   if job.energy_interval_j else ""),
@@ -93,6 +93,11 @@ def generation_table(job: Any) -> str:
     lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
+
+
+def _tensor_parallel(job: Any) -> str:
+    """A job on several GPUs in tensor parallelism: how many, and what its figures cover."""
+    return "" if job.tp == 1 else f" x {job.tp}, tensor parallel (energy and power all of them, memory one GPU's)"
 
 
 def _offload_lines(job: Any) -> list[str]:
@@ -111,7 +116,7 @@ def requests_table(job: Any) -> str:
     band = job.energy_interval_j
     lines = [f"requests   {job.model}: {job.requests:,} (mean {job.input_len_mean:.4g} in + {job.output_len_mean:.4g} "
              f"out tokens) in static batches of {job.batch}{'' if job.kv_cache else ', no KV cache'}",
-             f"gpu        {job.gpu}", f"method     {job.method}", "",
+             f"gpu        {job.gpu}{_tensor_parallel(job)}", f"method     {job.method}", "",
              f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(band[0])} - {_g4(band[1])} J, 90% interval, steps' "
                                                   "errors taken as moving together)" if band else ""),
              f"time       {duration(job.time_s)}  (a request's first token after {duration(job.ttft_mean_s)} on "

@@ -26,7 +26,7 @@ MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
 RELOAD_S = 30.0
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram bounds (s)
 # The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
-_JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps"),
+_JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
          "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                    "duration_s", "output_tokens", "output_len_cv", "sampling"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
@@ -117,7 +117,7 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
         if body.get("fusions") is not None:
             raise InputError("fusions", "applies to single passes and phase train-run, not to phase generate")
         args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
-                                     "power_limit_w", "offload_gb", "h2d_gbps") if body.get(k) is not None} | {
+                                     "power_limit_w", "offload_gb", "h2d_gbps", "tp") if body.get(k) is not None} | {
             "host_dispatch_s": dispatch}
         if "requests" in body:  # a list of [input_len, output_len], in static batches of `batch`
             for key in ("input_len", "output_len"):
@@ -133,7 +133,9 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     given = {k: body[k] for k in ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
-        raise InputError(next(k for k in _GENERATE if k in body), "applies to phase generate only")
+        key = next(k for k in _GENERATE if k in body)
+        phases = " or ".join(p for p, fields in _JOBS.items() if key in fields)
+        raise InputError(key, f"applies to phase {phases} only")
     workload = joulecast.workload(body["model"], host_dispatch_s=dispatch, **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()

@@ -22,7 +22,7 @@ NOT_SWEPT = {"serve": {"request_rate", "duration_s", "output_tokens"}}
 JOBS = {
     "generate": (jobs, "generate", ["--batch", "2", "--input-len", "16", "--output-len", "4", "--dtype", "fp16",
                                     "--no-kv-cache", "--attention", "eager", "--launch-mode", "graph", "--engine",
-                                    "vllm-0.5.4", "--offload-gb", "0.05", "--h2d-gbps", "8"]),
+                                    "vllm-0.5.4", "--offload-gb", "0.05", "--h2d-gbps", "8", "--tp", "2"]),
     "serve": (serving, "serve", ["--input-len", "64", "--output-len", "16", "--concurrency", "4", "--max-batch", "8",
                                  "--engine", "vllm-0.5.4", "--tp", "1", "--dtype", "fp16", "--launch-mode", "graph",
                                  "--chunk-tokens", "256", "--duration", "10", "--output-len-cv", "0.5",

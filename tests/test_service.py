@@ -79,6 +79,15 @@ def test_an_estimate_over_http_is_the_cli_s(server):
               "concurrency": 64, "engine": "vllm-0.11.1"}
     greedy, sampled = (call(server, "/v1/estimate", {**served, **more})[1] for more in ({}, {"sampling": "top-p"}))
     assert sampled["step_time_s"] > greedy["step_time_s"]
+    # a generation on tensor-parallel GPUs, as the Python API gives it; a single pass has no tp
+    body = {"model": "llama-3-70b", "gpu": "h100-sxm", "phase": "generate", "batch": 2, "input_len": 64,
+            "output_len": 4, "tp": 4, "engine": "vllm-0.5.4"}
+    status, job = call(server, "/v1/estimate", body)
+    direct = joulecast.generate("llama-3-70b", "h100-sxm", batch=2, input_len=64, output_len=4, tp=4,
+                                engine="vllm-0.5.4")
+    assert status == 200 and job["tp"] == 4 and job["energy_j"] == pytest.approx(direct.energy_j)
+    status, err = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "tp": 2})
+    assert status == 422 and "tp" in json.dumps(err) and "generate or serve" in json.dumps(err)
 
 
 def test_a_batch_and_the_catalogs(server):

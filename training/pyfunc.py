@@ -20,7 +20,7 @@ def example_input() -> pd.DataFrame:
 # MLflow passes a served model only the columns its signature names, so the signature names every column
 # `estimate_many` reads (`model` and `gpu` required, the rest optional), not only the example's.
 _NUMBERS = {"batch": "long", "seq": "long", "sm_clock_mhz": "double", "power_limit_w": "double",
-            "host_dispatch_s": "double"}
+            "host_dispatch_s": "double", "tp": "long"}
 
 
 def input_schema() -> "Schema":

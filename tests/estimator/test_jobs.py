@@ -40,7 +40,7 @@ def test_without_a_kv_cache_every_step_recomputes_the_sequence():
 @pytest.mark.parametrize("argv, message", [
     (["--phase", "generate", "--input-len", "8"], "--output-len: --phase generate needs it"),
     (["--phase", "generate", "--input-len", "8", "--output-len", "4", "--seq", "9"], "--seq: has no effect with"),
-    (["--input-len", "8"], "--input-len: applies to --phase generate only"),
+    (["--input-len", "8"], "--input-len: applies to --phase generate, serve only"),
     (["--phase", "generate", "--input-len", "0", "--output-len", "4"], "input_len: must be an integer from 1"),
 ])
 def test_cli_generation_flags(capsys, argv, message):
@@ -241,3 +241,58 @@ def test_an_engines_steps_run_as_cuda_graphs_unless_a_launch_mode_is_stated():
                                                  "launch_mode": [None, "eager", None]}), estimator="physics")
     assert rows["launch_mode"].tolist() == ["graph", "eager", "eager"]
     assert rows["energy_j"].iloc[0] != rows["energy_j"].iloc[1]
+
+
+def test_a_generation_on_tensor_parallel_gpus_is_each_shard_and_its_all_reduces():
+    """A 70B generation no one GPU holds, on four: every step is one GPU's shard (`estimate_many`'s tp column: the
+    lowering of the sharded config) plus two all-reduces a layer over the step's tokens, which the GPUs wait out at
+    their waiting power; energy all four GPUs', memory one's."""
+    from joulecast.data.gpus import gpu as lookup_gpu
+    from joulecast.estimator.tensor_parallel import all_reduce_s
+    from joulecast.features.lowering import resolve_model
+    from joulecast.features.power import waiting_power_w
+    from joulecast.features.train_step import shard_config
+
+    kw = dict(batch=4, input_len=256, output_len=8, engine="vllm-0.5.4", estimator="physics")
+    one, four = (joulecast.generate("llama-3-70b", "h100-sxm", tp=t, **kw) for t in (1, 4))
+    assert "exceeds-memory" in one.flags and "exceeds-memory" not in four.flags and four.tp == 4
+    assert four.memory_gb == pytest.approx(one.memory_gb / 4, rel=0.1)
+    steps = four.steps
+    config = resolve_model("llama-3-70b")[0]
+    shard = joulecast.estimate(joulecast.workload(shard_config(config, tp=4), phase="decode", batch=4, seq=256 + 1,
+                                                  engine="vllm-0.5.4"), "h100-sxm", estimator="physics")
+    spec = lookup_gpu("h100-sxm")
+    comm = float(all_reduce_s(config, spec, "vllm-0.5.4", 4, 4))
+    assert steps["time_s"].iloc[2] == pytest.approx(shard.time_s + comm, rel=1e-9)
+    assert steps["energy_j"].iloc[2] == pytest.approx(4 * (shard.energy_j + comm * waiting_power_w(spec, None)),
+                                                      rel=1e-9)
+    assert four.energy_j == pytest.approx(steps["energy_j"].sum()) and four.time_s < one.time_s
+    assert joulecast.generate("gpt2", "h100-sxm", batch=1, input_len=16, output_len=2, tp=1,
+                              estimator="physics") == joulecast.generate("gpt2", "h100-sxm", batch=1, input_len=16,
+                                                                         output_len=2, estimator="physics")
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(model="llama-3-70b", tp=3), "tp: 3 does not divide the model's 64 attention heads"),
+    (dict(model="bert-large", tp=2), "tp: tensor and pipeline parallelism are modelled for llama and gpt2"),
+    (dict(model="llama-3-70b", tp=0), "tp: must be a whole number of GPUs from 1 to 1,024, got 0"),
+    (dict(model="llama-3-70b", tp=2, offload_gb=4.0), "offload_gb: give it or tp, not both"),
+])
+def test_a_tensor_parallel_generation_refuses_a_layout_in_one_line(kw, message):
+    with pytest.raises(joulecast.InputError, match=re.escape(message)):
+        joulecast.generate(kw.pop("model"), "h100-sxm", input_len=16, output_len=2, estimator="physics", **kw)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--phase", "prefill", "--tp", "2"], "--tp: applies to --phase generate, serve only"),
+    (["--phase", "serve", "--concurrency", "4", "--input-len", "8", "--output-len", "8", "--offload-gb", "1"],
+     "--offload-gb: applies to --phase generate only"),
+    (["--phase", "generate", "--input-len", "8", "--output-len", "8", "--sampling", "top-p"],
+     "--sampling: applies to --phase serve only"),
+    (["--phase", "train-run", "--steps", "2", "--global-batch", "4", "--seq", "64", "--concurrency", "4"],
+     "--concurrency: applies to --phase serve only"),
+])
+def test_a_flag_of_another_phase_is_refused_not_ignored(capsys, argv, message):
+    assert main(["estimate", "--model", "gpt2", "--gpu", "h100-sxm", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

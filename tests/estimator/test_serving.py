@@ -47,7 +47,7 @@ def test_tensor_parallel_instances_share_a_step_and_pay_its_all_reduces():
                        estimator="physics") for t in (2, 4))
     assert four.tokens_per_s > two.tokens_per_s and four.tp == 4
     assert four.memory_gb < two.memory_gb  # each GPU holds its shard
-    with pytest.raises(joulecast.InputError, match="layout.tp"):
+    with pytest.raises(joulecast.InputError, match="tp: 3 does not divide the model.s 64 attention heads"):
         serve("llama-3-70b", "h100-sxm", input_len=256, output_len=256, concurrency=8, tp=3, estimator="physics")
 
 

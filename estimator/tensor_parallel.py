@@ -1,0 +1,72 @@
+"""Tensor parallelism over a job's passes: each of `tp` GPUs runs its shard of every pass
+(`features.train_step.shard_config`: its heads, MLP and vocabulary split `tp` ways) and two all-reduces a layer of
+the pass's activations (bf16, tokens x hidden) over the GPUs' NVLink, by NCCL's ring or an engine's own one- or
+two-shot kernels (`features.collectives`), which the GPUs wait out at their waiting power, not overlapped (the
+engines tested do not overlap them). Shared by `serve` (a step) and `generate` (each step of a generation).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data import engines
+from joulecast.data.errors import InputError
+from joulecast.data.gpus import GpuSpec
+from joulecast.data.job_file import reference
+from joulecast.data.models import hidden_size, layer_count
+from joulecast.features import collectives
+from joulecast.features.power import waiting_power_w
+from joulecast.features.train_step import shard_config
+
+NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
+
+
+def check_tp(config: Mapping[str, Any], tp: object) -> int:
+    """`tp` as a whole number of GPUs from 1 to 1,024 that the model's family has a rule for and its heads divide
+    into (`features.train_step.shard_config`), else one InputError naming `tp`."""
+    if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or not 1 <= tp <= 1024:
+        raise InputError("tp", f"must be a whole number of GPUs from 1 to 1,024, got {tp!r}")
+    if tp > 1:
+        try:
+            shard_config(config, tp=int(tp))
+        except InputError as exc:
+            raise InputError("tp", str(exc).split(": ", 1)[-1]) from None
+    return int(tp)
+
+
+def all_reduce_s(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
+                 tokens: np.ndarray | float) -> np.ndarray:
+    """Seconds a pass of `tokens` tokens spends in its tensor-parallel all-reduces: two a layer of tokens x hidden
+    bf16 activations over the GPU's NVLink generation (the reference's links), by the engine's own kernels where it
+    has them, else NCCL's ring; 0 on one GPU."""
+    if tp <= 1:
+        return np.zeros_like(np.asarray(tokens, float))
+    link = reference("links")[NVLINK.get(spec.architecture.lower(), "nvlink4")]
+    custom = engine is not None and engines.engine(engine).all_reduce == "custom"
+    reduce = collectives.custom_all_reduce_s if custom else functools.partial(collectives.time_s, "all-reduce")
+    payload = np.asarray(tokens, float) * hidden_size(config) * 2.0
+    return 2 * layer_count(config) * reduce(tp, payload, link["gbytes_per_s"], link["latency_us"])
+
+
+def with_all_reduces(steps: pd.DataFrame, config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
+                     tokens: np.ndarray, sm_clock_mhz: float | None) -> pd.DataFrame:
+    """Each step (an `estimate_many` row of one GPU's shard) as the instance runs it: its time and bounds with the
+    step's all-reduces added, its energy and bounds every GPU's, the all-reduces at the waiting power."""
+    if tp <= 1:
+        return steps
+    comm = all_reduce_s(config, spec, engine, tp, tokens)
+    wait_w = waiting_power_w(spec, sm_clock_mhz)
+    out = steps.copy()
+    for column in ("time_s", "time_lo_s", "time_hi_s", "physics_time_s"):
+        if column in out:
+            out[column] = out[column] + comm
+    for column in ("energy_j", "energy_lo_j", "energy_hi_j", "physics_energy_j"):
+        if column in out:
+            out[column] = tp * (out[column] + comm * wait_w)
+    out["power_w"] = out["energy_j"] / out["time_s"]
+    return out

@@ -120,3 +120,14 @@ def launch_mode_for(launch_mode: str | None, engine: object) -> str | None:
     if launch_mode is not None:
         return launch_mode
     return "graph" if normal_engine(engine) is not None else "eager"
+
+
+def check_engine(name: object, field: str = "engine") -> str | None:
+    """`name` as a catalog engine (None for none, `normal_engine`), else one error naming `field`, with the close
+    names or every name."""
+    name = normal_engine(name)
+    if name is None:
+        return None
+    if not isinstance(name, str) or name not in catalog():
+        raise UnknownNameError(field, str(name), catalog(), "(or none, the kernels alone)")
+    return name

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.engines import launch_mode_for, normal_engine
+from joulecast.data.engines import check_engine, launch_mode_for, normal_engine
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
@@ -132,7 +132,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
-    tp = _layout(model, tp, offload_gb)
+    tp, engine = _layout(model, tp, offload_gb), check_engine(engine)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp)
     steps = _steps(model, gpu, batch, input_len, output_len, kv_cache, setting)
@@ -239,7 +239,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
-    tp = _layout(model, tp, offload_gb)
+    tp, engine = _layout(model, tp, offload_gb), check_engine(engine)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]

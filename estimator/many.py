@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.engines import normal_engine
+from joulecast.data.engines import check_engine, normal_engine
 from joulecast.data.errors import InputError, JoulecastError
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import GpuSpec
@@ -29,7 +29,6 @@ from joulecast.estimator.api import _explained, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import check_tp
 from joulecast.features import lower_many, memory
-from joulecast.features.arch import SERVING_ENGINES
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
 from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
 from joulecast.features.physics import PhysicsTotals
@@ -146,7 +145,11 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     frame["fusions"] = _fusions(frame["fusions"])
     # a list, not a column: pandas would store "no engine" as NaN
     engines = [normal_engine(e) if isinstance(e, str) else None for e in frame.get("engine", [None] * len(frame))]
-    _allowed(pd.Series([e or "" for e in engines]), "engine", ("", *SERVING_ENGINES))
+    for name, i in {e: i for i, e in reversed(list(enumerate(engines))) if e is not None}.items():
+        try:  # each distinct name checked once, a bad one named with its first row and the close names
+            check_engine(name)
+        except InputError as exc:
+            raise InputError("engine", f"row {i}: {str(exc).split(': ', 1)[-1]}") from None
     # an engine's pass runs as CUDA graphs where no launch mode was stated (`data.engines.launch_mode_for`)
     engined = np.array([e is not None for e in engines], dtype=bool)
     frame.loc[engined & ~stated_launch, "launch_mode"] = "graph"

@@ -47,14 +47,13 @@ from joulecast.data.workload import check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp
-from joulecast.features import arch, serve_step
+from joulecast.features import serve_step
 from joulecast.features.lowering import resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 from joulecast.features.sampling import check_sampling
 
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
-ENGINES = ("none", *arch.SERVING_ENGINES)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +157,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     require(isinstance(output_len_cv, (int, float)) and not isinstance(output_len_cv, bool)
             and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
             f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")
-    engine = engines.normal_engine(engine) or "none"
-    require(engine in ENGINES, "engine", f"unknown {engine!r}; allowed: {', '.join(ENGINES)}")
+    engine = engines.check_engine(engine) or "none"
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     check_tp(resolve_model(model)[0], tp)  # a layout the heads do not divide, named as the field given
     spec = lookup_gpu(gpu)

@@ -169,11 +169,9 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     Raises:
         InputError: naming the field that is wrong and what is allowed.
     """
-    engine = engines.normal_engine(engine)
+    engine = engines.check_engine(engine)
     launch_mode = engines.launch_mode_for(launch_mode, engine)
     require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
-    require(engine is None or engine in arch.SERVING_ENGINES, "engine",
-            f"unknown {engine!r}; allowed: {', '.join(arch.SERVING_ENGINES)} (or none)")
     fusions = check_fusions(fusions)
     host_dispatch_s = check_host_dispatch(host_dispatch_s)
     config, name, source = resolve_model(model)

@@ -220,6 +220,13 @@ def test_no_engine_reads_alike_however_it_is_written(capsys):
     assert main(["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate", "--input-len", "64",
                  "--output-len", "8", "--engine", "bogus"]) == 2
     assert "engine" in capsys.readouterr().err
+    # an engine named without its version: the close names, from every door alike (no batch's row number)
+    for call in (lambda: joulecast.generate("gpt2", "h100-sxm", input_len=4, output_len=2, engine="vllm"),
+                 lambda: joulecast.serve("gpt2", "h100-sxm", input_len=4, output_len=2, concurrency=2, engine="vllm"),
+                 lambda: joulecast.workload("gpt2", engine="vllm")):
+        with pytest.raises(joulecast.InputError, match=r"^engine: unknown 'vllm'; did you mean 'vllm-0.5.4'.*"
+                                                       r"\(or none, the kernels alone\)$"):
+            call()
 
 
 def test_an_engines_steps_run_as_cuda_graphs_unless_a_launch_mode_is_stated():

@@ -98,7 +98,8 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
                                                                                 alone.energy_per_output_token_j)
     v05 = serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", **kw)
     assert v05.step_time_s > alone.step_time_s + 32 * arch.SERVING_ENGINES["vllm-0.5.4"]["host_s_per_sequence"] * 0.99
-    with pytest.raises(joulecast.InputError, match="engine: unknown 'tgi'; allowed: none, vllm-0.5.4"):
+    with pytest.raises(joulecast.InputError,
+                       match=r"engine: unknown 'tgi'; known: sglang-0.4, trt-llm, vllm-0.11.1, vllm-0.5.4. \(or none"):
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
 
 

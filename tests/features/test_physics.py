@@ -370,7 +370,7 @@ def test_a_serving_engine_adds_its_host_work_per_sequence_at_a_multiple_of_idle_
     idle = idle_power_w(joulecast.gpu("h100-sxm"), joulecast.gpu("h100-sxm").boost_clock_mhz)
     gap = served.by_kernel_class.set_index("kernel_class").loc["idle (host-bound)"]
     assert gap.time_s == pytest.approx(host) and gap.energy_j == pytest.approx(host * engine["power_over_idle"] * idle)
-    with pytest.raises(InputError, match="engine: unknown 'vllm-9'; allowed: vllm-0.5.4"):
+    with pytest.raises(InputError, match="engine: unknown 'vllm-9'; did you mean 'vllm-0.5.4'"):
         joulecast.workload("llama-3-8b", phase="decode", engine="vllm-9")
 
 

@@ -106,14 +106,16 @@ def _positive(name: str, value: object, integer: bool = False, low: float = 0.0,
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
-              host_dispatch_s: float | None = None, sampling: str = "greedy") -> list[tuple[Estimate, float, float]]:
+              input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
+              sampling: str = "greedy") -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, _, _ = resolve_model(model)
     out = []
     for b in batches:
         b = int(b)
         work, prompt = serve_step.step_workload(config, batch=b, input_len=input_len, output_len=output_len,
-                                                output_len_cv=output_len_cv, dtype=dtype, engine=engine,
+                                                output_len_cv=output_len_cv, input_len_cv=input_len_cv,
+                                                dtype=dtype, engine=engine,
                                                 launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
                                                 host_dispatch_s=host_dispatch_s, sampling=sampling)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
@@ -128,12 +130,14 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = serve_step.CHUNK_TOKENS,
           duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
-          output_len_cv: float = 0.0, host_dispatch_s: float | None = None, sampling: str = "greedy",
+          output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
+          sampling: str = "greedy",
           estimator: Any = None) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
-    tokens"). `output_len_cv`: the output lengths' standard deviation over their mean (0: every answer as long).
+    tokens"). `output_len_cv`: the output lengths' standard deviation over their mean (0: every answer as long);
+    `input_len_cv` the prompts' (their chunks' attention grows with each prompt's length squared).
     `sampling`: how the requests pick their tokens, `greedy`, `top-p` (top-p or top-k) or `top-p-penalties` (also
     repetition, frequency or presence penalties), which an engine with a priced sampler turns into GPU work a step.
 
@@ -154,9 +158,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         duration_s = _positive("duration_s", duration_s, high=1e10, high_text="1e10 s")
     if output_tokens is not None:
         output_tokens = _positive("output_tokens", output_tokens, low=1.0, high=1e18, high_text="1e18")
-    require(isinstance(output_len_cv, (int, float)) and not isinstance(output_len_cv, bool)
-            and 0.0 <= output_len_cv <= 10.0, "output_len_cv",
-            f"must be a number from 0 (every answer as long) to 10, got {output_len_cv!r}")
+    for name, cv, what in (("output_len_cv", output_len_cv, "every answer"), ("input_len_cv", input_len_cv,
+                                                                            "every prompt")):
+        require(isinstance(cv, (int, float)) and not isinstance(cv, bool) and 0.0 <= cv <= 10.0, name,
+                f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
     engine = engines.check_engine(engine) or "none"
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     check_tp(resolve_model(model)[0], tp)  # a layout the heads do not divide, named as the field given
@@ -166,7 +171,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     eng = None if engine == "none" else engine
     wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
     setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
-                   host_dispatch_s=check_host_dispatch(host_dispatch_s), sampling=sampling)
+                   input_len_cv=float(input_len_cv), host_dispatch_s=check_host_dispatch(host_dispatch_s),
+                   sampling=sampling)
     if concurrency is not None:
         busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,

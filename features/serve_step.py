@@ -82,8 +82,8 @@ def _is_lm_head(record: Mapping[str, Any], vocab: int) -> bool:
 
 
 def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: float, output_len: float,
-                  output_len_cv: float = 0.0, dtype: str = "bf16", engine: str | None = None,
-                  launch_mode: str = "graph", tp: int = 1, chunk_tokens: int = CHUNK_TOKENS,
+                  output_len_cv: float = 0.0, input_len_cv: float = 0.0, dtype: str = "bf16",
+                  engine: str | None = None, launch_mode: str = "graph", tp: int = 1, chunk_tokens: int = CHUNK_TOKENS,
                   host_dispatch_s: float | None = None, sampling: str = "greedy") -> tuple[Workload, int]:
     """One GPU's shard of a serving step (tensor parallelism `tp`), and the prompt tokens it carries; with the
     engine's sampler over the decodes' logits where the requests sample (`sampling`, `features.sampling`): every GPU
@@ -93,7 +93,10 @@ def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: floa
     shard = train_step.shard_config(config, tp=tp)
     prompt = prompt_tokens(batch, input_len, output_len, chunk_tokens)
     context = context_len(input_len, output_len, output_len_cv)
-    records, params = step_records(shard, batch, context, prompt, max(1, int(round(input_len))), dtype, engine)
+    # a prompt's attention over its chunk grows with its length squared: prompts spread about their mean (cv) cost as
+    # prompts of length mean x (1 + cv^2) would, as many tokens in all (E[L^2] / E[L])
+    prompt_len = max(1, int(round(input_len * (1.0 + input_len_cv ** 2))))
+    records, params = step_records(shard, batch, context, prompt, prompt_len, dtype, engine)
     sampler = engines.engine(engine).sampler if engine else None
     records += sampling_passes.sampler_records(batch, int(config["vocab_size"]), sampling, sampler)
     work = Workload.from_table(kernel_columns(records), name=f"{name}/serve-step/b{batch}", model=name,

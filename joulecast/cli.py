@@ -157,7 +157,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
                          refuses=("batch", "seq", "attention", "no_kv_cache"),
                          instead="--concurrency or --request-rate",
                          optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv",
-                                   "sampling"))
+                                   "input_len_cv", "sampling"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
@@ -368,7 +368,7 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
              "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
-                       "duration", "output_tokens", "output_len_cv", "sampling"),
+                       "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s")}
 
@@ -770,6 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--output-len-cv", type=float, help="the output lengths' standard deviation over their mean: a "
                      "request running at a step is length-biased, so contexts grow with it; default 0 (all as long); "
                      "chat sets measure about 1")
+    srv.add_argument("--input-len-cv", type=float, help="the prompt lengths' standard deviation over their mean: a "
+                     "prompt's attention grows with its length squared; default 0 (all as long)")
     srv.add_argument("--sampling", help="how requests pick tokens: greedy, top-p (or top-k) or top-p-penalties "
                      "(repetition, frequency or presence penalties too); an engine whose sampler sorts the "
                      "vocabulary (vLLM) prices it as GPU work a step; default greedy")
@@ -878,6 +880,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
     jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
+    jobs.add_argument("--input-len-cv", type=float, help="serve: the prompt lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
     jobs.add_argument("--offload-gb", type=float, help="generate: GiB of weights in host memory, copied every pass")

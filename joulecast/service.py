@@ -28,7 +28,7 @@ _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram b
 # The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
 _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
          "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
-                   "duration_s", "output_tokens", "output_len_cv", "sampling"),
+                   "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s")}

@@ -250,3 +250,22 @@ def test_cli_serve_json(capsys):
     assert out["energy_j"] == pytest.approx(out["power_w"] * 3600)
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--concurrency", "4"]) == 2
     assert "--concurrency: applies to --phase serve only" in capsys.readouterr().err
+
+
+def test_prompts_spread_in_length_cost_their_attention_as_its_square():
+    """`input_len_cv`: a prompt's attention over its chunk grows with its length squared, so prompts spread about
+    their mean cost, token for token, as prompts of mean x (1 + cv^2): the step's prefill attention is lowered so;
+    its tokens, the decodes' contexts and every other kernel are the same."""
+    from joulecast.features import serve_step
+
+    kw = dict(batch=64, input_len=512, output_len=16, engine="vllm-0.5.4")
+    even, spread = (serve_step.step_workload("llama-3-8b", input_len_cv=cv, **kw) for cv in (0.0, 1.0))
+    assert even[1] == spread[1]  # the same prompt tokens a step
+    attn = [w.kernels[(w.kernels["kind"] == "attention")] for w, _ in (even, spread)]
+    assert sorted(attn[0]["seq_q"].astype(int)) != sorted(attn[1]["seq_q"].astype(int))
+    assert attn[1]["seq_q"].astype(int).max() == 2 * 512  # one chunk of mean x (1 + 1) tokens
+    steps = [serve("llama-3-8b", "h100-sxm", input_len=512, output_len=16, concurrency=64, input_len_cv=cv,
+                   estimator="physics").step_time_s for cv in (0.0, 1.0, 2.0)]
+    assert steps[0] < steps[1] < steps[2]
+    with pytest.raises(joulecast.InputError, match="input_len_cv: must be a number from 0"):
+        serve("llama-3-8b", "h100-sxm", input_len=512, output_len=16, concurrency=64, input_len_cv=-1)

@@ -274,7 +274,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
             continue
         name = f"--{flag.replace('_', '-')}"
         if phase not in SIZES and flag not in ("batch", "seq"):
-            raise InputError(name, f"applies to --phase {', '.join(SIZES)} only")
+            takes = [p for p in SIZES if flag in flags_of[p] or flag in SIZES[p]]
+            raise InputError(name, f"applies to --phase {', '.join(takes or SIZES)} only")
         instead = _SWEEP_INSTEAD.get(phase, {}).get(flag)
         raise InputError(name, f"has no effect with --phase {phase}" + (f" (give {instead})" if instead else ""))
     sizes = [_listed(getattr(args, a), int, f"--{a.replace('_', '-')}", []) for a in axes]

@@ -170,7 +170,7 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--phase", "prefill", "--micro-batch", "2"], "--micro-batch: applies to --phase train-run, generate, serve only"),
+    (["--phase", "prefill", "--micro-batch", "2"], "--micro-batch: applies to --phase train-run only"),
     (["--phase", "serve", "--input-len", "64", "--output-len", "8"], "--concurrency: --phase serve needs it"),
     (["--phase", "serve", "--concurrency", "4", "--input-len", "64", "--output-len", "8", "--batch", "2"],
      "--batch: has no effect with --phase serve (give --concurrency)"),
@@ -186,7 +186,8 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
      "micro_batch: 3 does not divide the global batch 8"),
     (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--fusions", "rope,flash"],
      f"fusions: unknown fusion 'flash'; allowed: {', '.join(FUSIONS)}"),
-    (["--phase", "prefill", "--optimizer", "sgd"], "--optimizer: applies to --phase train-run, generate, serve only"),
+    (["--phase", "prefill", "--optimizer", "sgd"], "--optimizer: applies to --phase train-run only"),
+    (["--phase", "prefill", "--tp", "2"], "--tp: applies to --phase generate, serve only"),
     (["--phase", "prefill", "--attention", "sdpa"], "attention: row 0: unknown 'sdpa'; allowed: flash, eager, masked"),
 ])
 def test_cli_job_sweep_bad_input(capsys, argv, message):

@@ -18,8 +18,16 @@ def test_parse_row_names():
         parse_name("llama_pbf16_b1_freq900_iter1.csv")
 
 
+# The artifact's own files (a later release's file for another GPU may sit beside them: it adds its rows, not these)
+PUBLISHED = ("a10", "a100", "dvfs")
+
+
+def _published(t):
+    return t[t["measurement_id"].str.split(":").str[0].isin(PUBLISHED)]
+
+
 def test_import_counts_and_values(energaizer):
-    t = validate_measurements(import_energaizer(energaizer))
+    t = _published(validate_measurements(import_energaizer(energaizer)))
     assert len(t) == 97 + 133 + 217  # rows of a10.csv, a100.csv, dvfs.csv
     assert t["gpu"].value_counts().to_dict() == {"a100-pcie-40gb": 350, "a10": 97}
     assert t["kernel_list"].value_counts().to_dict() == {"traced": 246, "lowered": 201}
@@ -45,7 +53,8 @@ def test_every_row_rebuilds_its_workload(energaizer):
 def test_import_cli_writes_a_store(energaizer, tmp_path, capsys):
     assert main(["import", "energaizer", str(energaizer), "--out", str(tmp_path), "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["rows"] == 447 and (tmp_path / "a10" / "import-energaizer" / "CARD.yaml").exists()
+    assert summary["rows"] == len(import_energaizer(energaizer)) >= 447
+    assert (tmp_path / "a10" / "import-energaizer" / "CARD.yaml").exists()
     assert main(["import", "zeus", str(energaizer)]) == 2
 
 

@@ -62,7 +62,8 @@ def measurements(energaizer):
 
 
 def test_training_table(measurements):
-    table = training_table(measurements)
+    published = measurements["measurement_id"].str.split(":").str[0].isin(["a10", "a100", "dvfs"])
+    table = training_table(measurements[published])  # the artifact's own files (another GPU's may sit beside them)
     assert len(table.rows) == 447 - 13 and table.dropped == {"failed run": 13}
     assert np.isfinite(table.y_energy).all() and np.isfinite(table.y_time).all()
     assert len(table.X) == len(table.rows) and not table.X.isna().any().any()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.engines import check_engine, launch_mode_for, normal_engine
+from joulecast.data.engines import check_engine, launch_mode_for
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
@@ -167,7 +167,7 @@ def _with_all_reduces(out: pd.DataFrame, steps: pd.DataFrame, model: str, gpu: s
     if tp == 1:
         return out
     tokens = steps["batch"].to_numpy(float) * np.where(steps["phase"] == "decode", 1.0, steps["seq"].to_numpy(float))
-    engine = normal_engine(steps["engine"].iloc[0]) or None
+    engine = steps["engine"].iloc[0] or None  # a checked name, or "" (no engine: HF's loop without a cache too)
     return with_all_reduces(out, resolve_model(model)[0], lookup_gpu(gpu), engine, tp, tokens, sm_clock_mhz)
 
 

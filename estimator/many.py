@@ -145,11 +145,11 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     frame["fusions"] = _fusions(frame["fusions"])
     # a list, not a column: pandas would store "no engine" as NaN
     engines = [normal_engine(e) if isinstance(e, str) else None for e in frame.get("engine", [None] * len(frame))]
-    for name, i in {e: i for i, e in reversed(list(enumerate(engines))) if e is not None}.items():
-        try:  # each distinct name checked once, a bad one named with its first row and the close names
+    for name in dict.fromkeys(e for e in engines if e is not None):  # each distinct name checked once
+        try:
             check_engine(name)
         except InputError as exc:
-            raise InputError("engine", f"row {i}: {str(exc).split(': ', 1)[-1]}") from None
+            raise _at_row("engine", engines.index(name), exc) from None
     # an engine's pass runs as CUDA graphs where no launch mode was stated (`data.engines.launch_mode_for`)
     engined = np.array([e is not None for e in engines], dtype=bool)
     frame.loc[engined & ~stated_launch, "launch_mode"] = "graph"
@@ -177,8 +177,7 @@ def _fusions(values: pd.Series) -> pd.Series:
         try:
             canonical[value] = ",".join(check_fusions(value))
         except InputError as exc:
-            row = int(np.flatnonzero((values == value).to_numpy())[0])
-            raise InputError("fusions", f"row {row}: {str(exc).split(': ', 1)[-1]}") from None
+            raise _at_row("fusions", int(np.flatnonzero((values == value).to_numpy())[0]), exc) from None
     return values.map(canonical)
 
 
@@ -229,7 +228,12 @@ def _check_layouts(frame: pd.DataFrame) -> None:
         try:
             check_tp(resolve_model(model)[0], int(tp))
         except InputError as exc:
-            raise InputError("tp", f"row {i}: {str(exc).split(': ', 1)[-1]}") from None
+            raise _at_row("tp", i, exc) from None
+
+
+def _at_row(column: str, row: int, exc: InputError) -> InputError:
+    """A check's error on one value as the configurations' column and first row that hold it."""
+    return InputError(column, f"row {row}: {str(exc).split(': ', 1)[-1]}")
 
 
 def _shown(value: object) -> object:

@@ -148,7 +148,6 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     """
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
     max_batch = int(_positive("max_batch", max_batch, integer=True))
-    tp = int(_positive("tp", tp, integer=True))
     chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
@@ -164,7 +163,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                 f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
     engine = engines.check_engine(engine) or "none"
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
-    check_tp(resolve_model(model)[0], tp)  # a layout the heads do not divide, named as the field given
+    tp = check_tp(resolve_model(model)[0], tp)  # a whole number of GPUs the model's heads divide into
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)

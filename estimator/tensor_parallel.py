@@ -29,7 +29,8 @@ NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # b
 def check_tp(config: Mapping[str, Any], tp: object) -> int:
     """`tp` as a whole number of GPUs from 1 to 1,024 that the model's family has a rule for and its heads divide
     into (`features.train_step.shard_config`), else one InputError naming `tp`."""
-    if isinstance(tp, bool) or not isinstance(tp, (int, np.integer)) or not 1 <= tp <= 1024:
+    number = isinstance(tp, (int, float, np.integer, np.floating)) and not isinstance(tp, bool)
+    if not number or not 1 <= tp <= 1024 or tp != int(tp):  # the range first: NaN and infinity fail it
         raise InputError("tp", f"must be a whole number of GPUs from 1 to 1,024, got {tp!r}")
     if tp > 1:
         try:

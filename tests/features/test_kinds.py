@@ -21,7 +21,8 @@ def test_every_list_of_kinds_comes_from_the_registry():
     assert kinds.KINDS == ("gemm", "attention", "softmax", "norm", "elementwise", "embedding", "conv2d")
     assert set(kinds.REQUIRED_SIZES) == set(kinds.KINDS)
     assert set(KERNEL_OPS) == set(kinds.PLAN_OPS) == {"gemm", "bmm", "attention", "softmax", "layernorm", "rmsnorm",
-                                                       "add", "mul", "div", "gelu", "silu"}
+                                                       "add", "mul", "div", "gelu", "silu", "where", "mask_add",
+                                                       "scale", "cast_fp32"}
     X, _, _ = design.design_matrix([joulecast.workload("gpt2", batch=2, seq=64)], joulecast.gpu("a10"), None, None)
     assert [c for c in X.columns if c.startswith("share_") and not c.endswith("_bound")] == \
         [f"share_{k}" for k in kinds.KINDS]

@@ -106,7 +106,31 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
         if parser is None:
             raise InputError(f"{where}.tags", f"unknown kernel tag {tags[0]!r}; allowed: {', '.join(_PARSERS)}")
         records.append(parser(params, where))
-    return kernel_table(records + _layout_copies(records))
+    return kernel_table(_scores_ops(records) + _layout_copies(records))
+
+
+# The scores' ops with a broadcast operand, as the tracer names them: the mask added (a (seq, seq) or (1, seq) mask
+# over every head) and GPT-2's division by a 0-d tensor; ATen runs both unvectorised (`kinds.streaming`). The
+# causal where that follows GPT-2's division (`lower_transformers.gpt2`) goes unrecorded: the reader adds it.
+_BROADCAST_ON_SCORES = {"pointwise_add": "mask_add", "unspecified_tensor": "scalar_div"}
+
+
+def _scores_ops(records: list[dict]) -> list[dict]:
+    """The records, each elementwise op between an attention's scores GEMM and its softmax over the scores named
+    for its broadcast operand (`_BROADCAST_ON_SCORES`), GPT-2's division followed by its where."""
+    scores, values_next, out = 0, False, []  # the values GEMM after a softmax may be square too (as in _layout_copies)
+    for r in records:
+        out.append(r)
+        if r["kind"] == "gemm" and r["op"] == "bmm":
+            scores = r["batch"] * r["m"] * r["n"] if r["m"] == r["n"] and not values_next else 0
+            values_next = False
+        elif r["kind"] == "softmax":
+            scores, values_next = 0, True
+        elif r["kind"] == "elementwise" and scores and r["cols"] == scores and r["op"] in _BROADCAST_ON_SCORES:
+            if r["op"] == "unspecified_tensor":  # GPT-2's: the causal where after it goes unrecorded
+                out.append(dict(r, op="where"))
+            r["op"] = _BROADCAST_ON_SCORES[r["op"]]
+    return out
 
 
 def _layout_copies(records: list[dict]) -> list[dict]:

@@ -126,7 +126,7 @@ def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
         b.linear(h, t, h, count=3)
         _kv_cache_append(b, s, heads, d, attention)
         _attention_core(b, s, heads, heads, d, False, attention,
-                        (("unspecified_scalar", None, None), ("pointwise_add", None, None)), None)
+                        (("unspecified_scalar", None, None), ("mask_add", None, None)), None)
         b.linear(h, t, h)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
@@ -152,7 +152,7 @@ def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_hea
             b.ew("scalar_mul", t * h)  # q * head_dim**-0.5
         b.linear(h, t, h, count=2)
         _kv_cache_append(b, s, heads, d, attention)
-        _attention_core(b, s, heads, heads, d, True, attention, (("pointwise_add", None, None), *_UPCAST), "fp32")
+        _attention_core(b, s, heads, heads, d, True, attention, (("mask_add", None, None), *_UPCAST), "fp32")
         b.linear(h, t, h)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
@@ -209,7 +209,7 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
             b.ew("pointwise_add", elements)
         _kv_cache_append(b, s, kv_heads, d, attention)
         _attention_core(b, s, heads, kv_heads, d, True, attention,
-                        (("scalar_mul", None, None), ("pointwise_add", None, None), *_UPCAST), "fp32")
+                        (("scalar_mul", None, None), ("mask_add", None, None), *_UPCAST), "fp32")
         b.linear(h, t, heads * d)
         if not add_norm:
             b.ew("pointwise_add", t * h)

@@ -79,7 +79,7 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     moved = _by_rule(rule_rows, {**columns, **t}, (
         lambda r: gemm.traffic(r, r, r["b_in"], r["b_out"], gpu.l2_bytes, r["implicit"], gpu.sm_count),
         lambda r: attention.traffic(r, r, r["b_in"]),
-        lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes)), s["which"])
+        lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes, _fp32_lanes_per_sm(gpu))), s["which"])
     gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor, gpu.tensor_gemm_efficiency)
     if "bf16" not in gpu.tensor_tflops:  # no bf16 hardware: converted to fp32 on the CUDA cores
         gemm_efficiency = np.where(k["dtype"] == "bf16", gemm_efficiency * arch.EMULATED_BF16_GEMM_RATE,
@@ -87,7 +87,15 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     efficiency = np.where(is_attn, attention.efficiency(k, t), np.where(is_gemm, gemm_efficiency, 1.0))
     return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned, peak_flops_ref=s["peak_flops_ref"],
                 peak_clock_ref=s["peak_clock_ref"], cuda_flops_ref=s["cuda_flops_ref"], efficiency=efficiency,
-                b_in=b_in, **_clock_free(t["tiles"], moved["exec_flops"], on_tensor, gpu))
+                b_in=b_in, **_clock_free(t["tiles"], moved["exec_flops"], moved["stall_flops"], on_tensor, gpu))
+
+
+def _fp32_lanes_per_sm(gpu: GpuSpec) -> float:
+    """FP32 lanes an SM as physics counts CUDA-core work: the catalog's FP32 peak over SMs x 2 x the boost clock
+    (64 on Ampere's A100 and, halved, the A10; 128 on Hopper)."""
+    fp32 = gpu.cuda_tflops["fp32"] * (arch.DUAL_FP32_FRACTION if gpu.compute_capability
+                                       in arch.DUAL_FP32_COMPUTE_CAPABILITIES else 1.0)
+    return fp32 * 1e12 / (2.0 * gpu.sm_count * gpu.boost_clock_mhz * 1e6)
 
 
 def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
@@ -139,8 +147,8 @@ _STRUCTURES: dict = {}  # the last few small tables' structures, by GPU, names, 
 _HOST_RANGE = np.array(arch.HOST_DISPATCH_RANGE_S)  # `PhysicsTotals.host_range_time_s`'s ends
 
 
-def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, on_tensor: np.ndarray, gpu: GpuSpec
-                ) -> dict[str, np.ndarray]:
+def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, stall_flops: np.ndarray, on_tensor: np.ndarray,
+                gpu: GpuSpec) -> dict[str, np.ndarray]:
     """The parts of `_timeline_and_power` that no clock changes, computed once an estimate instead of at each of
     its clock solve's grids (the same operations in the same order: the same bits). Quantised per SM, not per wave:
     CTAs sharing an SM share its throughput, and one left alone in a partial wave gets all of it, so the busiest
@@ -152,7 +160,8 @@ def _clock_free(tiles_: np.ndarray, exec_flops: np.ndarray, on_tensor: np.ndarra
     return dict(busiest_sm_flops=np.ceil(tiles_ / gpu.sm_count) * gpu.sm_count * per_tile_flops,
                 active_sm_fraction=active_sm_fraction,
                 dram_rate=gpu.memory_bandwidth_bps * arch.DRAM_EFFICIENCY * dram_share,
-                tensor_flops=np.where(on_tensor, exec_flops, 0.0), fma_flops=np.where(on_tensor, 0.0, exec_flops))
+                tensor_flops=np.where(on_tensor, exec_flops, 0.0),
+                fma_flops=np.where(on_tensor, 0.0, exec_flops - stall_flops))  # stalled slots: no arithmetic
 
 
 def _by_rule(rule_rows: Sequence[np.ndarray], columns: Mapping[str, Any],

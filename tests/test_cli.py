@@ -27,7 +27,8 @@ def test_estimate_json(capsys):
 def test_estimate_from_kernel_list(capsys, energaizer):
     path = energaizer / "workloads" / "all" / "gpt2model_gpt2_pbf16_b8_s512_modeprefill.json"
     assert main(["estimate", "--kernels", str(path), "--gpu", "a100", "--sm-clock", "900", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["launches"] == 242 + 12 * 4  # recorded kernels + layout copies
+    # recorded kernels + layout copies + the causal where after each division of the scores, unrecorded
+    assert json.loads(capsys.readouterr().out)["launches"] == 242 + 12 * 4 + 12
 
 
 def test_estimate_takes_the_hosts_dispatch_for_every_phase(capsys, energaizer):

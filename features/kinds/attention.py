@@ -76,8 +76,8 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.ndarray]:
     q_and_o = 2.0 * bsz * h * sq * d * b_in
     kv = 2.0 * bsz * hkv * skv * d * b_in
     streamed = t["tiles"] * 2.0 * (skv / t["split_k"]) * d * b_in * causal_fraction
-    return dict(flops=flops, exec_flops=executed, dram_bytes=q_and_o + kv, l2_bytes=streamed + q_and_o,
-                smem_bytes=2.0 * streamed)
+    return dict(flops=flops, exec_flops=executed, stall_flops=np.zeros_like(executed), dram_bytes=q_and_o + kv,
+                l2_bytes=streamed + q_and_o, smem_bytes=2.0 * streamed)
 
 
 def efficiency(k: Columns, t: Columns) -> np.ndarray:

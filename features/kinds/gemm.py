@@ -71,8 +71,8 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_byte
     rows, cols = m / np.maximum(np.ceil(m / t["tile_m"]), 1), n / np.maximum(np.ceil(n / t["tile_n"]), 1)
     loads = t["tiles"] * (rows + cols) * k_padded * b_in
     executed = 2.0 * t["tiles"] * t["tile_m"] * t["tile_n"] * k_padded
-    return dict(flops=2.0 * m * n * kk * batch, exec_flops=executed, dram_bytes=dram, l2_bytes=loads + batch * c,
-                smem_bytes=2.0 * loads)
+    return dict(flops=2.0 * m * n * kk * batch, exec_flops=executed, stall_flops=np.zeros_like(executed),
+                dram_bytes=dram, l2_bytes=loads + batch * c, smem_bytes=2.0 * loads)
 
 
 def _wave_block(m: np.ndarray, n: np.ndarray, t: Columns, sm_count: int) -> tuple[np.ndarray, np.ndarray]:

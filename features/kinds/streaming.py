@@ -22,8 +22,11 @@ Columns = Mapping[str, Any]
 # multiply); rope reads x (its cos / sin tables, a sequence's worth, stay in cache): x cos + rotate_half(x) sin;
 # add_rmsnorm reads a layer's output and the residual stream and writes their sum and its norm. A serving step's
 # sampler (`joulecast.features.sampling`): fill writes alone; a radix sort pass reads its fp32 keys twice and int64
-# values once (4 four-byte operands) and writes both (3).
+# values once (4 four-byte operands) and writes both (3). An attention mask added to the scores (mask_add) is read
+# again for every head, from DRAM once its (seq, seq) plane outgrows L2 (the A10's 6 MB at 2,048 tokens): counted in
+# full, as an add of two tensors.
 INPUTS = {"pointwise_add": 2, "pointwise_mul": 2, "unspecified_tensor": 2, "adamw": 4, "sgd_momentum": 3, "maxpool": 4,
+          "mask_add": 2,
           "swiglu": 2, "add_rmsnorm": 2, "fill": 0, "radix_pass": 4}
 OUTPUTS = {"adamw": 3, "sgd_momentum": 2, "avgpool": 0, "add_rmsnorm": 2, "radix_pass": 3}
 FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentum": 4, "batchnorm": 2, "softmax": 5,
@@ -49,6 +52,22 @@ FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentu
 # fast) and leave-one-model-out (tree seeds 0 / 1) A10 4.67 / 4.59 -> 4.81 / 4.86 %, A100 4.86 / 4.98 -> 5.10 /
 # 5.14 % (experiments/leave_one_model_out.py): the A100's rows, which set 1.5x, weigh more than two kernels.
 TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "sigmoid": 24, "swiglu": 24}
+# ATen runs an elementwise op unvectorised (its unrolled loop: an element a load, an offset computed per operand)
+# where an operand is broadcast with stride 0: a division by a 0-d tensor (GPT-2's scores), torch.where over a
+# (seq, seq) mask, an attention mask added over every head. Measured on a lent H200 (data/measurements/h200/
+# h200-masked and h200-eager; experiments/unvectorised_ops.py): those seven bf16 kernels of 25M-1,074M elements take
+# 2.36-2.67 ps an element whatever their bytes (where reads a bool mask), a contiguous add 1.37 and a scaling by a
+# Python float 0.94: an issue bound, not DRAM's. Their median, 0.632 SM cycles an element, is 81 FP32-lane slots
+# (`traffic`'s unit) on Hopper's 128 lanes an SM and 40 on Ampere's 64. On EnergAIzer's A100-PCIe rows, which did not
+# set it, physics time's mean signed error goes -4.3 -> -2.6 % at 900 MHz and -3.3 -> -1.1 % over the DVFS sweep,
+# energy MAPE 10.3 -> 9.3 % and 10.2 -> 9.1 %; the A10's rows stay DRAM-bound (8.3 -> 8.4 %); the H200's eager
+# passes 10.1 -> 8.4 %. Measured, not counted: the fp32 upcast (a contiguous cast) also runs 2.83 ps an element, and
+# counted with the others takes physics on the A100-PCIe to 8.2 % (900 MHz) and 8.9 % (DVFS), but the residual's
+# leave-one-model-out (tree seed 0) A100 4.96 -> 5.20 %. With the broadcast ops (3 tree seeds): A10 4.53 -> 4.51 %,
+# A100 4.75 -> 4.90 %, over issue 31's 4.8 %, and on models none of whose kernels changed too (tree seed 0: ResNet
+# 11.7 -> 13.5 %, ViT 5.8 -> 6.6 %, MobileViT 2.6 -> 2.9 %): the level the others' rows lend them moved nearer physics.
+UNVECTORISED_OPS = ("scalar_div", "where", "mask_add")
+UNVECTORISED_SM_CYCLES_PER_ELEMENT = 0.632
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 
 
@@ -90,7 +109,8 @@ def _op_table(ops: tuple[str, ...]) -> np.ndarray:
     for op in ops or ("",):
         forward = op.removesuffix("_bwd")
         rows.append([INPUTS.get(forward, 1) + (op.endswith("_bwd")), OUTPUTS.get(forward, 1),
-                     FLOPS_PER_ELEMENT.get(forward, 1), TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0)])
+                     FLOPS_PER_ELEMENT.get(forward, 1), TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0),
+                     float(forward in UNVECTORISED_OPS)])
     return np.array(rows, dtype=float)
 
 
@@ -120,9 +140,11 @@ def tiles(k: Columns, traits: arch.ArchTraits) -> dict[str, np.ndarray]:
                 ctas_per_sm=ones * per_sm, split_k=ones, tiles=np.maximum(n, 1), k_iters=ones)
 
 
-def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) -> dict[str, np.ndarray]:
+def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float, lanes_per_sm: float
+            ) -> dict[str, np.ndarray]:
     """Inputs small enough to stay in L2 after their producer wrote them are read from L2, not DRAM; outputs are
-    written back to DRAM."""
+    written back to DRAM. An unvectorised op issues its SM cycles an element on the GPU's `lanes_per_sm` FP32
+    lanes."""
     params, ops = _by_kind(k["kind"]), k["op"]
     by_op = _op_table(tuple(ops.names.tolist()))[ops.codes]
     moved = _elements(k, params).astype(float)
@@ -137,5 +159,8 @@ def traffic(k: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float) ->
     row_block = (params[:, _CTA_RULE] == _CTAS["softmax"]) & _too_wide(k)
     instructions = np.where(row_block, params[:, _ROW_BLOCK_INSTRUCTIONS], params[:, _INSTRUCTIONS])
     issued = 2.0 * moved * (instructions + transcendental)
-    return dict(flops=flops, exec_flops=np.maximum(flops, issued), dram_bytes=dram, l2_bytes=read + write,
-                smem_bytes=np.where(reductions, read, 0.0))
+    # the unrolled loop's slots beyond the vectorised kernel's: time, but no arithmetic (no FMA power)
+    unrolled = UNVECTORISED_SM_CYCLES_PER_ELEMENT * lanes_per_sm
+    stalled = np.where(by_op[:, 4] > 0, 2.0 * moved * np.maximum(unrolled - instructions, 0.0), 0.0)
+    return dict(flops=flops, exec_flops=np.maximum(flops, issued + stalled), stall_flops=stalled, dram_bytes=dram,
+                l2_bytes=read + write, smem_bytes=np.where(reductions, read, 0.0))

@@ -239,7 +239,7 @@ def test_softmax_rows_chooses_the_row_block_cost_on_two_gpus_and_scores_the_thir
     assert held["a100-pcie-40gb"]["energy_mape"] < held["a100-pcie-40gb"]["energy_mape_at_1"] - 0.5
     wide = [r["time_bias"] for r in result["time_bias_by_seq"]
             if r["gpu"] == "a100-pcie-40gb" and r["multiple"] == 1.0 and r["seq"] >= 2048]
-    assert wide and max(wide) < -15
+    assert wide and max(wide) < -10  # -12 to -21 %: the scores' broadcast ops, issued unrolled, took part of it
 
 
 def test_thermal_leakage_fits_power_on_temperature_of_the_spin_windows(tmp_path):
@@ -561,3 +561,24 @@ def test_busy_sm_power_fits_the_one_warp_configurations_on_the_busy_share(tmp_pa
     missing = subprocess.run([sys.executable, str(REPO / "experiments" / "busy_sm_power.py"), str(tmp_path / "no")],
                              capture_output=True, text=True, cwd=REPO)
     assert missing.returncode == 2 and "probe" in missing.stderr
+
+
+def test_unvectorised_ops_are_set_on_the_h200s_kernels_and_read_the_a100_unbiased():
+    """The H200's broadcast kernels run at one rate whatever their bytes, its median the shipped SM cycles an element;
+    a contiguous add runs faster. Counted, the cost moves EnergAIzer's A100 physics time, which did not set it, toward
+    no bias at 900 MHz and over the DVFS sweep, and leaves the A10 (DRAM-bound at those ops) within 0.2 points."""
+    require_path(EXTERNAL / "energaizer-artifact")
+    result = _run("unvectorised_ops.py")
+    assert result["sm_cycles_fitted"] == pytest.approx(result["sm_cycles_shipped"], abs=5e-4)
+    kernels = {r["item"]: r for r in result["kernels"]}
+    broadcast = [r for r in kernels.values() if r["op"] in ("where", "mask_add", "div")]
+    assert len(broadcast) == 7 and all(2.3 < r["ps_an_element"] < 2.7 for r in broadcast)
+    assert kernels["add/elements268435456/bf16"]["ps_an_element"] < 0.6 * min(r["ps_an_element"] for r in broadcast)
+    physics = {(r["set"], r["gpu"], r["physics"]): r for r in result["physics"]}
+    for where in ("900 MHz", "A100 DVFS sweep"):
+        before, after = (physics[(where, "a100-pcie-40gb", p)] for p in ("vectorised", "unvectorised cost"))
+        assert abs(after["time_bias"]) < abs(before["time_bias"]) and after["energy_mape"] < before["energy_mape"]
+    a10 = [physics[("900 MHz", "a10", p)]["energy_mape"] for p in ("vectorised", "unvectorised cost")]
+    assert abs(a10[1] - a10[0]) <= 0.2
+    h200 = [physics[("H200 eager passes", "h200", p)]["energy_mape"] for p in ("vectorised", "unvectorised cost")]
+    assert h200[1] < h200[0]

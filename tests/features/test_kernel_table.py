@@ -38,6 +38,22 @@ def test_each_traced_attention_brings_its_four_layout_copies():
     assert not (parse_kernel_list([GEMM, ADD]).op == "copy").any()
 
 
+def test_a_traced_attention_names_its_broadcast_score_ops():
+    """Between the scores GEMM and the softmax, an add over the scores is the mask's and GPT-2's tensor division is by
+    a 0-d tensor, followed by the causal where the tracer leaves out (`kinds.streaming.UNVECTORISED_OPS`); the add
+    after the values GEMM stays an add."""
+    scores, values = _bmm(512, 512, 64), _bmm(512, 64, 512)
+    on_scores = 24 * 512 * 512
+    mask = [{"dim": on_scores, "op": "pointwise_add", "prec": "bf16"}, ["elementwise"]]
+    divide = [{"dim": on_scores, "op": "unspecified_tensor", "prec": "bf16"}, ["elementwise"]]
+    softmax = [{"batch": 24 * 512, "dim": 512, "prec": "bf16"}, ["softmax", "bf16"]]
+    table = parse_kernel_list([GEMM, scores, divide, mask, softmax, values, ADD, mask])
+    ops = table.groupby("op")["cols"].apply(sorted).to_dict()
+    assert ops["mask_add"] == ops["scalar_div"] == ops["where"] == [on_scores]
+    assert ops["pointwise_add"] == sorted([ADD[0]["dim"], on_scores])  # after the softmax: not the scores' mask
+    assert "unspecified_tensor" not in ops
+
+
 def test_hash_ignores_order_and_sees_content():
     a = parse_kernel_list([ADD, GEMM])
     b = parse_kernel_list([GEMM, ADD])
@@ -87,9 +103,11 @@ def test_every_traced_workload_parses(energaizer):
         entries = json.loads(path.read_text())
         copies = int(w.kernels.loc[w.kernels.op == "copy", "count"].sum())
         transposes = int(w.kernels.loc[w.kernels.op == arch.LAYOUT_TRANSPOSE_OP, "count"].sum())
+        wheres = int(w.kernels.loc[w.kernels.op == "where", "count"].sum())
         bmms = sum(tags[0] == "gemm" and p.get("batch", 1) > 1 for p, tags in entries)
         tc_convs = sum(tags[0] == "conv2d" and p.get("useTensorCore", True) for p, tags in entries)
-        # every recorded kernel, plus the four layout copies of each eager attention (two batched GEMMs each) and the
-        # input transpose of each tensor-core convolution
-        assert w.kernel_count == len(entries) + copies + transposes, path.name
-        assert copies == 4 * (bmms // 2) and transposes == tc_convs, path.name
+        divisions = sum(p.get("op") == "unspecified_tensor" for p, tags in entries)  # GPT-2's, of its scores
+        # every recorded kernel, plus the four layout copies of each eager attention (two batched GEMMs each), the
+        # input transpose of each tensor-core convolution and the causal where after each division of GPT-2's scores
+        assert w.kernel_count == len(entries) + copies + transposes + wheres, path.name
+        assert copies == 4 * (bmms // 2) and transposes == tc_convs and wheres == divisions, path.name

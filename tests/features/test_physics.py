@@ -111,6 +111,21 @@ def test_transcendental_activations_issue_more_instructions_than_adds():
     assert slow.t_dram_s == pytest.approx(quick.t_dram_s)
 
 
+@pytest.mark.parametrize("gpu, sms, lanes", [("a100", 108, 64), ("h200", 132, 128)])
+def test_an_unvectorised_op_takes_its_sm_cycles_an_element_on_any_architecture(gpu, sms, lanes):
+    """A mask added over the scores (a broadcast operand: ATen's unrolled loop) issues 0.632 SM cycles an element,
+    81 slots of Hopper's 128 FP32 lanes and 40 of Ampere's 64, where a contiguous add of as many bytes issues 16
+    slots; the slots beyond those draw no FMA power, so the mask's kernel draws no more FMA activity than the add's."""
+    from joulecast.features.kinds import streaming
+    mask, add = ({"kind": "elementwise", "op": op, "cols": 2**28} for op in ("mask_add", "pointwise_add"))
+    slow, quick = (_one(k, gpu=gpu, sm_clock_mhz=1200) for k in (mask, add))
+    assert "mask_add" in streaming.UNVECTORISED_OPS and slow.bound == "compute" and quick.bound == "dram"
+    assert slow.t_compute_s == pytest.approx(2**28 * 0.632 / (sms * 1200e6), rel=0.01)
+    assert quick.t_compute_s == pytest.approx(2**28 * 16 / (sms * lanes * 1200e6), rel=0.01)
+    assert slow.t_dram_s == pytest.approx(quick.t_dram_s)
+    assert slow.u_fma * slow.time_s == pytest.approx(quick.u_fma * quick.time_s)  # the same arithmetic
+
+
 def test_short_k_gemms_pay_for_each_tile_pipeline_fill():
     """Per FLOP, K = 768 (24 K-steps of 32 per tile) costs 28/24 of what K = 8192 (256 steps) costs per 256/260."""
     t = {k: _one(dict(kind="gemm", m=8192, n=8192, k=k, tensor_core=True), sm_clock_mhz=900).t_compute_s / k

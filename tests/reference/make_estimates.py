@@ -107,6 +107,13 @@ to +2.6 %, a median 0.0 %; mean energy width 51.4 -> 51.8 %; every flag and reas
 model trained on 24 more H200 prefill rows (data/measurements/h200/h200-prefill; issue 31): physics the same
 everywhere; hybrid energy on the H200 a median -0.9 %, -8.4 to +3.3 %, time a median -1.0 %; elsewhere a median
 0.0 %, -6.4 to +3.1 %; the L40S the same; mean energy width 51.8 -> 50.6 %; every flag and reason the same.
+Saved again when an elementwise op with a broadcast operand (a 0-d divisor, a causal where, an attention mask over
+every head) issued ATen's unrolled loop, 0.632 SM cycles an element, and the model trained on the H200's 48 eager rows
+(data/measurements/h200/h200-eager, h200-masked; issue 31): physics moved on 314 eager rows alone, energy a median
++0.3 %, at most +28.5 % (H200) / +19.0 % (H100) / +9.8 % (A100-PCIe) / +0.7 % (A10), time at most +53.1 %; hybrid
+energy a median +2.6 % on the H200 (-4.9 to +32.1 %) and 0.0 % elsewhere (-8.4 to +19.0 %); Hopper's forward passes
+now trained on eager kernel mixes, 123 H100 rows' reasons name fewer shares out of range and their intervals widen
+less; mean energy width 51.7 -> 47.3 % of the estimate; every flag the same.
 
 """
 

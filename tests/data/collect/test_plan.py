@@ -8,6 +8,7 @@ from joulecast.cli import main
 from joulecast.data.collect.plan import expected_durations, load_plan, parse_plan
 from joulecast.data.errors import InputError
 from joulecast.features.arch import HOST_DISPATCH_S
+from joulecast.features.kernel_specs import kernel_workload
 
 
 def test_shipped_h200_plan_fits_eight_minutes(capsys):
@@ -226,9 +227,9 @@ def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_w
     ("gpt2", {("elementwise", "scalar_div"): "div", ("elementwise", "where"): "where", ("elementwise", "tanh"): "tanh",
               ("elementwise", "unspecified_scalar"): "pow"}),
     ("bert-large", {("elementwise", "unspecified_scalar"): "div", ("elementwise", "gelu"): "gelu",
-                    ("elementwise", "pointwise_add"): "add"}),
+                    ("elementwise", "pointwise_add", "mask_add"): "add"}),
     ("opt-1.3b", {("elementwise", "scalar_mul"): "mul", ("elementwise", "relu"): "relu",
-                  ("elementwise", "pointwise_add"): "add"})])
+                  ("elementwise", "pointwise_add", "mask_add"): "add"})])
 def test_the_runners_eager_block_dispatches_the_kernels_the_eager_lowering_lists_a_layer(model, own):
     """A layer of the runner's eager model (counted by the ATen ops it dispatches in bf16 on the CPU: two layers'
     less one's) against a layer of the eager lowering: its GEMMs (GPT-2's QKV packed in one), two batched GEMMs with
@@ -242,8 +243,8 @@ def test_the_runners_eager_block_dispatches_the_kernels_the_eager_lowering_lists
     assert a_layer["_softmax"] == listed[("softmax", "softmax")] == 1
     assert a_layer["native_layer_norm"] == listed[("norm", "layernorm")] == 2
     assert sum(a_layer[op] for op in elementwise) == sum(n for (kind, _), n in listed.items() if kind == "elementwise")
-    for key, op in own.items():
-        assert a_layer[op] == listed[key] > 0, (key, op)
+    for (kind, *ops), op in own.items():  # an ATen add: the residual's (pointwise_add) and the mask's (mask_add)
+        assert a_layer[op] == sum(listed[(kind, name)] for name in ops) > 0, (kind, ops, op)
     if model == "opt":
         assert a_layer["_to_copy"] == listed[("elementwise", "typecast_to_fp32")] + listed[
             ("elementwise", "typecast_to_bf16")] == 2
@@ -264,7 +265,25 @@ def test_the_runners_eager_llama_block_replaces_flash_attention_with_the_eager_l
     assert ran["clone"] == listed[("elementwise", "copy")] + 1 == 4
     assert ran["_to_copy"] == listed[("elementwise", "typecast_to_fp32")] + listed[("elementwise", "typecast_to_bf16")]
     assert ran["mul"] == listed[("elementwise", "scalar_mul")] == 1
-    assert ran["add"] == listed[("elementwise", "pointwise_add")] == 1
+    assert ran["add"] == listed[("elementwise", "mask_add")] == 1  # the mask's: broadcast over the heads
+
+
+def test_the_masked_plan_runs_the_scores_broadcast_ops_beside_contiguous_ones():
+    """h200-masked: the scores' ops with a broadcast operand (the causal where over a (seq, seq) mask, the additive
+    mask, the 0-d division), which physics issues unvectorised, beside contiguous ones that it does not (a scaling
+    by a Python float), at h200-eager's shapes, in well under a minute."""
+    from joulecast.features.kinds import streaming
+    plan = load_plan("h200-masked")
+    ops = {it.op: [] for it in plan.items}
+    for it in plan.items:
+        ops[it.op].append(it.sizes)
+    assert set(ops) == {"where", "mask_add", "div", "scale", "cast_fp32"} and not any(it.model for it in plan.items)
+    assert {"batch": 384, "rows": 1024, "cols": 1024} in ops["where"]  # GPT-2 at batch 32 x 12 heads, 1,024 tokens
+    assert {"batch": 256, "rows": 2048, "cols": 2048} in ops["mask_add"]  # OPT-1.3B at 8 x 32 heads, 2,048 tokens
+    kernels = {it.op: kernel_workload(it.op, **it.sizes).kernels["op"].item() for it in plan.items}
+    assert {kernels[op] for op in ("where", "mask_add", "div")} <= set(streaming.UNVECTORISED_OPS)
+    assert kernels["scale"] not in streaming.UNVECTORISED_OPS
+    assert sum(e.seconds for e in expected_durations(plan)) < 60
 
 
 def test_the_eager_plan_runs_issue_31s_shapes_as_hugging_face_does_within_a_device_session():

@@ -61,7 +61,9 @@ TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "
 # (`traffic`'s unit) on Hopper's 128 lanes an SM and 40 on Ampere's 64. On EnergAIzer's A100-PCIe rows, which did not
 # set it, physics time's mean signed error goes -4.3 -> -2.6 % at 900 MHz and -3.3 -> -1.1 % over the DVFS sweep,
 # energy MAPE 10.3 -> 9.3 % and 10.2 -> 9.1 %; the A10's rows stay DRAM-bound (8.3 -> 8.4 %); the H200's eager
-# passes 10.1 -> 8.4 %. Measured, not counted: the fp32 upcast (a contiguous cast) also runs 2.83 ps an element, and
+# passes 10.1 -> 8.4 %. Checked where it was not set (data/probes/h200/h200-masked-dtypes, measured after): fp16
+# where and mask add within 4 % in time; fp32 where and division 27 and 14 % slower than physics, their unrolled
+# loads reaching 2.4-2.9 TB/s, not the vectorised 4.4 (not modelled). Measured, not counted: the fp32 upcast (a contiguous cast) also runs 2.83 ps an element, and
 # counted with the others takes physics on the A100-PCIe to 8.2 % (900 MHz) and 8.9 % (DVFS), but the residual's
 # leave-one-model-out (tree seed 0) A100 4.96 -> 5.20 %. With the broadcast ops (3 tree seeds): A10 4.53 -> 4.51 %,
 # A100 4.75 -> 4.90 %, over issue 31's 4.8 %, and on models none of whose kernels changed too (tree seed 0: ResNet

@@ -52,22 +52,22 @@ FLOPS_PER_ELEMENT = {"gelu": 10, "tanh": 8, "silu": 6, "adamw": 12, "sgd_momentu
 # fast) and leave-one-model-out (tree seeds 0 / 1) A10 4.67 / 4.59 -> 4.81 / 4.86 %, A100 4.86 / 4.98 -> 5.10 /
 # 5.14 % (experiments/leave_one_model_out.py): the A100's rows, which set 1.5x, weigh more than two kernels.
 TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "sigmoid": 24, "swiglu": 24}
-# ATen runs an elementwise op unvectorised (its unrolled loop: an element a load, an offset computed per operand)
-# where an operand is broadcast with stride 0: a division by a 0-d tensor (GPT-2's scores), torch.where over a
-# (seq, seq) mask, an attention mask added over every head. Measured on a lent H200 (data/measurements/h200/
-# h200-masked and h200-eager; experiments/unvectorised_ops.py): those seven bf16 kernels of 25M-1,074M elements take
-# 2.36-2.67 ps an element whatever their bytes (where reads a bool mask), a contiguous add 1.37 and a scaling by a
-# Python float 0.94: an issue bound, not DRAM's. Their median, 0.632 SM cycles an element, is 81 FP32-lane slots
-# (`traffic`'s unit) on Hopper's 128 lanes an SM and 40 on Ampere's 64. On EnergAIzer's A100-PCIe rows, which did not
-# set it, physics time's mean signed error goes -4.3 -> -2.6 % at 900 MHz and -3.3 -> -1.1 % over the DVFS sweep,
-# energy MAPE 10.3 -> 9.3 % and 10.2 -> 9.1 %; the A10's rows stay DRAM-bound (8.3 -> 8.4 %); the H200's eager
-# passes 10.1 -> 8.4 %. Checked where it was not set (data/probes/h200/h200-masked-dtypes, measured after): fp16
-# where and mask add within 4 % in time; fp32 where and division 27 and 14 % slower than physics, their unrolled
-# loads reaching 2.4-2.9 TB/s, not the vectorised 4.4 (not modelled). Measured, not counted: the fp32 upcast (a contiguous cast) also runs 2.83 ps an element, and
-# counted with the others takes physics on the A100-PCIe to 8.2 % (900 MHz) and 8.9 % (DVFS), but the residual's
-# leave-one-model-out (tree seed 0) A100 4.96 -> 5.20 %. With the broadcast ops (3 tree seeds): A10 4.53 -> 4.51 %,
-# A100 4.75 -> 4.90 %, over issue 31's 4.8 %, and on models none of whose kernels changed too (tree seed 0: ResNet
-# 11.7 -> 13.5 %, ViT 5.8 -> 6.6 %, MobileViT 2.6 -> 2.9 %): the level the others' rows lend them moved nearer physics.
+# ATen runs an elementwise op unvectorised (its unrolled loop: an element a load, an offset computed per operand) where
+# an operand is broadcast with stride 0: a division by a 0-d tensor (GPT-2's scores), torch.where over a (seq, seq)
+# mask, an attention mask added over every head. Measured on a lent H200 (data/measurements/h200/h200-masked and
+# h200-eager; experiments/unvectorised_ops.py): those seven bf16 kernels of 25M-1,074M elements take 2.36-2.67 ps an
+# element whatever their bytes (where reads a bool mask), a contiguous add 1.37 and a scaling by a Python float 0.94: an
+# issue bound, not DRAM's. Their median, 0.632 SM cycles an element, is 81 FP32-lane slots (`traffic`'s unit) on
+# Hopper's 128 lanes an SM and 40 on Ampere's 64. On EnergAIzer's A100-PCIe rows, which did not set it, physics time's
+# mean signed error goes -4.3 -> -2.6 % at 900 MHz and -3.3 -> -1.1 % over the DVFS sweep, energy MAPE 10.3 -> 9.3 % and
+# 10.2 -> 9.1 %; the A10's rows stay DRAM-bound (8.3 -> 8.4 %); the H200's eager passes 10.1 -> 8.4 %. Checked where it
+# was not set (data/probes/h200/h200-masked-dtypes, measured after): fp16 where and mask add within 4 % in time; fp32
+# where and division 27 and 14 % slower than physics, their unrolled loads reaching 2.4-2.9 TB/s, not the vectorised 4.4
+# (not modelled). Measured, not counted: the fp32 upcast (a contiguous cast) also runs 2.83 ps an element, and counted
+# with the others takes physics on the A100-PCIe to 8.2 % (900 MHz) and 8.9 % (DVFS), but the residual's
+# leave-one-model-out (tree seed 0) A100 4.96 -> 5.20 %. With the broadcast ops (3 tree seeds): A10 4.53 -> 4.51 %, A100
+# 4.75 -> 4.90 %, over issue 31's 4.8 %, and on models none of whose kernels changed too (tree seed 0: ResNet 11.7 ->
+# 13.5 %, ViT 5.8 -> 6.6 %, MobileViT 2.6 -> 2.9 %): the level the others' rows lend them moved nearer physics.
 UNVECTORISED_OPS = ("scalar_div", "where", "mask_add")
 UNVECTORISED_SM_CYCLES_PER_ELEMENT = 0.632
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}

@@ -104,9 +104,9 @@ def _by_kind(kind: Any) -> np.ndarray:
 
 @functools.lru_cache(maxsize=256)
 def _op_table(ops: tuple[str, ...]) -> np.ndarray:
-    """(ops, 4) per op name: operands read (one more for a backward op, which reads the saved input and the incoming
-    gradient), written, FLOPs an element and transcendental instructions an element; a backward op shares its
-    forward op's entries."""
+    """(ops, 5) per op name: operands read (one more for a backward op, which reads the saved input and the incoming
+    gradient), written, FLOPs an element, transcendental instructions an element and whether ATen runs it
+    unvectorised (`UNVECTORISED_OPS`); a backward op shares its forward op's entries."""
     rows = []
     for op in ops or ("",):
         forward = op.removesuffix("_bwd")

@@ -10,8 +10,9 @@ kernel rows that set their cost, and physics with and without it on every set it
 2. Physics energy, time and power MAPE and mean signed error, without the unvectorised cost (every op vectorised)
    and with it: EnergAIzer's A10 and A100-PCIe rows at 900 MHz and the A100's DVFS sweep (510-1,410 MHz; none of it
    used to set the constant), and the H200's eager prefill passes (h200-eager).
-3. The check where the cost was not set: the same broadcast ops in fp16 and fp32 (data/probes/h200/
-   h200-masked-dtypes, measured after it was set, kept out of training), physics' signed errors.
+3. The checks where the cost was not set, measured after it was set and kept out of training: the same broadcast
+   ops in fp16 and fp32 (data/probes/h200/h200-masked-dtypes), and Llama-3-8B's and Mistral-7B's eager prefill
+   (h200-eager-check), physics' signed errors, the passes' with and without the cost.
 """
 
 from __future__ import annotations
@@ -79,6 +80,19 @@ def dtype_check() -> pd.DataFrame:
                          "power_bias": scored["power_bias"]}).round(2)
 
 
+def pass_check() -> pd.DataFrame:
+    """Physics' signed errors (%) on eager passes the cost was not set on, with and without it."""
+    rows = load_collection(REPO / "data" / "probes", "h200", "h200-eager-check")
+    parts = {}
+    for model, context in (("without", vectorised), ("with", nullcontext)):
+        with context():
+            parts[model] = evaluate(rows)
+    out = pd.DataFrame({"item": rows["measurement_id"], "energy_j": rows["energy_j"]})
+    for model, scored in parts.items():
+        out[f"energy_bias_{model}"], out[f"time_bias_{model}"] = scored["energy_bias"], scored["time_bias"]
+    return out.round(2)
+
+
 def physics_tables() -> pd.DataFrame:
     """Physics' errors without and with the unvectorised cost, per set."""
     energaizer = import_energaizer(DEFAULT)
@@ -105,11 +119,12 @@ def main() -> None:
     broadcast = rates[rates["op"].isin(BROADCAST)]
     cycles = float(broadcast["sm_cycles"].median())
     errors = physics_tables().sort_values(["set", "gpu", "physics"], ascending=[True, True, False])
-    check = dtype_check()
+    check, passes = dtype_check(), pass_check()
     if args.json:
         print(json.dumps({"kernels": rates.round(4).to_dict("records"), "sm_cycles_fitted": round(cycles, 4),
                           "sm_cycles_shipped": streaming.UNVECTORISED_SM_CYCLES_PER_ELEMENT,
-                          "physics": errors.to_dict("records"), "dtype_check": check.to_dict("records")},
+                          "physics": errors.to_dict("records"), "dtype_check": check.to_dict("records"),
+                          "pass_check": passes.to_dict("records")},
                          default=float))
         return
     pd.set_option("display.width", 160)
@@ -123,6 +138,8 @@ def main() -> None:
     print(errors.to_string(index=False))
     print("\nwhere the cost was not set (fp16, fp32; data/probes, measured after it was set): physics' signed errors %")
     print(check.to_string(index=False))
+    print("\neager passes it was not set on (data/probes), physics' signed errors % with and without the cost:")
+    print(passes.to_string(index=False))
     print(f"\nthe {len(broadcast)} broadcast rows: {broadcast['ps_an_element'].min():.2f}-"
           f"{broadcast['ps_an_element'].max():.2f} ps an element over {broadcast['elements_m'].min():.0f}M-"
           f"{broadcast['elements_m'].max():.0f}M elements")

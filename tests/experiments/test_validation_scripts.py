@@ -587,3 +587,5 @@ def test_unvectorised_ops_are_set_on_the_h200s_kernels_and_read_the_a100_unbiase
     check = {r["item"]: r for r in result["dtype_check"]}
     assert len(check) == 5 and all(abs(r["time_bias"]) < 5 for item, r in check.items() if item.endswith("/fp16"))
     assert check["where/batch384/rows1024/cols1024/fp32"]["time_bias"] < -10
+    passes = result["pass_check"]  # Llama-3-8B and Mistral-7B eager prefill: the cost takes part of the shortfall
+    assert len(passes) == 5 and all(r["energy_bias_without"] < r["energy_bias_with"] < 0 for r in passes)

@@ -5,7 +5,8 @@ h200-first (other batches, lengths and phases of the same models, and a few othe
 training set. Scored here, per phase: physics alone; a model trained as `joulecast train --exclude-gpu h200` trains
 (the project's own store and ../shared's EnergAIzer and ML.ENERGY sets, no H200 row: a GPU it knows by its specs
 only, as a new GPU is); and the shipped model (trained with h200-first, since `joulecast retrain --gpu h200`
-promoted it, and with h200-prefill since 2026-12-04). Their grouped cross-validation per GPU is printed side by side.
+promoted it, with h200-prefill since 2026-12-04, and with h200-eager and h200-masked since that day's
+twenty-second session). Their grouped cross-validation per GPU is printed side by side.
 
 Usage: python experiments/h200_holdout.py   (about 1.5 minutes: one training)
 """

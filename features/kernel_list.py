@@ -106,7 +106,8 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
         if parser is None:
             raise InputError(f"{where}.tags", f"unknown kernel tag {tags[0]!r}; allowed: {', '.join(_PARSERS)}")
         records.append(parser(params, where))
-    return kernel_table(_scores_ops(records) + _layout_copies(records))
+    scores_gemms = _scores_gemms(records)
+    return kernel_table(_scores_ops(records, scores_gemms) + _layout_copies(records, scores_gemms))
 
 
 # The scores' ops with a broadcast operand, as the tracer names them: the mask added (a (seq, seq) or (1, seq) mask
@@ -115,17 +116,27 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
 _BROADCAST_ON_SCORES = {"pointwise_add": "mask_add", "unspecified_tensor": "scalar_div"}
 
 
-def _scores_ops(records: list[dict]) -> list[dict]:
+def _scores_gemms(records: list[dict]) -> list[bool]:
+    """Per record, whether it is an attention's scores GEMM: a batched GEMM of M = N, but not the values GEMM right
+    after one, which may have the same shape (128 tokens of head size 128)."""
+    out, values_next = [], False
+    for r in records:
+        bmm = r["kind"] == "gemm" and r["op"] == "bmm"
+        out.append(bmm and not values_next and r["m"] == r["n"])
+        values_next = out[-1] if bmm else values_next
+    return out
+
+
+def _scores_ops(records: list[dict], scores_gemms: list[bool]) -> list[dict]:
     """The records, each elementwise op between an attention's scores GEMM and its softmax over the scores named
     for its broadcast operand (`_BROADCAST_ON_SCORES`), GPT-2's division followed by its where."""
-    scores, values_next, out = 0, False, []  # the values GEMM after a softmax may be square too (as in _layout_copies)
-    for r in records:
+    scores, out = 0, []
+    for r, is_scores in zip(records, scores_gemms):
         out.append(r)
         if r["kind"] == "gemm" and r["op"] == "bmm":
-            scores = r["batch"] * r["m"] * r["n"] if r["m"] == r["n"] and not values_next else 0
-            values_next = False
+            scores = r["batch"] * r["m"] * r["n"] if is_scores else 0
         elif r["kind"] == "softmax":
-            scores, values_next = 0, True
+            scores = 0
         elif r["kind"] == "elementwise" and scores and r["cols"] == scores and r["op"] in _BROADCAST_ON_SCORES:
             if r["op"] == "unspecified_tensor":  # GPT-2's: the causal where after it goes unrecorded
                 out.append(dict(r, op="where"))
@@ -133,25 +144,18 @@ def _scores_ops(records: list[dict]) -> list[dict]:
     return out
 
 
-def _layout_copies(records: list[dict]) -> list[dict]:
-    """The copies eager attention and cuDNN make that the tracer leaves out (see the module docstring). An
-    attention's scores GEMM is followed by its values GEMM, which may have the same shape (128 tokens of head size
-    128)."""
-    out, values_next = [], False
-    for r in records:
+def _layout_copies(records: list[dict], scores_gemms: list[bool]) -> list[dict]:
+    """The copies eager attention and cuDNN make that the tracer leaves out (see the module docstring): four with
+    each attention's scores GEMM (`_scores_gemms`), a transpose with each tensor-core convolution."""
+    out = []
+    for r, is_scores in zip(records, scores_gemms):
         if r["kind"] == "conv2d" and r["tensor_core"]:
             storage = "fp32" if r["dtype"] == "tf32" else r["dtype"]  # TF32 is how fp32 is multiplied, not stored
             out.append(dict(kind="elementwise", op=arch.LAYOUT_TRANSPOSE_OP, dtype=storage, acc_dtype=storage,
                             rows=1, cols=r["conv_in_elements"]))
-            continue
-        if r["kind"] != "gemm" or r["op"] != "bmm":
-            continue
-        if not values_next and r["m"] == r["n"]:
+        elif is_scores:
             out.append(dict(kind="elementwise", op="copy", dtype=r["dtype"], acc_dtype=r["dtype"], rows=1,
                             cols=r["batch"] * r["m"] * r["k"], count=4))
-            values_next = True
-        else:
-            values_next = False
     return out
 
 

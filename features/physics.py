@@ -90,12 +90,17 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
                 b_in=b_in, **_clock_free(t["tiles"], moved["exec_flops"], moved["stall_flops"], on_tensor, gpu))
 
 
+def _cuda_core_fp32_tflops(gpu: GpuSpec) -> float:
+    """The FP32 rate of CUDA-core work: the catalog's peak, halved on dual-FP32 parts (GA10x counts a shared
+    FP32/INT32 datapath in it)."""
+    dual = gpu.compute_capability in arch.DUAL_FP32_COMPUTE_CAPABILITIES
+    return gpu.cuda_tflops["fp32"] * arch.DUAL_FP32_FRACTION if dual else gpu.cuda_tflops["fp32"]
+
+
 def _fp32_lanes_per_sm(gpu: GpuSpec) -> float:
-    """FP32 lanes an SM as physics counts CUDA-core work: the catalog's FP32 peak over SMs x 2 x the boost clock
-    (64 on Ampere's A100 and, halved, the A10; 128 on Hopper)."""
-    fp32 = gpu.cuda_tflops["fp32"] * (arch.DUAL_FP32_FRACTION if gpu.compute_capability
-                                       in arch.DUAL_FP32_COMPUTE_CAPABILITIES else 1.0)
-    return fp32 * 1e12 / (2.0 * gpu.sm_count * gpu.boost_clock_mhz * 1e6)
+    """FP32 lanes an SM as physics counts CUDA-core work: that rate over SMs x 2 x the boost clock (64 on Ampere's
+    A100 and, halved, the A10; 128 on Hopper)."""
+    return _cuda_core_fp32_tflops(gpu) * 1e12 / (2.0 * gpu.sm_count * gpu.boost_clock_mhz * 1e6)
 
 
 def _structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
@@ -121,11 +126,8 @@ def _made_structure(k: Mapping[str, Any], gpu: GpuSpec) -> dict[str, Any]:
     tc_peak = k["dtype"].lookup(gpu.tensor_tflops, 0.0)
     tensor_core = np.asarray(k["tensor_core"]).astype(bool) & (tc_peak > 0)
     on_tensor = (is_gemm | is_attn) & tensor_core
-    cuda_peak = np.where(k["dtype"] == "fp64", gpu.cuda_tflops.get("fp64", gpu.cuda_tflops["fp32"] / 64),
-                         gpu.cuda_tflops["fp32"])
-    if gpu.compute_capability in arch.DUAL_FP32_COMPUTE_CAPABILITIES:  # CUDA-core work gets the FP32-only half
-        cuda_peak = np.where(~on_tensor & ~is_attn & (k["dtype"] != "fp64"), cuda_peak * arch.DUAL_FP32_FRACTION,
-                             cuda_peak)
+    fp32 = np.where(~on_tensor & ~is_attn, _cuda_core_fp32_tflops(gpu), gpu.cuda_tflops["fp32"])  # CUDA-core work
+    cuda_peak = np.where(k["dtype"] == "fp64", gpu.cuda_tflops.get("fp64", gpu.cuda_tflops["fp32"] / 64), fp32)
     out = dict(b_in=k["dtype"].lookup(DTYPE_BYTES, 2.0), b_out=k["acc_dtype"].lookup(DTYPE_BYTES, 2.0),
                is_gemm=is_gemm, is_attn=is_attn, tensor_core=tensor_core, on_tensor=on_tensor,
                implicit=kinds.per_kind(kind, lambda kk: kk.implicit_input, key="implicit_input") > 0,

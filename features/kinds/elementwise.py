@@ -30,7 +30,7 @@ def _add(op: str):
 # The ops of eager attention's scores with a broadcast operand, a (rows, cols) mask over `batch` score matrices:
 # torch.where(causal_mask, scores, min) with a 0-d min (GPT-2), scores + an additive mask (OPT, Llama, Qwen2); and
 # the contiguous ones beside them: scores * a Python float (Llama's scaling), the fp32 upcast (OPT, Qwen2) a cast.
-_MASKED = {"where": "where", "mask_add": "mask_add"}
+_MASKED = ("where", "mask_add")  # as the kernels are named
 
 
 def _run_masked(op: str):
@@ -43,7 +43,7 @@ def _run_masked(op: str):
 
 
 def _add_masked(op: str):
-    return lambda builder, s: builder.ew(_MASKED[op], s["batch"] * s["rows"] * s["cols"])
+    return lambda builder, s: builder.ew(op, s["batch"] * s["rows"] * s["cols"])
 
 
 def _run_scale(torch: Any, rand: Any, s: Mapping[str, Any], dtype: str, device: Any) -> tuple[Any, tuple]:

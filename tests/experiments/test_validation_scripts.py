@@ -148,6 +148,30 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert 800 < off["Mistral (7B)"] < 1400 and abs(off["Llama-2 (7B)"]) < 100 and abs(off["Falcon (7B)"]) < 100
 
 
+def test_physics_baseline_scores_each_row_in_its_setting(monkeypatch):
+    """physics_baseline.evaluate reads a row as the model trains on it (`setting_of`): a collector row whose GPU
+    throttled under its limit from the power-cap solve (no lock), an imported row at the clock it was locked at; not
+    at the row's mean measured clock."""
+    import joulecast
+    from joulecast.data.store import load_collection
+    from joulecast.features.refs import resolve
+
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    import physics_baseline
+
+    rows = load_collection(REPO / "data" / "probes", "h200", "h200-eager-check").head(2).reset_index(drop=True)
+    assert rows["flag_throttled"].all() and (rows["sm_clock_mhz"] < 1980).all()
+    locked = rows.assign(source="energaizer", flag_throttled=False, sm_clock_min_mhz=1200.0)
+    for table, clock in ((rows, None), (locked, 1200.0)):
+        scored = physics_baseline.evaluate(table)
+        for row, energy in zip(table.itertuples(), scored["energy_pred_j"]):
+            est = joulecast.estimate(resolve(row.workload_ref), "h200", sm_clock_mhz=clock, power_limit_w=700.0,
+                                     estimator="physics")
+            at_mean = joulecast.estimate(resolve(row.workload_ref), "h200", sm_clock_mhz=row.sm_clock_mhz,
+                                         power_limit_w=700.0, estimator="physics")
+            assert energy == pytest.approx(est.energy_j, rel=1e-9) and energy != pytest.approx(at_mean.energy_j)
+
+
 def test_physics_baseline_tells_gpu_bound_time_by_gpu_dtype_and_clock():
     """experiments/physics_baseline.py's GPU-bound table: measured over physics time per GPU, dtype and clock band,
     on every EnergAIzer set (the A100's clock sweep gives it more than one band)."""

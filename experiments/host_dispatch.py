@@ -1,7 +1,7 @@
 """The host's dispatch time a kernel launch, read from a collection's own host-bound rows (issue 31).
 
     python experiments/host_dispatch.py [--store data/measurements] [--gpu h200] [--collection h200-first]
-        [--kernels] [--json]
+        [--kernels] [--energaizer [PATH]] [--json]
 
 PyTorch eager dispatches every kernel from the host. Where the GPU finishes each kernel sooner than the host
 launches the next, a pass takes the host's time, which depends on the machine's CPU and software, not on the GPU.
@@ -35,8 +35,11 @@ import json
 import sys
 
 import numpy as np
+import pandas as pd
+from shared_data import EXTERNAL
 
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.importers.energaizer import import_energaizer
 from joulecast.data.store import load_collection
 from joulecast.features import arch
 from joulecast.features.design import physics_batch
@@ -48,11 +51,15 @@ def implied_dispatch(store: str, gpu: str, collection: str, kernels: bool = Fals
     """Per model row (single-kernel loop with `kernels`) that physics calls host-bound at the default dispatch: its
     launches, GPU busy time and the dispatch a launch its measured time implies."""
     rows, _ = usable(load_collection(store, gpu, collection))
-    rows = rows[(rows["phase"] == "kernel") == kernels].reset_index(drop=True)
+    return implied_by_rows(rows[(rows["phase"] == "kernel") == kernels].reset_index(drop=True))
+
+
+def implied_by_rows(rows: pd.DataFrame) -> list[dict]:
+    """`implied_dispatch` of measured rows, each on its own GPU."""
     clock, limit = setting_of(rows)
-    spec = lookup_gpu(gpu)
     out = []
     for i, row in rows.iterrows():
+        spec = lookup_gpu(row["gpu"])
         w = resolve(row["workload_ref"])
         c = None if np.isnan(clock[i]) else min(clock[i], spec.boost_clock_mhz)
         _, totals = physics_batch([w], spec, c, None if np.isnan(limit[i]) else limit[i])
@@ -70,10 +77,36 @@ def implied_dispatch(store: str, gpu: str, collection: str, kernels: bool = Fals
             continue
         # physics' rule inverted: a workload of one kernel takes the larger of the two, any other their norm
         host_s = measured if len(w.kernels) == 1 else (measured ** norm - busy ** norm) ** (1 / norm)
-        out.append(dict(measurement_id=row["measurement_id"], launches=int(round(launches)),
+        out.append(dict(measurement_id=row["measurement_id"], gpu=row["gpu"], launches=int(round(launches)),
                         measured_ms=1e3 * measured, gpu_busy_ms=1e3 * busy,
                         dispatch_us=1e6 * host_s / (launches * factor)))
     return out
+
+
+def _summary(rows: list[dict]) -> dict:
+    values = [r["dispatch_us"] for r in rows]
+    return dict(rows=len(rows), median_dispatch_us=float(np.median(values)),
+                quartiles_us=[float(np.percentile(values, q)) for q in (25, 75)],
+                default_us=1e6 * arch.HOST_DISPATCH_S["eager"])
+
+
+def energaizer_hosts(path: str, as_json: bool) -> int:
+    """The dispatch each EnergAIzer GPU's file implies (one machine a file), by GPU: measured, not stated on its rows
+    (`joulecast.features.arch.HOST_DISPATCH_S` says what stating it did)."""
+    rows = import_energaizer(path)
+    by_gpu = {}
+    for gpu, part in rows[~rows["flag_failed_run"]].groupby("gpu"):
+        implied = implied_by_rows(part.reset_index(drop=True))
+        if implied:
+            by_gpu[str(gpu)] = _summary(implied)
+    if as_json:
+        print(json.dumps({"by_gpu": by_gpu}, indent=1))
+        return 0
+    for gpu, summary in by_gpu.items():
+        low, high = summary["quartiles_us"]
+        print(f"{gpu}: median {summary['median_dispatch_us']:.1f} us a launch over {summary['rows']} host-bound model "
+              f"rows (quartiles {low:.1f}-{high:.1f}); the default is {summary['default_us']:.0f} us")
+    return 0
 
 
 def main() -> int:
@@ -83,16 +116,17 @@ def main() -> int:
     parser.add_argument("--collection", default="h200-first")
     parser.add_argument("--kernels", action="store_true", help="the single-kernel loops' rows, not the models'")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--energaizer", nargs="?", const=str(EXTERNAL / "energaizer-artifact"), metavar="PATH",
+                        help="each GPU's file of the EnergAIzer artifact instead (its machine's own host-bound rows)")
     args = parser.parse_args()
+    if args.energaizer:
+        return energaizer_hosts(args.energaizer, args.json)
     rows = implied_dispatch(args.store, args.gpu, args.collection, args.kernels)
     what = "single-kernel loop" if args.kernels else "model"
     if not rows:
         print(f"{args.collection}: no host-bound {what} rows", file=sys.stderr)
         return 1
-    values = [r["dispatch_us"] for r in rows]
-    summary = dict(collection=args.collection, rows=len(rows), median_dispatch_us=float(np.median(values)),
-                   quartiles_us=[float(np.percentile(values, q)) for q in (25, 75)],
-                   default_us=1e6 * arch.HOST_DISPATCH_S["eager"], rows_read=what)
+    summary = dict(collection=args.collection, **_summary(rows), rows_read=what)
     if args.json:
         print(json.dumps({"summary": summary, "rows": rows}, indent=1))
         return 0

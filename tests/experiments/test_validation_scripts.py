@@ -308,6 +308,17 @@ def _run_args(script: str, *extra: str):
     return json.loads(out.stdout)
 
 
+def test_host_dispatch_reads_each_energaizer_machine_from_its_own_rows():
+    """`--energaizer`: the dispatch each GPU's file of the artifact implies, the method that sets a collection's card
+    (the A10's machine launches faster than the A100's; arch.HOST_DISPATCH_S's comment records what stating it did)."""
+    require_path(EXTERNAL / "energaizer-artifact" / "measurements" / "a10.csv")
+    by_gpu = _run_args("host_dispatch.py", "--energaizer")["by_gpu"]
+    assert set(by_gpu) == {"a10", "a100-pcie-40gb"} and all(s["rows"] >= 10 for s in by_gpu.values())
+    a10, a100 = (by_gpu[g]["median_dispatch_us"] for g in ("a10", "a100-pcie-40gb"))
+    assert 15 < a10 < a100 < 30
+    assert a10 == pytest.approx(19.8, abs=0.1) and a100 == pytest.approx(23.9, abs=0.1)  # as the comment states
+
+
 def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply():
     """experiments/host_dispatch.py inverts physics' rule on h200-first's host-bound model rows: the median it
     prints is the figure the collection's card states (18.5 us a launch), each row's dispatch reproducing its measured

@@ -6,6 +6,7 @@ the learned residual must beat. Usage: python experiments/physics_baseline.py [P
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import sys
@@ -26,19 +27,21 @@ CAPPED_W = 235.0   # `dvfs_power_by_clock`: rows measured above this drew near t
 
 
 def evaluate(rows: pd.DataFrame) -> pd.DataFrame:
-    """Physics estimate of each measured row in its setting as the model trains on it (`setting_of`): the clock it
-    was locked at and its power limit, and where the collector measured a GPU throttling under its limit, no lock (the
-    physics' power-cap solve sets the clock). Not at the row's mean measured clock: under a power cap that mean is
-    not the clock the kernels ran at (the H200's capped passes in data/probes/h200/h200-eager-check read energy -19.3 %
-    at their mean clocks, -13.5 % from the cap; the A100's DVFS sweep, locked at 1,320-1,410 MHz and capped at
-    250 W, 8.1 % energy MAPE in its setting, 9.1 % at its mean clocks)."""
+    """Physics estimate of each measured row in its setting as the model trains on it (`setting_of`), on its machine
+    (the host dispatch its set states): the clock it was locked at and its power limit, and where the collector
+    measured a GPU throttling under its limit, no lock (the physics' power-cap solve sets the clock). Not at the
+    row's mean measured clock: under a power cap that mean is not the clock the kernels ran at (the H200's capped
+    passes in data/probes/h200/h200-eager-check read energy -19.3 % at their mean clocks, -13.5 % from the cap; the
+    A100's DVFS sweep, locked at 1,320-1,410 MHz and capped at 250 W, 8.1 % energy MAPE in its setting, 9.1 % at its
+    mean clocks)."""
     workload = functools.lru_cache(maxsize=None)(resolve)
     clocks, limits = setting_of(rows)
     out = []
     for row, clock, limit in zip(rows.itertuples(), clocks, limits):
         locked = None if np.isnan(clock) else min(clock, joulecast.gpu(row.gpu).boost_clock_mhz)
-        est = joulecast.estimate(workload(row.workload_ref), row.gpu, sm_clock_mhz=locked, power_limit_w=limit,
-                                 estimator="physics")
+        w = workload(row.workload_ref)  # on its machine: the host dispatch its set states, as training reads it
+        w = w if pd.isna(row.host_dispatch_s) else dataclasses.replace(w, host_dispatch_s=float(row.host_dispatch_s))
+        est = joulecast.estimate(w, row.gpu, sm_clock_mhz=locked, power_limit_w=limit, estimator="physics")
         out.append(dict(energy_pred_j=est.energy_j, time_pred_s=est.time_s, power_pred_w=est.power_w,
                         busy_share=est.gpu_busy_s / est.time_s))
     pred = pd.DataFrame(out, index=rows.index)

@@ -88,11 +88,13 @@ LAUNCH_GAP_S = 1.0e-6       # back-to-back kernels on one stream leave about 1 u
 # EnergAIzer PROVENANCE notes 27-30 us per kernel on host-bound runs. CUDA graphs remove it. Measured, not shipped
 # (2026-12-04): each EnergAIzer file's own host-bound rows imply 19.8 us on the A10's machine (11 rows) and 23.9 us on
 # the A100's (73 rows; `experiments/host_dispatch.py --energaizer`, the method that sets a collection's card). Stated
-# on their rows, as a collection's is, physics energy MAPE A10 8.35 -> 7.17 % (its host-bound BERT and GPT-2 passes
-# read 20-37 % high at 25 us), leave-one-model-out (tree seed 0) A10 4.44 -> 4.34 %, A100 5.00 -> 4.92 %; but the A10's
-# physics spread, which sets Ampere's margin for a GPU not trained on, 0.201 -> 0.142 (log, 90 % of its rows), and the
-# A100-PCIe held out covered 97.3 -> 79.6 % (experiments/gpu_transfer.py --margins; the A10 87.4 -> 93.7 %, the
-# H200 92.9 -> 92.1 %): an interval too sure of a new GPU, where now one too wide.
+# on their rows, as a collection's is: physics energy MAPE A10 8.4 -> 7.2 % (its host-bound BERT and GPT-2 passes
+# read 20-37 % high at 25 us), leave-one-model-out (3 tree seeds) A10 4.51 -> 4.32 %, A100 4.90 -> 4.94 %. But the
+# A10's physics spread, which sets Ampere's margin for a GPU not trained on, fell 0.201 -> 0.142 (log, 90 % of its
+# rows): the A100-PCIe held out covered 97.3 -> 79.6 % (experiments/gpu_transfer.py --margins; 89.4 % with an
+# architecture's margin floored at its kind's over every GPU, the A10 then 96.8 %), and the forward margin over
+# every GPU 0.181 -> 0.170, which the kinds no two GPUs ran take: whole jobs (experiments/job_coverage.py, retrained,
+# floored) train-run 80.2 -> 75.2 %, serve 84.0 -> 82.1 %, generate 95.5 % the same.
 HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # The hosts measured so far took 18.5-30 us an eager launch: the H200 collection's host 18.5 (its model passes,
 # data/measurements/h200/h200-first, experiments/host_dispatch.py), two later lent H200 machines' 24.3 and 24.7

@@ -62,15 +62,15 @@ TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "
 # mean signed error goes -4.3 -> -2.6 % at 900 MHz and -3.3 -> -1.1 % over the DVFS sweep, energy MAPE 10.3 -> 9.3 % and
 # 10.2 -> 9.1 %; the A10's rows stay DRAM-bound (8.3 -> 8.4 %); the H200's eager passes 10.1 -> 8.4 % (each row read at
 # its mean measured clock; in its setting as the model trains on it, the capped ones from the cap, as
-# `experiments/physics_baseline.py`'s `evaluate` reads them since: the sweep 9.1 -> 8.1 %, the H200 9.6 -> 8.0 %).
-# Checked where it was not set (data/probes/h200/h200-masked-dtypes, measured after): fp16 where and mask add within 4 %
-# in time; fp32 where and division 27 and 14 % slower than physics, their unrolled loads reaching 2.4-2.9 TB/s, not the
-# vectorised 4.4 (not modelled). Measured, not counted: the fp32 upcast (a contiguous cast) also runs 2.83 ps an
-# element, and counted with the others takes physics on the A100-PCIe to 8.2 % (900 MHz) and 8.9 % (DVFS), but the
-# residual's leave-one-model-out (tree seed 0) A100 4.96 -> 5.20 %. With the broadcast ops (3 tree seeds): A10 4.53 ->
-# 4.51 %, A100 4.75 -> 4.90 %, over issue 31's 4.8 %, and on models none of whose kernels changed too (tree seed 0:
-# ResNet 11.7 -> 13.5 %, ViT 5.8 -> 6.6 %, MobileViT 2.6 -> 2.9 %): the level the others' rows lend them moved nearer
-# physics.
+# `experiments/physics_baseline.py`'s `evaluate` reads them since: the sweep 9.1 -> 8.1 %; the H200 on its collections'
+# host dispatch 10.3 -> 7.9 %). Checked where it was not set (data/probes/h200/h200-masked-dtypes, measured after): fp16
+# where and mask add within 4 % in time; fp32 where and division 27 and 14 % slower than physics, their unrolled loads
+# reaching 2.4-2.9 TB/s, not the vectorised 4.4 (not modelled). Measured, not counted: the fp32 upcast (a contiguous
+# cast) also runs 2.83 ps an element, and counted with the others takes physics on the A100-PCIe to 8.2 % (900 MHz) and
+# 8.9 % (DVFS), but the residual's leave-one-model-out (tree seed 0) A100 4.96 -> 5.20 %. With the broadcast ops (3 tree
+# seeds): A10 4.53 -> 4.51 %, A100 4.75 -> 4.90 %, over issue 31's 4.8 %, and on models none of whose kernels changed
+# too (tree seed 0: ResNet 11.7 -> 13.5 %, ViT 5.8 -> 6.6 %, MobileViT 2.6 -> 2.9 %): the level the others' rows lend
+# them moved nearer physics.
 UNVECTORISED_OPS = ("scalar_div", "where", "mask_add")
 UNVECTORISED_SM_CYCLES_PER_ELEMENT = 0.632
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}

@@ -151,7 +151,9 @@ def test_job_validation_scripts_score_every_set_they_name():
 def test_physics_baseline_scores_each_row_in_its_setting(monkeypatch):
     """physics_baseline.evaluate reads a row as the model trains on it (`setting_of`): a collector row whose GPU
     throttled under its limit from the power-cap solve (no lock), an imported row at the clock it was locked at; not
-    at the row's mean measured clock."""
+    at the row's mean measured clock; and on its machine, with the host dispatch its set states."""
+    import dataclasses
+
     import joulecast
     from joulecast.data.store import load_collection
     from joulecast.features.refs import resolve
@@ -170,6 +172,13 @@ def test_physics_baseline_scores_each_row_in_its_setting(monkeypatch):
             at_mean = joulecast.estimate(resolve(row.workload_ref), "h200", sm_clock_mhz=row.sm_clock_mhz,
                                          power_limit_w=700.0, estimator="physics")
             assert energy == pytest.approx(est.energy_j, rel=1e-9) and energy != pytest.approx(at_mean.energy_j)
+    slow = rows.assign(host_dispatch_s=60e-6)  # a slower host: its passes take longer
+    for row, time_s in zip(slow.itertuples(), physics_baseline.evaluate(slow)["time_pred_s"]):
+        stated = joulecast.estimate(dataclasses.replace(resolve(row.workload_ref), host_dispatch_s=60e-6), "h200",
+                                    power_limit_w=700.0, estimator="physics")
+        assert time_s == pytest.approx(stated.time_s, rel=1e-9)
+        assert time_s > joulecast.estimate(resolve(row.workload_ref), "h200", power_limit_w=700.0,
+                                           estimator="physics").time_s
 
 
 def test_physics_baseline_tells_gpu_bound_time_by_gpu_dtype_and_clock():

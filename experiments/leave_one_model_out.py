@@ -1,5 +1,7 @@
 """Leave-one-model-out on the EnergAIzer A100 and A10 data: train the residual on the other models, predict the
-held-out one; energy, time and power MAPE per GPU next to the paper's power MAPE (8.26 % A100, 8.05 % A10).
+held-out one; energy, time and power MAPE per GPU next to the paper's power MAPE (8.26 % A100, 8.05 % A10), and per
+GPU and held-out model the signed errors of physics and of the hybrid with the points of the GPU's MAPE its rows make
+(`offsets_table`: where physics' offset for one family differs from the others', the level they teach misses it).
 
 Usage: python experiments/leave_one_model_out.py [PATH to energaizer-artifact] [--seeds N]
 (--seeds N repeats the study with N tree seeds: the spread of energy MAPE and coverage per GPU, and each
@@ -77,6 +79,16 @@ def significantly_outside(table: pd.DataFrame) -> str:
     return ", ".join(out) or "none"
 
 
+def offsets_table(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU and held-out family: rows, physics' and the hybrid's mean signed energy error (%), and the points of
+    the GPU's energy MAPE its rows make (their absolute errors summed over the GPU's rows)."""
+    signed = frame.assign(physics=100 * (frame["physics_energy_j"] / frame["energy_j"] - 1),
+                          hybrid=100 * (frame["pred_energy_j"] / frame["energy_j"] - 1))
+    signed["points"] = signed["hybrid"].abs() / signed.groupby("gpu")["hybrid"].transform("size")
+    return signed.groupby(["gpu", "model_family"]).agg(rows=("hybrid", "size"), physics_bias=("physics", "mean"),
+                                                        hybrid_bias=("hybrid", "mean"), mape_points=("points", "sum"))
+
+
 def main(path: str, seeds: int) -> None:
     table = training_table(import_source("energaizer", path))
     frame = held_out_frame(table)
@@ -125,6 +137,10 @@ def main(path: str, seeds: int) -> None:
     print(cells.pivot(index="model", columns="gpu", values="text").to_string())
     print(f"held-out models with coverage outside 86-94 % beyond chance (p < {SIGNIFICANCE}): "
           f"{significantly_outside(by_model)}; of the {len(cells)} GPU and model cells: {significantly_outside(cells)}")
+    print("\nper GPU and held-out model, mean signed energy error % of physics and of the hybrid, and the points of "
+          "its GPU's energy MAPE the family's rows make (a held-out family reads physics times the level and "
+          "corrections the other families taught):")
+    print(offsets_table(frame).round(2).to_string())
     if seeds > 1:  # the trees subsample rows and columns: how much of the figure is the seed's
         frames = [frame]
         for seed in range(1, seeds):

@@ -148,6 +148,26 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert 800 < off["Mistral (7B)"] < 1400 and abs(off["Llama-2 (7B)"]) < 100 and abs(off["Falcon (7B)"]) < 100
 
 
+def test_leave_one_model_out_splits_a_gpus_mape_by_family(monkeypatch):
+    """offsets_table: per GPU and held-out family, physics' and the hybrid's mean signed energy errors, and the
+    points of the GPU's energy MAPE each family's rows make, which sum to that MAPE."""
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    from leave_one_model_out import offsets_table
+
+    frame = pd.DataFrame({"gpu": ["a", "a", "a", "b"], "model_family": ["x", "x", "y", "x"],
+                          "energy_j": [10.0, 10.0, 10.0, 10.0], "physics_energy_j": [9.0, 8.0, 12.0, 10.0],
+                          "pred_energy_j": [11.0, 9.0, 10.5, 10.0]})
+    table = offsets_table(frame)
+    assert table.loc[("a", "x"), "rows"] == 2 and table.loc[("a", "x"), "physics_bias"] == pytest.approx(-15.0)
+    assert table.loc[("a", "x"), "hybrid_bias"] == pytest.approx(0.0)  # +10 % and -10 %
+    assert table.loc[("a", "y"), "hybrid_bias"] == pytest.approx(5.0)
+    assert table.loc[("a", "x"), "mape_points"] == pytest.approx(20 / 3)  # (10 + 10) % over the GPU's 3 rows
+    assert table.xs("a").mape_points.sum() == pytest.approx((10 + 10 + 5) / 3)
+    assert table.loc[("b", "x"), "mape_points"] == pytest.approx(0.0)
+
+
 def test_physics_baseline_scores_each_row_in_its_setting(monkeypatch):
     """physics_baseline.evaluate reads a row as the model trains on it (`setting_of`): a collector row whose GPU
     throttled under its limit from the power-cap solve (no lock), an imported row at the clock it was locked at; not

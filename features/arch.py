@@ -65,7 +65,10 @@ ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Da
 # peak, one of them shared with INT32 (NVIDIA Ampere GA102 GPU architecture whitepaper, 2020). A CUDA-core GEMM's
 # inner loop, and a streaming kernel's address arithmetic, keep the shared one busy with integer work, so both are
 # given the FP32-only half (assumption; ViT-L in fp32 on the A10, EnergAIzer a10.csv, runs at about half the
-# datasheet peak overall).
+# datasheet peak overall). Measured, not shipped (2026-12-04): its four fp32 rows (GEMMs on the CUDA cores) read 37 %
+# slow at 0.5 and 2 % at 0.7, but their power stays 21-22 % low at either (the FMA term, a share of the A10's
+# 83 W budget, is small), so their energy goes +6.4 -> -19.9 % and the A10's MAPE 8.35 -> 9.27 %: the time the half
+# adds stands in for power the FMA term misses.
 DUAL_FP32_COMPUTE_CAPABILITIES = frozenset({"8.6", "8.7", "8.9"})
 DUAL_FP32_FRACTION = 0.5
 

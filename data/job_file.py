@@ -146,6 +146,9 @@ class Job:
 # The largest integer a job file may give (2^53, the last exactly representable as a float): products of a few of
 # them (tokens = steps x global batch x seq) stay finite.
 _MAX_INTEGER = 2**53
+# A link's round trip at most a minute: a geostationary satellite hop is about 0.6 s; more is no network path
+# (and a round trip of 1e305 ms overflowed the plan's hours of carbon to read).
+MAX_RTT_MS = 60_000.0
 
 
 def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *, low: float | None = 0.0,
@@ -159,7 +162,9 @@ def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *
     if (isinstance(value, bool) or not isinstance(value, (int, float))
             or (integer and not (math.isfinite(value) and value == int(value)))):
         raise InputError(name, f"must be {'an integer' if integer else 'a number'}, got {value!r}")
-    if value != value or (low is not None and (value <= low if strict else value < low)) or (
+    if not math.isfinite(value):
+        raise InputError(name, f"must be a finite number, got {value!r}")
+    if (low is not None and (value <= low if strict else value < low)) or (
             high is not None and value > high):
         bounds = f"{'above' if strict else 'at least'} {low:g}" if low is not None else ""
         bounds += (" and " if bounds and high is not None else "") + (f"at most {high:g}" if high is not None else "")
@@ -326,7 +331,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         require(isinstance(ends, list) and len(ends) == 2 and all(e in names for e in ends) and ends[0] != ends[1],
                 f"{where}.between", f"two different site names of {names}, got {ends!r}")
         links.append(Link(ends[0], ends[1], _number(link, "gbps", where, low=0.0, strict=True),
-                          _number(link, "rtt_ms", where, 0.0), _choice(link, "mode", where, LINK_MODES, "dedicated")))
+                          _number(link, "rtt_ms", where, 0.0, high=MAX_RTT_MS), _choice(link, "mode", where, LINK_MODES, "dedicated")))
     if len(sites) > 1:
         connected(names, links)
     strategies_raw = raw.get("strategies") or ["ddp"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from joulecast.data import engines
 from joulecast.data.errors import JoulecastError
@@ -238,11 +239,11 @@ def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
     """A comma-separated list of `kind` values (a flag of `sweep`), or `default` where not given."""
     if value is None:
         return default
-    out = []
+    out, parse = [], _whole if kind is int else kind
     for item in value.split(","):
         try:
-            out.append(kind(item.strip()))
-        except ValueError:
+            out.append(parse(item.strip()))
+        except (ValueError, argparse.ArgumentTypeError):
             raise JoulecastError(f"{flag}: {item.strip()!r} is not {'an integer' if kind is int else 'a number'}; "
                                  f"give a comma-separated list") from None
     return out
@@ -704,12 +705,35 @@ def _retrain(args: argparse.Namespace) -> int:
 AUDIT_FAILED = 3  # distinct from 1 (unexpected) and 2 (bad input): the audit ran and a gated partition missed
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad command line is one line naming the flag and what it takes, as any other bad input is (the
+    usage is one --help away: printed whole, it buried the line under 30 of the estimate's options)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def _whole(text: str) -> int:
+    """A count as users write one: an integer, or a whole number in exponent form (--tokens 1e9, 2.5e6)."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value != math.floor(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (an integer such as 512, or 1e9)")
+    return int(value)
+
+
 def _csv(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
+    parser = _Parser(prog="joulecast", description="GPU energy, time and power of AI workloads.")
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -723,8 +747,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "generation: --input-len, --output-len), serve (steady-state serving: --concurrency or "
                      "--request-rate) or train-run (a whole training run: --steps or --tokens, --global-batch, "
                      "--seq); default prefill")
-    est.add_argument("--batch", type=int, help="batch size (sequences or images); default 1")
-    est.add_argument("--seq", type=int, help="tokens per sequence (KV-cache length for decode); default 512")
+    est.add_argument("--batch", type=_whole, help="batch size (sequences or images); default 1")
+    est.add_argument("--seq", type=_whole, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
     est.add_argument("--attention", help="flash (fused), eager, or masked (fused, given an explicit mask: every key "
                      "block computed); default flash")
@@ -746,8 +770,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
                      "or 'physics' (default: the shipped model)")
     gen = est.add_argument_group("--phase generate")
-    gen.add_argument("--input-len", type=int, help="prompt tokens per sequence")
-    gen.add_argument("--output-len", type=int, help="generated tokens per sequence")
+    gen.add_argument("--input-len", type=_whole, help="prompt tokens per sequence")
+    gen.add_argument("--output-len", type=_whole, help="generated tokens per sequence")
     gen.add_argument("--requests", help="a list of requests instead: CSV (input_len, output_len columns) or JSON "
                      "([[input_len, output_len], ...]), generated in static batches of --batch in the file's order, "
                      "each padded to its longest prompt and answer")
@@ -759,12 +783,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "GB/s (CUDA's bandwidthTest --memory=pageable); default 6.95, the posted rates' median, the "
                      "interval spanning 3.2-15.9")
     srv = est.add_argument_group("--phase serve (steady-state serving; --input-len and --output-len are means)")
-    srv.add_argument("--concurrency", type=int, help="requests kept in flight (or give --request-rate)")
+    srv.add_argument("--concurrency", type=_whole, help="requests kept in flight (or give --request-rate)")
     srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
-    srv.add_argument("--max-batch", type=int, help="the engine's most requests in flight; default 256")
-    srv.add_argument("--tp", type=int, help="tensor-parallel GPUs of one instance (--phase generate too), each its "
+    srv.add_argument("--max-batch", type=_whole, help="the engine's most requests in flight; default 256")
+    srv.add_argument("--tp", type=_whole, help="tensor-parallel GPUs of one instance (--phase generate too), each its "
                      "shard, two all-reduces a layer over NVLink; default 1")
-    srv.add_argument("--chunk-tokens", type=int, help="most prompt tokens a step carries; default 8192")
+    srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
                      "time they take at this load (or give --duration)")
@@ -777,20 +801,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "(repetition, frequency or presence penalties too); an engine whose sampler sorts the "
                      "vocabulary (vLLM) prices it as GPU work a step; default greedy")
     run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
-    run.add_argument("--steps", type=int, help="optimizer steps (or give --tokens)")
-    run.add_argument("--tokens", type=int, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
+    run.add_argument("--steps", type=_whole, help="optimizer steps (or give --tokens)")
+    run.add_argument("--tokens", type=_whole, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
                      "up)")
-    run.add_argument("--global-batch", type=int, help="sequences per optimizer step")
-    run.add_argument("--micro-batch", type=int, help="sequences per forward/backward pass (gradient accumulation = "
+    run.add_argument("--global-batch", type=_whole, help="sequences per optimizer step")
+    run.add_argument("--micro-batch", type=_whole, help="sequences per forward/backward pass (gradient accumulation = "
                      "global / micro); default the global batch")
-    run.add_argument("--lora-rank", type=int, help="LoRA adapters of this rank (weights frozen); default 0: full "
+    run.add_argument("--lora-rank", type=_whole, help="LoRA adapters of this rank (weights frozen); default 0: full "
                      "fine-tuning")
     run.add_argument("--lora-targets", help="all (every linear layer but the LM head) or attention; default all")
     run.add_argument("--recompute", help="activation recomputation: none, selective (attention) or full; default none")
     run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
-    run.add_argument("--head-tokens", type=int, help="tokens of each sequence the LM head and loss run over; default "
+    run.add_argument("--head-tokens", type=_whole, help="tokens of each sequence the LM head and loss run over; default "
                      "every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
-    run.add_argument("--head-outputs", type=int, help="the output head's width: default the vocabulary (an LM head); "
+    run.add_argument("--head-outputs", type=_whole, help="the output head's width: default the vocabulary (an LM head); "
                      "a fine-tuning task head's instead, e.g. 2 for extractive QA (start and end logits), the label "
                      "count for classification")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
@@ -821,7 +845,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--out", help="write the sweep's points as Parquet to this file (with --sweep)")
     pl.add_argument("--scheduler", help="run the sweep's partitions (site set x limit x strategy) on Dask: local "
                     "or tcp://HOST:PORT (needs [dask])")
-    pl.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
+    pl.add_argument("--workers", type=_whole, help="a local cluster's worker processes (default one per core)")
     pl.set_defaults(func=_plan)
 
     sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
@@ -852,20 +876,20 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--report", help="folder for a self-contained report.html (the Pareto front, its points)")
     sw.add_argument("--scheduler", help="run the partitions on Dask (needs [dask]): local (a LocalCluster on "
                     "127.0.0.1, started and stopped here) or tcp://HOST:PORT (a running cluster); default in-process")
-    sw.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
+    sw.add_argument("--workers", type=_whole, help="a local cluster's worker processes (default one per core)")
     sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
     jobs = sw.add_argument_group("--phase train-run, generate and serve (a whole job a point); --attention, "
                                  "--launch-mode, --fusions and --engine also for a single pass")
     jobs.add_argument("--micro-batch", help="train-run: micro-batches to sweep, e.g. 1,2,4 (default the global batch)")
-    jobs.add_argument("--global-batch", type=int, help="train-run: sequences an optimizer step")
-    jobs.add_argument("--steps", type=int, help="train-run: optimizer steps (or give --tokens)")
-    jobs.add_argument("--tokens", type=int, help="train-run: tokens to train on")
-    jobs.add_argument("--lora-rank", type=int, help="train-run: LoRA adapters of this rank; default 0 (full)")
+    jobs.add_argument("--global-batch", type=_whole, help="train-run: sequences an optimizer step")
+    jobs.add_argument("--steps", type=_whole, help="train-run: optimizer steps (or give --tokens)")
+    jobs.add_argument("--tokens", type=_whole, help="train-run: tokens to train on")
+    jobs.add_argument("--lora-rank", type=_whole, help="train-run: LoRA adapters of this rank; default 0 (full)")
     jobs.add_argument("--lora-targets", help="train-run: all or attention; default all")
     jobs.add_argument("--recompute", help="train-run: none, selective or full; default none")
     jobs.add_argument("--optimizer", help="train-run: adamw or sgd; default adamw")
-    jobs.add_argument("--head-tokens", type=int, help="train-run: tokens a sequence the LM head runs over")
-    jobs.add_argument("--head-outputs", type=int, help="train-run: a task head's width (default the vocabulary)")
+    jobs.add_argument("--head-tokens", type=_whole, help="train-run: tokens a sequence the LM head runs over")
+    jobs.add_argument("--head-outputs", type=_whole, help="train-run: a task head's width (default the vocabulary)")
     jobs.add_argument("--fusions", help=f"train-run and single passes: kernel fusions, comma-separated "
                                         f"({', '.join(FUSIONS)}); default none")
     jobs.add_argument("--forward-overhead-s", type=float, help="train-run: the framework's seconds a layer and "
@@ -873,13 +897,13 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default graph where --engine names one, "
                                             "else eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")
-    jobs.add_argument("--output-len", type=int, help="generate, serve: tokens generated a sequence (serve: mean)")
+    jobs.add_argument("--output-len", type=_whole, help="generate, serve: tokens generated a sequence (serve: mean)")
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
-    jobs.add_argument("--tp", type=int, help="serve, generate: tensor-parallel GPUs of one instance; default 1")
-    jobs.add_argument("--max-batch", type=int, help="serve: the engine's most requests in flight; default 256")
-    jobs.add_argument("--chunk-tokens", type=int, help="serve: most prompt tokens a step carries; default 8192")
+    jobs.add_argument("--tp", type=_whole, help="serve, generate: tensor-parallel GPUs of one instance; default 1")
+    jobs.add_argument("--max-batch", type=_whole, help="serve: the engine's most requests in flight; default 256")
+    jobs.add_argument("--chunk-tokens", type=_whole, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--input-len-cv", type=float, help="serve: the prompt lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
@@ -893,7 +917,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "
                         "GET /v1/gpus, /v1/models, /healthz, /metrics; docs at /docs; JOULECAST_API_KEY guards it")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sv.add_argument("--port", type=_whole, default=8000, help="port (default 8000)")
     sv.add_argument("--estimator", help="a folder, models:/joulecast@champion (reloaded when the alias moves), "
                     "runs:/ID/model, or 'physics' (default: the shipped model)")
     sv.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator")
@@ -917,7 +941,7 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("plan", help="plan YAML file, or a shipped plan's name (h200-first)")
     col.add_argument("--out", default="data/measurements", help="store root (default data/measurements)")
     col.add_argument("--collection", help="collection id (default: the plan's name); rerun to resume")
-    col.add_argument("--gpu-index", type=int, default=0, help="which GPU (NVML and CUDA index); default 0")
+    col.add_argument("--gpu-index", type=_whole, default=0, help="which GPU (NVML and CUDA index); default 0")
     col.add_argument("--dry-run", action="store_true", help="list the plan and its expected duration; measure nothing")
     col.add_argument("--scheduler", help="measure on a Dask cluster's GPU workers (tcp://HOST:PORT; each worker "
                      "started with --resources GPU=1 and its own CUDA_VISIBLE_DEVICES), one item per GPU at a time")
@@ -940,7 +964,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "five folds (about a tenth of the boosters; for trying things out, not for shipping)")
     tr.add_argument("--scheduler", help="fit every booster with xgboost.dask (needs [dask]): local (a LocalCluster on "
                     "127.0.0.1) or tcp://HOST:PORT (a running scheduler); default in-process")
-    tr.add_argument("--workers", type=int, help="a local cluster's worker processes (default one per core)")
+    tr.add_argument("--workers", type=_whole, help="a local cluster's worker processes (default one per core)")
     tr.add_argument("--json", action="store_true")
     tr.set_defaults(func=_train)
 
@@ -958,7 +982,7 @@ def build_parser() -> argparse.ArgumentParser:
                     f"{','.join(GATE_ON)}; also time)")
     au.add_argument("--gate-by", default=",".join(PARTITIONS), help=f"partition kinds that are gated (default all: "
                     f"{','.join(PARTITIONS)})")
-    au.add_argument("--min-rows", type=int, default=MIN_ROWS, help=f"smaller partitions are reported, not gated "
+    au.add_argument("--min-rows", type=_whole, default=MIN_ROWS, help=f"smaller partitions are reported, not gated "
                     f"(default {MIN_ROWS})")
     au.add_argument("--report", default="audit-report", help="folder for report.html and audit.json (default audit-report)")
     au.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")

@@ -104,6 +104,30 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert err.startswith("joulecast: error: ") and message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("argv, message", [
+    (["--model", "gpt2", "--gpu", "a10", "--batch", "2.5"], "argument --batch: '2.5' is not a whole number"),
+    (["--model", "gpt2", "--gpu", "a10", "--seq", "inf"], "argument --seq: 'inf' is not a whole number"),
+    (["--model", "gpt2", "--gpu", "a10", "--seq"], "argument --seq: expected one argument"),
+    (["--model", "gpt2", "--gpu", "a10", "--sm-clock", "fast"], "argument --sm-clock: invalid float value: 'fast'"),
+    (["--model", "gpt2"], "the following arguments are required: --gpu"),
+])
+def test_a_bad_command_line_is_one_line_too(capsys, argv, message):
+    with pytest.raises(SystemExit) as exc:
+        main(["estimate", *argv])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1
+    assert err.startswith("joulecast estimate: error: ") and message in err and "--help" in err
+
+
+def test_counts_take_exponent_form(capsys):
+    runs = []
+    for tokens in ("1e9", "1000000000"):
+        assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--tokens", tokens,
+                     "--global-batch", "16", "--seq", "5.12e2", "--estimator", "physics", "--json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0] == runs[1] and runs[0]["steps"] == -(-10**9 // (16 * 512))
+
+
 def test_malformed_kernel_json(tmp_path, capsys):
     path = tmp_path / "k.json"
     path.write_text('[[{"dimM": 4}, ["gemm"]]]')

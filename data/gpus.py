@@ -6,6 +6,7 @@ Loaded once, validated at the door (`GpuSpec.from_dict`), then trusted by every 
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -29,14 +30,16 @@ _REQUIRED_NUMBERS = (
     "sm_count", "boost_clock_mhz", "tensor_peak_clock_mhz", "memory_gb", "memory_bandwidth_gbs",
     "memory_clock_mhz", "memory_bus_bits", "l2_mb", "power_limit_w", "idle_power_w",
 )
-_OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w", "tensor_gemm_efficiency")
+_OPTIONAL_NUMBERS = ("base_clock_mhz", "idle_power_max_clock_w", "tensor_gemm_efficiency", "power_limit_min_w",
+                     "power_limit_max_w")
 # Physical bounds, generous around today's parts (the B200: 148 SMs, 1,965 MHz, 180 GB at 7.7 TB/s, 126 MB of L2,
 # 1,000 W, 4,500 dense fp8 TFLOP/s; data/gpus/b200.yaml, each figure sourced there): a number outside them is a
 # typo or a unit slip (GB/s given as MB/s), not a GPU.
 _RANGES = {"sm_count": (1, 2048), "boost_clock_mhz": (100, 10_000), "tensor_peak_clock_mhz": (100, 10_000),
            "base_clock_mhz": (50, 10_000), "memory_gb": (1, 10_000), "memory_bandwidth_gbs": (10, 200_000),
            "memory_clock_mhz": (100, 100_000), "memory_bus_bits": (32, 32_768), "l2_mb": (0.1, 10_000),
-           "power_limit_w": (5, 10_000), "idle_power_w": (0.5, 5_000), "idle_power_max_clock_w": (0.5, 5_000),
+           "power_limit_w": (5, 10_000), "power_limit_min_w": (5, 10_000), "power_limit_max_w": (5, 10_000),
+           "idle_power_w": (0.5, 5_000), "idle_power_max_clock_w": (0.5, 5_000),
            "tensor_gemm_efficiency": (0.05, 1.0)}
 _MAX_TFLOPS = 100_000.0
 
@@ -75,12 +78,29 @@ class GpuSpec:
     # Measured idle power at locked SM clocks, ((MHz, W), ...) rising in clock, where a DVFS table exists: idle power
     # between its clocks is read from it, not from the default DVFS shape (`joulecast.features.power`).
     idle_power_table: tuple[tuple[float, float], ...] = ()
+    # The range a power limit can be set in (`nvidia-smi -q`'s Min / Max Power Limit) where a source gives an end:
+    # unknown, the most is the default (every datasheet row of shared/reference/gpus.md gives max = default), and
+    # the least anything above idle at the maximum clock (`power_limit_range_w`).
+    power_limit_min_w: float | None = None
+    power_limit_max_w: float | None = None
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
     def l2_bytes(self) -> float:
         return self.l2_mb * 2**20
+
+    @property
+    def power_limit_range_w(self) -> tuple[float, float]:
+        """(least, most) power limit an estimate takes: the card's settable range where sourced; else the default
+        at most, and at least idle at the maximum clock (exclusive: a cap there leaves no power to run on)."""
+        return (max(self.power_limit_min_w or 0.0, self.idle_power_max_clock_w),
+                max(self.power_limit_max_w or self.power_limit_w, self.power_limit_w))
+
+    def power_limit_allowed(self, limit_w: Any) -> Any:
+        """Where `limit_w` (W: a number or an array of them) is a power limit the card takes (`power_limit_range_w`)."""
+        low, high = self.power_limit_range_w
+        return (limit_w > self.idle_power_max_clock_w) & (limit_w >= low) & (limit_w <= high)  # idle: exclusive
 
     @property
     def memory_bandwidth_bps(self) -> float:
@@ -122,6 +142,10 @@ class GpuSpec:
             raise fail("base_clock_mhz", "cannot exceed boost_clock_mhz")
         if numbers["idle_power_w"] >= numbers["power_limit_w"]:
             raise fail("idle_power_w", "must be below power_limit_w")
+        if (numbers["power_limit_min_w"] or 0) > numbers["power_limit_w"]:
+            raise fail("power_limit_min_w", "cannot exceed power_limit_w (the default limit)")
+        if (numbers["power_limit_max_w"] or math.inf) < numbers["power_limit_w"]:
+            raise fail("power_limit_max_w", "cannot be under power_limit_w (the default limit)")
         peaks = {}
         for key, allowed in (("tensor_tflops", TENSOR_DTYPES), ("cuda_tflops", CUDA_DTYPES)):
             table = raw.get(key)
@@ -153,6 +177,7 @@ class GpuSpec:
             power_limit_w=numbers["power_limit_w"], idle_power_w=numbers["idle_power_w"],
             idle_power_max_clock_w=min(idle_max, numbers["power_limit_w"]), base_clock_mhz=numbers["base_clock_mhz"],
             tensor_gemm_efficiency=numbers["tensor_gemm_efficiency"], idle_power_table=table,
+            power_limit_min_w=numbers["power_limit_min_w"], power_limit_max_w=numbers["power_limit_max_w"],
             aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
         )
 
@@ -275,7 +300,7 @@ MAX_SCALE_FACTOR = 1e3
 SCALABLE = {"sm_count": ("sm_count", "tensor_tflops", "cuda_tflops"),
             "clock": ("boost_clock_mhz", "tensor_peak_clock_mhz", "base_clock_mhz", "tensor_tflops", "cuda_tflops"),
             "memory_bandwidth_gbs": ("memory_bandwidth_gbs",), "l2_mb": ("l2_mb",), "memory_gb": ("memory_gb",),
-            "power_limit_w": ("power_limit_w",)}
+            "power_limit_w": ("power_limit_w", "power_limit_min_w", "power_limit_max_w")}
 
 
 @functools.lru_cache(maxsize=256)

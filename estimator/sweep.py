@@ -105,9 +105,12 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     specs = {g: lookup_gpu(g) for g in gpus}
     boost = frame["gpu"].map(lambda g: specs[g].boost_clock_mhz)
     clock_ok = frame["sm_clock_mhz"].isna() | frame["sm_clock_mhz"].between(MIN_CLOCK_RATIO * boost, boost)
-    low = frame["gpu"].map(lambda g: specs[g].idle_power_max_clock_w)
-    high = frame["gpu"].map(lambda g: 1.5 * specs[g].power_limit_w)
-    limit_ok = frame["power_limit_w"].isna() | ((frame["power_limit_w"] > low) & (frame["power_limit_w"] <= high))
+    limits = frame["power_limit_w"].to_numpy()
+    limit_ok = np.isnan(limits)
+    for g, spec in specs.items():  # a loop over the few GPUs, each one's rows in one array test
+        mine = (frame["gpu"] == g).to_numpy()
+        limit_ok[mine] |= spec.power_limit_allowed(limits[mine])
+    limit_ok = pd.Series(limit_ok, index=frame.index)
     skipped = {"clock outside the GPU's range": int((~clock_ok).sum()),
                "power limit outside the GPU's range": int((clock_ok & ~limit_ok).sum())}
     return frame[clock_ok & limit_ok].reset_index(drop=True), {k: v for k, v in skipped.items() if v}

@@ -353,9 +353,11 @@ def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float
     if not low <= clock <= gpu.boost_clock_mhz:
         raise InputError("sm_clock_mhz", f"must be between {low:.0f} and {gpu.boost_clock_mhz:.0f} MHz on "
                                          f"{gpu.name}, got {clock:g}")
-    if not gpu.idle_power_max_clock_w < limit <= 1.5 * gpu.power_limit_w:
-        raise InputError("power_limit_w", f"must be between {gpu.idle_power_max_clock_w:.0f} and "
-                                          f"{1.5 * gpu.power_limit_w:.0f} W on {gpu.name}, got {limit:g}")
+    if not gpu.power_limit_allowed(limit):
+        least, most = gpu.power_limit_range_w
+        raise InputError("power_limit_w", f"must be between {least:.0f} and {most:.0f} W on {gpu.name} (the range "
+                                          f"the card takes; a what-if beyond it: a hypothetical GPU, "
+                                          f"'{gpu.name}:power_limit_w*1.2'), got {limit:g}")
     return clock, limit
 
 

@@ -87,6 +87,38 @@ def test_a_tensor_gemm_efficiency_is_a_sourced_fraction(raw):
     assert gpus.GpuSpec.from_dict(bad, "x").tensor_gemm_efficiency == 0.87
 
 
+def test_a_power_limit_range_is_sourced_and_holds_the_default(raw):
+    bad = copy.deepcopy(raw)
+    bad["power_limit_min_w"] = 100
+    with pytest.raises(DataError, match="no source given for power_limit_min_w"):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad["sources"]["power_limit_min_w"] = "nvidia-smi -q (M)"
+    assert gpus.GpuSpec.from_dict(bad, "x").power_limit_range_w == (100.0, raw["power_limit_w"])
+    for field, value, message in (("power_limit_min_w", raw["power_limit_w"] + 1, "cannot exceed power_limit_w"),
+                                  ("power_limit_max_w", raw["power_limit_w"] - 1, "cannot be under power_limit_w")):
+        wrong = copy.deepcopy(bad)
+        wrong[field] = value
+        wrong["sources"][field] = "nvidia-smi -q (M)"
+        with pytest.raises(DataError, match=f"'{field}': {message}"):
+            gpus.GpuSpec.from_dict(wrong, "x")
+
+
+def test_a_power_limit_outside_the_cards_range_is_refused_and_a_hypothetical_scales_it():
+    """The range `nvidia-smi -q` gives where sourced (the H100-SXM 200-700 W, a GH200 up to 900), else up to the
+    default (the datasheets' max); beyond it a hypothetical GPU is the what-if."""
+    import joulecast
+
+    w = joulecast.workload("gpt2", batch=1, seq=64)
+    for gpu, limit in (("h100-sxm", 199), ("h100-sxm", 701), ("a10", 151), ("a100-sxm4-80gb", 501)):
+        with pytest.raises(InputError, match=f"power_limit_w: must be between .* W on {gpu} .*got {limit}"):
+            joulecast.estimate(w, gpu, power_limit_w=limit, estimator="physics")
+    for gpu, limit in (("h100-sxm", 200), ("h100-sxm", 700), ("gh200", 900), ("a100-sxm4-80gb", 500),
+                       ("h100-sxm:power_limit_w*1.5", 1050), ("h100-sxm:power_limit_w*0.5", 150)):
+        assert joulecast.estimate(w, gpu, power_limit_w=limit, estimator="physics").power_limit_w == limit
+    assert gpus.gpu("h100-sxm").power_limit_range_w == (200.0, 700.0)
+    assert gpus.gpu("a10").power_limit_range_w == (gpus.gpu("a10").idle_power_max_clock_w, 150.0)
+
+
 def test_every_number_needs_a_source(raw):
     raw["sources"] = {k: v for k, v in raw["sources"].items() if "idle_power_w" not in k}
     with pytest.raises(DataError, match="no source given for idle_power_w"):

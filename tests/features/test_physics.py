@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -549,12 +551,12 @@ def test_a_softmax_too_wide_for_the_persistent_kernel_takes_its_kinds_row_block_
 def test_a_lowered_power_limit_scales_the_hot_static_term_by_the_limit_over_the_default():
     """A limit below the default bounds the die's power and so its heat: the term is scaled by limit / default (a
     limit at or above the default leaves it whole), on kernels the cap leaves alone."""
-    gpu = joulecast.gpu("a100")
+    gpu = dataclasses.replace(joulecast.gpu("a100"), power_limit_max_w=300.0)  # a card that takes 300 W
     small = dict(kind="elementwise", op="relu", cols=2**20)
     idle = float(idle_power_w(gpu, 900))
     cool = None
     for limit, scale in ((gpu.power_limit_w, 1.0), (150.0, 150.0 / gpu.power_limit_w), (300.0, 1.0)):
-        k = _one(small, sm_clock_mhz=900, power_limit_w=limit)
+        k = _one(small, gpu, sm_clock_mhz=900, power_limit_w=limit)
         assert k.power_w < limit
         dynamic = k.power_w - idle * (1 + arch.HOT_STATIC_RATIO * scale * k.u_sm)
         cool = dynamic if cool is None else cool

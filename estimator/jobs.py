@@ -23,7 +23,7 @@ from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
 from joulecast.estimator.tensor_parallel import check_tp, with_all_reduces
 from joulecast.features.design import host_dispatch, host_stated
-from joulecast.features.lowering import resolve_model
+from joulecast.features.lowering import check_job, resolve_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,7 +154,9 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
 def _layout(model: str, tp: object, offload_gb: float) -> int:
     """`tp` checked: a whole number of GPUs the model's heads divide into (`features.train_step.shard_config`), and
     no offloaded weights beside it (GPUs that hold a model between them need none)."""
-    tp = check_tp(resolve_model(model)[0], tp)
+    config = resolve_model(model)[0]
+    check_job(config, "generate")
+    tp = check_tp(config, tp)
     if tp > 1 and offload_gb:
         raise InputError("offload_gb", "give it or tp, not both: GPUs that hold the model between them copy none")
     return tp

@@ -48,7 +48,7 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp
 from joulecast.features import serve_step
-from joulecast.features.lowering import resolve_model
+from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 from joulecast.features.sampling import check_sampling
@@ -163,7 +163,9 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                 f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
     engine = engines.check_engine(engine) or "none"
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
-    tp = check_tp(resolve_model(model)[0], tp)  # a whole number of GPUs the model's heads divide into
+    config = resolve_model(model)[0]
+    check_job(config, "serve")
+    tp = check_tp(config, tp)  # a whole number of GPUs the model's heads divide into
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)

@@ -30,7 +30,7 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import lower, resolve_model
+from joulecast.features.lowering import check_job, lower, resolve_model
 
 _STATE_BYTES = {"adamw": 4.0 + 8.0, "sgd": 4.0 + 4.0}  # fp32 master copy + moments (AdamW) or momentum (SGD)
 _GRAD_BYTES = 2.0
@@ -196,6 +196,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     require(attention != "eager" or layout.cp == 1, "attention",
             "eager attention holds a rank's whole sequence: context parallelism needs a fused kernel (flash or masked)")
     config, name, _ = resolve_model(model)
+    check_job(config, "train-run")
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
     forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, attention=attention,

@@ -11,7 +11,7 @@ import logging
 from typing import Any, Callable, Mapping
 
 from joulecast.data import engines, models
-from joulecast.data.errors import require
+from joulecast.data.errors import InputError, require
 from joulecast.data.fusions import check_fusions
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_host_dispatch, check_sizes
@@ -59,6 +59,19 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     if phase == "training":
         records = training_step(records, builder.params)
     return records, builder.params
+
+
+def check_job(config: Mapping[str, Any], job: str) -> None:
+    """A whole job's model checked before its steps lower: a generation or serving needs a decoder (tokens
+    generated one at a time), a training run a text model (its steps run over tokens); else one line naming what
+    the model runs instead (before, the step's phase was named: 'decode' is not available, for --phase generate)."""
+    fam = models.family(config)
+    if fam in _VISION or (job != "train-run" and fam in _ENCODERS):
+        needs = "a text model (its steps run over tokens)" if job == "train-run" else \
+            "a decoder (tokens generated one at a time)"
+        runs = "inference and one training step (--phase inference, training)" if fam in _VISION else \
+            "prefill, training and train-run"
+        raise InputError("phase", f"{job} needs {needs}; a {fam} model runs {runs}")
 
 
 def check_lowering(config: Mapping[str, Any], *, phase: str, batch: int, seq: int | None, dtype: str,

@@ -97,6 +97,12 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     (["--gpu", "a100"], "--model: give one of --model NAME, --config PATH or --kernels FILE.json"),
     (["--kernels", "/nonexistent.json", "--gpu", "a100"], "--kernels: '/nonexistent.json' does not exist; give a file"),
     (["--model", "gpt2", "--gpu", "a100", "--sm-clock", "9000"], "sm_clock_mhz: must be between"),
+    (["--model", "resnet-101", "--gpu", "l4", "--phase", "generate", "--input-len", "8", "--output-len", "2"],
+     "phase: generate needs a decoder (tokens generated one at a time); a resnet model runs inference and one"),
+    (["--model", "bert-large", "--gpu", "l4", "--phase", "serve", "--concurrency", "4", "--input-len", "8",
+      "--output-len", "2"], "phase: serve needs a decoder (tokens generated one at a time); a bert model runs prefill"),
+    (["--model", "vit-large", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8", "--seq",
+      "197"], "phase: train-run needs a text model (its steps run over tokens); a vit model runs inference"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(["estimate", *argv]) == 2

@@ -324,6 +324,12 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
         return [dict(name=e["name"], family=e["family"], hf_id=e["hf_id"], aliases=e["aliases"])
                 for e in model_catalog().values()]
 
+    @app.get("/", summary="What the service offers: its routes and where their documentation is")
+    def index() -> Any:  # a browser or a script at the bare address gets a map, not a 404
+        routes = {r.path: getattr(r, "summary", None) for r in app.routes
+                  if getattr(r, "include_in_schema", False) and r.path != "/"}
+        return {"service": "joulecast", "docs": "/docs", "openapi": "/openapi.json", "routes": routes}
+
     @app.get("/healthz", summary="Liveness: the service answers, and which estimator it holds")
     def healthz() -> Any:
         return {"status": "ok", "estimator": holder.describe() if holder is not None else "physics"}

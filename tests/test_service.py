@@ -99,6 +99,10 @@ def test_a_batch_and_the_catalogs(server):
     assert status == 200 and "h200" in {g["name"] for g in gpus}
     status, models = call(server, "/v1/models")
     assert status == 200 and "llama-3-8b" in {m["name"] for m in models}
+    status, index = call(server, "/")  # the bare address maps the routes
+    assert status == 200 and index["docs"] == "/docs"
+    assert {"/v1/estimate", "/v1/plan", "/v1/gpus"} <= set(index["routes"])
+    assert index["routes"]["/v1/gpus"] == "The GPU catalog"
 
 
 def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(physics_server):

@@ -331,7 +331,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         require(isinstance(ends, list) and len(ends) == 2 and all(e in names for e in ends) and ends[0] != ends[1],
                 f"{where}.between", f"two different site names of {names}, got {ends!r}")
         links.append(Link(ends[0], ends[1], _number(link, "gbps", where, low=0.0, strict=True),
-                          _number(link, "rtt_ms", where, 0.0, high=MAX_RTT_MS), _choice(link, "mode", where, LINK_MODES, "dedicated")))
+                          _number(link, "rtt_ms", where, 0.0, high=MAX_RTT_MS),
+                          _choice(link, "mode", where, LINK_MODES, "dedicated")))
     if len(sites) > 1:
         connected(names, links)
     strategies_raw = raw.get("strategies") or ["ddp"]

@@ -812,11 +812,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lora-targets", help="all (every linear layer but the LM head) or attention; default all")
     run.add_argument("--recompute", help="activation recomputation: none, selective (attention) or full; default none")
     run.add_argument("--optimizer", help="adamw or sgd (with momentum); default adamw")
-    run.add_argument("--head-tokens", type=_whole, help="tokens of each sequence the LM head and loss run over; default "
-                     "every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
-    run.add_argument("--head-outputs", type=_whole, help="the output head's width: default the vocabulary (an LM head); "
-                     "a fine-tuning task head's instead, e.g. 2 for extractive QA (start and end logits), the label "
-                     "count for classification")
+    run.add_argument("--head-tokens", type=_whole, help="tokens of each sequence the LM head and loss run over; "
+                     "default every token (a masked LM with a dense output: its masked tokens, e.g. 76 of BERT's 512)")
+    run.add_argument("--head-outputs", type=_whole, help="the output head's width: default the vocabulary (an LM "
+                     "head); a fine-tuning task head's instead, e.g. 2 for extractive QA (start and end logits), the "
+                     "label count for classification")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
                      "the kernels (host-side work they do not hide); default 0; NeMo's eager FP8 stack about 0.003")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "

@@ -223,12 +223,17 @@ def plan_table(result: Any) -> str:
                  interval_kwh=f"{p.energy_interval_j[0] / 3.6e6:.4g} - {p.energy_interval_j[1] / 3.6e6:.4g}",
                  carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,
                  local_share=p.locally_met_share, inter_site_gb=p.bytes_per_link["inter_site"] / 1e9,
-                 gbps_for_90pct=p.bandwidth_for_90pct_gbps or float("nan"))
+                 gbps_for_90pct=(f"{p.bandwidth_for_90pct_gbps:.4g}" if p.bandwidth_for_90pct_gbps
+                                 else "not reached" if len(job.sites) > 1 else "-"))
             for p in result.plans]
     splits = pd.DataFrame([{"strategy": p.strategy, **{k: v / 3.6e6 for k, v in p.energy_split_j.items()}}
                            for p in result.plans])
     notes = [f"internet (allocational, not in energy): {p.strategy} {p.internet_allocational_kwh:.4g} kWh"
              for p in result.plans if p.internet_allocational_kwh]
+    if len(job.sites) > 1:  # what the last column means, and its blanks
+        notes.insert(0, "gbps_for_90pct: the inter-site link (Gbit/s) that would give 90 % compute utilisation; "
+                        "'not reached': not at 100 Tbit/s either (the link's round trips, a slower site, restarts after "
+                        "failures or a site's own collectives bound it)")
     fmt = "{:.4g}".format
     return "\n".join([head, "", pd.DataFrame(rows).to_string(index=False, float_format=fmt), "",
                       "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])

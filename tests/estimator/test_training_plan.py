@@ -198,6 +198,16 @@ def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
     need = planner.plan(job).plans[2].bandwidth_for_90pct_gbps
     again = dataclasses.replace(job, links=(dataclasses.replace(job.links[0], gbps=need * 1.01),))
     assert planner.plan(again).plans[2].compute_utilisation >= 0.9
+    table = render.plan_table(planner.plan(job)).splitlines()  # the column's figure, or why none, and its legend
+    row = next(line for line in table if line.lstrip().startswith(job.strategies[2].kind))
+    assert row.split()[-1] == f"{need:.4g}" and any(line.startswith("gbps_for_90pct: ") for line in table)
+    far = dataclasses.replace(job, links=(dataclasses.replace(job.links[0], rtt_ms=60_000.0),))  # a minute's trip
+    assert planner.plan(far).plans[0].bandwidth_for_90pct_gbps is None
+    far_rows = render.plan_table(planner.plan(far)).splitlines()
+    assert next(line for line in far_rows if line.lstrip().startswith("ddp ")).endswith("not reached")
+    lone = planner.plan(dataclasses.replace(job, sites=job.sites[:1], links=()))
+    assert all(p.bandwidth_for_90pct_gbps is None for p in lone.plans)
+    assert "gbps_for_90pct: " not in render.plan_table(lone)
 
 
 def test_a_site_under_a_power_cap_and_a_sweep_of_caps():

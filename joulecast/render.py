@@ -232,8 +232,8 @@ def plan_table(result: Any) -> str:
              for p in result.plans if p.internet_allocational_kwh]
     if len(job.sites) > 1:  # what the last column means, and its blanks
         notes.insert(0, "gbps_for_90pct: the inter-site link (Gbit/s) that would give 90 % compute utilisation; "
-                        "'not reached': not at 100 Tbit/s either (the link's round trips, a slower site, restarts after "
-                        "failures or a site's own collectives bound it)")
+                        "'not reached': not at 100 Tbit/s either (the link's round trips, a slower site, restarts "
+                        "after failures or a site's own collectives bound it)")
     fmt = "{:.4g}".format
     return "\n".join([head, "", pd.DataFrame(rows).to_string(index=False, float_format=fmt), "",
                       "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])

@@ -396,7 +396,7 @@ def _gpus(args: argparse.Namespace) -> int:
     rows = [dict(name=s.name, gpu=s.display_name, arch=s.architecture, sms=s.sm_count, boost_mhz=s.boost_clock_mhz,
                  memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
                  bf16_tflops=s.tensor_tflops.get("bf16"), fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
-                 idle_w=s.idle_power_w, shipped_model="trained on" if s.name in trained else "spec-only",
+                 limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w, shipped_model="trained on" if s.name in trained else "spec-only",
                  aliases=", ".join(s.aliases)) for s in catalog().values()]
     if args.json:
         print(render.to_json([{**s.to_dict(), "trained_on_by_shipped_model": s.name in trained}
@@ -404,7 +404,8 @@ def _gpus(args: argparse.Namespace) -> int:
         return 0
     print(render.frame(pd.DataFrame(rows)))
     print("shipped_model: 'trained on' where the shipped model was trained on that GPU's measurements; 'spec-only' "
-          "GPUs are estimated from their specs (flagged, with wider intervals)")
+          "GPUs are estimated from their specs (flagged, with wider intervals); limits_w: the power limits an "
+          "estimate takes (--power-limit)")
     return 0
 
 

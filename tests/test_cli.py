@@ -142,7 +142,9 @@ def test_malformed_kernel_json(tmp_path, capsys):
 
 
 def test_listings(capsys):
-    assert main(["gpus"]) == 0 and "h200" in capsys.readouterr().out
+    assert main(["gpus"]) == 0
+    h100 = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("h100-sxm "))
+    assert " 200-700 " in h100  # the power limits it takes
     assert main(["models", "--json"]) == 0
     assert {m["name"] for m in json.loads(capsys.readouterr().out)} >= {"gpt2", "llama-3-70b", "resnet-101"}
 

@@ -396,8 +396,9 @@ def _gpus(args: argparse.Namespace) -> int:
     rows = [dict(name=s.name, gpu=s.display_name, arch=s.architecture, sms=s.sm_count, boost_mhz=s.boost_clock_mhz,
                  memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
                  bf16_tflops=s.tensor_tflops.get("bf16"), fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
-                 limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w, shipped_model="trained on" if s.name in trained else "spec-only",
-                 aliases=", ".join(s.aliases)) for s in catalog().values()]
+                 limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w,
+                 shipped_model="trained on" if s.name in trained else "spec-only", aliases=", ".join(s.aliases))
+            for s in catalog().values()]
     if args.json:
         print(render.to_json([{**s.to_dict(), "trained_on_by_shipped_model": s.name in trained}
                               for s in catalog().values()]))

@@ -54,7 +54,7 @@ from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
 from joulecast.features import collectives
-from joulecast.features.lowering import resolve_model
+from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 
@@ -120,6 +120,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             f"{job.global_batch} sequences do not split into {total} replicas x micro-batches of {job.micro_batch}")
     accumulation = job.global_batch // (total * job.micro_batch)
     config = resolve_model(job.model)[0]
+    check_job(config, "a training plan", "model")  # the job file's field, not a step's phase
     hidden, layers = hidden_size(config), layer_count(config)
     heads = head_count(config)
     kv_heads = int(config.get("num_key_value_heads") or heads)

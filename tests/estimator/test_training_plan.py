@@ -251,6 +251,7 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
     (lambda j: j["sites"][1].update(power_limit_w=5000), "sites[1].power_limit_w"),  # beyond what an H100 takes
     (lambda j: j["sites"][0].update(sm_clock_mhz=9000), "sites[0].sm_clock_mhz"),
+    (lambda j: j.update(model="vit-large"), "model"),  # a training plan needs a text model: the file's field named
     (lambda j: j["sites"][1].update(host_dispatch_s=-1e-6), "sites[1].host_dispatch_s"),
 ])
 def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):

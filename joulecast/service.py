@@ -33,6 +33,10 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s")}
 _GENERATE = _JOBS["generate"]
+# The fields that count (sizes, lengths, steps, tokens, ranks, GPUs): JSON has one number type, so 1e9 or 8.0 sent
+# for one is the integer it names (`_counts_as_integers`), as the CLI reads --tokens 1e9.
+_COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens", "global_batch", "micro_batch",
+                     "lora_rank", "head_tokens", "head_outputs", "concurrency", "max_batch", "tp", "chunk_tokens"})
 
 
 class ModelHolder:
@@ -97,6 +101,12 @@ def _check_names(row: dict[str, Any], where: str) -> None:
         raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(dict.fromkeys(allowed))}")
 
 
+def _counts_as_integers(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with each count that JSON gave as a whole float (1e9, 8.0) an integer; a fraction, NaN or infinity left
+    as sent, for the estimate to refuse by name."""
+    return {k: int(v) if k in _COUNTS and isinstance(v, float) and v.is_integer() else v for k, v in row.items()}
+
+
 def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/estimate: one workload (the CLI's fields) or a generation, by `model` (a loaded residual, or
     "physics"); the CLI's JSON."""
@@ -104,6 +114,7 @@ def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     from joulecast.estimator.jobs import generate, generate_requests
 
     _check_names(body, "")
+    body = _counts_as_integers(body)
     if body.get("phase") in ("serve", "train-run"):
         return _job(body, model)
     from joulecast.data.workload import check_host_dispatch
@@ -205,7 +216,7 @@ def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
         _check_names(row, f"rows[{i}].")
         if any(k in row for k in _GENERATE):
             raise InputError(f"rows[{i}]", "a batch holds single passes; post generations to /v1/estimate")
-    out = estimate_many(pd.DataFrame(rows), estimator=model)
+    out = estimate_many(pd.DataFrame([_counts_as_integers(row) for row in rows]), estimator=model)
     return {"rows": out.to_dict(orient="records")}
 
 

@@ -244,6 +244,15 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "concurrency"]
     status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "global_batch": 8})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "global_batch"]
+    # JSON has one number type: counts sent as 1e9 or 8.0 are the integers they name; a fraction is refused by name
+    run = {"model": "gpt2", "gpu": "a10", "phase": "train-run", "seq": 256, "global_batch": 8}
+    status, by_float = call(server, "/v1/estimate", {**run, "tokens": 1e9, "micro_batch": 2.0})
+    status_int, by_int = call(server, "/v1/estimate", {**run, "tokens": 10**9, "micro_batch": 2})
+    assert status == status_int == 200 and by_float == by_int and by_float["steps"] == -(-10**9 // (8 * 256))
+    status, out = call(server, "/v1/estimate", {**run, "tokens": 1e9, "micro_batch": 2.5})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "micro_batch"]
+    status, out = call(server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 4.0}]})
+    assert status == 200 and out["rows"][0]["batch"] == 4
 
 
 def test_passes_generations_and_runs_take_the_hosts_dispatch_and_a_bad_one_names_its_field(physics_server):

@@ -31,7 +31,7 @@ from joulecast.estimator.tensor_parallel import check_tp
 from joulecast.features import lower_many, memory
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
 from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
-from joulecast.features.physics import PhysicsTotals
+from joulecast.features.physics import PhysicsTotals, check_setting
 from joulecast.features.train_step import shard_config
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
@@ -104,6 +104,10 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
 
     for gpu_name, clock, limit, rows in setting_groups(gpu_names, clocks, limits):
         spec = lookup_gpu(gpu_name)
+        try:  # the group's clock and limit, refused as its first row's (as the other columns' checks say)
+            check_setting(spec, clock, limit)
+        except InputError as exc:
+            raise _at_row(exc.field, int(rows[0]), exc) from None
         for start in range(0, len(rows), CHUNK_CONFIGS):
             idx = rows[start:start + CHUNK_CONFIGS]
             X, totals, idx, need = lowered.design(idx, spec, clock, limit)

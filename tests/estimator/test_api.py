@@ -122,3 +122,16 @@ def test_estimate_many_shows_a_bad_size_as_the_number_given():
     configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "phase": "prefill", "batch": [1, -8], "seq": 64})
     with pytest.raises(InputError, match=r"batch: row 1: must be a whole number .*, got -8$"):
         joulecast.estimate_many(configs, estimator="physics")
+
+
+def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
+    """A clock or power limit its GPU does not take is refused as the configurations' column and a row holding it."""
+    import pandas as pd
+
+    configs = pd.DataFrame({"model": "gpt2", "gpu": ["a10", "h100-sxm"], "batch": 1, "seq": 64,
+                            "power_limit_w": [None, 900.0]})
+    with pytest.raises(joulecast.InputError, match=r"^power_limit_w: row 1: must be between 200 and 700 W on h100"):
+        joulecast.estimate_many(configs, estimator="physics")
+    configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "batch": 1, "seq": 64, "sm_clock_mhz": [900.0, 50.0]})
+    with pytest.raises(joulecast.InputError, match=r"^sm_clock_mhz: row 1: must be between 254 and 1695 MHz on a10"):
+        joulecast.estimate_many(configs, estimator="physics")

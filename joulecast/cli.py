@@ -10,7 +10,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from joulecast.data import engines
 from joulecast.data.errors import JoulecastError
@@ -713,6 +713,16 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
+        """As argparse's, but a flag the command does not take is named by that command ('joulecast import: error:
+        unrecognized arguments: --source', see 'joulecast import --help'), not by the top level."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
+            command = subs[0].choices.get(getattr(parsed, subs[0].dest, None)) if subs else None
+            (command or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 def _whole(text: str) -> int:

@@ -125,6 +125,14 @@ def test_a_bad_command_line_is_one_line_too(capsys, argv, message):
     assert err.startswith("joulecast estimate: error: ") and message in err and "--help" in err
 
 
+def test_a_flag_the_command_does_not_take_is_named_by_that_command(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["import", "--source", "zeus", "x"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err == ("joulecast import: error: unrecognized arguments: --source "
+                                           "(see 'joulecast import --help')\n")
+
+
 def test_counts_take_exponent_form(capsys):
     runs = []
     for tokens in ("1e9", "1000000000"):

@@ -679,8 +679,10 @@ def _retrain(args: argparse.Namespace) -> int:
         check_output_folder(Path(args.out).parent, "--out")
     signal.signal(signal.SIGTERM, _interrupt)
     from joulecast import render
+    from joulecast.data.gpus import gpu
     from joulecast.training.onboard import retrain
 
+    gpu(args.gpu)  # an unknown name is one line naming it (close names too), before any measurement is read
     measurements = load_measurements(args.store, args.imports)
     result = retrain(measurements, args.gpu, tolerance=args.tolerance, tracking_uri=args.tracking_uri,
                      champion=args.champion, out=args.out, report_dir=args.report, progress=not args.json,

@@ -133,6 +133,13 @@ def test_a_flag_the_command_does_not_take_is_named_by_that_command(capsys):
                                            "(see 'joulecast import --help')\n")
 
 
+def test_retrain_names_an_unknown_gpu_before_reading_any_measurement(tmp_path, capsys):
+    pytest.importorskip("xgboost", reason="needs the [train] extra")
+    assert main(["retrain", "--gpu", "h900", "--store", str(tmp_path)]) == 2  # an empty store: not reached
+    err = capsys.readouterr().err
+    assert err.startswith("joulecast: error: gpu: unknown 'h900'; did you mean 'h200'") and err.count("\n") == 1
+
+
 def test_counts_take_exponent_form(capsys):
     runs = []
     for tokens in ("1e9", "1000000000"):

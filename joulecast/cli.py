@@ -231,7 +231,13 @@ def _plan(args: argparse.Namespace) -> int:
         files.append(str(plan_report.write(result, points if args.sweep else None, args.report, args.front)))
     if files:
         out["files"] = files
-    print(render.to_json(out) if args.json else render.plan_table(result) + "".join(f"\nreport: {f}" for f in files))
+    if args.json:
+        print(render.to_json(out))
+        return 0
+    table = render.plan_table(result)
+    if args.sweep:  # the sweep's front in the terminal too, not only in --report and --out
+        table += "\n\n" + render.plan_sweep_table(points, args.front)
+    print(table + "".join(f"\nreport: {f}" for f in files))
     return 0
 
 

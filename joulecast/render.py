@@ -239,6 +239,24 @@ def plan_table(result: Any) -> str:
                       "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])
 
 
+def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
+    """A plan sweep's points in a line, what it left out, and its Pareto front (energy or carbon against time to
+    finish), fastest first."""
+    axis = "energy" if front == "energy" else "carbon"
+    skipped = points.attrs.get("skipped", {})
+    best = points[points["pareto"]].sort_values("time_s")
+    rows = pd.DataFrame(dict(strategy=best["strategy"], sites=best["sites"],
+                             power_limit_w=best["power_limit_w"].fillna("default") if "power_limit_w" in best else
+                             "default", H=best["H"], P=best["P"], tau=best["tau"], bits=best["bits"],
+                             gbps=best["gbps"], time=[duration(t) for t in best["time_s"]],
+                             energy_kwh=best["energy_j"] / 3.6e6, carbon_kg=best["carbon_kg"],
+                             utilisation=best["compute_utilisation"]))
+    left = "".join(f"; {n:,} left out: {why}" for why, n in skipped.items())
+    return "\n".join([f"sweep: {len(points):,} points{left}; the Pareto front of {axis} against time to finish "
+                      f"({len(best):,} points, fastest first):",
+                      rows.to_string(index=False, float_format="{:.4g}".format)])
+
+
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}

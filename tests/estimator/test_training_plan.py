@@ -3,6 +3,7 @@ CLI and its report."""
 
 import dataclasses
 import json
+import re
 import shutil
 import subprocess
 
@@ -374,6 +375,14 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "500", "--bits", "16", "--power-limit", "450,700"]) == 0
     swept = json.loads(capsys.readouterr().out)["sweep"]
     assert {p["power_limit_w"] for p in swept["pareto"]} <= {450.0, 700.0} and swept["skipped"] == {}
+    # in the terminal, the sweep's front too (not only in --report or --out), with what it left out
+    assert main(["plan", EXAMPLE, "--sweep", "--H", "500", "--bits", "16", "--power-limit", "100,450,700"]) == 0
+    text = capsys.readouterr().out.split("\nsweep: ", 1)[1].splitlines()
+    assert text[0].startswith(f"{swept['points']:,} points; 4 left out: site set and limit a GPU does not allow; "
+                              f"the Pareto front of energy against time to finish ({len(swept['pareto'])} points")
+    assert text[1].split()[:3] == ["strategy", "sites", "power_limit_w"] and len(text) == 2 + len(swept["pareto"])
+    assert main(["plan", EXAMPLE, "--sweep", "--P", "0"]) == 2  # an axis a strategy cannot take: one line
+    assert capsys.readouterr().err == "joulecast: error: P: must be whole numbers of at least 1, got 0\n"
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
@@ -436,3 +445,17 @@ def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest():
             assert local[k, m] == pytest.approx((met * cover).sum() * 3600, rel=1e-9)
             expected = ((power - met) * cover * 3600 / 3.6e6 * site.carbon_g_per_kwh).sum() / 1e3
             assert carbon[k, m] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("axes, message", [
+    (dict(H=[0]), "H: must be whole numbers of at least 1, got 0"),
+    (dict(tau=[-1]), "tau: must be whole numbers of at least 0, got -1"),
+    (dict(bits=[3]), "bits: each must be one of 32, 16, 8, 4, got 3"),
+    (dict(gbps=[0.0]), "gbps: must be finite numbers above 0 (Gbit/s), got 0.0"),
+    (dict(gbps=[float("nan")]), "gbps: must be finite numbers above 0 (Gbit/s), got nan"),
+])
+def test_a_sweep_axis_no_strategy_or_link_takes_is_one_line(axes, message):
+    """As a job file's strategy and link take them; before, H 0 reached the planner as a NaN and bits 3 was planned."""
+    grid = dict(H=[100], P=[1], tau=[0], bits=[16]) | axes
+    with pytest.raises(joulecast.InputError, match=re.escape(message)):
+        planner.sweep(_job(), **grid)

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -270,3 +271,25 @@ def test_cli_sweep_of_jobs(argv):
     if code == 2:  # one line, argparse's too (`cli._Parser`)
         assert err.getvalue().count("\n") == 1 and ": error: " in err.getvalue()
     assert "Traceback" not in err.getvalue()
+
+
+@SETTINGS
+@given(argv=st.lists(st.sampled_from(["--H", "--P", "--tau", "--bits", "--gbps", "--power-limit", "--site-sets",
+                                      "--front", "0", "1", "-1", "2,4", "3", "16", "1e3", "nan", "inf", "0.5", "a",
+                                      "a+b", "a+c", "carbon", "--json"]), max_size=8))
+def test_cli_plan_sweep(argv, tmp_path_factory):
+    """A plan sweep's axes drawn from hostile values: a sweep, or one line naming the flag (exit 2); never a
+    traceback (H 0, P 0 and gbps 0 once were)."""
+    job = tmp_path_factory.mktemp("job") / "job.yaml"
+    job.write_text(yaml.safe_dump(_JOB))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["plan", str(job), "--sweep", *argv])
+        except SystemExit as exc:  # argparse: a flag without its value
+            code = exc.code
+    assert code in (0, 2)
+    if code == 2:
+        assert err.getvalue().count("\n") == 1 and ": error: " in err.getvalue()
+    else:
+        assert "sweep: " in out.getvalue() or '"sweep"' in out.getvalue()

@@ -105,9 +105,12 @@ def _read_requests(path: str) -> list[list[int]]:
         import json
 
         try:
-            return json.loads(text)
+            pairs = json.loads(text)
         except ValueError as exc:
             raise InputError("--requests", f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+        # JSON has one number type: 1e3 or 1000.0 is the length 1000 (a fraction is left for the estimate to refuse)
+        return [[int(v) if isinstance(v, float) and v.is_integer() else v for v in pair]
+                if isinstance(pair, list) else pair for pair in pairs] if isinstance(pairs, list) else pairs
     import csv
     import io
 
@@ -116,9 +119,9 @@ def _read_requests(path: str) -> list[list[int]]:
         raise InputError("--requests", f"{path}: a CSV needs input_len and output_len columns (or give .json)")
     out = []
     for i, row in enumerate(rows):
-        try:
-            out.append([int(row["input_len"]), int(row["output_len"])])
-        except (TypeError, ValueError):
+        try:  # as the flags read counts: 512, or 1e3
+            out.append([_whole(row["input_len"]), _whole(row["output_len"])])
+        except (TypeError, argparse.ArgumentTypeError):
             raise InputError(f"--requests row {i + 1}", f"{path}: input_len and output_len must be whole numbers, got "
                                                         f"{row['input_len']!r}, {row['output_len']!r}") from None
     return out

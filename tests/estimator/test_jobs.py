@@ -96,6 +96,13 @@ def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
     listed.write_text("[[128, 16], [32, 4]]")
     assert main([*argv, "--requests", str(listed), "--batch", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["energy_j"] == pytest.approx(out["energy_j"])
+    for path, text in ((csv, "input_len,output_len\n1.28e2,16\n32,4.0\n"), (listed, "[[1.28e2, 16], [32, 4.0]]")):
+        path.write_text(text)  # counts as the flags take them: 1.28e2 is 128
+        assert main([*argv, "--requests", str(path), "--batch", "2"]) == 0
+        assert json.loads(capsys.readouterr().out) == out
+    csv.write_text("input_len,output_len\n128,2.5\n")
+    assert main([*argv, "--requests", str(csv)]) == 2
+    assert "--requests row 1:" in capsys.readouterr().err
     csv.write_text("input_len,output_len\n128,lots\n")
     assert main([*argv, "--requests", str(csv)]) == 2
     assert "--requests row 1:" in capsys.readouterr().err

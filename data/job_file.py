@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -151,12 +152,19 @@ _MAX_INTEGER = 2**53
 MAX_RTT_MS = 60_000.0
 
 
+# A number in exponent form, which YAML 1.1 (PyYAML) reads as a string unless it has a dot and a signed exponent:
+# `tokens: 1e10` and `1.5e9` are strings there, `1.0e+10` a float.
+_EXPONENT_FORM = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
+
+
 def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *, low: float | None = 0.0,
             high: float | None = None, integer: bool = False, strict: bool = False) -> Any:
     value = raw.get(key, default)
     name = f"{where}.{key}" if where else key
     if value is None:
         raise InputError(name, "is required")
+    if isinstance(value, str) and _EXPONENT_FORM.fullmatch(value.strip()):
+        value = float(value)  # as written: 1e10 tokens (YAML left it a string)
     if integer and high is None:
         high = _MAX_INTEGER
     if (isinstance(value, bool) or not isinstance(value, (int, float))

@@ -459,3 +459,19 @@ def test_a_sweep_axis_no_strategy_or_link_takes_is_one_line(axes, message):
     grid = dict(H=[100], P=[1], tau=[0], bits=[16]) | axes
     with pytest.raises(joulecast.InputError, match=re.escape(message)):
         planner.sweep(_job(), **grid)
+
+
+def test_a_job_file_reads_a_count_in_exponent_form(tmp_path):
+    """YAML 1.1 leaves `tokens: 1e10` a string (no dot, no signed exponent): the job file reads it as the number
+    written, as the CLI's flags do; a string that is no number is still named."""
+    from joulecast.data.job_file import load_job
+
+    text = open(EXAMPLE).read()
+    assert "tokens: 10000000000" in text and yaml.safe_load("tokens: 1e10")["tokens"] == "1e10"
+    for written, tokens in (("1e10", 10**10), ("2.5e9", 25 * 10**8)):
+        path = tmp_path / f"{written}.yaml"
+        path.write_text(text.replace("tokens: 10000000000", f"tokens: {written}"))
+        assert load_job(path).tokens // tokens == 1  # rounded up to whole steps
+    path.write_text(text.replace("tokens: 10000000000", "tokens: 1e10x"))
+    with pytest.raises(joulecast.InputError, match=r"tokens: must be an integer, got '1e10x'"):
+        load_job(path)

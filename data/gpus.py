@@ -19,7 +19,7 @@ import yaml
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
 from joulecast.data.errors import DataError, InputError, UnknownNameError
-from joulecast.data.files import read_text, write_atomic
+from joulecast.data.files import load_yaml, read_text, write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
 
@@ -218,7 +218,7 @@ def load_gpu_file(path: str | Path) -> GpuSpec:
     path = Path(path)
     text = read_text(path, "gpu spec")
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
     except yaml.YAMLError as exc:
         raise DataError(f"{path}: not valid YAML ({exc.__class__.__name__})") from None
     return GpuSpec.from_dict(raw, origin=str(path))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import csv
 import functools
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,7 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.files import read_text
+from joulecast.data.files import load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES, check_host_dispatch
@@ -152,19 +151,12 @@ _MAX_INTEGER = 2**53
 MAX_RTT_MS = 60_000.0
 
 
-# A number in exponent form, which YAML 1.1 (PyYAML) reads as a string unless it has a dot and a signed exponent:
-# `tokens: 1e10` and `1.5e9` are strings there, `1.0e+10` a float.
-_EXPONENT_FORM = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)[eE][+-]?\d+")
-
-
 def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *, low: float | None = 0.0,
             high: float | None = None, integer: bool = False, strict: bool = False) -> Any:
     value = raw.get(key, default)
     name = f"{where}.{key}" if where else key
     if value is None:
         raise InputError(name, "is required")
-    if isinstance(value, str) and _EXPONENT_FORM.fullmatch(value.strip()):
-        value = float(value)  # as written: 1e10 tokens (YAML left it a string)
     if integer and high is None:
         high = _MAX_INTEGER
     if (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -391,7 +383,7 @@ def load_job(path: str | Path) -> Job:
     """Read and validate a job file (YAML)."""
     text = read_text(path, "job")
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
     except yaml.YAMLError as exc:
         raise InputError("job", f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     return parse_job(raw, Path(path).parent, str(path))

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.files import read_text
+from joulecast.data.files import load_yaml, read_text
 from joulecast.data.workload import Workload
 from joulecast.data.workload_ref import RUNNER_EAGER_FAMILIES, as_run, catalog_ref, kernel_ref
 
@@ -231,7 +231,7 @@ def load_plan(path: str | Path) -> Plan:
         raise InputError("PLAN", f"{path} does not exist (shipped plans: {shipped or 'none'})")
     text = read_text(path, "PLAN")
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
     except yaml.YAMLError as exc:
         raise InputError("PLAN", f"{path} is not valid YAML ({exc.__class__.__name__})") from None
     return parse_plan(raw, source=str(path))

@@ -149,6 +149,14 @@ def test_gpu_add_gives_spec_only_estimates_with_wider_intervals(user_home):
     assert width(new) > 1.5 * width(known)
 
 
+def test_a_spec_file_reads_numbers_in_exponent_form(tmp_path):
+    """YAML 1.1 reads 2.039e3 (no signed exponent) as a string; a spec file reads it as the number written."""
+    text = EXAMPLE.read_text().replace("memory_bandwidth_gbs: 2039", "memory_bandwidth_gbs: 2.039e3")
+    assert "2.039e3" in text and yaml.safe_load(text)["memory_bandwidth_gbs"] == "2.039e3"
+    (tmp_path / "spec.yaml").write_text(text)
+    assert gpus.load_gpu_file(tmp_path / "spec.yaml") == gpus.load_gpu_file(EXAMPLE)
+
+
 def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, raw):
     with pytest.raises(InputError, match=r"name: 'a10' is already in the catalog as 'a10'"):
         gpus.add_gpu(gpus.GPU_DIR / "a10.yaml")

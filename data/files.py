@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -34,27 +35,22 @@ def read_text(path: str | Path, field: str) -> str:
         raise InputError(field, f"{str(path)!r} is not a text file") from None
 
 
+@functools.cache
 def yaml_loader() -> type:
     """PyYAML's SafeLoader, but a number in exponent form is a float as written (`tokens: 1e10`, `3.35e3`): YAML 1.1,
     which PyYAML follows, wants a dot and a signed exponent (1.0e+10) and reads the others as strings, so a user's
-    file said 'must be an integer, got '1e10''. Built once."""
+    file said 'must be an integer, got '1e10''."""
     import re
 
     import yaml
 
-    global _YAML_LOADER
-    if _YAML_LOADER is None:
-        class Loader(yaml.SafeLoader):
-            pass
+    class Loader(yaml.SafeLoader):
+        pass
 
-        Loader.add_implicit_resolver("tag:yaml.org,2002:float",
-                                     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
-                                     list("-+0123456789."))
-        _YAML_LOADER = Loader
-    return _YAML_LOADER
-
-
-_YAML_LOADER: type | None = None
+    Loader.add_implicit_resolver("tag:yaml.org,2002:float",
+                                 re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+                                 list("-+0123456789."))
+    return Loader
 
 
 def load_yaml(text: str) -> Any:

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from shared_data import PROBES
 
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -57,7 +58,7 @@ def busy_sm_power(configs: list[dict], sm_count: int, idle_at_clock_w: float, ra
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("probe", nargs="?", default="data/probes/h200/h200-sm-spin")
+    parser.add_argument("probe", nargs="?", default=str(PROBES / "h200" / "h200-sm-spin"))
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -39,8 +39,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from shared_data import training_measurements
 
-from joulecast.cli import load_measurements
 from joulecast.data.store import load_store
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.residual import DOMAIN_FEATURES, TARGETS, Residual, work_kinds
@@ -172,7 +172,7 @@ def main() -> int:
                         help="instead: the physics margin's coverage per GPU held out at each widening (no training)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    table = training_table(load_measurements(None, None))
+    table = training_table(training_measurements())
     gpus = table.rows["gpu"].astype(str).to_numpy()
     kinds = np.array(work_kinds(table.X.to_numpy(dtype=np.float32), list(table.X.columns)))
     physics = scored_frame(table.rows, None)

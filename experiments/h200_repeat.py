@@ -27,6 +27,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+from shared_data import MEASUREMENTS, REPEATS
 
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -61,8 +62,8 @@ def coverage(rows: pd.DataFrame, bound: pd.Series) -> pd.DataFrame:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", default="data/repeats")
-    parser.add_argument("--first", default="data/measurements")
+    parser.add_argument("--repeat", default=str(REPEATS))
+    parser.add_argument("--first", default=str(MEASUREMENTS))
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--collection", default="h200-repeat")
     parser.add_argument("--of", default="h200-first", help="the collection the repeat's items came from")

@@ -36,7 +36,7 @@ import sys
 
 import numpy as np
 import pandas as pd
-from shared_data import EXTERNAL
+from shared_data import EXTERNAL, MEASUREMENTS
 
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.importers.energaizer import import_energaizer
@@ -111,7 +111,7 @@ def energaizer_hosts(path: str, as_json: bool) -> int:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--store", default="data/measurements")
+    parser.add_argument("--store", default=str(MEASUREMENTS))
     parser.add_argument("--gpu", default="h200")
     parser.add_argument("--collection", default="h200-first")
     parser.add_argument("--kernels", action="store_true", help="the single-kernel loops' rows, not the models'")

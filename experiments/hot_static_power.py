@@ -24,8 +24,8 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 from gpu_transfer import KERNEL_LEVEL_GPUS
+from shared_data import training_measurements
 
-from joulecast.cli import load_measurements
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.features import arch
 from joulecast.features.power import idle_power_w
@@ -106,7 +106,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    measurements = load_measurements(None, None)
+    measurements = training_measurements()
     by_ratio = {float(r): physics_errors(measurements, r) for r in RATIOS}
     on_all = best_fit(by_ratio, KERNEL_LEVEL_GPUS)
     tables = {name: by_ratio[r].groupby("gpu").agg(rows=("power", "size"), **{

@@ -22,8 +22,8 @@ from unittest import mock
 import numpy as np
 import pandas as pd
 from gpu_transfer import KERNEL_LEVEL_GPUS
+from shared_data import training_measurements
 
-from joulecast.cli import load_measurements
 from joulecast.features import kinds
 from joulecast.features.kinds import softmax
 from joulecast.training.dataset import training_table
@@ -59,7 +59,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    measurements = load_measurements(None, None)
+    measurements = training_measurements()
     by_multiple = {m: physics_rows(measurements, m) for m in MULTIPLES}
     grid = [{"multiple": m, **{g: _mape(e, g) for g in KERNEL_LEVEL_GPUS}} for m, e in by_multiple.items()]
     held = []

@@ -20,8 +20,8 @@ from contextlib import contextmanager
 
 import pandas as pd
 from gpu_transfer import HOLDOUT
+from shared_data import training_measurements
 
-from joulecast.cli import load_measurements
 from joulecast.data.store import load_store
 from joulecast.features import arch
 from joulecast.training.dataset import training_table
@@ -72,7 +72,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    sets = {"trained on": steps(load_measurements(None, None)), "held out": steps(load_store(HOLDOUT))}
+    sets = {"trained on": steps(training_measurements()), "held out": steps(load_store(HOLDOUT))}
     table = grid(sets)
     trained = table[table["set"] == "trained on"]
     best = trained.loc[trained["time_mape"].idxmin(), ["factor", "norm"]]

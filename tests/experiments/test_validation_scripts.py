@@ -653,3 +653,13 @@ def test_unvectorised_ops_are_set_on_the_h200s_kernels_and_read_the_a100_unbiase
     assert check["where/batch384/rows1024/cols1024/fp32"]["time_bias"] < -10
     passes = result["pass_check"]  # Llama-3-8B and Mistral-7B eager prefill: the cost takes part of the shortfall
     assert len(passes) == 5 and all(r["energy_bias_without"] < r["energy_bias_with"] < 0 for r in passes)
+
+
+def test_the_experiments_read_the_repositorys_data_wherever_they_run(tmp_path):
+    """Their default store is the repository's data/, not a path relative to the working directory: from another
+    folder a script once read nothing and said its collection had no host-bound rows."""
+    from_root = _run_args("host_dispatch.py")
+    out = subprocess.run([sys.executable, str(REPO / "experiments" / "host_dispatch.py"), "--json"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == from_root and from_root["summary"]["rows"] > 0

@@ -789,7 +789,8 @@ def build_parser() -> argparse.ArgumentParser:
                      f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels); single passes and "
                      "--phase train-run")
     est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
-    est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default)")
+    est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default; the limits "
+                     "each GPU takes: 'joulecast gpus', column limits_w)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
                      "or 'physics' (default: the shipped model)")
     gen = est.add_argument_group("--phase generate")
@@ -884,7 +885,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--dtype", help="dtypes, e.g. bf16,fp8 (default bf16)")
     sw.add_argument("--sm-clock", help="locked SM clocks in MHz (default: the maximum); a GPU's out-of-range ones "
                     "are left out")
-    sw.add_argument("--power-limit", help="power limits in W (default: each GPU's); out-of-range ones are left out")
+    sw.add_argument("--power-limit", help="power limits in W (default: each GPU's); out-of-range ones are left out "
+                    "and counted ('joulecast gpus', column limits_w)")
     sw.add_argument("--objective", default="energy", help="energy or time: what the best point minimises")
     sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "
                     "against time a token), or auto: per token where batch or length varies")

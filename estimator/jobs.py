@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.engines import check_engine, launch_mode_for
-from joulecast.data.errors import InputError
+from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
@@ -85,6 +85,12 @@ def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv
 
 def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, sm_clock_mhz: float | None,
              power_limit_w: float | None, host_dispatch_s: float | None = None, tp: int = 1) -> dict[str, Any]:
+    # each a scalar: a list here became a column of its own length (a service body's "dtype": [] was a 500)
+    for name, value in (("dtype", dtype), ("attention", attention), ("launch_mode", launch_mode)):
+        require(isinstance(value, str), name, f"must be a name, got {value!r}")
+    for name, value in (("sm_clock_mhz", sm_clock_mhz), ("power_limit_w", power_limit_w)):
+        require(value is None or isinstance(value, (int, float, np.number)) and not isinstance(value, bool), name,
+                f"must be a number, got {value!r}")
     host = check_host_dispatch(host_dispatch_s)
     return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "", "tp": tp,
             "sm_clock_mhz": np.nan if sm_clock_mhz is None else sm_clock_mhz,

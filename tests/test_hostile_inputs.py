@@ -293,3 +293,26 @@ def test_cli_plan_sweep(argv, tmp_path_factory):
         assert err.getvalue().count("\n") == 1 and ": error: " in err.getvalue()
     else:
         assert "sweep: " in out.getvalue() or '"sweep"' in out.getvalue()
+
+
+_BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz", "power_limit_w",
+              "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
+              "max_batch", "output_len_cv", "sampling", "steps", "tokens", "global_batch", "micro_batch", "lora_rank",
+              "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s"]
+_NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
+          "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
+
+
+@SETTINGS
+@given(phase=st.sampled_from([None, "generate", "serve", "train-run", "decode", "training"]), needs=st.booleans(),
+       extra=st.dictionaries(st.sampled_from(_BODY_KEYS),
+                             st.one_of(anything, st.lists(st.integers(-1, 64), max_size=2)), max_size=3))
+def test_service_bodies(phase, needs, extra):
+    """A service body with hostile fields (its phase's required ones or not): an answer, or one line naming a field
+    (the service's 422); never another exception (a 500: a train-run body without its seq once was)."""
+    from joulecast.service import estimate_one
+
+    body = {"model": "gpt2", "gpu": "a10", **({"phase": phase} if phase else {}),
+            **(_NEEDS.get(phase, {}) if needs else {}), **extra}
+    result = outcome(lambda: estimate_one(body, "physics"))
+    assert result is None or isinstance(result, dict)

@@ -143,6 +143,12 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "batch": 0, "input_len": 8, "output_len": 2}, "batch"),
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "offload_gb": "1"},
      "offload_gb"),
+    # each of these was a 500 (found by drawing bodies at random)
+    ({"model": "gpt2", "gpu": "a10", "phase": "train-run", "steps": 2, "global_batch": 4}, "seq"),
+    ({"model": "gpt2", "gpu": "a10", "phase": "train-run", "steps": 2, "seq": 64}, "global_batch"),
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "dtype": []}, "dtype"),
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "power_limit_w": [1]},
+     "power_limit_w"),
 ])
 def test_bad_requests_get_422_naming_the_field(server, body, field):
     status, out = call(server, "/v1/estimate", body)

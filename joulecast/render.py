@@ -246,14 +246,14 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
     skipped = points.attrs.get("skipped", {})
     best = points[points["pareto"]].sort_values("time_s")
     rows = pd.DataFrame(dict(strategy=best["strategy"], sites=best["sites"],
-                             power_limit_w=best["power_limit_w"].fillna("default") if "power_limit_w" in best else
-                             "default", H=best["H"], P=best["P"], tau=best["tau"], bits=best["bits"],
+                             power_limit_w=[("default" if math.isnan(w) else f"{w:g}") for w in best["power_limit_w"]]
+                             if "power_limit_w" in best else "default", H=best["H"], P=best["P"], tau=best["tau"], bits=best["bits"],
                              gbps=best["gbps"], time=[duration(t) for t in best["time_s"]],
                              energy_kwh=best["energy_j"] / 3.6e6, carbon_kg=best["carbon_kg"],
                              utilisation=best["compute_utilisation"]))
     left = "".join(f"; {n:,} left out: {why}" for why, n in skipped.items())
     return "\n".join([f"sweep: {len(points):,} points{left}; the Pareto front of {axis} against time to finish "
-                      f"({len(best):,} points, fastest first):",
+                      f"({len(best):,} point{'' if len(best) == 1 else 's'}, fastest first):",
                       rows.to_string(index=False, float_format="{:.4g}".format)])
 
 

@@ -16,6 +16,9 @@ from joulecast.data.files import write_atomic
 
 _W, _H, _PAD = 760, 460, 60
 _LABELLED = 20_000  # points up to this many carry a hover label (the configuration and its figures)
+# A feasible point's colour by its GPU where a sweep has several (Tableau's ten less its red, the front's), with a
+# legend: which GPU a point is, without hovering over each
+_GPU_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
            "tokens_per_s", "energy_per_token_j", "flags")
 
@@ -81,10 +84,24 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
                  .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
                  .itertuples()]
     names = [html.escape(n) for n in names]
+    gpus = list(dict.fromkeys(points["gpu"])) if "gpu" in points else []
+    by_gpu = 1 < len(gpus) <= len(_GPU_COLOURS)
+    colours = (np.array(_GPU_COLOURS)[points["gpu"].map({g: i for i, g in enumerate(gpus)}).to_numpy()] if by_gpu
+               else np.full(len(points), "#4c78a8"))
     for i in np.flatnonzero(~front):
-        colour = "#4c78a8" if feasible[i] else "#bbb"
+        colour = colours[i] if feasible[i] else "#bbb"
         parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{colour}' "
                      f"fill-opacity='0.6'><title>{names[i]}</title></circle>")
+    if by_gpu:  # above the frame, clear of the points: each GPU's colour, then the front's, in rows
+        legend, lx, ly = ["<g class='legend'>"], float(_PAD), 14.0
+        for name, colour in [*zip(gpus, _GPU_COLOURS), ("Pareto front", "#d62728")]:
+            width = 22 + 6.5 * len(str(name))   # the 11 px font's width, about
+            if lx + width > _W - _PAD:
+                lx, ly = float(_PAD), ly + 16
+            legend.append(f"<circle cx='{lx + 4:.0f}' cy='{ly:.0f}' r='4' fill='{colour}'/><text x='{lx + 12:.0f}' "
+                          f"y='{ly + 4:.0f}' font-size='11'>{html.escape(str(name))}</text>")
+            lx += width
+        parts.append("".join(legend) + "</g>")
     order = np.flatnonzero(front)[np.argsort(t[front])]
     if len(order):
         path = " ".join(f"{x[i]:.1f},{y[i]:.1f}" for i in order)

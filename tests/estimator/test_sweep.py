@@ -55,6 +55,10 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
     assert len(pd.read_parquet(out)) == 12
     page = (report / "report.html").read_text()
     assert page.count("class='pareto'") == len(payload["pareto"]) and "<script" not in page
+    # two GPUs: their points coloured apart, named in a legend beside the front's
+    legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
+    assert [t.split("<", 1)[0] for t in legend.split(">")[1:] if t and not t.startswith("<")] == \
+        ["h100-sxm", "a100-sxm4-80gb", "Pareto front"]
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed: the report was checked as text only")
@@ -63,6 +67,7 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
                           f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom", (report / "report.html").as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
     assert "<svg" in dom and dom.count('class="pareto"') == len(payload["pareto"]) and "polyline" in dom
+    assert 'class="legend"' in dom
 
 
 @pytest.mark.parametrize("argv, message", [

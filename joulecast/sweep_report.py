@@ -16,8 +16,8 @@ from joulecast.data.files import write_atomic
 
 _W, _H, _PAD = 760, 460, 60
 _LABELLED = 20_000  # points up to this many carry a hover label (the configuration and its figures)
-# A feasible point's colour by its GPU where a sweep has several (Tableau's ten less its red, the front's), with a
-# legend: which GPU a point is, without hovering over each
+# A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
+# the front's), with a legend: which GPU a point is, without hovering over each
 _GPU_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
            "tokens_per_s", "energy_per_token_j", "flags")
@@ -49,10 +49,11 @@ _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_
 
 
 def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list[str] | None = None,
-        labels: dict[str, str] | None = None, sizes: tuple[str, str] = ("batch", "seq")) -> str:
-    """Energy (vertical) against time (horizontal), a pass's or a token's, log-log; feasible points blue, others grey,
-    the Pareto front red and joined. `names` label the points (default: a sweep's configuration, its size columns
-    `sizes`), `labels` the axes (default: a sweep's)."""
+        labels: dict[str, str] | None = None, sizes: tuple[str, str] = ("batch", "seq"), group: str = "gpu") -> str:
+    """Energy (vertical) against time (horizontal), a pass's or a token's, log-log; feasible points blue (coloured
+    by their `group` column, with a legend, where it has two to nine values: a sweep's GPUs, a plan's strategies),
+    others grey, the Pareto front red and joined. `names` label the points (default: a sweep's configuration, its
+    size columns `sizes`), `labels` the axes (default: a sweep's)."""
     labels = labels or _LABELS
     t, e = points[axes[0]].to_numpy(float), points[axes[1]].to_numpy(float)
     x, xlo, xhi = _scale(t, _W, False)
@@ -84,9 +85,9 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
                  .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
                  .itertuples()]
     names = [html.escape(n) for n in names]
-    gpus = list(dict.fromkeys(points["gpu"])) if "gpu" in points else []
+    gpus = list(dict.fromkeys(points[group])) if group in points else []
     by_gpu = 1 < len(gpus) <= len(_GPU_COLOURS)
-    colours = (np.array(_GPU_COLOURS)[points["gpu"].map({g: i for i, g in enumerate(gpus)}).to_numpy()] if by_gpu
+    colours = (np.array(_GPU_COLOURS)[points[group].map({g: i for i, g in enumerate(gpus)}).to_numpy()] if by_gpu
                else np.full(len(points), "#4c78a8"))
     for i in np.flatnonzero(~front):
         colour = colours[i] if feasible[i] else "#bbb"

@@ -370,6 +370,10 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     assert out["sweep"]["pareto"] and out["files"] == [str(tmp_path / "points.parquet"), str(tmp_path / "plan.html")]
     page = (tmp_path / "plan.html").read_text()
     assert "<svg" in page and "class='plans'" in page and "<script" not in page
+    # the strategies' points coloured apart, named in a legend; no bandwidth reaches 90 % on the example's link
+    legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
+    assert all(f">{kind}</text>" in legend for kind in ("ddp", "diloco", "streaming-diloco", "fedavg", "Pareto front"))
+    assert page.count("<td>not reached</td>") == len(out["plans"])
     assert main(["plan", EXAMPLE, "--power-limit", "400"]) == 2  # a list of limits is a sweep's axis
     assert "--power-limit: applies to --sweep" in capsys.readouterr().err
     assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "500", "--bits", "16", "--power-limit", "450,700"]) == 0

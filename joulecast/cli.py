@@ -354,10 +354,12 @@ def _sweep(args: argparse.Namespace) -> int:
                               "objective": result.objective, "front": result.front, "job": result.job,
                               "constraints": result.constraints, "files": files}))
         return 0
-    print(f"{len(result.points):,} configurations, {int(result.points['feasible'].sum()):,} meeting the constraints, "
-          f"{len(result.pareto)} on the Pareto front ({result.axes[1]} against {result.axes[0]})"
+    print(f"{len(result.points):,} configurations, {int(result.points['feasible'].sum()):,} fitting in memory and "
+          f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "
+          f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
-    print(render.frame(result.pareto[sweep_report.columns(result)].round(4)))
+    if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
+        print(render.frame(result.pareto[sweep_report.columns(result)].round(4)))
     if best is not None:
         sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in result.sizes)
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))

@@ -93,9 +93,11 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         colour = colours[i] if feasible[i] else "#bbb"
         parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{colour}' "
                      f"fill-opacity='0.6'><title>{names[i]}</title></circle>")
-    if by_gpu:  # above the frame, clear of the points: each GPU's colour, then the front's, in rows
+    outside = [("over the constraints or memory", "#bbb")] if (~feasible).any() else []
+    if by_gpu or outside:  # above the frame, clear of the points: each GPU's colour, the front's, the grey, in rows
         legend, lx, ly = ["<g class='legend'>"], float(_PAD), 14.0
-        for name, colour in [*zip(gpus, _GPU_COLOURS), ("Pareto front", "#d62728")]:
+        shown = [*(zip(gpus, _GPU_COLOURS) if by_gpu else []), ("Pareto front", "#d62728"), *outside]
+        for name, colour in shown:
             width = 22 + 6.5 * len(str(name))   # the 11 px font's width, about
             if lx + width > _W - _PAD:
                 lx, ly = float(_PAD), ly + 16
@@ -140,14 +142,24 @@ def page(title: str, body: str) -> str:
 _JOB_LABELS = {**_LABELS, "time_s": "time of the job (s)", "energy_j": "energy of the job (J)"}
 
 
+_BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:g} tokens/s",
+           "max_power_w": "power at most {:g} W"}
+
+
+def constraints_text(constraints: dict[str, float]) -> str:
+    """A sweep's constraints as a reader writes them ('time at most 6000 s'), 'none' where there are none."""
+    return ", ".join(_BOUNDS[k].format(v) for k, v in constraints.items()) or "none"
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
     shown = columns(result)
     job = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.job.items())
     labels = _JOB_LABELS if result.job else _LABELS
     lines = [f"<h1>{html.escape(title)}</h1>",
-             f"<p>{len(result.points):,} configurations estimated; {int(result.points['feasible'].sum()):,} meet the "
-             f"constraints ({html.escape(str(result.constraints or 'none'))}); {len(result.pareto):,} on the Pareto "
+             f"<p>{len(result.points):,} configurations estimated; {int(result.points['feasible'].sum()):,} fit in "
+             f"memory and meet the constraints ({html.escape(constraints_text(result.constraints))}); "
+             f"{len(result.pareto):,} on the Pareto "
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
              f"<p>Each point a whole job: {html.escape(job)}.</p>" if result.job else "",

@@ -12,6 +12,7 @@ import joulecast
 from joulecast.cli import main
 from joulecast.data.fusions import FUSIONS
 from joulecast.estimator.sweep import grid, pareto_mask, sweep
+from joulecast.sweep_report import constraints_text
 
 
 def test_the_front_is_what_no_point_beats():
@@ -55,6 +56,8 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
     assert len(pd.read_parquet(out)) == 12
     page = (report / "report.html").read_text()
     assert page.count("class='pareto'") == len(payload["pareto"]) and "<script" not in page
+    assert "meet the constraints (none)" in page and constraints_text({"max_time_s": 2.0, "max_power_w": 300.0}) == \
+        "time at most 2 s, power at most 300 W"  # as a reader writes them, not a dict's repr
     # two GPUs: their points coloured apart, named in a legend beside the front's
     legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
     assert [t.split("<", 1)[0] for t in legend.split(">")[1:] if t and not t.startswith("<")] == \
@@ -216,6 +219,14 @@ def test_cli_job_sweep_json_is_strict_and_its_report_says_what_a_point_is(tmp_pa
     page = (report / "report.html").read_text()
     assert "Each point a whole job: global batch 8, steps 50" in page and "energy of the job (J)" in page
     assert "<th>micro_batch</th>" in page and page.count("class='pareto'") == len(payload["pareto"])
+    # one GPU, every point feasible: no legend; a deadline no point meets: the grey points' entry, alone with the front
+    assert "class='legend'" not in page
+    assert main([*argv[:-1], "--max-time", "1e-3"]) == 0
+    said = capsys.readouterr().out
+    assert "meeting the constraints (time at most 0.001 s), 0 on the Pareto front" in said
+    assert "no configuration meets the constraints" in said and "Empty DataFrame" not in said
+    legend = (report / "report.html").read_text().split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
+    assert ">Pareto front</text>" in legend and ">over the constraints or memory</text>" in legend
 
 def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one(monkeypatch):
     """The grid partitioned (here into 12 parts), each part estimated on a worker of a LocalCluster on 127.0.0.1,

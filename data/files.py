@@ -60,6 +60,19 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=yaml_loader())  # noqa: S506 - a SafeLoader subclass
 
 
+def whole_number(value: Any) -> Any:
+    """JSON has one number type: a float that is a whole number (1e9, 8.0) as the integer it names; anything else (a
+    fraction, NaN, infinity, a string) as given, for its check to refuse by name."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def request_pairs(pairs: Any) -> Any:
+    """A JSON list of [input_len, output_len] requests, their lengths `whole_number`s; anything else as given."""
+    if not isinstance(pairs, list):
+        return pairs
+    return [[whole_number(v) for v in pair] if isinstance(pair, list) else pair for pair in pairs]
+
+
 def read_json(path: str | Path, field: str) -> Any:
     """Decode a JSON file given through `field` (e.g. ``--kernels``); unreadable or malformed -> one-line InputError."""
     text = read_text(path, field)

@@ -98,7 +98,7 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
 def _read_requests(path: str) -> list[list[int]]:
     """A requests file: CSV with input_len and output_len columns, or JSON, a list of [input_len, output_len]."""
     from joulecast.data.errors import InputError
-    from joulecast.data.files import read_text
+    from joulecast.data.files import read_text, request_pairs
 
     text = read_text(Path(path), "--requests")
     if path.endswith(".json"):
@@ -108,9 +108,7 @@ def _read_requests(path: str) -> list[list[int]]:
             pairs = json.loads(text)
         except ValueError as exc:
             raise InputError("--requests", f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
-        # JSON has one number type: 1e3 or 1000.0 is the length 1000 (a fraction is left for the estimate to refuse)
-        return [[int(v) if isinstance(v, float) and v.is_integer() else v for v in pair]
-                if isinstance(pair, list) else pair for pair in pairs] if isinstance(pairs, list) else pairs
+        return request_pairs(pairs)  # 1e3 or 1000.0 is the length 1000, as the flags read counts
     import csv
     import io
 

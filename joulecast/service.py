@@ -19,6 +19,7 @@ from collections import defaultdict
 from typing import Any
 
 from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.files import request_pairs, whole_number
 from joulecast.render import finite
 
 MAX_BATCH_ROWS = 10_000
@@ -104,10 +105,9 @@ def _check_names(row: dict[str, Any], where: str) -> None:
 def _counts_as_integers(row: dict[str, Any]) -> dict[str, Any]:
     """`row` with each count that JSON gave as a whole float (1e9, 8.0) an integer; a fraction, NaN or infinity left
     as sent, for the estimate to refuse by name."""
-    whole = lambda v: int(v) if isinstance(v, float) and v.is_integer() else v  # noqa: E731
-    out = {k: whole(v) if k in _COUNTS else v for k, v in row.items()}
-    if isinstance(out.get("requests"), list):  # a generation's [input_len, output_len] pairs
-        out["requests"] = [[whole(v) for v in r] if isinstance(r, list) else r for r in out["requests"]]
+    out = {k: whole_number(v) if k in _COUNTS else v for k, v in row.items()}
+    if "requests" in out:  # a generation's [input_len, output_len] pairs
+        out["requests"] = request_pairs(out["requests"])
     return out
 
 

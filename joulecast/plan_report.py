@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
+from joulecast.render import bandwidth_text, limit_text
 from joulecast.sweep_report import page, svg, table
 
 
@@ -23,8 +24,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                            "compute utilisation": p.compute_utilisation, "J a token": p.energy_per_token_j,
                            "locally met": p.locally_met_share,
                            "inter-site (GB)": p.bytes_per_link["inter_site"] / 1e9,
-                           "Gbit/s for 90 %": p.bandwidth_for_90pct_gbps or ("not reached" if len(job.sites) > 1
-                                                                             else "-"),
+                           "Gbit/s for 90 %": bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)),
                            **{f"{k} (kWh)": v / 3.6e6 for k, v in p.energy_split_j.items()}} for p in result.plans])
     parts = [f"<h1>joulecast plan: {html.escape(job.name)}</h1>",
              f"<p>{html.escape(job.model_name)}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps of "
@@ -41,8 +41,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                   f"<p>{len(points):,} points swept; {int(points['pareto'].sum())} on the front.</p>",
                   svg(shown, ("time_s", axis), names=names, labels=labels, group="strategy"),
                   "<h2>Its points</h2>", table(points[points["pareto"]].sort_values("time_s").assign(
-                      power_limit_w=lambda f: f["power_limit_w"].astype(object).where(f["power_limit_w"].notna(),
-                                                                                     "default")))]
+                      power_limit_w=lambda f: limit_text(f["power_limit_w"])))]
     return page(f"joulecast plan {job.name}", "".join(parts))
 
 

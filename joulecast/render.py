@@ -223,8 +223,7 @@ def plan_table(result: Any) -> str:
                  interval_kwh=f"{p.energy_interval_j[0] / 3.6e6:.4g} - {p.energy_interval_j[1] / 3.6e6:.4g}",
                  carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,
                  local_share=p.locally_met_share, inter_site_gb=p.bytes_per_link["inter_site"] / 1e9,
-                 gbps_for_90pct=(f"{p.bandwidth_for_90pct_gbps:.4g}" if p.bandwidth_for_90pct_gbps
-                                 else "not reached" if len(job.sites) > 1 else "-"))
+                 gbps_for_90pct=bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)))
             for p in result.plans]
     splits = pd.DataFrame([{"strategy": p.strategy, **{k: v / 3.6e6 for k, v in p.energy_split_j.items()}}
                            for p in result.plans])
@@ -239,6 +238,17 @@ def plan_table(result: Any) -> str:
                       "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])
 
 
+def bandwidth_text(gbps: float | None, sites: int) -> str:
+    """A plan's inter-site bandwidth for 90 % utilisation as its tables show it (Gbit/s): 'not reached' where none up
+    to 100 Tbit/s gives it, '-' on one site."""
+    return f"{gbps:.4g}" if gbps else "not reached" if sites > 1 else "-"
+
+
+def limit_text(limits: pd.Series) -> list[str]:
+    """A plan sweep's power limits (W) as its tables show them: 'default' where the job file's own (NaN)."""
+    return ["default" if math.isnan(w) else f"{w:g}" for w in limits]
+
+
 def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
     """A plan sweep's points in a line, what it left out, and its Pareto front (energy or carbon against time to
     finish), fastest first."""
@@ -246,8 +256,8 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
     skipped = points.attrs.get("skipped", {})
     best = points[points["pareto"]].sort_values("time_s")
     rows = pd.DataFrame(dict(strategy=best["strategy"], sites=best["sites"],
-                             power_limit_w=[("default" if math.isnan(w) else f"{w:g}") for w in best["power_limit_w"]]
-                             if "power_limit_w" in best else "default", H=best["H"], P=best["P"], tau=best["tau"], bits=best["bits"],
+                             power_limit_w=limit_text(best["power_limit_w"]), H=best["H"], P=best["P"],
+                             tau=best["tau"], bits=best["bits"],
                              gbps=best["gbps"], time=[duration(t) for t in best["time_s"]],
                              energy_kwh=best["energy_j"] / 3.6e6, carbon_kg=best["carbon_kg"],
                              utilisation=best["compute_utilisation"]))

@@ -18,7 +18,7 @@ _W, _H, _PAD = 760, 460, 60
 _LABELLED = 20_000  # points up to this many carry a hover label (the configuration and its figures)
 # A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
 # the front's), with a legend: which GPU a point is, without hovering over each
-_GPU_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+_GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
            "tokens_per_s", "energy_per_token_j", "flags")
 
@@ -85,18 +85,18 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
                  .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
                  .itertuples()]
     names = [html.escape(n) for n in names]
-    gpus = list(dict.fromkeys(points[group])) if group in points else []
-    by_gpu = 1 < len(gpus) <= len(_GPU_COLOURS)
-    colours = (np.array(_GPU_COLOURS)[points[group].map({g: i for i, g in enumerate(gpus)}).to_numpy()] if by_gpu
+    groups = list(dict.fromkeys(points[group])) if group in points else []
+    by_group = 1 < len(groups) <= len(_GROUP_COLOURS)
+    colours = (np.array(_GROUP_COLOURS)[points[group].map({g: i for i, g in enumerate(groups)}).to_numpy()] if by_group
                else np.full(len(points), "#4c78a8"))
     for i in np.flatnonzero(~front):
         colour = colours[i] if feasible[i] else "#bbb"
         parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{colour}' "
                      f"fill-opacity='0.6'><title>{names[i]}</title></circle>")
     outside = [("over the constraints or memory", "#bbb")] if (~feasible).any() else []
-    if by_gpu or outside:  # above the frame, clear of the points: each GPU's colour, the front's, the grey, in rows
+    if by_group or outside:  # above the frame, clear of the points: each GPU's colour, the front's, the grey, in rows
         legend, lx, ly = ["<g class='legend'>"], float(_PAD), 14.0
-        shown = [*(zip(gpus, _GPU_COLOURS) if by_gpu else []), ("Pareto front", "#d62728"), *outside]
+        shown = [*(zip(groups, _GROUP_COLOURS) if by_group else []), ("Pareto front", "#d62728"), *outside]
         for name, colour in shown:
             width = 22 + 6.5 * len(str(name))   # the 11 px font's width, about
             if lx + width > _W - _PAD:

@@ -146,8 +146,10 @@ class Job:
 # The largest integer a job file may give (2^53, the last exactly representable as a float): products of a few of
 # them (tokens = steps x global batch x seq) stay finite.
 _MAX_INTEGER = 2**53
-# A link's round trip at most a minute: a geostationary satellite hop is about 0.6 s; more is no network path
-# (and a round trip of 1e305 ms overflowed the plan's hours of carbon to read).
+# A link's round trip at most a minute (an assumption, a hundredfold margin): a geostationary satellite hop, the
+# longest path in use, takes 4 x 35,786 km (up and down, each way) / c = 0.48 s before processing (derived from the
+# geostationary altitude); more is no network path (and a round trip of 1e305 ms overflowed the plan's hours of
+# carbon to read).
 MAX_RTT_MS = 60_000.0
 
 

@@ -249,6 +249,10 @@ def reload_catalog() -> None:
     _alias_index.cache_clear()
 
 
+# An added GPU's name, which names its file in the user catalog: no separator, no leading dot.
+ADDED_NAME = r"[a-z0-9][a-z0-9._-]*"
+
+
 def added_gpus() -> list[str]:
     return sorted(load_gpu_file(p).name for p in user_gpu_dir().glob("*.yaml"))
 
@@ -256,7 +260,7 @@ def added_gpus() -> list[str]:
 def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
     """Validate a spec file and add it to the user catalog; its name and aliases may not clash with another GPU."""
     spec = load_gpu_file(path)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", spec.name):
+    if not re.fullmatch(ADDED_NAME, spec.name):
         raise InputError("name", f"{spec.name!r}: use lower-case letters, digits, '.', '_' and '-' (it names a file)")
     target = user_gpu_dir() / f"{spec.name}.yaml"
     own = {spec.name, *[a.lower() for a in spec.aliases]}
@@ -276,7 +280,8 @@ def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
 def remove_gpu(name: str) -> Path:
     """Remove a GPU added with `add_gpu` (shipped GPUs cannot be removed)."""
     target = user_gpu_dir() / f"{name}.yaml"
-    if not target.exists():
+    # a name that is no file name of the user catalog ('../x') is refused, not followed out of it
+    if not re.fullmatch(ADDED_NAME, name) or not target.exists():
         raise InputError("name", f"{name!r} is not a GPU you added; added: {', '.join(added_gpus()) or 'none'}")
     target.unlink()
     reload_catalog()

@@ -176,6 +176,12 @@ def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, ra
     assert "a100-sxm4-80gb-500w" not in gpus.catalog()
     with pytest.raises(InputError, match="not a GPU you added; added: none"):
         gpus.remove_gpu("a10")
+    # a path out of the user catalog is a name like any other, not followed (before, it deleted the file it reached)
+    bystander = user_home / "notes.yaml"
+    bystander.write_text("keep")
+    with pytest.raises(InputError, match=r"'\.\./notes' is not a GPU you added"):
+        gpus.remove_gpu("../notes")
+    assert bystander.read_text() == "keep"
 
 
 def test_architecture_traits_are_validated_data_with_sources(tmp_path):

@@ -11,8 +11,11 @@ writes a file.
 """
 
 # No `from __future__ import annotations` here: FastAPI reads the routes' annotations (`Request`) at run time.
+import errno
 import hmac
 import os
+import socket
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -359,7 +362,36 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
     return app
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port), for uvicorn to serve on: a port out of range, a host that does not resolve
+    or an address taken is one line naming the option (uvicorn itself logs an error line and exits 1 or 3, or raises
+    OverflowError for a port past 65535)."""
+    if not 1 <= port <= 65535:
+        raise InputError("--port", f"must be between 1 and 65535, got {port}")
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise InputError("--host", f"cannot resolve {host!r} ({getattr(exc, 'strerror', None) or exc})") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn sets it: a restart need not wait
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        field = "--port" if exc.errno in (errno.EADDRINUSE, errno.EACCES) else "--host"
+        raise InputError(field, f"cannot listen on {host}:{port} ({exc.strerror})") from None
+    return sock
+
+
 def serve(host: str, port: int, estimator: str | None, tracking_uri: str | None) -> None:
+    """Serve until interrupted, on an address checked before the estimator loads; where, on stderr."""
     import uvicorn
 
-    uvicorn.run(create_app(estimator, tracking_uri), host=host, port=port, log_level="warning")
+    sock = listening_socket(host, port)
+    try:
+        app = create_app(estimator, tracking_uri)
+        shown = f"[{host}]" if ":" in host else host
+        print(f"joulecast serving on http://{shown}:{port} (docs at /docs; Ctrl-C stops)", file=sys.stderr)
+        uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+    finally:
+        sock.close()

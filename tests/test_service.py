@@ -278,3 +278,23 @@ def test_passes_generations_and_runs_take_the_hosts_dispatch_and_a_bad_one_names
         status, out = call(physics_server, "/v1/estimate", {**ask, "host_dispatch_s": -1})
         assert status == 422 and out["detail"][0]["loc"] == ["body", "host_dispatch_s"], out
         assert "must be from 0 to 0.001 s a launch" in out["detail"][0]["msg"]
+
+
+def test_a_bad_address_is_one_line_before_the_estimator_loads():
+    """A port out of range, a host that cannot resolve and an address taken each name their option (before, uvicorn
+    raised OverflowError past 65535, or logged an error line and exited 1 or 3)."""
+    from joulecast.data.errors import InputError
+    from joulecast.service import listening_socket
+
+    with pytest.raises(InputError, match="--port: must be between 1 and 65535, got 70000"):
+        listening_socket("127.0.0.1", 70000)
+    with pytest.raises(InputError, match="--host: cannot resolve 'a..b'"):  # refused by the codec, no DNS asked
+        listening_socket("a..b", 8000)
+    taken = listening_socket("127.0.0.1", _free_port())
+    try:
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(InputError, match=rf"--port: cannot listen on 127.0.0.1:{port} \(Address already in use\)"):
+            listening_socket("127.0.0.1", port)
+    finally:
+        taken.close()

@@ -97,6 +97,8 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
             raise InputError(name, f"{bad[0] if bad else 'nothing'!r} is not allowed; choose from {', '.join(allowed)}")
     if not target > 0:
         raise InputError("--target", f"must be a positive percentage, got {target}")
+    if not min_rows >= 1:  # a partition of no rows has no error to gate
+        raise InputError("--min-rows", f"must be at least 1, got {min_rows}")
 
     def verdict(table: pd.DataFrame, gated: np.ndarray) -> pd.DataFrame:
         ok = np.all([table[f"{q}_mape"].to_numpy() <= target for q in gate_on], axis=0)

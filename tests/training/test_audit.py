@@ -81,6 +81,8 @@ def test_bad_audit_settings_name_the_option(scored):
         audit(frame, gate_by=("colour",))
     with pytest.raises(InputError, match="--target: must be a positive percentage"):
         audit(frame, target=0)
+    with pytest.raises(InputError, match="--min-rows: must be at least 1, got -1"):
+        audit(frame, min_rows=-1)
 
 
 def test_report_is_self_contained(scored, tmp_path):

@@ -5,6 +5,7 @@ a `LocalCluster` on 127.0.0.1 started and stopped for the command (`"local"`), o
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -14,6 +15,9 @@ from joulecast.data.errors import InputError, JoulecastError
 # A LocalCluster's workers: one per core this machine has, one thread each (the work is numpy, which holds the GIL
 # between its calls).
 LOCAL_THREADS_PER_WORKER = 1
+# The most local worker processes a core (`check_executor`): past one a core they queue for it, which a test of a
+# cluster's behaviour on a small machine may want; thousands of processes are a typo, not a plan.
+OVERSUBSCRIBE = 4
 
 
 class InProcess:
@@ -56,15 +60,33 @@ class DaskExecutor:
         return out
 
 
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+
+
+def check_executor(scheduler: str | None, workers: int | None = None) -> None:
+    """`executor`'s arguments, checked before any work starts (one-line InputError naming the option)."""
+    if scheduler is not None and scheduler != "local" and not scheduler.startswith("tcp://"):
+        raise InputError("--scheduler", f"unknown {scheduler!r}; give local or tcp://HOST:PORT")
+    if workers is None:
+        return
+    if scheduler != "local":
+        raise InputError("--workers", "applies to --scheduler local (in-process work is one process; a running "
+                                      "cluster has its own workers)")
+    most = OVERSUBSCRIBE * _cores()
+    if not 1 <= workers <= most:
+        raise InputError("--workers", f"must be between 1 and {most} ({OVERSUBSCRIBE} a core of this machine's "
+                                      f"{_cores()}), got {workers}")
+
+
 @contextmanager
 def executor(scheduler: str | None, workers: int | None = None) -> Iterator[InProcess | DaskExecutor]:
     """The executor `scheduler` names: None for in-process, "local" for a LocalCluster on 127.0.0.1 (`workers`
     processes, default one per core), or a tcp:// address of a running scheduler."""
+    check_executor(scheduler, workers)
     if scheduler is None:
         yield InProcess()
         return
-    if scheduler != "local" and not scheduler.startswith("tcp://"):
-        raise InputError("--scheduler", f"unknown {scheduler!r}; give local or tcp://HOST:PORT")
     try:
         from dask.distributed import Client, LocalCluster
     except ImportError:
@@ -72,10 +94,7 @@ def executor(scheduler: str | None, workers: int | None = None) -> Iterator[InPr
     if logging.getLogger().getEffectiveLevel() >= logging.WARNING:  # Dask's own INFO lines only with --verbose
         logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler == "local":
-        import os
-
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
-        count = workers or cores
+        count = workers or _cores()
         # the scheduler's web server on a free loopback port (not 8787, which another cluster may hold), and Dask's
         # own logs only where something goes wrong
         cluster = LocalCluster(n_workers=count, threads_per_worker=LOCAL_THREADS_PER_WORKER, host="127.0.0.1",

@@ -112,13 +112,38 @@ def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
             os.unlink(tmp)
 
 
-def write_folder_atomic(path: str | Path, write: Callable[[Path], Any]) -> Path:
-    """`write(tmp)` a whole folder beside `path`, then move it into place (a folder already there is replaced only
-    once the new one is complete): an interrupted write, a SIGTERM or a full disk leaves the old folder, or none."""
+def check_output_file(path: str | Path, field: str) -> Path:
+    """A file the command will write (replacing one there), checked before any work starts: not a folder, in a
+    folder it may create and write into; otherwise one-line InputError."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():
+        raise InputError(field, f"{str(path)!r} is a folder; give a file name")
+    check_output_folder(path.parent, field)
+    return path
+
+
+def check_replaceable_folder(path: str | Path, marker: str, field: str) -> Path:
+    """A folder the command writes whole (`write_folder_atomic`), checked before any work starts: new, empty, or one
+    written so before (holding `marker`), which it replaces; a file or another folder is the user's and is refused
+    (one-line InputError), as is a parent the command cannot write into."""
+    path = Path(os.path.abspath(path))  # "." or "x/.." name their folder, not an empty name
+    if os.path.lexists(path):
+        if not path.is_dir():
+            raise InputError(field, f"{str(path)!r} is a file; give a new folder or one holding {marker}")
+        if any(path.iterdir()) and not (path / marker).is_file():
+            raise InputError(field, f"{str(path)!r} is a folder without {marker}, which would be replaced whole; "
+                                    f"give a new folder or one holding {marker}")
+    check_output_folder(path.parent, field)
+    return path
+
+
+def write_folder_atomic(path: str | Path, write: Callable[[Path], Any], marker: str, field: str = "out") -> Path:
+    """`write(tmp)` a whole folder beside `path`, then move it into place (a folder already there is replaced only
+    once the new one is complete): an interrupted write, a SIGTERM or a full disk leaves the old folder, or none.
+    Only a folder `check_replaceable_folder` allows is replaced (`marker`: the file a written folder holds)."""
+    path = check_replaceable_folder(path, marker, field)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    old = path.with_name(f".{path.name}.old")
+    old = Path(tempfile.mkdtemp(prefix=f".{path.name}.old.", dir=path.parent))  # empty: a folder renames onto it
     try:
         write(tmp)
         os.chmod(tmp, 0o777 & ~_umask())

@@ -7,6 +7,7 @@ whole part files; `existing_ids` lets a resumed collection skip what is already 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -35,8 +36,20 @@ def _read_parquet(path: Path, **kwargs: object) -> pd.DataFrame:
     return pd.read_parquet(path, **kwargs)
 
 
+# A collection id names one folder under its GPU's: a letter or digit, then letters, digits, '.', '_' or '-' (no
+# separator, so no id reaches outside the store, as '../../etc' or 'a/b' would).
+COLLECTION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_collection_id(collection_id: Any, field: str) -> str:
+    if not isinstance(collection_id, str) or not COLLECTION_ID.fullmatch(collection_id):
+        raise InputError(field, "must be a letter or digit, then letters, digits, '.', '_' or '-' (at most 128; "
+                                f"one folder of the store), got {collection_id!r}")
+    return collection_id
+
+
 def collection_dir(root: str | Path, gpu: str, collection_id: str) -> Path:
-    return Path(root) / gpu / collection_id
+    return Path(root) / gpu / check_collection_id(collection_id, "collection")
 
 
 def write_part(table: pd.DataFrame, root: str | Path, gpu: str, collection_id: str) -> Path:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from joulecast.data.errors import InputError
-from joulecast.estimator.residual import TREES_FILE, Residual
+from joulecast.estimator.residual import ESTIMATOR_FILE, TREES_FILE, Residual
 
 DEFAULT_DIR = Path(__file__).parent / "default_model"
 PHYSICS = "physics"
@@ -26,7 +26,7 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
     if uri == PHYSICS:
         return None
     if uri is None:
-        if not (DEFAULT_DIR / "estimator.json").exists():
+        if not (DEFAULT_DIR / ESTIMATOR_FILE).exists():
             return None  # a source checkout before the first `joulecast train`: physics only
         return load_folder(DEFAULT_DIR, "the shipped model")
     if uri.startswith(("models:/", "runs:/")):
@@ -47,7 +47,7 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
         folder = local / "artifacts" / "estimator"
         return load_folder(folder if folder.exists() else local, uri)
     folder = Path(uri)
-    if not (folder / "estimator.json").exists():
+    if not (folder / ESTIMATOR_FILE).exists():
         raise InputError("--estimator", f"{uri!r} is not an estimator folder (no estimator.json), nor models:/ or runs:/")
     return load_folder(folder, uri)
 

@@ -74,6 +74,7 @@ OUT_OF_DOMAIN_WIDEN = 2.0
 # wide.
 UNLEARNED_WIDEN = 1.5
 TREES_FILE, POOLED_TREES_FILE = "trees.npz", "trees_pooled.npz"
+ESTIMATOR_FILE = "estimator.json"  # every saved model folder holds it (levels, margins, metadata)
 BAG_KEYS = tuple((target, band) for target in TARGETS for band in (False, True))  # the models' order in the arrays
 
 
@@ -622,14 +623,14 @@ class Residual:
                     domain=self.domain, gpus=self.gpus, gpu_work=self.gpu_work, arch_codes=self.arch_codes,
                     cv=self.cv,
                     **(meta or {}))
-        (folder / "estimator.json").write_text(json.dumps(info, indent=1, default=float))
+        (folder / ESTIMATOR_FILE).write_text(json.dumps(info, indent=1, default=float))
         return folder
 
     @classmethod
     def load(cls, folder: str | Path) -> "Residual":
         """A model saved by `save_fitted` (as `joulecast train --out` does)."""
         folder = Path(folder)
-        info = json.loads((folder / "estimator.json").read_text())
+        info = json.loads((folder / ESTIMATOR_FILE).read_text())
         model = cls(**fitted_fields(info))
         model.trees = {False: TreeArrays.load(folder / TREES_FILE), True: TreeArrays.load(folder / POOLED_TREES_FILE)}
         return model

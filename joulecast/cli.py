@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from joulecast.data import engines
-from joulecast.data.errors import JoulecastError
-from joulecast.data.files import check_output_folder
+from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.files import check_output_file, check_output_folder, check_replaceable_folder
 from joulecast.data.fusions import FUSIONS
 
 if TYPE_CHECKING:
@@ -97,7 +97,6 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
 
 def _read_requests(path: str) -> list[list[int]]:
     """A requests file: CSV with input_len and output_len columns, or JSON, a list of [input_len, output_len]."""
-    from joulecast.data.errors import InputError
     from joulecast.data.files import read_text, request_pairs
 
     text = read_text(Path(path), "--requests")
@@ -202,7 +201,7 @@ def _plan(args: argparse.Namespace) -> int:
         check_output_folder(args.report, "--report")
     if args.out:
         require_extra("parquet", "plan --out")
-        check_output_folder(Path(args.out).parent, "--out")
+        check_output_file(args.out, "--out")
     result = plan(job, estimator=args.estimator)
     out = result.to_dict()
     files = []
@@ -267,7 +266,6 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
     sequence lengths, for a generation its batch sizes and prompt lengths, for serving its requests in flight and
     mean prompt lengths (`estimator.sweep.SIZES`; the fixed options `JOB_OPTIONS`, --no-kv-cache for `kv_cache`); a
     flag its phase does not take is one line naming it."""
-    from joulecast.data.errors import InputError
     from joulecast.estimator.sweep import JOB_OPTIONS, PASS_OPTIONS, SIZES
 
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
@@ -315,7 +313,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     if args.out:
         require_extra("parquet", "sweep --out")
-        check_output_folder(Path(args.out).parent, "--out")
+        check_output_file(args.out, "--out")
     if args.report:
         check_output_folder(args.report, "--report")
     configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []), batches=batches,
@@ -482,8 +480,10 @@ def _collect(args: argparse.Namespace) -> int:
     from joulecast.data import store
     from joulecast.data.collect.plan import expected_durations, load_plan
 
+    if args.gpu_index < 0:
+        raise InputError("--gpu-index", f"must be a GPU's index, 0 or more, got {args.gpu_index}")
     plan = load_plan(args.plan)
-    collection = args.collection or plan.name
+    collection = store.check_collection_id(args.collection, "--collection") if args.collection else plan.name
     done = store.existing_ids(args.out, plan.gpu, collection)
     if args.dry_run:
         estimates = expected_durations(plan)
@@ -549,7 +549,6 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
     import pandas as pd
 
-    from joulecast.data.errors import InputError
     from joulecast.data.importers import import_source
     from joulecast.data.store import load_store
 
@@ -573,13 +572,16 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
 def _train(args: argparse.Namespace) -> int:
     require_extra("train", "train")
+    from joulecast.estimator.residual import ESTIMATOR_FILE
+
     if args.out:
-        check_output_folder(Path(args.out).parent, "--out")
+        check_replaceable_folder(args.out, ESTIMATOR_FILE, "--out")
     signal.signal(signal.SIGTERM, _interrupt)  # a timeout's SIGTERM stops as cleanly as Ctrl-C: nothing half-saved
     from joulecast import render
-    from joulecast.data.executors import executor
+    from joulecast.data.executors import check_executor, executor
     from joulecast.training.train import headline, train
 
+    check_executor(args.scheduler, args.workers)  # before the measurements are read
     measurements = load_measurements(args.store, args.imports)
     with executor(args.scheduler, args.workers) as run:
         result = train(measurements, exclude_gpu=args.exclude_gpu or (), exclude_model=args.exclude_model or (),
@@ -615,7 +617,6 @@ def _audit(args: argparse.Namespace) -> int:
     require_extra("train", "audit")
     check_output_folder(args.report, "--report")
     from joulecast import render
-    from joulecast.data.errors import InputError
     from joulecast.estimator.loading import load_estimator
     from joulecast.training.audit import audit, describe_estimator, log_audit, score_measurements
     from joulecast.training.report import write_report
@@ -683,9 +684,11 @@ def _gpu_remove(args: argparse.Namespace) -> int:
 
 def _retrain(args: argparse.Namespace) -> int:
     require_extra("train", "retrain")
+    from joulecast.estimator.residual import ESTIMATOR_FILE
+
     check_output_folder(args.report, "--report")
     if args.out:
-        check_output_folder(Path(args.out).parent, "--out")
+        check_replaceable_folder(args.out, ESTIMATOR_FILE, "--out")
     signal.signal(signal.SIGTERM, _interrupt)
     from joulecast import render
     from joulecast.data.gpus import gpu

@@ -208,15 +208,49 @@ def test_files_are_written_atomically_with_ordinary_modes(tmp_path):
     path = tmp_path / "f.txt"
     write_atomic(path, lambda tmp: tmp.write_text("x"))
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~_umask()
-    folder = write_folder_atomic(tmp_path / "model", lambda tmp: (tmp / "a").write_text("old"))
+    folder = write_folder_atomic(tmp_path / "model", lambda tmp: (tmp / "a").write_text("old"), "a")
 
     def broken(tmp):
         (tmp / "a").write_text("new")
         raise KeyboardInterrupt  # a SIGTERM or Ctrl-C mid-save
 
     with pytest.raises(KeyboardInterrupt):
-        write_folder_atomic(folder, broken)
+        write_folder_atomic(folder, broken, "a")
     assert (folder / "a").read_text() == "old" and sorted(os.listdir(tmp_path)) == ["f.txt", "model"]
+
+
+def test_a_saved_model_replaces_only_a_model_folder(tmp_path, capsys):
+    """train --out at a file or at a folder of the user's is refused at once, one line, exit 2, the file and the folder
+    as they were (before, the path was renamed aside and replaced: `--out /etc/passwd` left a model folder there); a
+    new folder, an empty one or a saved model's is written."""
+    from joulecast.data.errors import InputError
+    from joulecast.data.files import write_folder_atomic
+    from joulecast.estimator.residual import ESTIMATOR_FILE
+
+    taken, mine = tmp_path / "notes.txt", tmp_path / "mine"
+    taken.write_text("keep")
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep too")
+    for path, what in ((taken, "is a file"), (mine, "is a folder without estimator.json")):
+        assert main(["train", "--out", str(path), "--no-mlflow"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith(f"joulecast: error: --out: '{path}' {what}")
+        with pytest.raises(InputError, match=f"out: '{path}' {what}"):  # the API guards it too
+            write_folder_atomic(path, lambda tmp: (tmp / ESTIMATOR_FILE).write_text("{}"), ESTIMATOR_FILE)
+    assert taken.read_text() == "keep" and (mine / "thesis.tex").read_text() == "keep too"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "notes.txt"]  # nothing left beside them
+    saved = write_folder_atomic(tmp_path / "empty", lambda tmp: (tmp / ESTIMATOR_FILE).write_text("1"),
+                                ESTIMATOR_FILE)
+    write_folder_atomic(saved, lambda tmp: (tmp / ESTIMATOR_FILE).write_text("2"), ESTIMATOR_FILE)
+    assert (saved / ESTIMATOR_FILE).read_text() == "2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "mine", "notes.txt"]
+
+
+def test_a_parquet_out_at_a_folder_is_one_line_before_the_sweep(tmp_path, capsys):
+    pytest.importorskip("pyarrow")
+    assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "1", "--seq", "128", "--out",
+                 str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == f"joulecast: error: --out: '{tmp_path}' is a folder; give a file name"
 
 
 def _umask() -> int:

@@ -27,6 +27,7 @@ from sklearn.model_selection import GroupKFold
 from joulecast.estimator.residual import (
     BAG_KEYS,
     DOMAIN_FEATURES,
+    ESTIMATOR_FILE,
     KERNEL_MIX_FEATURES,
     PRECISION_LEVEL_MIN_ROWS,
     TARGETS,
@@ -604,7 +605,7 @@ class ResidualModel(Residual):
     def load(cls, folder: str | Path) -> "ResidualModel":
         """A saved model with its boosters (also one saved before tree arrays were: `convert` adds them)."""
         folder = Path(folder)
-        info = json.loads((folder / "estimator.json").read_text())
+        info = json.loads((folder / ESTIMATOR_FILE).read_text())
         model = cls(**fitted_fields(info))
         # a model saved before bags (one booster, no "bag" key) names its files without a member number
         names = [f"_{i}" for i in range(model.bag)] if "bag" in info else [""]

@@ -20,9 +20,10 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError
-from joulecast.data.files import write_folder_atomic
+from joulecast.data.files import check_replaceable_folder, write_folder_atomic
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import default_tracking_uri
+from joulecast.estimator.residual import ESTIMATOR_FILE
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table, offset_spreads
 from joulecast.training.residual import PARAM_GRID, QUICK, ResidualModel, _regressor, gpu_weights, group_folds
@@ -109,6 +110,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     folds, and one hyper-parameter set unless `grid` names others) on the same code path; `client`
     (a dask.distributed Client) fits every booster of the residual with xgboost.dask across its workers.
     """
+    if out:  # before the fit: a file or another folder there is the user's, not to be replaced
+        check_replaceable_folder(out, ESTIMATOR_FILE, "out")
     table = training_table(measurements)
     if len(table.rows) < 20:
         raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: {table.dropped}); need 20")
@@ -167,7 +170,7 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
                 excluded=dict(gpu=list(exclude_gpu), model=list(exclude_model), source=list(exclude_source)),
                 metrics=headline(metrics), cv_partitions=cv_record(result.partitions))
     if out:  # the folder appears whole or not at all (a SIGTERM or full disk mid-save leaves any old one)
-        result.out = str(write_folder_atomic(out, lambda tmp: model.save(tmp, meta)))
+        result.out = str(write_folder_atomic(out, lambda tmp: model.save(tmp, meta), ESTIMATOR_FILE))
     if log_mlflow:
         _log_mlflow(result, meta, tracking_uri or default_tracking_uri(), experiment, register, promote,
                     compared["hybrid"])

@@ -35,6 +35,7 @@ import yaml
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import load_yaml, read_text
+from joulecast.data.store import check_collection_id
 from joulecast.data.workload import Workload
 from joulecast.data.workload_ref import RUNNER_EAGER_FAMILIES, as_run, catalog_ref, kernel_ref
 
@@ -200,6 +201,7 @@ def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:
     require(not extra, extra[0] if extra else "",
             "unknown plan key; allowed: name, gpu, settings, kernels, models, waits, description")
     require(isinstance(raw.get("name"), str) and raw["name"].strip() != "", "name", "the collection id is missing")
+    check_collection_id(raw["name"], "name")  # it names the store's folder
     from joulecast.data.gpus import gpu as catalog_gpu
 
     gpu = catalog_gpu(str(raw.get("gpu", ""))).name

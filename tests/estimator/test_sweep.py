@@ -256,6 +256,20 @@ def test_an_unknown_scheduler_is_one_line():
             pass
 
 
+@pytest.mark.parametrize("scheduler, workers, message", [
+    ("local", 0, "--workers: must be between 1 and"), ("local", 10**6, "--workers: must be between 1 and"),
+    (None, 2, "--workers: applies to --scheduler local"), ("tcp://127.0.0.1:1", 2, "--workers: applies to")])
+def test_a_worker_count_is_checked_before_a_cluster_starts(scheduler, workers, message):
+    """Before, --workers 0 meant one a core, without --scheduler local it was dropped unsaid, and a million started
+    a million processes."""
+    from joulecast.data.errors import InputError
+    from joulecast.data.executors import executor
+
+    with pytest.raises(InputError, match=message):
+        with executor(scheduler, workers):
+            pass
+
+
 def test_a_single_pass_sweep_takes_the_settings_estimate_takes_for_one_pass(capsys):
     """--attention, --launch-mode, --fusions and --engine fix every point of a prefill or decode sweep as they fix one
     estimate (EnergAIzer's rows ran eager attention); "none" is no engine; a generation sweep takes --engine too."""

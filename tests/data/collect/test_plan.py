@@ -43,6 +43,8 @@ def test_grid_and_shapes_expand_and_ids_are_stable():
 
 @pytest.mark.parametrize("raw, message", [
     ({"gpu": "h200", "kernels": []}, "name: the collection id is missing"),
+    ({"name": "../../etc", "gpu": "h200", "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
+     "name: must be a letter or digit, then letters, digits, '.', '_' or '-'"),
     ({"name": "p", "gpu": "h900", "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]}, "gpu: unknown 'h900'"),
     ({"name": "p", "gpu": "h200"}, "kernels: the plan has no kernels, models or waits"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "conv", "shapes": [{"m": 1}]}]}, "kernels[0].shapes[0].op: unknown 'conv'"),
@@ -72,6 +74,20 @@ def test_collect_without_a_gpu_is_one_line(tmp_path, capsys):
     assert main(["collect", str(plan), "--out", str(tmp_path / "store")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("joulecast: error: ") and err.count("\n") == 1 and "GPU" in err
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["--collection", "../../etc"], "--collection: must be a letter or digit, then letters, digits, '.', '_' or '-' "
+                                    "(at most 128; one folder of the store), got '../../etc'"),
+    (["--collection", "a/b"], "--collection: must be a letter or digit"),
+    (["--gpu-index", "-1"], "--gpu-index: must be a GPU's index, 0 or more, got -1")])
+def test_a_collection_stays_in_its_store_and_a_gpu_index_is_one(tmp_path, capsys, flags, line):
+    """Before, --collection ../../etc made the store's folder outside the store, and --gpu-index -1 was taken."""
+    assert main(["collect", "h200-first", "--dry-run", "--out", str(tmp_path), *flags]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"joulecast: error: {line}")
+    assert main(["collect", "h200-first", "--dry-run", "--json", "--out", str(tmp_path), "--collection", "h200-1.b_c"]) == 0
+    assert json.loads(capsys.readouterr().out)["collection"] == "h200-1.b_c"
 
 
 def test_a_missing_plan_is_one_line(tmp_path, capsys):

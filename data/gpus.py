@@ -19,7 +19,7 @@ import yaml
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
 from joulecast.data.errors import DataError, InputError, UnknownNameError
-from joulecast.data.files import load_yaml, read_text, write_atomic
+from joulecast.data.files import check_output_folder, load_yaml, read_text, write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
 
@@ -272,6 +272,7 @@ def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
             hint = " (pass --replace to update a GPU you added)" if target.exists() else ""
             raise InputError("name", f"{min(clash, key=lambda c: (c != spec.name, c))!r} is already in the catalog as "
                                      f"{other.name!r}{hint}")
+    check_output_folder(target.parent, "JOULECAST_HOME")  # the user catalog's folder: $JOULECAST_HOME/gpus
     write_atomic(target, lambda tmp: tmp.write_text(Path(path).read_text()))
     reload_catalog()
     return spec

@@ -184,6 +184,21 @@ def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, ra
     assert bystander.read_text() == "keep"
 
 
+
+def test_a_user_catalog_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    """$JOULECAST_HOME at a file: gpu add names it (before, a NotADirectoryError traceback)."""
+    home = tmp_path / "home"
+    home.write_text("")
+    monkeypatch.setenv("JOULECAST_HOME", str(home))
+    gpus.reload_catalog()
+    try:
+        with pytest.raises(InputError, match=f"JOULECAST_HOME: cannot write into '{home / 'gpus'}'"):
+            gpus.add_gpu(EXAMPLE)
+    finally:
+        monkeypatch.delenv("JOULECAST_HOME")
+        gpus.reload_catalog()
+
+
 def test_architecture_traits_are_validated_data_with_sources(tmp_path):
     """Tile shapes, residency and L2 bandwidth per architecture come from data/architectures/*.yaml, each number
     cited; a bad file is one error naming the file and the field."""

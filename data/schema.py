@@ -7,6 +7,7 @@ A row's workload is reproducible from `workload_ref` (see `joulecast.data.worklo
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -82,6 +83,18 @@ def conform(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out, index=table.index).reset_index(drop=True)
 
 
+def _first(table: pd.DataFrame, bad: Any, column: str | None = None) -> str:
+    """Where the first offending row came from (its provenance, else its id), and its value: a published set's one
+    bad row is found by its file and line, not searched for."""
+    i = int(np.flatnonzero(np.asarray(bad, dtype=bool))[0])
+    where = table["provenance"].iloc[i] if "provenance" in table and pd.notna(table["provenance"].iloc[i]) else \
+        table["measurement_id"].iloc[i] if "measurement_id" in table else f"row {i + 1}"
+    if column is None:
+        return f" ({where})"
+    value = table[column].iloc[i]
+    return f" ({where}: {value:g})" if isinstance(value, (int, float, np.number)) else f" ({where}: {value!r})"
+
+
 def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> pd.DataFrame:
     """Check columns, types and values; return the table conformed to the schema.
 
@@ -100,15 +113,19 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> 
         raise DataError(f"{origin}: a column has the wrong type ({str(exc).splitlines()[0]})") from None
     for column, (_, nullable) in MEASUREMENT_COLUMNS.items():
         if not nullable and table[column].isna().any():
-            raise DataError(f"{origin}: column '{column}' has missing values")
+            raise DataError(f"{origin}: column '{column}' has missing values{_first(table, table[column].isna())}")
     for column in ("time_s", "energy_j", "power_w"):
         values = table[column].to_numpy(dtype=float)
-        if not (np.isfinite(values) & (values > 0)).all():
-            raise DataError(f"{origin}: column '{column}' must be positive and finite")
-    if host_dispatch_outside(table["host_dispatch_s"].to_numpy(dtype=float)).any():
-        raise DataError(f"{origin}: column 'host_dispatch_s' must be from 0 to {MAX_HOST_DISPATCH_S:g} s")
-    if not table["method"].isin(METHODS).all():
-        raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}")
+        bad = ~(np.isfinite(values) & (values > 0))
+        if bad.any():
+            raise DataError(f"{origin}: column '{column}' must be positive and finite{_first(table, bad, column)}")
+    bad = host_dispatch_outside(table["host_dispatch_s"].to_numpy(dtype=float))
+    if bad.any():
+        raise DataError(f"{origin}: column 'host_dispatch_s' must be from 0 to {MAX_HOST_DISPATCH_S:g} s"
+                        f"{_first(table, bad, 'host_dispatch_s')}")
+    bad = ~table["method"].isin(METHODS)
+    if bad.any():
+        raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}{_first(table, bad, 'method')}")
     if table["measurement_id"].duplicated().any():
         dup = table.loc[table["measurement_id"].duplicated(), "measurement_id"].iloc[0]
         raise DataError(f"{origin}: column 'measurement_id' has duplicates (e.g. {dup!r})")

@@ -9,13 +9,19 @@ from pathlib import Path
 import pandas as pd
 
 from joulecast.data.errors import InputError
+from joulecast.data.schema import validate_measurements
 
 
 @dataclass(frozen=True)
 class Importer:
-    read: Callable[[str | Path], pd.DataFrame]
+    reader: Callable[[str | Path], pd.DataFrame]
     method: str       # how the source measured, for the dataset card
     example_path: str
+
+    def read(self, path: str | Path) -> pd.DataFrame:
+        """The source's rows in the measurement schema, checked as a store's part is (`validate_measurements`): a
+        row whose time, energy or power is not positive names its file and line, at import, not in training's logs."""
+        return validate_measurements(self.reader(path), origin=f"import of {path}")
 
 
 def _registry() -> dict[str, Importer]:

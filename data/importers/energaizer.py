@@ -16,6 +16,7 @@ import pandas as pd
 
 from joulecast.data.errors import DataError, InputError, UnknownNameError
 from joulecast.data.gpus import gpu as catalog_gpu
+from joulecast.data.importers._common import read_csv
 from joulecast.data.schema import CLOCK_STEP_MHZ, conform
 from joulecast.data.workload_ref import catalog_ref, kernels_ref
 
@@ -43,11 +44,12 @@ INCOMPLETE_TRACES = {"resnet-101", "mobilevit-small", "gpt2"}
 # it take the same time (OPT-1.3B, batch 8, 1024 tokens: 0.350 s both), which a fused kernel that never writes the
 # scores out could not match, and every trace, marked or not, is eager. Lowered rows are lowered eager likewise.
 EAGER_AS_RUN = "eager"
+NUMBERS = ("energy", "time", "avg_freq", "temp")  # a measurements CSV's measured columns, each a number a row
 
 
 def parse_name(name: str) -> dict[str, object]:
     """Split a measurement row's `workload` field into its parts."""
-    match = _NAME.match(name)
+    match = _NAME.match(name) if isinstance(name, str) else None  # a blank cell reads as NaN
     if not match or match["model"] not in MODELS:
         raise DataError(f"energaizer: cannot parse workload name {name!r}")
     seq = int(match["seq"]) if match["seq"] else None
@@ -81,10 +83,7 @@ def import_energaizer(path: str | Path) -> pd.DataFrame:
     frames = []
     for csv in csvs:
         gpu_of_file(csv)
-        raw = pd.read_csv(csv)
-        for column in ("workload", "energy", "time", "avg_freq", "temp"):
-            if column not in raw:
-                raise DataError(f"{csv}: missing column '{column}'")
+        raw = read_csv(csv, ("workload", *NUMBERS), NUMBERS)
         frames.append(_rows(root, csv, raw))
     table = conform(pd.concat(frames, ignore_index=True))
     counts = table["kernel_list"].value_counts().to_dict()

@@ -66,6 +66,9 @@ V2_COLUMNS = ("category", "task", "Model", "GPU", "TP", "PP", "Energy/req (J)", 
               "Avg Output Tokens", "Avg BS (reqs)", "Max BS (reqs)")
 V3_COLUMNS = ("family", "task", "model_id", "gpu_model", "num_gpus", "max_num_seqs", "avg_batch_size",
               "weight_precision", "avg_output_len", "energy_per_token_joules", "output_throughput_tokens_per_sec")
+V2_NUMBERS = V2_COLUMNS[4:]   # the columns computed with (`_common.read_csv` checks each holds numbers)
+V3_NUMBERS = ("num_gpus", "max_num_seqs", "avg_batch_size", "avg_output_len", "energy_per_token_joules",
+              "output_throughput_tokens_per_sec")
 
 
 def import_mlenergy(path: str | Path) -> pd.DataFrame:
@@ -77,7 +80,7 @@ def import_mlenergy(path: str | Path) -> pd.DataFrame:
     for csv in files:
         header = pd.read_csv(csv, nrows=0).columns
         version = "v3" if "model_id" in header else "v2"
-        raw = read_csv(csv, V3_COLUMNS if version == "v3" else V2_COLUMNS)
+        raw = read_csv(csv, *((V3_COLUMNS, V3_NUMBERS) if version == "v3" else (V2_COLUMNS, V2_NUMBERS)))
         frames.append(_v3(raw, csv) if version == "v3" else _v2(raw, csv))
     return conform(pd.concat(frames, ignore_index=True))
 

@@ -18,6 +18,7 @@ from joulecast.data.schema import conform
 
 GPUS = {"v100": ("v100-pcie", 250.0), "rtx8000": ("quadro-rtx-8000", 260.0)}
 COLUMNS = ("benchmark", "kernel", "argNo", "core_frequency", "memory_frequency", "average_power", "time")
+NUMBERS = ("core_frequency", "memory_frequency", "average_power", "time")
 
 
 def import_nvdvfs(path: str | Path) -> pd.DataFrame:
@@ -29,7 +30,7 @@ def import_nvdvfs(path: str | Path) -> pd.DataFrame:
         if token not in GPUS:
             continue
         gpu, power_limit_w = GPUS[token]
-        raw = read_csv(csv, COLUMNS)
+        raw = read_csv(csv, COLUMNS, NUMBERS)
         time_s = raw["time"] / 1e3
         frames.append(pd.DataFrame(dict(
             measurement_id=[f"nvdvfs:{gpu}:{kernel_set}:{r.benchmark}:{r.kernel}:{r.argNo}:{r.core_frequency:g}MHz"

@@ -17,6 +17,7 @@ from joulecast.data.importers._common import find_files, read_csv
 from joulecast.data.schema import conform
 
 COLUMNS = ("dataset", "network", "batch_size", "optimizer", "power_limit", "time_per_epoch", "average_power")
+NUMBERS = ("batch_size", "power_limit", "time_per_epoch", "average_power")
 
 
 def import_zeus(path: str | Path) -> pd.DataFrame:
@@ -24,7 +25,7 @@ def import_zeus(path: str | Path) -> pd.DataFrame:
     frames = []
     for csv in find_files(Path(path), ("summary_power_*.csv",), "shared/data/external/zeus-nsdi23-powerlimit"):
         gpu = csv.stem.removeprefix("summary_power_")
-        raw = read_csv(csv, COLUMNS)
+        raw = read_csv(csv, COLUMNS, NUMBERS)
         frames.append(pd.DataFrame(dict(
             measurement_id=[f"zeus:{gpu}:{r.dataset}:{r.network}:bs{r.batch_size}:{r.optimizer}:pl{r.power_limit}"
                             for r in raw.itertuples()],

@@ -85,3 +85,24 @@ def test_import_twice_adds_nothing(external, tmp_path, capsys):
         assert main(["import", "zeus", path, "--out", str(tmp_path), "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["rows"] == 1609
     assert len(load_store(tmp_path)) == 1609
+
+
+ZEUS_HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
+
+
+@pytest.mark.parametrize("row, line", [
+    ("squad,bert,12,adamw,125,abc,122.2", "summary_power_v100.csv row 3, column 'time_per_epoch': must be a finite "
+                                          "number, got 'abc'"),
+    ("squad,bert,12,adamw,125,,122.2", "row 3, column 'time_per_epoch': must be a finite number, got a blank cell"),
+    ("squad,bert,12,adamw,125,inf,122.2", "row 3, column 'time_per_epoch': must be a finite number, got inf"),
+    ("squad,bert,12,adamw,125,-5,122.2", "column 'time_s' must be positive and finite "
+                                         "(zeus-nsdi23-powerlimit/summary_power_v100.csv row 3: -5)"),
+    ('squad,"bert', "summary_power_v100.csv: not a CSV that can be read"),
+])
+def test_a_bad_cell_of_a_published_set_is_named_by_file_line_and_column(tmp_path, capsys, row, line):
+    """An edited or truncated source file: one line naming where, exit 2 (before, a pandas TypeError for text in a
+    number's column, and a negative time imported silently)."""
+    (tmp_path / "summary_power_v100.csv").write_text(f"{ZEUS_HEADER}squad,bert,12,adamw,100,3007.6,99.9\n{row}\n")
+    assert main(["import", "zeus", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and line in err[0]

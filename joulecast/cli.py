@@ -618,7 +618,7 @@ def _audit(args: argparse.Namespace) -> int:
     check_output_folder(args.report, "--report")
     from joulecast import render
     from joulecast.estimator.loading import load_estimator
-    from joulecast.training.audit import audit, describe_estimator, log_audit, score_measurements
+    from joulecast.training.audit import AUDIT_EXPERIMENT, audit, describe_estimator, log_audit, score_measurements
     from joulecast.training.report import write_report
 
     if bool(args.store) == bool(args.source):
@@ -626,6 +626,10 @@ def _audit(args: argparse.Namespace) -> int:
     if args.source and not args.path:
         raise InputError("--path", f"--source {args.source} needs --path (the data folder)")
     data = f"store {args.store}" if args.store else f"{args.source} at {args.path}"
+    if not args.no_mlflow:  # a tracking store that cannot be logged to, before the scoring
+        from joulecast.training.train import default_tracking_uri, use_experiment
+
+        use_experiment(args.tracking_uri or default_tracking_uri(), AUDIT_EXPERIMENT)
     measurements = load_measurements([args.store] if args.store else None,
                                      None if args.store else [f"{args.source}={args.path}"])
     model = load_estimator(args.estimator, args.tracking_uri)
@@ -637,8 +641,6 @@ def _audit(args: argparse.Namespace) -> int:
                                                      in_sample_sources=sorted(trained_on & set(frame["source"]))))
     files = write_report(result, args.report)
     if not args.no_mlflow:
-        from joulecast.training.train import default_tracking_uri
-
         result.summary["mlflow_run_id"] = log_audit(result, files, args.tracking_uri or default_tracking_uri(),
                                                     run_name=f"audit {data}")
     result.summary["report"] = [str(f) for f in files]

@@ -26,6 +26,7 @@ from joulecast.training.evaluate import absolute_errors, add_coverage_chance, er
 from joulecast.training.gates import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS  # noqa: F401
 
 QUANTITIES = tuple(q for q, _ in evaluate.QUANTITIES)  # energy, time, power
+AUDIT_EXPERIMENT = "joulecast-audit"  # the MLflow experiment audits log to
 WORST_COLUMNS = ("measurement_id", "source", "gpu", "model", "phase", "batch", "seq", "dtype", "energy_j",
                  "pred_energy_j", "lo_energy_j", "hi_energy_j", "ape_energy", "ape_time", "ape_power", "flags")
 
@@ -136,7 +137,7 @@ def audit(frame: pd.DataFrame, *, target: float = TARGET_PCT, gate_on: Sequence[
 
 
 def log_audit(result: AuditResult, files: Sequence[str], tracking_uri: str, run_name: str,
-              experiment: str = "joulecast-audit") -> str:
+              experiment: str = AUDIT_EXPERIMENT) -> str:
     """Log an audit's figures (overall and per partition) and its report files to MLflow; returns the run id."""
     import mlflow
 

@@ -36,7 +36,16 @@ from joulecast.training.audit import (
 )
 from joulecast.training.dataset import usable
 from joulecast.training.evaluate import error_table
-from joulecast.training.train import CHAMPION, MODEL_NAME, TrainResult, cv_record, default_tracking_uri, train
+from joulecast.training.train import (
+    CHAMPION,
+    EXPERIMENT,
+    MODEL_NAME,
+    TrainResult,
+    cv_record,
+    default_tracking_uri,
+    train,
+    use_experiment,
+)
 
 log = logging.getLogger(__name__)
 COMPARED_BY = {"gpu": "gpu", "model_family": "model"}  # train's CV partition kinds -> audit's names
@@ -142,12 +151,14 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
         raise InputError("--gpu", f"no usable measurements of {spec.name!r}; GPUs with data: "
                          f"{', '.join(sorted(set(rows['gpu']))) or 'none'} (collect or import them, e.g. --store DIR or "
                          "--import SOURCE=PATH)")
+    uri = tracking_uri or default_tracking_uri()
+    if log_mlflow:  # a tracking store that cannot be logged to, before the first stage
+        use_experiment(uri, EXPERIMENT)
     from tqdm.auto import tqdm
 
     stages = tqdm(total=5, desc="retrain", unit="stage", disable=not progress, dynamic_ncols=True,
                   bar_format="{desc}: {n}/{total}{postfix}")
     stages.set_postfix_str("training the candidate (grouped cross-validation)")
-    uri = tracking_uri or default_tracking_uri()
     if log_mlflow and champion is None:
         champion = current_champion(uri)  # before training registers a version
     trained = train(measurements, tracking_uri=uri, register=log_mlflow, promote=False, out=out, grid=grid,

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 SCORES = ("energy_mape", "time_mape", "power_mape", "coverage")
 PARTITIONS = ("gpu", "model_family")
 MODEL_NAME = "joulecast"
+EXPERIMENT = "joulecast"  # the MLflow experiment training logs to
 CHAMPION = "champion"
 # The plain baseline sees the workload's size and setting and the GPU's specs, but no physics estimate.
 RAW_FEATURES = ("log_flops", "log_dram_bytes", "log_launches", "log_batch", "log_seq", "dtype_bytes", "clock_ratio",
@@ -46,10 +47,14 @@ def use_experiment(tracking_uri: str, name: str) -> None:
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)
-    if mlflow.get_experiment_by_name(name) is None and tracking_uri.startswith("sqlite:///"):
-        folder = Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
-        mlflow.create_experiment(name, artifact_location=folder.as_uri())
-    mlflow.set_experiment(name)
+    try:
+        if mlflow.get_experiment_by_name(name) is None and tracking_uri.startswith("sqlite:///"):
+            folder = Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
+            mlflow.create_experiment(name, artifact_location=folder.as_uri())
+        mlflow.set_experiment(name)
+    except Exception as exc:  # MLflow's own types: an unknown scheme, a server not answering, a retired backend
+        raise InputError("--tracking-uri", f"cannot log to {tracking_uri!r} ({type(exc).__name__}: "
+                                           f"{str(exc).strip().splitlines()[0][:300]})") from None
 
 
 def headline(metrics: dict[str, float]) -> dict[str, float]:
@@ -97,7 +102,7 @@ def _split(table: TrainingTable, exclude_gpu: Sequence[str], exclude_model: Sequ
 
 def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclude_model: Sequence[str] = (),
           exclude_source: Sequence[str] = (), out: str | Path | None = None, tracking_uri: str | None = None,
-          experiment: str = "joulecast", register: bool = True, level: float = 0.9,
+          experiment: str = EXPERIMENT, register: bool = True, level: float = 0.9,
           grid: Sequence[dict[str, Any]] | None = None, log_mlflow: bool = True, promote: bool = True,
           progress: bool = False, fold_of: dict[str, int] | None = None, quick: bool = False,
           client: Any = None) -> TrainResult:
@@ -112,6 +117,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     """
     if out:  # before the fit: a file or another folder there is the user's, not to be replaced
         check_replaceable_folder(out, ESTIMATOR_FILE, "out")
+    if log_mlflow:  # and a tracking store that cannot be logged to, not once the fit is done
+        use_experiment(tracking_uri or default_tracking_uri(), experiment)
     table = training_table(measurements)
     if len(table.rows) < 20:
         raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: {table.dropped}); need 20")

@@ -134,3 +134,11 @@ def test_cli_audit_needs_one_data_source(capsys):
     assert "--store: give either --store PATH or --source NAME --path PATH" in capsys.readouterr().err
     assert main(["audit", "--source", "energaizer", "--no-mlflow"]) == 2
     assert "--path: --source energaizer needs --path" in capsys.readouterr().err
+
+
+def test_cli_audit_checks_its_tracking_store_before_scoring(capsys, tmp_path):
+    assert main(["audit", "--store", "data/measurements", "--tracking-uri", "foo://bar", "--report",
+                 str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("joulecast: error: --tracking-uri: cannot log to 'foo://bar' (")
+    assert not any(tmp_path.iterdir())  # no report of an audit that did not run

@@ -762,3 +762,17 @@ def test_an_architectures_kernel_mix_is_the_range_its_passes_ran():
     assert ranges["8.0"]["forward"]["share_softmax"] == pytest.approx([0.0, 0.2])
     assert ranges["8.0"]["forward"]["share_gemm"] == pytest.approx([0.8, 1.0])
     assert arch_mix_ranges(X.drop(columns="gpu_arch"), kinds) == {}
+
+
+@pytest.mark.parametrize("uri", ["foo://bar", "file:///nonexistent-joulecast-store"])
+def test_a_tracking_store_that_cannot_be_logged_to_is_one_line_before_the_fit(measurements, monkeypatch, uri):
+    """Before, an unknown scheme or MLflow's retired file store failed after the fit, the model lost unless --out
+    was given; now `train` checks the store first (the fit is made to fail loudly should it be reached)."""
+    from joulecast.data.errors import InputError
+
+    def reached(*args, **kwargs):
+        raise AssertionError("the fit started before the tracking store was checked")
+
+    monkeypatch.setattr(residual_training.ResidualModel, "fit", reached)
+    with pytest.raises(InputError, match=rf"--tracking-uri: cannot log to '{uri}' \("):
+        train(measurements, tracking_uri=uri, quick=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import zipfile
 from pathlib import Path
 
 from joulecast.data.errors import InputError
@@ -58,4 +59,11 @@ def load_folder(folder: Path, name: str) -> Residual:
         raise InputError("--estimator", f"{name} ({folder}) was saved without tree arrays; add them once with "
                                         f"python -c \"from joulecast.training.residual import convert; "
                                         f"convert('{folder}')\" (needs pip install 'joulecast[train]')")
-    return Residual.load(folder)
+    try:
+        return Residual.load(folder)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, zipfile.BadZipFile) as exc:
+        # a truncated copy, a hand edit, a file of another kind: the folder is named, not a decoder's traceback
+        where = name if name == str(folder) else f"{name} ({folder})"
+        detail = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise InputError("--estimator", f"{where} is not a readable saved model ({type(exc).__name__}: {detail}); "
+                                        "save it again with joulecast train --out") from None

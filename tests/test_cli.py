@@ -291,3 +291,25 @@ def test_a_generation_of_batch_zero_is_refused_not_read_as_one(capsys, tmp_path)
         assert "batch" in capsys.readouterr().err
     assert main([*base, "--input-len", "16", "--output-len", "4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["batch"] == 1
+
+
+@pytest.mark.parametrize("file, text, kind", [
+    ("estimator.json", "{bad", "JSONDecodeError"), ("estimator.json", '{"level": 0.9}', "KeyError: 'features'"),
+    ("estimator.json", "[1, 2]", "AttributeError"), ("trees.npz", None, "BadZipFile")])
+def test_a_damaged_model_folder_is_one_line(tmp_path, capsys, file, text, kind):
+    """A truncated copy or a hand edit of a saved model: one line naming the folder and what its files would not
+    read as, exit 2 (before, the decoder's traceback)."""
+    import shutil
+
+    from joulecast.estimator.loading import DEFAULT_DIR
+
+    folder = tmp_path / "model"
+    shutil.copytree(DEFAULT_DIR, folder)
+    if text is None:  # a copy cut short
+        (folder / file).write_bytes((DEFAULT_DIR / file).read_bytes()[:3000])
+    else:
+        (folder / file).write_text(text)
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--estimator", str(folder)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"joulecast: error: --estimator: {folder} is not a readable saved "
+                                               f"model ({kind}")

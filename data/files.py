@@ -84,13 +84,18 @@ def read_json(path: str | Path, field: str) -> Any:
 
 def check_output_folder(path: str | Path, field: str) -> Path:
     """A folder the command will write into, checked before any work starts: it may exist (as a folder) or be
-    creatable, and must be writable; otherwise one-line InputError."""
+    creatable, and must be writable; otherwise one-line InputError. A folder not there yet is not made here (the
+    writers make it, `write_atomic`): a command refused later for another reason leaves no empty folder behind."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(field, f"{str(path)!r} exists and is not a folder")
+    nearest = Path(os.path.abspath(path))
+    while not nearest.exists():  # the folder that exists, in which the missing ones would be made
+        nearest = nearest.parent
+    if not nearest.is_dir():
+        raise InputError(field, f"cannot write into {str(path)!r} ({str(nearest)!r} is not a folder)")
     try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
+        with tempfile.TemporaryFile(dir=nearest):
             pass
     except OSError as exc:
         raise InputError(field, f"cannot write into {str(path)!r} ({exc.strerror or type(exc).__name__})") from None

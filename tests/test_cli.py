@@ -246,6 +246,15 @@ def test_a_saved_model_replaces_only_a_model_folder(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "mine", "notes.txt"]
 
 
+def test_a_refused_command_leaves_no_empty_report_folder(tmp_path, monkeypatch, capsys):
+    """The report folder is checked, not made, before the work: a command refused later (here an unknown GPU) leaves
+    nothing behind (before, an empty retrain-report/ in the working folder)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["retrain", "--gpu", "h900"]) == 2
+    assert "gpu: unknown 'h900'" in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_parquet_out_at_a_folder_is_one_line_before_the_sweep(tmp_path, capsys):
     pytest.importorskip("pyarrow")
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "1", "--seq", "128", "--out",

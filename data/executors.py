@@ -60,8 +60,9 @@ class DaskExecutor:
         return out
 
 
-def _cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 2)
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def check_executor(scheduler: str | None, workers: int | None = None) -> None:
@@ -73,10 +74,10 @@ def check_executor(scheduler: str | None, workers: int | None = None) -> None:
     if scheduler != "local":
         raise InputError("--workers", "applies to --scheduler local (in-process work is one process; a running "
                                       "cluster has its own workers)")
-    most = OVERSUBSCRIBE * _cores()
+    most = OVERSUBSCRIBE * usable_cores()
     if not 1 <= workers <= most:
         raise InputError("--workers", f"must be between 1 and {most} ({OVERSUBSCRIBE} a core of this machine's "
-                                      f"{_cores()}), got {workers}")
+                                      f"{usable_cores()}), got {workers}")
 
 
 @contextmanager
@@ -94,7 +95,7 @@ def executor(scheduler: str | None, workers: int | None = None) -> Iterator[InPr
     if logging.getLogger().getEffectiveLevel() >= logging.WARNING:  # Dask's own INFO lines only with --verbose
         logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler == "local":
-        count = workers or _cores()
+        count = workers or usable_cores()
         # the scheduler's web server on a free loopback port (not 8787, which another cluster may hold), and Dask's
         # own logs only where something goes wrong
         cluster = LocalCluster(n_workers=count, threads_per_worker=LOCAL_THREADS_PER_WORKER, host="127.0.0.1",

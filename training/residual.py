@@ -24,6 +24,7 @@ import pandas as pd
 import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
+from joulecast.data.executors import usable_cores
 from joulecast.estimator.residual import (
     BAG_KEYS,
     DOMAIN_FEATURES,
@@ -227,7 +228,7 @@ def free_cores() -> int:
     the suite over 45 minutes with two threads a booster)."""
     global _FREE
     if _FREE is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cores = usable_cores()
         _FREE = max(1, min(cores, round(cores - os.getloadavg()[0] + 0.5)))
     return _FREE
 

@@ -86,7 +86,8 @@ def test_a_collection_stays_in_its_store_and_a_gpu_index_is_one(tmp_path, capsys
     assert main(["collect", "h200-first", "--dry-run", "--out", str(tmp_path), *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"joulecast: error: {line}")
-    assert main(["collect", "h200-first", "--dry-run", "--json", "--out", str(tmp_path), "--collection", "h200-1.b_c"]) == 0
+    ok = ["collect", "h200-first", "--dry-run", "--json", "--out", str(tmp_path), "--collection", "h200-1.b_c"]
+    assert main(ok) == 0
     assert json.loads(capsys.readouterr().out)["collection"] == "h200-1.b_c"
 
 

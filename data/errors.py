@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 
 class JoulecastError(Exception):
@@ -16,7 +17,7 @@ class InputError(JoulecastError, ValueError):
     """A bad value in user input: names the field, the value and what is allowed."""
 
     def __init__(self, field: str, message: str):
-        self.field = field
+        self.field, self.message = field, message
         super().__init__(f"{field}: {message}")
 
 
@@ -33,6 +34,18 @@ class UnknownNameError(InputError):
 
 class DataError(JoulecastError):
     """A data file that breaks its schema: names the file and the field or column."""
+
+
+@contextmanager
+def fields_under(prefix: str) -> Iterator[None]:
+    """An InputError raised inside names its field under `prefix` (`batch` -> `models[1].batch`), where it does not
+    already: a check deep in the lowering knows the value, not which entry of the user's file held it."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.field == prefix or exc.field.startswith((f"{prefix}.", f"{prefix}[")):
+            raise
+        raise InputError(f"{prefix}.{exc.field}", exc.message) from None
 
 
 def require(condition: bool, field: str, message: str) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.kernels import DTYPES
+from joulecast.data.files import whole_number
 from joulecast.data.workload import Workload
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns
@@ -30,7 +31,7 @@ def check_kernel_spec(op: str, sizes: Mapping[str, Any], field: str = "kernel") 
     require(not extra, f"{field}.{extra[0] if extra else ''}", f"not a size of {op}; allowed: {', '.join(sorted(allowed))}")
     out: dict[str, int] = {}
     for name in spec.sizes:
-        value = sizes.get(name)
+        value = whole_number(sizes.get(name))  # 1e9 or 8.0, as YAML and JSON read a count written so
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise InputError(f"{field}.{name}", f"must be a positive integer, got {value!r}")
         out[name] = value

@@ -499,7 +499,7 @@ def _collect(args: argparse.Namespace) -> int:
             import pandas as pd
             print(render.frame(pd.DataFrame(rows)))
             print(f"{len(rows)} items ({len(done & {r['item'] for r in rows})} already stored) on {plan.gpu}: "
-                  f"about {total_s / 60:.1f} min (physics estimate, idle windows and setup included)")
+                  f"about {render.duration(total_s)} (physics estimate, idle windows and setup included)")
         return 0
     check_output_folder(args.out, "--out")
     if args.scheduler:  # the items go to the cluster's GPU workers, which need the [collect] extra; this process not

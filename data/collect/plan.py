@@ -33,8 +33,8 @@ from typing import Any
 
 import yaml
 
-from joulecast.data.errors import InputError, require
-from joulecast.data.files import load_yaml, read_text
+from joulecast.data.errors import InputError, fields_under, require
+from joulecast.data.files import load_yaml, read_text, whole_number
 from joulecast.data.store import check_collection_id
 from joulecast.data.workload import Workload
 from joulecast.data.workload_ref import RUNNER_EAGER_FAMILIES, as_run, catalog_ref, kernel_ref
@@ -147,6 +147,7 @@ def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
     for model, phase, batch, seq, dtype, attention in itertools.product(
             *(_as_list(entry.get(k, d)) for k, d in (("model", None), ("phase", "prefill"), ("batch", 1),
                                                        ("seq", 512), ("dtype", "bf16"), ("attention", "flash")))):
+        batch, seq = whole_number(batch), whole_number(seq)  # 1e3 or 1024.0, as YAML reads a count written so
         spec = model_entry(model)
         name = spec["name"]
         require(attention in ("flash", "eager"), f"{where}.attention", f"unknown {attention!r}; allowed: flash, eager")
@@ -167,6 +168,7 @@ def _wait_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
     require(not extra, f"{where}.{extra[0] if extra else ''}", "unknown key; allowed: mode, us")
     items = []
     for mode, us in itertools.product(_as_list(entry.get("mode", "spin")), _as_list(entry.get("us", 1000))):
+        us = whole_number(us)
         require(mode in WAIT_MODES, f"{where}.mode", f"unknown {mode!r}; allowed: {', '.join(WAIT_MODES)}")
         require(isinstance(us, int) and not isinstance(us, bool) and 10 <= us <= 10**6, f"{where}.us",
                 f"must be whole microseconds from 10 to 1,000,000, got {us!r}")
@@ -208,18 +210,22 @@ def parse_plan(raw: Mapping[str, Any], source: str = "plan") -> Plan:
     require(isinstance(raw.get("settings") or {}, Mapping), "settings", "must map setting names to numbers")
     settings = Settings.from_dict(raw.get("settings") or {})
     items: list[PlanItem] = []
+    checked: set[str] = set()  # items whose workload was built (an item asked for twice is built once)
     for section, parse in (("kernels", _kernel_items), ("models", _model_items), ("waits", _wait_items)):
         entries = raw.get(section) or []
         require(isinstance(entries, list), section, "must be a list of entries")
         for i, entry in enumerate(entries):
             require(isinstance(entry, Mapping), f"{section}[{i}]", "must be a mapping of keys")
-            items += parse(entry, f"{section}[{i}]")
+            with fields_under(f"{section}[{i}]"):  # a lowering's error names the entry that asked for it
+                parsed = parse(entry, f"{section}[{i}]")
+                for it in parsed:
+                    if it.kind != "wait" and it.id not in checked:
+                        item_workload(it)  # fail at load time, not hours into a collection
+                        checked.add(it.id)
+            items += parsed
     require(bool(items), "kernels", "the plan has no kernels, models or waits")
     seen: set[str] = set()
     unique = [it for it in items if not (it.id in seen or seen.add(it.id))]
-    for it in unique:
-        if it.kind != "wait":
-            item_workload(it)  # fail at load time, not hours into a collection
     return Plan(name=raw["name"], gpu=gpu, settings=settings, items=tuple(unique), source=source)
 
 

@@ -50,7 +50,10 @@ def test_grid_and_shapes_expand_and_ids_are_stable():
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "conv", "shapes": [{"m": 1}]}]}, "kernels[0].shapes[0].op: unknown 'conv'"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "gemm", "shapes": [{"m": 1, "n": 0, "k": 2}]}]},
      "kernels[0].shapes[0].n: must be a positive integer, got 0"),
-    ({"name": "p", "gpu": "h200", "models": [{"model": "bert-large", "phase": "decode"}]}, "phase: 'decode' is not available"),
+    ({"name": "p", "gpu": "h200", "models": [{"model": "bert-large", "phase": "decode"}]},
+     "models[0].phase: 'decode' is not available"),
+    ({"name": "p", "gpu": "h200", "models": [{"model": "gpt2"}, {"model": "gpt2", "batch": 1.5}]},
+     "models[1].batch: must be an integer from 1 to 16,777,216, got 1.5"),
     ({"name": "p", "gpu": "h200", "settings": {"repeats": 2}, "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
      "settings.repeats: must be at least 3"),
     ({"name": "p", "gpu": "h200", "settings": {"window": 2}, "kernels": [{"op": "add", "shapes": [{"elements": 8}]}]},
@@ -59,6 +62,7 @@ def test_grid_and_shapes_expand_and_ids_are_stable():
      "settings.repeats: must be a finite non-negative number, got inf"),
 ])
 def test_bad_plans_name_the_field(raw, message):
+    """Each message names the entry of the plan that holds the value (a lowering's check knew only `batch`)."""
     with pytest.raises(InputError) as err:
         parse_plan(raw)
     assert message in str(err.value)
@@ -74,6 +78,17 @@ def test_collect_without_a_gpu_is_one_line(tmp_path, capsys):
     assert main(["collect", str(plan), "--out", str(tmp_path / "store")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("joulecast: error: ") and err.count("\n") == 1 and "GPU" in err
+
+
+def test_counts_written_with_an_exponent_are_the_integers_they_name():
+    """A plan's YAML reads 1e9 as a float (the loader's resolver): a kernel's sizes, a model's batch and length and a
+    wait's microseconds take it as the integer it names, ids and all (before: 'must be a positive integer, got
+    1000000000.0')."""
+    plan = parse_plan({"name": "p", "gpu": "h200", "kernels": [{"op": "add", "shapes": [{"elements": 1e9}]}],
+                       "models": [{"model": "gpt2", "batch": 1e1, "seq": 5.12e2}], "waits": [{"us": 1e3}]})
+    assert [it.id for it in plan.items] == ["add/elements1000000000/bf16", "gpt2/prefill/b10/s512/bf16",
+                                            "wait/spin/us1000"]
+    assert plan.items[1].batch == 10 and isinstance(plan.items[1].batch, int)
 
 
 @pytest.mark.parametrize("flags, line", [

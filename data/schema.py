@@ -95,8 +95,9 @@ def _first(table: pd.DataFrame, bad: Any, column: str | None = None) -> str:
     return f" ({where}: {value:g})" if isinstance(value, (int, float, np.number)) else f" ({where}: {value!r})"
 
 
-def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> pd.DataFrame:
-    """Check columns, types and values; return the table conformed to the schema.
+def validate_measurements(table: pd.DataFrame, origin: str = "measurements", unique_ids: bool = True) -> pd.DataFrame:
+    """Check columns, types and values; return the table conformed to the schema. `unique_ids`: each
+    measurement_id at most once (a part, a collection, an import; not several collections together).
 
     Raises:
         DataError: naming `origin` (the file) and the column that is wrong.
@@ -126,7 +127,7 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements") -> 
     bad = ~table["method"].isin(METHODS)
     if bad.any():
         raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}{_first(table, bad, 'method')}")
-    if table["measurement_id"].duplicated().any():
+    if unique_ids and table["measurement_id"].duplicated().any():
         dup = table.loc[table["measurement_id"].duplicated(), "measurement_id"].iloc[0]
         raise DataError(f"{origin}: column 'measurement_id' has duplicates (e.g. {dup!r})")
     return table

@@ -126,6 +126,9 @@ def load_collection(root: str | Path, gpu: str, collection_id: str) -> pd.DataFr
 
 
 def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
+    """The parts' rows, each part validated, then each collection's parts together: a measurement id names an item
+    of its collection's plan (the resume key), so two collections that measured the same item (a plan run again
+    under another collection id, as a repeat is) each hold it, and only within one collection is an id unique."""
     if not parts:
         return empty_measurements()
     tables = []
@@ -135,8 +138,13 @@ def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
         except Exception as exc:  # pyarrow raises several types for a corrupt file
             raise DataError(f"{path}: not a readable Parquet file ({exc.__class__.__name__})") from None
         tables.append(validate_measurements(_as_run(_with_card_dispatch(raw, path)), origin=str(path)))
-    table = pd.concat(tables, ignore_index=True)
-    return validate_measurements(table, origin=str(origin))
+    by_collection: dict[Path, list[pd.DataFrame]] = {}
+    for path, table in zip(parts, tables):
+        by_collection.setdefault(path.parent, []).append(table)
+    for folder, own in by_collection.items():
+        if len(own) > 1:
+            validate_measurements(pd.concat(own, ignore_index=True), origin=str(folder))
+    return validate_measurements(pd.concat(tables, ignore_index=True), origin=str(origin), unique_ids=False)
 
 
 def _as_run(raw: pd.DataFrame) -> pd.DataFrame:

@@ -52,6 +52,20 @@ def test_duplicate_ids_and_unknown_method_are_rejected():
         validate_measurements(bad)
 
 
+def test_a_plan_run_again_under_another_collection_loads_beside_the_first(tmp_path):
+    """An item's id is unique within its collection (the resume key), not across collections: a repeat of a plan
+    under a new collection id holds the same ids (before, the whole store then failed to load: the shipped probes,
+    h200-dispatch and h200-waiting, both measured wait/spin/us1000). Within one collection a repeated id is still
+    refused."""
+    store.write_part(_rows(2), tmp_path, "h200", "first")
+    store.write_part(_rows(2), tmp_path, "h200", "again")
+    assert sorted(store.load_store(tmp_path)["measurement_id"]) == ["m0", "m0", "m1", "m1"]
+    store.write_part(_rows(1), tmp_path, "h200", "first")  # a second part of `first` repeating m0
+    with pytest.raises(DataError, match="first: column 'measurement_id' has duplicates"):
+        store.load_store(tmp_path)
+    assert len(store.load_store(REPO / "data" / "probes")) > 0
+
+
 def test_a_cards_host_dispatch_reaches_its_collections_rows_and_is_checked(tmp_path):
     store.write_part(_rows(2), tmp_path, "h200", "c1")
     store.write_part(_rows(1, start=2), tmp_path, "h200", "c2")

@@ -717,6 +717,8 @@ def _retrain(args: argparse.Namespace) -> int:
     print(f"candidate {('version ' + version) if version else ''} {decision}:")
     for reason in result.reasons:
         print(f"  - {reason}")
+    if result.report:
+        print(f"report: {result.report} (the champion's and the candidate's audits beside it)")
     return 0
 
 

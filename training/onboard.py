@@ -62,6 +62,7 @@ class RetrainResult:
     reasons: list[str] = field(default_factory=list)
     trained: TrainResult | None = None
     baseline: TrainResult | None = None   # the candidate's training without the GPU (where it is new), same folds
+    report: str | None = None     # the decision's page (`report_dir/report.html`), once written
 
     def summary(self) -> dict[str, Any]:
         keys = ("rows", "energy_mape", "time_mape", "power_mape", "coverage")
@@ -70,7 +71,7 @@ class RetrainResult:
                     candidate_run_id=self.trained.run_id if self.trained else None,
                     candidate_version=self.trained.model_version if self.trained else None,
                     candidate_params=self.trained.model.params if self.trained else None,
-                    comparison=self.comparison.round(3).to_dict(orient="records"))
+                    comparison=self.comparison.round(3).to_dict(orient="records"), report=self.report)
 
 
 def current_champion(tracking_uri: str) -> str | None:
@@ -220,11 +221,16 @@ def _log(result: RetrainResult, uri: str, report_dir: Path) -> None:
     """Both audits as MLflow runs with their reports; the decision as tags on the candidate's run; the alias."""
     import mlflow
 
-    from joulecast.training.report import write_report
+    from joulecast.training.report import write_report, write_retrain_report
 
     for name, outcome in (("before", result.before), ("after", result.after)):
         files = write_report(outcome, report_dir / name)
         outcome.summary["mlflow_run_id"] = log_audit(outcome, files, uri, run_name=f"retrain {result.gpu}: {name}")
+    summary = result.summary()
+    result.report = str(write_retrain_report(report_dir, gpu=result.gpu, champion=result.champion,
+                                             promoted=result.promoted, reasons=result.reasons,
+                                             comparison=result.comparison,
+                                             figures={k: summary[k] for k in ("before", "after")}))
     client = mlflow.MlflowClient()
     run_id = result.trained.run_id
     client.set_tag(run_id, "retrain_gpu", result.gpu)

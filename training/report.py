@@ -31,12 +31,13 @@ def _png(fig) -> str:
     return f'<img src="data:image/png;base64,{base64.b64encode(buffer.getvalue()).decode()}">'
 
 
-def _table(frame: pd.DataFrame) -> str:
-    """An HTML table; rows with a `pass` verdict are shaded green or red."""
+def _table(frame: pd.DataFrame, verdicts: "pd.Series | None" = None) -> str:
+    """An HTML table; rows with a verdict (`verdicts`, True or False a row; default the `pass` column) are shaded
+    green or red."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     body = []
-    for record in frame.round(2).to_dict(orient="records"):
-        verdict = record.get("pass")
+    shades = (frame["pass"] if "pass" in frame else pd.Series(None, index=frame.index)) if verdicts is None else verdicts
+    for record, verdict in zip(frame.round(2).to_dict(orient="records"), shades.to_numpy(dtype=object)):
         cls = {True: " class='pass'", False: " class='fail'"}.get(verdict, "") if isinstance(verdict, bool) else ""
         cells = "".join(f"<td>{'' if pd.isna(v) else html.escape(str(v))}</td>" for v in record.values())
         body.append(f"<tr{cls}>{cells}</tr>")
@@ -72,6 +73,38 @@ def render_html(result: AuditResult) -> str:
     ]
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast audit</title><style>{STYLE}</style>"
             f"</head><body>{''.join(parts)}</body></html>")
+
+
+def write_retrain_report(folder: str | Path, *, gpu: str, champion: str, promoted: bool, reasons: list[str],
+                         comparison: pd.DataFrame, figures: dict[str, dict]) -> Path:
+    """`folder/report.html`: a retrain's decision on one page (promoted or not and why, each partition's MAPE before
+    and after, a regression red, a gain green), linking the two audits' own reports (`before/`, `after/`)."""
+    decision = "promoted to champion" if promoted else "not promoted: the champion stays"
+    rows = "".join(
+        f"<tr><td>{name}</td><td>{html.escape(who)}</td><td>{f['rows']}</td><td>{f['energy_mape']:.2f}</td>"
+        f"<td>{f['time_mape']:.2f}</td><td>{f['power_mape']:.2f}</td>"
+        f"<td>{'' if f.get('coverage') is None else format(f['coverage'], '.1f')}</td>"
+        f"<td><a href='{name}/report.html'>{name}/report.html</a></td></tr>"
+        for name, who in (("before", f"champion: {champion}"), ("after", "candidate, out of fold"))
+        for f in [figures[name]])
+    change = comparison["change"].to_numpy(dtype=float)
+    verdicts = pd.Series([False if r else (True if c < 0 else None)
+                          for r, c in zip(comparison["regressed"].to_numpy(bool), change)], index=comparison.index)
+    parts = [f"<h1>joulecast retrain: {html.escape(gpu)} <small>{html.escape(decision)}</small></h1>",
+             "<ul>" + "".join(f"<li>{html.escape(r)}</li>" for r in reasons) + "</ul>",
+             f"<h2>On {html.escape(gpu)}'s measurements</h2>",
+             "<div class='wide'><table><tr><th>audit</th><th>estimator</th><th>rows</th><th>energy MAPE %</th>"
+             f"<th>time MAPE %</th><th>power MAPE %</th><th>coverage %</th><th>report</th></tr>{rows}</table></div>",
+             "<p>The champion's figures are its fit where it was trained on these rows; the decision compares "
+             "cross-validated figures, below.</p>",
+             "<h2>Each partition, MAPE (%) before and after</h2>",
+             "<p>A partition regressed (red) where its MAPE rose by more than the tolerance; green where it fell.</p>",
+             _table(comparison, verdicts)]
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast retrain {html.escape(gpu)}</title>"
+            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    path = Path(folder) / "report.html"
+    write_atomic(path, lambda tmp: tmp.write_text(page))
+    return path
 
 
 def write_report(result: AuditResult, folder: str | Path) -> list[Path]:

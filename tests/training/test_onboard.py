@@ -63,6 +63,10 @@ def test_retrain_refuses_a_candidate_that_regresses(setting, tmp_path):
     assert run.data.tags["promoted"] == "False" and "regressed" not in run.data.tags["decision"]
     audits = mlflow.search_runs(experiment_names=["joulecast-audit"], filter_string="tags.mlflow.runName LIKE 'retrain a10%'")
     assert len(audits) >= 2 and (tmp_path / "before" / "report.html").exists() and (tmp_path / "after" / "audit.json").exists()
+    # the decision's own page: the verdict, every regressed partition shaded, the two audits linked
+    page = (tmp_path / "report.html").read_text()
+    assert result.report == str(tmp_path / "report.html") and "not promoted: the champion stays" in page
+    assert page.count("<tr class='fail'>") == len(result.comparison) and "href='before/report.html'" in page
     with pytest.raises(InputError, match=r"--gpu: no usable measurements of 'h200'; GPUs with data: a10, a100-pcie-40gb"):
         retrain(measurements, "h200", tracking_uri=uri)
 
@@ -76,6 +80,8 @@ def test_cli_retrain_promotes_when_nothing_regresses(setting, energaizer, tmp_pa
     assert payload["promoted"] and payload["gpu"] == "a10" and payload["candidate_version"] != champion_version
     assert payload["before"]["rows"] == payload["after"]["rows"] == 95
     assert "no partition regressed by more than 1000 points" in payload["reasons"][0]
+    assert payload["report"] == str(tmp_path / "report.html")
+    assert "promoted to champion" in (tmp_path / "report.html").read_text()
     # --quick: the quick profile (residual.QUICK), its one hyper-parameter set
     assert payload["candidate_params"] == QUICK["grid"][0]
     mlflow.set_tracking_uri(uri)

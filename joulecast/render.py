@@ -141,7 +141,7 @@ def serve_table(job: Any) -> str:
              + f" at {job.sm_clock_mhz:.0f} MHz, {job.power_limit_w:.0f} W limit", f"method     {job.method}", "",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token"
              + (f"  ({_g4(band[0])} - {_g4(band[1])} J)" if band else ""),
-             f"per request {_g4(job.energy_per_request_j)} J",
+             f"request    {_g4(job.energy_per_request_j)} J a request",
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time)",
              f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})",
@@ -172,8 +172,8 @@ def train_run_table(job: Any) -> str:
              f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
              f"{job.head_tokens} of {job.seq} tokens a sequence",
              f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}; {job.attention} attention", "",
-             f"energy     {_g4(job.energy_j)} J  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])} J, "
-             "steps' errors taken as moving together)",
+             f"energy     {_g4(job.energy_j)} J = {_g4(job.energy_j / 3.6e6)} kWh  ({_g4(job.energy_interval_j[0])} - "
+             f"{_g4(job.energy_interval_j[1])} J, steps' errors taken as moving together)",
              f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
              f"power      {_g4(job.power_w)} W (average)",
              f"per token  {_g4(job.energy_per_token_j)} J a token, {_g4(job.tokens_per_s)} tokens/s",

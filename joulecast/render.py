@@ -16,13 +16,25 @@ def _si(value: float, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
-def duration(seconds: float) -> str:
-    """A time in the unit that reads best: µs, ms and s, then minutes, hours and days (never megaseconds)."""
+def _time_unit(seconds: float) -> tuple[float, str]:
+    """The unit a time reads best in, and its seconds: µs, ms and s, then minutes, hours and days."""
     for limit, factor, unit in ((1e-3, 1e-6, "µs"), (1.0, 1e-3, "ms"), (120.0, 1.0, "s"), (7200.0, 60.0, "min"),
                                 (172800.0, 3600.0, "h")):
         if abs(seconds) < limit:
-            return f"{_g4(seconds / factor)} {unit}"
-    return f"{_g4(seconds / 86400.0)} days"
+            return factor, unit
+    return 86400.0, "days"
+
+
+def duration(seconds: float) -> str:
+    """A time in the unit that reads best (never megaseconds)."""
+    factor, unit = _time_unit(seconds)
+    return f"{_g4(seconds / factor)} {unit}"
+
+
+def duration_range(low: float, high: float) -> str:
+    """Two times in the unit the higher reads best in ('1.987 - 2.905 h', not '119.2 min - 2.905 h')."""
+    factor, unit = _time_unit(max(abs(low), abs(high)))
+    return f"{_g4(low / factor)} - {_g4(high / factor)} {unit}"
 
 
 def _g4(value: float) -> str:
@@ -34,8 +46,7 @@ def _unstated_host() -> str:
     """What an estimate whose machine stated no host dispatch says of it."""
     from joulecast.features.arch import HOST_DISPATCH_RANGE_S
 
-    low, high = (duration(d) for d in HOST_DISPATCH_RANGE_S)
-    return f" by default (the interval: hosts of {low} - {high})"
+    return f" by default (the interval: hosts of {duration_range(*HOST_DISPATCH_RANGE_S)})"
 
 
 def estimate_table(est: Any) -> str:
@@ -218,7 +229,7 @@ def plan_table(result: Any) -> str:
         head += (f"\nevaluation: {job.eval_tokens:,} tokens in {job.evals:,} evaluation(s) of {eval_steps(job):,} "
                  f"global batch(es){wait}")
     rows = [dict(strategy=p.strategy, time=duration(p.time_s),
-                 time_interval=f"{duration(p.time_interval_s[0])} - {duration(p.time_interval_s[1])}",
+                 time_interval=duration_range(*p.time_interval_s),
                  energy_kwh=p.energy_j / 3.6e6,
                  interval_kwh=f"{p.energy_interval_j[0] / 3.6e6:.4g} - {p.energy_interval_j[1] / 3.6e6:.4g}",
                  carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,

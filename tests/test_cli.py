@@ -290,6 +290,15 @@ def test_times_read_in_the_unit_of_their_size(seconds, text):
     assert duration(seconds) == text
 
 
+@pytest.mark.parametrize("low, high, text", [(7150.0, 10458.0, "1.986 - 2.905 h"), (1.85e-5, 3e-5, "18.50 - 30.00 µs"),
+                                             (0.5, 1.5, "0.5000 - 1.500 s")])
+def test_a_range_of_times_reads_in_one_unit(low, high, text):
+    """Both ends in the unit the higher reads best in (before, '119.2 min - 2.905 h' in plan's table)."""
+    from joulecast.render import duration_range
+
+    assert duration_range(low, high) == text
+
+
 def test_a_generation_of_batch_zero_is_refused_not_read_as_one(capsys, tmp_path):
     """--batch 0 names the field and exits 2, with --requests too, as every other phase does; left out, one."""
     base = ["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate"]

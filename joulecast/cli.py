@@ -355,7 +355,7 @@ def _sweep(args: argparse.Namespace) -> int:
           f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
     if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
-        print(render.frame(result.pareto[sweep_report.columns(result)].round(4)))
+        print(render.sweep_front(result.pareto, sweep_report.columns(result)))
     if best is not None:
         sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in result.sizes)
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import bandwidth_text, limit_text
+from joulecast.render import bandwidth_text, setting_text
 from joulecast.sweep_report import page, svg, table
 
 
@@ -41,7 +41,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                   f"<p>{len(points):,} points swept; {int(points['pareto'].sum())} on the front.</p>",
                   svg(shown, ("time_s", axis), names=names, labels=labels, group="strategy"),
                   "<h2>Its points</h2>", table(points[points["pareto"]].sort_values("time_s").assign(
-                      power_limit_w=lambda f: limit_text(f["power_limit_w"])))]
+                      power_limit_w=lambda f: setting_text(f["power_limit_w"])))]
     return page(f"joulecast plan {job.name}", "".join(parts))
 
 

@@ -255,9 +255,20 @@ def bandwidth_text(gbps: float | None, sites: int) -> str:
     return f"{gbps:.4g}" if gbps else "not reached" if sites > 1 else "-"
 
 
-def limit_text(limits: pd.Series) -> list[str]:
-    """A plan sweep's power limits (W) as its tables show them: 'default' where the job file's own (NaN)."""
-    return ["default" if math.isnan(w) else f"{w:g}" for w in limits]
+def setting_text(values: pd.Series) -> list[str]:
+    """A sweep's clocks (MHz) or power limits (W) as its tables show them: 'default' where none was set (NaN: the
+    GPU's, or a plan's job file's own)."""
+    return ["default" if math.isnan(v) else f"{v:g}" for v in values]
+
+
+def sweep_front(pareto: pd.DataFrame, columns: list[str]) -> str:
+    """A sweep's Pareto front in the terminal: a clock or limit not set reads 'default' (not NaN), figures to four
+    significant digits."""
+    table = pareto[columns].copy()
+    for column in ("sm_clock_mhz", "power_limit_w"):
+        if column in table:
+            table[column] = setting_text(table[column])
+    return table.to_string(index=False, float_format="{:.4g}".format)
 
 
 def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
@@ -267,7 +278,7 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
     skipped = points.attrs.get("skipped", {})
     best = points[points["pareto"]].sort_values("time_s")
     rows = pd.DataFrame(dict(strategy=best["strategy"], sites=best["sites"],
-                             power_limit_w=limit_text(best["power_limit_w"]), H=best["H"], P=best["P"],
+                             power_limit_w=setting_text(best["power_limit_w"]), H=best["H"], P=best["P"],
                              tau=best["tau"], bits=best["bits"],
                              gbps=best["gbps"], time=[duration(t) for t in best["time_s"]],
                              energy_kwh=best["energy_j"] / 3.6e6, carbon_kg=best["carbon_kg"],

@@ -227,6 +227,13 @@ def test_cli_job_sweep_json_is_strict_and_its_report_says_what_a_point_is(tmp_pa
     assert "no configuration meets the constraints" in said and "Empty DataFrame" not in said
     legend = (report / "report.html").read_text().split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
     assert ">Pareto front</text>" in legend and ">over the constraints or memory</text>" in legend
+    # in the terminal, the front's clock not set reads 'default' (not NaN), its figures to four significant digits
+    assert main(argv[:-1]) == 0
+    table = capsys.readouterr().out.splitlines()
+    header = table[1].split()
+    first = dict(zip(header, table[2].split()))
+    assert first["sm_clock_mhz"] == "default" and "NaN" not in "\n".join(table)
+    assert len(first["energy_j"].replace(".", "").lstrip("0")) <= 4
 
 def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one(monkeypatch):
     """The grid partitioned (here into 12 parts), each part estimated on a worker of a LocalCluster on 127.0.0.1,

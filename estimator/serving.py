@@ -58,6 +58,10 @@ HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it 
 
 @dataclass(frozen=True, slots=True)
 class ServeEstimate:
+    """Steady-state serving of one model on `tp` GPUs (SI units in the names): a step's time and energy, tokens and
+    requests a second, J an output token (with its interval) and a request, power with idle time counted, and the
+    totals over `duration_s` or `output_tokens` where given."""
+
     model: str
     gpu: str
     tp: int

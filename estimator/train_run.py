@@ -116,6 +116,9 @@ _POINT = {"energy_interval_j": "energy_j", "time_interval_s": "time_s"}
 
 @dataclass(frozen=True, slots=True)
 class TrainRunEstimate:
+    """A whole training run on one GPU (SI units in the names): its steps, tokens, batches and settings, energy with
+    its interval, time, average power, J a token, and the memory it needs against the GPU's."""
+
     model: str
     gpu: str
     steps: int

@@ -131,7 +131,7 @@ def check_replaceable_folder(path: str | Path, marker: str, field: str) -> Path:
     """A folder the command writes whole (`write_folder_atomic`), checked before any work starts: new, empty, or one
     written so before (holding `marker`), which it replaces; a file or another folder is the user's and is refused
     (one-line InputError), as is a parent the command cannot write into."""
-    path = Path(os.path.abspath(path))  # "." or "x/.." name their folder, not an empty name
+    path = Path(os.path.realpath(path))  # "." names its folder; a link, the folder it leads to (replaced in place)
     if os.path.lexists(path):
         if not path.is_dir():
             raise InputError(field, f"{str(path)!r} is a file; give a new folder or one holding {marker}")

@@ -243,7 +243,11 @@ def test_a_saved_model_replaces_only_a_model_folder(tmp_path, capsys):
                                 ESTIMATOR_FILE)
     write_folder_atomic(saved, lambda tmp: (tmp / ESTIMATOR_FILE).write_text("2"), ESTIMATOR_FILE)
     assert (saved / ESTIMATOR_FILE).read_text() == "2"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "mine", "notes.txt"]
+    link = tmp_path / "link"
+    link.symlink_to(saved)  # a link to a saved model: the folder it leads to is replaced, the link kept
+    write_folder_atomic(link, lambda tmp: (tmp / ESTIMATOR_FILE).write_text("3"), ESTIMATOR_FILE)
+    assert link.is_symlink() and (saved / ESTIMATOR_FILE).read_text() == "3"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty", "link", "mine", "notes.txt"]
 
 
 def test_a_refused_command_leaves_no_empty_report_folder(tmp_path, monkeypatch, capsys):

@@ -28,7 +28,9 @@ def read_text(path: str | Path, field: str) -> str:
             raise InputError(field, f"{str(path)!r} {what}; give a file")
         if path.stat().st_size > MAX_INPUT_BYTES:
             raise InputError(field, f"{str(path)!r} is over {MAX_INPUT_BYTES // 2**20} MB")
-        return path.read_text()
+        # UTF-8 whatever the locale, and a byte-order mark dropped: spreadsheets and Windows editors write one
+        # ('\ufeffinput_len' was no column of a requests CSV; json.loads refuses it)
+        return path.read_text(encoding="utf-8-sig")
     except OSError as exc:  # NotADirectoryError (f.json/x.json), PermissionError, ...
         raise InputError(field, f"cannot read {str(path)!r} ({exc.strerror or type(exc).__name__})") from None
     except UnicodeDecodeError:

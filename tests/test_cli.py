@@ -303,6 +303,20 @@ def test_a_range_of_times_reads_in_one_unit(low, high, text):
     assert duration_range(low, high) == text
 
 
+def test_a_requests_file_a_spreadsheet_saved_reads_as_any_other(capsys, tmp_path):
+    """A byte-order mark and CRLF line ends, as Excel and Windows editors write them (before: 'a CSV needs input_len
+    and output_len columns', the header's first name being '\ufeffinput_len'; and JSON's 'Unexpected UTF-8 BOM')."""
+    base = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--estimator", "physics", "--json"]
+    (tmp_path / "plain.csv").write_bytes(b"input_len,output_len\n16,4\n32,8\n")
+    (tmp_path / "excel.csv").write_bytes(b"\xef\xbb\xbfinput_len,output_len\r\n16,4\r\n32,8\r\n")
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf[[16, 4], [32, 8]]")
+    figures = []
+    for name in ("plain.csv", "excel.csv", "bom.json"):
+        assert main([*base, "--requests", str(tmp_path / name)]) == 0
+        figures.append(json.loads(capsys.readouterr().out)["energy_j"])
+    assert figures[0] == figures[1] == figures[2]
+
+
 def test_a_generation_of_batch_zero_is_refused_not_read_as_one(capsys, tmp_path):
     """--batch 0 names the field and exits 2, with --requests too, as every other phase does; left out, one."""
     base = ["estimate", "--model", "gpt2", "--gpu", "h100-sxm", "--phase", "generate"]

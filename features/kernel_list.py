@@ -20,7 +20,7 @@ from typing import Any, Callable
 import pandas as pd
 
 from joulecast.data.errors import InputError
-from joulecast.data.files import read_json
+from joulecast.data.files import read_json, whole_number
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import Workload
 from joulecast.features import arch
@@ -34,7 +34,7 @@ def _dtype(value: Any, where: str) -> str:
 
 
 def _int(params: dict, key: str, where: str) -> int:
-    value = params.get(key)
+    value = whole_number(params.get(key))  # JSON's 128.0 or 1.28e2 is the count 128
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InputError(f"{where}.{key}", f"must be a positive integer, got {value!r}")
     return value

@@ -156,6 +156,22 @@ def test_malformed_kernel_json(tmp_path, capsys):
     assert "k.json[0].precM: unknown dtype None" in capsys.readouterr().err
 
 
+def test_a_kernel_lists_whole_floats_are_its_counts(tmp_path, capsys):
+    """JSON's 128.0 or 1.28e2 is the count 128 (as the service's bodies and --requests read them); a fraction is
+    still refused by name."""
+    gemm = '[[{{"batch": 1, "dimM": {m}, "dimN": 2304, "dimK": 768, "precM": "bf16"}}, ["gemm", "tc", "bf16_bf16"]]]'
+    energies = []
+    for m in ("128", "128.0", "1.28e2"):
+        (tmp_path / "k.json").write_text(gemm.format(m=m))
+        assert main(["estimate", "--kernels", str(tmp_path / "k.json"), "--gpu", "a10", "--estimator", "physics",
+                     "--json"]) == 0
+        energies.append(json.loads(capsys.readouterr().out)["energy_j"])
+    assert energies[0] == energies[1] == energies[2]
+    (tmp_path / "k.json").write_text(gemm.format(m="128.5"))
+    assert main(["estimate", "--kernels", str(tmp_path / "k.json"), "--gpu", "a10"]) == 2
+    assert "k.json[0].dimM: must be a positive integer, got 128.5" in capsys.readouterr().err
+
+
 def test_listings(capsys):
     assert main(["gpus"]) == 0
     h100 = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("h100-sxm "))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from joulecast.data.errors import InputError
+from joulecast.data.files import whole_number
 from joulecast.features.builder import KernelBuilder
 
 
@@ -35,8 +36,8 @@ class Shape:
 def _get(config: Mapping[str, Any], *keys: str) -> int:
     for key in keys:
         if config.get(key) is not None:
-            value = config[key]
-            if not isinstance(value, int) or value <= 0:
+            value = whole_number(config[key])  # a config written out by a tool that keeps 4096.0
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
                 raise InputError(f"config.{key}", f"must be a positive integer, got {value!r}")
             return value
     raise InputError(f"config.{keys[0]}", "missing from the model config")

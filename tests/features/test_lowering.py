@@ -253,3 +253,16 @@ def test_unknown_fusions_name_the_field_and_what_is_allowed(fusions, match):
     assert check_fusions("none") == check_fusions(" None ") == check_fusions("") == ()
     with pytest.raises(joulecast.InputError, match="unknown fusion 'none'"):
         check_fusions("none,rope")
+
+
+def test_a_configs_whole_floats_are_its_sizes_and_a_bool_is_none():
+    """A config written out by a tool that keeps 768.0 lowers as 768; `true` is no size (it passed as 1 before)."""
+    from joulecast.data.models import model_entry
+
+    config = dict(model_entry("gpt2")["config"])
+    floats = {**config, "n_embd": float(config["n_embd"])}
+    same = [joulecast.estimate(joulecast.workload(c, phase="prefill", batch=1, seq=64), "a10", estimator="physics")
+            for c in (config, floats)]
+    assert same[0].energy_j == same[1].energy_j
+    with pytest.raises(InputError, match="config.n_embd: must be a positive integer, got True"):
+        joulecast.workload({**config, "n_embd": True}, phase="prefill", batch=1, seq=64)

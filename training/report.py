@@ -95,8 +95,8 @@ def write_retrain_report(folder: str | Path, *, gpu: str, champion: str, promote
              f"<h2>On {html.escape(gpu)}'s measurements</h2>",
              "<div class='wide'><table><tr><th>audit</th><th>estimator</th><th>rows</th><th>energy MAPE %</th>"
              f"<th>time MAPE %</th><th>power MAPE %</th><th>coverage %</th><th>report</th></tr>{rows}</table></div>",
-             "<p>The champion's figures are its fit where it was trained on these rows; the decision compares "
-             "cross-validated figures, below.</p>",
+             "<p>Where the champion was trained on these rows, its figures are its fit, not its accuracy; the "
+             "decision compares cross-validated figures, below.</p>",
              "<h2>Each partition, MAPE (%) before and after</h2>",
              "<p>A partition regressed (red) where its MAPE rose by more than the tolerance; green where it fell.</p>",
              _table(comparison, verdicts)]

@@ -19,7 +19,6 @@ REPEATS = REPO / "data" / "repeats"
 def training_measurements():
     """The rows `joulecast train` reads by default from the repository's root (its own store and the published
     sets with workloads), read from here wherever the script runs."""
-    from joulecast.cli import DEFAULT_IMPORTS, load_measurements
+    from joulecast.cli import load_measurements
 
-    imports = [f"{name}={EXTERNAL / sub}" for name, sub in DEFAULT_IMPORTS if (EXTERNAL / sub).exists()]
-    return load_measurements([str(MEASUREMENTS)] if MEASUREMENTS.exists() else None, imports)
+    return load_measurements(None, None, store=MEASUREMENTS, external=EXTERNAL)

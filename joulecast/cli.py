@@ -539,14 +539,15 @@ def _collected(args: argparse.Namespace, plan: "Plan", collection: str, result: 
 
 
 SHARED_EXTERNAL = "../shared/data/external"
+DEFAULT_STORE = "data/measurements"
 DEFAULT_IMPORTS = (("energaizer", "energaizer-artifact"), ("mlenergy", ""))
 
 
-def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "pd.DataFrame":
-    """Measurements from store folders and importer sources (NAME=PATH); by default the project's own store and
-    the published sets in ../shared/data/external that have workloads (EnergAIzer, ML.ENERGY)."""
-    from pathlib import Path
-
+def load_measurements(stores: list[str] | None, imports: list[str] | None, *, store: str | Path = DEFAULT_STORE,
+                      external: str | Path = SHARED_EXTERNAL) -> "pd.DataFrame":
+    """Measurements from store folders and importer sources (NAME=PATH); by default (neither given) the project's
+    own store, `store`, and the published sets under `external` that have workloads (EnergAIzer, ML.ENERGY): from
+    the working folder, as `joulecast train` runs, unless a caller that runs elsewhere names them."""
     import pandas as pd
 
     from joulecast.data.importers import import_source
@@ -554,9 +555,8 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None) -> "p
 
     frames = []
     if not stores and not imports:
-        stores = [s for s in ("data/measurements",) if Path(s).exists()]
-        imports = [f"{name}={Path(SHARED_EXTERNAL) / sub}" for name, sub in DEFAULT_IMPORTS
-                   if (Path(SHARED_EXTERNAL) / sub).exists()]
+        stores = [str(store)] if Path(store).exists() else []
+        imports = [f"{name}={Path(external) / sub}" for name, sub in DEFAULT_IMPORTS if (Path(external) / sub).exists()]
     for folder in stores or []:
         frames.append(load_store(folder))
     for spec in imports or []:

@@ -36,8 +36,9 @@ def _table(frame: pd.DataFrame, verdicts: "pd.Series | None" = None) -> str:
     green or red."""
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
     body = []
-    shades = (frame["pass"] if "pass" in frame else pd.Series(None, index=frame.index)) if verdicts is None else verdicts
-    for record, verdict in zip(frame.round(2).to_dict(orient="records"), shades.to_numpy(dtype=object)):
+    if verdicts is None:
+        verdicts = frame["pass"] if "pass" in frame else pd.Series(None, index=frame.index)
+    for record, verdict in zip(frame.round(2).to_dict(orient="records"), verdicts.to_numpy(dtype=object)):
         cls = {True: " class='pass'", False: " class='fail'"}.get(verdict, "") if isinstance(verdict, bool) else ""
         cells = "".join(f"<td>{'' if pd.isna(v) else html.escape(str(v))}</td>" for v in record.values())
         body.append(f"<tr{cls}>{cells}</tr>")

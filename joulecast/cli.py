@@ -362,7 +362,9 @@ def _sweep(args: argparse.Namespace) -> int:
                           if best[c] == best[c])  # NaN: the GPU's default
         figures = (f"{best['energy_per_token_j']:.4g} J an output token at {best['tokens_per_s']:.4g} tokens/s, "
                    f"{render.duration(best['time_s'])} a token" if args.phase == "serve"
-                   else f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}")
+                   else f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}" + (
+                       f", {best['energy_per_token_j']:.4g} J and {render.duration(best['s_per_token'])} a token "
+                       "(the front's axes)" if result.front == "token" else ""))
         print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{setting}, {figures}")
     else:
         print("no configuration meets the constraints")

@@ -581,6 +581,7 @@ def _train(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a timeout's SIGTERM stops as cleanly as Ctrl-C: nothing half-saved
     from joulecast import render
     from joulecast.data.executors import check_executor, executor
+    from joulecast.training.dataset import dropped_text
     from joulecast.training.train import headline, train
 
     check_executor(args.scheduler, args.workers)  # before the measurements are read
@@ -597,7 +598,7 @@ def _train(args: argparse.Namespace) -> int:
     if args.json:
         print(render.to_json(summary))
         return 0
-    print(f"trained on {summary['rows']} rows (dropped: {result.table.dropped})")
+    print(f"trained on {summary['rows']} rows (dropped: {dropped_text(result.table.dropped)})")
     cv = result.partitions[(result.partitions["split"] == "cv") & (result.partitions["by"] == "gpu")]
     print("grouped cross-validation by model family (MAPE %; coverage: % of rows inside the 90 % energy interval; "
           "chance: the coverage chance allows, a family's rows on one GPU sharing an offset; p_in_target: how likely "

@@ -337,8 +337,11 @@ def rounded(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def audit_text(result: Any) -> str:
+    from joulecast.training.dataset import dropped_text  # loaded already: the audit that made `result` needs it
+
     s = result.summary
-    lines = [f"audit of {s['estimator']}", f"on {s['data']}: {s['rows']} rows (dropped: {s.get('dropped') or 'none'})",
+    dropped = dropped_text(s.get("dropped") or {})
+    lines = [f"audit of {s['estimator']}", f"on {s['data']}: {s['rows']} rows (dropped: {dropped})",
              f"overall MAPE: energy {s['energy_mape']:.2f} %, time {s['time_mape']:.2f} %, power {s['power_mape']:.2f} %"
              + (f"; {s['coverage']:.1f} % of rows inside the interval" if s.get("coverage") is not None else ""), ""]
     if s.get("in_sample_sources"):

@@ -61,6 +61,12 @@ def usable(measurements: pd.DataFrame, *, partial: bool = False) -> tuple[pd.Dat
     return measurements[keep].reset_index(drop=True), {k: v for k, v in dropped.items() if v}
 
 
+def dropped_text(dropped: dict[str, int]) -> str:
+    """`usable`'s dropped rows by reason, in words ('failed run: 13, GPU not in the catalog: 1,609'), or 'none'
+    (before, the dict's repr reached the user)."""
+    return ", ".join(f"{reason}: {n:,}" for reason, n in dropped.items() if n) or "none"
+
+
 def setting_of(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """The clock a row was locked at (NaN = none: the default boost clock) and its power limit.
 

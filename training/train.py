@@ -24,7 +24,7 @@ from joulecast.data.files import check_replaceable_folder, write_folder_atomic
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import default_tracking_uri
 from joulecast.estimator.residual import ESTIMATOR_FILE
-from joulecast.training.dataset import TrainingTable, training_table
+from joulecast.training.dataset import TrainingTable, dropped_text, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table, offset_spreads
 from joulecast.training.residual import PARAM_GRID, QUICK, ResidualModel, _regressor, gpu_weights, group_folds
 
@@ -121,7 +121,8 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
         use_experiment(tracking_uri or default_tracking_uri(), experiment)
     table = training_table(measurements)
     if len(table.rows) < 20:
-        raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: {table.dropped}); need 20")
+        raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: "
+                                         f"{dropped_text(table.dropped)}); need 20")
     held = _split(table, exclude_gpu, exclude_model, exclude_source)
     fit_rows, X = table.rows[~held].reset_index(drop=True), table.X[~held].reset_index(drop=True)
     y = {"time": table.y_time[~held], "energy": table.y_energy[~held]}

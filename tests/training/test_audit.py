@@ -142,3 +142,11 @@ def test_cli_audit_checks_its_tracking_store_before_scoring(capsys, tmp_path):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("joulecast: error: --tracking-uri: cannot log to 'foo://bar' (")
     assert not any(tmp_path.iterdir())  # no report of an audit that did not run
+
+
+def test_dropped_rows_read_as_words():
+    from joulecast.training.dataset import dropped_text
+
+    assert dropped_text({"failed run": 13, "several GPUs": 0, "no workload (kernel list none)": 1609}) == \
+        "failed run: 13, no workload (kernel list none): 1,609"
+    assert dropped_text({}) == "none"

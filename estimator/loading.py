@@ -37,12 +37,15 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
             raise InputError("--estimator", f"{uri!r} is an MLflow URI: install the training extra "
                                             "(pip install 'joulecast[train]')") from None
         try:
-            from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
+            from mlflow.tracking._tracking_service.utils import _use_tracking_uri, is_tracking_uri_set
 
             # given; else one the caller set (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own
             tracking = tracking_uri or (mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri())
-            local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking,
-                                                             registry_uri=tracking))
+            # MLflow 3 resolves a registered version's logged model (models:/m-...) on the process's tracking store,
+            # not the one passed: without it, --tracking-uri was ignored there and ./mlflow.db made and searched
+            with _use_tracking_uri(tracking):
+                local = Path(mlflow.artifacts.download_artifacts(artifact_uri=uri, tracking_uri=tracking,
+                                                                 registry_uri=tracking))
         except Exception as exc:  # MLflow raises its own exception types for unknown runs, models and aliases
             raise InputError("--estimator", f"cannot load {uri!r} ({type(exc).__name__}: {str(exc).splitlines()[0]})") from None
         folder = local / "artifacts" / "estimator"

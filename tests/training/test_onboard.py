@@ -87,3 +87,23 @@ def test_cli_retrain_promotes_when_nothing_regresses(setting, energaizer, tmp_pa
     mlflow.set_tracking_uri(uri)
     alias = mlflow.MlflowClient().get_model_version_by_alias(MODEL_NAME, CHAMPION)
     assert str(alias.version) == payload["candidate_version"]
+
+
+def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path, monkeypatch):
+    """`--tracking-uri` names the registry a models:/ or runs:/ estimator comes from, whatever store the process
+    points at: MLflow 3 resolved a version's logged model on the process's own store (here another one, empty), so
+    the champion was 'not found' and an empty mlflow.db was made in the working folder."""
+    from joulecast.estimator.loading import load_estimator
+
+    _, uri, _ = setting
+    monkeypatch.chdir(tmp_path)
+    mlflow.set_tracking_uri(f"sqlite:///{tmp_path / 'elsewhere.db'}")
+    try:
+        champion = mlflow.MlflowClient(tracking_uri=uri).get_model_version_by_alias(MODEL_NAME, CHAMPION)
+        for name in (f"models:/{MODEL_NAME}@{CHAMPION}", f"runs:/{champion.run_id}/model"):
+            model = load_estimator.__wrapped__(name, uri)
+            assert model is not None and model.gpus, name
+        assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path / 'elsewhere.db'}"  # the process's, as it was
+        assert not (tmp_path / "mlflow.db").exists()
+    finally:
+        mlflow.set_tracking_uri(uri)

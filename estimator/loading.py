@@ -36,11 +36,16 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
         except ImportError:
             raise InputError("--estimator", f"{uri!r} is an MLflow URI: install the training extra "
                                             "(pip install 'joulecast[train]')") from None
-        try:
-            from mlflow.tracking._tracking_service.utils import _use_tracking_uri, is_tracking_uri_set
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri, is_tracking_uri_set
 
-            # given; else one the caller set (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own
-            tracking = tracking_uri or (mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri())
+        # given; else one the caller set (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own
+        tracking = tracking_uri or (mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri())
+        sqlite = tracking.startswith("sqlite:///")
+        database = Path(tracking.removeprefix("sqlite:///").split("?")[0]) if sqlite else None
+        if database is not None and not database.is_file():  # reading one would make an empty one and find nothing
+            raise InputError("--tracking-uri", f"no MLflow store at {database} to load {uri!r} from (give "
+                                               "--tracking-uri, or run joulecast train where it is)")
+        try:
             # MLflow 3 resolves a registered version's logged model (models:/m-...) on the process's tracking store,
             # not the one passed: without it, --tracking-uri was ignored there and ./mlflow.db made and searched
             with _use_tracking_uri(tracking):

@@ -104,6 +104,9 @@ def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path,
             model = load_estimator.__wrapped__(name, uri)
             assert model is not None and model.gpus, name
         assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path / 'elsewhere.db'}"  # the process's, as it was
-        assert not (tmp_path / "mlflow.db").exists()
+        # no tracking URI given: the process's store, which has no file, is named, not made empty and searched
+        with pytest.raises(InputError, match=f"--tracking-uri: no MLflow store at {tmp_path / 'elsewhere.db'}"):
+            load_estimator.__wrapped__(f"models:/{MODEL_NAME}@{CHAMPION}", None)
+        assert not any(tmp_path.iterdir())
     finally:
         mlflow.set_tracking_uri(uri)

@@ -111,9 +111,12 @@ def _read_requests(path: str) -> list[list[int]]:
     import csv
     import io
 
-    rows = list(csv.DictReader(io.StringIO(text)))
-    if not rows or not {"input_len", "output_len"} <= set(rows[0]):
+    reader = csv.DictReader(io.StringIO(text))
+    if not {"input_len", "output_len"} <= set(reader.fieldnames or ()):
         raise InputError("--requests", f"{path}: a CSV needs input_len and output_len columns (or give .json)")
+    rows = list(reader)
+    if not rows:
+        raise InputError("--requests", f"{path}: holds no requests, only its header")
     out = []
     for i, row in enumerate(rows):
         try:  # as the flags read counts: 512, or 1e3

@@ -331,6 +331,9 @@ def test_a_requests_file_a_spreadsheet_saved_reads_as_any_other(capsys, tmp_path
         assert main([*base, "--requests", str(tmp_path / name)]) == 0
         figures.append(json.loads(capsys.readouterr().out)["energy_j"])
     assert figures[0] == figures[1] == figures[2]
+    (tmp_path / "header.csv").write_text("input_len,output_len\n")  # before: 'needs input_len and output_len columns'
+    assert main([*base, "--requests", str(tmp_path / "header.csv")]) == 2
+    assert "header.csv: holds no requests, only its header" in capsys.readouterr().err
 
 
 def test_a_generation_of_batch_zero_is_refused_not_read_as_one(capsys, tmp_path):

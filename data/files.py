@@ -62,6 +62,18 @@ def load_yaml(text: str) -> Any:
     return yaml.load(text, Loader=yaml_loader())  # noqa: S506 - a SafeLoader subclass
 
 
+def kind_of(value: Any) -> str:
+    """What a YAML or JSON value is, as its writer would say it ('nothing (an empty file or field)', 'a list'), not
+    Python's type name ('NoneType')."""
+    if value is None:
+        return "nothing (an empty file or field)"
+    for kinds, said in (((bool,), "true or false"), ((int, float), "a number"), ((str,), "text"),
+                        ((list, tuple), "a list"), ((dict,), "a mapping")):
+        if isinstance(value, kinds):
+            return f"{said} ({value!r})" if said in ("a number", "text") and len(repr(value)) <= 40 else said
+    return type(value).__name__
+
+
 def whole_number(value: Any) -> Any:
     """JSON has one number type: a float that is a whole number (1e9, 8.0) as the integer it names; anything else (a
     fraction, NaN, infinity, a string) as given, for its check to refuse by name."""

@@ -19,7 +19,7 @@ import yaml
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
 from joulecast.data.errors import DataError, InputError, UnknownNameError
-from joulecast.data.files import check_output_folder, load_yaml, read_text, write_atomic
+from joulecast.data.files import check_output_folder, kind_of, load_yaml, read_text, write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
 
@@ -115,7 +115,7 @@ class GpuSpec:
             return DataError(f"{origin}: field '{field_name}': {msg}")
 
         if not isinstance(raw, Mapping):
-            raise DataError(f"{origin}: expected a mapping of fields, got {type(raw).__name__}")
+            raise DataError(f"{origin}: expected a mapping of fields, got {kind_of(raw)}")
         for key in ("name", "display_name", "architecture", "compute_capability", "memory_type"):
             if not isinstance(raw.get(key), str) or not raw[key]:
                 raise fail(key, "missing or not a non-empty string")

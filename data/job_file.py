@@ -17,7 +17,7 @@ from typing import Any, Mapping
 import yaml
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.files import load_yaml, read_text
+from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES, check_host_dispatch
@@ -189,7 +189,7 @@ def _known(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:
-    require(isinstance(value, Mapping), where, f"must be a mapping, got {type(value).__name__}")
+    require(isinstance(value, Mapping), where, f"must be a mapping of fields, got {kind_of(value)}")
     return value
 
 

@@ -265,6 +265,16 @@ def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change,
     assert err.startswith(f"joulecast: error: {field}") and "\n" not in err
 
 
+@pytest.mark.parametrize("text, line", [
+    ("", "job: must be a mapping of fields, got nothing (an empty file or field)"),
+    ("- ddp\n", "job: must be a mapping of fields, got a list")])
+def test_a_job_file_that_is_no_mapping_says_what_it_is(tmp_path, capsys, text, line):
+    """Not Python's type name ('got NoneType' for an empty file)."""
+    (tmp_path / "job.yaml").write_text(text)
+    assert main(["plan", str(tmp_path / "job.yaml")]) == 2
+    assert capsys.readouterr().err.strip() == f"joulecast: error: {line}"
+
+
 def test_a_site_s_stated_host_sets_its_step_and_a_slower_one_plans_slower():
     """A small model's eager steps wait on the host: a site whose hosts dispatch in 10 us plans faster than one at
     40 us, and each site's step is estimated at its own."""

@@ -19,6 +19,17 @@ def default_tracking_uri() -> str:
     return os.environ.get("JOULECAST_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
 
 
+def resolved_tracking_uri(tracking_uri: str | None = None) -> str:
+    """Where a models:/ or runs:/ estimator is looked up: the URI given; else one the caller set
+    (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own (`default_tracking_uri`)."""
+    if tracking_uri:
+        return tracking_uri
+    import mlflow
+    from mlflow.tracking._tracking_service.utils import is_tracking_uri_set
+
+    return mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri()
+
+
 @functools.cache
 def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> Residual | None:
     """`None`: the shipped default; `"physics"`: no residual; a folder saved by `joulecast train --out`;
@@ -36,10 +47,9 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
         except ImportError:
             raise InputError("--estimator", f"{uri!r} is an MLflow URI: install the training extra "
                                             "(pip install 'joulecast[train]')") from None
-        from mlflow.tracking._tracking_service.utils import _use_tracking_uri, is_tracking_uri_set
+        from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
-        # given; else one the caller set (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own
-        tracking = tracking_uri or (mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri())
+        tracking = resolved_tracking_uri(tracking_uri)
         sqlite = tracking.startswith("sqlite:///")
         database = Path(tracking.removeprefix("sqlite:///").split("?")[0]) if sqlite else None
         if database is not None and not database.is_file():  # reading one would make an empty one and find nothing

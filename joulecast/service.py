@@ -63,10 +63,10 @@ class ModelHolder:
             return None
         import mlflow
 
-        from joulecast.estimator.loading import default_tracking_uri
+        from joulecast.estimator.loading import resolved_tracking_uri
 
         name, alias = self.uri.removeprefix("models:/").split("@", 1)
-        client = mlflow.MlflowClient(self.tracking_uri or default_tracking_uri())
+        client = mlflow.MlflowClient(resolved_tracking_uri(self.tracking_uri))  # where the model was loaded from
         return str(client.get_model_version_by_alias(name, alias).version)
 
     def current(self) -> Any:

@@ -127,7 +127,13 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements", uni
     bad = ~table["method"].isin(METHODS)
     if bad.any():
         raise DataError(f"{origin}: column 'method' must be one of {', '.join(METHODS)}{_first(table, bad, 'method')}")
-    if unique_ids and table["measurement_id"].duplicated().any():
-        dup = table.loc[table["measurement_id"].duplicated(), "measurement_id"].iloc[0]
-        raise DataError(f"{origin}: column 'measurement_id' has duplicates (e.g. {dup!r})")
+    if unique_ids:
+        check_unique_ids(table["measurement_id"], origin)
     return table
+
+
+def check_unique_ids(ids: pd.Series, origin: str) -> None:
+    """Each measurement id at most once in `ids` (a part, a collection, an import)."""
+    duplicated = ids.duplicated()
+    if duplicated.any():
+        raise DataError(f"{origin}: column 'measurement_id' has duplicates (e.g. {ids[duplicated].iloc[0]!r})")

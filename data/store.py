@@ -16,7 +16,7 @@ import yaml
 
 from joulecast.data.errors import DataError, InputError
 from joulecast.data.files import write_atomic
-from joulecast.data.schema import COLLECTOR_SOURCE, empty_measurements, validate_measurements
+from joulecast.data.schema import COLLECTOR_SOURCE, check_unique_ids, empty_measurements, validate_measurements
 from joulecast.data.workload_ref import as_run
 
 CARD_NAME = "CARD.yaml"
@@ -142,8 +142,8 @@ def _load_parts(parts: list[Path], origin: Path) -> pd.DataFrame:
     for path, table in zip(parts, tables):
         by_collection.setdefault(path.parent, []).append(table)
     for folder, own in by_collection.items():
-        if len(own) > 1:
-            validate_measurements(pd.concat(own, ignore_index=True), origin=str(folder))
+        if len(own) > 1:  # each part was validated whole above; across parts only the ids can clash
+            check_unique_ids(pd.concat([t["measurement_id"] for t in own], ignore_index=True), str(folder))
     return validate_measurements(pd.concat(tables, ignore_index=True), origin=str(origin), unique_ids=False)
 
 

@@ -19,6 +19,14 @@ def default_tracking_uri() -> str:
     return os.environ.get("JOULECAST_TRACKING_URI") or f"sqlite:///{Path('mlflow.db').resolve()}"
 
 
+def sqlite_path(tracking_uri: str) -> Path | None:
+    """The database file of a local SQLite tracking URI (`sqlite:///mlflow.db`, `sqlite:////abs/mlflow.db`), else
+    None."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return Path(tracking_uri.removeprefix("sqlite:///").split("?")[0])
+
+
 def resolved_tracking_uri(tracking_uri: str | None = None) -> str:
     """Where a models:/ or runs:/ estimator is looked up: the URI given; else one the caller set
     (mlflow.set_tracking_uri, $MLFLOW_TRACKING_URI); else joulecast's own (`default_tracking_uri`)."""
@@ -50,8 +58,7 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
         from mlflow.tracking._tracking_service.utils import _use_tracking_uri
 
         tracking = resolved_tracking_uri(tracking_uri)
-        sqlite = tracking.startswith("sqlite:///")
-        database = Path(tracking.removeprefix("sqlite:///").split("?")[0]) if sqlite else None
+        database = sqlite_path(tracking)
         if database is not None and not database.is_file():  # reading one would make an empty one and find nothing
             raise InputError("--tracking-uri", f"no MLflow store at {database} to load {uri!r} from (give "
                                                "--tracking-uri, or run joulecast train where it is)")

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.kernels import DTYPES
 from joulecast.data.files import whole_number
+from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import Workload
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns

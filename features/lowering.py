@@ -61,18 +61,18 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     return records, builder.params
 
 
-def check_job(config: Mapping[str, Any], job: str, field: str = "phase") -> None:
+def check_job(config: Mapping[str, Any], job: str, field: str = "phase", label: str | None = None) -> None:
     """A whole job's model checked before its steps lower: a generation or serving needs a decoder (tokens
-    generated one at a time), a training run a text model (its steps run over tokens); else one line naming `field`
-    and what the model runs instead (before, the step's phase was named: 'decode' is not available, for --phase
-    generate)."""
+    generated one at a time), a training run (`job` train-run) a text model (its steps run over tokens); else one
+    line naming `field` and what the model runs instead, the job called `label` (default its kind). Before, the
+    step's phase was named: 'decode' is not available, for --phase generate."""
     fam = models.family(config)
-    trains = job in ("train-run", "a training plan")
+    trains = job == "train-run"
     if fam in _VISION or (not trains and fam in _ENCODERS):
         needs = "a text model (its steps run over tokens)" if trains else "a decoder (tokens generated one at a time)"
         runs = "inference and one training step (--phase inference, training)" if fam in _VISION else \
             "prefill, training and train-run"
-        raise InputError(field, f"{job} needs {needs}; a {fam} model runs {runs}")
+        raise InputError(field, f"{label or job} needs {needs}; a {fam} model runs {runs}")
 
 
 def check_lowering(config: Mapping[str, Any], *, phase: str, batch: int, seq: int | None, dtype: str,

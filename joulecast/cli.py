@@ -632,10 +632,11 @@ def _audit(args: argparse.Namespace) -> int:
     if args.source and not args.path:
         raise InputError("--path", f"--source {args.source} needs --path (the data folder)")
     data = f"store {args.store}" if args.store else f"{args.source} at {args.path}"
-    if not args.no_mlflow:  # a tracking store that cannot be logged to, before the scoring
-        from joulecast.training.train import default_tracking_uri, use_experiment
+    from joulecast.training.train import default_tracking_uri, use_experiment
 
-        use_experiment(args.tracking_uri or default_tracking_uri(), AUDIT_EXPERIMENT)
+    uri = args.tracking_uri or default_tracking_uri()
+    if not args.no_mlflow:  # a tracking store that cannot be logged to, before the scoring
+        use_experiment(uri, AUDIT_EXPERIMENT)
     measurements = load_measurements([args.store] if args.store else None,
                                      None if args.store else [f"{args.source}={args.path}"])
     model = load_estimator(args.estimator, args.tracking_uri)
@@ -647,8 +648,7 @@ def _audit(args: argparse.Namespace) -> int:
                                                      in_sample_sources=sorted(trained_on & set(frame["source"]))))
     files = write_report(result, args.report)
     if not args.no_mlflow:
-        result.summary["mlflow_run_id"] = log_audit(result, files, args.tracking_uri or default_tracking_uri(),
-                                                    run_name=f"audit {data}")
+        result.summary["mlflow_run_id"] = log_audit(result, files, uri, run_name=f"audit {data}")
     result.summary["report"] = [str(f) for f in files]
     if args.json:
         print(render.to_json(result.summary))

@@ -22,7 +22,7 @@ import pandas as pd
 from joulecast.data.errors import InputError
 from joulecast.data.files import check_replaceable_folder, write_folder_atomic
 from joulecast.estimator.api import scored_frame
-from joulecast.estimator.loading import default_tracking_uri
+from joulecast.estimator.loading import default_tracking_uri, sqlite_path
 from joulecast.estimator.residual import ESTIMATOR_FILE
 from joulecast.training.dataset import TrainingTable, dropped_text, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table, offset_spreads
@@ -47,9 +47,10 @@ def use_experiment(tracking_uri: str, name: str) -> None:
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)
+    database = sqlite_path(tracking_uri)
     try:
-        if mlflow.get_experiment_by_name(name) is None and tracking_uri.startswith("sqlite:///"):
-            folder = Path(tracking_uri.removeprefix("sqlite:///")).resolve().parent / "mlruns"
+        if mlflow.get_experiment_by_name(name) is None and database is not None:
+            folder = database.resolve().parent / "mlruns"
             mlflow.create_experiment(name, artifact_location=folder.as_uri())
         mlflow.set_experiment(name)
     except Exception as exc:  # MLflow's own types: an unknown scheme, a server not answering, a retired backend
@@ -117,8 +118,9 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     """
     if out:  # before the fit: a file or another folder there is the user's, not to be replaced
         check_replaceable_folder(out, ESTIMATOR_FILE, "out")
-    if log_mlflow:  # and a tracking store that cannot be logged to, not once the fit is done
-        use_experiment(tracking_uri or default_tracking_uri(), experiment)
+    uri = tracking_uri or default_tracking_uri()
+    if log_mlflow:  # and a tracking store that cannot be logged to, not once the fit is done (`_log_mlflow` logs there)
+        use_experiment(uri, experiment)
     table = training_table(measurements)
     if len(table.rows) < 20:
         raise InputError("measurements", f"only {len(table.rows)} usable rows (dropped: "
@@ -180,20 +182,20 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     if out:  # the folder appears whole or not at all (a SIGTERM or full disk mid-save leaves any old one)
         result.out = str(write_folder_atomic(out, lambda tmp: model.save(tmp, meta), ESTIMATOR_FILE))
     if log_mlflow:
-        _log_mlflow(result, meta, tracking_uri or default_tracking_uri(), experiment, register, promote,
-                    compared["hybrid"])
+        _log_mlflow(result, meta, register, promote, compared["hybrid"])
     return result
 
 
-def _log_mlflow(result: TrainResult, meta: dict[str, Any], uri: str, experiment: str, register: bool,
-                promote: bool, hybrid: pd.DataFrame) -> None:
+def _log_mlflow(result: TrainResult, meta: dict[str, Any], register: bool, promote: bool, hybrid: pd.DataFrame
+                ) -> None:
+    """The run, its figures and the model, on the tracking store and experiment `train` checked and set before the
+    fit (`use_experiment`)."""
     import mlflow
     from mlflow.models import ModelSignature, infer_signature
 
     from joulecast.training.plots import parity_figure
     from joulecast.training.pyfunc import HybridPyfunc, example_input, input_schema
 
-    use_experiment(uri, experiment)
     rows = result.table.rows
     with mlflow.start_run() as run:
         mlflow.log_params({"level": result.model.level, **{f"xgb_{k}": v for k, v in result.model.params.items()},

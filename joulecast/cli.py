@@ -347,11 +347,10 @@ def _sweep(args: argparse.Namespace) -> int:
         files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {args.model} {args.phase}")))
     best = result.best
     if args.json:
-        print(render.to_json({"points": result.points.to_dict(orient="records"),
-                              "pareto": result.pareto.to_dict(orient="records"),
-                              "best": None if best is None else best.to_dict(), "skipped": result.skipped,
-                              "objective": result.objective, "front": result.front, "job": result.job,
-                              "constraints": result.constraints, "files": files}))
+        render.write_json({"points": result.points, "pareto": result.pareto,
+                           "best": None if best is None else best.to_dict(), "skipped": result.skipped,
+                           "objective": result.objective, "front": result.front, "job": result.job,
+                           "constraints": result.constraints, "files": files}, sys.stdout)
         return 0
     print(f"{len(result.points):,} configurations, {int(result.points['feasible'].sum()):,} fitting in memory and "
           f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "

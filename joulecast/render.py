@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 import pandas as pd
 
@@ -309,6 +310,33 @@ def to_json(payload: Any) -> str:
     JavaScript read it; numpy scalars as Python numbers."""
     return json.dumps(finite(payload), indent=2, allow_nan=False,
                       default=lambda o: finite(o.item()) if hasattr(o, "item") else str(o))
+
+
+# A frame's records are turned into JSON this many at a time (`write_json`): a sweep's million points as Python
+# dicts at once take about 10 KB each (176,128 points: 1.9 GB resident, against 0.34 GB without --json).
+JSON_CHUNK_ROWS = 10_000
+
+
+def write_json(payload: Mapping[str, Any], out: TextIO, chunk_rows: int = JSON_CHUNK_ROWS) -> None:
+    """`to_json(payload)` and a newline written to `out`, each DataFrame value of `payload` as its list of records
+    (`orient='records'`), `chunk_rows` of them at a time: the same text in the memory of a chunk."""
+    out.write("{")
+    for i, (key, value) in enumerate(payload.items()):
+        out.write(("," if i else "") + "\n  " + json.dumps(key) + ": ")
+        if not isinstance(value, pd.DataFrame):
+            out.write(_nested(to_json(value)))
+            continue
+        out.write("[")
+        for start in range(0, len(value), chunk_rows):
+            records = to_json(value.iloc[start:start + chunk_rows].to_dict(orient="records"))
+            out.write(("," if start else "") + "\n  " + _nested(records[2:-2]))  # within its own [ and ]
+        out.write("\n  ]" if len(value) else "]")
+    out.write("\n}\n" if payload else "}\n")
+
+
+def _nested(text: str) -> str:
+    """JSON text of indent 2 as a value one level down."""
+    return text.replace("\n", "\n  ")
 
 
 def finite(value: Any) -> Any:

@@ -319,6 +319,32 @@ def test_a_range_of_times_reads_in_one_unit(low, high, text):
     assert duration_range(low, high) == text
 
 
+@pytest.mark.parametrize("chunk_rows", [1, 2, 4, 10_000])
+def test_a_frame_s_json_written_a_chunk_at_a_time_is_the_whole_s(chunk_rows):
+    """`write_json` (a sweep's --json: its points a chunk of records at a time, not a million dicts at once) writes the
+    text `to_json` gives for the frames as lists of records: strict (NaN and infinity null), empty frames and all."""
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    from joulecast.render import to_json, write_json
+
+    frame = pd.DataFrame({"n": [1, 2, 3, 4, 5], "x": [0.1, np.nan, np.inf, 1e-300, 2.5], "s": ["a", "b\n", "", "é", "c"],
+                          "ok": [True, False, True, True, False]})
+    texts = []
+    for payload in ({"points": frame, "pareto": frame.iloc[:0], "best": {"x": float("nan")}, "files": [], "n": 3},
+                    {"points": frame.iloc[:3]}, {}):
+        out = io.StringIO()
+        write_json(payload, out, chunk_rows)
+        whole = {k: v.to_dict(orient="records") if isinstance(v, pd.DataFrame) else v for k, v in payload.items()}
+        assert out.getvalue() == to_json(whole) + "\n"
+        texts.append(out.getvalue())
+    first = json.loads(texts[0])
+    assert first["points"][1] == {"n": 2, "x": None, "s": "b\n", "ok": False} and first["pareto"] == []
+    assert len(first["points"]) == 5 and json.loads(texts[2]) == {}
+
+
 def test_a_requests_file_a_spreadsheet_saved_reads_as_any_other(capsys, tmp_path):
     """A byte-order mark and CRLF line ends, as Excel and Windows editors write them (before: 'a CSV needs input_len
     and output_len columns', the header's first name being '\ufeffinput_len'; and JSON's 'Unexpected UTF-8 BOM')."""

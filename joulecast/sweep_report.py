@@ -1,6 +1,6 @@
 """A sweep's self-contained HTML report: the Pareto front of energy against time as an inline SVG (log axes, every
-point, the frontier joined), and the frontier's points in a table. No script, no external file, no plotting
-library: the core install renders it."""
+point, or past the points it labels one circle a pixel and colour; the frontier joined), and the frontier's points
+in a table. No script, no external file, no plotting library: the core install renders it."""
 
 from __future__ import annotations
 
@@ -89,9 +89,14 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)
     colours = (np.array(_GROUP_COLOURS)[points[group].map({g: i for i, g in enumerate(groups)}).to_numpy()] if by_group
                else np.full(len(points), "#4c78a8"))
-    for i in np.flatnonzero(~front):
-        colour = colours[i] if feasible[i] else "#bbb"
-        parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{colour}' "
+    fills = np.where(feasible, colours, "#bbb")
+    drawn = np.flatnonzero(~front)
+    if len(points) > _LABELLED:  # unlabelled: one circle a pixel and colour, not each of a million on a 760 x 460 plot
+        cells = np.column_stack([np.round(x[drawn]), np.round(y[drawn]),
+                                 np.unique(fills[drawn], return_inverse=True)[1]])
+        drawn = drawn[np.sort(np.unique(cells, axis=0, return_index=True)[1])]
+    for i in drawn:
+        parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{fills[i]}' "
                      f"fill-opacity='0.6'><title>{names[i]}</title></circle>")
     outside = [("over the constraints or memory", "#bbb")] if (~feasible).any() else []
     if by_group or outside:  # above the frame, clear of the points: each GPU's colour, the front's, the grey, in rows

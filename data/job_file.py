@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import functools
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -381,8 +382,13 @@ def connected(names: list[str], links: list[Link]) -> None:
         raise InputError("links", f"no link reaches site {missing[0]!r}; every site needs a path to the others")
 
 
-def load_job(path: str | Path) -> Job:
-    """Read and validate a job file (YAML)."""
+def load_job(path: str | os.PathLike | Mapping) -> Job:
+    """Read and validate a job file (YAML), or a job's mapping as the file would parse (its file names relative to
+    the working folder)."""
+    if isinstance(path, Mapping):
+        return parse_job(path)
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError("job", f"a job file's path or its mapping, got {kind_of(path)}")
     text = read_text(path, "job")
     try:
         raw = load_yaml(text)

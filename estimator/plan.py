@@ -42,6 +42,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +51,7 @@ import numpy as np
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.job_file import BITS, Job, Site, connected, reference
+from joulecast.data.job_file import BITS, Job, Site, connected, load_job, reference
 from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
@@ -458,10 +460,11 @@ def _at_time_bound(sites: list[SiteCompute], side: int) -> list[SiteCompute]:
     return out
 
 
-def plan(job: Job, estimator: Any = None) -> Plan:
-    """Every strategy of the job, side by side. Intervals: energy as `evaluate` gives it; time and utilisation
-    with every step's compute at the ends of its time interval (comonotone); carbon and J a token in proportion to
-    energy."""
+def plan(job: Job | str | os.PathLike | Mapping, estimator: Any = None) -> Plan:
+    """Every strategy of the job (a `Job`, or a job file's path or mapping: `load_job`), side by side. Intervals:
+    energy as `evaluate` gives it; time and utilisation with every step's compute at the ends of its time interval
+    (comonotone); carbon and J a token in proportion to energy."""
+    job = job if isinstance(job, Job) else load_job(job)
     sites = site_compute(job, estimator)
     bounds = [_at_time_bound(sites, side) for side in (0, 1)]
     results = []

@@ -14,13 +14,14 @@ LAYOUT_TRANSPOSE_OP`), launched by cuDNN itself; each such convolution brings it
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 
 from joulecast.data.errors import InputError
-from joulecast.data.files import read_json, whole_number
+from joulecast.data.files import kind_of, read_json, whole_number
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import Workload
 from joulecast.features import arch
@@ -159,8 +160,15 @@ def _layout_copies(records: list[dict], scores_gemms: list[bool]) -> list[dict]:
     return out
 
 
-def workload_from_kernels(path: str | Path, name: str | None = None) -> Workload:
-    """Load a kernel-list JSON file as a `Workload` (eager PyTorch launches, as traced)."""
-    path = Path(path)
-    entries = read_json(path, "--kernels")
-    return Workload.from_table(parse_kernel_list(entries, origin=path.name), name=name or path.stem, source="kernel-list")
+def workload_from_kernels(source: str | os.PathLike | list, name: str | None = None) -> Workload:
+    """A kernel list as a `Workload` (eager PyTorch launches, as traced): a JSON file's path, or its decoded list of
+    [params, tags] pairs (a tracer's in the same process; named `name`, default 'kernels')."""
+    if isinstance(source, list):
+        table, name = parse_kernel_list(source), name or "kernels"
+    elif isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        table, name = parse_kernel_list(read_json(path, "--kernels"), origin=path.name), name or path.stem
+    else:
+        raise InputError("kernels", f"a kernel-list file's path or its list of [params, tags] pairs, got "
+                                    f"{kind_of(source)}")
+    return Workload.from_table(table, name=name, source="kernel-list")

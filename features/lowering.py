@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from typing import Any, Callable, Mapping
 
 from joulecast.data import engines, models
 from joulecast.data.errors import InputError, require
+from joulecast.data.files import kind_of
 from joulecast.data.fusions import check_fusions
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_host_dispatch, check_sizes
@@ -97,6 +99,9 @@ def resolve_model(model: str | Mapping[str, Any]) -> tuple[dict[str, Any], str, 
     """(config, name, source) of a catalog model name, a config path or a config mapping."""
     if isinstance(model, Mapping):
         return dict(model), str(model.get("name", model.get("model_type", "config"))), "config"
+    if not isinstance(model, (str, os.PathLike)):  # a Workload too: a job lowers its own passes from the model
+        said = "a Workload (give its model, e.g. 'gpt2')" if isinstance(model, Workload) else kind_of(model)
+        raise InputError("model", f"a catalog model name, a config.json path or a config mapping, got {said}")
     if str(model).endswith(".json"):
         config = models.load_config(model)
         return config, str(config.get("name") or config.get("model_type")), "config"

@@ -6,6 +6,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -410,6 +411,11 @@ def test_the_plan_report_renders_its_front_in_a_real_browser(tmp_path):
 def test_plan_is_in_the_package_api():
     result = joulecast.plan(joulecast.load_job(EXAMPLE), estimator="physics")
     assert len(result.plans) == 4 and result.to_dict()["gpus"] == 128
+    # a job file's path or its mapping plans as its Job (before: an AttributeError, and load_job's TypeError)
+    assert joulecast.plan(EXAMPLE, estimator="physics").to_dict() == result.to_dict()
+    assert joulecast.load_job(yaml.safe_load(Path(EXAMPLE).read_text())) == joulecast.load_job(EXAMPLE)
+    with pytest.raises(joulecast.InputError, match=r"job: a job file's path or its mapping, got a number \(5\)"):
+        joulecast.plan(5)
 
 
 def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one():

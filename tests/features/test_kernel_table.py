@@ -93,6 +93,11 @@ def test_workload_from_file_and_bad_json(tmp_path):
         workload_from_kernels(bad)
     with pytest.raises(InputError, match="does not exist"):
         workload_from_kernels(tmp_path / "missing.json")
+    # a tracer's list in the same process, as its file reads (before, a TypeError: 'expected str ... not list')
+    listed = workload_from_kernels([GEMM, ADD])
+    assert listed.name == "kernels" and listed.kernels.equals(w.kernels)
+    with pytest.raises(InputError, match="kernels: a kernel-list file's path or its list of .* got a mapping"):
+        workload_from_kernels({"kernels": [GEMM]})
 
 
 def test_every_traced_workload_parses(energaizer):

@@ -164,12 +164,19 @@ def test_config_file_and_mapping(tmp_path):
     (dict(model="bert-large", phase="decode"), "phase: 'decode' is not available for a bert model"),
     (dict(model="gpt2", attention="paged"), "attention: unknown 'paged'"),
     (dict(model="gpt-5"), "model: unknown 'gpt-5'"),
+    (dict(model=5), r"model: a catalog model name, a config.json path or a config mapping, got a number \(5\)"),
     (dict(model={"model_type": "mamba"}), "config.model_type: 'mamba' is not supported"),
     (dict(model={"model_type": "llama", "hidden_size": 64}), "config.num_hidden_layers: missing"),
 ])
 def test_bad_workload_inputs(kwargs, match):
     with pytest.raises(InputError, match=match):
         joulecast.workload(**kwargs)
+
+
+def test_a_job_given_a_workload_for_its_model_says_to_give_the_model():
+    """A job lowers its own passes (before: "model: unknown \"Workload(name='gpt2/prefill/...', ...)\"")."""
+    with pytest.raises(InputError, match=r"model: .* got a Workload \(give its model, e.g. 'gpt2'\)$"):
+        joulecast.generate(joulecast.workload("gpt2"), "a10", input_len=8, output_len=2)
 
 
 def _ops(records):

@@ -17,6 +17,7 @@ import pandas as pd
 
 from joulecast.data.engines import check_engine, launch_mode_for
 from joulecast.data.errors import InputError, require
+from joulecast.data.files import request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
@@ -224,16 +225,21 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
                       power_limit_w: float | None = None, host_dispatch_s: float | None = None,
                       offload_gb: float = 0.0, h2d_gbps: float | None = None, tp: int = 1,
                       estimator: Any = None) -> RequestsEstimate:
-    """Estimate a list of requests, (input_len, output_len) each, generated as Hugging Face's `generate` runs a batch:
-    `batch` requests at a time in the list's order, each batch padded to its longest prompt and decoding until its
-    longest answer ends (a finished sequence goes on as padding), one batch after another. Every batch's steps go
-    through `estimate_many` in one pass; the interval adds up all steps' bounds, as `generate`'s; weights offloaded
-    to host memory (`offload_gb`, `h2d_gbps`) and tensor parallelism (`tp`) as `generate` takes them.
+    """Estimate a list of requests, (input_len, output_len) each (or a frame's input_len and output_len columns),
+    generated as Hugging Face's `generate` runs a batch: `batch` requests at a time in the list's order, each batch
+    padded to its longest prompt and decoding until its longest answer ends (a finished sequence goes on as padding),
+    one batch after another. Every batch's steps go through `estimate_many` in one pass; the interval adds up all
+    steps' bounds, as `generate`'s; weights offloaded to host memory (`offload_gb`, `h2d_gbps`) and tensor
+    parallelism (`tp`) as `generate` takes them.
 
     Raises:
         InputError: naming the field that is wrong (`requests[i]` for a request).
     """
     batch = _positive("batch", batch)
+    if isinstance(requests, pd.DataFrame):  # a requests CSV read by pandas: its two columns, lengths as the CLI reads
+        require({"input_len", "output_len"} <= set(requests.columns), "requests",
+                f"a frame needs input_len and output_len columns; it has {', '.join(map(str, requests.columns))}")
+        requests = request_pairs(requests[["input_len", "output_len"]].to_numpy(dtype=object).tolist())
     try:
         pairs = [tuple(r) for r in requests]
     except TypeError:

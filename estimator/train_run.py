@@ -200,6 +200,9 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
             "eager attention holds a rank's whole sequence: context parallelism needs a fused kernel (flash or masked)")
     config, name, _ = resolve_model(model)
     check_job(config, "train-run")
+    # LoRA's adapters are low-rank: one as wide as the layers adapts each matrix in full, with more weights than it
+    require(lora_rank < hidden_size(config), "lora_rank", f"{lora_rank} is not below {name}'s hidden size "
+            f"{hidden_size(config)} (a low-rank adapter; 0 fine-tunes every weight)")
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
     forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, attention=attention,

@@ -79,8 +79,13 @@ def test_a_list_of_requests_runs_in_padded_static_batches():
     assert paired.energy_per_output_token_j == pytest.approx(paired.energy_j / 30)
     alone = generate_requests("gpt2", "a10", mixed, batch=1, estimator="physics")
     assert alone.padding_share == 0.0 and alone.requests == 4
+    # a frame's two columns, as pandas reads the CLI's CSV (before: its column names taken as requests)
+    frame = pd.DataFrame({"user": list("abcd"), "input_len": [m[0] for m in mixed],
+                          "output_len": [float(m[1]) for m in mixed]})
+    assert generate_requests("gpt2", "a10", frame, batch=2, estimator="physics") == paired
     for bad, field in (([], "requests"), ([(128,)], "requests[0]"), ([(128, 0)], "requests[0].output_len"),
-                       (5, "requests")):
+                       (5, "requests"), (frame[["user", "input_len"]], "requests: a frame needs input_len and "
+                                                                     "output_len columns; it has user, input_len")):
         with pytest.raises(joulecast.InputError, match=re.escape(field)):
             generate_requests("gpt2", "a10", bad, estimator="physics")
 

@@ -43,6 +43,13 @@ _RANGES = {"sm_count": (1, 2048), "boost_clock_mhz": (100, 10_000), "tensor_peak
            "tensor_gemm_efficiency": (0.05, 1.0)}
 _MAX_TFLOPS = 100_000.0
 
+# The link classes (data/distributed/links.yaml) that join a node's GPUs: `GpuSpec.peer_link`; a spec that names
+# none takes its architecture's here: the NVLink generation of its SXM parts (shared/reference/gpus.md), PCIe 4 on
+# Ada, whose cards have no NVLink (L4, L40S: gpus.md [9][10]).
+PEER_LINKS = ("nvlink2", "nvlink3", "nvlink4", "nvlink5", "pcie3", "pcie4", "pcie5")
+ARCHITECTURE_PEER_LINK = {"volta": "nvlink2", "ampere": "nvlink3", "ada": "pcie4", "hopper": "nvlink4",
+                          "blackwell": "nvlink5"}
+
 # When a GPU's idle power is known only at one clock, idle at the maximum clock is taken as 1.5x that:
 # the EnergAIzer DVFS idle tables give 67.3/44.5 = 1.51 (A100-PCIe) and 120/75 = 1.6 (H100 SXM),
 # via shared/reference/gpus.md [18].
@@ -83,6 +90,11 @@ class GpuSpec:
     # the least anything above idle at the maximum clock (`power_limit_range_w`).
     power_limit_min_w: float | None = None
     power_limit_max_w: float | None = None
+    # The link a node's GPUs reach each other by with no added hardware, a class of data/distributed/links.yaml that
+    # tensor parallelism's all-reduces and a site's default intra-node link take: NVLink on SXM boards, the card's
+    # PCIe generation on PCIe cards (an NVLink bridge, which the A100-PCIe, H100-PCIe and A40 take, joins pairs only
+    # and is not assumed); a spec that names none, its architecture's (ARCHITECTURE_PEER_LINK).
+    peer_link: str = "nvlink4"
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -162,6 +174,11 @@ class GpuSpec:
         missing = sorted(k for k in cited if k not in sources and (numbers.get(k) is not None or k not in numbers))
         if missing:
             raise fail("sources", f"no source given for {', '.join(missing)}")
+        peer_link = raw.get("peer_link")
+        if peer_link is not None and peer_link not in PEER_LINKS:
+            raise fail("peer_link", f"unknown {peer_link!r}; allowed: {', '.join(PEER_LINKS)}")
+        if peer_link is not None and "peer_link" not in sources:
+            raise fail("sources", "no source given for peer_link")
         idle_max = numbers["idle_power_max_clock_w"] or numbers["idle_power_w"] * IDLE_MAX_CLOCK_RATIO
         table = _idle_table(raw.get("idle_power_table"), numbers, fail)
         if table and "idle_power_table" not in sources:
@@ -178,6 +195,7 @@ class GpuSpec:
             idle_power_max_clock_w=min(idle_max, numbers["power_limit_w"]), base_clock_mhz=numbers["base_clock_mhz"],
             tensor_gemm_efficiency=numbers["tensor_gemm_efficiency"], idle_power_table=table,
             power_limit_min_w=numbers["power_limit_min_w"], power_limit_max_w=numbers["power_limit_max_w"],
+            peer_link=peer_link or ARCHITECTURE_PEER_LINK.get(raw["architecture"], "nvlink4"),
             aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
         )
 
@@ -187,8 +205,9 @@ class GpuSpec:
         out["tensor_tflops"], out["cuda_tflops"] = dict(self.tensor_tflops), dict(self.cuda_tflops)
         out["sources"], out["aliases"] = dict(self.sources), list(self.aliases)
         out["idle_power_table"] = {mhz: w for mhz, w in self.idle_power_table} or None
-        if "idle_power_max_clock_w" not in self.sources:  # derived from idle_power_w, not a catalog number
-            out["idle_power_max_clock_w"] = None
+        for derived in ("idle_power_max_clock_w", "peer_link"):  # from idle_power_w or the architecture, not cited
+            if derived not in self.sources:
+                out[derived] = None
         return out
 
 

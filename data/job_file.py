@@ -225,7 +225,8 @@ def _site(raw: Any, i: int, base: Path) -> Site:
     except InputError as exc:  # the catalog's message (close names), under this file's field name
         raise InputError(f"{where}.gpu", str(exc).split(": ", 1)[-1]) from None
     in_site = [k for k in links if not k.startswith("wan")]  # the link classes within a site
-    intra = _choice(raw, "intra", where, in_site, defaults["intra"])
+    # a system without its own link (generic) takes the GPU's: NVLink on SXM boards, PCIe on PCIe cards
+    intra = _choice(raw, "intra", where, in_site, defaults.get("intra") or spec.peer_link)
     inter = _choice(raw, "inter_node", where, in_site, defaults["inter_node"])
     carbon = reference("grid_carbon")
     series: tuple[float, ...] = ()

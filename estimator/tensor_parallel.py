@@ -1,8 +1,9 @@
 """Tensor parallelism over a job's passes: each of `tp` GPUs runs its shard of every pass
 (`features.train_step.shard_config`: its heads, MLP and vocabulary split `tp` ways) and two all-reduces a layer of
-the pass's activations (bf16, tokens x hidden) over the GPUs' NVLink, by NCCL's ring or an engine's own one- or
-two-shot kernels (`features.collectives`), which the GPUs wait out at their waiting power, not overlapped (the
-engines tested do not overlap them). Shared by `serve` (a step) and `generate` (each step of a generation).
+the pass's activations (bf16, tokens x hidden) over the GPUs' own link (`GpuSpec.peer_link`: NVLink on SXM boards,
+PCIe on PCIe cards), by NCCL's ring or an engine's own one- or two-shot kernels (`features.collectives`), which the
+GPUs wait out at their waiting power, not overlapped (the engines tested do not overlap them). Shared by `serve` (a
+step) and `generate` (each step of a generation).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from joulecast.features import collectives
 from joulecast.features.power import waiting_power_w
 from joulecast.features.train_step import shard_config
 
-NVLINK = {"ampere": "nvlink3", "hopper": "nvlink4", "blackwell": "nvlink5"}  # by the catalog's architecture name
 
 
 def check_tp(config: Mapping[str, Any], tp: object) -> int:
@@ -43,12 +43,15 @@ def check_tp(config: Mapping[str, Any], tp: object) -> int:
 def all_reduce_s(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
                  tokens: np.ndarray | float) -> np.ndarray:
     """Seconds a pass of `tokens` tokens spends in its tensor-parallel all-reduces: two a layer of tokens x hidden
-    bf16 activations over the GPU's NVLink generation (the reference's links), by the engine's own kernels where it
-    has them, else NCCL's ring; 0 on one GPU."""
+    bf16 activations over the GPUs' own link (`GpuSpec.peer_link`, the reference's links), by the engine's own
+    kernels where it has them and they run (NVLink, or two GPUs), else NCCL's ring; 0 on one GPU."""
     if tp <= 1:
         return np.zeros_like(np.asarray(tokens, float))
-    link = reference("links")[NVLINK.get(spec.architecture.lower(), "nvlink4")]
-    custom = engine is not None and engines.engine(engine).all_reduce == "custom"
+    link = reference("links")[spec.peer_link]
+    # the engines' own kernels need every GPU linked by NVLink past two: vLLM turns them off ("not supported on more
+    # than two PCIe-only GPUs", vllm/distributed/device_communicators/custom_all_reduce.py) and NCCL runs the sum
+    custom = (engine is not None and engines.engine(engine).all_reduce == "custom"
+              and (spec.peer_link.startswith("nvlink") or tp == 2))
     reduce = collectives.custom_all_reduce_s if custom else functools.partial(collectives.time_s, "all-reduce")
     payload = np.asarray(tokens, float) * hidden_size(config) * 2.0
     return 2 * layer_count(config) * reduce(tp, payload, link["gbytes_per_s"], link["latency_us"])

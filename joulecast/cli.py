@@ -407,7 +407,7 @@ def _gpus(args: argparse.Namespace) -> int:
     rows = [dict(name=s.name, gpu=s.display_name, arch=s.architecture, sms=s.sm_count, boost_mhz=s.boost_clock_mhz,
                  memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
                  bf16_tflops=s.tensor_tflops.get("bf16"), fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
-                 limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w,
+                 limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w, link=s.peer_link,
                  shipped_model="trained on" if s.name in trained else "spec-only", aliases=", ".join(s.aliases))
             for s in catalog().values()]
     if args.json:
@@ -417,7 +417,7 @@ def _gpus(args: argparse.Namespace) -> int:
     print(render.frame(pd.DataFrame(rows)))
     print("shipped_model: 'trained on' where the shipped model was trained on that GPU's measurements; 'spec-only' "
           "GPUs are estimated from their specs (flagged, with wider intervals); limits_w: the power limits an "
-          "estimate takes (--power-limit)")
+          "estimate takes (--power-limit); link: what a node's GPUs reach each other by (--tp, a site's intra)")
     return 0
 
 
@@ -823,7 +823,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
     srv.add_argument("--max-batch", type=_whole, help="the engine's most requests in flight; default 256")
     srv.add_argument("--tp", type=_whole, help="tensor-parallel GPUs of one instance (--phase generate too), each its "
-                     "shard, two all-reduces a layer over NVLink; default 1")
+                     "shard, two all-reduces a layer over the GPUs' own link (NVLink on SXM boards, PCIe on "
+                     "PCIe cards); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "

@@ -119,6 +119,31 @@ def test_a_power_limit_outside_the_cards_range_is_refused_and_a_hypothetical_sca
     assert gpus.gpu("a10").power_limit_range_w == (gpus.gpu("a10").idle_power_max_clock_w, 150.0)
 
 
+def test_a_gpu_s_own_link_is_sourced_and_its_architecture_s_where_a_spec_names_none(raw):
+    """The link a node's GPUs reach each other by (tensor parallelism's all-reduces, a site's default intra-node
+    link): NVLink on SXM boards, the PCIe generation on PCIe cards, each a class of links.yaml."""
+    links = yaml.safe_load((gpus.GPU_DIR.parent / "distributed" / "links.yaml").read_text())
+    assert set(gpus.PEER_LINKS) <= set(links) and set(gpus.ARCHITECTURE_PEER_LINK.values()) <= set(gpus.PEER_LINKS)
+    cat = gpus.catalog()
+    assert all(spec.peer_link in gpus.PEER_LINKS and spec.sources["peer_link"] for spec in cat.values())
+    assert {n: cat[n].peer_link for n in ("a10", "l40s", "a100-pcie-40gb", "h100-pcie", "v100-pcie-16gb", "v100-sxm2",
+                                          "a100-sxm4-80gb", "h200", "b200")} == {
+        "a10": "pcie4", "l40s": "pcie4", "a100-pcie-40gb": "pcie4", "h100-pcie": "pcie5", "v100-pcie-16gb": "pcie3",
+        "v100-sxm2": "nvlink2", "a100-sxm4-80gb": "nvlink3", "h200": "nvlink4", "b200": "nvlink5"}
+    assert (links["pcie4"]["gbytes_per_s"], links["pcie5"]["gbytes_per_s"]) == (32, 64)  # a direction of 64 / 128
+    bad = copy.deepcopy(raw)
+    bad["peer_link"] = "nvlink9"
+    with pytest.raises(DataError, match="'peer_link': unknown 'nvlink9'; allowed: nvlink2, "):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad["peer_link"] = "pcie4"
+    del bad["sources"]["peer_link"]
+    with pytest.raises(DataError, match="no source given for peer_link"):
+        gpus.GpuSpec.from_dict(bad, "x")
+    del bad["peer_link"]  # a spec written before the field: its architecture's (Ampere: NVLink 3)
+    spec = gpus.GpuSpec.from_dict(bad, "x")
+    assert spec.peer_link == "nvlink3" and gpus.GpuSpec.from_dict(spec.to_dict()) == spec
+
+
 def test_every_number_needs_a_source(raw):
     raw["sources"] = {k: v for k, v in raw["sources"].items() if "idle_power_w" not in k}
     with pytest.raises(DataError, match="no source given for idle_power_w"):

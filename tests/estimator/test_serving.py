@@ -1,6 +1,7 @@
 """Steady-state serving: a step of decodes and prompt chunks, a load by concurrency or by Poisson rate (Little's law,
 idle time), tensor parallelism, and its errors."""
 
+import functools
 import json
 import math
 import re
@@ -71,6 +72,26 @@ def test_an_engine_sums_a_tensor_parallel_step_by_its_own_all_reduce():
     assert 3e-3 < saved < 4e-3
     one = serve("llama-3-8b", "h100-sxm", engine="none", **{**kw, "tp": 1})  # one GPU: nothing to sum
     assert one.step_time_s == serve("llama-3-8b", "h100-sxm", engine="sglang-0.4", **{**kw, "tp": 1}).step_time_s
+
+
+def test_pcie_cards_sum_a_tensor_parallel_step_over_pcie_and_past_two_gpus_by_nccl():
+    """A10s (no NVLink) sum their activations over PCIe 4, 32 GB/s a direction, where they were summed over NVLink 3
+    (300 GB/s); past two GPUs an engine's own kernels are off there (vLLM: 'not supported on more than two PCIe-only
+    GPUs') and NCCL's ring runs. SXM boards keep NVLink and the engine's kernels."""
+    from joulecast.data.gpus import gpu
+    from joulecast.data.models import hidden_size, layer_count
+    from joulecast.estimator.tensor_parallel import all_reduce_s
+    from joulecast.features import collectives
+    from joulecast.features.lowering import resolve_model
+
+    config = resolve_model("llama-3-8b")[0]
+    calls, payload = 2 * layer_count(config), 8 * hidden_size(config) * 2.0
+    ring = functools.partial(collectives.time_s, "all-reduce")
+    for card, tp, reduce, link in (("a10", 2, collectives.custom_all_reduce_s, (32, 10)), ("a10", 4, ring, (32, 10)),
+                                   ("a100-sxm4-80gb", 4, collectives.custom_all_reduce_s, (300, 5))):
+        assert all_reduce_s(config, gpu(card), "vllm-0.5.4", tp, 8.0) == pytest.approx(calls * reduce(tp, payload,
+                                                                                                      *link))
+    assert gpu("a10:memory_bandwidth_gbs*2").peer_link == "pcie4"  # a hypothetical GPU keeps its base's link
 
 
 @pytest.mark.parametrize("kw, field", [

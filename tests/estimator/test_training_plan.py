@@ -34,6 +34,17 @@ def _job(**over):
     return parse_job({**base, **over})
 
 
+def test_a_site_s_gpus_talk_over_their_own_link_unless_its_system_or_it_names_one():
+    """A site of the generic system takes its GPU's link within a node (PCIe 4 for L40S cards, which have no NVLink;
+    before, NVLink 4 for every GPU); a system (hgx-h100) or the site's own `intra` names it otherwise."""
+    sites = [dict(name="a", gpu="l40s", gpus=8, grid="FR"), dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE"),
+             dict(name="c", gpu="l40s", gpus=8, grid="DE", intra="pcie5"),
+             dict(name="d", gpu="h100-sxm", gpus=8, grid="DE", system="hgx-h100")]
+    links = [dict(between=["a", x], gbps=1.0, rtt_ms=20.0) for x in "bcd"]
+    job = _job(sites=sites, links=links)
+    assert [s.intra for s in job.sites] == ["pcie4", "nvlink3", "pcie5", "nvlink4"]
+
+
 def test_an_all_reduce_sends_two_n_minus_one_over_n_of_its_payload():
     n = np.array([1, 2, 4, 8, 512])
     assert np.allclose(collectives.sent_bytes("all-reduce", n, 1e9), [0, 1e9, 1.5e9, 1.75e9, 2 * 511 / 512 * 1e9])

@@ -4,6 +4,7 @@
     >>> w = joulecast.workload("llama-3-8b", phase="prefill", batch=8, seq=1024, dtype="bf16")
     >>> est = joulecast.estimate(w, "h100-sxm")
     >>> est.energy_j, est.time_s, est.power_w
+    >>> joulecast.carbon(est, "DE", pue=1.1)["carbon_g"]   # gCO2e of its energy on Germany's grid
 
 The names below load on first use (PEP 562): importing `joulecast.data`, which every room does, does not import the
 estimator through this package.
@@ -34,6 +35,7 @@ _EXPORTS = {
     "train_run": "joulecast.estimator.train_run", "TrainRunEstimate": "joulecast.estimator.train_run",
     "plan": "joulecast.estimator.plan", "load_job": "joulecast.data.job_file",
     "serve": "joulecast.estimator.serving", "ServeEstimate": "joulecast.estimator.serving",
+    "carbon": "joulecast.data.carbon",
 }
 _RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog")}
 __all__ = sorted([*_EXPORTS, *_RENAMED])

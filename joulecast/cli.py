@@ -43,6 +43,7 @@ def _estimate(args: argparse.Namespace) -> int:
 
     import joulecast
     from joulecast import render
+    from joulecast.data.carbon import grid_at
     from joulecast.data.workload import check_host_dispatch
 
     sources = [flag for flag in ("model", "config", "kernels") if getattr(args, flag)]
@@ -53,6 +54,7 @@ def _estimate(args: argparse.Namespace) -> int:
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
     dispatch = check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us")
+    where = grid_at(args.grid, args.carbon_intensity, args.pue)
     # a job phase's flag given to another phase (or to a single pass) is one line naming where it applies
     own = JOB_FLAGS.get(args.phase, ())
     for flag in dict.fromkeys(f for flags in JOB_FLAGS.values() for f in flags):
@@ -60,7 +62,8 @@ def _estimate(args: argparse.Namespace) -> int:
             phases = ", ".join(p for p, flags in JOB_FLAGS.items() if flag in flags)
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"applies to --phase {phases} only")
     if args.phase in JOB_FLAGS:
-        return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args, dispatch)
+        return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args, dispatch,
+                                                                                                 where)
     if args.kernels:
         unused = [flag for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None]
         if unused:  # a kernel list fixes its own shapes, dtypes and launches
@@ -73,8 +76,18 @@ def _estimate(args: argparse.Namespace) -> int:
         workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
-    print(render.to_json(est.to_dict()) if args.json else render.estimate_table(est))
+    _show(est, render.estimate_table, args, where)
     return 0
+
+
+def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None:
+    """An estimate as --json or its `table`, with the carbon of its energy at `where` (`joulecast.data.carbon`)."""
+    from joulecast import render
+    from joulecast.data.carbon import carbon
+
+    figures = carbon(record, where)
+    print(render.to_json({**record.to_dict(), **figures}) if args.json
+          else render.with_line(table(record), render.carbon_line(figures)))
 
 
 def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...], needs_why: str,
@@ -127,7 +140,7 @@ def _read_requests(path: str) -> list[list[int]]:
     return out
 
 
-def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
+def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
     from joulecast.estimator.jobs import generate, generate_requests
 
@@ -141,7 +154,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
                                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
                                 estimator=args.estimator, **given)
-        print(render.to_json(job.to_dict()) if args.json else render.requests_table(job))
+        _show(job, render.requests_table, args, where)
         return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
@@ -149,11 +162,11 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
     job = generate(args.model, args.gpu, batch=batch, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
-    print(render.to_json(job.to_dict()) if args.json else render.generation_table(job))
+    _show(job, render.generation_table, args, where)
     return 0
 
 
-def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
+def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
     from joulecast.estimator.serving import serve
 
@@ -166,11 +179,11 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
-    print(render.to_json(job.to_dict()) if args.json else render.serve_table(job))
+    _show(job, render.serve_table, args, where)
     return 0
 
 
-def _train_run(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
+def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
     from joulecast.estimator.train_run import train_run
 
@@ -183,7 +196,7 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None) -> int:
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
                     **given)
-    print(render.to_json(job.to_dict()) if args.json else render.train_run_table(job))
+    _show(job, render.train_run_table, args, where)
     return 0
 
 
@@ -748,6 +761,14 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
 
+def _number_or_name(text: str) -> float | str:
+    """A flag that takes a number or a named value (--pue 1.2 or --pue hyperscale)."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _whole(text: str) -> int:
     """A count as users write one: an integer, or a whole number in exponent form (--tokens 1e9, 2.5e6)."""
     try:
@@ -856,6 +877,12 @@ def build_parser() -> argparse.ArgumentParser:
                      "label count for classification")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
                      "the kernels (host-side work they do not hide); default 0; NeMo's eager FP8 stack about 0.003")
+    co2 = est.add_argument_group("carbon of the energy (every phase; the GPU's energy x PUE, the host's not counted)")
+    co2.add_argument("--grid", help="a country's annual average grid intensity: FR, FI, BR, CA, DE, AU, CN, IN or "
+                     "WORLD (data/distributed/grid_carbon.yaml); default WORLD")
+    co2.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
+    co2.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average (1.58) or "
+                     "hyperscale (1.10); default average")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")

@@ -50,6 +50,47 @@ def _unstated_host() -> str:
     return f" by default (the interval: hosts of {duration_range(*HOST_DISPATCH_RANGE_S)})"
 
 
+def _mass_unit(grams: float) -> tuple[float, str]:
+    """The unit a mass reads best in (mg, g, kg, t), and its grams."""
+    return next(((f, u) for f, u in ((1e6, "t"), (1e3, "kg"), (1.0, "g")) if abs(grams) >= f), (1e-3, "mg"))
+
+
+def mass(grams: float) -> str:
+    """A mass of CO2e in the unit that reads best, four significant digits."""
+    factor, unit = _mass_unit(grams)
+    return f"{_g4(grams / factor)} {unit}"
+
+
+def mass_range(low: float, high: float) -> str:
+    """Two masses in the unit the higher reads best in."""
+    factor, unit = _mass_unit(max(abs(low), abs(high)))
+    return f"{_g4(low / factor)} - {_g4(high / factor)} {unit}"
+
+
+def carbon_line(figures: Mapping[str, Any]) -> str:
+    """A table's carbon line from `joulecast.data.carbon.carbon`'s figures: the whole estimate's (its interval too),
+    else a serving load's a million output tokens; the grid and PUE it was read at."""
+    grid = figures["carbon"]
+    where = "given" if grid["grid"] == "given" else f"{grid['grid']} annual average"
+    scale, what, band = 1.0, "", figures.get("carbon_interval_g")
+    head = figures.get("carbon_g")
+    if head is None:
+        scale, what = 1e6, " a million output tokens"
+        head, band = figures["carbon_per_output_token_g"], figures.get("carbon_per_output_token_interval_g")
+    return (f"carbon     {mass(scale * head)} CO2e{what}"
+            + (f" ({mass_range(scale * band[0], scale * band[1])})" if band else "")
+            + f", at {grid['g_per_kwh']:g} g/kWh ({where}) x PUE {grid['pue']:g}: the GPU's energy alone")
+
+
+def with_line(table: str, line: str) -> str:
+    """A table with `line` after its figures: before its flags, its fits line or its kernel classes."""
+    lines = table.split("\n")
+    start = lines.index("") + 1 if "" in lines else 0  # the figures follow the heading's blank line
+    at = next((i for i in range(start, len(lines)) if not lines[i] or lines[i].startswith(("flag ", "fits "))),
+              len(lines))
+    return "\n".join([*lines[:at], line, *lines[at:]])
+
+
 def estimate_table(est: Any) -> str:
     lines = [
         f"workload   {est.workload}",

@@ -37,6 +37,7 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s")}
 _GENERATE = _JOBS["generate"]
+_CARBON = ("grid", "carbon_intensity", "pue")  # /v1/estimate's carbon fields, for every phase (`data.carbon.grid_at`)
 # The fields that count (sizes, lengths, steps, tokens, ranks, GPUs): JSON has one number type, so 1e9 or 8.0 sent
 # for one is the integer it names (`_counts_as_integers`), as the CLI reads --tokens 1e9.
 _COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens", "global_batch", "micro_batch",
@@ -115,8 +116,17 @@ def _counts_as_integers(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
-    """POST /v1/estimate: one workload (the CLI's fields) or a generation, by `model` (a loaded residual, or
-    "physics"); the CLI's JSON."""
+    """POST /v1/estimate: one workload (the CLI's fields) or a job, by `model` (a loaded residual, or "physics"),
+    with the carbon of its energy at `grid` or `carbon_intensity` and `pue` (checked first); the CLI's JSON."""
+    from joulecast.data.carbon import carbon, grid_at
+
+    where = grid_at(*(body.get(k) for k in _CARBON))
+    figures = _estimate({k: v for k, v in body.items() if k not in _CARBON}, model)
+    return {**figures, **carbon(figures, where)}
+
+
+def _estimate(body: dict[str, Any], model: Any) -> dict[str, Any]:
+    """`estimate_one`'s estimate, its carbon fields left out."""
     import joulecast
     from joulecast.estimator.jobs import generate, generate_requests
 
@@ -323,7 +333,8 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
         except ValueError:
             return None
 
-    @app.post("/v1/estimate", summary="One workload (the CLI's fields) or a generation (phase generate)")
+    @app.post("/v1/estimate", summary="One workload (the CLI's fields) or a job (phase generate, serve or "
+                                       "train-run), with the carbon of its energy (grid or carbon_intensity, pue)")
     async def post_estimate(request: Request) -> Any:
         return answer(estimate_one, await _json(request))
 

@@ -264,6 +264,24 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 200 and out["rows"][0]["batch"] == 4
 
 
+def test_an_estimate_s_carbon_over_http_is_the_cli_s(server, capsys):
+    """Every phase's answer carries the carbon of its energy, at the grid and PUE sent (default WORLD, average); a
+    bad one is a 422 naming its field, before any estimate."""
+    from joulecast.cli import main
+
+    run = {"model": "gpt2", "gpu": "a10", "phase": "train-run", "seq": 256, "global_batch": 8, "steps": 3}
+    status, out = call(server, "/v1/estimate", {**run, "grid": "FR", "pue": "hyperscale"})
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--seq", "256",
+                 "--global-batch", "8", "--steps", "3", "--grid", "FR", "--pue", "hyperscale", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert status == 200 and out["carbon_g"] == pytest.approx(cli["carbon_g"]) and out["carbon"] == cli["carbon"]
+    status, one = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "carbon_intensity": 300})
+    assert status == 200 and one["carbon_g"] == pytest.approx(one["energy_j"] * 300 * 1.58 / 3.6e6)
+    for field, value in (("grid", "mars"), ("pue", 7), ("carbon_intensity", "lots")):
+        status, bad = call(server, "/v1/estimate", {**run, field: value})
+        assert status == 422 and bad["detail"][0]["loc"] == ["body", field], bad
+
+
 def test_passes_generations_and_runs_take_the_hosts_dispatch_and_a_bad_one_names_its_field(physics_server):
     """host_dispatch_s, in seconds as the service's other fields: a faster host shortens a host-bound decode step,
     a generation's and a training run's; a value outside 0-1 ms is a 422 naming the field."""

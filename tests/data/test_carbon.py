@@ -1,0 +1,64 @@
+"""The carbon of an estimate's energy: a grid's intensity times PUE, the grid named or given, every bad one a line."""
+
+import json
+
+import pytest
+
+import joulecast
+from joulecast.cli import main
+from joulecast.data.carbon import carbon, grid_at
+from joulecast.data.errors import InputError
+from joulecast.data.job_file import reference
+
+
+def test_carbon_is_the_energy_in_kwh_times_pue_and_the_grid_s_intensity_interval_and_all():
+    table = reference("grid_carbon")
+    run = joulecast.train_run("gpt2", "a10", seq=128, global_batch=8, steps=20)
+    out = carbon(run, "de", pue="hyperscale")  # a country's code in either case, PUE by name
+    factor = table["g_per_kwh"]["DE"] * table["pue"]["hyperscale"] / 3.6e6
+    assert out["carbon_g"] == pytest.approx(run.energy_j * factor)
+    assert out["carbon_interval_g"] == pytest.approx([e * factor for e in run.energy_interval_j])
+    assert out["carbon_per_token_g"] == pytest.approx(run.energy_per_token_j * factor)
+    assert out["carbon"]["grid"] == "DE" and out["carbon"]["pue"] == table["pue"]["hyperscale"]
+    default = joulecast.carbon(run.to_dict())  # the package's API, on the JSON's figures too
+    assert default["carbon"]["grid"] == "WORLD" and default["carbon"]["pue"] == table["pue"]["average"]
+    given = carbon(run, carbon_intensity=0.0, pue=1.0)
+    assert given["carbon_g"] == 0.0 and given["carbon"]["grid"] == "given"
+    # a serving load without a duration has no whole energy: its carbon stays empty, a token's is given
+    load = joulecast.serve("gpt2", "a10", concurrency=4, input_len=32, output_len=8, estimator="physics")
+    served = carbon(load, grid_at("FR", pue=1.2))
+    assert served["carbon_g"] is None and served["carbon_per_output_token_g"] == pytest.approx(
+        load.energy_per_output_token_j * table["g_per_kwh"]["FR"] * 1.2 / 3.6e6)
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(name="mars"), "grid: unknown 'mars'; known: FR, FI, "),
+    (dict(name="DE", carbon_intensity=300), "grid: give a grid or a carbon intensity, not both"),
+    (dict(carbon_intensity=-1), "carbon_intensity: must be gCO2e a kWh from 0 to 2,000, got -1"),
+    (dict(carbon_intensity=float("nan")), "carbon_intensity: must be gCO2e a kWh from 0 to 2,000, got nan"),
+    (dict(carbon_intensity="300"), "carbon_intensity: must be gCO2e a kWh"),
+    (dict(pue=0.9), "pue: must be a number from 1 to 3, or one of average, hyperscale, got 0.9"),
+    (dict(pue="cold"), "pue: must be a number from 1 to 3, or one of average, hyperscale, got 'cold'"),
+    (dict(pue=True), "pue: must be a number"),
+])
+def test_a_bad_grid_or_pue_is_one_line_naming_it(kw, message):
+    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+        grid_at(**kw)
+
+
+def test_the_cli_prints_the_carbon_of_every_phase_and_refuses_a_bad_grid_before_estimating(capsys):
+    base = ["estimate", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics"]
+    assert main([*base, "--grid", "FR", "--pue", "1.2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["carbon_g"] == pytest.approx(out["energy_j"] * 56 * 1.2 / 3.6e6) and out["carbon"]["grid"] == "FR"
+    # the shipped model's serving estimate of GPT-2 on an A10 is flagged out-of-domain: the carbon comes before it
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "serve", "--input-len", "32",
+                 "--output-len", "8", "--concurrency", "4", "--carbon-intensity", "100", "--pue", "hyperscale"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = next(i for i, x in enumerate(lines) if x.startswith("carbon"))
+    assert "CO2e a million output tokens" in lines[at] and "at 100 g/kWh (given) x PUE 1.1" in lines[at]
+    assert lines[at + 1].startswith("flag       out-of-domain")
+    assert main([*base, "--phase", "train-run", "--seq", "64", "--global-batch", "4", "--steps", "3"]) == 0
+    assert "(WORLD annual average) x PUE 1.58: the GPU's energy alone" in capsys.readouterr().out
+    assert main([*base, "--grid", "XX"]) == 2
+    assert capsys.readouterr().err.strip().startswith("joulecast: error: grid: unknown 'XX'")

@@ -91,6 +91,7 @@ class ServeEstimate:
     duration_s: float | None = None   # serving totalled over this long (given, or the time `output_tokens` take)
     energy_j: float | None = None
     output_tokens: float | None = None  # output tokens served in duration_s
+    energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -229,7 +230,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         energy_per_output_token_interval_j=band, ttft_s=step_s, gpu_busy_share=busy_share,
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), method=est.method, sm_clock_mhz=clock, power_limit_w=limit,
-        **_totals(power, tokens_per_s, duration_s, output_tokens))
+        **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
+                  tuple(b / per_token for b in band)))
 
 
 def _busy_share(est: Estimate, comm_s: float) -> float:
@@ -237,13 +239,16 @@ def _busy_share(est: Estimate, comm_s: float) -> float:
     return float(est.gpu_busy_s / (float(est.physics_time_s or est.time_s) + comm_s))
 
 
-def _totals(power_w: float, tokens_per_s: float, duration_s: float | None,
-            output_tokens: float | None) -> dict[str, float | None]:
-    """Serving totalled over a duration, or over the time a count of output tokens takes (none: neither given)."""
+def _totals(power_w: float, tokens_per_s: float, duration_s: float | None, output_tokens: float | None,
+            band: tuple[float, float] | None) -> dict[str, Any]:
+    """Serving totalled over a duration, or over the time a count of output tokens takes (none: neither given), its
+    energy's interval the relative `band` of the per-token figure (none: none)."""
     if output_tokens is not None:
         duration_s = output_tokens / tokens_per_s
     elif duration_s is not None:
         output_tokens = tokens_per_s * duration_s
     if duration_s is None:
         return dict(duration_s=None, energy_j=None, output_tokens=None)
-    return dict(duration_s=duration_s, energy_j=power_w * duration_s, output_tokens=output_tokens)
+    energy = power_w * duration_s
+    return dict(duration_s=duration_s, energy_j=energy, output_tokens=output_tokens,
+                energy_interval_j=None if band is None else tuple(energy * b for b in band))

@@ -202,8 +202,10 @@ def serve_table(job: Any) -> str:
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"
                  if job.gpu_busy_share < HOST_BOUND_SHARE else "")]
     if job.energy_j is not None:
+        total = job.energy_interval_j
         lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
-                     f"{duration(job.duration_s)}, {_g4(job.output_tokens)} output tokens")
+                     f"{duration(job.duration_s)}, {_g4(job.output_tokens)} output tokens"
+                     + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
     lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
     return "\n".join(lines)
 

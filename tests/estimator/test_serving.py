@@ -192,6 +192,11 @@ def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):
     assert million.duration_s == pytest.approx(1e6 / million.tokens_per_s) and million.output_tokens == 1e6
     hour = serve("llama-3-8b", "h100-sxm", duration_s=3600.0, **kw)
     assert hour.output_tokens == pytest.approx(3600.0 * hour.tokens_per_s)
+    assert million.energy_interval_j is None  # physics: no interval to total
+    # the shipped model's: the total's interval is the per-token one's, over the tokens served
+    hybrid = serve("llama-3-8b", "h100-sxm", output_tokens=1e6, **{**kw, "estimator": None})
+    assert hybrid.energy_interval_j == pytest.approx([1e6 * e for e in hybrid.energy_per_output_token_interval_j])
+    assert hybrid.energy_interval_j[0] < hybrid.energy_j < hybrid.energy_interval_j[1]
     with pytest.raises(joulecast.InputError, match="output_tokens: give duration_s or output_tokens, not both"):
         serve("llama-3-8b", "h100-sxm", duration_s=60.0, output_tokens=1e6, **kw)
     with pytest.raises(joulecast.InputError, match="output_tokens"):

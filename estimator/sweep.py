@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.carbon import Grid, grid_at
 from joulecast.data.engines import normal_engine
 from joulecast.data.errors import InputError
 from joulecast.data.fusions import check_fusions
@@ -22,10 +23,13 @@ from joulecast.data.workload import check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.features.power import MIN_CLOCK_RATIO
 
-OBJECTIVES = ("energy", "time")
+OBJECTIVES = ("energy", "time", "carbon")
 # The axes of the front: a pass's energy against its time, or, where the points do different work (several batch
 # sizes or lengths), energy per token against time per token (the inverse of throughput).
 FRONTS = {"pass": ("time_s", "energy_j"), "token": ("s_per_token", "energy_per_token_j")}
+# The front's carbon in place of its energy: where the objective is carbon, or the points are drawn on several grids
+# (each configuration's energy the same on each: `joulecast.data.carbon`).
+CARBON_AXES = {"energy_j": "carbon_g", "energy_per_token_j": "carbon_per_token_g"}
 # A sweep larger than this is refused before any work: at ~2,000 hybrid estimates a CPU-second it would take
 # minutes, and its points table would not fit a report (split it, or use a cluster).
 MAX_POINTS = 1_000_000
@@ -64,11 +68,13 @@ class SweepResult:
     constraints: dict[str, float] = field(default_factory=dict)
     sizes: tuple[str, str] = ("batch", "seq")           # the points' two size columns (`SIZES`)
     job: dict[str, Any] = field(default_factory=dict)  # a job sweep's fixed options
+    cost: str = "energy"                                # the front's cost axis: energy, or carbon (CARBON_AXES)
 
     @property
     def axes(self) -> tuple[str, str]:
-        """(time-like, energy-like) columns of the front."""
-        return FRONTS[self.front]
+        """(time-like, energy- or carbon-like) columns of the front."""
+        x, y = FRONTS[self.front]
+        return x, CARBON_AXES[y] if self.cost == "carbon" else y
 
     @property
     def pareto(self) -> pd.DataFrame:
@@ -80,7 +86,8 @@ class SweepResult:
         feasible = self.points[self.points["feasible"]]
         if not len(feasible):
             return None
-        return feasible.loc[feasible[self.axes[1] if self.objective == "energy" else self.axes[0]].idxmin()]
+        x, y = FRONTS[self.front]
+        return feasible.loc[feasible[{"energy": y, "carbon": CARBON_AXES[y], "time": x}[self.objective]].idxmin()]
 
 
 def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
@@ -228,7 +235,7 @@ def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
 def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
           min_tokens_per_s: float | None = None, max_power_w: float | None = None, estimator: Any = None,
           skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
-          job: Mapping[str, Any] | None = None) -> SweepResult:
+          job: Mapping[str, Any] | None = None, grids: Sequence[Grid] = ()) -> SweepResult:
     """Estimate every configuration (of a job phase: each as its job, with the fixed options `job`); mark those
     that fit in their GPU's memory and meet the constraints (`feasible`) and the Pareto front among them
     (`pareto`); throughput is tokens a second (a prefill's or a training step's batch x seq, a decode step's batch;
@@ -236,8 +243,14 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     "pass" (a pass's or a job's energy against its time), "token", or "auto" (per token where the points do
     different work: they differ in batch or length, or, for jobs, in tokens).
     `run` says where the partitions run (`joulecast.data.executors`; default here); `progress` is called with each
-    partition's count as it finishes."""
+    partition's count as it finishes. Each point's carbon (`carbon_g`, its interval's ends, `carbon_per_token_g`) is
+    its energy's on each of `grids` (`joulecast.data.carbon.Grid`; default WORLD's at the average PUE), a point a
+    configuration and grid; the front weighs carbon where the objective is carbon or there are several grids."""
     check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w)
+    grids = tuple(grids) or (grid_at(),)
+    if len(configs) * len(grids) > MAX_POINTS:
+        raise InputError("--grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
+                                   "points (narrow the lists)")
     phase = str(configs["phase"].iloc[0]) if len(configs) else ""
     job = check_job(phase, job)
     points = estimate_all(configs, estimator, run, progress, job)
@@ -252,6 +265,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["tokens_per_s"] = tokens / points["time_s"]
     points["energy_per_token_j"] = points["energy_j"] / tokens
     points["s_per_token"] = points["time_s"] / tokens
+    points = on_grids(points, grids)
     # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint
     feasible = ~points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
@@ -259,11 +273,27 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
         if bound is not None:
             feasible &= (points[column] <= bound) if upper else (points[column] >= bound)
     points["feasible"] = feasible
+    cost = "carbon" if objective == "carbon" or len(grids) > 1 else "energy"
     x, y = FRONTS[front]
+    y = CARBON_AXES[y] if cost == "carbon" else y
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                                      ("max_power_w", max_power_w)) if v is not None}
     sizes = SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
-                       constraints=constraints, sizes=sizes, job=job)
+                       constraints=constraints, sizes=sizes, job=job, cost=cost)
+
+
+def on_grids(points: pd.DataFrame, grids: Sequence[Grid]) -> pd.DataFrame:
+    """`points` once on each grid (in the grids' order, then the points'), with the grid, its intensity and PUE, and
+    the carbon of each energy figure: the whole point's (`carbon_g`, its interval's `carbon_lo_g` and
+    `carbon_hi_g`) and a token's."""
+    parts = []
+    for where in grids:  # a loop over the few grids; each scales every point's column at once
+        scale = where.grams(1.0)
+        parts.append(points.assign(grid=where.name, g_per_kwh=where.g_per_kwh, pue=where.pue,
+                                   carbon_g=points["energy_j"] * scale, carbon_lo_g=points["energy_lo_j"] * scale,
+                                   carbon_hi_g=points["energy_hi_j"] * scale,
+                                   carbon_per_token_g=points["energy_per_token_j"] * scale))
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

@@ -321,11 +321,13 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
+    from joulecast.data.carbon import grid_at
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import check_options, grid, sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
     batches, seqs, job = _sweep_axes(args)
+    grids = [grid_at(name, args.carbon_intensity, args.pue) for name in _listed(args.grid, str, "--grid", [None])]
 
     if args.out:
         require_extra("parquet", "sweep --out")
@@ -349,7 +351,7 @@ def _sweep(args: argparse.Namespace) -> int:
                                                               dynamic_ncols=True) as bar:
         result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
                        min_tokens_per_s=args.min_throughput, max_power_w=args.max_power, estimator=args.estimator,
-                       skipped=skipped, run=run, progress=bar.update, job=job)
+                       skipped=skipped, run=run, progress=bar.update, job=job, grids=grids)
     files = []
     if args.out:
         from joulecast.data.files import write_atomic
@@ -365,7 +367,10 @@ def _sweep(args: argparse.Namespace) -> int:
                            "objective": result.objective, "front": result.front, "job": result.job,
                            "constraints": result.constraints, "files": files}, sys.stdout)
         return 0
-    print(f"{len(result.points):,} configurations, {int(result.points['feasible'].sum()):,} fitting in memory and "
+    grids = result.points["grid"].nunique()
+    print(f"{len(result.points) // grids:,} configurations" + (f" on {grids} grids ({len(result.points):,} points)"
+                                                                 if grids > 1 else "")
+          + f", {int(result.points['feasible'].sum()):,} fitting in memory and "
           f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "
           f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
@@ -378,9 +383,10 @@ def _sweep(args: argparse.Namespace) -> int:
         figures = (f"{best['energy_per_token_j']:.4g} J an output token at {best['tokens_per_s']:.4g} tokens/s, "
                    f"{render.duration(best['time_s'])} a token" if args.phase == "serve"
                    else f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}" + (
-                       f", {best['energy_per_token_j']:.4g} J and {render.duration(best['s_per_token'])} a token "
-                       "(the front's axes)" if result.front == "token" else ""))
-        print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{setting}, {figures}")
+                       f", {best['energy_per_token_j']:.4g} J and {render.duration(best['s_per_token'])} a token"
+                       + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
+        print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{setting}, {figures}; "
+              f"{render.mass(best['carbon_g'])} CO2e on {best['grid']}'s grid")
     else:
         print("no configuration meets the constraints")
     for f in files:
@@ -927,13 +933,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "are left out")
     sw.add_argument("--power-limit", help="power limits in W (default: each GPU's); out-of-range ones are left out "
                     "and counted ('joulecast gpus', column limits_w)")
-    sw.add_argument("--objective", default="energy", help="energy or time: what the best point minimises")
+    sw.add_argument("--objective", default="energy", help="energy, time or carbon: what the best point minimises "
+                    "(carbon: the front weighs it too)")
     sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "
                     "against time a token), or auto: per token where batch or length varies")
     sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass (a training run or "
                     "a generation: the whole job, a deadline; serving: the time an output token)")
     sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
+    sw.add_argument("--grid", help="grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the "
+                    "front weighs carbon); default WORLD")
+    sw.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
+    sw.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average or hyperscale; "
+                    "default average")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "
                     "us (0-1000), where you have measured it (default 25, the interval spanning the measured hosts)")
     sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from joulecast.data.files import write_atomic
 
@@ -20,7 +21,7 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
-           "tokens_per_s", "energy_per_token_j", "flags")
+           "tokens_per_s", "energy_per_token_j", "grid", "carbon_g", "flags")
 
 
 def columns(result: Any) -> list[str]:
@@ -45,7 +46,13 @@ def _ticks(lo: float, hi: float) -> list[float]:
 
 
 _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_token": "time a token (s)",
-           "energy_per_token_j": "energy a token (J)"}
+           "energy_per_token_j": "energy a token (J)", "carbon_g": "carbon a pass (g CO2e)",
+           "carbon_per_token_g": "carbon a token (g CO2e)"}
+
+
+def _setting(value: float) -> str:
+    """A clock or power limit, 'default' where none was set (NaN)."""
+    return "default" if value != value else f"{value:g}"
 
 
 def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list[str] | None = None,
@@ -79,11 +86,14 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     if len(points) > _LABELLED:
         names = [""] * len(points)
     elif names is None:
+        grid = points["grid"] if "grid" in points else pd.Series("", index=points.index)
         names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}, clock "
-                 f"{r.sm_clock_mhz:g}, limit {r.power_limit_w:g}: {r.energy_j:.4g} J in {r.time_s:.4g} s"
+                 f"{_setting(r.sm_clock_mhz)}, limit {_setting(r.power_limit_w)}: {r.energy_j:.4g} J in "
+                 f"{r.time_s:.4g} s"
+                 + (f", {r.carbon_g:.4g} g CO2e on {r.grid}'s grid" if r.grid else "")
                  for r in points[["gpu", *sizes, "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"]]
                  .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
-                 .itertuples()]
+                 .assign(grid=grid, carbon_g=points.get("carbon_g", np.nan)).itertuples()]
     names = [html.escape(n) for n in names]
     groups = list(dict.fromkeys(points[group])) if group in points else []
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)
@@ -144,7 +154,8 @@ def page(title: str, body: str) -> str:
 
 
 # A job sweep's axes: the whole run's or generation's energy and time.
-_JOB_LABELS = {**_LABELS, "time_s": "time of the job (s)", "energy_j": "energy of the job (J)"}
+_JOB_LABELS = {**_LABELS, "time_s": "time of the job (s)", "energy_j": "energy of the job (J)",
+               "carbon_g": "carbon of the job (g CO2e)"}
 
 
 _BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:g} tokens/s",
@@ -156,13 +167,20 @@ def constraints_text(constraints: dict[str, float]) -> str:
     return ", ".join(_BOUNDS[k].format(v) for k, v in constraints.items()) or "none"
 
 
+def _counted(points: Any) -> str:
+    """A sweep's configurations, and on several grids its points."""
+    grids = points["grid"].nunique() if "grid" in points else 1
+    return f"{len(points) // grids:,} configurations" + (f" on {grids} grids ({len(points):,} points)"
+                                                         if grids > 1 else "")
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
     shown = columns(result)
     job = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.job.items())
     labels = _JOB_LABELS if result.job else _LABELS
     lines = [f"<h1>{html.escape(title)}</h1>",
-             f"<p>{len(result.points):,} configurations estimated; {int(result.points['feasible'].sum()):,} fit in "
+             f"<p>{_counted(result.points)} estimated; {int(result.points['feasible'].sum()):,} fit in "
              f"memory and meet the constraints ({html.escape(constraints_text(result.constraints))}); "
              f"{len(result.pareto):,} on the Pareto "
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"

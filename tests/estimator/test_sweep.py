@@ -73,6 +73,36 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
     assert 'class="legend"' in dom
 
 
+def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_weighs_carbon(capsys):
+    """Each point's carbon is its energy's on its grid (joulecast.data.carbon); on several grids a configuration is a
+    point on each, the front is carbon against time, and the least carbon is on the cleanest grid."""
+    from joulecast.data.carbon import grid_at
+
+    configs, _ = grid("llama-3-8b", "prefill", gpus=["h100-sxm", "a100-sxm4-80gb"], batches=[1, 8], seqs=[512])
+    one = sweep(configs, estimator="physics")
+    assert one.cost == "energy" and (one.points["grid"] == "WORLD").all()
+    world = grid_at()
+    assert one.points["carbon_g"].to_numpy() == pytest.approx(one.points["energy_j"].to_numpy() * world.grams(1.0))
+    grids = [grid_at("IN", pue=1.2), grid_at("FR", pue=1.2)]
+    two = sweep(configs, estimator="physics", objective="carbon", grids=grids)
+    assert len(two.points) == 2 * len(configs) and two.cost == "carbon" and two.axes == ("s_per_token",
+                                                                                         "carbon_per_token_g")
+    on_in, on_fr = (two.points[two.points["grid"] == g]["energy_j"].to_numpy() for g in ("IN", "FR"))
+    assert (on_in == on_fr).all()  # the same energies on each grid
+    assert two.best["grid"] == "FR" and two.pareto["grid"].eq("FR").all()  # France's 56 g/kWh against India's 713
+    by_energy = sweep(configs, estimator="physics", grids=grids)  # several grids: the front weighs carbon anyway
+    assert by_energy.cost == "carbon" and by_energy.best["energy_per_token_j"] == one.best["energy_per_token_j"]
+    argv = ["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--batch", "1,8", "--seq", "512", "--estimator",
+            "physics", "--grid", "fr,in", "--objective", "carbon"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("2 configurations on 2 grids (4 points)") and "CO2e on FR's grid" in text
+    assert main([*argv, "--carbon-intensity", "100"]) == 2
+    assert "grid: give a grid or a carbon intensity, not both" in capsys.readouterr().err
+    with pytest.raises(joulecast.InputError, match="--grid: 4 configurations on 300,000 grids; at most 1,000,000"):
+        sweep(configs, estimator="physics", grids=[world] * 300_000)
+
+
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():
     """Past the points it labels, the plot draws one circle a pixel and colour (176,128 points: 19 MB of HTML -> 0.9);
     the front's points each, and every point where it labels them."""

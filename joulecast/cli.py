@@ -941,8 +941,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "a generation: the whole job, a deadline; serving: the time an output token)")
     sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
-    sw.add_argument("--grid", help="grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the "
-                    "front weighs carbon); default WORLD")
+    sw.add_argument("--grid", help="grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: "
+                    "the front weighs carbon); default WORLD")
     sw.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
     sw.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average or hyperscale; "
                     "default average")

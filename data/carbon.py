@@ -88,3 +88,16 @@ def carbon(estimate: Any, grid: Grid | str | None = None, carbon_intensity: floa
             out[grams] = (None if value is None else [where.grams(float(v)) for v in value]
                           if isinstance(value, (list, tuple)) else where.grams(float(value)))
     return {**out, "carbon": where.to_dict()}
+
+
+# A table's energy columns (J) and the carbon columns (g) they give (`with_carbon`).
+CARBON_COLUMNS = {"energy_j": "carbon_g", "energy_lo_j": "carbon_lo_g", "energy_hi_j": "carbon_hi_g",
+                  "energy_per_token_j": "carbon_per_token_g"}
+
+
+def with_carbon(table: Any, where: Grid) -> Any:
+    """A table of estimates (`estimate_many`'s, a sweep's points) with the grid, its intensity and PUE, and the
+    carbon of each energy column it has (CARBON_COLUMNS), each column scaled at once."""
+    scale = where.grams(1.0)
+    return table.assign(grid=where.name, g_per_kwh=where.g_per_kwh, pue=where.pue,
+                        **{grams: table[joules] * scale for joules, grams in CARBON_COLUMNS.items() if joules in table})

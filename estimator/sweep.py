@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.carbon import Grid, grid_at
+from joulecast.data.carbon import Grid, grid_at, with_carbon
 from joulecast.data.engines import normal_engine
 from joulecast.data.errors import InputError
 from joulecast.data.fusions import check_fusions
@@ -289,11 +289,5 @@ def on_grids(points: pd.DataFrame, grids: Sequence[Grid]) -> pd.DataFrame:
     """`points` once on each grid (in the grids' order, then the points'), with the grid, its intensity and PUE, and
     the carbon of each energy figure: the whole point's (`carbon_g`, its interval's `carbon_lo_g` and
     `carbon_hi_g`) and a token's."""
-    parts = []
-    for where in grids:  # a loop over the few grids; each scales every point's column at once
-        scale = where.grams(1.0)
-        parts.append(points.assign(grid=where.name, g_per_kwh=where.g_per_kwh, pue=where.pue,
-                                   carbon_g=points["energy_j"] * scale, carbon_lo_g=points["energy_lo_j"] * scale,
-                                   carbon_hi_g=points["energy_hi_j"] * scale,
-                                   carbon_per_token_g=points["energy_per_token_j"] * scale))
+    parts = [with_carbon(points, where) for where in grids]  # a loop over the few grids
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

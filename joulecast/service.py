@@ -1,8 +1,9 @@
 """`joulecast serve`: estimates over HTTP (FastAPI on uvicorn, the `[serve]` extra), a thin shell over the Python API
 as the CLI is: the same fields in, the same JSON out.
 
-Routes: POST /v1/estimate (one workload, or a generation with `"phase": "generate"`), POST /v1/estimate/batch (up to
-MAX_BATCH_ROWS rows, `estimate_many`), GET /v1/gpus, GET /v1/models, GET /healthz, GET /metrics (Prometheus text),
+Routes: POST /v1/estimate (one workload, or a job with `"phase": "generate"`, `"serve"` or `"train-run"`), POST
+/v1/estimate/batch (up to MAX_BATCH_ROWS rows, `estimate_many`), POST /v1/plan, each estimate with the carbon of its
+energy (`grid` or `carbon_intensity`, `pue`: `joulecast.data.carbon`), GET /v1/gpus, GET /v1/models, GET /healthz, GET /metrics (Prometheus text),
 and the OpenAPI docs at /docs. The estimator loads once at start; one named by an MLflow alias is checked again every
 RELOAD_S seconds and reloaded when the alias moves; every response says which model answered. A bad request gets
 422 naming the field, a body over MAX_BODY_BYTES 413, a missing or wrong key 401 where JOULECAST_API_KEY is set
@@ -220,10 +221,17 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
 
 
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
-    """POST /v1/estimate/batch: `{"rows": [...]}`, each row `estimate_many`'s columns."""
+    """POST /v1/estimate/batch: `{"rows": [...]}`, each row `estimate_many`'s columns, with the carbon of each row's
+    energy at the body's `grid` or `carbon_intensity` and `pue` (as /v1/estimate's)."""
     import pandas as pd
 
+    from joulecast.data.carbon import grid_at, with_carbon
     from joulecast.estimator.many import estimate_many
+
+    extra = sorted(set(body) - {"rows", *_CARBON})
+    if extra:
+        raise InputError(extra[0], f"unknown field; allowed: rows, {', '.join(_CARBON)}")
+    where = grid_at(*(body.get(k) for k in _CARBON))
 
     rows = body.get("rows")
     if not isinstance(rows, list) or not rows:
@@ -237,7 +245,7 @@ def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
         if any(k in row for k in _GENERATE):
             raise InputError(f"rows[{i}]", "a batch holds single passes; post generations to /v1/estimate")
     out = estimate_many(pd.DataFrame([_counts_as_integers(row) for row in rows]), estimator=model)
-    return {"rows": out.to_dict(orient="records")}
+    return {"rows": with_carbon(out, where).to_dict(orient="records")}
 
 
 class Metrics:

@@ -280,6 +280,13 @@ def test_an_estimate_s_carbon_over_http_is_the_cli_s(server, capsys):
     for field, value in (("grid", "mars"), ("pue", 7), ("carbon_intensity", "lots")):
         status, bad = call(server, "/v1/estimate", {**run, field: value})
         assert status == 422 and bad["detail"][0]["loc"] == ["body", field], bad
+    rows = [{"model": "gpt2", "gpu": "a10", "batch": b} for b in (1, 8)]
+    status, batch = call(server, "/v1/estimate/batch", {"rows": rows, "grid": "FR", "pue": 1.2})
+    assert status == 200 and [r["grid"] for r in batch["rows"]] == ["FR", "FR"]
+    assert [r["carbon_g"] for r in batch["rows"]] == pytest.approx([r["energy_j"] * 56 * 1.2 / 3.6e6
+                                                                    for r in batch["rows"]])
+    status, bad = call(server, "/v1/estimate/batch", {"rows": rows, "colour": "red"})
+    assert status == 422 and bad["detail"][0]["loc"] == ["body", "colour"], bad
 
 
 def test_passes_generations_and_runs_take_the_hosts_dispatch_and_a_bad_one_names_its_field(physics_server):

@@ -247,7 +247,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     its energy's on each of `grids` (`joulecast.data.carbon.Grid`; default WORLD's at the average PUE), a point a
     configuration and grid; the front weighs carbon where the objective is carbon or there are several grids."""
     check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w)
-    grids = tuple(grids) or (grid_at(),)
+    grids = tuple(dict.fromkeys(grids)) or (grid_at(),)  # a grid named twice is one
     if len(configs) * len(grids) > MAX_POINTS:
         raise InputError("--grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
                                    "points (narrow the lists)")

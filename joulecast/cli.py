@@ -367,10 +367,7 @@ def _sweep(args: argparse.Namespace) -> int:
                            "objective": result.objective, "front": result.front, "job": result.job,
                            "constraints": result.constraints, "files": files}, sys.stdout)
         return 0
-    grids = result.points["grid"].nunique()
-    print(f"{len(result.points) // grids:,} configurations" + (f" on {grids} grids ({len(result.points):,} points)"
-                                                                 if grids > 1 else "")
-          + f", {int(result.points['feasible'].sum()):,} fitting in memory and "
+    print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory and "
           f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "
           f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))

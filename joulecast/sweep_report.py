@@ -167,11 +167,12 @@ def constraints_text(constraints: dict[str, float]) -> str:
     return ", ".join(_BOUNDS[k].format(v) for k, v in constraints.items()) or "none"
 
 
-def _counted(points: Any) -> str:
+def counted(points: Any) -> str:
     """A sweep's configurations, and on several grids its points."""
     grids = points["grid"].nunique() if "grid" in points else 1
-    return f"{len(points) // grids:,} configurations" + (f" on {grids} grids ({len(points):,} points)"
-                                                         if grids > 1 else "")
+    n = len(points) // grids
+    return f"{n:,} configuration{'' if n == 1 else 's'}" + (f" on {grids} grids ({len(points):,} points)"
+                                                            if grids > 1 else "")
 
 
 def render(result: Any, title: str) -> str:
@@ -180,7 +181,7 @@ def render(result: Any, title: str) -> str:
     job = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.job.items())
     labels = _JOB_LABELS if result.job else _LABELS
     lines = [f"<h1>{html.escape(title)}</h1>",
-             f"<p>{_counted(result.points)} estimated; {int(result.points['feasible'].sum()):,} fit in "
+             f"<p>{counted(result.points)} estimated; {int(result.points['feasible'].sum()):,} fit in "
              f"memory and meet the constraints ({html.escape(constraints_text(result.constraints))}); "
              f"{len(result.pareto):,} on the Pareto "
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"

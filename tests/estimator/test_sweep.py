@@ -76,7 +76,7 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
 def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_weighs_carbon(capsys):
     """Each point's carbon is its energy's on its grid (joulecast.data.carbon); on several grids a configuration is a
     point on each, the front is carbon against time, and the least carbon is on the cleanest grid."""
-    from joulecast.data.carbon import grid_at
+    from joulecast.data.carbon import Grid, grid_at
 
     configs, _ = grid("llama-3-8b", "prefill", gpus=["h100-sxm", "a100-sxm4-80gb"], batches=[1, 8], seqs=[512])
     one = sweep(configs, estimator="physics")
@@ -99,8 +99,10 @@ def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_we
     assert text.startswith("2 configurations on 2 grids (4 points)") and "CO2e on FR's grid" in text
     assert main([*argv, "--carbon-intensity", "100"]) == 2
     assert "grid: give a grid or a carbon intensity, not both" in capsys.readouterr().err
+    assert len(sweep(configs, estimator="physics", grids=[world, world]).points) == len(configs)  # named twice: one
+    many = [Grid("given", float(i), 1.0) for i in range(300_000)]
     with pytest.raises(joulecast.InputError, match="--grid: 4 configurations on 300,000 grids; at most 1,000,000"):
-        sweep(configs, estimator="physics", grids=[world] * 300_000)
+        sweep(configs, estimator="physics", grids=many)
 
 
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():

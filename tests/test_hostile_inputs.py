@@ -107,7 +107,8 @@ def test_estimate_many(rows):
 @given(argv=st.lists(st.sampled_from(["--model", "gpt2", "--gpu", "a10", "--batch", "-1", "--seq", "99999999999",
                                       "--kernels", "/", "--config", "x.json", "--dtype", "fp8", "--sm-clock", "nan",
                                       "--power-limit", "-5", "--phase", "decode", "--json", "bert-large", "h200",
-                                      "--engine", "vllm-0.5.4", "--launch-mode", "graph", "0", "8", "2.5", "1e3"]),
+                                      "--engine", "vllm-0.5.4", "--launch-mode", "graph", "0", "8", "2.5", "1e3",
+                                      "--grid", "FR", "--pue", "--carbon-intensity", "hyperscale"]),
                      max_size=10))
 def test_cli_estimate(argv):
     out, err = io.StringIO(), io.StringIO()
@@ -298,7 +299,7 @@ def test_cli_plan_sweep(argv, tmp_path_factory):
 _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz", "power_limit_w",
               "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
               "max_batch", "output_len_cv", "sampling", "steps", "tokens", "global_batch", "micro_batch", "lora_rank",
-              "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s"]
+              "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s", "grid", "carbon_intensity", "pue"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 

@@ -26,16 +26,26 @@ def _time_unit(seconds: float) -> tuple[float, str]:
     return 86400.0, "days"
 
 
+def _in_unit(value: float, unit_of: Any) -> str:
+    """`value` in the unit `unit_of` says it reads best in (a function of it: (its factor, the unit's name))."""
+    factor, unit = unit_of(value)
+    return f"{_g4(value / factor)} {unit}"
+
+
+def _range_in_unit(low: float, high: float, unit_of: Any) -> str:
+    """Two values in the unit the higher reads best in."""
+    factor, unit = unit_of(max(abs(low), abs(high)))
+    return f"{_g4(low / factor)} - {_g4(high / factor)} {unit}"
+
+
 def duration(seconds: float) -> str:
     """A time in the unit that reads best (never megaseconds)."""
-    factor, unit = _time_unit(seconds)
-    return f"{_g4(seconds / factor)} {unit}"
+    return _in_unit(seconds, _time_unit)
 
 
 def duration_range(low: float, high: float) -> str:
     """Two times in the unit the higher reads best in ('1.987 - 2.905 h', not '119.2 min - 2.905 h')."""
-    factor, unit = _time_unit(max(abs(low), abs(high)))
-    return f"{_g4(low / factor)} - {_g4(high / factor)} {unit}"
+    return _range_in_unit(low, high, _time_unit)
 
 
 def _g4(value: float) -> str:
@@ -57,14 +67,12 @@ def _mass_unit(grams: float) -> tuple[float, str]:
 
 def mass(grams: float) -> str:
     """A mass of CO2e in the unit that reads best, four significant digits."""
-    factor, unit = _mass_unit(grams)
-    return f"{_g4(grams / factor)} {unit}"
+    return _in_unit(grams, _mass_unit)
 
 
 def mass_range(low: float, high: float) -> str:
     """Two masses in the unit the higher reads best in."""
-    factor, unit = _mass_unit(max(abs(low), abs(high)))
-    return f"{_g4(low / factor)} - {_g4(high / factor)} {unit}"
+    return _range_in_unit(low, high, _mass_unit)
 
 
 def carbon_line(figures: Mapping[str, Any]) -> str:

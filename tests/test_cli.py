@@ -310,6 +310,15 @@ def test_times_read_in_the_unit_of_their_size(seconds, text):
     assert duration(seconds) == text
 
 
+@pytest.mark.parametrize("grams, text", [(1.2e-5, "0.01200 mg"), (0.5, "500.0 mg"), (999.9, "999.9 g"),
+                                         (1234.0, "1.234 kg"), (2.5e6, "2.500 t")])
+def test_a_mass_of_carbon_reads_in_the_unit_of_its_size(grams, text):
+    from joulecast.render import mass, mass_range
+
+    assert mass(grams) == text
+    assert mass_range(500.0, 1500.0) == "0.5000 - 1.500 kg"  # both ends in the higher one's unit
+
+
 @pytest.mark.parametrize("low, high, text", [(7150.0, 10458.0, "1.986 - 2.905 h"), (1.85e-5, 3e-5, "18.50 - 30.00 µs"),
                                              (0.5, 1.5, "0.5000 - 1.500 s")])
 def test_a_range_of_times_reads_in_one_unit(low, high, text):

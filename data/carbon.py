@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from joulecast.data.errors import InputError
+from joulecast.data.files import kind_of
 from joulecast.data.job_file import reference
 
 DEFAULT_GRID = "WORLD"   # as a plan's site that names none
@@ -80,6 +81,9 @@ def carbon(estimate: Any, grid: Grid | str | None = None, carbon_intensity: floa
     `carbon_intensity` (default: WORLD's average, the average PUE; `grid_at`). A figure the estimate leaves empty (a
     serving load's energy without a duration) stays None."""
     where = grid if isinstance(grid, Grid) else grid_at(grid, carbon_intensity, pue)
+    if not isinstance(estimate, Mapping) and not callable(getattr(estimate, "to_dict", None)):
+        raise InputError("estimate", "an estimate (joulecast.estimate, generate, serve, train_run) or its to_dict(), "
+                                     f"got {kind_of(estimate)}")
     figures = estimate if isinstance(estimate, Mapping) else estimate.to_dict()
     out: dict[str, Any] = {}
     for energy, grams in CARBON_FIGURES.items():

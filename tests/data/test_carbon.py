@@ -46,6 +46,11 @@ def test_a_bad_grid_or_pue_is_one_line_naming_it(kw, message):
         grid_at(**kw)
 
 
+def test_carbon_of_what_is_no_estimate_is_one_line():
+    with pytest.raises(InputError, match=r"estimate: an estimate \(joulecast.estimate, .* got text \('gpt2'\)"):
+        carbon("gpt2")
+
+
 def test_the_cli_prints_the_carbon_of_every_phase_and_refuses_a_bad_grid_before_estimating(capsys):
     base = ["estimate", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics"]
     assert main([*base, "--grid", "FR", "--pue", "1.2", "--json"]) == 0

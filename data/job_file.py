@@ -194,7 +194,7 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
-def _series(path: Path, where: str) -> tuple[float, ...]:
+def read_carbon_series(path: str | Path, where: str) -> tuple[float, ...]:
     """An hourly carbon series: a CSV with a g_per_kwh column (one row an hour)."""
     text = read_text(path, where)
     rows = list(csv.DictReader(text.splitlines()))
@@ -231,7 +231,7 @@ def _site(raw: Any, i: int, base: Path) -> Site:
     carbon = reference("grid_carbon")
     series: tuple[float, ...] = ()
     if raw.get("carbon_series") is not None:
-        series = _series(base / str(raw["carbon_series"]), f"{where}.carbon_series")
+        series = read_carbon_series(base / str(raw["carbon_series"]), f"{where}.carbon_series")
         grid, intensity = "series", sum(series) / len(series)
     else:
         grid = _choice(raw, "grid", where, list(carbon["g_per_kwh"]), "WORLD")

@@ -265,7 +265,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["tokens_per_s"] = tokens / points["time_s"]
     points["energy_per_token_j"] = points["energy_j"] / tokens
     points["s_per_token"] = points["time_s"] / tokens
-    points = on_grids(points, grids)
+    points = on_grids(points, grids, None if phase == "serve" else points["time_s"].to_numpy())
     # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint
     feasible = ~points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
@@ -285,9 +285,10 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
                        constraints=constraints, sizes=sizes, job=job, cost=cost)
 
 
-def on_grids(points: pd.DataFrame, grids: Sequence[Grid]) -> pd.DataFrame:
+def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None) -> pd.DataFrame:
     """`points` once on each grid (in the grids' order, then the points'), with the grid, its intensity and PUE, and
     the carbon of each energy figure: the whole point's (`carbon_g`, its interval's `carbon_lo_g` and
-    `carbon_hi_g`) and a token's."""
-    parts = [with_carbon(points, where) for where in grids]  # a loop over the few grids
+    `carbon_hi_g`) and a token's; on an hourly series over each point's `seconds` (none, a serving step's: around
+    the clock)."""
+    parts = [with_carbon(points, where, seconds) for where in grids]  # a loop over the few grids
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

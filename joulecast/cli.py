@@ -43,7 +43,6 @@ def _estimate(args: argparse.Namespace) -> int:
 
     import joulecast
     from joulecast import render
-    from joulecast.data.carbon import grid_at
     from joulecast.data.workload import check_host_dispatch
 
     sources = [flag for flag in ("model", "config", "kernels") if getattr(args, flag)]
@@ -54,7 +53,7 @@ def _estimate(args: argparse.Namespace) -> int:
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
     dispatch = check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us")
-    where = grid_at(args.grid, args.carbon_intensity, args.pue)
+    where = _grid(args, args.grid)
     # a job phase's flag given to another phase (or to a single pass) is one line naming where it applies
     own = JOB_FLAGS.get(args.phase, ())
     for flag in dict.fromkeys(f for flags in JOB_FLAGS.values() for f in flags):
@@ -78,6 +77,16 @@ def _estimate(args: argparse.Namespace) -> int:
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     _show(est, render.estimate_table, args, where)
     return 0
+
+
+def _grid(args: argparse.Namespace, name: str | None) -> Any:
+    """Where an estimate's energy is drawn (`joulecast.data.carbon.grid_at`): `name` (a --grid), --carbon-intensity
+    or --carbon-series, at --pue."""
+    from joulecast.data.carbon import grid_at
+    from joulecast.data.job_file import read_carbon_series
+
+    series = None if args.carbon_series is None else read_carbon_series(args.carbon_series, "--carbon-series")
+    return grid_at(name, args.carbon_intensity, args.pue, series)
 
 
 def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None:
@@ -321,13 +330,12 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
-    from joulecast.data.carbon import grid_at
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import check_options, grid, sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
     batches, seqs, job = _sweep_axes(args)
-    grids = [grid_at(name, args.carbon_intensity, args.pue) for name in _listed(args.grid, str, "--grid", [None])]
+    grids = [_grid(args, name) for name in _listed(args.grid, str, "--grid", [None])]
 
     if args.out:
         require_extra("parquet", "sweep --out")
@@ -884,6 +892,8 @@ def build_parser() -> argparse.ArgumentParser:
     co2.add_argument("--grid", help="a country's annual average grid intensity: FR, FI, BR, CA, DE, AU, CN, IN or "
                      "WORLD (data/distributed/grid_carbon.yaml); default WORLD")
     co2.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
+    co2.add_argument("--carbon-series", help="instead, a CSV of hourly intensity from the job's start (a g_per_kwh "
+                     "column, one row an hour, repeating), the energy spread over the job's time")
     co2.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average (1.58) or "
                      "hyperscale (1.10); default average")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
@@ -941,6 +951,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--grid", help="grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: "
                     "the front weighs carbon); default WORLD")
     sw.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
+    sw.add_argument("--carbon-series", help="instead, a CSV of hourly intensity from each job's start (g_per_kwh)")
     sw.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average or hyperscale; "
                     "default average")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "

@@ -79,7 +79,8 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
     """A table's carbon line from `joulecast.data.carbon.carbon`'s figures: the whole estimate's (its interval too),
     else a serving load's a million output tokens; the grid and PUE it was read at."""
     grid = figures["carbon"]
-    where = "given" if grid["grid"] == "given" else f"{grid['grid']} annual average"
+    where = {"given": "given", "series": f"a {grid.get('series_hours')}-hour series' mean over the job's time"}.get(
+        grid["grid"], f"{grid['grid']} annual average")
     scale, what, band = 1.0, "", figures.get("carbon_interval_g")
     head = figures.get("carbon_g")
     if head is None:
@@ -87,7 +88,7 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
         head, band = figures["carbon_per_output_token_g"], figures.get("carbon_per_output_token_interval_g")
     return (f"carbon     {mass(scale * head)} CO2e{what}"
             + (f" ({mass_range(scale * band[0], scale * band[1])})" if band else "")
-            + f", at {grid['g_per_kwh']:g} g/kWh ({where}) x PUE {grid['pue']:g}: the GPU's energy alone")
+            + f", at {grid['g_per_kwh']:.4g} g/kWh ({where}) x PUE {grid['pue']:g}: the GPU's energy alone")
 
 
 def with_line(table: str, line: str) -> str:

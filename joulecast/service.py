@@ -38,7 +38,8 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s")}
 _GENERATE = _JOBS["generate"]
-_CARBON = ("grid", "carbon_intensity", "pue")  # /v1/estimate's carbon fields, for every phase (`data.carbon.grid_at`)
+# /v1/estimate's carbon fields, for every phase, in `data.carbon.grid_at`'s order (the series a list of numbers)
+_CARBON = ("grid", "carbon_intensity", "pue", "carbon_series")
 # The fields that count (sizes, lengths, steps, tokens, ranks, GPUs): JSON has one number type, so 1e9 or 8.0 sent
 # for one is the integer it names (`_counts_as_integers`), as the CLI reads --tokens 1e9.
 _COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens", "global_batch", "micro_batch",
@@ -118,7 +119,8 @@ def _counts_as_integers(row: dict[str, Any]) -> dict[str, Any]:
 
 def estimate_one(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/estimate: one workload (the CLI's fields) or a job, by `model` (a loaded residual, or "physics"),
-    with the carbon of its energy at `grid` or `carbon_intensity` and `pue` (checked first); the CLI's JSON."""
+    with the carbon of its energy at `grid`, `carbon_intensity` or `carbon_series`, and `pue` (checked first); the
+    CLI's JSON."""
     from joulecast.data.carbon import carbon, grid_at
 
     where = grid_at(*(body.get(k) for k in _CARBON))

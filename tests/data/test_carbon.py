@@ -31,9 +31,36 @@ def test_carbon_is_the_energy_in_kwh_times_pue_and_the_grid_s_intensity_interval
         load.energy_per_output_token_j * table["g_per_kwh"]["FR"] * 1.2 / 3.6e6)
 
 
+def test_on_an_hourly_series_the_energy_is_spread_over_the_job_s_time_from_its_start(tmp_path, capsys):
+    """A series repeats from the job's start (as a plan's sites read it); a job of a few milliseconds reads its first
+    hour, one of 4.5 hours its whole laps and half of the next hour; a serving load without a duration the mean."""
+    where = grid_at(carbon_series=[100, 300], pue=1.0)
+    assert where.intensity(None) == where.g_per_kwh == 200.0 and where.intensity(0.01) == 100.0
+    assert where.intensity(4.5 * 3600) == pytest.approx((2 * 400 + 0.5 * 100) / 4.5)
+    run = joulecast.train_run("gpt2", "a10", seq=512, global_batch=8, steps=5000, estimator="physics")
+    out = carbon(run, carbon_series=[100, 300], pue=1.0)
+    assert out["carbon_g"] == pytest.approx(run.energy_j / 3.6e6 * float(where.intensity(run.time_s)))
+    assert out["carbon"]["g_per_kwh"] == pytest.approx(float(where.intensity(run.time_s)))
+    load = joulecast.serve("gpt2", "a10", concurrency=4, input_len=32, output_len=8, estimator="physics")
+    assert carbon(load, carbon_series=[100, 300])["carbon"]["g_per_kwh"] == 200.0  # around the clock
+    path = tmp_path / "hourly.csv"
+    path.write_text("hour,g_per_kwh\n0,100\n1,300\n")
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", "--carbon-series",
+                 str(path), "--pue", "1", "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["carbon"]["g_per_kwh"] == pytest.approx(100.0) and one["carbon"]["series_hours"] == 2  # its first hour
+    path.write_text("g_per_kwh\n100\nlots\n")
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--carbon-series", str(path)]) == 2
+    assert "--carbon-series: " in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(name="mars"), "grid: unknown 'mars'; known: FR, FI, "),
-    (dict(name="DE", carbon_intensity=300), "grid: give a grid or a carbon intensity, not both"),
+    (dict(name="DE", carbon_intensity=300), "carbon_intensity: give one of grid, carbon_intensity and carbon_series, "
+                                            "not grid and carbon_intensity"),
+    (dict(carbon_series=[100, -1]), "carbon_series: must be a list of 1 to 8,784 hourly figures"),
+    (dict(carbon_series=[]), "carbon_series: must be a list of 1 to 8,784 hourly figures"),
+    (dict(carbon_series="100"), "carbon_series: must be a list .* got text"),
     (dict(carbon_intensity=-1), "carbon_intensity: must be gCO2e a kWh from 0 to 2,000, got -1"),
     (dict(carbon_intensity=float("nan")), "carbon_intensity: must be gCO2e a kWh from 0 to 2,000, got nan"),
     (dict(carbon_intensity="300"), "carbon_intensity: must be gCO2e a kWh"),

@@ -98,8 +98,11 @@ def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_we
     text = capsys.readouterr().out
     assert text.startswith("2 configurations on 2 grids (4 points)") and "CO2e on FR's grid" in text
     assert main([*argv, "--carbon-intensity", "100"]) == 2
-    assert "grid: give a grid or a carbon intensity, not both" in capsys.readouterr().err
+    assert "carbon_intensity: give one of grid, carbon_intensity and carbon_series, not grid and carbon_intensity" \
+        in capsys.readouterr().err
     assert len(sweep(configs, estimator="physics", grids=[world, world]).points) == len(configs)  # named twice: one
+    hourly = sweep(configs, estimator="physics", grids=[grid_at(carbon_series=[100, 300])]).points
+    assert hourly["g_per_kwh"].to_numpy() == pytest.approx(100.0)  # passes of milliseconds: the first hour
     many = [Grid("given", float(i), 1.0) for i in range(300_000)]
     with pytest.raises(joulecast.InputError, match="--grid: 4 configurations on 300,000 grids; at most 1,000,000"):
         sweep(configs, estimator="physics", grids=many)

@@ -140,7 +140,8 @@ def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
 def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
     h, layers, heads, ffn = (_get(c, "hidden_size"), _get(c, "num_hidden_layers"), _get(c, "num_attention_heads"),
                              _get(c, "ffn_dim"))
-    d, t = h // heads, s.tokens
+    # head_dim is set only on a tensor-parallel shard (`joulecast.features.train_step`), whose heads x head_dim < h
+    d, t = c.get("head_dim") or h // heads, s.tokens
     b.ew("pointwise_add", s.batch * s.seq_q * s.seq_kv, dtype="fp32")  # causal mask
     b.ew("pointwise_mul", s.batch * s.seq_kv, dtype="fp32")            # positions from the attention mask
     b.embedding(t, h, _get(c, "vocab_size"))
@@ -148,13 +149,13 @@ def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_hea
     b.ew("pointwise_add", t * h)
     with b.repeat(layers):
         b.norm("layernorm", t, h)
-        b.linear(h, t, h)
+        b.linear(heads * d, t, h)
         if attention == "eager":
-            b.ew("scalar_mul", t * h)  # q * head_dim**-0.5
-        b.linear(h, t, h, count=2)
+            b.ew("scalar_mul", t * heads * d)  # q * head_dim**-0.5
+        b.linear(heads * d, t, h, count=2)
         _kv_cache_append(b, s, heads, d, attention)
         _attention_core(b, s, heads, heads, d, True, attention, (("mask_add", None, None), *_UPCAST), "fp32")
-        b.linear(h, t, h)
+        b.linear(h, t, heads * d)
         b.ew("pointwise_add", t * h)
         b.norm("layernorm", t, h)
         _mlp(b, t, h, ffn, "relu")

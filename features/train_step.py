@@ -31,7 +31,8 @@ LORA_TARGETS = ("all", "attention")
 OPTIMIZERS = ("adamw", "sgd")
 # Fields that give a family's head count, MLP width, layers and vocabulary (HF config names).
 _FIELDS = {"llama": ("num_attention_heads", "intermediate_size", "num_hidden_layers", "vocab_size"),
-           "gpt2": ("n_head", "n_inner", "n_layer", "vocab_size")}
+           "gpt2": ("n_head", "n_inner", "n_layer", "vocab_size"),
+           "opt": ("num_attention_heads", "ffn_dim", "num_hidden_layers", "vocab_size")}
 
 
 def _weight_gemm(r: Mapping[str, Any]) -> bool:
@@ -128,8 +129,8 @@ def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1) -> dict[st
         return dict(config)
     fam = family(config)
     if fam not in _FIELDS:
-        raise InputError("layout", f"tensor and pipeline parallelism are modelled for llama and gpt2 families, "
-                                   f"not {fam}")
+        raise InputError("layout", f"tensor and pipeline parallelism are modelled for the {', '.join(_FIELDS)} "
+                                   f"families, not {fam}")
     heads_f, inner_f, layers_f, vocab_f = _FIELDS[fam]
     heads, layers = int(config[heads_f]), int(config[layers_f])
     hidden = hidden_size(config)

@@ -291,9 +291,25 @@ def test_a_generation_on_tensor_parallel_gpus_is_each_shard_and_its_all_reduces(
                                                                          output_len=2, estimator="physics")
 
 
+def test_opt_runs_tensor_parallel_as_gpt2_and_llama_do():
+    """OPT's heads, FFN and vocabulary split over the GPUs as the others' (before: 'tensor and pipeline parallelism
+    are modelled for llama and gpt2'); a shard runs the whole model's kernels at its own widths."""
+    from joulecast.features.lowering import lower, resolve_model
+    from joulecast.features.train_step import shard_config
+
+    config = resolve_model("opt-1.3b")[0]
+    (whole, n), (half, _) = (lower(shard_config(config, tp), phase="prefill", batch=1, seq=128, dtype="bf16",
+                                   attention="flash") for tp in (1, 2))
+    assert len(whole) == len(half) and [r["kind"] for r in whole] == [r["kind"] for r in half]
+    assert n == joulecast.workload("opt-1.3b").params and abs(n / 1.3e9 - 1) < 0.02  # the whole model: 1.3 B
+    one, two = (joulecast.generate("opt-1.3b", "a100-sxm4-80gb", batch=8, input_len=256, output_len=16, tp=tp,
+                                   estimator="physics") for tp in (1, 2))
+    assert two.memory_gb < 0.55 * one.memory_gb and two.tp == 2
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(model="llama-3-70b", tp=3), "tp: 3 does not divide the model's 64 attention heads"),
-    (dict(model="opt-1.3b", tp=2), "tp: tensor and pipeline parallelism are modelled for llama and gpt2"),
+    (dict(model="opt-1.3b", tp=3), "tp: 3 does not divide the model's 32 attention heads"),
     (dict(model="bert-large", tp=2), "phase: generate needs a decoder"),  # the model before its layout
     (dict(model="llama-3-70b", tp=0), "tp: must be a whole number of GPUs from 1 to 1,024, got 0"),
     (dict(model="llama-3-70b", tp=2, offload_gb=4.0), "offload_gb: give it or tp, not both"),

@@ -25,7 +25,6 @@ from joulecast.features.power import waiting_power_w
 from joulecast.features.train_step import shard_config
 
 
-
 def check_tp(config: Mapping[str, Any], tp: object) -> int:
     """`tp` as a whole number of GPUs from 1 to 1,024 that the model's family has a rule for and its heads divide
     into (`features.train_step.shard_config`), else one InputError naming `tp`."""

@@ -772,6 +772,17 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
 
+def _carbon_flags(parser: Any, grid_help: str) -> None:
+    """The flags that say where an estimate's energy is drawn (`_grid`): --grid, --carbon-intensity,
+    --carbon-series and --pue."""
+    parser.add_argument("--grid", help=grid_help)
+    parser.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
+    parser.add_argument("--carbon-series", help="instead, a CSV of hourly intensity from the job's start (a g_per_kwh "
+                        "column, one row an hour, repeating), the energy spread over the job's time")
+    parser.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average (1.58) or "
+                        "hyperscale (1.10); default average")
+
+
 def _number_or_name(text: str) -> float | str:
     """A flag that takes a number or a named value (--pue 1.2 or --pue hyperscale)."""
     try:
@@ -888,14 +899,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "label count for classification")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
                      "the kernels (host-side work they do not hide); default 0; NeMo's eager FP8 stack about 0.003")
-    co2 = est.add_argument_group("carbon of the energy (every phase; the GPU's energy x PUE, the host's not counted)")
-    co2.add_argument("--grid", help="a country's annual average grid intensity: FR, FI, BR, CA, DE, AU, CN, IN or "
-                     "WORLD (data/distributed/grid_carbon.yaml); default WORLD")
-    co2.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
-    co2.add_argument("--carbon-series", help="instead, a CSV of hourly intensity from the job's start (a g_per_kwh "
-                     "column, one row an hour, repeating), the energy spread over the job's time")
-    co2.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average (1.58) or "
-                     "hyperscale (1.10); default average")
+    _carbon_flags(est.add_argument_group("carbon of the energy (every phase; the GPU's energy x PUE, the host's not "
+                                         "counted)"),
+                  "a country's annual average grid intensity: FR, FI, BR, CA, DE, AU, CN, IN or WORLD "
+                  "(data/distributed/grid_carbon.yaml); default WORLD")
     est.add_argument("--tracking-uri", help="MLflow tracking URI for a models:/ or runs:/ estimator (default: "
                      "$JOULECAST_TRACKING_URI, else sqlite:///mlflow.db here)")
     est.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -948,12 +955,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "a generation: the whole job, a deadline; serving: the time an output token)")
     sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
-    sw.add_argument("--grid", help="grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: "
-                    "the front weighs carbon); default WORLD")
-    sw.add_argument("--carbon-intensity", type=float, help="instead, your grid's intensity in gCO2e a kWh")
-    sw.add_argument("--carbon-series", help="instead, a CSV of hourly intensity from each job's start (g_per_kwh)")
-    sw.add_argument("--pue", type=_number_or_name, help="the datacenter's PUE, 1-3, or average or hyperscale; "
-                    "default average")
+    _carbon_flags(sw, "grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the front "
+                      "weighs carbon); default WORLD")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "
                     "us (0-1000), where you have measured it (default 25, the interval spanning the measured hosts)")
     sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")

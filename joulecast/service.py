@@ -3,8 +3,8 @@ as the CLI is: the same fields in, the same JSON out.
 
 Routes: POST /v1/estimate (one workload, or a job with `"phase": "generate"`, `"serve"` or `"train-run"`), POST
 /v1/estimate/batch (up to MAX_BATCH_ROWS rows, `estimate_many`), POST /v1/plan, each estimate with the carbon of its
-energy (`grid` or `carbon_intensity`, `pue`: `joulecast.data.carbon`), GET /v1/gpus, GET /v1/models, GET /healthz, GET /metrics (Prometheus text),
-and the OpenAPI docs at /docs. The estimator loads once at start; one named by an MLflow alias is checked again every
+energy (`grid`, `carbon_intensity` or `carbon_series`, and `pue`: `joulecast.data.carbon`), GET /v1/gpus, GET
+/v1/models, GET /healthz, GET /metrics (Prometheus text), and the OpenAPI docs at /docs. The estimator loads once at start; one named by an MLflow alias is checked again every
 RELOAD_S seconds and reloaded when the alias moves; every response says which model answered. A bad request gets
 422 naming the field, a body over MAX_BODY_BYTES 413, a missing or wrong key 401 where JOULECAST_API_KEY is set
 (every route but /healthz). Requests name catalog models and GPUs only: no field is a path, so no request reads or
@@ -224,7 +224,7 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
 
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/estimate/batch: `{"rows": [...]}`, each row `estimate_many`'s columns, with the carbon of each row's
-    energy at the body's `grid` or `carbon_intensity` and `pue` (as /v1/estimate's)."""
+    energy at the body's `grid`, `carbon_intensity` or `carbon_series`, and `pue` (as /v1/estimate's)."""
     import pandas as pd
 
     from joulecast.data.carbon import grid_at, with_carbon
@@ -247,7 +247,7 @@ def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
         if any(k in row for k in _GENERATE):
             raise InputError(f"rows[{i}]", "a batch holds single passes; post generations to /v1/estimate")
     out = estimate_many(pd.DataFrame([_counts_as_integers(row) for row in rows]), estimator=model)
-    return {"rows": with_carbon(out, where).to_dict(orient="records")}
+    return {"rows": with_carbon(out, where, out["time_s"].to_numpy()).to_dict(orient="records")}
 
 
 class Metrics:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.files import kind_of
@@ -112,13 +113,16 @@ def _pue(named: Mapping[str, float], value: float | str) -> float:
 
 
 def carbon(estimate: Any, grid: Grid | str | None = None, carbon_intensity: float | None = None,
-           pue: float | str | None = None, carbon_series: Sequence[float] | None = None) -> dict[str, Any]:
+           pue: float | str | None = None, carbon_series: Sequence[float] | None = None) -> Any:
     """The carbon (gCO2e) of an estimate's energy figures (an `Estimate`, a job's, or its `to_dict()`), each as
     CARBON_FIGURES names it, and the grid as `carbon` (its `g_per_kwh` the intensity applied): at `grid` (a `Grid`,
     or a country code with `pue`), at `carbon_intensity`, or on `carbon_series` over the job's time (`duration_s`
     or `time_s`; none: the series' mean) (default: WORLD's average, the average PUE; `grid_at`). A figure the
-    estimate leaves empty (a serving load's energy without a duration) stays None."""
+    estimate leaves empty (a serving load's energy without a duration) stays None. A table of estimates
+    (`estimate_many`'s) comes back with its carbon columns (`with_carbon`, over each row's `time_s`)."""
     where = grid if isinstance(grid, Grid) else grid_at(grid, carbon_intensity, pue, carbon_series)
+    if isinstance(estimate, pd.DataFrame):
+        return with_carbon(estimate, where, estimate["time_s"].to_numpy() if "time_s" in estimate else None)
     if not isinstance(estimate, Mapping) and not callable(getattr(estimate, "to_dict", None)):
         raise InputError("estimate", "an estimate (joulecast.estimate, generate, serve, train_run) or its to_dict(), "
                                      f"got {kind_of(estimate)}")

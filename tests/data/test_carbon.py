@@ -73,6 +73,17 @@ def test_a_bad_grid_or_pue_is_one_line_naming_it(kw, message):
         grid_at(**kw)
 
 
+def test_a_table_of_estimates_gets_its_carbon_columns():
+    import pandas as pd
+
+    rows = joulecast.estimate_many(pd.DataFrame({"model": ["gpt2"] * 2, "gpu": ["a10", "h200"], "batch": [1, 8],
+                                                 "seq": [128, 128]}), estimator="physics")
+    out = joulecast.carbon(rows, "IN", pue=1.0)
+    assert list(out["grid"]) == ["IN", "IN"] and len(out) == 2
+    india = reference("grid_carbon")["g_per_kwh"]["IN"]
+    assert out["carbon_g"].to_numpy() == pytest.approx(rows["energy_j"].to_numpy() * india / 3.6e6)
+
+
 def test_carbon_of_what_is_no_estimate_is_one_line():
     with pytest.raises(InputError, match=r"estimate: an estimate \(joulecast.estimate, .* got text \('gpt2'\)"):
         carbon("gpt2")

@@ -260,7 +260,8 @@ def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
 @given(argv=st.lists(st.sampled_from(["--phase", "train-run", "generate", "serve", "prefill", "--global-batch", "8",
                                       "--steps", "5", "--micro-batch", "2,4", "3", "--input-len", "64,x", "64",
                                       "--output-len", "8", "--concurrency", "4", "--power-limit", "100,2000",
-                                      "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json"]), max_size=12))
+                                      "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json", "--grid",
+                                      "FR,in", "--objective", "carbon", "--pue", "hyperscale"]), max_size=12))
 def test_cli_sweep_of_jobs(argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

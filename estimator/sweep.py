@@ -16,11 +16,13 @@ import pandas as pd
 
 from joulecast.data.carbon import Grid, grid_at, with_carbon
 from joulecast.data.engines import normal_engine
-from joulecast.data.errors import InputError
+from joulecast.data.errors import InputError, require
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import check_host_dispatch
 from joulecast.estimator.many import estimate_many
+from joulecast.estimator.tensor_parallel import check_tp
+from joulecast.features.lowering import resolve_model
 from joulecast.features.power import MIN_CLOCK_RATIO
 
 OBJECTIVES = ("energy", "time", "carbon")
@@ -40,6 +42,7 @@ PART_ROWS = 20_000
 # generation of 256 tokens, on the 2-core machine), so a job sweep is bounded lower, and partitioned finer for the
 # progress bar to move.
 JOB_PHASES = ("train-run", "generate", "serve")
+TP_PHASES = ("generate", "serve")  # the jobs whose instances a sweep may spread over GPUs (a `tp` axis)
 MAX_JOB_POINTS = 5_000
 JOB_PART_ROWS = 50
 # A job sweep's fixed options, each passed to its job as is (the axes are the grid's columns: for a training run
@@ -92,18 +95,26 @@ class SweepResult:
 
 def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | None] = (None,),
-         power_limits: Sequence[float | None] = (None,), host_dispatch_s: float | None = None
-         ) -> tuple[pd.DataFrame, dict[str, int]]:
+         power_limits: Sequence[float | None] = (None,), host_dispatch_s: float | None = None,
+         tps: Sequence[int] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
     how many were left out for which reason; `host_dispatch_s`, the machine's host time an eager launch where known
-    (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts)."""
-    size = len(gpus) * len(batches) * len(seqs) * len(dtypes) * len(sm_clocks) * len(power_limits)
+    (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts); `tps`,
+    a generation's or a serving load's tensor-parallel GPUs an instance as an axis (a `tp` column; each checked
+    against the model first)."""
+    if tps:
+        require(phase in TP_PHASES, "--tp", f"applies to --phase {' or '.join(TP_PHASES)} only")
+        config = resolve_model(model)[0]
+        tps = list(dict.fromkeys(check_tp(config, tp) for tp in tps))
+    size = len(gpus) * len(batches) * len(seqs) * len(dtypes) * len(sm_clocks) * len(power_limits) * max(1, len(tps))
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
-    frame = pd.DataFrame(list(itertools.product(gpus, batches, seqs, dtypes, sm_clocks, power_limits)),
-                         columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w"])
+    frame = pd.DataFrame(list(itertools.product(gpus, batches, seqs, dtypes, sm_clocks, power_limits, tps or [None])),
+                         columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp"])
+    if not tps:
+        frame = frame.drop(columns="tp")
     frame.insert(0, "model", model)
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
@@ -192,11 +203,11 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan)
         elif c.phase == "generate":
-            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting)
+            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting, **_tp(c))
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
                            band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
-            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting)
+            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting, **_tp(c))
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
@@ -206,6 +217,12 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
                         flags=",".join(r.flags), method=r.method))
     return pd.concat([configs.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+
+
+def _tp(config: Any) -> dict[str, int]:
+    """A configuration's tensor parallelism where the sweep has it as an axis (a `tp` column), for its job."""
+    tp = getattr(config, "tp", None)
+    return {} if tp is None or tp != tp else {"tp": int(tp)}
 
 
 def estimate_part(configs: pd.DataFrame, estimator: Any, job: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -253,6 +270,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
                                    "points (narrow the lists)")
     phase = str(configs["phase"].iloc[0]) if len(configs) else ""
     job = check_job(phase, job)
+    require("tp" not in job or "tp" not in configs, "--tp", "an axis of the grid or a fixed option, not both")
     points = estimate_all(configs, estimator, run, progress, job)
     if phase in JOB_PHASES:
         tokens = points.pop("tokens").astype(float)

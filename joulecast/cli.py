@@ -335,6 +335,7 @@ def _sweep(args: argparse.Namespace) -> int:
 
     check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
     batches, seqs, job = _sweep_axes(args)
+    tps = _listed(job.pop("tp", None), int, "--tp", [])  # an axis: each a point
     grids = [_grid(args, name) for name in _listed(args.grid, str, "--grid", [None])]
 
     if args.out:
@@ -346,7 +347,8 @@ def _sweep(args: argparse.Namespace) -> int:
                             seqs=seqs, dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
                             sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None]),
                             power_limits=_listed(args.power_limit, float, "--power-limit", [None]),
-                            host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"))
+                            host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"),
+                            tps=tps)
     if not len(configs):
         raise JoulecastError("sweep: no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
     from tqdm.auto import tqdm
@@ -390,7 +392,8 @@ def _sweep(args: argparse.Namespace) -> int:
                    else f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}" + (
                        f", {best['energy_per_token_j']:.4g} J and {render.duration(best['s_per_token'])} a token"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
-        print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{setting}, {figures}; "
+        tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
+        print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
               f"{render.mass(best['carbon_g'])} CO2e on {best['grid']}'s grid")
     else:
         print("no configuration meets the constraints")
@@ -989,7 +992,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
-    jobs.add_argument("--tp", type=_whole, help="serve, generate: tensor-parallel GPUs of one instance; default 1")
+    jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "
+                                   "default 1")
     jobs.add_argument("--max-batch", type=_whole, help="serve: the engine's most requests in flight; default 256")
     jobs.add_argument("--chunk-tokens", type=_whole, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")

@@ -20,15 +20,15 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-COLUMNS = ("gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
+COLUMNS = ("gpu", "batch", "seq", "dtype", "tp", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
            "tokens_per_s", "energy_per_token_j", "grid", "carbon_g", "flags")
 
 
 def columns(result: Any) -> list[str]:
     """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`), those the
-    points have."""
+    points have (tensor parallelism where it varies)."""
     named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
-    return [c for c in named if c in result.points]
+    return [c for c in named if c in result.points and (c != "tp" or result.points["tp"].nunique() > 1)]
 
 
 def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, float, float]:
@@ -87,13 +87,15 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         names = [""] * len(points)
     elif names is None:
         grid = points["grid"] if "grid" in points else pd.Series("", index=points.index)
-        names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}, clock "
+        tp = points["tp"] if "tp" in points and points["tp"].nunique() > 1 else pd.Series(np.nan, index=points.index)
+        names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}"
+                 + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
                  f"{_setting(r.sm_clock_mhz)}, limit {_setting(r.power_limit_w)}: {r.energy_j:.4g} J in "
                  f"{r.time_s:.4g} s"
                  + (f", {r.carbon_g:.4g} g CO2e on {r.grid}'s grid" if r.grid else "")
                  for r in points[["gpu", *sizes, "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"]]
                  .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
-                 .assign(grid=grid, carbon_g=points.get("carbon_g", np.nan)).itertuples()]
+                 .assign(grid=grid, carbon_g=points.get("carbon_g", np.nan), tp=tp).itertuples()]
     names = [html.escape(n) for n in names]
     groups = list(dict.fromkeys(points[group])) if group in points else []
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)

@@ -108,6 +108,31 @@ def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_we
         sweep(configs, estimator="physics", grids=many)
 
 
+def test_tensor_parallelism_is_an_axis_of_a_serving_or_generation_sweep(capsys):
+    """--tp 2,4,8: each instance size a point, each the serve estimate at that TP; a TP the model's heads do not
+    divide, or a phase without it, is one line before any estimate."""
+    kw = dict(gpus=["h100-sxm"], batches=[16], seqs=[512])
+    configs, _ = grid("llama-3-70b", "serve", tps=[2, 4, 8, 4], **kw)  # a TP given twice is one
+    assert list(configs["tp"]) == [2, 4, 8]
+    points = sweep(configs, estimator="physics", job={"output_len": 256}).points.set_index("tp")
+    for tp in (2, 4, 8):
+        one = joulecast.serve("llama-3-70b", "h100-sxm", concurrency=16, input_len=512, output_len=256, tp=tp,
+                              estimator="physics")
+        assert points.loc[tp, "energy_per_token_j"] == pytest.approx(one.energy_per_output_token_j)
+    assert points.loc[8, "tokens_per_s"] > points.loc[2, "tokens_per_s"]
+    with pytest.raises(joulecast.InputError, match="tp: 3 does not divide the model's 64 attention heads"):
+        grid("llama-3-70b", "serve", tps=[2, 3], **kw)
+    with pytest.raises(joulecast.InputError, match="--tp: applies to --phase generate or serve only"):
+        grid("llama-3-70b", "prefill", tps=[2], **kw)
+    with pytest.raises(joulecast.InputError, match="--tp: an axis of the grid or a fixed option, not both"):
+        sweep(configs, estimator="physics", job={"output_len": 256, "tp": 2})
+    argv = ["sweep", "--model", "llama-3-70b", "--phase", "generate", "--gpu", "h100-sxm", "--input-len", "256",
+            "--output-len", "8", "--tp", "2,4", "--estimator", "physics"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 configurations") and " tp " in out.splitlines()[1] and ", TP " in out
+
+
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():
     """Past the points it labels, the plot draws one circle a pixel and colour (176,128 points: 19 MB of HTML -> 0.9);
     the front's points each, and every point where it labels them."""

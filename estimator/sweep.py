@@ -155,7 +155,8 @@ def check_options(objective: str, front: str, max_time_s: float | None, min_toke
     if front not in (*FRONTS, "auto"):
         raise InputError("--front", f"unknown {front!r}; allowed: {', '.join(FRONTS)}, auto")
     for name, value in (("--max-time", max_time_s), ("--min-throughput", min_tokens_per_s), ("--max-power", max_power_w)):
-        if value is not None and not (np.isfinite(value) and value > 0):
+        number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
+        if value is not None and not (number and 0 < value < np.inf):  # NaN fails the range
             raise InputError(name, f"must be a positive number, got {value!r}")
 
 

@@ -222,6 +222,96 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
     return plan(parse_job(body), estimator=model).to_dict()
 
 
+# A sweep over HTTP answers in the time of a request: at most this many jobs (about 5 ms a serving load or a
+# training run, 0.1 s a generation of 256 tokens), and MAX_BATCH_ROWS points of single passes.
+MAX_SWEEP_JOBS = 500
+# A sweep body's fields beyond the phase's axes and fixed options (gpu, dtype, sm_clock_mhz, power_limit_w, tp and
+# grid may be lists: an axis each).
+_SWEEP_FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
+                 "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", *_CARBON)
+# What a sweep's list holds, for the line that refuses a value.
+_SWEEP_KINDS = {"gpu": "a catalog GPU's name (GET /v1/gpus)", "sm_clock_mhz": "a clock in MHz",
+                "power_limit_w": "a power limit in W", "grid": "a grid's name"}
+# The sweep's checks name the CLI's flags: the body's fields they are.
+_SWEEP_FLAGS = {"--objective": "objective", "--front": "front", "--max-time": "max_time_s",
+                "--min-throughput": "min_tokens_per_s", "--max-power": "max_power_w", "--tp": "tp"}
+
+
+def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
+    """POST /v1/sweep: `joulecast sweep` over the body's lists (its phase's two size axes, `estimator.sweep.SIZES`,
+    and gpu, dtype, sm_clock_mhz, power_limit_w, tp and grid; a value alone is a list of one), its phase's fixed
+    options as the CLI takes them, the constraints by their API names (max_time_s, min_tokens_per_s, max_power_w);
+    the CLI's JSON (points, pareto, best), bounded to answer in a request's time."""
+    from joulecast.data.carbon import grid_at
+    from joulecast.estimator.sweep import JOB_OPTIONS, JOB_PHASES, PASS_OPTIONS, SIZES, check_options, grid, sweep
+
+    phase = body.get("phase", "prefill")
+    if not isinstance(phase, str):
+        raise InputError("phase", f"must be a phase's name, got {phase!r}")
+    sizes, fixed = SIZES.get(phase, ("batch", "seq")), JOB_OPTIONS.get(phase, PASS_OPTIONS)
+    allowed = dict.fromkeys([*_SWEEP_FIELDS, *sizes, *fixed])
+    unknown = sorted(set(body) - set(allowed))
+    if unknown:
+        raise InputError(unknown[0], f"not a field of a {phase} sweep; allowed: {', '.join(allowed)}")
+
+    def listed(key: str, default: list) -> list:
+        """The body's `key` as a list of checked values (a value alone: a list of one), else `default`."""
+        value = body.get(key)
+        if value == []:
+            raise InputError(key, "an empty list: give a value or a list of them")
+        if value is None:
+            return default
+        values = value if isinstance(value, list) else [value]
+        if key in _COUNTS or key in sizes:  # sizes and GPU counts: whole numbers (8.0 and 1e3 as JSON sends them)
+            values = [whole_number(v) for v in values]
+            bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 2**24]
+        elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, or null for the GPU's default
+            bad = [v for v in values if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool))]
+        else:  # names: catalog names only, no paths (nothing here reads a file)
+            bad = [v for v in values if not isinstance(v, str) or (key == "gpu" and _is_path(v))]
+        if bad:
+            counts = key in _COUNTS or key in sizes
+            kind = _SWEEP_KINDS.get(key, "a whole number from 1 to 2^24" if counts else "a name")
+            raise InputError(key, f"{bad[0]!r} is not {kind} (give a value or a list of them)")
+        return values
+
+    _check_names({"model": body.get("model"), "gpu": (listed("gpu", []) or [None])[0]}, "")
+    if phase == "train-run" and body.get("global_batch") is None:
+        raise InputError("global_batch", "required with phase train-run (sequences an optimizer step)")
+    defaults = {"train-run": ([body.get("global_batch")], [512]), "generate": ([1], []), "serve": ([], [])}
+    axes = [listed(a, d) for a, d in zip(sizes, defaults.get(phase, ([1], [512])))]
+    for name, values in zip(sizes, axes):
+        if not values:
+            raise InputError(name, f"required with phase {phase}: a size or a list of them")
+    job = {k: body[k] for k in fixed if k in body and k != "tp"}
+    grids = [grid_at(name, body.get("carbon_intensity"), body.get("pue"), body.get("carbon_series"))
+             for name in listed("grid", [None])]
+    try:  # the sweep's checks name the CLI's flags; here, the body's fields
+        check_options(body.get("objective", "energy"), body.get("front", "auto"), body.get("max_time_s"),
+                      body.get("min_tokens_per_s"), body.get("max_power_w"))
+        configs, skipped = grid(body["model"], phase, gpus=listed("gpu", []), batches=axes[0], seqs=axes[1],
+                                dtypes=listed("dtype", ["bf16"]), sm_clocks=listed("sm_clock_mhz", [None]),
+                                power_limits=listed("power_limit_w", [None]),
+                                host_dispatch_s=body.get("host_dispatch_s"), tps=listed("tp", []))
+    except InputError as exc:
+        field = _SWEEP_FLAGS.get(exc.field, exc.field)
+        raise InputError(field, str(exc).split(": ", 1)[-1]) from None
+    most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
+    if len(configs) * len(grids) > most:
+        raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here (narrow the "
+                                  "lists, or run joulecast sweep)")
+    if not len(configs):
+        raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
+    result = sweep(configs, objective=body.get("objective", "energy"), front=body.get("front", "auto"),
+                   max_time_s=body.get("max_time_s"), min_tokens_per_s=body.get("min_tokens_per_s"),
+                   max_power_w=body.get("max_power_w"), estimator=model, skipped=skipped, job=job, grids=grids)
+    best = result.best
+    return {"points": result.points.to_dict(orient="records"), "pareto": result.pareto.to_dict(orient="records"),
+            "best": None if best is None else best.to_dict(), "skipped": result.skipped,
+            "objective": result.objective, "front": result.front, "job": result.job,
+            "constraints": result.constraints}
+
+
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/estimate/batch: `{"rows": [...]}`, each row `estimate_many`'s columns, with the carbon of each row's
     energy at the body's `grid`, `carbon_intensity` or `carbon_series`, and `pue` (as /v1/estimate's)."""
@@ -351,6 +441,11 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
     @app.post("/v1/estimate/batch", summary=f"Up to {MAX_BATCH_ROWS:,} configurations: {{\"rows\": [...]}}")
     async def post_batch(request: Request) -> Any:
         return answer(estimate_rows, await _json(request))
+
+    @app.post("/v1/sweep", summary=f"A grid of configurations (joulecast sweep's lists; at most {MAX_SWEEP_JOBS:,} "
+                                    f"jobs or {MAX_BATCH_ROWS:,} passes): points, Pareto front, best")
+    async def post_sweep(request: Request) -> Any:
+        return answer(sweep_points, await _json(request))
 
     @app.post("/v1/plan", summary="A training job's strategies side by side: a job file's content as JSON "
               "(README 'Job files'), catalog names only")

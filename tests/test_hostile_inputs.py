@@ -318,3 +318,23 @@ def test_service_bodies(phase, needs, extra):
             **(_NEEDS.get(phase, {}) if needs else {}), **extra}
     result = outcome(lambda: estimate_one(body, "physics"))
     assert result is None or isinstance(result, dict)
+
+
+_SWEEP_KEYS = ["phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
+               "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len", "concurrency",
+               "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention"]
+
+
+@SETTINGS
+@given(phase=st.sampled_from([None, "generate", "serve", "train-run", "decode"]), needs=st.booleans(),
+       extra=st.dictionaries(st.sampled_from(_SWEEP_KEYS),
+                             st.one_of(anything, st.lists(mostly(st.integers(1, 8), anything), max_size=3)),
+                             max_size=3))
+def test_service_sweep_bodies(phase, needs, extra):
+    """A sweep body with hostile fields and lists: an answer, or one line naming a field (a 422)."""
+    from joulecast.service import sweep_points
+
+    body = {"model": "gpt2", "gpu": "a10", **({"phase": phase} if phase else {}),
+            **(_NEEDS.get(phase, {}) if needs else {}), **extra}
+    result = outcome(lambda: sweep_points(body, "physics"))
+    assert result is None or len(result["points"]) >= 1

@@ -291,6 +291,34 @@ def test_an_estimate_s_carbon_over_http_is_the_cli_s(server, capsys):
     assert status == 422 and bad["detail"][0]["loc"] == ["body", "colour"], bad
 
 
+def test_a_sweep_over_http_is_the_cli_s(physics_server, capsys):
+    """POST /v1/sweep: the CLI's sweep over the body's lists, its points, front and best the same; a bad field, a
+    path, a TP its phase does not take or a grid too large for a request is a 422 naming it."""
+    from joulecast.cli import main
+
+    body = {"model": "llama-3-8b", "phase": "prefill", "gpu": ["h100-sxm", "a100-sxm4-80gb"], "batch": [1, 8],
+            "seq": 1024, "power_limit_w": [300, 500], "max_time_s": 2, "grid": ["FR", "DE"]}
+    status, out = call(physics_server, "/v1/sweep", body)
+    assert main(["sweep", "--model", "llama-3-8b", "--phase", "prefill", "--gpu", "h100-sxm,a100-sxm4-80gb", "--batch",
+                 "1,8", "--seq", "1024", "--power-limit", "300,500", "--max-time", "2", "--grid", "FR,DE",
+                 "--estimator", "physics", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert status == 200 and len(out["points"]) == len(cli["points"]) == 12 and out["skipped"] == cli["skipped"]
+    assert [p["energy_j"] for p in out["points"]] == pytest.approx([p["energy_j"] for p in cli["points"]])
+    assert out["best"]["grid"] == cli["best"]["grid"] == "FR" and len(out["pareto"]) == len(cli["pareto"])
+    status, served = call(physics_server, "/v1/sweep", {"model": "llama-3-70b", "phase": "serve", "gpu": "h100-sxm",
+                                                        "concurrency": [16, 64], "input_len": 512, "output_len": 256,
+                                                        "tp": [2, 4]})
+    assert status == 200 and sorted({p["tp"] for p in served["points"]}) == [2, 4] and served["job"] == {
+        "output_len": 256}
+    for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),
+                       ({"objective": "cost"}, "objective"), ({"batch": list(range(1, 101)), "seq":
+                                                               list(range(1, 201))}, "sweep")):
+        status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", **bad})
+        assert status == 422 and out["detail"][0]["loc"] == ["body", field], out
+    assert "/v1/sweep" in call(physics_server, "/")[1]["routes"]
+
+
 def test_passes_generations_and_runs_take_the_hosts_dispatch_and_a_bad_one_names_its_field(physics_server):
     """host_dispatch_s, in seconds as the service's other fields: a faster host shortens a host-bound decode step,
     a generation's and a training run's; a value outside 0-1 ms is a 422 naming the field."""

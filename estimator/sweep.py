@@ -17,6 +17,7 @@ import pandas as pd
 from joulecast.data.carbon import Grid, grid_at, with_carbon
 from joulecast.data.engines import normal_engine
 from joulecast.data.errors import InputError, require
+from joulecast.data.files import kind_of
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import check_host_dispatch
@@ -168,6 +169,8 @@ def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
         for name in sorted(job):
             if name not in PASS_OPTIONS:
                 raise InputError(f"--{name.replace('_', '-')}", f"applies to --phase {' or '.join(JOB_PHASES)} only")
+            if name != "fusions" and not isinstance(job[name], str):  # a column of every configuration: one name
+                raise InputError(f"--{name.replace('_', '-')}", f"must be a name, got {kind_of(job[name])}")
     else:
         for name in job:
             if name not in JOB_OPTIONS[phase]:

@@ -293,18 +293,19 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
                                 dtypes=listed("dtype", ["bf16"]), sm_clocks=listed("sm_clock_mhz", [None]),
                                 power_limits=listed("power_limit_w", [None]),
                                 host_dispatch_s=body.get("host_dispatch_s"), tps=listed("tp", []))
+        most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
+        if len(configs) * len(grids) > most:
+            raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here "
+                                      "(narrow the lists, or run joulecast sweep)")
+        if not len(configs):
+            raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items())
+                             + ")")
+        result = sweep(configs, objective=body.get("objective", "energy"), front=body.get("front", "auto"),
+                       max_time_s=body.get("max_time_s"), min_tokens_per_s=body.get("min_tokens_per_s"),
+                       max_power_w=body.get("max_power_w"), estimator=model, skipped=skipped, job=job, grids=grids)
     except InputError as exc:
-        field = _SWEEP_FLAGS.get(exc.field, exc.field)
+        field = _SWEEP_FLAGS.get(exc.field, exc.field.removeprefix("--").replace("-", "_"))
         raise InputError(field, str(exc).split(": ", 1)[-1]) from None
-    most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
-    if len(configs) * len(grids) > most:
-        raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here (narrow the "
-                                  "lists, or run joulecast sweep)")
-    if not len(configs):
-        raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
-    result = sweep(configs, objective=body.get("objective", "energy"), front=body.get("front", "auto"),
-                   max_time_s=body.get("max_time_s"), min_tokens_per_s=body.get("min_tokens_per_s"),
-                   max_power_w=body.get("max_power_w"), estimator=model, skipped=skipped, job=job, grids=grids)
     best = result.best
     return {"points": result.points.to_dict(orient="records"), "pareto": result.pareto.to_dict(orient="records"),
             "best": None if best is None else best.to_dict(), "skipped": result.skipped,

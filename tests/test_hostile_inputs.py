@@ -330,6 +330,7 @@ _SWEEP_KEYS = ["phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_l
        extra=st.dictionaries(st.sampled_from(_SWEEP_KEYS),
                              st.one_of(anything, st.lists(mostly(st.integers(1, 8), anything), max_size=3)),
                              max_size=3))
+@example(phase=None, needs=False, extra={"engine": []})  # a pass's fixed option, a list: once a pandas ValueError
 def test_service_sweep_bodies(phase, needs, extra):
     """A sweep body with hostile fields and lists: an answer, or one line naming a field (a 422)."""
     from joulecast.service import sweep_points

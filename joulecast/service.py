@@ -276,9 +276,14 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
         return values
 
     _check_names({"model": body.get("model"), "gpu": (listed("gpu", []) or [None])[0]}, "")
-    if phase == "train-run" and body.get("global_batch") is None:
-        raise InputError("global_batch", "required with phase train-run (sequences an optimizer step)")
-    defaults = {"train-run": ([body.get("global_batch")], [512]), "generate": ([1], []), "serve": ([], [])}
+    global_batch = whole_number(body.get("global_batch"))  # a training run's micro-batches default to it
+    if phase == "train-run" and not (isinstance(global_batch, int) and not isinstance(global_batch, bool)
+                                     and 1 <= global_batch <= 2**24):
+        raise InputError("global_batch", f"required with phase train-run: sequences an optimizer step, a whole number "
+                                         f"from 1 to 2^24, got {global_batch!r}")
+    if phase in ("generate", "serve") and body.get("output_len") is None:
+        raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
+    defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}
     axes = [listed(a, d) for a, d in zip(sizes, defaults.get(phase, ([1], [512])))]
     for name, values in zip(sizes, axes):
         if not values:

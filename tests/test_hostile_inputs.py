@@ -331,6 +331,8 @@ _SWEEP_KEYS = ["phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_l
                              st.one_of(anything, st.lists(mostly(st.integers(1, 8), anything), max_size=3)),
                              max_size=3))
 @example(phase=None, needs=False, extra={"engine": []})  # a pass's fixed option, a list: once a pandas ValueError
+@example(phase="train-run", needs=False, extra={"global_batch": []})  # the micro-batches' default: once a TypeError
+@example(phase="generate", needs=False, extra={"input_len": 1})  # no output_len: once generate()'s TypeError
 def test_service_sweep_bodies(phase, needs, extra):
     """A sweep body with hostile fields and lists: an answer, or one line naming a field (a 422)."""
     from joulecast.service import sweep_points

@@ -237,6 +237,46 @@ _SWEEP_FLAGS = {"--objective": "objective", "--front": "front", "--max-time": "m
                 "--min-throughput": "min_tokens_per_s", "--max-power": "max_power_w", "--tp": "tp"}
 
 
+def _sweep_list(body: dict[str, Any], key: str, default: list, counts: bool) -> list:
+    """A sweep body's `key` as a list of checked values (a value alone: a list of one; `counts`: whole numbers, as
+    8.0 and 1e3 come in JSON), else `default`; a bad value or an empty list is one line naming `key`."""
+    value = body.get(key)
+    if value == []:
+        raise InputError(key, "an empty list: give a value or a list of them")
+    if value is None:
+        return default
+    values = value if isinstance(value, list) else [value]
+    if counts:
+        values = [whole_number(v) for v in values]
+        bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 2**24]
+    elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, or null for the GPU's default
+        bad = [v for v in values if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool))]
+    else:  # names: catalog names only, no paths (nothing here reads a file)
+        bad = [v for v in values if not isinstance(v, str) or (key == "gpu" and _is_path(v))]
+    if bad:
+        kind = _SWEEP_KINDS.get(key, "a whole number from 1 to 2^24" if counts else "a name")
+        raise InputError(key, f"{bad[0]!r} is not {kind} (give a value or a list of them)")
+    return values
+
+
+def _sweep_sizes(body: dict[str, Any], phase: str, sizes: tuple[str, str]) -> list[list]:
+    """A sweep body's two size axes (`estimator.sweep.SIZES`), with the CLI's defaults and what a job phase needs
+    first: a training run's global batch (its micro-batches' default), a generation's or serving load's output_len."""
+    global_batch = whole_number(body.get("global_batch"))
+    if phase == "train-run" and not (isinstance(global_batch, int) and not isinstance(global_batch, bool)
+                                     and 1 <= global_batch <= 2**24):
+        raise InputError("global_batch", f"required with phase train-run: sequences an optimizer step, a whole number "
+                                         f"from 1 to 2^24, got {global_batch!r}")
+    if phase in ("generate", "serve") and body.get("output_len") is None:
+        raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
+    defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}
+    axes = [_sweep_list(body, a, d, True) for a, d in zip(sizes, defaults.get(phase, ([1], [512])))]
+    for name, values in zip(sizes, axes):
+        if not values:
+            raise InputError(name, f"required with phase {phase}: a size or a list of them")
+    return axes
+
+
 def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/sweep: `joulecast sweep` over the body's lists (its phase's two size axes, `estimator.sweep.SIZES`,
     and gpu, dtype, sm_clock_mhz, power_limit_w, tp and grid; a value alone is a list of one), its phase's fixed
@@ -253,51 +293,20 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     unknown = sorted(set(body) - set(allowed))
     if unknown:
         raise InputError(unknown[0], f"not a field of a {phase} sweep; allowed: {', '.join(allowed)}")
-
-    def listed(key: str, default: list) -> list:
-        """The body's `key` as a list of checked values (a value alone: a list of one), else `default`."""
-        value = body.get(key)
-        if value == []:
-            raise InputError(key, "an empty list: give a value or a list of them")
-        if value is None:
-            return default
-        values = value if isinstance(value, list) else [value]
-        if key in _COUNTS or key in sizes:  # sizes and GPU counts: whole numbers (8.0 and 1e3 as JSON sends them)
-            values = [whole_number(v) for v in values]
-            bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 2**24]
-        elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, or null for the GPU's default
-            bad = [v for v in values if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool))]
-        else:  # names: catalog names only, no paths (nothing here reads a file)
-            bad = [v for v in values if not isinstance(v, str) or (key == "gpu" and _is_path(v))]
-        if bad:
-            counts = key in _COUNTS or key in sizes
-            kind = _SWEEP_KINDS.get(key, "a whole number from 1 to 2^24" if counts else "a name")
-            raise InputError(key, f"{bad[0]!r} is not {kind} (give a value or a list of them)")
-        return values
-
-    _check_names({"model": body.get("model"), "gpu": (listed("gpu", []) or [None])[0]}, "")
-    global_batch = whole_number(body.get("global_batch"))  # a training run's micro-batches default to it
-    if phase == "train-run" and not (isinstance(global_batch, int) and not isinstance(global_batch, bool)
-                                     and 1 <= global_batch <= 2**24):
-        raise InputError("global_batch", f"required with phase train-run: sequences an optimizer step, a whole number "
-                                         f"from 1 to 2^24, got {global_batch!r}")
-    if phase in ("generate", "serve") and body.get("output_len") is None:
-        raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
-    defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}
-    axes = [listed(a, d) for a, d in zip(sizes, defaults.get(phase, ([1], [512])))]
-    for name, values in zip(sizes, axes):
-        if not values:
-            raise InputError(name, f"required with phase {phase}: a size or a list of them")
+    gpus = _sweep_list(body, "gpu", [], False)
+    _check_names({"model": body.get("model"), "gpu": gpus[0] if gpus else None}, "")
+    batches, seqs = _sweep_sizes(body, phase, sizes)
     job = {k: body[k] for k in fixed if k in body and k != "tp"}
     grids = [grid_at(name, body.get("carbon_intensity"), body.get("pue"), body.get("carbon_series"))
-             for name in listed("grid", [None])]
+             for name in _sweep_list(body, "grid", [None], False)]
     try:  # the sweep's checks name the CLI's flags; here, the body's fields
         check_options(body.get("objective", "energy"), body.get("front", "auto"), body.get("max_time_s"),
                       body.get("min_tokens_per_s"), body.get("max_power_w"))
-        configs, skipped = grid(body["model"], phase, gpus=listed("gpu", []), batches=axes[0], seqs=axes[1],
-                                dtypes=listed("dtype", ["bf16"]), sm_clocks=listed("sm_clock_mhz", [None]),
-                                power_limits=listed("power_limit_w", [None]),
-                                host_dispatch_s=body.get("host_dispatch_s"), tps=listed("tp", []))
+        configs, skipped = grid(body["model"], phase, gpus=gpus, batches=batches, seqs=seqs,
+                                dtypes=_sweep_list(body, "dtype", ["bf16"], False),
+                                sm_clocks=_sweep_list(body, "sm_clock_mhz", [None], False),
+                                power_limits=_sweep_list(body, "power_limit_w", [None], False),
+                                host_dispatch_s=body.get("host_dispatch_s"), tps=_sweep_list(body, "tp", [], True))
         most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
         if len(configs) * len(grids) > most:
             raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here "

@@ -93,12 +93,16 @@ def grid_at(name: str | None = None, carbon_intensity: float | None = None, pue:
 
 
 def check_series(values: Any, field: str) -> tuple[float, ...]:
-    """An hourly carbon series: 1 to MAX_SERIES_HOURS numbers, each gCO2e a kWh from 0 to MAX_G_PER_KWH."""
-    ok = (isinstance(values, Sequence) and not isinstance(values, str) and 0 < len(values) <= MAX_SERIES_HOURS
-          and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_G_PER_KWH for v in values))
-    if not ok:
-        raise InputError(field, f"must be a list of 1 to {MAX_SERIES_HOURS:,} hourly figures, each gCO2e a kWh from 0 "
-                                f"to {MAX_G_PER_KWH:,.0f}, got {kind_of(values)}")
+    """An hourly carbon series: 1 to MAX_SERIES_HOURS numbers, each gCO2e a kWh from 0 to MAX_G_PER_KWH; one line
+    naming the field (and the hour) otherwise."""
+    if not isinstance(values, Sequence) or isinstance(values, str):
+        raise InputError(field, f"must be a list of hourly figures (gCO2e a kWh), got {kind_of(values)}")
+    if not 0 < len(values) <= MAX_SERIES_HOURS:
+        raise InputError(field, f"must hold 1 to {MAX_SERIES_HOURS:,} hourly figures (a year of hours), got "
+                                f"{len(values):,}")
+    for hour, v in enumerate(values):  # a check of input, not a hot path
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= MAX_G_PER_KWH:
+            raise InputError(f"{field}[{hour}]", f"must be gCO2e a kWh from 0 to {MAX_G_PER_KWH:,.0f}, got {v!r}")
     return tuple(float(v) for v in values)
 
 

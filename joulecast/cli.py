@@ -86,7 +86,12 @@ def _grid(args: argparse.Namespace, name: str | None) -> Any:
     from joulecast.data.job_file import read_carbon_series
 
     series = None if args.carbon_series is None else read_carbon_series(args.carbon_series, "--carbon-series")
-    return grid_at(name, args.carbon_intensity, args.pue, series)
+    try:
+        return grid_at(name, args.carbon_intensity, args.pue, series)
+    except InputError as exc:  # a series' check names the API's field: here it is the flag's file
+        if not exc.field.startswith("carbon_series"):
+            raise
+        raise InputError("--carbon-series", f"{args.carbon_series}: {str(exc).split(': ', 1)[-1]}") from None
 
 
 def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None:

@@ -279,9 +279,11 @@ def test_an_estimate_s_carbon_over_http_is_the_cli_s(server, capsys):
     assert status == 200 and one["carbon_g"] == pytest.approx(one["energy_j"] * 300 * 1.58 / 3.6e6)
     status, hourly = call(server, "/v1/estimate", {**run, "carbon_series": [100, 300], "pue": 1.0})
     assert status == 200 and hourly["carbon"]["g_per_kwh"] == pytest.approx(100.0)  # 3 steps: the first hour
-    for field, value in (("grid", "mars"), ("pue", 7), ("carbon_intensity", "lots"), ("carbon_series", [1, "x"])):
+    for field, value, loc in (("grid", "mars", "grid"), ("pue", 7, "pue"), ("carbon_intensity", "lots",
+                                                                         "carbon_intensity"),
+                              ("carbon_series", [1, "x"], "carbon_series[1]")):  # the hour that is wrong
         status, bad = call(server, "/v1/estimate", {**run, field: value})
-        assert status == 422 and bad["detail"][0]["loc"] == ["body", field], bad
+        assert status == 422 and bad["detail"][0]["loc"] == ["body", loc], bad
     rows = [{"model": "gpt2", "gpu": "a10", "batch": b} for b in (1, 8)]
     status, batch = call(server, "/v1/estimate/batch", {"rows": rows, "grid": "FR", "pue": 1.2})
     assert status == 200 and [r["grid"] for r in batch["rows"]] == ["FR", "FR"]

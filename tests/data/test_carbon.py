@@ -52,15 +52,21 @@ def test_on_an_hourly_series_the_energy_is_spread_over_the_job_s_time_from_its_s
     path.write_text("g_per_kwh\n100\nlots\n")
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--carbon-series", str(path)]) == 2
     assert "--carbon-series: " in capsys.readouterr().err
+    path.write_text("g_per_kwh\n" + "100\n" * 9_000)  # over a year of hours: the file named, not the API's field
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--carbon-series", str(path)]) == 2
+    assert f"--carbon-series: {path}: must hold 1 to 8,784 hourly figures (a year of hours), got 9,000" in \
+        capsys.readouterr().err
 
 
 @pytest.mark.parametrize("kw, message", [
     (dict(name="mars"), "grid: unknown 'mars'; known: FR, FI, "),
     (dict(name="DE", carbon_intensity=300), "carbon_intensity: give one of grid, carbon_intensity and carbon_series, "
                                             "not grid and carbon_intensity"),
-    (dict(carbon_series=[100, -1]), "carbon_series: must be a list of 1 to 8,784 hourly figures"),
-    (dict(carbon_series=[]), "carbon_series: must be a list of 1 to 8,784 hourly figures"),
-    (dict(carbon_series="100"), "carbon_series: must be a list .* got text"),
+    (dict(carbon_series=[100, -1]), "carbon_series[1]: must be gCO2e a kWh from 0 to 2,000, got -1"),
+    (dict(carbon_series=[]), "carbon_series: must hold 1 to 8,784 hourly figures (a year of hours), got 0"),
+    (dict(carbon_series=[1.0] * 9_000), "carbon_series: must hold 1 to 8,784 hourly figures (a year of hours), got "
+                                        "9,000"),
+    (dict(carbon_series="100"), "carbon_series: must be a list of hourly figures .* got text"),
     (dict(carbon_intensity=-1), "carbon_intensity: must be gCO2e a kWh from 0 to 2,000, got -1"),
     (dict(carbon_intensity=float("nan")), "carbon_intensity: must be gCO2e a kWh from 0 to 2,000, got nan"),
     (dict(carbon_intensity="300"), "carbon_intensity: must be gCO2e a kWh"),
@@ -69,7 +75,7 @@ def test_on_an_hourly_series_the_energy_is_spread_over_the_job_s_time_from_its_s
     (dict(pue=True), "pue: must be a number"),
 ])
 def test_a_bad_grid_or_pue_is_one_line_naming_it(kw, message):
-    with pytest.raises(InputError, match=message.replace("(", r"\(")):
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         grid_at(**kw)
 
 

@@ -663,3 +663,9 @@ def test_the_experiments_read_the_repositorys_data_wherever_they_run(tmp_path):
                          capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout) == from_root and from_root["summary"]["rows"] > 0
+
+
+def test_a_sweep_s_json_in_chunks_is_the_same_text_in_less_memory():
+    result = _run_args("sweep_json_memory.py", "--configurations", "2000", "--chunk-rows", "200")
+    assert result["points"] == 2000 and result["same"]
+    assert result["chunked_peak_mb"] < 0.6 * result["whole_peak_mb"]

@@ -1011,8 +1011,9 @@ def build_parser() -> argparse.ArgumentParser:
                                           "default flash")
     sw.set_defaults(func=_sweep)
 
-    sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch; "
-                        "GET /v1/gpus, /v1/models, /healthz, /metrics; docs at /docs; JOULECAST_API_KEY guards it")
+    sv = sub.add_parser("serve", help="estimates over HTTP (needs [serve]): POST /v1/estimate, /v1/estimate/batch, "
+                        "/v1/sweep, /v1/plan; GET /v1/gpus, /v1/models, /healthz, /metrics; docs at /docs; "
+                        "JOULECAST_API_KEY guards it")
     sv.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     sv.add_argument("--port", type=_whole, default=8000, help="port (default 8000)")
     sv.add_argument("--estimator", help="a folder, models:/joulecast@champion (reloaded when the alias moves), "

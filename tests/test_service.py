@@ -293,7 +293,7 @@ def test_an_estimate_s_carbon_over_http_is_the_cli_s(server, capsys):
     assert status == 422 and bad["detail"][0]["loc"] == ["body", "colour"], bad
 
 
-def test_a_sweep_over_http_is_the_cli_s(physics_server, capsys):
+def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
     """POST /v1/sweep: the CLI's sweep over the body's lists, its points, front and best the same; a bad field, a
     path, a TP its phase does not take or a grid too large for a request is a 422 naming it."""
     from joulecast.cli import main
@@ -319,6 +319,8 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, capsys):
         status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", **bad})
         assert status == 422 and out["detail"][0]["loc"] == ["body", field], out
     assert "/v1/sweep" in call(physics_server, "/")[1]["routes"]
+    status, hybrid = call(server, "/v1/sweep", {"model": "gpt2", "gpu": ["a10", "h200"], "batch": [1, 8]})
+    assert status == 200 and {p["method"] for p in hybrid["points"]} == {"hybrid"} and hybrid["estimator"]
 
 
 def test_passes_generations_and_runs_take_the_hosts_dispatch_and_a_bad_one_names_its_field(physics_server):

@@ -72,8 +72,13 @@ def render_html(result: AuditResult) -> str:
         "<h2>Figures</h2>", *(f"<p>{_png(f)}</p>" for f in figures),
         "<h2>Ten worst rows (by energy error)</h2>", _table(worst) if len(worst) else "<p>none</p>",
     ]
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast audit</title><style>{STYLE}</style>"
-            f"</head><body>{''.join(parts)}</body></html>")
+    return _page("joulecast audit", parts)
+
+
+def _page(title: str, parts: list[str]) -> str:
+    """A self-contained page: `title` (escaped), the reports' style, `parts` in order."""
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title><style>{STYLE}"
+            f"</style></head><body>{''.join(parts)}</body></html>")
 
 
 def write_retrain_report(folder: str | Path, *, gpu: str, champion: str, promoted: bool, reasons: list[str],
@@ -101,8 +106,7 @@ def write_retrain_report(folder: str | Path, *, gpu: str, champion: str, promote
              "<h2>Each partition, MAPE (%) before and after</h2>",
              "<p>A partition regressed (red) where its MAPE rose by more than the tolerance; green where it fell.</p>",
              _table(comparison, verdicts)]
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>joulecast retrain {html.escape(gpu)}</title>"
-            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
+    page = _page(f"joulecast retrain {gpu}", parts)
     path = Path(folder) / "report.html"
     write_atomic(path, lambda tmp: tmp.write_text(page))
     return path

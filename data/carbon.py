@@ -16,11 +16,10 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.files import kind_of
-from joulecast.data.job_file import reference
+from joulecast.data.job_file import MAX_G_PER_KWH, reference
 
 DEFAULT_GRID = "WORLD"   # as a plan's site that names none
 DEFAULT_PUE = "average"  # the industry average, as a plan's site that names none
-MAX_G_PER_KWH = 2_000.0  # over any grid's annual average (coal-fired generation is about 1,000)
 PUE_RANGE = (1.0, 3.0)   # as a job file's sites take it
 MAX_SERIES_HOURS = 24 * 366  # a year of hours
 # An estimate's energy figures (J) and the carbon figures (g) they give, each with its interval's where it has one.

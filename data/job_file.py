@@ -194,6 +194,11 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
     return value
 
 
+# The most gCO2e a kWh an hour of a grid may be given (a carbon series, `joulecast.data.carbon`'s intensities): over
+# any grid's annual average (coal-fired generation is about 1,000).
+MAX_G_PER_KWH = 2_000.0
+
+
 def read_carbon_series(path: str | Path, where: str) -> tuple[float, ...]:
     """An hourly carbon series: a CSV with a g_per_kwh column (one row an hour)."""
     text = read_text(path, where)
@@ -203,7 +208,7 @@ def read_carbon_series(path: str | Path, where: str) -> tuple[float, ...]:
         values = tuple(float(r["g_per_kwh"]) for r in rows)
     except (TypeError, ValueError):
         raise InputError(where, f"{path}: g_per_kwh must be numbers") from None
-    require(all(0 <= v <= 2000 for v in values), where, f"{path}: g_per_kwh must lie in 0-2000")
+    require(all(0 <= v <= MAX_G_PER_KWH for v in values), where, f"{path}: g_per_kwh must lie in 0-{MAX_G_PER_KWH:.0f}")
     return values
 
 

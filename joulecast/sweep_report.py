@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
+from joulecast.render import setting_text
 
 _W, _H, _PAD = 760, 460, 60
 _LABELLED = 20_000  # points up to this many carry a hover label (the configuration and its figures)
@@ -48,11 +49,6 @@ def _ticks(lo: float, hi: float) -> list[float]:
 _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_token": "time a token (s)",
            "energy_per_token_j": "energy a token (J)", "carbon_g": "carbon a pass (g CO2e)",
            "carbon_per_token_g": "carbon a token (g CO2e)"}
-
-
-def _setting(value: float) -> str:
-    """A clock or power limit, 'default' where none was set (NaN)."""
-    return "default" if value != value else f"{value:g}"
 
 
 def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list[str] | None = None,
@@ -90,12 +86,13 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         tp = points["tp"] if "tp" in points and points["tp"].nunique() > 1 else pd.Series(np.nan, index=points.index)
         names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
-                 f"{_setting(r.sm_clock_mhz)}, limit {_setting(r.power_limit_w)}: {r.energy_j:.4g} J in "
-                 f"{r.time_s:.4g} s"
+                 f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {r.energy_j:.4g} J in {r.time_s:.4g} s"
                  + (f", {r.carbon_g:.4g} g CO2e on {r.grid}'s grid" if r.grid else "")
-                 for r in points[["gpu", *sizes, "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"]]
-                 .set_axis(["gpu", "b", "s", "dtype", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s"], axis=1)
-                 .assign(grid=grid, carbon_g=points.get("carbon_g", np.nan), tp=tp).itertuples()]
+                 for r in points[["gpu", *sizes, "dtype", "energy_j", "time_s"]]
+                 .set_axis(["gpu", "b", "s", "dtype", "energy_j", "time_s"], axis=1)
+                 .assign(sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
+                         power_limit_w=setting_text(points["power_limit_w"]), grid=grid,
+                         carbon_g=points.get("carbon_g", np.nan), tp=tp).itertuples()]
     names = [html.escape(n) for n in names]
     groups = list(dict.fromkeys(points[group])) if group in points else []
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)

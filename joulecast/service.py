@@ -2,9 +2,10 @@
 as the CLI is: the same fields in, the same JSON out.
 
 Routes: POST /v1/estimate (one workload, or a job with `"phase": "generate"`, `"serve"` or `"train-run"`), POST
-/v1/estimate/batch (up to MAX_BATCH_ROWS rows, `estimate_many`), POST /v1/plan, each estimate with the carbon of its
-energy (`grid`, `carbon_intensity` or `carbon_series`, and `pue`: `joulecast.data.carbon`), GET /v1/gpus, GET
-/v1/models, GET /healthz, GET /metrics (Prometheus text), and the OpenAPI docs at /docs. The estimator loads once at start; one named by an MLflow alias is checked again every
+/v1/estimate/batch (up to MAX_BATCH_ROWS rows, `estimate_many`), POST /v1/sweep (`joulecast sweep`'s lists), POST
+/v1/plan, each estimate with the carbon of its energy (`grid`, `carbon_intensity` or `carbon_series`, and `pue`:
+`joulecast.data.carbon`), GET /v1/gpus, GET /v1/models, GET /healthz, GET /metrics (Prometheus text), and the OpenAPI
+docs at /docs. The estimator loads once at start; one named by an MLflow alias is checked again every
 RELOAD_S seconds and reloaded when the alias moves; every response says which model answered. A bad request gets
 422 naming the field, a body over MAX_BODY_BYTES 413, a missing or wrong key 401 where JOULECAST_API_KEY is set
 (every route but /healthz). Requests name catalog models and GPUs only: no field is a path, so no request reads or
@@ -237,6 +238,11 @@ _SWEEP_FLAGS = {"--objective": "objective", "--front": "front", "--max-time": "m
                 "--min-throughput": "min_tokens_per_s", "--max-power": "max_power_w", "--tp": "tp"}
 
 
+def _is_count(value: Any) -> bool:
+    """A size or count a sweep takes: a whole number from 1 to 2^24 (JSON's whole floats read as `whole_number`)."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**24
+
+
 def _sweep_list(body: dict[str, Any], key: str, default: list, counts: bool) -> list:
     """A sweep body's `key` as a list of checked values (a value alone: a list of one; `counts`: whole numbers, as
     8.0 and 1e3 come in JSON), else `default`; a bad value or an empty list is one line naming `key`."""
@@ -248,7 +254,7 @@ def _sweep_list(body: dict[str, Any], key: str, default: list, counts: bool) -> 
     values = value if isinstance(value, list) else [value]
     if counts:
         values = [whole_number(v) for v in values]
-        bad = [v for v in values if not isinstance(v, int) or isinstance(v, bool) or not 1 <= v <= 2**24]
+        bad = [v for v in values if not _is_count(v)]
     elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, or null for the GPU's default
         bad = [v for v in values if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool))]
     else:  # names: catalog names only, no paths (nothing here reads a file)
@@ -263,8 +269,7 @@ def _sweep_sizes(body: dict[str, Any], phase: str, sizes: tuple[str, str]) -> li
     """A sweep body's two size axes (`estimator.sweep.SIZES`), with the CLI's defaults and what a job phase needs
     first: a training run's global batch (its micro-batches' default), a generation's or serving load's output_len."""
     global_batch = whole_number(body.get("global_batch"))
-    if phase == "train-run" and not (isinstance(global_batch, int) and not isinstance(global_batch, bool)
-                                     and 1 <= global_batch <= 2**24):
+    if phase == "train-run" and not _is_count(global_batch):
         raise InputError("global_batch", f"required with phase train-run: sequences an optimizer step, a whole number "
                                          f"from 1 to 2^24, got {global_batch!r}")
     if phase in ("generate", "serve") and body.get("output_len") is None:

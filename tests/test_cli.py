@@ -339,8 +339,8 @@ def test_a_frame_s_json_written_a_chunk_at_a_time_is_the_whole_s(chunk_rows):
 
     from joulecast.render import to_json, write_json
 
-    frame = pd.DataFrame({"n": [1, 2, 3, 4, 5], "x": [0.1, np.nan, np.inf, 1e-300, 2.5], "s": ["a", "b\n", "", "é", "c"],
-                          "ok": [True, False, True, True, False]})
+    frame = pd.DataFrame({"n": [1, 2, 3, 4, 5], "x": [0.1, np.nan, np.inf, 1e-300, 2.5],
+                          "s": ["a", "b\n", "", "é", "c"], "ok": [True, False, True, True, False]})
     texts = []
     for payload in ({"points": frame, "pareto": frame.iloc[:0], "best": {"x": float("nan")}, "files": [], "n": 3},
                     {"points": frame.iloc[:3]}, {}):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 import pandas as pd
@@ -314,14 +314,19 @@ def setting_text(values: pd.Series) -> list[str]:
     return ["default" if math.isnan(v) else f"{v:g}" for v in values]
 
 
-def sweep_front(pareto: pd.DataFrame, columns: list[str]) -> str:
-    """A sweep's Pareto front in the terminal: a clock or limit not set reads 'default' (not NaN), figures to four
-    significant digits."""
-    table = pareto[columns].copy()
+def settings_shown(points: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """A sweep's `columns` as its tables show them: a clock or limit not set reads 'default' (not NaN)."""
+    table = points[list(columns)].copy()
     for column in ("sm_clock_mhz", "power_limit_w"):
         if column in table:
             table[column] = setting_text(table[column])
-    return table.to_string(index=False, float_format="{:.4g}".format)
+    return table
+
+
+def sweep_front(pareto: pd.DataFrame, columns: list[str]) -> str:
+    """A sweep's Pareto front in the terminal: settings as `settings_shown` has them, figures to four significant
+    digits."""
+    return settings_shown(pareto, columns).to_string(index=False, float_format="{:.4g}".format)
 
 
 def plan_sweep_table(points: pd.DataFrame, front: str) -> str:

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import setting_text
+from joulecast.render import setting_text, settings_shown
 
 _W, _H, _PAD = 760, 460, 60
+_INSET = 0.04  # of an axis' span, each end
 _LABELLED = 20_000  # points up to this many carry a hover label (the configuration and its figures)
 # A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
 # the front's), with a legend: which GPU a point is, without hovering over each
@@ -33,8 +34,11 @@ def columns(result: Any) -> list[str]:
 
 
 def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, float, float]:
+    """Positions on a log axis of `size` pixels, the extremes _INSET of the span inside the frame (a point drawn on
+    the frame's line is half hidden), and the axis' ends (log10)."""
     lo, hi = math.log10(values.min()), math.log10(values.max())
     hi = hi if hi > lo else lo + 1
+    lo, hi = lo - _INSET * (hi - lo), hi + _INSET * (hi - lo)
     pos = (np.log10(values) - lo) / (hi - lo) * (size - 2 * _PAD) + _PAD
     return (size - pos if flip else pos), lo, hi
 
@@ -46,9 +50,9 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return sorted({10.0 ** lo, *ticks, 10.0 ** hi}) if len(ticks) < 3 else ticks
 
 
-_LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)", "s_per_token": "time a token (s)",
-           "energy_per_token_j": "energy a token (J)", "carbon_g": "carbon a pass (g CO2e)",
-           "carbon_per_token_g": "carbon a token (g CO2e)"}
+_LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)",
+           "s_per_token": "time a token (s; 1 / tokens a second)", "energy_per_token_j": "energy a token (J)",
+           "carbon_g": "carbon a pass (g CO2e)", "carbon_per_token_g": "carbon a token (g CO2e)"}
 
 
 def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list[str] | None = None,
@@ -188,9 +192,9 @@ def render(result: Any, title: str) -> str:
              f"<p>Each point a whole job: {html.escape(job)}.</p>" if result.job else "",
              "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
-             table(best.to_frame().T, columns=shown) if best is not None
+             table(settings_shown(best.to_frame().T, shown)) if best is not None
              else "<p>no configuration meets the constraints</p>",
-             "<h2>Its points</h2>", table(result.pareto, columns=shown)]
+             "<h2>Its points</h2>", table(settings_shown(result.pareto, shown))]
     return page(title, "".join(lines))
 
 

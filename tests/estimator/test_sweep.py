@@ -1,6 +1,7 @@
 """Sweeps: the grid, its Pareto front against a brute-force check, constraints, and the report in a real browser."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -58,6 +59,13 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
     assert page.count("class='pareto'") == len(payload["pareto"]) and "<script" not in page
     assert "meet the constraints (none)" in page and constraints_text({"max_time_s": 2.0, "max_power_w": 300.0}) == \
         "time at most 2 s, power at most 300 W"  # as a reader writes them, not a dict's repr
+    # every point inside the frame, clear of its lines (the extremes too); an unset clock reads 'default' in the tables
+    from joulecast import sweep_report as sr
+    drawn = re.findall(r"<circle class='(?:point|pareto)' cx='([\d.]+)' cy='([\d.]+)'", page)
+    places = [(float(x), float(y)) for x, y in drawn]
+    assert len(places) == 12 and all(sr._PAD + 5 <= x <= sr._W - sr._PAD - 5 and sr._PAD + 5 <= y <= sr._H - sr._PAD - 5
+                                      for x, y in places)
+    assert page.count("<td>default</td>") == 1 + len(payload["pareto"])
     # two GPUs: their points coloured apart, named in a legend beside the front's
     legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
     assert [t.split("<", 1)[0] for t in legend.split(">")[1:] if t and not t.startswith("<")] == \
@@ -136,7 +144,6 @@ def test_tensor_parallelism_is_an_axis_of_a_serving_or_generation_sweep(capsys):
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():
     """Past the points it labels, the plot draws one circle a pixel and colour (176,128 points: 19 MB of HTML -> 0.9);
     the front's points each, and every point where it labels them."""
-    import re
     from collections import Counter
 
     from joulecast import sweep_report

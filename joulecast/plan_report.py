@@ -14,6 +14,11 @@ from joulecast.render import bandwidth_text, setting_text
 from joulecast.sweep_report import page, svg, table
 
 
+_FRONT_COLUMNS = ("strategy", "sites", "power_limit_w", "H", "P", "tau", "bits", "gbps", "time_h", "energy_kwh",
+                  "energy_lo_kwh", "energy_hi_kwh", "carbon_kg", "compute_utilisation", "inter_site_gb",
+                  "locally_met_share")
+
+
 def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> str:
     job = result.job
     plans = pd.DataFrame([{"strategy": p.strategy, "time (h)": p.time_s / 3600,
@@ -31,17 +36,21 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
              f"{job.global_batch} x {job.seq} tokens ({job.tokens:,} tokens).</p>",
              "<h2>Strategies</h2>", table(plans, "plans")]
     if points is not None and len(points):
-        axis = "energy_j" if front == "energy" else "carbon_kg"
+        # in the strategies table's units: hours and kWh, not seconds and joules
+        points = points.assign(time_h=points["time_s"] / 3600, energy_kwh=points["energy_j"] / 3.6e6,
+                               energy_lo_kwh=points["energy_lo_j"] / 3.6e6, energy_hi_kwh=points["energy_hi_j"] / 3.6e6,
+                               inter_site_gb=points["inter_site_bytes"] / 1e9)
+        axis = "energy_kwh" if front == "energy" else "carbon_kg"
         shown = points.assign(feasible=True)
         names = [f"{r.strategy} on {r.sites}: H {r.H} P {r.P} tau {r.tau} {r.bits}-bit at {r.gbps:g} Gbit/s"
                  + (f", GPUs at {r.power_limit_w:g} W" if r.power_limit_w == r.power_limit_w else "")  # NaN: the file's
                  for r in shown.itertuples()]
-        labels = {"time_s": "time to finish (s)", axis: "energy (J)" if front == "energy" else "carbon (kg CO2)"}
+        labels = {"time_h": "time to finish (h)", axis: "energy (kWh)" if front == "energy" else "carbon (kg CO2)"}
         parts += [f"<h2>The Pareto front: {html.escape(labels[axis])} against time to finish</h2>",
                   f"<p>{len(points):,} points swept; {int(points['pareto'].sum())} on the front.</p>",
-                  svg(shown, ("time_s", axis), names=names, labels=labels, group="strategy"),
+                  svg(shown, ("time_h", axis), names=names, labels=labels, group="strategy"),
                   "<h2>Its points</h2>", table(points[points["pareto"]].sort_values("time_s").assign(
-                      power_limit_w=lambda f: setting_text(f["power_limit_w"])))]
+                      power_limit_w=lambda f: setting_text(f["power_limit_w"])), columns=_FRONT_COLUMNS)]
     return page(f"joulecast plan {job.name}", "".join(parts))
 
 

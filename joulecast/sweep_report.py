@@ -50,6 +50,13 @@ def _ticks(lo: float, hi: float) -> list[float]:
     return sorted({10.0 ** lo, *ticks, 10.0 ** hi}) if len(ticks) < 3 else ticks
 
 
+def _tick(value: float) -> str:
+    """A tick's label: 1,000 and 0.0002 as written, 1e+10 where a number that long would crowd the axis."""
+    if value >= 1e5 or value < 1e-4:
+        return f"{value:.3g}"
+    return f"{value:,.0f}" if value >= 1e3 else f"{value:.4g}"
+
+
 _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)",
            "s_per_token": "time a token (s; 1 / tokens a second)", "energy_per_token_j": "energy a token (J)",
            "carbon_g": "carbon a pass (g CO2e)", "carbon_per_token_g": "carbon a token (g CO2e)"}
@@ -73,12 +80,12 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         px = (math.log10(v) - xlo) / (xhi - xlo) * (_W - 2 * _PAD) + _PAD
         if _PAD - 1 <= px <= _W - _PAD + 1:
             parts.append(f"<line x1='{px:.1f}' y1='{_PAD}' x2='{px:.1f}' y2='{_H - _PAD}' stroke='#eee'/>"
-                         f"<text x='{px:.1f}' y='{_H - _PAD + 16}' font-size='11' text-anchor='middle'>{v:.3g}</text>")
+                         f"<text x='{px:.1f}' y='{_H - _PAD + 16}' font-size='11' text-anchor='middle'>{_tick(v)}</text>")
     for v in _ticks(ylo, yhi):
         py = _H - ((math.log10(v) - ylo) / (yhi - ylo) * (_H - 2 * _PAD) + _PAD)
         if _PAD - 1 <= py <= _H - _PAD + 1:
             parts.append(f"<line x1='{_PAD}' y1='{py:.1f}' x2='{_W - _PAD}' y2='{py:.1f}' stroke='#eee'/>"
-                         f"<text x='{_PAD - 6}' y='{py + 4:.1f}' font-size='11' text-anchor='end'>{v:.3g}</text>")
+                         f"<text x='{_PAD - 6}' y='{py + 4:.1f}' font-size='11' text-anchor='end'>{_tick(v)}</text>")
     parts.append(f"<text x='{_W / 2}' y='{_H - 12}' font-size='13' text-anchor='middle'>{labels[axes[0]]}</text>"
                  f"<text x='16' y='{_H / 2}' font-size='13' text-anchor='middle' "
                  f"transform='rotate(-90 16 {_H / 2})'>{labels[axes[1]]}</text>")

@@ -396,6 +396,10 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
     assert all(f">{kind}</text>" in legend for kind in ("ddp", "diloco", "streaming-diloco", "fedavg", "Pareto front"))
     assert page.count("<td>not reached</td>") == len(out["plans"])
+    # the front in the strategies table's units (hours, kWh), its ticks as written (2,000, not 2e+03)
+    assert "time to finish (h)</text>" in page and "energy (kWh)</text>" in page and "e+03<" not in page
+    front = page.split("<h2>Its points</h2>", 1)[1]
+    assert "<th>time_h</th><th>energy_kwh</th>" in front and "<th>energy_j</th>" not in front
     assert main(["plan", EXAMPLE, "--power-limit", "400"]) == 2  # a list of limits is a sweep's axis
     assert "--power-limit: applies to --sweep" in capsys.readouterr().err
     assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "500", "--bits", "16", "--power-limit", "450,700"]) == 0

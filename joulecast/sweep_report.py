@@ -80,7 +80,8 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         px = (math.log10(v) - xlo) / (xhi - xlo) * (_W - 2 * _PAD) + _PAD
         if _PAD - 1 <= px <= _W - _PAD + 1:
             parts.append(f"<line x1='{px:.1f}' y1='{_PAD}' x2='{px:.1f}' y2='{_H - _PAD}' stroke='#eee'/>"
-                         f"<text x='{px:.1f}' y='{_H - _PAD + 16}' font-size='11' text-anchor='middle'>{_tick(v)}</text>")
+                         f"<text x='{px:.1f}' y='{_H - _PAD + 16}' font-size='11' "
+                         f"text-anchor='middle'>{_tick(v)}</text>")
     for v in _ticks(ylo, yhi):
         py = _H - ((math.log10(v) - ylo) / (yhi - ylo) * (_H - 2 * _PAD) + _PAD)
         if _PAD - 1 <= py <= _H - _PAD + 1:

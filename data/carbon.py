@@ -16,12 +16,11 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.files import kind_of
-from joulecast.data.job_file import MAX_G_PER_KWH, reference
+from joulecast.data.job_file import MAX_G_PER_KWH, MAX_SERIES_HOURS, reference
 
 DEFAULT_GRID = "WORLD"   # as a plan's site that names none
 DEFAULT_PUE = "average"  # the industry average, as a plan's site that names none
 PUE_RANGE = (1.0, 3.0)   # as a job file's sites take it
-MAX_SERIES_HOURS = 24 * 366  # a year of hours
 # An estimate's energy figures (J) and the carbon figures (g) they give, each with its interval's where it has one.
 CARBON_FIGURES = {"energy_j": "carbon_g", "energy_interval_j": "carbon_interval_g",
                   "energy_per_request_j": "carbon_per_request_g",

@@ -197,10 +197,11 @@ def _mapping(value: Any, where: str) -> Mapping[str, Any]:
 # The most gCO2e a kWh an hour of a grid may be given (a carbon series, `joulecast.data.carbon`'s intensities): over
 # any grid's annual average (coal-fired generation is about 1,000).
 MAX_G_PER_KWH = 2_000.0
+MAX_SERIES_HOURS = 24 * 366  # the longest hourly series, a year of hours: a file's and a request's alike
 
 
 def read_carbon_series(path: str | Path, where: str) -> tuple[float, ...]:
-    """An hourly carbon series: a CSV with a g_per_kwh column (one row an hour)."""
+    """An hourly carbon series: a CSV with a g_per_kwh column (one row an hour, at most MAX_SERIES_HOURS)."""
     text = read_text(path, where)
     rows = list(csv.DictReader(text.splitlines()))
     require(rows and "g_per_kwh" in rows[0], where, f"{path}: needs a g_per_kwh column, one row an hour")
@@ -209,6 +210,8 @@ def read_carbon_series(path: str | Path, where: str) -> tuple[float, ...]:
     except (TypeError, ValueError):
         raise InputError(where, f"{path}: g_per_kwh must be numbers") from None
     require(all(0 <= v <= MAX_G_PER_KWH for v in values), where, f"{path}: g_per_kwh must lie in 0-{MAX_G_PER_KWH:.0f}")
+    require(len(values) <= MAX_SERIES_HOURS, where, f"{path}: must hold 1 to {MAX_SERIES_HOURS:,} hourly figures "
+                                                    f"(a year of hours), got {len(values):,}")
     return values
 
 

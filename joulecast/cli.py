@@ -85,13 +85,9 @@ def _grid(args: argparse.Namespace, name: str | None) -> Any:
     from joulecast.data.carbon import grid_at
     from joulecast.data.job_file import read_carbon_series
 
+    # the file's reader holds it to the bounds the API's series has (`data.job_file`), naming the file
     series = None if args.carbon_series is None else read_carbon_series(args.carbon_series, "--carbon-series")
-    try:
-        return grid_at(name, args.carbon_intensity, args.pue, series)
-    except InputError as exc:  # a series' check names the API's field: here it is the flag's file
-        if not exc.field.startswith("carbon_series"):
-            raise
-        raise InputError("--carbon-series", f"{args.carbon_series}: {str(exc).split(': ', 1)[-1]}") from None
+    return grid_at(name, args.carbon_intensity, args.pue, series)
 
 
 def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None:

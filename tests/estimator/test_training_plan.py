@@ -149,6 +149,11 @@ def test_an_hourly_carbon_series_weights_the_hours_the_run_uses(tmp_path):
     (tmp_path / "job.yaml").write_text(yaml.safe_dump(raw))
     job = load_job(tmp_path / "job.yaml")
     assert job.sites[0].grid == "series" and job.sites[0].carbon_series[0] == 100
+    # over a year of hours: refused, as --carbon-series and the service refuse it (before, a job file took it)
+    (tmp_path / "ci.csv").write_text("g_per_kwh\n" + "100\n" * 9_000)
+    with pytest.raises(joulecast.InputError, match=r"sites\[0\]\.carbon_series: .*ci.csv: must hold 1 to 8,784 "
+                                                   r"hourly figures \(a year of hours\), got 9,000"):
+        load_job(tmp_path / "job.yaml")
 
 
 def test_slower_islands_either_wait_or_run_fewer_inner_steps():

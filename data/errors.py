@@ -22,13 +22,16 @@ class InputError(JoulecastError, ValueError):
 
 
 class UnknownNameError(InputError):
-    """An unknown catalog name; suggests close names."""
+    """An unknown catalog name; suggests close names (among `known`), else lists `listed` (default `known`: a catalog
+    whose aliases are known too lists its own names only)."""
 
-    def __init__(self, field: str, value: str, known: Iterable[str], hint: str = ""):
+    def __init__(self, field: str, value: str, known: Iterable[str], hint: str = "",
+                 listed: Iterable[str] | None = None):
         known = sorted(known)
         close = difflib.get_close_matches(str(value).lower(), known, n=3, cutoff=0.5)
+        shown = known if listed is None else sorted(listed)
         msg = f"unknown {value!r}"
-        msg += f"; did you mean {', '.join(repr(c) for c in close)}?" if close else f"; known: {', '.join(known)}."
+        msg += f"; did you mean {', '.join(repr(c) for c in close)}?" if close else f"; known: {', '.join(shown)}."
         super().__init__(field, msg + (f" {hint}" if hint else ""))
 
 

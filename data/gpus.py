@@ -370,4 +370,5 @@ def gpu(name: str | GpuSpec) -> GpuSpec:
         return hypothetical(key)
     if key in _alias_index():
         return catalog()[_alias_index()[key]]
-    raise UnknownNameError("gpu", name, _alias_index().keys(), "Run 'joulecast gpus' to list the catalog.")
+    raise UnknownNameError("gpu", name, _alias_index().keys(), "Run 'joulecast gpus' for their specs and aliases.",
+                           listed=catalog().keys())

@@ -71,8 +71,14 @@ def _estimate(args: argparse.Namespace) -> int:
         workload = replace(joulecast.workload_from_kernels(args.kernels), host_dispatch_s=dispatch)
     else:
         given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
-        # the flags not given take workload()'s defaults
-        workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)
+        try:  # the flags not given take workload()'s defaults
+            workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)
+        except InputError as exc:  # the API's phases are a pass's; --phase takes the jobs the model runs too
+            if exc.field != "phase":
+                raise
+            jobs = _jobs_of(args.model) if args.model else []  # a job needs a catalog model (`_job_options`)
+            raise InputError("--phase", exc.message + (f"; or a whole job: {', '.join(jobs)}" if jobs else "")) \
+                from None
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     _show(est, render.estimate_table, args, where)
@@ -100,10 +106,26 @@ def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None
           else render.with_line(table(record), render.carbon_line(figures)))
 
 
+def _jobs_of(model: str) -> list[str]:
+    """The whole jobs (--phase generate, serve, train-run) a model runs (`features.lowering.check_job`)."""
+    from joulecast.features.lowering import check_job, resolve_model
+
+    config = resolve_model(model)[0]
+    runs = []
+    for job in JOB_FLAGS:
+        try:
+            check_job(config, job)
+        except InputError:
+            continue
+        runs.append(job)
+    return runs
+
+
 def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...], needs_why: str,
-                 refuses: tuple[str, ...], instead: str, optional: tuple[str, ...]) -> dict:
-    """The checks of a job phase's flags (a catalog --model, no flag it ignores, every flag it needs), then its
-    optional flags that were given."""
+                 refuses: tuple[str, ...], instead: str, optional: tuple[str, ...],
+                 one_of: tuple[str, str] | None = None) -> dict:
+    """The checks of a job phase's flags (a catalog --model, no flag it ignores, every flag it needs, exactly one of
+    `one_of`), then its optional flags that were given."""
     import joulecast
 
     if not args.model:  # the one source given (`_estimate`) is --config or --kernels
@@ -115,6 +137,12 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
     for flag in needs:
         if getattr(args, flag) is None:
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"--phase {phase} needs it{needs_why}")
+    if one_of is not None:  # the API names its fields (`concurrency`); here the flags, and which way it failed
+        first, second = (f"--{flag.replace('_', '-')}" for flag in one_of)
+        given = [getattr(args, flag) is not None for flag in one_of]
+        if given[0] == given[1]:
+            raise joulecast.InputError(first, f"--phase {phase} needs {first} or {second}, one of them; got "
+                                              f"{'both' if given[0] else 'neither'}")
     return {flag: getattr(args, flag) for flag in optional if getattr(args, flag) is not None}
 
 
@@ -184,7 +212,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                          refuses=("batch", "seq", "attention", "no_kv_cache"),
                          instead="--concurrency or --request-rate",
                          optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv",
-                                   "input_len_cv", "sampling"))
+                                   "input_len_cv", "sampling"), one_of=("concurrency", "request_rate"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
@@ -201,7 +229,8 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                          refuses=("batch", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
                          optional=("dtype", "attention", "lora_targets", "recompute", "optimizer", "launch_mode",
-                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s"))
+                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s"),
+                         one_of=("steps", "tokens"))
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
@@ -825,10 +854,10 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", help="path to a Hugging Face style config.json")
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
     est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
-    est.add_argument("--phase", help="prefill, decode, training (one step; vision: inference), generate (a whole "
-                     "generation: --input-len, --output-len), serve (steady-state serving: --concurrency or "
-                     "--request-rate) or train-run (a whole training run: --steps or --tokens, --global-batch, "
-                     "--seq); default prefill")
+    est.add_argument("--phase", type=str.lower, help="prefill, decode, training (one step; vision: inference), "
+                     "generate (a whole generation: --input-len, --output-len), serve (steady-state serving: "
+                     "--concurrency or --request-rate) or train-run (a whole training run: --steps or --tokens, "
+                     "--global-batch, --seq); default prefill")
     est.add_argument("--batch", type=_whole, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=_whole, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
@@ -939,10 +968,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
                         "front of energy against time and the best point under constraints")
     sw.add_argument("--model", required=True, help="catalog model name")
-    sw.add_argument("--phase", default="prefill", help="prefill, decode, training (vision: inference), or a whole job: "
-                    "train-run (--global-batch, --steps or --tokens; its axes --micro-batch and --seq), generate "
-                    "(--output-len; its axes --batch and --input-len) or serve (--output-len; its axes --concurrency "
-                    "and --input-len; a point one engine step); default prefill")
+    sw.add_argument("--phase", default="prefill", type=str.lower, help="prefill, decode, training (vision: "
+                    "inference), or a whole job: train-run (--global-batch, --steps or --tokens; its axes "
+                    "--micro-batch and --seq), generate (--output-len; its axes --batch and --input-len) or serve "
+                    "(--output-len; its axes --concurrency and --input-len; a point one engine step); default prefill")
     sw.add_argument("--gpu", required=True, help="GPUs, e.g. h100-sxm,a100-sxm4-80gb")
     sw.add_argument("--batch", help="batch sizes, e.g. 1,8,64 (default 1)")
     sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")

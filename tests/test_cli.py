@@ -103,6 +103,21 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
       "--output-len", "2"], "phase: serve needs a decoder (tokens generated one at a time); a bert model runs prefill"),
     (["--model", "vit-large", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8", "--seq",
       "197"], "phase: train-run needs a text model (its steps run over tokens); a vit model runs inference"),
+    # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields
+    (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "serving"], "--phase: 'serving' is not available for a llama "
+     "model; allowed: prefill, decode, training; or a whole job: generate, serve, train-run"),
+    (["--model", "bert-large", "--gpu", "l4", "--phase", "decode"], "--phase: 'decode' is not available for a bert "
+     "model; allowed: prefill, training; or a whole job: train-run"),
+    (["--model", "vit-large", "--gpu", "l4", "--phase", "decode"], "--phase: 'decode' is not available for a vit "
+     "model; allowed: inference, training\n"),
+    (["--model", "gpt2", "--gpu", "l4", "--phase", "serve", "--input-len", "8", "--output-len", "2"],
+     "--concurrency: --phase serve needs --concurrency or --request-rate, one of them; got neither"),
+    (["--model", "gpt2", "--gpu", "l4", "--phase", "serve", "--input-len", "8", "--output-len", "2", "--concurrency",
+      "2", "--request-rate", "1"], "--concurrency: --phase serve needs --concurrency or --request-rate, one of them; "
+     "got both"),
+    (["--model", "gpt2", "--gpu", "l4", "--phase", "train-run", "--seq", "8", "--global-batch", "2"],
+     "--steps: --phase train-run needs --steps or --tokens, one of them; got neither"),
+    (["--model", "gpt2", "--gpu", "rtx4090"], "gpu: unknown 'rtx4090'; known: a10, a100-pcie-40gb, "),  # no aliases
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(["estimate", *argv]) == 2
@@ -138,6 +153,22 @@ def test_retrain_names_an_unknown_gpu_before_reading_any_measurement(tmp_path, c
     assert main(["retrain", "--gpu", "h900", "--store", str(tmp_path)]) == 2  # an empty store: not reached
     err = capsys.readouterr().err
     assert err.startswith("joulecast: error: gpu: unknown 'h900'; did you mean 'h200'") and err.count("\n") == 1
+
+
+def test_a_phase_is_read_in_any_case(capsys):
+    """--phase Serve is serve, as --gpu H100 is h100 (before: 'Serve' is not available, allowed: prefill, ...)."""
+    argv = ["--model", "gpt2", "--gpu", "l4", "--input-len", "8", "--output-len", "2", "--concurrency", "2", "--json"]
+    outs = []
+    for phase in ("serve", "Serve"):
+        assert main(["estimate", *argv, "--phase", phase]) == 0
+        outs.append(json.loads(capsys.readouterr().out))
+    assert outs[0] == outs[1] and outs[0]["tokens_per_s"] > 0
+    swept = []
+    for phase in ("decode", "DECODE"):
+        assert main(["sweep", "--model", "gpt2", "--gpu", "l4", "--phase", phase, "--batch", "1", "--seq", "64",
+                     "--json"]) == 0
+        swept.append(json.loads(capsys.readouterr().out)["points"])
+    assert swept[0] == swept[1] and swept[0][0]["phase"] == "decode"
 
 
 def test_counts_take_exponent_form(capsys):

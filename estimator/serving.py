@@ -154,7 +154,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
     max_batch = int(_positive("max_batch", max_batch, integer=True))
     chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
-    require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one")
+    require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
+            f"them; got {'neither' if concurrency is None else 'both'}")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
     # totals reach a year of serving and a billion billion tokens; under one token is no serving (one small enough
     # made the duration and energy 0 s and 0 J)

@@ -304,7 +304,8 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     micro_batch = global_batch if micro_batch is None else _count("micro_batch", micro_batch)
     require(global_batch % micro_batch == 0, "micro_batch",
             f"{micro_batch} does not divide the global batch {global_batch}")
-    require((steps is None) != (tokens is None), "steps", "give steps or tokens, one of them")
+    require((steps is None) != (tokens is None), "steps", "give steps or tokens, one of them; got "
+            f"{'neither' if steps is None else 'both'}")
     steps = _count("steps", steps) if steps is not None else math.ceil(_count("tokens", tokens) / (global_batch * seq))
     lora_rank = _count("lora_rank", lora_rank, low=0)
     accumulation = global_batch // micro_batch

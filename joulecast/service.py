@@ -42,7 +42,7 @@ _GENERATE = _JOBS["generate"]
 # /v1/estimate's carbon fields, for every phase, in `data.carbon.grid_at`'s order (the series a list of numbers)
 _CARBON = ("grid", "carbon_intensity", "pue", "carbon_series")
 # The fields that count (sizes, lengths, steps, tokens, ranks, GPUs): JSON has one number type, so 1e9 or 8.0 sent
-# for one is the integer it names (`_counts_as_integers`), as the CLI reads --tokens 1e9.
+# for one is the integer it names (`_as_read`), as the CLI reads --tokens 1e9.
 _COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens", "global_batch", "micro_batch",
                      "lora_rank", "head_tokens", "head_outputs", "concurrency", "max_batch", "tp", "chunk_tokens"})
 
@@ -109,10 +109,12 @@ def _check_names(row: dict[str, Any], where: str) -> None:
         raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(dict.fromkeys(allowed))}")
 
 
-def _counts_as_integers(row: dict[str, Any]) -> dict[str, Any]:
-    """`row` with each count that JSON gave as a whole float (1e9, 8.0) an integer; a fraction, NaN or infinity left
-    as sent, for the estimate to refuse by name."""
+def _as_read(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` as the CLI reads its flags: each count that JSON gave as a whole float (1e9, 8.0) an integer (a fraction,
+    NaN or infinity left as sent, for the estimate to refuse by name), the phase in any case ("Serve" is serve)."""
     out = {k: whole_number(v) if k in _COUNTS else v for k, v in row.items()}
+    if isinstance(out.get("phase"), str):
+        out["phase"] = out["phase"].lower()
     if "requests" in out:  # a generation's [input_len, output_len] pairs
         out["requests"] = request_pairs(out["requests"])
     return out
@@ -135,7 +137,7 @@ def _estimate(body: dict[str, Any], model: Any) -> dict[str, Any]:
     from joulecast.estimator.jobs import generate, generate_requests
 
     _check_names(body, "")
-    body = _counts_as_integers(body)
+    body = _as_read(body)
     if body.get("phase") in ("serve", "train-run"):
         return _job(body, model)
     from joulecast.data.workload import check_host_dispatch
@@ -143,7 +145,7 @@ def _estimate(body: dict[str, Any], model: Any) -> dict[str, Any]:
 
     job_only = [k for k in body if k not in CONFIG_COLUMNS and k not in _GENERATE]
     if job_only:
-        raise InputError(job_only[0], "applies to phase serve or train-run only")
+        raise InputError(job_only[0], f"applies to phase {_phases_of(job_only[0])} only")
     dispatch = check_host_dispatch(body.get("host_dispatch_s"))
     if body.get("phase") == "generate":
         if body.get("fusions") is not None:
@@ -166,11 +168,15 @@ def _estimate(body: dict[str, Any], model: Any) -> dict[str, Any]:
              if body.get(k) is not None}
     if any(k in body for k in _GENERATE):
         key = next(k for k in _GENERATE if k in body)
-        phases = " or ".join(p for p, fields in _JOBS.items() if key in fields)
-        raise InputError(key, f"applies to phase {phases} only")
+        raise InputError(key, f"applies to phase {_phases_of(key)} only")
     workload = joulecast.workload(body["model"], host_dispatch_s=dispatch, **given)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
+
+
+def _phases_of(field: str) -> str:
+    """The job phases that take `field` ('serve', 'generate or serve')."""
+    return " or ".join(p for p, fields in _JOBS.items() if field in fields)
 
 
 def _kv_cache(body: dict[str, Any]) -> bool:
@@ -293,6 +299,7 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     phase = body.get("phase", "prefill")
     if not isinstance(phase, str):
         raise InputError("phase", f"must be a phase's name, got {phase!r}")
+    phase = phase.lower()  # in any case, as the CLI reads --phase
     sizes, fixed = SIZES.get(phase, ("batch", "seq")), JOB_OPTIONS.get(phase, PASS_OPTIONS)
     allowed = dict.fromkeys([*_SWEEP_FIELDS, *sizes, *fixed])
     unknown = sorted(set(body) - set(allowed))
@@ -356,7 +363,7 @@ def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
         _check_names(row, f"rows[{i}].")
         if any(k in row for k in _GENERATE):
             raise InputError(f"rows[{i}]", "a batch holds single passes; post generations to /v1/estimate")
-    out = estimate_many(pd.DataFrame([_counts_as_integers(row) for row in rows]), estimator=model)
+    out = estimate_many(pd.DataFrame([_as_read(row) for row in rows]), estimator=model)
     return {"rows": with_carbon(out, where, out["time_s"].to_numpy()).to_dict(orient="records")}
 
 

@@ -253,6 +253,16 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "concurrency"]
     status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "global_batch": 8})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "global_batch"]
+    # a job's field outside its phase names the phase that takes it (before, 'serve or train-run' for either's)
+    status, out = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "concurrency": 4})
+    assert status == 422 and out["detail"][0]["msg"] == "concurrency: applies to phase serve only"
+    # a phase in any case, as the CLI reads --phase (before, 'Serve' fell through to a pass and refused concurrency)
+    serve = {"model": "gpt2", "gpu": "a10", "input_len": 32, "output_len": 4, "concurrency": 2}
+    assert call(server, "/v1/estimate", {**serve, "phase": "Serve"}) == call(server, "/v1/estimate",
+                                                                              {**serve, "phase": "serve"})
+    status, out = call(server, "/v1/estimate", {**serve, "phase": "serve", "request_rate": 1.0})
+    assert status == 422 and out["detail"][0]["msg"] == ("concurrency: give concurrency or request_rate, one of "
+                                                         "them; got both")
     # JSON has one number type: counts sent as 1e9 or 8.0 are the integers they name; a fraction is refused by name
     run = {"model": "gpt2", "gpu": "a10", "phase": "train-run", "seq": 256, "global_batch": 8}
     status, by_float = call(server, "/v1/estimate", {**run, "tokens": 1e9, "micro_batch": 2.0})
@@ -308,6 +318,7 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
     assert status == 200 and len(out["points"]) == len(cli["points"]) == 12 and out["skipped"] == cli["skipped"]
     assert [p["energy_j"] for p in out["points"]] == pytest.approx([p["energy_j"] for p in cli["points"]])
     assert out["best"]["grid"] == cli["best"]["grid"] == "FR" and len(out["pareto"]) == len(cli["pareto"])
+    assert call(physics_server, "/v1/sweep", {**body, "phase": "Prefill"}) == (status, out)  # any case, as the CLI
     status, served = call(physics_server, "/v1/sweep", {"model": "llama-3-70b", "phase": "serve", "gpu": "h100-sxm",
                                                         "concurrency": [16, 64], "input_len": 512, "output_len": 256,
                                                         "tp": [2, 4]})

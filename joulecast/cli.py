@@ -426,7 +426,7 @@ def _sweep(args: argparse.Namespace) -> int:
         print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
               f"{render.mass(best['carbon_g'])} CO2e on {best['grid']}'s grid")
     else:
-        print("no configuration meets the constraints")
+        print(render.unmet_text(result.points))
     for f in files:
         print(f"wrote {f}")
     return 0

@@ -323,6 +323,24 @@ def settings_shown(points: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame
     return table
 
 
+def unmet_text(points: pd.DataFrame) -> str:
+    """Why no point of a sweep meets its constraints: how many configurations exceed their GPU's memory (the least
+    such need, and the GPU), and how many fit but miss the constraints."""
+    from joulecast.data.gpus import gpu
+
+    if "grid" in points:  # on several grids a configuration is a point on each: count configurations
+        points = points[points["grid"] == points["grid"].iloc[0]]
+    over = points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
+    said = []
+    if over.any():
+        least = points[over].loc[points.loc[over, "memory_gb"].idxmin()]
+        said.append(f"{int(over.sum()):,} of {len(points):,} configurations exceed their GPU's memory (the least "
+                    f"needs {least['memory_gb']:.1f} GiB, on {least['gpu']}'s {gpu(least['gpu']).memory_gb:g} GB)")
+    if not over.all():
+        said.append(f"{int((~over).sum()):,} fit but miss the constraints")
+    return "no configuration meets the constraints: " + "; ".join(said)
+
+
 def sweep_front(pareto: pd.DataFrame, columns: list[str]) -> str:
     """A sweep's Pareto front in the terminal: settings as `settings_shown` has them, figures to four significant
     digits."""

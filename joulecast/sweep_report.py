@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import setting_text, settings_shown
+from joulecast.render import setting_text, settings_shown, unmet_text
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -201,7 +201,7 @@ def render(result: Any, title: str) -> str:
              "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
              table(settings_shown(best.to_frame().T, shown)) if best is not None
-             else "<p>no configuration meets the constraints</p>",
+             else f"<p>{html.escape(unmet_text(result.points))}</p>",
              "<h2>Its points</h2>", table(settings_shown(result.pareto, shown))]
     return page(title, "".join(lines))
 

@@ -322,7 +322,8 @@ def test_cli_job_sweep_json_is_strict_and_its_report_says_what_a_point_is(tmp_pa
     assert main([*argv[:-1], "--max-time", "1e-3"]) == 0
     said = capsys.readouterr().out
     assert "meeting the constraints (time at most 0.001 s), 0 on the Pareto front" in said
-    assert "no configuration meets the constraints" in said and "Empty DataFrame" not in said
+    assert "no configuration meets the constraints: 4 fit but miss the constraints" in said
+    assert "Empty DataFrame" not in said
     legend = (report / "report.html").read_text().split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
     assert ">Pareto front</text>" in legend and ">over the constraints or memory</text>" in legend
     # in the terminal, the front's clock not set reads 'default' (not NaN), its figures to four significant digits
@@ -399,3 +400,19 @@ def test_a_single_pass_sweep_takes_the_settings_estimate_takes_for_one_pass(caps
     engine = joulecast.generate("gpt2", "h100-sxm", batch=1, input_len=64, output_len=8, engine="vllm-0.5.4",
                                 estimator="physics")
     assert point["energy_j"] == pytest.approx(engine.energy_j, rel=1e-9)
+
+
+def test_a_sweep_no_point_of_which_fits_says_what_it_needs(tmp_path, capsys):
+    """No configuration in memory: how many, and the least need against its GPU's memory, on each grid counted once
+    (before: 'no configuration meets the constraints', nothing more)."""
+    argv = ["sweep", "--model", "llama-3-70b", "--phase", "decode", "--gpu", "h100-sxm,a100-sxm4-80gb", "--batch",
+            "1,32", "--seq", "4096", "--grid", "FR,DE", "--estimator", "physics", "--report", str(tmp_path)]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    points = pd.DataFrame(json.loads(capsys.readouterr().out)["points"])
+    least = points["memory_gb"].min()
+    assert least > 80 and f"the least needs {least:.1f} GiB, on " in said
+    assert "no configuration meets the constraints: 4 of 4 configurations exceed their GPU's memory" in said
+    assert "exceed their GPU&#x27;s memory" in (tmp_path / "report.html").read_text()
+

@@ -405,7 +405,8 @@ def _sweep(args: argparse.Namespace) -> int:
         render.write_json({"points": result.points, "pareto": result.pareto,
                            "best": None if best is None else best.to_dict(), "skipped": result.skipped,
                            "objective": result.objective, "front": result.front, "job": result.job,
-                           "constraints": result.constraints, "files": files}, sys.stdout)
+                           "constraints": result.constraints, "files": files,
+                           "unmet": None if best is not None else render.unmet_text(result.points)}, sys.stdout)
         return 0
     print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory and "
           f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "

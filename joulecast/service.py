@@ -332,11 +332,13 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     except InputError as exc:
         field = _SWEEP_FLAGS.get(exc.field, exc.field.removeprefix("--").replace("-", "_"))
         raise InputError(field, str(exc).split(": ", 1)[-1]) from None
+    from joulecast.render import unmet_text
+
     best = result.best
     return {"points": result.points.to_dict(orient="records"), "pareto": result.pareto.to_dict(orient="records"),
             "best": None if best is None else best.to_dict(), "skipped": result.skipped,
             "objective": result.objective, "front": result.front, "job": result.job,
-            "constraints": result.constraints}
+            "constraints": result.constraints, "unmet": None if best is not None else unmet_text(result.points)}
 
 
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:

@@ -319,6 +319,10 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
     assert [p["energy_j"] for p in out["points"]] == pytest.approx([p["energy_j"] for p in cli["points"]])
     assert out["best"]["grid"] == cli["best"]["grid"] == "FR" and len(out["pareto"]) == len(cli["pareto"])
     assert call(physics_server, "/v1/sweep", {**body, "phase": "Prefill"}) == (status, out)  # any case, as the CLI
+    assert out["unmet"] is None and cli["unmet"] is None  # a best point: nothing to explain
+    status, none = call(physics_server, "/v1/sweep", {**body, "model": "llama-3-70b", "phase": "decode",
+                                                      "seq": 4096, "max_time_s": None})
+    assert status == 200 and none["best"] is None and "exceed their GPU's memory" in none["unmet"]
     status, served = call(physics_server, "/v1/sweep", {"model": "llama-3-70b", "phase": "serve", "gpu": "h100-sxm",
                                                         "concurrency": [16, 64], "input_len": 512, "output_len": 256,
                                                         "tp": [2, 4]})

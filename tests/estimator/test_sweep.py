@@ -410,8 +410,10 @@ def test_a_sweep_no_point_of_which_fits_says_what_it_needs(tmp_path, capsys):
     assert main(argv) == 0
     said = capsys.readouterr().out
     assert main([*argv, "--json"]) == 0
-    points = pd.DataFrame(json.loads(capsys.readouterr().out)["points"])
+    payload = json.loads(capsys.readouterr().out)
+    points = pd.DataFrame(payload["points"])
     least = points["memory_gb"].min()
+    assert payload["best"] is None and payload["unmet"] in said.splitlines()  # for scripts, the same line
     assert least > 80 and f"the least needs {least:.1f} GiB, on " in said
     assert "no configuration meets the constraints: 4 of 4 configurations exceed their GPU's memory" in said
     assert "exceed their GPU&#x27;s memory" in (tmp_path / "report.html").read_text()

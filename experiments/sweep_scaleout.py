@@ -26,7 +26,7 @@ def configurations(n: int) -> pd.DataFrame:
 
 
 def timed(configs: pd.DataFrame, scheduler: str | None) -> tuple[pd.DataFrame, float, float, str]:
-    with executor(scheduler, workers=2) as run:
+    with executor(scheduler, workers=2 if scheduler == "local" else None) as run:  # in-process takes no workers
         wall, cpu = time.perf_counter(), time.process_time()
         result = sweep(configs, estimator="physics", run=run)
         return result.points, time.perf_counter() - wall, time.process_time() - cpu, run.name

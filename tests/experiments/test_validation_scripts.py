@@ -669,3 +669,15 @@ def test_a_sweep_s_json_in_chunks_is_the_same_text_in_less_memory():
     result = _run_args("sweep_json_memory.py", "--configurations", "2000", "--chunk-rows", "200")
     assert result["points"] == 2000 and result["same"]
     assert result["chunked_peak_mb"] < 0.6 * result["whole_peak_mb"]
+
+
+def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():
+    """`sweep_scaleout.py` in-process and on a two-worker LocalCluster (it once failed before either: in-process work
+    was handed a worker count, which the executor refuses)."""
+    pytest.importorskip("dask.distributed", reason="needs the [dask] extra")
+    out = subprocess.run([sys.executable, str(REPO / "experiments" / "sweep_scaleout.py"), "--configurations", "2000"],
+                         capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[-1] == "the same points both ways: True"
+    assert [line.split()[0] for line in lines[:2]] == ["in-process", "LocalCluster"] and "2,000 configurations" in lines[0]

@@ -680,4 +680,5 @@ def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
     assert lines[-1] == "the same points both ways: True"
-    assert [line.split()[0] for line in lines[:2]] == ["in-process", "LocalCluster"] and "2,000 configurations" in lines[0]
+    assert [line.split()[0] for line in lines[:2]] == ["in-process", "LocalCluster"]
+    assert "2,000 configurations" in lines[0]

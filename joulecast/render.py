@@ -308,6 +308,11 @@ def bandwidth_text(gbps: float | None, sites: int) -> str:
     return f"{gbps:.4g}" if gbps else "not reached" if sites > 1 else "-"
 
 
+def count_text(n: float) -> str:
+    """A parameter count as people write it: 124.3 M, 8.03 B."""
+    return f"{n / 1e9:.3g} B" if n >= 1e9 else f"{n / 1e6:.1f} M"
+
+
 def setting_text(values: pd.Series) -> list[str]:
     """A sweep's clocks (MHz) or power limits (W) as its tables show them: 'default' where none was set (NaN: the
     GPU's, or a plan's job file's own)."""

@@ -487,8 +487,10 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
 
     @app.get("/v1/models", summary="The model catalog")
     def get_models() -> Any:
-        return [dict(name=e["name"], family=e["family"], hf_id=e["hf_id"], aliases=e["aliases"])
-                for e in model_catalog().values()]
+        from joulecast.features.lowering import parameter_count
+
+        return [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]), hf_id=e["hf_id"],
+                     aliases=e["aliases"]) for e in model_catalog().values()]
 
     @app.get("/", summary="What the service offers: its routes and where their documentation is")
     def index() -> Any:  # a browser or a script at the bare address gets a map, not a 404

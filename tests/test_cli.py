@@ -208,7 +208,14 @@ def test_listings(capsys):
     h100 = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("h100-sxm "))
     assert " 200-700 " in h100  # the power limits it takes
     assert main(["models", "--json"]) == 0
-    assert {m["name"] for m in json.loads(capsys.readouterr().out)} >= {"gpt2", "llama-3-70b", "resnet-101"}
+    listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
+    assert set(listed) >= {"gpt2", "llama-3-70b", "resnet-101"}
+    # each model's weights, within 0.2 % of Hugging Face's counts (GPT-2's head tied to its embedding, counted once)
+    for name, hf in (("gpt2", 124_439_808), ("llama-3-8b", 8_030_261_248), ("bert-base", 109_482_240)):
+        assert listed[name]["params"] == pytest.approx(hf, rel=2e-3)
+    assert main(["models"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    assert " 124.3 M " in rows["gpt2"] and " 70.6 B " in rows["llama-3-70b"]
 
 
 def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):

@@ -99,6 +99,7 @@ def test_a_batch_and_the_catalogs(server):
     assert status == 200 and "h200" in {g["name"] for g in gpus}
     status, models = call(server, "/v1/models")
     assert status == 200 and "llama-3-8b" in {m["name"] for m in models}
+    assert {m["name"]: m["params"] for m in models}["llama-3-8b"] == pytest.approx(8.03e9, rel=1e-3)
     status, index = call(server, "/")  # the bare address maps the routes
     assert status == 200 and index["docs"] == "/docs"
     assert {"/v1/estimate", "/v1/plan", "/v1/gpus"} <= set(index["routes"])

@@ -9,6 +9,8 @@ errors would.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +52,7 @@ class GenerationEstimate:
     decode_energy_j: float
     memory_gb: float                  # at the last step, the largest
     flags: tuple[str, ...] = ()
+    outside_domain: tuple[str, ...] = ()  # out-of-domain: why, over every step (`job_reasons`)
     method: str = "hybrid"
     host_dispatch_s: float = 0.0      # the host's time an eager launch taken (0: CUDA graphs)
     host_dispatch_stated: bool = True  # False: the default taken, the interval spanning the measured hosts
@@ -99,9 +102,35 @@ def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, s
             "host_dispatch_s": np.nan if host is None else host}
 
 
+# An out-of-domain reason that names a feature's value: "seq = 4.1e+03 (trained 128 to 2.05e+03)"
+_VALUE_REASON = re.compile(r"^(\S+) = (\S+) (\(.*)$")
+
+
+def job_reasons(reasons: Iterable[str]) -> tuple[str, ...]:
+    """Why a job's steps read outside the domain (`Estimate.outside_domain`, each step's joined by "; "), each reason
+    once, in the order first met; a feature's value that the steps move (a generation's growing context) as the
+    range they span: "kv_len = 129 to 192 (trained 16 to 2.05e+03)"."""
+    said: dict[str, list[str]] = {}
+    for joined in reasons:
+        for reason in filter(None, str(joined).split("; ")):
+            named = _VALUE_REASON.match(reason)
+            key = f"{named[1]} = {{}} {named[3]}" if named else reason
+            said.setdefault(key, [])
+            if named:
+                said[key].append(named[2])
+    out = []
+    for key, values in said.items():
+        if not values:
+            out.append(key)
+            continue
+        numbers = sorted(set(values), key=float)
+        out.append(key.format(numbers[0] if len(numbers) == 1 else f"{numbers[0]} to {numbers[-1]}"))
+    return tuple(out)
+
+
 def _summed(out: pd.DataFrame) -> dict[str, Any]:
     """A job's totals over its steps' estimates: energy, time, average power, the comonotone intervals (physics
-    alone: none), the largest memory, every flag raised, the method."""
+    alone: none), the largest memory, every flag raised and why a step read outside the domain, the method."""
     energy, time = float(out["energy_j"].sum()), float(out["time_s"].sum())
     hybrid = out["method"].iloc[0] == "hybrid"
     return dict(energy_j=energy, time_s=time, power_w=energy / time,
@@ -110,6 +139,7 @@ def _summed(out: pd.DataFrame) -> dict[str, Any]:
                 time_interval_s=(float(out["time_lo_s"].sum()), float(out["time_hi_s"].sum())) if hybrid else None,
                 memory_gb=float(out["memory_gb"].max()),
                 flags=tuple(sorted({f for joined in out["flags"] for f in str(joined).split(", ") if f})),
+                outside_domain=job_reasons(out["outside_domain"]),
                 method=str(out["method"].iloc[0]))
 
 
@@ -209,6 +239,7 @@ class RequestsEstimate:
     padding_share: float              # of the tokens the batches computed: those past a request's own end
     memory_gb: float
     flags: tuple[str, ...] = ()
+    outside_domain: tuple[str, ...] = ()  # as `GenerationEstimate`'s
     method: str = "hybrid"
     offload_gb: float = 0.0           # as `GenerationEstimate`'s
     h2d_gbps: float | None = None

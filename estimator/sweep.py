@@ -219,7 +219,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                            gpu_busy_share=r.gpu_busy_share)  # where host work sets the step (serve's own)
         lo, hi = figures.pop("band") or (np.nan, np.nan)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
-                        flags=",".join(r.flags), method=r.method))
+                        flags=",".join(r.flags), outside_domain="; ".join(r.outside_domain), method=r.method))
     return pd.concat([configs.reset_index(drop=True), pd.DataFrame(out)], axis=1)
 
 

@@ -152,6 +152,7 @@ class TrainRunEstimate:
     flags: tuple[str, ...]
     method: str
     step: StepEstimate | None = None
+    outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the micro-step's, `Estimate.outside_domain`)
     # where the run exceeds the GPU's memory: what would fit (`memory_fits`), else empty
     fits: tuple[dict[str, Any], ...] = ()
 
@@ -336,7 +337,7 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
-        fits=fits)
+        fits=fits, outside_domain=tuple(step.micro.outside_domain))
 
 
 def state_gb(parts: dict[str, float]) -> float:

@@ -153,7 +153,7 @@ def generation_table(job: Any) -> str:
         lines.append(f"host       {duration(job.host_dispatch_s)} a launch"
                      f"{_unstated_host() if not job.host_dispatch_stated else ''}")
     lines += _offload_lines(job)
-    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(lines)
 
 
@@ -188,7 +188,7 @@ def requests_table(job: Any) -> str:
              f"padding    {100 * job.padding_share:.1f} % of the tokens the batches computed",
              f"memory     {job.memory_gb:.3g} GiB at the largest step"]
     lines += _offload_lines(job)
-    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(lines)
 
 
@@ -215,7 +215,7 @@ def serve_table(job: Any) -> str:
         lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
                      f"{duration(job.duration_s)}, {_g4(job.output_tokens)} output tokens"
                      + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
-    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(lines)
 
 
@@ -244,7 +244,7 @@ def train_run_table(job: Any) -> str:
              f"memory     {job.memory_gb:.3g} GiB ({parts})"]
     if "exceeds-memory" in job.flags:
         lines.append(f"fits       {_fits(job)}")
-    lines += [f"{'flag' if i == 0 else '':<11}{f}: {FLAG_MEANINGS.get(f, '')}" for i, f in enumerate(job.flags)]
+    lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(lines)
 
 
@@ -376,7 +376,8 @@ FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its 
 
 
 def _flag_lines(est: Any) -> list[str]:
-    """What each flag of an estimate means, and for out-of-domain which features lie outside the training range."""
+    """What each flag of an estimate or a job means, and for out-of-domain why (`outside_domain`: which features lie
+    outside the training range, or what the GPU was not trained on)."""
     out = [f"{flag}: {FLAG_MEANINGS.get(flag, '')}".rstrip(": ") for flag in getattr(est, "flags", ())]
     return out + [f"  {reason}" for reason in getattr(est, "outside_domain", ())]
 

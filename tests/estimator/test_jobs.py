@@ -24,6 +24,40 @@ def test_a_generation_is_its_prefill_and_its_decode_steps():
     assert job.energy_interval_j[0] < job.energy_j < job.energy_interval_j[1]
     assert job.energy_per_output_token_j == pytest.approx(job.energy_j / 20)
     assert job.memory_gb == pytest.approx(steps[-1].memory_gb, rel=1e-12)
+    # why it reads outside the domain: its steps' reasons, each once (before, a job's flag said nothing of why)
+    reasons = dict.fromkeys(r for e in (prefill, *steps) for r in e.outside_domain)
+    assert "out-of-domain" in job.flags and job.outside_domain == tuple(reasons)
+    assert job.to_dict()["outside_domain"] == job.outside_domain
+
+
+def test_a_jobs_reasons_are_each_said_once_and_a_moving_value_as_its_range():
+    from joulecast.estimator.jobs import job_reasons
+
+    steps = ["seq = 4.1e+03 (trained 128 to 2.05e+03); decode work on a10, trained on forward only (physics' point)",
+             "seq = 4.2e+03 (trained 128 to 2.05e+03)", "", "seq = 4.1e+03 (trained 128 to 2.05e+03)",
+             "batch = 64 (trained 1 to 32)"]
+    assert job_reasons(steps) == ("seq = 4.1e+03 to 4.2e+03 (trained 128 to 2.05e+03)",
+                                  "decode work on a10, trained on forward only (physics' point)",
+                                  "batch = 64 (trained 1 to 32)")
+    assert job_reasons(["", ""]) == ()
+
+
+@pytest.mark.parametrize("phase", [["--phase", "generate", "--batch", "4", "--input-len", "64", "--output-len", "4"],
+                                   ["--phase", "serve", "--concurrency", "4", "--input-len", "64", "--output-len", "4"],
+                                   ["--phase", "train-run", "--seq", "256", "--global-batch", "4", "--steps", "2",
+                                    "--lora-rank", "8"]])
+def test_a_jobs_table_says_why_it_is_out_of_domain(capsys, phase):
+    """Each job's table names its reasons under its flag, as a single estimate's does (the H100 was trained on
+    serving steps only: a generation's, a serving load's without an engine and a training run's steps are other
+    work), and --json carries them."""
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", *phase]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    reasons = json.loads(capsys.readouterr().out)["outside_domain"]
+    assert reasons and all(re.search(r"work on h100-sxm, trained on serving only", r) for r in reasons)
+    flags = text[text.index("flag "):].splitlines()
+    assert "out-of-domain" in flags[0] and [line.strip() for line in flags[1:]] == reasons
 
 
 def test_without_a_kv_cache_every_step_recomputes_the_sequence():

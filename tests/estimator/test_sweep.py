@@ -314,6 +314,11 @@ def test_cli_job_sweep_json_is_strict_and_its_report_says_what_a_point_is(tmp_pa
     payload = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in JSON"))
     assert payload["job"] == {"global_batch": 8, "steps": 50} and len(payload["points"]) == 4
     assert all(p["sm_clock_mhz"] is None and "micro_batch" in p for p in payload["points"])
+    # a job's point says why it reads outside the domain, as a pass's does (physics here: nothing to say)
+    assert all(p["outside_domain"] == "" for p in payload["points"])
+    assert main([*argv[:-5], "--json"]) == 0  # the shipped model: the A10 trained on forward passes only
+    assert all("training work on a10, trained on forward only" in p["outside_domain"]
+               for p in json.loads(capsys.readouterr().out)["points"])
     page = (report / "report.html").read_text()
     assert "Each point a whole job: global batch 8, steps 50" in page and "energy of the job (J)" in page
     assert "<th>micro_batch</th>" in page and page.count("class='pareto'") == len(payload["pareto"])

@@ -109,23 +109,26 @@ def resolve_model(model: str | Mapping[str, Any]) -> tuple[dict[str, Any], str, 
     return {**entry["config"], **{k: v for k, v in entry.items() if k != "config"}}, entry["name"], "catalog"
 
 
-# The families whose lowering ends in a vocabulary-wide LM head (`lower_transformers._lm_head`); BERT's encoder and the
-# vision models end without one.
-_LM_HEADS = {"gpt2", "opt", "llama"}
+# The families whose lowering ends in a vocabulary-wide LM head (`lower_transformers._lm_head`; BERT's encoder and the
+# vision models end without one), each with whether its head is tied to the embedding where a config does not say:
+# Hugging Face's GPT2Config and OPTConfig keep PretrainedConfig's True, LlamaConfig (Mistral's, Qwen2's) sets False.
+_LM_HEADS = {"gpt2": True, "opt": True, "llama": False}
 
 
 @functools.lru_cache(maxsize=None)
 def parameter_count(model: str) -> int:
     """A catalog model's weights: its lowering's linear, convolution and embedding weights (`KernelBuilder.params`),
-    the LM head once where it is tied to the embedding (Hugging Face's `tie_word_embeddings`, true unless a config
-    says not); biases and norms left out, under 0.2 % of the text models' count (GPT-2 124.3 M against Hugging Face's
-    124,439,808, Llama-3-8B 8.030 B against 8,030,261,248). A vision model's classifier counts where its lowering
-    runs one: MobileViT-small's runs none (4.9 M against the paper's 5.6 M with its 640 x 1,000 classifier)."""
+    the LM head once where it is tied to the embedding (Hugging Face's `tie_word_embeddings`, or its family's
+    default, `_LM_HEADS`); biases and norms left out, under 0.2 % of the text models' count (GPT-2 124.3 M against
+    Hugging Face's 124,439,808, Llama-3-8B 8.030 B against 8,030,261,248). A vision model's classifier counts where
+    its lowering runs one: MobileViT-small's runs none (4.9 M against the paper's 5.6 M with its 640 x 1,000
+    classifier)."""
     config = resolve_model(model)[0]
-    head = models.family(config) in _LM_HEADS
+    fam = models.family(config)
+    head = fam in _LM_HEADS
     _, params = lower(config, phase="inference" if is_vision(config) else "prefill", batch=1, seq=8, dtype="fp32",
                       lm_head=head)
-    if head and config.get("tie_word_embeddings", True):
+    if head and config.get("tie_word_embeddings", _LM_HEADS[fam]):
         params -= int(config["vocab_size"]) * models.hidden_size(config)
     return int(params)
 

@@ -57,10 +57,12 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
         lm_head = decode
     builder = KernelBuilder(dtype=dtype, fusions=frozenset(check_fusions(fusions)))
     _LOWERINGS[fam](builder, config, shape, attention, lm_head)
-    records = builder.records
+    records, params = builder.records, builder.params
+    if lm_head and fam in _LM_HEADS and config.get("tie_word_embeddings", _LM_HEADS[fam]):
+        params -= int(config["vocab_size"]) * models.hidden_size(config)  # a tied head reads the embedding's weights
     if phase == "training":
-        records = training_step(records, builder.params)
-    return records, builder.params
+        records = training_step(records, params)
+    return records, params
 
 
 def check_job(config: Mapping[str, Any], job: str, field: str = "phase", label: str | None = None) -> None:
@@ -117,19 +119,14 @@ _LM_HEADS = {"gpt2": True, "opt": True, "llama": False}
 
 @functools.lru_cache(maxsize=None)
 def parameter_count(model: str) -> int:
-    """A catalog model's weights: its lowering's linear, convolution and embedding weights (`KernelBuilder.params`),
-    the LM head once where it is tied to the embedding (Hugging Face's `tie_word_embeddings`, or its family's
-    default, `_LM_HEADS`); biases and norms left out, under 0.2 % of the text models' count (GPT-2 124.3 M against
-    Hugging Face's 124,439,808, Llama-3-8B 8.030 B against 8,030,261,248). A vision model's classifier counts where
-    its lowering runs one: MobileViT-small's runs none (4.9 M against the paper's 5.6 M with its 640 x 1,000
-    classifier)."""
+    """A catalog model's weights: its lowering's linear, convolution and embedding weights (`lower`'s, the LM head
+    once where it is tied to the embedding: Hugging Face's `tie_word_embeddings`, or its family's default); biases
+    and norms left out, under 0.2 % of the text models' count (GPT-2 124.3 M against Hugging Face's 124,439,808,
+    Llama-3-8B 8.030 B against 8,030,261,248). A vision model's classifier counts where its lowering runs one:
+    MobileViT-small's runs none (4.9 M against the paper's 5.6 M with its 640 x 1,000 classifier)."""
     config = resolve_model(model)[0]
-    fam = models.family(config)
-    head = fam in _LM_HEADS
     _, params = lower(config, phase="inference" if is_vision(config) else "prefill", batch=1, seq=8, dtype="fp32",
-                      lm_head=head)
-    if head and config.get("tie_word_embeddings", _LM_HEADS[fam]):
-        params -= int(config["vocab_size"]) * models.hidden_size(config)
+                      lm_head=models.family(config) in _LM_HEADS)
     return int(params)
 
 

@@ -50,7 +50,7 @@ class GenerationEstimate:
     energy_per_request_j: float       # the job's energy over its sequences
     prefill_energy_j: float
     decode_energy_j: float
-    memory_gb: float                  # at the last step, the largest
+    memory_gb: float                  # the largest a step needs (the prefill's activations or the last KV cache)
     flags: tuple[str, ...] = ()
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why, over every step (`job_reasons`)
     method: str = "hybrid"

@@ -30,7 +30,7 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import check_job, lower, resolve_model
+from joulecast.features.lowering import check_job, lm_head_weights, lower, resolve_model
 
 _STATE_BYTES = {"adamw": 4.0 + 8.0, "sgd": 4.0 + 4.0}  # fp32 master copy + moments (AdamW) or momentum (SGD)
 _GRAD_BYTES = 2.0
@@ -223,9 +223,11 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     width = int(shard["vocab_size"]) if head_outputs is None else head_outputs  # a task head is whole on each rank
     head = train_step.lm_head_loss(head_rows, hidden, width,
                                    {k: gemm[k] for k in ("dtype", "acc_dtype", "tensor_core")})
-    # an untied LM head, or a task head, has weights of its own (a tied LM head: the embedding's)
-    if head_outputs is not None or config.get("tie_word_embeddings") is False:
-        params += width * hidden
+    # a task head has weights of its own, in place of an untied LM head's, which the forward's count holds
+    # (`lower`; a tied LM head's are the embedding's)
+    if head_outputs is not None:
+        own, tied = lm_head_weights(shard)
+        params += width * hidden - (0 if tied else own)
     skip = train_step.skip_widths(shard, lora_targets)
     # the head's backward over its own tokens (the layers' over all of them); LoRA leaves an LM head frozen and
     # trains a task head whole (PEFT's `modules_to_save`, as its task types set for the classifier)

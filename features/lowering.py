@@ -58,8 +58,13 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     builder = KernelBuilder(dtype=dtype, fusions=frozenset(check_fusions(fusions)))
     _LOWERINGS[fam](builder, config, shape, attention, lm_head)
     records, params = builder.records, builder.params
-    if lm_head and fam in _LM_HEADS and config.get("tie_word_embeddings", _LM_HEADS[fam]):
-        params -= int(config["vocab_size"]) * models.hidden_size(config)  # a tied head reads the embedding's weights
+    head, tied = lm_head_weights(config)
+    if lm_head and tied:  # a tied head reads the embedding's weights
+        params -= head
+    elif not lm_head and not tied and phase != "training":
+        # a pass that runs no head (a prefill's logits left out) still holds the model's own, in memory; a training
+        # step's loss runs over the hidden states, as the collector's does: no head to hold
+        params += head
     if phase == "training":
         records = training_step(records, params)
     return records, params
@@ -115,6 +120,16 @@ def resolve_model(model: str | Mapping[str, Any]) -> tuple[dict[str, Any], str, 
 # vision models end without one), each with whether its head is tied to the embedding where a config does not say:
 # Hugging Face's GPT2Config and OPTConfig keep PretrainedConfig's True, LlamaConfig (Mistral's, Qwen2's) sets False.
 _LM_HEADS = {"gpt2": True, "opt": True, "llama": False}
+
+
+def lm_head_weights(config: Mapping[str, Any]) -> tuple[int, bool]:
+    """(weights of a model's vocabulary-wide LM head, whether it is tied to the embedding): Hugging Face's
+    `tie_word_embeddings`, or the family's default (`_LM_HEADS`); (0, True) for a family without one."""
+    fam = models.family(config)
+    if fam not in _LM_HEADS:
+        return 0, True
+    return int(config["vocab_size"]) * models.hidden_size(config), bool(config.get("tie_word_embeddings",
+                                                                                  _LM_HEADS[fam]))
 
 
 @functools.lru_cache(maxsize=None)

@@ -148,7 +148,7 @@ def generation_table(job: Any) -> str:
              "token)", f"power      {_g4(job.power_w)} W (average)",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token, {_g4(job.energy_per_request_j)} J a "
              "request", f"split      prefill {_g4(job.prefill_energy_j)} J, decode {_g4(job.decode_energy_j)} J",
-             f"memory     {job.memory_gb:.3g} GiB at the last step"]
+             f"memory     {job.memory_gb:.3g} GiB at the step that needs most"]
     if job.host_dispatch_s:
         lines.append(f"host       {duration(job.host_dispatch_s)} a launch"
                      f"{_unstated_host() if not job.host_dispatch_stated else ''}")

@@ -48,7 +48,8 @@ ADAMW_OPERANDS = 7
 def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype: str, attention: str = "flash",
           lm_head: bool | None = None, fusions: tuple[str, ...] = ()) -> tuple[list[dict[str, Any]], int]:
     """Lower one model config to kernel records, with the kernel `fusions` (`joulecast.data.fusions`)
-    applied; returns (records, weight parameters)."""
+    applied; returns (records, the weights the pass holds: an LM head whether run or not, once where tied; a
+    training step's none, its loss over the hidden states)."""
     fam = models.family(config)
     batch, seq = check_lowering(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention)
     decode = phase == "decode"
@@ -134,15 +135,14 @@ def lm_head_weights(config: Mapping[str, Any]) -> tuple[int, bool]:
 
 @functools.lru_cache(maxsize=None)
 def parameter_count(model: str) -> int:
-    """A catalog model's weights: its lowering's linear, convolution and embedding weights (`lower`'s, the LM head
-    once where it is tied to the embedding: Hugging Face's `tie_word_embeddings`, or its family's default); biases
-    and norms left out, under 0.2 % of the text models' count (GPT-2 124.3 M against Hugging Face's 124,439,808,
-    Llama-3-8B 8.030 B against 8,030,261,248). A vision model's classifier counts where its lowering runs one:
-    MobileViT-small's runs none (4.9 M against the paper's 5.6 M with its 640 x 1,000 classifier)."""
+    """A catalog model's weights: its prefill's (`lower`'s: linear, convolution and embedding weights, the LM head
+    held whether run or not, once where it is tied to the embedding); biases and norms left out, under 0.2 % of
+    every weight, bias and norm of the same configs (shared/reference/models: GPT-2 124.3 M against 124,439,808,
+    the "124M" of its name; Llama-3-8B 8.030 B against 8,030,261,248). A vision model's classifier counts where its
+    lowering runs one: MobileViT-small's runs none (4.9 M against MobileViT-S's 5.6 M with its 640 x 1,000
+    classifier, Mehta and Rastegari, ICLR 2022)."""
     config = resolve_model(model)[0]
-    _, params = lower(config, phase="inference" if is_vision(config) else "prefill", batch=1, seq=8, dtype="fp32",
-                      lm_head=models.family(config) in _LM_HEADS)
-    return int(params)
+    return int(lower(config, phase="inference" if is_vision(config) else "prefill", batch=1, seq=8, dtype="fp32")[1])
 
 
 def is_vision(config: Mapping[str, Any]) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import bandwidth_text, setting_text
+from joulecast.render import bandwidth_text, settings_shown
 from joulecast.sweep_report import page, svg, table
 
 
@@ -49,8 +49,8 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
         parts += [f"<h2>The Pareto front: {html.escape(labels[axis])} against time to finish</h2>",
                   f"<p>{len(points):,} points swept; {int(points['pareto'].sum())} on the front.</p>",
                   svg(shown, ("time_h", axis), names=names, labels=labels, group="strategy"),
-                  "<h2>Its points</h2>", table(points[points["pareto"]].sort_values("time_s").assign(
-                      power_limit_w=lambda f: setting_text(f["power_limit_w"])), columns=_FRONT_COLUMNS)]
+                  "<h2>Its points</h2>", table(settings_shown(points[points["pareto"]].sort_values("time_s"),
+                                                             _FRONT_COLUMNS))]
     return page(f"joulecast plan {job.name}", "".join(parts))
 
 

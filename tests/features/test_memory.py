@@ -46,8 +46,8 @@ def test_a_workload_that_does_not_fit_is_flagged_in_estimate_and_estimate_many()
 
 def test_a_pass_holds_its_models_weights_a_tied_lm_head_once():
     """GPT-2's, OPT's and Qwen2-1.5B's heads read the embedding's weights: a decode step (which runs the head) holds
-    the weights a prefill does, the model's count (`parameter_count`: GPT-2 124.3 M, Hugging Face's 124.4 M), in
-    bf16. Before, the head was counted again (GPT-2 163 M, 31 % over)."""
+    the weights a prefill does, the model's count (`parameter_count`: GPT-2 124.3 M, 124.4 M with its biases and
+    norms), in bf16. Before, the head was counted again (GPT-2 163 M, 31 % over)."""
     from joulecast.features.lowering import parameter_count
 
     for model in ("gpt2", "opt-1.3b", "qwen2-1.5b"):

@@ -418,10 +418,11 @@ def _sweep(args: argparse.Namespace) -> int:
         sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in result.sizes)
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
-        figures = (f"{best['energy_per_token_j']:.4g} J an output token at {best['tokens_per_s']:.4g} tokens/s, "
+        figures = (f"{render.figure(best['energy_per_token_j'])} J an output token at "
+                   f"{render.figure(best['tokens_per_s'])} tokens/s, "
                    f"{render.duration(best['time_s'])} a token" if args.phase == "serve"
-                   else f"{best['energy_j']:.4g} J in {render.duration(best['time_s'])}" + (
-                       f", {best['energy_per_token_j']:.4g} J and {render.duration(best['s_per_token'])} a token"
+                   else f"{render.figure(best['energy_j'])} J in {render.duration(best['time_s'])}" + (
+                       f", {render.figure(best['energy_per_token_j'])} J and {render.duration(best['s_per_token'])} a token"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
         tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
         print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "

@@ -48,9 +48,17 @@ def duration_range(low: float, high: float) -> str:
     return _range_in_unit(low, high, _time_unit)
 
 
+def figure(value: float, zeros: bool = False) -> str:
+    """A figure to four significant digits as people write it: 35,240 and 1,000,000, not 3.524e+04 (from 1,000 up,
+    thousands separated); 0.01921 as it is; trailing zeros kept where `zeros` (3.000 J, not 3 J)."""
+    if math.isfinite(value) and abs(value) >= 999.95:
+        return f"{float(f'{value:.4g}'):,.0f}"
+    return f"{value:#.4g}".rstrip(".") if zeros else f"{value:.4g}"
+
+
 def _g4(value: float) -> str:
     """Four significant digits, trailing zeros kept (3.000 J, not 3 J), no bare trailing point."""
-    return f"{value:#.4g}".rstrip(".")
+    return figure(value, zeros=True)
 
 
 def _unstated_host() -> str:
@@ -88,7 +96,7 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
         head, band = figures["carbon_per_output_token_g"], figures.get("carbon_per_output_token_interval_g")
     return (f"carbon     {mass(scale * head)} CO2e{what}"
             + (f" ({mass_range(scale * band[0], scale * band[1])})" if band else "")
-            + f", at {grid['g_per_kwh']:.4g} g/kWh ({where}) x PUE {grid['pue']:g}: the GPU's energy alone")
+            + f", at {figure(grid['g_per_kwh'])} g/kWh ({where}) x PUE {grid['pue']:g}: the GPU's energy alone")
 
 
 def with_line(table: str, line: str) -> str:
@@ -176,7 +184,7 @@ def _offload_lines(job: Any) -> list[str]:
 
 def requests_table(job: Any) -> str:
     band = job.energy_interval_j
-    lines = [f"requests   {job.model}: {job.requests:,} (mean {job.input_len_mean:.4g} in + {job.output_len_mean:.4g} "
+    lines = [f"requests   {job.model}: {job.requests:,} (mean {figure(job.input_len_mean)} in + {figure(job.output_len_mean)} "
              f"out tokens) in static batches of {job.batch}{'' if job.kv_cache else ', no KV cache'}",
              f"gpu        {job.gpu}{_tensor_parallel(job)}", f"method     {job.method}", "",
              f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(band[0])} - {_g4(band[1])} J, 90% interval, steps' "
@@ -213,7 +221,7 @@ def serve_table(job: Any) -> str:
     if job.energy_j is not None:
         total = job.energy_interval_j
         lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
-                     f"{duration(job.duration_s)}, {_g4(job.output_tokens)} output tokens"
+                     f"{duration(job.duration_s)}, {job.output_tokens:,.0f} output tokens"
                      + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(lines)
@@ -284,28 +292,27 @@ def plan_table(result: Any) -> str:
     rows = [dict(strategy=p.strategy, time=duration(p.time_s),
                  time_interval=duration_range(*p.time_interval_s),
                  energy_kwh=p.energy_j / 3.6e6,
-                 interval_kwh=f"{p.energy_interval_j[0] / 3.6e6:.4g} - {p.energy_interval_j[1] / 3.6e6:.4g}",
+                 interval_kwh=f"{figure(p.energy_interval_j[0] / 3.6e6)} - {figure(p.energy_interval_j[1] / 3.6e6)}",
                  carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,
                  local_share=p.locally_met_share, inter_site_gb=p.bytes_per_link["inter_site"] / 1e9,
                  gbps_for_90pct=bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)))
             for p in result.plans]
     splits = pd.DataFrame([{"strategy": p.strategy, **{k: v / 3.6e6 for k, v in p.energy_split_j.items()}}
                            for p in result.plans])
-    notes = [f"internet (allocational, not in energy): {p.strategy} {p.internet_allocational_kwh:.4g} kWh"
+    notes = [f"internet (allocational, not in energy): {p.strategy} {figure(p.internet_allocational_kwh)} kWh"
              for p in result.plans if p.internet_allocational_kwh]
     if len(job.sites) > 1:  # what the last column means, and its blanks
         notes.insert(0, "gbps_for_90pct: the inter-site link (Gbit/s) that would give 90 % compute utilisation; "
                         "'not reached': not at 100 Tbit/s either (the link's round trips, a slower site, restarts "
                         "after failures or a site's own collectives bound it)")
-    fmt = "{:.4g}".format
-    return "\n".join([head, "", pd.DataFrame(rows).to_string(index=False, float_format=fmt), "",
-                      "energy split (kWh):", splits.to_string(index=False, float_format=fmt), *notes])
+    return "\n".join([head, "", pd.DataFrame(rows).to_string(index=False, float_format=figure), "",
+                      "energy split (kWh):", splits.to_string(index=False, float_format=figure), *notes])
 
 
 def bandwidth_text(gbps: float | None, sites: int) -> str:
     """A plan's inter-site bandwidth for 90 % utilisation as its tables show it (Gbit/s): 'not reached' where none up
     to 100 Tbit/s gives it, '-' on one site."""
-    return f"{gbps:.4g}" if gbps else "not reached" if sites > 1 else "-"
+    return figure(gbps) if gbps else "not reached" if sites > 1 else "-"
 
 
 def count_text(n: float) -> str:
@@ -349,7 +356,7 @@ def unmet_text(points: pd.DataFrame) -> str:
 def sweep_front(pareto: pd.DataFrame, columns: list[str]) -> str:
     """A sweep's Pareto front in the terminal: settings as `settings_shown` has them, figures to four significant
     digits."""
-    return settings_shown(pareto, columns).to_string(index=False, float_format="{:.4g}".format)
+    return settings_shown(pareto, columns).to_string(index=False, float_format=figure)
 
 
 def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
@@ -367,7 +374,7 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
     left = "".join(f"; {n:,} left out: {why}" for why, n in skipped.items())
     return "\n".join([f"sweep: {len(points):,} points{left}; the Pareto front of {axis} against time to finish "
                       f"({len(best):,} point{'' if len(best) == 1 else 's'}, fastest first):",
-                      rows.to_string(index=False, float_format="{:.4g}".format)])
+                      rows.to_string(index=False, float_format=figure)])
 
 
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import setting_text, settings_shown, unmet_text
+from joulecast.render import figure, setting_text, settings_shown, unmet_text
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -52,9 +52,7 @@ def _ticks(lo: float, hi: float) -> list[float]:
 
 def _tick(value: float) -> str:
     """A tick's label: 1,000 and 0.0002 as written, 1e+10 where a number that long would crowd the axis."""
-    if value >= 1e5 or value < 1e-4:
-        return f"{value:.3g}"
-    return f"{value:,.0f}" if value >= 1e3 else f"{value:.4g}"
+    return f"{value:.3g}" if value >= 1e5 or value < 1e-4 else figure(value)
 
 
 _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)",
@@ -98,8 +96,8 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         tp = points["tp"] if "tp" in points and points["tp"].nunique() > 1 else pd.Series(np.nan, index=points.index)
         names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
-                 f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {r.energy_j:.4g} J in {r.time_s:.4g} s"
-                 + (f", {r.carbon_g:.4g} g CO2e on {r.grid}'s grid" if r.grid else "")
+                 f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {figure(r.energy_j)} J in {figure(r.time_s)} s"
+                 + (f", {figure(r.carbon_g)} g CO2e on {r.grid}'s grid" if r.grid else "")
                  for r in points[["gpu", *sizes, "dtype", "energy_j", "time_s"]]
                  .set_axis(["gpu", "b", "s", "dtype", "energy_j", "time_s"], axis=1)
                  .assign(sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
@@ -152,7 +150,7 @@ def table(frame: Any, cls: str = "frontier", columns: Sequence[str] | None = Non
     head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
     rows = []
     for record in frame[columns].to_dict(orient="records"):
-        cells = "".join(f"<td>{'' if v != v else html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>"
+        cells = "".join(f"<td>{'' if v != v else html.escape(figure(v) if isinstance(v, float) else str(v))}</td>"
                         for v in record.values())
         rows.append(f"<tr>{cells}</tr>")
     return f"<div class='wide'><table class='{cls}'><tr>{head}</tr>{''.join(rows)}</table></div>"

@@ -14,7 +14,23 @@ def test_estimate_table(capsys):
 def test_figures_keep_four_significant_digits():
     from joulecast.render import _g4
 
-    assert [_g4(x) for x in (3.0, 12.034, 249.44, 1234.4)] == ["3.000", "12.03", "249.4", "1234"]
+    assert [_g4(x) for x in (3.0, 12.034, 249.44, 1234.4)] == ["3.000", "12.03", "249.4", "1,234"]
+
+
+def test_large_figures_read_without_exponents():
+    """Whole jobs run to 1e4-1e9 J and tokens: a table shows them as people write them, never 7.821e+04."""
+    from joulecast.render import figure
+
+    assert [figure(x) for x in (78_213.4, 999.96, 2_264_391.0, 1e6, 0.019214, 300.0)] == [
+        "78,210", "1,000", "2,264,000", "1,000,000", "0.01921", "300"]
+    assert figure(float("nan")) == "nan" and figure(-12_345.0) == "-12,340"
+
+
+def test_job_tables_show_no_exponents(capsys):
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+                 "--output-len", "256", "--concurrency", "64", "--output-tokens", "1e6"]) == 0
+    out = capsys.readouterr().out
+    assert "1,000,000 output tokens" in out and "e+0" not in out
 
 
 def test_estimate_json(capsys):

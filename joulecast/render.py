@@ -48,12 +48,17 @@ def duration_range(low: float, high: float) -> str:
     return _range_in_unit(low, high, _time_unit)
 
 
-def figure(value: float, zeros: bool = False) -> str:
-    """A figure to four significant digits as people write it: 35,240 and 1,000,000, not 3.524e+04 (from 1,000 up,
-    thousands separated); 0.01921 as it is; trailing zeros kept where `zeros` (3.000 J, not 3 J)."""
-    if math.isfinite(value) and abs(value) >= 999.95:
-        return f"{float(f'{value:.4g}'):,.0f}"
-    return f"{value:#.4g}".rstrip(".") if zeros else f"{value:.4g}"
+def figure(value: float, zeros: bool = False, digits: int = 4) -> str:
+    """A figure to `digits` significant digits as people write it: 35,240 and 1,000,000, not 3.524e+04 (from 1,000
+    up, thousands separated); 0.01921 as it is; trailing zeros kept where `zeros` (3.000 J, not 3 J)."""
+    if math.isfinite(value) and abs(float(f"{value:.{digits}g}")) >= 1000:
+        return f"{float(f'{value:.{digits}g}'):,.0f}"
+    return f"{value:#.{digits}g}".rstrip(".") if zeros else f"{value:.{digits}g}"
+
+
+def gib(value: float) -> str:
+    """Memory in GiB to three significant digits: 33.4, 133, 1,220."""
+    return figure(value, digits=3)
 
 
 def _g4(value: float) -> str:
@@ -100,11 +105,10 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
 
 
 def with_line(table: str, line: str) -> str:
-    """A table with `line` after its figures: before its flags, its fits line or its kernel classes."""
+    """A table with `line` after its figures: before its flags or its kernel classes."""
     lines = table.split("\n")
     start = lines.index("") + 1 if "" in lines else 0  # the figures follow the heading's blank line
-    at = next((i for i in range(start, len(lines)) if not lines[i] or lines[i].startswith(("flag ", "fits "))),
-              len(lines))
+    at = next((i for i in range(start + 1, len(lines)) if not lines[i] or lines[i].startswith("flag ")), len(lines))
     return "\n".join([*lines[:at], line, *lines[at:]])
 
 
@@ -128,16 +132,14 @@ def estimate_table(est: Any) -> str:
     elif est.power_w >= est.power_limit_w * (1 - 1e-6):
         lines.append(f"           at the {est.power_limit_w:.0f} W limit")
     if getattr(est, "memory_gb", None) is not None:
-        parts = ", ".join(f"{name.replace('_', ' ')} {value:.3g}" for name, value in est.memory_parts_gb.items()
+        parts = ", ".join(f"{name.replace('_', ' ')} {gib(value)}" for name, value in est.memory_parts_gb.items()
                           if value)
-        from joulecast.data.gpus import gpu
-
-        has = gpu(est.gpu).memory_gb
-        lines.append(f"memory     {est.memory_gb:.3g} GiB needed ({parts}); the GPU has {has:g} GiB")
+        lines.append(f"memory     {gib(est.memory_gb)} GiB needed ({parts}){_has(est.gpu)}")
     interval = getattr(est, "energy_interval_j", None)
     if interval:
         lines.insert(5, f"           {_g4(interval[0])} - {_g4(interval[1])} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(est))]
+    lines = _fit_first(lines, est, "a GPU with more memory, or a smaller batch or sequence")
     lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
     for row in est.by_kernel_class.itertuples():
         lines.append(f"{row.kernel_class:<20}{row.launches:>9}{duration(row.time_s):>12}{_si(row.energy_j, 'J'):>12}"
@@ -156,13 +158,37 @@ def generation_table(job: Any) -> str:
              "token)", f"power      {_g4(job.power_w)} W (average)",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token, {_g4(job.energy_per_request_j)} J a "
              "request", f"split      prefill {_g4(job.prefill_energy_j)} J, decode {_g4(job.decode_energy_j)} J",
-             f"memory     {job.memory_gb:.3g} GiB at the step that needs most"]
+             f"memory     {gib(job.memory_gb)} GiB at the step that needs most{_has(job.gpu)}"]
     if job.host_dispatch_s:
         lines.append(f"host       {duration(job.host_dispatch_s)} a launch"
                      f"{_unstated_host() if not job.host_dispatch_stated else ''}")
     lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(lines)
+    return "\n".join(_fit_first(lines, job, _SPLIT_HINT))
+
+
+# What a generation or a serving load that does not fit one GPU can do instead.
+_SPLIT_HINT = "--tp to split its weights and KV cache over GPUs, or a GPU with more memory"
+
+
+def _has(name: str) -> str:
+    """A memory line's end: what the GPU holds."""
+    from joulecast.data.gpus import gpu
+
+    return f"; the GPU has {gpu(name).memory_gb:g} GiB"
+
+
+def _fit_first(lines: list[str], est: Any, instead: str) -> list[str]:
+    """A table whose workload exceeds its GPU's memory says so before its figures (a memory check before a number):
+    what it needs, what the GPU holds and what would fit, in a `fits` line after the heading."""
+    if "exceeds-memory" not in getattr(est, "flags", ()):
+        return lines
+    from joulecast.data.gpus import gpu
+
+    at = lines.index("") + 1
+    return [*lines[:at], f"fits       no: needs {gib(est.memory_gb)} GiB, {est.gpu} has {gpu(est.gpu).memory_gb:g} "
+                         f"GiB, so it would not run as given; the figures are as if it did. Instead: {instead}",
+            *lines[at:]]
 
 
 def _tensor_parallel(job: Any) -> str:
@@ -194,10 +220,10 @@ def requests_table(job: Any) -> str:
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token asked for, "
              f"{_g4(job.energy_per_request_j)} J a request",
              f"padding    {100 * job.padding_share:.1f} % of the tokens the batches computed",
-             f"memory     {job.memory_gb:.3g} GiB at the largest step"]
+             f"memory     {gib(job.memory_gb)} GiB at the largest step{_has(job.gpu)}"]
     lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(lines)
+    return "\n".join(_fit_first(lines, job, _SPLIT_HINT))
 
 
 def serve_table(job: Any) -> str:
@@ -218,13 +244,15 @@ def serve_table(job: Any) -> str:
              f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"
                  if job.gpu_busy_share < HOST_BOUND_SHARE else "")]
+    lines.append(f"memory     {gib(job.memory_gb)} GiB{' a GPU' if job.tp > 1 else ''} at a step of "
+                 f"{job.busy_batch}{_has(job.gpu)}")
     if job.energy_j is not None:
         total = job.energy_interval_j
         lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
                      f"{duration(job.duration_s)}, {job.output_tokens:,.0f} output tokens"
                      + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(lines)
+    return "\n".join(_fit_first(lines, job, _SPLIT_HINT))
 
 
 def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
@@ -235,7 +263,7 @@ def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
 
 def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
-    parts = ", ".join(f"{k} {v:.3g}" for k, v in job.memory_parts_gb.items())
+    parts = ", ".join(f"{k} {gib(v)}" for k, v in job.memory_parts_gb.items())
     lines = [f"training run {job.model}: {job.steps:,} steps x {job.global_batch} x {job.seq} tokens "
              f"({job.tokens:,} tokens), {how}, {job.dtype}, recompute {job.recompute}, {job.optimizer}",
              f"gpu        {job.gpu}", f"method     {job.method}",
@@ -249,11 +277,9 @@ def train_run_table(job: Any) -> str:
              f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
              f"power      {_g4(job.power_w)} W (average)",
              f"per token  {_g4(job.energy_per_token_j)} J a token, {_g4(job.tokens_per_s)} tokens/s",
-             f"memory     {job.memory_gb:.3g} GiB ({parts})"]
-    if "exceeds-memory" in job.flags:
-        lines.append(f"fits       {_fits(job)}")
+             f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(lines)
+    return "\n".join(_fit_first(lines, job, _fits(job) if "exceeds-memory" in job.flags else ""))
 
 
 def _fits(job: Any) -> str:
@@ -265,11 +291,11 @@ def _fits(job: Any) -> str:
         fixed = state_gb(job.memory_parts_gb)
         how = ("" if job.lora_rank else "LoRA, --lora-rank; or ") + "shard over GPUs, joulecast plan"
         if fixed > gpu(job.gpu).memory_gb:
-            return (f"no micro-batch on one GPU: weights, gradients and optimizer state alone take {fixed:.3g} GiB "
-                    f"({how})")
-        return f"no micro-batch on one GPU, not one sequence fully recomputed ({how})"
+            return (f"{how} (no micro-batch on one GPU: weights, gradients and optimizer state alone take "
+                    f"{gib(fixed)} GiB)")
+        return f"{how} (no micro-batch on one GPU, not one sequence fully recomputed)"
     return "; ".join(" ".join(([] if f["recompute"] == job.recompute else [f"--recompute {f['recompute']}"])
-                              + [f"--micro-batch {f['micro_batch']}"]) + f" ({f['memory_gb']:.3g} GiB)"
+                              + [f"--micro-batch {f['micro_batch']}"]) + f" ({gib(f['memory_gb'])} GiB)"
                      for f in job.fits)
 
 

@@ -457,3 +457,26 @@ def test_a_damaged_model_folder_is_one_line(tmp_path, capsys, file, text, kind):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"joulecast: error: --estimator: {folder} is not a readable saved "
                                                f"model ({kind}")
+
+
+def test_a_job_that_exceeds_its_gpu_says_so_before_its_figures(capsys):
+    """A memory check before a number: Llama-3-70B's bf16 weights alone (131 GiB) pass an H100's 80 GiB, so the
+    table's first figure line says it would not run and what would; split over two GPUs it fits and says nothing."""
+    args = ["estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+            "--output-len", "256", "--concurrency", "8", "--estimator", "physics"]
+    assert main(args) == 0
+    lines = capsys.readouterr().out.split("\n")
+    first = lines[lines.index("") + 1]
+    assert first.startswith("fits       no: needs 13") and "h100-sxm has 80 GiB" in first and "--tp" in first
+    memory = next(line for line in lines if line.startswith("memory "))
+    assert memory.endswith("at a step of 8; the GPU has 80 GiB")
+    assert main([*args, "--tp", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "fits " not in out and "GiB a GPU at a step of 8" in out
+
+
+def test_memory_reads_without_exponents(capsys):
+    assert main(["estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--phase", "train-run", "--seq", "2048",
+                 "--global-batch", "32", "--micro-batch", "4", "--steps", "1", "--estimator", "physics"]) == 0
+    out = capsys.readouterr().out
+    assert "e+0" not in out and "(weights 131, gradients 131, optimizer 788" in out

@@ -43,7 +43,7 @@ import numpy as np
 from joulecast.data import engines
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.workload import check_host_dispatch
+from joulecast.data.workload import MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp
@@ -109,6 +109,20 @@ def _positive(name: str, value: object, integer: bool = False, low: float = 0.0,
     return float(value)
 
 
+def _check_context(input_len: float, output_len: float, output_len_cv: float, concurrency: int | None,
+                   max_batch: int, chunk_tokens: int) -> None:
+    """The largest step (a request rate's reach max_batch in flight) within a pass's MAX_TOKENS, its tokens over
+    their context; else one line naming input_len with the longest context this load takes."""
+    in_flight = max_batch if concurrency is None else min(concurrency, max_batch)
+    tokens, context = serve_step.step_size(in_flight, input_len, output_len, output_len_cv, chunk_tokens)
+    if tokens * context > MAX_TOKENS:
+        which = "max_batch" if concurrency is None or concurrency > max_batch else "concurrency"
+        raise InputError("input_len", f"{input_len:,.0f} tokens with {in_flight:,} in flight ({which}): a step's "
+                         f"{tokens:,} tokens over a {context:,}-token context are {tokens * context:,}, over the "
+                         f"{MAX_TOKENS:,} a pass holds; at this load, contexts up to {MAX_TOKENS // tokens:,} tokens "
+                         "(the prompt and half the answer)")
+
+
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
@@ -168,6 +182,9 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                                                                             "every prompt")):
         require(isinstance(cv, (int, float)) and not isinstance(cv, bool) and 0.0 <= cv <= 10.0, name,
                 f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
+    if concurrency is not None:
+        concurrency = int(_positive("concurrency", concurrency, integer=True))
+    _check_context(input_len, output_len, output_len_cv, concurrency, max_batch, chunk_tokens)
     engine = engines.check_engine(engine) or "none"
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     config = resolve_model(model)[0]
@@ -182,7 +199,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                    input_len_cv=float(input_len_cv), host_dispatch_s=check_host_dispatch(host_dispatch_s),
                    sampling=sampling)
     if concurrency is not None:
-        busy = int(min(_positive("concurrency", concurrency, integer=True), max_batch))
+        busy = min(concurrency, max_batch)
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
                                          launch_mode, tp, chunk_tokens, residual, **setting)
         mean_batch, idle = float(busy), 0.0

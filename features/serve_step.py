@@ -29,6 +29,14 @@ def prompt_tokens(batch: int, input_len: float, output_len: float, chunk_tokens:
     return int(min(chunk_tokens, round(batch * input_len / output_len)))
 
 
+def step_size(batch: int, input_len: float, output_len: float, output_len_cv: float = 0.0,
+              chunk_tokens: int = CHUNK_TOKENS) -> tuple[int, int]:
+    """A step's tokens (B decodes and its prompt chunk) and the context each is lowered over (`step_records`): their
+    product is the step's batch x seq, which a pass holds to `data.workload.MAX_TOKENS`."""
+    return batch + prompt_tokens(batch, input_len, output_len, chunk_tokens), context_len(input_len, output_len,
+                                                                                         output_len_cv)
+
+
 def context_len(input_len: float, output_len: float, output_len_cv: float = 0.0) -> int:
     """A running request's mean context: input + output (1 + cv^2) / 2 (length-biased: a long answer runs for more
     steps than a short one)."""

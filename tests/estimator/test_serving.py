@@ -105,6 +105,17 @@ def test_bad_serving_settings_name_their_field(kw, field):
         serve("gpt2", "a10", estimator="physics", **args)
 
 
+def test_a_context_past_what_a_step_holds_names_input_len_and_the_longest_it_takes():
+    """A step's tokens are each lowered over the mean context, a pass's batch x seq held to 2^31: 8 in flight with
+    their 8,192-token prompt chunk take contexts up to 261,888 tokens; one longer is refused by input_len, not by an
+    inner pass's 'batch', and a rate's steps are checked at max_batch."""
+    kw = dict(output_len=10, estimator="physics")
+    with pytest.raises(joulecast.InputError, match=r"input_len: 300,000 tokens with 8 in flight.*up to 261,888"):
+        serve("llama-3-8b", "h100-sxm", input_len=300_000, concurrency=8, **kw)
+    with pytest.raises(joulecast.InputError, match=r"256 in flight \(max_batch\).*up to 254,200"):
+        serve("llama-3-8b", "h100-sxm", input_len=300_000, request_rate=1.0, **kw)
+    assert serve("llama-3-8b", "h100-sxm", input_len=261_800, concurrency=8, **kw).energy_per_output_token_j > 0
+
 
 def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
     """SGLang, TensorRT-LLM and vLLM 0.11.1 schedule the next step while the GPU runs this one: where the GPU's work

@@ -1149,6 +1149,23 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _flag_of(parser: argparse.ArgumentParser, args: argparse.Namespace, field: str) -> str:
+    """The flag the user gave a field's value by (--input-len for the API's input_len, --sm-clock for sm_clock_mhz:
+    a unit the flag takes as the field does), so that an error names what was typed; else the field, as a job file
+    or a batch file names it."""
+    while True:  # down to the subcommand that ran (gpu add, ...)
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or getattr(args, sub.dest, None) not in sub.choices:
+            break
+        parser = sub.choices[getattr(args, sub.dest)]
+    for dest in dict.fromkeys((field, field.removesuffix("_mhz").removesuffix("_w").removesuffix("_s"))):
+        for action in parser._actions:
+            given = getattr(args, dest, None) not in (None, action.default)
+            if action.dest == dest and action.option_strings and given:
+                return next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
+    return field
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 2 bad input or data, 1 unexpected failure)."""
     parser = build_parser()
@@ -1156,6 +1173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(message)s")
     try:
         return args.func(args)
+    except InputError as exc:
+        print(f"joulecast: error: {_flag_of(parser, args, exc.field)}: {exc.message}", file=sys.stderr)
+        return exc.exit_code
     except JoulecastError as exc:
         print(f"joulecast: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -98,27 +98,28 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--model", "gpt2", "--gpu", "a100", "--batch", "-3"], "batch: must be an integer from 1 to 16,777,216, got -3"),
-    (["--model", "gpt2", "--gpu", "a100", "--batch", "10000000000000000000"], "batch: must be an integer from 1 to"),
-    (["--model", "gpt2", "--gpu", "a100-pcie-40gb", "--dtype", "fp8"], "dtype: fp8 needs fp8 tensor cores, which NVIDIA "
-     "A100-PCIe-40GB lacks; it runs fp64, fp32, tf32, bf16, fp16, int8"),
+    (["--model", "gpt2", "--gpu", "a100", "--batch", "-3"], "--batch: must be an integer from 1 to 16,777,216, got -3"),
+    (["--model", "gpt2", "--gpu", "a100", "--batch", "10000000000000000000"], "--batch: must be an integer from 1 to"),
+    (["--model", "gpt2", "--gpu", "a100-pcie-40gb", "--dtype", "fp8"], "--dtype: fp8 needs fp8 tensor cores, which "
+     "NVIDIA A100-PCIe-40GB lacks; it runs fp64, fp32, tf32, bf16, fp16, int8"),
     (["--model", "gpt2", "--config", "c.json", "--gpu", "a100"], "--config: give one of --model NAME, --config PATH"),
     (["--kernels", "k.json", "--batch", "4", "--gpu", "a100"], "--batch: has no effect with --kernels"),
     (["--kernels", "/", "--gpu", "a100"], "--kernels: '/' is a folder; give a file"),
     (["--kernels", "/proc/self/mem", "--gpu", "a100"], "--kernels: cannot read '/proc/self/mem'"),
     (["--config", "/etc/hostname/x.json", "--gpu", "a100"], "--config: '/etc/hostname/x.json' does not exist"),
-    (["--model", "gpt2", "--gpu", "a100", "--dtype", "fp4"], "dtype: unknown 'fp4'"),
-    (["--model", "gpt2", "--gpu", "a1000"], "gpu: unknown 'a1000'; did you mean"),
-    (["--model", "bart", "--gpu", "a100"], "model: unknown 'bart'"),
+    (["--model", "gpt2", "--gpu", "a100", "--dtype", "fp4"], "--dtype: unknown 'fp4'"),
+    (["--model", "gpt2", "--gpu", "a1000"], "--gpu: unknown 'a1000'; did you mean"),
+    (["--model", "bart", "--gpu", "a100"], "--model: unknown 'bart'"),
     (["--gpu", "a100"], "--model: give one of --model NAME, --config PATH or --kernels FILE.json"),
     (["--kernels", "/nonexistent.json", "--gpu", "a100"], "--kernels: '/nonexistent.json' does not exist; give a file"),
-    (["--model", "gpt2", "--gpu", "a100", "--sm-clock", "9000"], "sm_clock_mhz: must be between"),
+    (["--model", "gpt2", "--gpu", "a100", "--sm-clock", "9000"], "--sm-clock: must be between"),
     (["--model", "resnet-101", "--gpu", "l4", "--phase", "generate", "--input-len", "8", "--output-len", "2"],
-     "phase: generate needs a decoder (tokens generated one at a time); a resnet model runs inference and one"),
+     "--phase: generate needs a decoder (tokens generated one at a time); a resnet model runs inference and one"),
     (["--model", "bert-large", "--gpu", "l4", "--phase", "serve", "--concurrency", "4", "--input-len", "8",
-      "--output-len", "2"], "phase: serve needs a decoder (tokens generated one at a time); a bert model runs prefill"),
+      "--output-len", "2"], "--phase: serve needs a decoder (tokens generated one at a time); a bert model runs "
+     "prefill"),
     (["--model", "vit-large", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8", "--seq",
-      "197"], "phase: train-run needs a text model (its steps run over tokens); a vit model runs inference"),
+      "197"], "--phase: train-run needs a text model (its steps run over tokens); a vit model runs inference"),
     # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields
     (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "serving"], "--phase: 'serving' is not available for a llama "
      "model; allowed: prefill, decode, training; or a whole job: generate, serve, train-run"),
@@ -133,7 +134,7 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
      "got both"),
     (["--model", "gpt2", "--gpu", "l4", "--phase", "train-run", "--seq", "8", "--global-batch", "2"],
      "--steps: --phase train-run needs --steps or --tokens, one of them; got neither"),
-    (["--model", "gpt2", "--gpu", "rtx4090"], "gpu: unknown 'rtx4090'; known: a10, a100-pcie-40gb, "),  # no aliases
+    (["--model", "gpt2", "--gpu", "rtx4090"], "--gpu: unknown 'rtx4090'; known: a10, a100-pcie-40gb, "),  # no aliases
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(["estimate", *argv]) == 2
@@ -168,7 +169,7 @@ def test_retrain_names_an_unknown_gpu_before_reading_any_measurement(tmp_path, c
     pytest.importorskip("xgboost", reason="needs the [train] extra")
     assert main(["retrain", "--gpu", "h900", "--store", str(tmp_path)]) == 2  # an empty store: not reached
     err = capsys.readouterr().err
-    assert err.startswith("joulecast: error: gpu: unknown 'h900'; did you mean 'h200'") and err.count("\n") == 1
+    assert err.startswith("joulecast: error: --gpu: unknown 'h900'; did you mean 'h200'") and err.count("\n") == 1
 
 
 def test_a_phase_is_read_in_any_case(capsys):
@@ -480,3 +481,18 @@ def test_memory_reads_without_exponents(capsys):
                  "--global-batch", "32", "--micro-batch", "4", "--steps", "1", "--estimator", "physics"]) == 0
     out = capsys.readouterr().out
     assert "e+0" not in out and "(weights 131, gradients 131, optimizer 788" in out
+
+
+def test_an_error_names_the_flag_that_gave_the_value():
+    """The API's fields as the user typed them: --sm-clock for sm_clock_mhz (both MHz); a field no flag gave (a
+    default, a job file's) and one whose flag takes another unit (--host-dispatch-us: µs, the field seconds) keep
+    their own names."""
+    from joulecast.cli import _flag_of, build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["estimate", "--model", "gpt2", "--gpu", "a100", "--sm-clock", "900",
+                              "--host-dispatch-us", "5"])
+    named = [_flag_of(parser, args, f) for f in ("gpu", "sm_clock_mhz", "batch", "host_dispatch_s", "sites[0].gpu")]
+    assert named == ["--gpu", "--sm-clock", "batch", "host_dispatch_s", "sites[0].gpu"]
+    args = parser.parse_args(["gpu", "remove", "x"])
+    assert _flag_of(parser, args, "name") == "name"

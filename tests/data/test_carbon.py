@@ -110,4 +110,4 @@ def test_the_cli_prints_the_carbon_of_every_phase_and_refuses_a_bad_grid_before_
     assert main([*base, "--phase", "train-run", "--seq", "64", "--global-batch", "4", "--steps", "3"]) == 0
     assert "(WORLD annual average) x PUE 1.58: the GPU's energy alone" in capsys.readouterr().out
     assert main([*base, "--grid", "XX"]) == 2
-    assert capsys.readouterr().err.strip().startswith("joulecast: error: grid: unknown 'XX'")
+    assert capsys.readouterr().err.strip().startswith("joulecast: error: --grid: unknown 'XX'")

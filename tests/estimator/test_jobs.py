@@ -75,7 +75,7 @@ def test_without_a_kv_cache_every_step_recomputes_the_sequence():
     (["--phase", "generate", "--input-len", "8"], "--output-len: --phase generate needs it"),
     (["--phase", "generate", "--input-len", "8", "--output-len", "4", "--seq", "9"], "--seq: has no effect with"),
     (["--input-len", "8"], "--input-len: applies to --phase generate, serve only"),
-    (["--phase", "generate", "--input-len", "0", "--output-len", "4"], "input_len: must be an integer from 1"),
+    (["--phase", "generate", "--input-len", "0", "--output-len", "4"], "--input-len: must be an integer from 1"),
 ])
 def test_cli_generation_flags(capsys, argv, message):
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", *argv]) == 2

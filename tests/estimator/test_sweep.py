@@ -106,7 +106,7 @@ def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_we
     text = capsys.readouterr().out
     assert text.startswith("2 configurations on 2 grids (4 points)") and "CO2e on FR's grid" in text
     assert main([*argv, "--carbon-intensity", "100"]) == 2
-    assert "carbon_intensity: give one of grid, carbon_intensity and carbon_series, not grid and carbon_intensity" \
+    assert "--carbon-intensity: give one of grid, carbon_intensity and carbon_series, not grid and carbon_intensity" \
         in capsys.readouterr().err
     assert len(sweep(configs, estimator="physics", grids=[world, world]).points) == len(configs)  # named twice: one
     hourly = sweep(configs, estimator="physics", grids=[grid_at(carbon_series=[100, 300])]).points
@@ -290,7 +290,7 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
     (["--phase", "generate", "--input-len", "64", "--output-len", "8", "--seq", "64"],
      "--seq: has no effect with --phase generate (give --input-len)"),
     (["--phase", "train-run", "--global-batch", "8", "--micro-batch", "3", "--steps", "10"],
-     "micro_batch: 3 does not divide the global batch 8"),
+     "--micro-batch: 3 does not divide the global batch 8"),
     (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--fusions", "rope,flash"],
      f"fusions: unknown fusion 'flash'; allowed: {', '.join(FUSIONS)}"),
     (["--phase", "prefill", "--optimizer", "sgd"], "--optimizer: applies to --phase train-run only"),

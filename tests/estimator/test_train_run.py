@@ -247,7 +247,7 @@ def test_cli_train_run_json(capsys):
     assert main([a for a in argv if a != "--json"] + ["--forward-overhead-s", "0.003"]) == 0
     assert "the framework's 3 ms a layer and forward pass" in capsys.readouterr().out
     assert main([*argv, "--forward-overhead-s", "5"]) == 2
-    assert "forward_overhead_s: must be seconds from 0 to 1" in capsys.readouterr().err
+    assert "--forward-overhead-s: must be seconds from 0 to 1" in capsys.readouterr().err
 
 
 def test_a_run_that_exceeds_its_gpu_says_what_would_fit_and_each_fit_does():

@@ -417,7 +417,7 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
                               f"the Pareto front of energy against time to finish ({len(swept['pareto'])} points")
     assert text[1].split()[:3] == ["strategy", "sites", "power_limit_w"] and len(text) == 2 + len(swept["pareto"])
     assert main(["plan", EXAMPLE, "--sweep", "--P", "0"]) == 2  # an axis a strategy cannot take: one line
-    assert capsys.readouterr().err == "joulecast: error: P: must be whole numbers of at least 1, got 0\n"
+    assert capsys.readouterr().err == "joulecast: error: --P: must be whole numbers of at least 1, got 0\n"
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")

@@ -413,6 +413,8 @@ def _sweep(args: argparse.Namespace) -> int:
           f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
     if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
+        if args.phase == "serve":
+            print(sweep_report.point_note(result) + ":")
         print(render.sweep_front(result.pareto, sweep_report.columns(result)))
     if best is not None:
         sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in result.sizes)
@@ -425,8 +427,10 @@ def _sweep(args: argparse.Namespace) -> int:
                        f", {render.figure(best['energy_per_token_j'])} J and {render.duration(best['s_per_token'])} a token"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
         tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
+        carbon = (f"{render.mass(1e6 * best['carbon_g'] * best['energy_per_token_j'] / best['energy_j'])} CO2e a "
+                  "million output tokens" if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
         print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
-              f"{render.mass(best['carbon_g'])} CO2e on {best['grid']}'s grid")
+              f"{carbon} on {best['grid']}'s grid")
     else:
         print(render.unmet_text(result.points))
     for f in files:

@@ -184,6 +184,14 @@ def counted(points: Any) -> str:
                                                             if grids > 1 else "")
 
 
+def point_note(result: Any) -> str:
+    """What a job sweep's point is, for its report and its terminal table: a whole job, or a serving load's step."""
+    if not (result.points["phase"] == "serve").any():
+        return "Each point a whole job"
+    return ("Each point a steady serving load; its energy_j, time_s and carbon_g are one engine step's (time_s: "
+            "each request's time between output tokens)")
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
     shown = columns(result)
@@ -195,7 +203,7 @@ def render(result: Any, title: str) -> str:
              f"{len(result.pareto):,} on the Pareto "
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
-             f"<p>Each point a whole job: {html.escape(job)}.</p>" if result.job else "",
+             f"<p>{html.escape(point_note(result))}: {html.escape(job)}.</p>" if result.job else "",
              "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
              table(settings_shown(best.to_frame().T, shown)) if best is not None

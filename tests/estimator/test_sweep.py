@@ -276,6 +276,20 @@ def test_a_serving_sweep_is_one_engine_step_a_point_at_the_serve_estimate():
         assert (p.time_s, p.gpu_busy_share) == (s.step_time_s, s.gpu_busy_share) and 0 < p.gpu_busy_share <= 1
 
 
+def test_a_serving_sweep_says_its_points_are_steps_and_its_best_carbon_a_million_tokens(capsys, tmp_path):
+    """A serving point's energy_j, time_s and carbon_g are an engine step's: the table and the report say so, and the
+    best point's carbon is a million output tokens', as `estimate --phase serve` gives it."""
+    args = ["--model", "llama-3-8b", "--gpu", "h100-sxm", "--input-len", "512", "--output-len", "256",
+            "--estimator", "physics"]
+    assert main(["sweep", "--phase", "serve", *args, "--concurrency", "8,64", "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "are one engine step's (time_s: each request's time between output tokens):" in out
+    best = re.search(r"; (\S+ \S+) CO2e a million output tokens on WORLD's grid", out).group(1)
+    assert "one engine step&#x27;s" in (tmp_path / "report.html").read_text()
+    assert main(["estimate", "--phase", "serve", *args, "--concurrency", "64"]) == 0
+    assert f"carbon     {best} CO2e a million output tokens" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--phase", "prefill", "--micro-batch", "2"], "--micro-batch: applies to --phase train-run only"),
     (["--phase", "serve", "--input-len", "64", "--output-len", "8"], "--concurrency: --phase serve needs it"),

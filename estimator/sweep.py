@@ -104,7 +104,7 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     a generation's or a serving load's tensor-parallel GPUs an instance as an axis (a `tp` column; each checked
     against the model first)."""
     if tps:
-        require(phase in TP_PHASES, "--tp", f"applies to --phase {' or '.join(TP_PHASES)} only")
+        require(phase in TP_PHASES, "tp", f"applies to --phase {' or '.join(TP_PHASES)} only")
         config = resolve_model(model)[0]
         tps = list(dict.fromkeys(check_tp(config, tp) for tp in tps))
     size = len(gpus) * len(batches) * len(seqs) * len(dtypes) * len(sm_clocks) * len(power_limits) * max(1, len(tps))
@@ -152,10 +152,11 @@ def check_options(objective: str, front: str, max_time_s: float | None, min_toke
                   max_power_w: float | None) -> None:
     """A sweep's objective, front and constraints, checked before any work."""
     if objective not in OBJECTIVES:
-        raise InputError("--objective", f"unknown {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+        raise InputError("objective", f"unknown {objective!r}; allowed: {', '.join(OBJECTIVES)}")
     if front not in (*FRONTS, "auto"):
-        raise InputError("--front", f"unknown {front!r}; allowed: {', '.join(FRONTS)}, auto")
-    for name, value in (("--max-time", max_time_s), ("--min-throughput", min_tokens_per_s), ("--max-power", max_power_w)):
+        raise InputError("front", f"unknown {front!r}; allowed: {', '.join(FRONTS)}, auto")
+    for name, value in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
+                        ("max_power_w", max_power_w)):
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
         if value is not None and not (number and 0 < value < np.inf):  # NaN fails the range
             raise InputError(name, f"must be a positive number, got {value!r}")
@@ -168,13 +169,13 @@ def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
     if phase not in JOB_PHASES:
         for name in sorted(job):
             if name not in PASS_OPTIONS:
-                raise InputError(f"--{name.replace('_', '-')}", f"applies to --phase {' or '.join(JOB_PHASES)} only")
+                raise InputError(name, f"applies to --phase {' or '.join(JOB_PHASES)} only")
             if name != "fusions" and not isinstance(job[name], str):  # a column of every configuration: one name
-                raise InputError(f"--{name.replace('_', '-')}", f"must be a name, got {kind_of(job[name])}")
+                raise InputError(name, f"must be a name, got {kind_of(job[name])}")
     else:
         for name in job:
             if name not in JOB_OPTIONS[phase]:
-                raise InputError(f"--{name.replace('_', '-')}", f"has no effect with --phase {phase}")
+                raise InputError(name, f"has no effect with --phase {phase}")
     if "fusions" in job:  # checked once, and written as the list the job reports
         job["fusions"] = list(check_fusions(job["fusions"]))
     if "engine" in job and normal_engine(job["engine"]) is None:  # "none" is the default: no engine
@@ -270,11 +271,11 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w)
     grids = tuple(dict.fromkeys(grids)) or (grid_at(),)  # a grid named twice is one
     if len(configs) * len(grids) > MAX_POINTS:
-        raise InputError("--grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
+        raise InputError("grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
                                    "points (narrow the lists)")
     phase = str(configs["phase"].iloc[0]) if len(configs) else ""
     job = check_job(phase, job)
-    require("tp" not in job or "tp" not in configs, "--tp", "an axis of the grid or a fixed option, not both")
+    require("tp" not in job or "tp" not in configs, "tp", "an axis of the grid or a fixed option, not both")
     points = estimate_all(configs, estimator, run, progress, job)
     if phase in JOB_PHASES:
         tokens = points.pop("tokens").astype(float)

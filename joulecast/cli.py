@@ -363,7 +363,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import check_options, grid, sweep
 
-    check_options(args.objective, args.front, args.max_time, args.min_throughput, args.max_power)
+    check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
     batches, seqs, job = _sweep_axes(args)
     tps = _listed(job.pop("tp", None), int, "--tp", [])  # an axis: each a point
     grids = [_grid(args, name) for name in _listed(args.grid, str, "--grid", [None])]
@@ -390,7 +390,7 @@ def _sweep(args: argparse.Namespace) -> int:
                                                               disable=True if args.json else None,
                                                               dynamic_ncols=True) as bar:
         result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
-                       min_tokens_per_s=args.min_throughput, max_power_w=args.max_power, estimator=args.estimator,
+                       min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power, estimator=args.estimator,
                        skipped=skipped, run=run, progress=bar.update, job=job, grids=grids)
     files = []
     if args.out:
@@ -993,7 +993,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "against time a token), or auto: per token where batch or length varies")
     sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass (a training run or "
                     "a generation: the whole job, a deadline; serving: the time an output token)")
-    sw.add_argument("--min-throughput", type=float, help="constraint: at least this many tokens a second")
+    sw.add_argument("--min-throughput", dest="min_tokens_per_s", type=float,
+                    help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
     _carbon_flags(sw, "grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the front "
                       "weighs carbon); default WORLD")

@@ -239,9 +239,6 @@ _SWEEP_FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_
 # What a sweep's list holds, for the line that refuses a value.
 _SWEEP_KINDS = {"gpu": "a catalog GPU's name (GET /v1/gpus)", "sm_clock_mhz": "a clock in MHz",
                 "power_limit_w": "a power limit in W", "grid": "a grid's name"}
-# The sweep's checks name the CLI's flags: the body's fields they are.
-_SWEEP_FLAGS = {"--objective": "objective", "--front": "front", "--max-time": "max_time_s",
-                "--min-throughput": "min_tokens_per_s", "--max-power": "max_power_w", "--tp": "tp"}
 
 
 def _is_count(value: Any) -> bool:
@@ -311,27 +308,23 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     job = {k: body[k] for k in fixed if k in body and k != "tp"}
     grids = [grid_at(name, body.get("carbon_intensity"), body.get("pue"), body.get("carbon_series"))
              for name in _sweep_list(body, "grid", [None], False)]
-    try:  # the sweep's checks name the CLI's flags; here, the body's fields
-        check_options(body.get("objective", "energy"), body.get("front", "auto"), body.get("max_time_s"),
-                      body.get("min_tokens_per_s"), body.get("max_power_w"))
-        configs, skipped = grid(body["model"], phase, gpus=gpus, batches=batches, seqs=seqs,
-                                dtypes=_sweep_list(body, "dtype", ["bf16"], False),
-                                sm_clocks=_sweep_list(body, "sm_clock_mhz", [None], False),
-                                power_limits=_sweep_list(body, "power_limit_w", [None], False),
-                                host_dispatch_s=body.get("host_dispatch_s"), tps=_sweep_list(body, "tp", [], True))
-        most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
-        if len(configs) * len(grids) > most:
-            raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here "
-                                      "(narrow the lists, or run joulecast sweep)")
-        if not len(configs):
-            raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items())
-                             + ")")
-        result = sweep(configs, objective=body.get("objective", "energy"), front=body.get("front", "auto"),
-                       max_time_s=body.get("max_time_s"), min_tokens_per_s=body.get("min_tokens_per_s"),
-                       max_power_w=body.get("max_power_w"), estimator=model, skipped=skipped, job=job, grids=grids)
-    except InputError as exc:
-        field = _SWEEP_FLAGS.get(exc.field, exc.field.removeprefix("--").replace("-", "_"))
-        raise InputError(field, str(exc).split(": ", 1)[-1]) from None
+    check_options(body.get("objective", "energy"), body.get("front", "auto"), body.get("max_time_s"),
+                  body.get("min_tokens_per_s"), body.get("max_power_w"))
+    configs, skipped = grid(body["model"], phase, gpus=gpus, batches=batches, seqs=seqs,
+                            dtypes=_sweep_list(body, "dtype", ["bf16"], False),
+                            sm_clocks=_sweep_list(body, "sm_clock_mhz", [None], False),
+                            power_limits=_sweep_list(body, "power_limit_w", [None], False),
+                            host_dispatch_s=body.get("host_dispatch_s"), tps=_sweep_list(body, "tp", [], True))
+    most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
+    if len(configs) * len(grids) > most:
+        raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here "
+                                  "(narrow the lists, or run joulecast sweep)")
+    if not len(configs):
+        raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items())
+                         + ")")
+    result = sweep(configs, objective=body.get("objective", "energy"), front=body.get("front", "auto"),
+                   max_time_s=body.get("max_time_s"), min_tokens_per_s=body.get("min_tokens_per_s"),
+                   max_power_w=body.get("max_power_w"), estimator=model, skipped=skipped, job=job, grids=grids)
     from joulecast.render import unmet_text
 
     best = result.best

@@ -330,7 +330,8 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
     assert status == 200 and sorted({p["tp"] for p in served["points"]}) == [2, 4] and served["job"] == {
         "output_len": 256}
     for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),
-                       ({"objective": "cost"}, "objective"), ({"batch": list(range(1, 101)), "seq":
+                       ({"objective": "cost"}, "objective"), ({"min_tokens_per_s": 0}, "min_tokens_per_s"),
+                       ({"max_power_w": -1}, "max_power_w"), ({"batch": list(range(1, 101)), "seq":
                                                                list(range(1, 201))}, "sweep")):
         status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", **bad})
         assert status == 422 and out["detail"][0]["loc"] == ["body", field], out

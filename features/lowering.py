@@ -145,6 +145,13 @@ def parameter_count(model: str) -> int:
     return int(lower(config, phase="inference" if is_vision(config) else "prefill", batch=1, seq=8, dtype="fp32")[1])
 
 
+def model_listing() -> list[dict[str, Any]]:
+    """The model catalog as `joulecast models` and GET /v1/models list it: name, family, weights
+    (`parameter_count`), Hugging Face id and aliases."""
+    return [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]), hf_id=e["hf_id"],
+                 aliases=list(e["aliases"])) for e in models.catalog().values()]
+
+
 def is_vision(config: Mapping[str, Any]) -> bool:
     return models.family(config) in _VISION
 

@@ -486,16 +486,15 @@ def _gpus(args: argparse.Namespace) -> int:
 
 def _models(args: argparse.Namespace) -> int:
     from joulecast import render
-    from joulecast.data.models import catalog
-    from joulecast.features.lowering import parameter_count
+    from joulecast.features.lowering import model_listing
 
-    entries = [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]), hf_id=e["hf_id"],
-                    aliases=", ".join(e["aliases"])) for e in catalog().values()]
+    entries = model_listing()
     if args.json:
         print(render.to_json(entries))
     else:
         import pandas as pd
-        print(render.frame(pd.DataFrame([{**e, "params": render.count_text(e["params"])} for e in entries])))
+        print(render.frame(pd.DataFrame([{**e, "params": render.count_text(e["params"]),
+                                          "aliases": ", ".join(e["aliases"])} for e in entries])))
     return 0
 
 

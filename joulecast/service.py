@@ -399,7 +399,6 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
     from fastapi.responses import JSONResponse, PlainTextResponse
 
     from joulecast.data.gpus import catalog
-    from joulecast.data.models import catalog as model_catalog
 
     key = api_key if api_key is not None else os.environ.get("JOULECAST_API_KEY")
     holder = None if estimator == "physics" else ModelHolder(estimator, tracking_uri)
@@ -480,10 +479,9 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
 
     @app.get("/v1/models", summary="The model catalog")
     def get_models() -> Any:
-        from joulecast.features.lowering import parameter_count
+        from joulecast.features.lowering import model_listing
 
-        return [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]), hf_id=e["hf_id"],
-                     aliases=e["aliases"]) for e in model_catalog().values()]
+        return model_listing()
 
     @app.get("/", summary="What the service offers: its routes and where their documentation is")
     def index() -> Any:  # a browser or a script at the bare address gets a map, not a 404

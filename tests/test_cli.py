@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -230,6 +231,8 @@ def test_listings(capsys):
     # each model's weights, within 0.2 % of its config's count with biases and norms (GPT-2's tied head counted once)
     for name, hf in (("gpt2", 124_439_808), ("llama-3-8b", 8_030_261_248), ("bert-base", 109_482_240)):
         assert listed[name]["params"] == pytest.approx(hf, rel=2e-3)
+    # a script can pass hf_id to Hugging Face as it is: an owner/name id, nothing after it; aliases a list
+    assert all(re.fullmatch(r"[\w.-]+/[\w.-]+", m["hf_id"]) and isinstance(m["aliases"], list) for m in listed.values())
     assert main(["models"]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert " 124.3 M " in rows["gpt2"] and " 70.6 B " in rows["llama-3-70b"]

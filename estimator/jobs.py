@@ -24,7 +24,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
-from joulecast.estimator.tensor_parallel import check_tp, with_all_reduces
+from joulecast.estimator.tensor_parallel import check_tp, fewest_fitting, with_all_reduces
 from joulecast.features.design import host_dispatch, host_stated
 from joulecast.features.lowering import check_job, resolve_model
 
@@ -60,6 +60,7 @@ class GenerationEstimate:
     h2d_gbps: float | None = None     # their copy rate taken (None: nothing offloaded)
     h2d_stated: bool = True           # False: the posted rates' median taken, the interval spanning their range
     tp: int = 1                       # tensor-parallel GPUs: energy and power are all of theirs, memory one's
+    fits_tp: int | None = None        # exceeds-memory: the fewest tensor-parallel GPUs (2, 4, 8) whose shards fit
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,7 +186,17 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
-        **_offload_fields(offload_gb, h2d_gbps), tp=tp, steps=out)
+        **_offload_fields(offload_gb, h2d_gbps), tp=tp, steps=out,
+        fits_tp=_fits_tp(model, steps, tp) if "exceeds-memory" in totals["flags"] and not offload_gb else None)
+
+
+def _fits_tp(model: str, steps: pd.DataFrame, tp: int) -> int | None:
+    """The fewest tensor-parallel GPUs whose shards of a generation's steps each fit a GPU: its prefill and its last
+    step, where its memory peaks (the prompt's activations, or the longest KV cache), in physics (memory needs no
+    correction)."""
+    ends = steps.iloc[[0, -1]]
+    return fewest_fitting(resolve_model(model)[0], tp, lambda gpus: not estimate_many(
+        ends.assign(tp=gpus), estimator="physics")["flags"].str.contains("exceeds-memory").any())
 
 
 def _layout(model: str, tp: object, offload_gb: float) -> int:

@@ -46,7 +46,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp
+from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp, fewest_fitting
 from joulecast.features import serve_step
 from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
@@ -85,6 +85,7 @@ class ServeEstimate:
                                   # engine's host work, the all-reduces or launches (host-bound where this is low)
     memory_gb: float
     flags: tuple[str, ...]
+    fits_tp: int | None           # exceeds-memory: the fewest tensor-parallel GPUs (2, 4, 8) whose shards fit
     method: str
     sm_clock_mhz: float           # the locked SM clock (the maximum where none was given; a power cap may lower it)
     power_limit_w: float          # a GPU's power limit
@@ -241,6 +242,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     if est.energy_interval_j is not None:  # the step's relative band on the per-token figure
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
     flags = set(est.flags)
+    fits_tp = None
+    if "exceeds-memory" in flags:  # its step's shards at the same batch, in physics (memory needs no correction)
+        fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
+            model, spec, np.array([busy]), input_len, output_len, dtype, eng, launch_mode, gpus, chunk_tokens, None,
+            **setting)[0][0].flags)
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, engine=engine, sampling=sampling, input_len=input_len,
         output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
@@ -248,7 +254,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, ttft_s=step_s, gpu_busy_share=busy_share,
         memory_gb=float(est.memory_gb or 0.0),
-        flags=tuple(sorted(str(f) for f in flags)), outside_domain=tuple(est.outside_domain), method=est.method,
+        flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain), method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))

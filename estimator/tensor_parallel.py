@@ -9,7 +9,7 @@ step) and `generate` (each step of a generation).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,25 @@ def check_tp(config: Mapping[str, Any], tp: object) -> int:
         except InputError as exc:
             raise InputError("tp", str(exc).split(": ", 1)[-1]) from None
     return int(tp)
+
+
+# The instance sizes a memory hint tries: 2, 4 or 8 GPUs, those of one node's NVLink domain (HGX boards hold 8).
+SPLITS = (2, 4, 8)
+
+
+def fewest_fitting(config: Mapping[str, Any], tp: int, fits: Callable[[int], bool]) -> int | None:
+    """The fewest tensor-parallel GPUs above `tp`, of SPLITS and dividing the model's heads (`check_tp`), for which
+    `fits(gpus)`: what a job that passes its GPU's memory would hold on; None where none does."""
+    for gpus in SPLITS:
+        if gpus <= tp:
+            continue
+        try:
+            check_tp(config, gpus)
+        except InputError:
+            continue
+        if fits(gpus):
+            return gpus
+    return None
 
 
 def all_reduce_s(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,

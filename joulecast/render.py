@@ -164,11 +164,19 @@ def generation_table(job: Any) -> str:
                      f"{_unstated_host() if not job.host_dispatch_stated else ''}")
     lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(_fit_first(lines, job, _SPLIT_HINT))
+    return "\n".join(_fit_first(lines, job, _split_hint(job)))
 
 
-# What a generation or a serving load that does not fit one GPU can do instead.
-_SPLIT_HINT = "--tp to split its weights and KV cache over GPUs, or a GPU with more memory"
+def _split_hint(job: Any) -> str:
+    """What a generation or a serving load that does not fit one GPU can do instead: the fewest tensor-parallel
+    GPUs whose shards fit (`fits_tp`), where the job found them."""
+    if getattr(job, "offload_gb", 0.0):
+        return "a larger --offload-gb, or a GPU with more memory"
+    if not hasattr(job, "fits_tp"):
+        return "--tp to split its weights and KV cache over GPUs, or a GPU with more memory"
+    if job.fits_tp:
+        return f"--tp {job.fits_tp}, the fewest GPUs whose shards each fit, or a GPU with more memory"
+    return "a GPU with more memory (no --tp of 2, 4 or 8 fits)"
 
 
 def _has(name: str) -> str:
@@ -223,7 +231,7 @@ def requests_table(job: Any) -> str:
              f"memory     {gib(job.memory_gb)} GiB at the largest step{_has(job.gpu)}"]
     lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(_fit_first(lines, job, _SPLIT_HINT))
+    return "\n".join(_fit_first(lines, job, _split_hint(job)))
 
 
 def serve_table(job: Any) -> str:
@@ -252,7 +260,7 @@ def serve_table(job: Any) -> str:
                      f"{duration(job.duration_s)}, {job.output_tokens:,.0f} output tokens"
                      + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
-    return "\n".join(_fit_first(lines, job, _SPLIT_HINT))
+    return "\n".join(_fit_first(lines, job, _split_hint(job)))
 
 
 def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:

@@ -366,3 +366,16 @@ def test_a_flag_of_another_phase_is_refused_not_ignored(capsys, argv, message):
     assert main(["estimate", "--model", "gpt2", "--gpu", "h100-sxm", *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_generation_past_its_gpus_memory_names_the_fewest_gpus_whose_shards_fit():
+    """Llama-3-70B's 131 GiB of bf16 weights: two H100s (80 GiB) hold its shards, eight A10s (24 GiB) do, four do
+    not; each count as `generate` at that tp finds it; a generation that fits, or one already offloading, has none."""
+    kw = dict(batch=4, input_len=1024, output_len=16, estimator="physics")
+    for card, fewest in (("h100-sxm", 2), ("a10", 8)):
+        run = joulecast.generate("llama-3-70b", card, **kw)
+        assert "exceeds-memory" in run.flags and run.fits_tp == fewest
+        assert "exceeds-memory" not in joulecast.generate("llama-3-70b", card, tp=fewest, **kw).flags
+        assert "exceeds-memory" in joulecast.generate("llama-3-70b", card, tp=fewest // 2, **kw).flags
+    assert joulecast.generate("llama-3-8b", "h100-sxm", **kw).fits_tp is None
+    assert joulecast.generate("llama-3-70b", "h100-sxm", offload_gb=10.0, **kw).fits_tp is None

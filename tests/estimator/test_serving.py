@@ -306,3 +306,11 @@ def test_prompts_spread_in_length_cost_their_attention_as_its_square():
     assert steps[0] < steps[1] < steps[2]
     with pytest.raises(joulecast.InputError, match="input_len_cv: must be a number from 0"):
         serve("llama-3-8b", "h100-sxm", input_len=512, output_len=16, concurrency=64, input_len_cv=-1)
+
+
+def test_a_serving_load_past_its_gpus_memory_names_the_fewest_gpus_whose_shards_fit():
+    kw = dict(input_len=512, output_len=256, concurrency=8, estimator="physics")
+    wide = serve("llama-3-70b", "h100-sxm", **kw)
+    assert "exceeds-memory" in wide.flags and wide.fits_tp == 2
+    assert "exceeds-memory" not in serve("llama-3-70b", "h100-sxm", tp=2, **kw).flags
+    assert serve("llama-3-8b", "h100-sxm", **kw).fits_tp is None

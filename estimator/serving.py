@@ -254,7 +254,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, ttft_s=step_s, gpu_busy_share=busy_share,
         memory_gb=float(est.memory_gb or 0.0),
-        flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain), method=est.method,
+        flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
+        method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))

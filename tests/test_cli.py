@@ -471,7 +471,8 @@ def test_a_job_that_exceeds_its_gpu_says_so_before_its_figures(capsys):
     assert main(args) == 0
     lines = capsys.readouterr().out.split("\n")
     first = lines[lines.index("") + 1]
-    assert first.startswith("fits       no: needs 13") and "h100-sxm has 80 GiB" in first and "Instead: --tp 2," in first
+    assert first.startswith("fits       no: needs 13") and "h100-sxm has 80 GiB" in first
+    assert "Instead: --tp 2, the fewest GPUs" in first
     memory = next(line for line in lines if line.startswith("memory "))
     assert memory.endswith("at a step of 8; the GPU has 80 GiB")
     assert main([*args, "--tp", "2"]) == 0

@@ -187,14 +187,16 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
         **_offload_fields(offload_gb, h2d_gbps), tp=tp, steps=out,
-        fits_tp=_fits_tp(model, steps, tp) if "exceeds-memory" in totals["flags"] and not offload_gb else None)
+        fits_tp=_fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb))
 
 
-def _fits_tp(model: str, steps: pd.DataFrame, tp: int) -> int | None:
-    """The fewest tensor-parallel GPUs whose shards of a generation's steps each fit a GPU: its prefill and its last
-    step, where its memory peaks (the prompt's activations, or the longest KV cache), in physics (memory needs no
-    correction)."""
-    ends = steps.iloc[[0, -1]]
+def _fits_tp(model: str, ends: pd.DataFrame, tp: int, flags: tuple[str, ...], offload_gb: float) -> int | None:
+    """For a generation that exceeds its GPU's memory (and offloads none), the fewest tensor-parallel GPUs whose
+    shards of its steps each fit a GPU, read at `ends`, the steps where its memory peaks (a batch's prefill, with
+    the prompt's activations, and its last step, with the longest KV cache), in physics (memory takes no
+    correction); else None."""
+    if "exceeds-memory" not in flags or offload_gb:
+        return None
     return fewest_fitting(resolve_model(model)[0], tp, lambda gpus: not estimate_many(
         ends.assign(tp=gpus), estimator="physics")["flags"].str.contains("exceeds-memory").any())
 
@@ -256,6 +258,7 @@ class RequestsEstimate:
     h2d_gbps: float | None = None
     h2d_stated: bool = True
     tp: int = 1
+    fits_tp: int | None = None        # as `GenerationEstimate`'s
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -315,4 +318,6 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         output_len_mean=float(lengths[:, 1].mean()), kv_cache=kv_cache, **totals,
         ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
         energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),
-        padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps), tp=tp)
+        padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps), tp=tp,
+        fits_tp=_fits_tp(model, steps.iloc[np.concatenate([first, np.r_[first[1:], len(steps)] - 1])], tp,
+                         totals["flags"], offload_gb))

@@ -172,8 +172,6 @@ def _split_hint(job: Any) -> str:
     GPUs whose shards fit (`fits_tp`), where the job found them."""
     if getattr(job, "offload_gb", 0.0):
         return "a larger --offload-gb, or a GPU with more memory"
-    if not hasattr(job, "fits_tp"):
-        return "--tp to split its weights and KV cache over GPUs, or a GPU with more memory"
     if job.fits_tp:
         return f"--tp {job.fits_tp}, the fewest GPUs whose shards each fit, or a GPU with more memory"
     return "a GPU with more memory (no --tp of 2, 4 or 8 fits)"

@@ -379,3 +379,13 @@ def test_a_generation_past_its_gpus_memory_names_the_fewest_gpus_whose_shards_fi
         assert "exceeds-memory" in joulecast.generate("llama-3-70b", card, tp=fewest // 2, **kw).flags
     assert joulecast.generate("llama-3-8b", "h100-sxm", **kw).fits_tp is None
     assert joulecast.generate("llama-3-70b", "h100-sxm", offload_gb=10.0, **kw).fits_tp is None
+
+
+def test_a_list_of_requests_past_its_gpus_memory_names_the_fewest_gpus_too():
+    """Each batch's prefill and last step are read: the batch of long prompts sets the memory, as in its table."""
+    pairs = [(64, 8), (64, 8), (6000, 8), (6000, 8)]
+    run = joulecast.generate_requests("llama-3-70b", "h100-sxm", pairs, batch=2, estimator="physics")
+    assert "exceeds-memory" in run.flags and run.fits_tp == 2
+    assert "exceeds-memory" not in joulecast.generate_requests("llama-3-70b", "h100-sxm", pairs, batch=2, tp=2,
+                                                               estimator="physics").flags
+    assert joulecast.generate_requests("llama-3-8b", "h100-sxm", pairs, batch=2, estimator="physics").fits_tp is None

@@ -424,7 +424,8 @@ def _sweep(args: argparse.Namespace) -> int:
                    f"{render.figure(best['tokens_per_s'])} tokens/s, "
                    f"{render.duration(best['time_s'])} a token" if args.phase == "serve"
                    else f"{render.figure(best['energy_j'])} J in {render.duration(best['time_s'])}" + (
-                       f", {render.figure(best['energy_per_token_j'])} J and {render.duration(best['s_per_token'])} a token"
+                       f", {render.figure(best['energy_per_token_j'])} J and "
+                       f"{render.duration(best['s_per_token'])} a token"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
         tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
         carbon = (f"{render.mass(1e6 * best['carbon_g'] * best['energy_per_token_j'] / best['energy_j'])} CO2e a "

@@ -177,11 +177,15 @@ def _split_hint(job: Any) -> str:
     return "a GPU with more memory (no --tp of 2, 4 or 8 fits)"
 
 
-def _has(name: str) -> str:
-    """A memory line's end: what the GPU holds."""
+def _gpu_gib(name: str) -> float:
     from joulecast.data.gpus import gpu
 
-    return f"; the GPU has {gpu(name).memory_gb:g} GiB"
+    return gpu(name).memory_gb
+
+
+def _has(name: str) -> str:
+    """A memory line's end: what the GPU holds."""
+    return f"; the GPU has {_gpu_gib(name):g} GiB"
 
 
 def _fit_first(lines: list[str], est: Any, instead: str) -> list[str]:
@@ -189,11 +193,9 @@ def _fit_first(lines: list[str], est: Any, instead: str) -> list[str]:
     what it needs, what the GPU holds and what would fit, in a `fits` line after the heading."""
     if "exceeds-memory" not in getattr(est, "flags", ()):
         return lines
-    from joulecast.data.gpus import gpu
-
     at = lines.index("") + 1
-    return [*lines[:at], f"fits       no: needs {gib(est.memory_gb)} GiB, {est.gpu} has {gpu(est.gpu).memory_gb:g} "
-                         f"GiB, so it would not run as given; the figures are as if it did. Instead: {instead}",
+    return [*lines[:at], f"fits       no: needs {gib(est.memory_gb)} GiB, {est.gpu} has {_gpu_gib(est.gpu):g} GiB, "
+                         f"so it would not run as given; the figures are as if it did. Instead: {instead}",
             *lines[at:]]
 
 
@@ -216,8 +218,8 @@ def _offload_lines(job: Any) -> list[str]:
 
 def requests_table(job: Any) -> str:
     band = job.energy_interval_j
-    lines = [f"requests   {job.model}: {job.requests:,} (mean {figure(job.input_len_mean)} in + {figure(job.output_len_mean)} "
-             f"out tokens) in static batches of {job.batch}{'' if job.kv_cache else ', no KV cache'}",
+    lines = [f"requests   {job.model}: {job.requests:,} (mean {figure(job.input_len_mean)} in + "
+             f"{figure(job.output_len_mean)} out tokens) in static batches of {job.batch}{'' if job.kv_cache else ', no KV cache'}",
              f"gpu        {job.gpu}{_tensor_parallel(job)}", f"method     {job.method}", "",
              f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(band[0])} - {_g4(band[1])} J, 90% interval, steps' "
                                                   "errors taken as moving together)" if band else ""),

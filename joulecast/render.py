@@ -219,7 +219,8 @@ def _offload_lines(job: Any) -> list[str]:
 def requests_table(job: Any) -> str:
     band = job.energy_interval_j
     lines = [f"requests   {job.model}: {job.requests:,} (mean {figure(job.input_len_mean)} in + "
-             f"{figure(job.output_len_mean)} out tokens) in static batches of {job.batch}{'' if job.kv_cache else ', no KV cache'}",
+             f"{figure(job.output_len_mean)} out tokens) in static batches of {job.batch}"
+             f"{'' if job.kv_cache else ', no KV cache'}",
              f"gpu        {job.gpu}{_tensor_parallel(job)}", f"method     {job.method}", "",
              f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(band[0])} - {_g4(band[1])} J, 90% interval, steps' "
                                                   "errors taken as moving together)" if band else ""),

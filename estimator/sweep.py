@@ -7,6 +7,7 @@ least energy by a deadline, or serve a load at the least energy a token within a
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,25 +95,62 @@ class SweepResult:
         return feasible.loc[feasible[{"energy": y, "carbon": CARBON_AXES[y], "time": x}[self.objective]].idxmin()]
 
 
+# A setting axis given as "range" (or "range:N"): N values evenly over each GPU's own span, ends included.
+RANGE_STEPS, MAX_RANGE_STEPS = 8, 64
+
+
+def _range_steps(value: object, field: str) -> int | None:
+    """How many values `value` asks of a GPU's span where it is "range" or "range:N" (N from 2 to MAX_RANGE_STEPS);
+    None for a number or None."""
+    if not isinstance(value, str):
+        return None
+    head, _, count = value.strip().lower().partition(":")
+    steps = int(count) if count.strip().isdigit() else None if count else RANGE_STEPS
+    if head != "range" or steps is None or not 2 <= steps <= MAX_RANGE_STEPS:
+        raise InputError(field, f"{value!r} is not a number, nor range or range:N (N values over each GPU's span, "
+                                f"N from 2 to {MAX_RANGE_STEPS})")
+    return steps
+
+
+def settings_of(values: Sequence[float | str | None], low: float, high: float, field: str) -> list[float | None]:
+    """A sweep's clocks or power limits for one GPU whose span is [low, high]: each number as given, None (the
+    GPU's default) as given, and "range" or "range:N" as N whole values evenly from low (rounded up) to high."""
+    out: list[float | None] = []
+    for value in values:
+        steps = _range_steps(value, field)
+        if steps is None:
+            out.append(value)  # type: ignore[arg-type]
+        else:
+            out += [float(v) for v in np.unique(np.round(np.linspace(math.ceil(low), math.floor(high), steps)))]
+    return list(dict.fromkeys(out))
+
+
 def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
-         dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | None] = (None,),
-         power_limits: Sequence[float | None] = (None,), host_dispatch_s: float | None = None,
+         dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
+         power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
          tps: Sequence[int] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
     how many were left out for which reason; `host_dispatch_s`, the machine's host time an eager launch where known
     (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts); `tps`,
     a generation's or a serving load's tensor-parallel GPUs an instance as an axis (a `tp` column; each checked
-    against the model first)."""
+    against the model first). A clock or limit of "range" ("range:N") is each GPU's own span in RANGE_STEPS (N)
+    whole values: its clocks from MIN_CLOCK_RATIO of its boost clock up, its power limits over the range it takes."""
     if tps:
         require(phase in TP_PHASES, "tp", f"applies to --phase {' or '.join(TP_PHASES)} only")
         config = resolve_model(model)[0]
         tps = list(dict.fromkeys(check_tp(config, tp) for tp in tps))
-    size = len(gpus) * len(batches) * len(seqs) * len(dtypes) * len(sm_clocks) * len(power_limits) * max(1, len(tps))
+    specs = {g: lookup_gpu(g) for g in gpus}
+    settings = {g: (settings_of(sm_clocks, MIN_CLOCK_RATIO * spec.boost_clock_mhz, spec.boost_clock_mhz,
+                                "sm_clock_mhz"),
+                    settings_of(power_limits, *spec.power_limit_range_w, "power_limit_w")) for g, spec in specs.items()}
+    size = (len(batches) * len(seqs) * len(dtypes) * max(1, len(tps))
+            * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
-    frame = pd.DataFrame(list(itertools.product(gpus, batches, seqs, dtypes, sm_clocks, power_limits, tps or [None])),
+    frame = pd.DataFrame([row for g in gpus for row in itertools.product(
+                             [g], batches, seqs, dtypes, *settings[g], tps or [None])],
                          columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp"])
     if not tps:
         frame = frame.drop(columns="tp")
@@ -121,7 +159,6 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
     if host_dispatch_s is not None:
         frame["host_dispatch_s"] = float(check_host_dispatch(host_dispatch_s))
-    specs = {g: lookup_gpu(g) for g in gpus}
     boost = frame["gpu"].map(lambda g: specs[g].boost_clock_mhz)
     clock_ok = frame["sm_clock_mhz"].isna() | frame["sm_clock_mhz"].between(MIN_CLOCK_RATIO * boost, boost)
     limits = frame["power_limit_w"].to_numpy()

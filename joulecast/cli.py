@@ -296,12 +296,16 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listed(value: str | None, kind: type, flag: str, default: list) -> list:
-    """A comma-separated list of `kind` values (a flag of `sweep`), or `default` where not given."""
+def _listed(value: str | None, kind: type, flag: str, default: list, spans: bool = False) -> list:
+    """A comma-separated list of `kind` values (a flag of `sweep`), or `default` where not given; where `spans`, an
+    item "range" or "range:N" as it is, for the sweep to spread over each GPU's span (`estimator.sweep.grid`)."""
     if value is None:
         return default
     out, parse = [], _whole if kind is int else kind
     for item in value.split(","):
+        if spans and item.strip().lower().startswith("range"):
+            out.append(item.strip())
+            continue
         try:
             out.append(parse(item.strip()))
         except (ValueError, argparse.ArgumentTypeError):
@@ -375,8 +379,8 @@ def _sweep(args: argparse.Namespace) -> int:
         check_output_folder(args.report, "--report")
     configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []), batches=batches,
                             seqs=seqs, dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
-                            sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None]),
-                            power_limits=_listed(args.power_limit, float, "--power-limit", [None]),
+                            sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
+                            power_limits=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
                             host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"),
                             tps=tps)
     if not len(configs):
@@ -984,9 +988,10 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")
     sw.add_argument("--dtype", help="dtypes, e.g. bf16,fp8 (default bf16)")
     sw.add_argument("--sm-clock", help="locked SM clocks in MHz (default: the maximum); a GPU's out-of-range ones "
-                    "are left out")
+                    "are left out; 'range' (or range:N) for 8 (N) clocks over each GPU's span")
     sw.add_argument("--power-limit", help="power limits in W (default: each GPU's); out-of-range ones are left out "
-                    "and counted ('joulecast gpus', column limits_w)")
+                    "and counted ('joulecast gpus', column limits_w); 'range' (or range:N) for 8 (N) limits over "
+                    "each GPU's range")
     sw.add_argument("--objective", default="energy", help="energy, time or carbon: what the best point minimises "
                     "(carbon: the front weighs it too)")
     sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "

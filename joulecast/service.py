@@ -237,8 +237,8 @@ MAX_SWEEP_JOBS = 500
 _SWEEP_FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
                  "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", *_CARBON)
 # What a sweep's list holds, for the line that refuses a value.
-_SWEEP_KINDS = {"gpu": "a catalog GPU's name (GET /v1/gpus)", "sm_clock_mhz": "a clock in MHz",
-                "power_limit_w": "a power limit in W", "grid": "a grid's name"}
+_SWEEP_KINDS = {"gpu": "a catalog GPU's name (GET /v1/gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
+                "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name"}
 
 
 def _is_count(value: Any) -> bool:
@@ -258,8 +258,9 @@ def _sweep_list(body: dict[str, Any], key: str, default: list, counts: bool) -> 
     if counts:
         values = [whole_number(v) for v in values]
         bad = [v for v in values if not _is_count(v)]
-    elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, or null for the GPU's default
-        bad = [v for v in values if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool))]
+    elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, null for the GPU's default, or "range[:N]" (grid's)
+        bad = [v for v in values if v is not None and not isinstance(v, str)
+               and (not isinstance(v, (int, float)) or isinstance(v, bool))]
     else:  # names: catalog names only, no paths (nothing here reads a file)
         bad = [v for v in values if not isinstance(v, str) or (key == "gpu" and _is_path(v))]
     if bad:

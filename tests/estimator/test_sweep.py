@@ -437,3 +437,34 @@ def test_a_sweep_no_point_of_which_fits_says_what_it_needs(tmp_path, capsys):
     assert "no configuration meets the constraints: 4 of 4 configurations exceed their GPU's memory" in said
     assert "exceed their GPU&#x27;s memory" in (tmp_path / "report.html").read_text()
 
+
+
+def test_a_setting_given_as_range_spans_each_gpus_own():
+    """'range' asks 8 whole values over each GPU's own span, 'range:N' N: the H100's limits 200-700 W, the A10's
+    68-150 W, clocks from 15 % of each boost clock up to it; numbers beside it stay as given, a value once."""
+    configs, skipped = grid("gpt2", "prefill", gpus=["h100-sxm", "a10"], batches=[1], seqs=[128],
+                            power_limits=["range", 700.0])
+    limits = {g: sorted(configs.loc[configs["gpu"] == g, "power_limit_w"]) for g in ("h100-sxm", "a10")}
+    assert len(limits["h100-sxm"]) == 8 and (limits["h100-sxm"][0], limits["h100-sxm"][-1]) == (200.0, 700.0)
+    assert len(limits["a10"]) == 8 and (limits["a10"][0], limits["a10"][-1]) == (68.0, 150.0)
+    assert skipped == {"power limit outside the GPU's range": 1}  # 700 W on the A10, counted as before
+    configs, _ = grid("gpt2", "prefill", gpus=["a10"], batches=[1], seqs=[128], sm_clocks=["RANGE:3"])
+    assert sorted(configs["sm_clock_mhz"]) == [255.0, 975.0, 1695.0]  # ceil(0.15 x 1695), the middle, the boost
+    for bad in ("range:1", "range:65", "rangex", "range:a"):
+        with pytest.raises(joulecast.InputError, match=r"^sm_clock_mhz: .* nor range or range:N"):
+            grid("gpt2", "prefill", gpus=["a10"], batches=[1], seqs=[128], sm_clocks=[bad])
+
+
+def test_the_cli_and_the_service_take_range(capsys):
+    from joulecast.service import sweep_points
+
+    args = ["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "8", "--seq", "512", "--estimator", "physics",
+            "--json"]
+    assert main([*args, "--power-limit", "range:4"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert sorted(p["power_limit_w"] for p in cli["points"]) == [68.0, 95.0, 123.0, 150.0]
+    body = {"model": "gpt2", "gpu": "a10", "batch": 8, "seq": 512, "power_limit_w": "range:4"}
+    served = sweep_points(body, "physics")
+    assert [p["energy_j"] for p in served["points"]] == [p["energy_j"] for p in cli["points"]]
+    assert main([*args, "--sm-clock", "range:x"]) == 2
+    assert "--sm-clock: 'range:x' is not a number, nor range" in capsys.readouterr().err

@@ -51,8 +51,13 @@ def _ticks(lo: float, hi: float) -> list[float]:
 
 
 def _tick(value: float) -> str:
-    """A tick's label: 1,000 and 0.0002 as written, 1e+10 where a number that long would crowd the axis."""
-    return f"{value:.3g}" if value >= 1e5 or value < 1e-4 else figure(value)
+    """A tick's label: 1,000 and 0.0002 as written; from 100,000 up with an SI prefix (500 k, 2.25 M: the axis
+    names its unit), 1e-05 below 0.0001."""
+    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e5, "k")):
+        if value >= factor:
+            scale = 1e3 if prefix == "k" else factor
+            return f"{value / scale:.3g} {prefix}"
+    return f"{value:.3g}" if value < 1e-4 else figure(value)
 
 
 _LABELS = {"time_s": "time a pass (s)", "energy_j": "energy a pass (J)",

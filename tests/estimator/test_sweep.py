@@ -468,3 +468,10 @@ def test_the_cli_and_the_service_take_range(capsys):
     assert [p["energy_j"] for p in served["points"]] == [p["energy_j"] for p in cli["points"]]
     assert main([*args, "--sm-clock", "range:x"]) == 2
     assert "--sm-clock: 'range:x' is not a number, nor range" in capsys.readouterr().err
+
+
+def test_large_ticks_read_with_an_si_prefix():
+    """A training run's joules (2.25e6) label its axis as 2.25 M, 500 k, not 2.25e+06; below 100,000 as written."""
+    from joulecast.sweep_report import _tick
+
+    assert [_tick(v) for v in (2.25e6, 5e5, 3e9, 20_000.0, 0.0002)] == ["2.25 M", "500 k", "3 G", "20,000", "0.0002"]

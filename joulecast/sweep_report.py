@@ -44,10 +44,14 @@ def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, flo
 
 
 def _ticks(lo: float, hi: float) -> list[float]:
-    """Ticks at 1, 2 and 5 of each decade within [10^lo, 10^hi]; the two ends where fewer fall inside."""
-    ticks = [m * 10.0 ** e for e in range(math.floor(lo), math.ceil(hi) + 1) for m in (1, 2, 5)
-             if lo <= math.log10(m * 10.0 ** e) <= hi]
-    return sorted({10.0 ** lo, *ticks, 10.0 ** hi}) if len(ticks) < 3 else ticks
+    """Ticks at 1, 2 and 5 of each decade within [10^lo, 10^hi]; at each whole digit where fewer than three fall
+    inside (an axis within a decade: 3, 4, 5, 6 M); the two ends where even those are fewer."""
+    for digits in ((1, 2, 5), range(1, 10)):
+        ticks = [m * 10.0 ** e for e in range(math.floor(lo), math.ceil(hi) + 1) for m in digits
+                 if lo <= math.log10(m * 10.0 ** e) <= hi]
+        if len(ticks) >= 3:
+            return ticks
+    return sorted({10.0 ** lo, *ticks, 10.0 ** hi})
 
 
 def _tick(value: float) -> str:

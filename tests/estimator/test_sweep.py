@@ -1,6 +1,7 @@
 """Sweeps: the grid, its Pareto front against a brute-force check, constraints, and the report in a real browser."""
 
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -475,3 +476,11 @@ def test_large_ticks_read_with_an_si_prefix():
     from joulecast.sweep_report import _tick
 
     assert [_tick(v) for v in (2.25e6, 5e5, 3e9, 20_000.0, 0.0002)] == ["2.25 M", "500 k", "3 G", "20,000", "0.0002"]
+
+
+def test_an_axis_within_a_decade_ticks_each_digit():
+    from joulecast.sweep_report import _ticks
+
+    assert _ticks(math.log10(2.25e6), math.log10(6.14e6)) == pytest.approx([3e6, 4e6, 5e6, 6e6])
+    assert _ticks(0.0, 2.0) == pytest.approx([1, 2, 5, 10, 20, 50, 100])  # over decades: 1, 2 and 5 each
+    assert _ticks(math.log10(1.1), math.log10(1.9)) == pytest.approx([1.1, 1.9])  # no digit inside: the ends

@@ -129,7 +129,9 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     outside = [("over the constraints or memory", "#bbb")] if (~feasible).any() else []
     if by_group or outside:  # above the frame, clear of the points: each GPU's colour, the front's, the grey, in rows
         legend, lx, ly = ["<g class='legend'>"], float(_PAD), 14.0
-        shown = [*(zip(groups, _GROUP_COLOURS) if by_group else []), ("Pareto front", "#d62728"), *outside]
+        met = set(points.loc[feasible, group]) if by_group else set()  # a group all grey says so: its colour unseen
+        shown = [*((g if g in met else f"{g} (none feasible)", c) for g, c in zip(groups, _GROUP_COLOURS) if by_group),
+                 ("Pareto front", "#d62728"), *outside]
         for name, colour in shown:
             width = 22 + 6.5 * len(str(name))   # the 11 px font's width, about
             if lx + width > _W - _PAD:

@@ -484,3 +484,11 @@ def test_an_axis_within_a_decade_ticks_each_digit():
     assert _ticks(math.log10(2.25e6), math.log10(6.14e6)) == pytest.approx([3e6, 4e6, 5e6, 6e6])
     assert _ticks(0.0, 2.0) == pytest.approx([1, 2, 5, 10, 20, 50, 100])  # over decades: 1, 2 and 5 each
     assert _ticks(math.log10(1.1), math.log10(1.9)) == pytest.approx([1.1, 1.9])  # no digit inside: the ends
+
+
+def test_a_gpu_with_no_feasible_point_says_so_in_the_legend(tmp_path):
+    """Its points are all grey, so its colour is nowhere on the plot: the legend names it '(none feasible)'."""
+    assert main(["sweep", "--model", "gpt2", "--gpu", "h200,a10", "--batch", "64", "--seq", "1024", "--max-time",
+                 "0.05", "--estimator", "physics", "--report", str(tmp_path)]) == 0
+    page = (tmp_path / "report.html").read_text()
+    assert ">a10 (none feasible)</text>" in page and ">h200</text>" in page

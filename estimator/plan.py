@@ -517,18 +517,18 @@ def _check_axes(**axes: list) -> None:
 
 def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,
           site_sets: list[list[str]] | None = None, kinds: tuple[str, ...] | None = None, front: str = "energy",
-          power_limits: list[float] | None = None, estimator: Any = None, run: Any = None,
+          power_limits: list[float | str] | None = None, estimator: Any = None, run: Any = None,
           progress: Any = None) -> "pd.DataFrame":
     """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits, inter-site bandwidth (Gbit/s;
     default the job's), site subsets and power limits (W, each set on every GPU of the chosen sites; default the
-    job file's); one row a point, with `pareto` marking the front of `front` (energy or carbon) against time to
+    job file's; "range" or "range:N", as a sweep's, over the span every GPU of the set takes); one row a point, with `pareto` marking the front of `front` (energy or carbon) against time to
     finish. Invalid combinations (P not dividing H, tau >= H / P, a limit a site's GPU does not allow) are left out,
     the last counted in `attrs["skipped"]`. Each site set, power limit and kind is one partition, evaluated
     vectorised over its points, in this process or on `run`'s workers (an executor of `joulecast.data.executors`):
     the points are the same either way."""
     import pandas as pd
 
-    from joulecast.estimator.sweep import pareto_mask
+    from joulecast.estimator.sweep import pareto_mask, settings_of
 
     require(front in ("energy", "carbon"), "front", f"unknown {front!r}; allowed: energy, carbon")
     _check_axes(H=H, P=P, tau=tau, bits=bits, gbps=gbps or [])
@@ -539,10 +539,11 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
         unknown = [n for n in chosen if n not in names]
         require(not unknown, "site_sets", f"unknown site {unknown[0] if unknown else ''!r}; sites: {', '.join(names)}")
         _subset(job, chosen)  # a set no link connects: its error before any work
-    limits, skipped = power_limits or [None], 0
-    parts = []
+    skipped, parts = 0, []
     for chosen in sets:
-        for limit in limits:
+        specs = [lookup_gpu(s.gpu) for s in job.sites if s.name in chosen]
+        spans = np.array([spec.power_limit_range_w for spec in specs])  # "range": the span every GPU of the set takes
+        for limit in settings_of(power_limits or [None], spans[:, 0].max(), spans[:, 1].min(), "power_limits"):
             try:  # every GPU of the set allows the limit, or the set at that limit is left out
                 for s in job.sites:
                     if s.name in chosen and limit is not None:
@@ -552,7 +553,8 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
                 continue
             parts += [(chosen, kind, limit) for kind in kinds]
     if not parts:
-        raise InputError("power_limits", f"no site set can be run at {', '.join(f'{w:g}' for w in limits)} W")
+        raise InputError("power_limits", f"no site set can be run at "
+                           f"{', '.join(f'{w:g}' if isinstance(w, float) else str(w) for w in power_limits or [])} W")
     grid = dict(H=H, P=P, tau=tau, bits=bits, gbps=gbps)
     if run is None:
         frames = [_sweep_part(part, job, grid, estimator) for part in parts]

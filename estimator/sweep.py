@@ -120,7 +120,7 @@ def settings_of(values: Sequence[float | str | None], low: float, high: float, f
         steps = _range_steps(value, field)
         if steps is None:
             out.append(value)  # type: ignore[arg-type]
-        else:
+        elif math.ceil(low) <= math.floor(high):  # an empty span (GPUs that share no limit) gives none
             out += [float(v) for v in np.unique(np.round(np.linspace(math.ceil(low), math.floor(high), steps)))]
     return list(dict.fromkeys(out))
 

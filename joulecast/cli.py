@@ -272,7 +272,7 @@ def _plan(args: argparse.Namespace) -> int:
                            bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
                            gbps=_listed(args.gbps, float, "--gbps", []) or None,
                            site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
-                           power_limits=_listed(args.power_limit, float, "--power-limit", []) or None,
+                           power_limits=_listed(args.power_limit, float, "--power-limit", [], spans=True) or None,
                            front=args.front, estimator=args.estimator, run=run, progress=bar.update)
         out["sweep"] = {"points": len(points), "front": args.front, "skipped": points.attrs.get("skipped", {}),
                         "pareto": points[points["pareto"]].sort_values("time_s").to_dict(orient="records")}
@@ -968,7 +968,8 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--site-sets", help="site subsets to sweep: names joined by + , sets by commas "
                     "(e.g. paris+oslo,paris); default all the job's sites")
     pl.add_argument("--power-limit", help="power limits to sweep (W), each set on every GPU of the sites, e.g. "
-                    "300,500,700; a set whose GPUs cannot take one is left out; default the job file's")
+                    "300,500,700; a set whose GPUs cannot take one is left out; 'range' (or range:N) for 8 (N) over "
+                    "the span every GPU of a set takes; default the job file's")
     pl.add_argument("--front", default="energy", help="the front's vertical axis: energy or carbon; default energy")
     pl.add_argument("--out", help="write the sweep's points as Parquet to this file (with --sweep)")
     pl.add_argument("--scheduler", help="run the sweep's partitions (site set x limit x strategy) on Dask: local "

@@ -522,8 +522,9 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
     """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits, inter-site bandwidth (Gbit/s;
     default the job's), site subsets and power limits (W, each set on every GPU of the chosen sites; default the
     job file's; "range" or "range:N", as a sweep's, over the span every GPU of the set takes); one row a point,
-    with `pareto` marking the front of `front` (energy or carbon) against time to finish. Invalid combinations (P not dividing H, tau >= H / P, a limit a site's GPU does not allow) are left out,
-    the last counted in `attrs["skipped"]`. Each site set, power limit and kind is one partition, evaluated
+    with `pareto` marking the front of `front` (energy or carbon) against time to finish. Invalid combinations (P
+    not dividing H, tau >= H / P, a limit a site's GPU does not allow) are left out, the last counted in
+    `attrs["skipped"]`. Each site set, power limit and kind is one partition, evaluated
     vectorised over its points, in this process or on `run`'s workers (an executor of `joulecast.data.executors`):
     the points are the same either way."""
     import pandas as pd

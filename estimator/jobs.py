@@ -149,7 +149,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
              engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
              host_dispatch_s: float | None = None, offload_gb: float = 0.0, h2d_gbps: float | None = None,
-             tp: int = 1, estimator: Any = None) -> GenerationEstimate:
+             tp: int = 1, estimator: Any = None, suggest_tp: bool = True) -> GenerationEstimate:
     """Estimate a whole generation: the prompt's prefill, then `output_len - 1` decode steps (the prefill yields the
     first token), step t attending to `input_len + t` cached tokens. Without a KV cache (HF transformers'
     `use_cache=False`) every step is a forward pass over all tokens so far.
@@ -163,6 +163,8 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     `offload_gb`: GiB of weights held in host memory and copied in before every pass, as Accelerate's
     `device_map="auto"` runs a model the GPU cannot hold, at `h2d_gbps` (the host's pageable copy rate, GB/s; default
     the posted rates' median, the interval spanning them: `estimator.offload`).
+    `suggest_tp`: where the generation exceeds its GPU's memory, find the fewest tensor-parallel GPUs that hold it
+    (`fits_tp`: a few passes of physics more; a sweep, which marks such a point infeasible, asks none).
 
     Raises:
         InputError: naming the field that is wrong.
@@ -187,7 +189,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
         **_offload_fields(offload_gb, h2d_gbps), tp=tp, steps=out,
-        fits_tp=_fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb))
+        fits_tp=_fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb) if suggest_tp else None)
 
 
 def _fits_tp(model: str, ends: pd.DataFrame, tp: int, flags: tuple[str, ...], offload_gb: float) -> int | None:

@@ -153,7 +153,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
           sampling: str = "greedy",
-          estimator: Any = None) -> ServeEstimate:
+          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -161,6 +161,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     `input_len_cv` the prompts' (their chunks' attention grows with each prompt's length squared).
     `sampling`: how the requests pick their tokens, `greedy`, `top-p` (top-p or top-k) or `top-p-penalties` (also
     repetition, frequency or presence penalties), which an engine with a priced sampler turns into GPU work a step.
+    `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
@@ -243,7 +244,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
     flags = set(est.flags)
     fits_tp = None
-    if "exceeds-memory" in flags:  # its step's shards at the same batch, in physics (memory needs no correction)
+    if suggest_tp and "exceeds-memory" in flags:  # its step's shards at the same batch, in physics (memory's own)
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), input_len, output_len, dtype, eng, launch_mode, gpus, chunk_tokens, None,
             **setting)[0][0].flags)

@@ -245,11 +245,13 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan)
         elif c.phase == "generate":
-            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting, **_tp(c))
+            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting, **_tp(c),
+                         suggest_tp=False)  # a point past memory is infeasible: the search would only slow the sweep
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
                            band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
-            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting, **_tp(c))
+            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting, **_tp(c),
+                      suggest_tp=False)
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,

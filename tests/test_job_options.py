@@ -14,8 +14,9 @@ from joulecast.estimator import jobs, serving, train_run
 from joulecast.estimator.many import CONFIG_COLUMNS
 from joulecast.estimator.sweep import JOB_OPTIONS, SIZES
 
-# What every door takes apart from the job: the workload, the GPU's setting and the estimator.
-SHARED = {"model", "gpu", "sm_clock_mhz", "power_limit_w", "estimator", "host_dispatch_s"}
+# What every door takes apart from the job: the workload, the GPU's setting and the estimator; and suggest_tp, the
+# switch with which a sweep (its points past memory infeasible) skips the search for the fewest GPUs that hold one.
+SHARED = {"model", "gpu", "sm_clock_mhz", "power_limit_w", "estimator", "host_dispatch_s", "suggest_tp"}
 # A sweep's serving point is one engine step at a concurrency, not a timed load: a load's rate and length stay out.
 NOT_SWEPT = {"serve": {"request_rate", "duration_s", "output_tokens"}}
 # A job function's module and name, and a CLI command that sets each of its options (non-default where it can).

@@ -492,3 +492,14 @@ def test_a_gpu_with_no_feasible_point_says_so_in_the_legend(tmp_path):
                  "0.05", "--estimator", "physics", "--report", str(tmp_path)]) == 0
     page = (tmp_path / "report.html").read_text()
     assert ">a10 (none feasible)</text>" in page and ">h200</text>" in page
+
+
+def test_a_job_sweep_asks_no_point_for_the_fewest_gpus_that_would_hold_it():
+    """A point past its GPU's memory is infeasible; searching its tensor-parallel split would only slow the sweep
+    (about threefold on Llama-3-70B generations that fit no card): none is asked, and the figures are the same."""
+    configs, _ = grid("llama-3-70b", "generate", gpus=["a10"], batches=[4], seqs=[512])
+    point = sweep(configs, job=dict(output_len=8), estimator="physics").points.iloc[0]
+    alone = joulecast.generate("llama-3-70b", "a10", batch=4, input_len=512, output_len=8, estimator="physics")
+    assert not point["feasible"] and alone.fits_tp == 8 and point["energy_j"] == alone.energy_j
+    assert joulecast.generate("llama-3-70b", "a10", batch=4, input_len=512, output_len=8, estimator="physics",
+                              suggest_tp=False).fits_tp is None

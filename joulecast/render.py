@@ -134,7 +134,8 @@ def estimate_table(est: Any) -> str:
     if getattr(est, "memory_gb", None) is not None:
         parts = ", ".join(f"{name.replace('_', ' ')} {gib(value)}" for name, value in est.memory_parts_gb.items()
                           if value)
-        lines.append(f"memory     {gib(est.memory_gb)} GiB needed ({parts}){_has(est.gpu)}")
+        unweighed = "" if est.memory_parts_gb.get("weights") else "; a kernel list names no weights: add its model's"
+        lines.append(f"memory     {gib(est.memory_gb)} GiB needed ({parts}){unweighed}{_has(est.gpu)}")
     interval = getattr(est, "energy_interval_j", None)
     if interval:
         lines.insert(5, f"           {_g4(interval[0])} - {_g4(interval[1])} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")

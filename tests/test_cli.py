@@ -92,6 +92,7 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     assert main(["estimate", "--kernels", str(path), "--gpu", "a100"]) == 0
     out = capsys.readouterr().out
     assert "flag       out-of-domain: outside the training data: wider interval" in out and "  share_embedding = 1 (" in out
+    assert "; a kernel list names no weights: add its model's; the GPU has 40 GiB" in out  # its memory is not all
     assert main(["estimate", "--kernels", str(path), "--gpu", "a100", "--json"]) == 0
     payload = json.loads(capsys.readouterr().out)
     assert payload["flags"] == ["out-of-domain"] and payload["in_domain"] is False

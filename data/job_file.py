@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, UnknownFieldError, require
 from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -185,8 +185,7 @@ def _choice(raw: Mapping[str, Any], key: str, where: str, allowed: tuple[str, ..
 def _known(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
     unknown = sorted(set(raw) - allowed)
     if unknown:
-        raise InputError(f"{where}.{unknown[0]}" if where else unknown[0],
-                         f"unknown field; allowed: {', '.join(sorted(allowed))}")
+        raise UnknownFieldError(f"{where}.{unknown[0]}" if where else unknown[0], unknown[0], sorted(allowed))
 
 
 def _mapping(value: Any, where: str) -> Mapping[str, Any]:

@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.errors import InputError, JoulecastError, UnknownFieldError
 from joulecast.data.files import request_pairs, whole_number
 from joulecast.render import finite
 
@@ -106,7 +106,7 @@ def _check_names(row: dict[str, Any], where: str) -> None:
     allowed = CONFIG_COLUMNS + _GENERATE + tuple(f for fields in _JOBS.values() for f in fields if f not in _GENERATE)
     unknown = sorted(set(row) - set(allowed))
     if unknown:
-        raise InputError(f"{where}{unknown[0]}", f"unknown field; allowed: {', '.join(dict.fromkeys(allowed))}")
+        raise UnknownFieldError(f"{where}{unknown[0]}", unknown[0], allowed)
 
 
 def _as_read(row: dict[str, Any]) -> dict[str, Any]:

@@ -246,6 +246,17 @@ def test_a_site_under_a_power_cap_and_a_sweep_of_caps():
     with pytest.raises(joulecast.InputError, match="power_limits: no site set can be run at 5000 W"):
         planner.sweep(job, H=[100], P=[1], tau=[0], bits=[16], power_limits=[5000.0], kinds=("ddp",))
 
+def test_a_job_file_field_misspelt_names_the_one_meant():
+    raw = yaml.safe_load(open(EXAMPLE))
+    raw["tokenz"] = raw.pop("tokens")
+    with pytest.raises(joulecast.InputError, match=r"^tokenz: unknown field; did you mean 'tokens'\? allowed: dtype"):
+        parse_job(raw)
+    raw = yaml.safe_load(open(EXAMPLE))
+    raw["sites"][0]["colour"] = "red"  # nothing near: the fields it takes, as before
+    with pytest.raises(joulecast.InputError, match=r"^sites\[0\]\.colour: unknown field; allowed: carbon_series"):
+        parse_job(raw)
+
+
 def test_a_sweep_of_caps_over_the_range_every_gpu_of_a_site_set_takes():
     """'range:N' spreads N limits over the span all the set's GPUs take: an L40S site (100-350 W) beside an
     A100-SXM4-80GB one (82-400 W) sweeps 100-350 W together, and the A100 site alone 83-400 W; two GPUs that share

@@ -39,10 +39,10 @@ class UnknownFieldError(InputError):
     """A field a mapping does not take (a job file's, a request body's): the closest one it does where a name is near
     (a typo: 'tokenz', 'tokens'), then every field it takes."""
 
-    def __init__(self, field: str, name: str, allowed: Iterable[str]):
+    def __init__(self, field: str, name: str, allowed: Iterable[str], what: str = "unknown field"):
         allowed = list(dict.fromkeys(allowed))
         close = difflib.get_close_matches(str(name), allowed, n=1, cutoff=0.6)
-        super().__init__(field, "unknown field; " + (f"did you mean {close[0]!r}? " if close else "")
+        super().__init__(field, f"{what}; " + (f"did you mean {close[0]!r}? " if close else "")
                          + f"allowed: {', '.join(allowed)}")
 
 

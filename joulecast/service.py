@@ -302,7 +302,7 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     allowed = dict.fromkeys([*_SWEEP_FIELDS, *sizes, *fixed])
     unknown = sorted(set(body) - set(allowed))
     if unknown:
-        raise InputError(unknown[0], f"not a field of a {phase} sweep; allowed: {', '.join(allowed)}")
+        raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
     gpus = _sweep_list(body, "gpu", [], False)
     _check_names({"model": body.get("model"), "gpu": gpus[0] if gpus else None}, "")
     batches, seqs = _sweep_sizes(body, phase, sizes)
@@ -345,7 +345,7 @@ def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
 
     extra = sorted(set(body) - {"rows", *_CARBON})
     if extra:
-        raise InputError(extra[0], f"unknown field; allowed: rows, {', '.join(_CARBON)}")
+        raise UnknownFieldError(extra[0], extra[0], ["rows", *_CARBON])
     where = grid_at(*(body.get(k) for k in _CARBON))
 
     rows = body.get("rows")

@@ -329,6 +329,8 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
                                                         "tp": [2, 4]})
     assert status == 200 and sorted({p["tp"] for p in served["points"]}) == [2, 4] and served["job"] == {
         "output_len": 256}
+    status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", "bacth": [1, 8]})
+    assert status == 422 and "did you mean 'batch'?" in out["detail"][0]["msg"]  # a typo named, as a job file's
     for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),
                        ({"objective": "cost"}, "objective"), ({"min_tokens_per_s": 0}, "min_tokens_per_s"),
                        ({"max_power_w": -1}, "max_power_w"), ({"batch": list(range(1, 101)), "seq":

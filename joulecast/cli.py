@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import math
 import os
@@ -807,12 +808,16 @@ class _Parser(argparse.ArgumentParser):
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
         """As argparse's, but a flag the command does not take is named by that command ('joulecast import: error:
-        unrecognized arguments: --source', see 'joulecast import --help'), not by the top level."""
+        unrecognized arguments: --source', see 'joulecast import --help'), not by the top level, with the flag it
+        takes that is nearest."""
         parsed, extras = self.parse_known_args(args, namespace)
-        if extras:
-            subs = [a for a in self._actions if isinstance(a, argparse._SubParsersAction)]
-            command = subs[0].choices.get(getattr(parsed, subs[0].dest, None)) if subs else None
-            (command or self).error(f"unrecognized arguments: {' '.join(extras)}")
+        if extras:  # with the command's flag nearest a misspelt one (--bacth: --batch)
+            command = _command_parser(self, parsed)
+            typed = next((e for e in extras if e.startswith("-")), "").split("=")[0]
+            close = difflib.get_close_matches(typed, [o for a in command._actions for o in a.option_strings], n=1,
+                                              cutoff=0.75)
+            command.error(f"unrecognized arguments: {' '.join(extras)}"
+                          + (f" (did you mean {close[0]}?)" if close else ""))
         return parsed
 
 
@@ -1160,15 +1165,20 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the subcommand that ran (estimate, gpu add, ...)."""
+    while True:
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or getattr(args, sub.dest, None) not in sub.choices:
+            return parser
+        parser = sub.choices[getattr(args, sub.dest)]
+
+
 def _flag_of(parser: argparse.ArgumentParser, args: argparse.Namespace, field: str) -> str:
     """The flag the user gave a field's value by (--input-len for the API's input_len, --sm-clock for sm_clock_mhz:
     a unit the flag takes as the field does), so that an error names what was typed; else the field, as a job file
     or a batch file names it."""
-    while True:  # down to the subcommand that ran (gpu add, ...)
-        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-        if sub is None or getattr(args, sub.dest, None) not in sub.choices:
-            break
-        parser = sub.choices[getattr(args, sub.dest)]
+    parser = _command_parser(parser, args)
     for dest in dict.fromkeys((field, field.removesuffix("_mhz").removesuffix("_w").removesuffix("_s"))):
         for action in parser._actions:
             given = getattr(args, dest, None) not in (None, action.default)

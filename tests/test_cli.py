@@ -501,3 +501,14 @@ def test_an_error_names_the_flag_that_gave_the_value():
     assert named == ["--gpu", "--sm-clock", "batch", "host_dispatch_s", "sites[0].gpu"]
     args = parser.parse_args(["gpu", "remove", "x"])
     assert _flag_of(parser, args, "name") == "name"
+
+
+def test_a_misspelt_flag_names_the_one_meant(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["sweep", "--model", "gpt2", "--gpu", "a10", "--power-limt", "range"])
+    assert exit_.value.code == 2
+    assert "unrecognized arguments: --power-limt range (did you mean --power-limit?)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["estimate", "--model", "gpt2", "--gpu", "a10", "stray"])
+    err = capsys.readouterr().err
+    assert "unrecognized arguments: stray" in err and "did you mean" not in err

@@ -52,6 +52,7 @@ class Estimate:
     outside_domain: tuple[str, ...] = ()         # out-of-domain: which features lie outside the training range
     memory_gb: float | None = None               # GPU memory the workload needs (GiB; `joulecast.features.memory`)
     memory_parts_gb: Mapping[str, float] = field(default_factory=dict)  # weights, optimizer, activations, KV cache
+    fits_batch: int | None = None                # exceeds-memory: the largest batch that fits at this length
     # by_kernel_class's columns, built on request (most callers never look: 24 us of a warm estimate)
     breakdown_of: Callable[[], Mapping[str, np.ndarray]] = field(default=None, compare=False, repr=False)
     kernel_columns: Mapping[str, np.ndarray] = field(default=None, compare=False, repr=False)
@@ -95,7 +96,7 @@ class Estimate:
         names = ("workload", "gpu", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w", "gpu_busy_s",
                  "launches", "host_dispatch_s", "host_dispatch_stated", "method", "physics_energy_j", "physics_time_s",
                  "energy_interval_j", "time_interval_s", "power_interval_w", "interval_level", "in_domain", "flags",
-                 "outside_domain", "memory_gb", "memory_parts_gb")
+                 "outside_domain", "memory_gb", "memory_parts_gb", "fits_batch")
         out = {name: getattr(self, name) for name in names}
         out.update(self.power_limited)
         out["by_kernel_class"] = self.by_kernel_class.to_dict(orient="records")
@@ -212,6 +213,7 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
                              np.array([workload.dtype or "bf16"]))
     memory_flag = memory_flags(need["total_bytes"], spec)[0]
+    fits_batch = _largest_batch(need, spec, workload.batch) if memory_flag else None
     kw: dict[str, Any] = {"flags": (str(memory_flag),) if memory_flag else ()}
     t, e = phys_t, phys_e
     if corr is not None:
@@ -239,7 +241,16 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
                                        float(totals.idle_gap_energy_j[0]), e, t / phys_t, e / phys_e),
         kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),
         memory_parts_gb={k.removesuffix("_bytes"): float(v[0] / memory.GIB) for k, v in need.items()
-                         if k != "total_bytes"}, **kw)
+                         if k != "total_bytes"}, fits_batch=fits_batch, **kw)
+
+
+def _largest_batch(need: Mapping[str, np.ndarray], spec: GpuSpec, batch: int | None) -> int | None:
+    """The largest batch whose memory fits the GPU at the same sequence length: the weights and optimizer state
+    held, the activations and KV cache scaled with the batch (`features.memory` counts both in proportion to it);
+    None where even one sequence does not fit, or the batch is unknown (a kernel list)."""
+    per_sequence = (need["activation_bytes"][0] + need["kv_cache_bytes"][0]) / batch if batch else 0.0
+    room = spec.memory_gb * memory.GIB - need["weights_bytes"][0] - need["optimizer_bytes"][0]
+    return int(room // per_sequence) if per_sequence > 0 and room >= per_sequence else None
 
 
 def memory_flags(total_bytes: np.ndarray, spec: GpuSpec) -> np.ndarray:

@@ -140,7 +140,7 @@ def estimate_table(est: Any) -> str:
     if interval:
         lines.insert(5, f"           {_g4(interval[0])} - {_g4(interval[1])} J ({getattr(est, 'interval_level', 0.9):.0%} interval)")
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(est))]
-    lines = _fit_first(lines, est, "a GPU with more memory, or a smaller batch or sequence")
+    lines = _fit_first(lines, est, _pass_hint(est))
     lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
     for row in est.by_kernel_class.itertuples():
         lines.append(f"{row.kernel_class:<20}{row.launches:>9}{duration(row.time_s):>12}{_si(row.energy_j, 'J'):>12}"
@@ -166,6 +166,19 @@ def generation_table(job: Any) -> str:
     lines += _offload_lines(job)
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _split_hint(job)))
+
+
+def _pass_hint(est: Any) -> str:
+    """What a pass that does not fit one GPU can do instead: the largest batch that fits at its length
+    (`fits_batch`), or, where even one sequence does not, what the weights alone take."""
+    if getattr(est, "fits_batch", None):
+        return f"--batch {est.fits_batch} at most at this length, or a GPU with more memory"
+    parts = est.memory_parts_gb
+    held = parts.get("weights", 0.0) + parts.get("optimizer", 0.0)
+    if held > _gpu_gib(est.gpu):
+        what = "the weights and optimizer state" if parts.get("optimizer") else "the weights"
+        return f"a GPU with more memory ({what} alone take {gib(held)} GiB)"
+    return "a GPU with more memory, or a shorter sequence"
 
 
 def _split_hint(job: Any) -> str:

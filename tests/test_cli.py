@@ -512,3 +512,12 @@ def test_a_misspelt_flag_names_the_one_meant(capsys):
         main(["estimate", "--model", "gpt2", "--gpu", "a10", "stray"])
     err = capsys.readouterr().err
     assert "unrecognized arguments: stray" in err and "did you mean" not in err
+
+
+def test_a_pass_past_memory_suggests_the_largest_batch(capsys):
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "a10", "--phase", "decode", "--batch", "256", "--seq",
+                 "4096", "--estimator", "physics"]) == 0
+    assert "Instead: --batch 18 at most at this length" in capsys.readouterr().out
+    assert main(["estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--phase", "decode", "--estimator",
+                 "physics"]) == 0
+    assert "Instead: a GPU with more memory (the weights alone take 131 GiB)" in capsys.readouterr().out

@@ -135,3 +135,18 @@ def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
     configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "batch": 1, "seq": 64, "sm_clock_mhz": [900.0, 50.0]})
     with pytest.raises(joulecast.InputError, match=r"^sm_clock_mhz: row 1: must be between 254 and 1695 MHz on a10"):
         joulecast.estimate_many(configs, estimator="physics")
+
+
+def test_a_pass_past_its_gpus_memory_names_the_largest_batch_that_fits():
+    """Llama-3-8B decoding 4,096-token contexts on an A10 (24 GiB): its 15 GiB of weights leave room for 18
+    sequences' KV caches, which `fits_batch` says and an estimate at 18 confirms (19 does not fit); where the weights
+    alone pass the GPU (Llama-3-70B on an H100) no batch fits."""
+    at = dict(phase="decode", seq=4096)
+    wide = joulecast.estimate(joulecast.workload("llama-3-8b", batch=256, **at), "a10", estimator="physics")
+    assert "exceeds-memory" in wide.flags and wide.fits_batch == 18
+    for batch, fits in ((18, True), (19, False)):
+        est = joulecast.estimate(joulecast.workload("llama-3-8b", batch=batch, **at), "a10", estimator="physics")
+        assert ("exceeds-memory" not in est.flags) == fits
+        assert est.fits_batch == (None if fits else 18)
+    heavy = joulecast.estimate(joulecast.workload("llama-3-70b", batch=4, **at), "h100-sxm", estimator="physics")
+    assert "exceeds-memory" in heavy.flags and heavy.fits_batch is None and heavy.to_dict()["fits_batch"] is None

@@ -384,6 +384,12 @@ def settings_shown(points: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame
     return table
 
 
+# What a sweep whose points exceed memory could try, by phase (a single pass: '').
+_SMALLER = {"generate": "--tp 2,4,8 splits each over GPUs", "serve": "--tp 2,4,8 splits each over GPUs",
+            "train-run": "a smaller --micro-batch, --recompute or --lora-rank",
+            "": "a GPU with more memory, or a smaller --batch or --seq"}
+
+
 def unmet_text(points: pd.DataFrame) -> str:
     """Why no point of a sweep meets its constraints: how many configurations exceed their GPU's memory (the least
     such need, and the GPU), and how many fit but miss the constraints."""
@@ -396,7 +402,8 @@ def unmet_text(points: pd.DataFrame) -> str:
     if over.any():
         least = points[over].loc[points.loc[over, "memory_gb"].idxmin()]
         said.append(f"{int(over.sum()):,} of {len(points):,} configurations exceed their GPU's memory (the least "
-                    f"needs {least['memory_gb']:.1f} GiB, on {least['gpu']}'s {gpu(least['gpu']).memory_gb:g} GB)")
+                    f"needs {least['memory_gb']:.1f} GiB, on {least['gpu']}'s {gpu(least['gpu']).memory_gb:g} GB; "
+                    f"{_SMALLER.get(str(least.get('phase')), _SMALLER[''])})")
     if not over.all():
         said.append(f"{int((~over).sum()):,} fit but miss the constraints")
     return "no configuration meets the constraints: " + "; ".join(said)

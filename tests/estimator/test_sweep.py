@@ -437,6 +437,11 @@ def test_a_sweep_no_point_of_which_fits_says_what_it_needs(tmp_path, capsys):
     assert least > 80 and f"the least needs {least:.1f} GiB, on " in said
     assert "no configuration meets the constraints: 4 of 4 configurations exceed their GPU's memory" in said
     assert "exceed their GPU&#x27;s memory" in (tmp_path / "report.html").read_text()
+    assert "80 GB; a GPU with more memory, or a smaller --batch or --seq)" in said  # what to try, by phase
+    generations = ["sweep", "--model", "llama-3-70b", "--phase", "generate", "--gpu", "h100-sxm", "--batch", "1",
+                   "--input-len", "1024", "--output-len", "4", "--estimator", "physics"]
+    assert main(generations) == 0
+    assert "80 GB; --tp 2,4,8 splits each over GPUs)" in capsys.readouterr().out
 
 
 

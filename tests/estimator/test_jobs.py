@@ -343,7 +343,8 @@ def test_opt_runs_tensor_parallel_as_gpt2_and_llama_do():
 
 @pytest.mark.parametrize("kw, message", [
     (dict(model="llama-3-70b", tp=3), "tp: 3 does not divide the model's 64 attention heads"),
-    (dict(model="opt-1.3b", tp=3), "tp: 3 does not divide the model's 32 attention heads"),
+    (dict(model="opt-1.3b", tp=3), "tp: 3 does not divide the model's 32 attention heads; these do (up to 64): "
+                                   "1, 2, 4, 8, 16, 32"),
     (dict(model="bert-large", tp=2), "phase: generate needs a decoder"),  # the model before its layout
     (dict(model="llama-3-70b", tp=0), "tp: must be a whole number of GPUs from 1 to 1,024, got 0"),
     (dict(model="llama-3-70b", tp=2, offload_gb=4.0), "offload_gb: give it or tp, not both"),

@@ -287,7 +287,8 @@ def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
 def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
     parts = ", ".join(f"{k} {gib(v)}" for k, v in job.memory_parts_gb.items())
-    lines = [f"training run {job.model}: {job.steps:,} steps x {job.global_batch} x {job.seq} tokens "
+    lines = [f"training run {job.model}: {job.steps:,} step{'' if job.steps == 1 else 's'} x {job.global_batch} x "
+             f"{job.seq} tokens "
              f"({job.tokens:,} tokens), {how}, {job.dtype}, recompute {job.recompute}, {job.optimizer}",
              f"gpu        {job.gpu}", f"method     {job.method}",
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
@@ -325,7 +326,7 @@ def _fits(job: Any) -> str:
 def plan_table(result: Any) -> str:
     """The job's strategies side by side, then each one's energy split."""
     job = result.job
-    head = (f"plan {job.name}: {job.model_name}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps, "
+    head = (f"plan {job.name}: {job.model_name}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} step{'' if job.steps == 1 else 's'}, "
             f"{job.tokens:,} tokens, layout TP {job.layout['tp']} PP {job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"

@@ -327,7 +327,8 @@ def plan_table(result: Any) -> str:
     """The job's strategies side by side, then each one's energy split."""
     job = result.job
     head = (f"plan {job.name}: {job.model_name}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} "
-            f"step{'' if job.steps == 1 else 's'}, {job.tokens:,} tokens, layout TP {job.layout['tp']} PP {job.layout['pp']} CP {job.layout['cp']}")
+            f"step{'' if job.steps == 1 else 's'}, {job.tokens:,} tokens, layout TP {job.layout['tp']} PP "
+            f"{job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
     if job.step_jitter:

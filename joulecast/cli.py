@@ -746,7 +746,7 @@ def _gpu_add(args: argparse.Namespace) -> int:
         return 0
     print(f"added {spec.display_name} as {spec.name!r} ({summary['file']})")
     print("zero-shot estimates (physics + residual on its spec features; wide intervals until it is measured):")
-    print(render.frame(examples.round(4)))
+    print(examples.to_string(index=False, float_format=render.figure))  # 4 significant digits: 0.009712 s, not 0.0097
     print(f"when measurements arrive: joulecast retrain --gpu {spec.name}")
     return 0
 

@@ -249,6 +249,11 @@ def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):
     assert main(["gpu", "remove", "a100-sxm4-80gb-500w"]) == 0
     assert main(["gpu", "remove", "a100-sxm4-80gb-500w"]) == 2
     assert "not a GPU you added" in capsys.readouterr().err
+    # its table: every figure to four significant digits (a 9.7 ms pass is not rounded to 0.0097 s)
+    assert main(["gpu", "add", str(GPU_DIR.parent / "examples" / "a100-sxm4-80gb-500w.yaml")]) == 0
+    gpt2 = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("gpt2 "))
+    time_s = float(gpt2.split()[7])
+    assert time_s == pytest.approx(payload["examples"][0]["time_s"], rel=5e-4) and len(gpt2.split()[7]) >= 6
 
 
 def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, capsys, monkeypatch):

@@ -1181,8 +1181,9 @@ def _flag_of(parser: argparse.ArgumentParser, args: argparse.Namespace, field: s
     parser = _command_parser(parser, args)
     for dest in dict.fromkeys((field, field.removesuffix("_mhz").removesuffix("_w").removesuffix("_s"))):
         for action in parser._actions:
-            given = getattr(args, dest, None) not in (None, action.default)
-            if action.dest == dest and action.option_strings and given:
+            if action.dest != dest or not action.option_strings:
+                continue
+            if getattr(args, dest, None) not in (None, action.default):  # given on the command line
                 return next((o for o in action.option_strings if o.startswith("--")), action.option_strings[0])
     return field
 

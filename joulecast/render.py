@@ -10,8 +10,9 @@ from typing import Any, TextIO
 import pandas as pd
 
 
-def _si(value: float, unit: str) -> str:
-    for factor, prefix in ((1e-6, "µ"), (1e-3, "m"), (1.0, ""), (1e3, "k"), (1e6, "M")):
+def si(value: float, unit: str) -> str:
+    """`value` in `unit` with the SI prefix that reads best, three significant digits: 853 mJ, 2.25 MJ, 3 G."""
+    for factor, prefix in ((1e-6, "µ"), (1e-3, "m"), (1.0, ""), (1e3, "k"), (1e6, "M"), (1e9, "G"), (1e12, "T")):
         if abs(value) < factor * 1000:
             return f"{value / factor:.3g} {prefix}{unit}"
     return f"{value:.3g} {unit}"
@@ -143,7 +144,7 @@ def estimate_table(est: Any) -> str:
     lines = _fit_first(lines, est, _pass_hint(est))
     lines += ["", f"{'kernel class':<20}{'launches':>9}{'time':>12}{'energy':>12}{'share':>8}"]
     for row in est.by_kernel_class.itertuples():
-        lines.append(f"{row.kernel_class:<20}{row.launches:>9}{duration(row.time_s):>12}{_si(row.energy_j, 'J'):>12}"
+        lines.append(f"{row.kernel_class:<20}{row.launches:>9}{duration(row.time_s):>12}{si(row.energy_j, 'J'):>12}"
                      f"{row.energy_share:>8.1%}")
     return "\n".join(lines)
 
@@ -192,6 +193,7 @@ def _split_hint(job: Any) -> str:
 
 
 def _gpu_gib(name: str) -> float:
+    """The memory a catalog GPU holds (GiB)."""
     from joulecast.data.gpus import gpu
 
     return gpu(name).memory_gb
@@ -395,8 +397,6 @@ _SMALLER = {"generate": "--tp 2,4,8 splits each over GPUs", "serve": "--tp 2,4,8
 def unmet_text(points: pd.DataFrame) -> str:
     """Why no point of a sweep meets its constraints: how many configurations exceed their GPU's memory (the least
     such need, and the GPU), and how many fit but miss the constraints."""
-    from joulecast.data.gpus import gpu
-
     if "grid" in points:  # on several grids a configuration is a point on each: count configurations
         points = points[points["grid"] == points["grid"].iloc[0]]
     over = points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
@@ -404,7 +404,7 @@ def unmet_text(points: pd.DataFrame) -> str:
     if over.any():
         least = points[over].loc[points.loc[over, "memory_gb"].idxmin()]
         said.append(f"{int(over.sum()):,} of {len(points):,} configurations exceed their GPU's memory (the least "
-                    f"needs {least['memory_gb']:.1f} GiB, on {least['gpu']}'s {gpu(least['gpu']).memory_gb:g} GB; "
+                    f"needs {least['memory_gb']:.1f} GiB, on {least['gpu']}'s {_gpu_gib(least['gpu']):g} GB; "
                     f"{_SMALLER.get(str(least.get('phase')), _SMALLER[''])})")
     if not over.all():
         said.append(f"{int((~over).sum()):,} fit but miss the constraints")

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import figure, setting_text, settings_shown, unmet_text
+from joulecast.render import figure, setting_text, settings_shown, si, unmet_text
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -57,10 +57,8 @@ def _ticks(lo: float, hi: float) -> list[float]:
 def _tick(value: float) -> str:
     """A tick's label: 1,000 and 0.0002 as written; from 100,000 up with an SI prefix (500 k, 2.25 M: the axis
     names its unit), 1e-05 below 0.0001."""
-    for factor, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e5, "k")):
-        if value >= factor:
-            scale = 1e3 if prefix == "k" else factor
-            return f"{value / scale:.3g} {prefix}"
+    if value >= 1e5:
+        return si(value, "").rstrip()
     return f"{value:.3g}" if value < 1e-4 else figure(value)
 
 

@@ -39,7 +39,8 @@ def check_tp(config: Mapping[str, Any], tp: object) -> int:
     return int(tp)
 
 
-# The instance sizes a memory hint tries: 2, 4 or 8 GPUs, those of one node's NVLink domain (HGX boards hold 8).
+# The instance sizes a memory hint tries: 2, 4 or 8 GPUs, within one node's NVLink domain (an HGX H100 node holds 8:
+# data/distributed/systems.yaml's gpus_per_node, shared/reference/distributed.md [Latif]).
 SPLITS = (2, 4, 8)
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import yaml
 
 from joulecast.data.errors import InputError, UnknownFieldError, require
@@ -29,6 +30,9 @@ LINK_MODES = ("dedicated", "internet")
 STRAGGLER_POLICIES = ("wait", "fewer-steps")
 # Bits per exchanged element the strategies accept: fp32, bf16, int8/fp8, fp4 (Streaming DiLoCo's E3M0).
 BITS = (32, 16, 8, 4)
+# the bounds of a strategy's H, P and tau and of a link's Gbit/s, which a plan's sweep checks its axes against too
+AXIS_BOUNDS = {"H": dict(integer=True, low=1), "P": dict(integer=True, low=1), "tau": dict(integer=True, low=0),
+               "gbps": dict(low=0.0, strict=True, unit="Gbit/s")}
 
 
 @functools.cache
@@ -154,25 +158,41 @@ _MAX_INTEGER = 2**53
 MAX_RTT_MS = 60_000.0
 
 
-def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, *, low: float | None = 0.0,
-            high: float | None = None, integer: bool = False, strict: bool = False) -> Any:
+def _number(raw: Mapping[str, Any], key: str, where: str, default: Any = None, **bounds: Any) -> Any:
     value = raw.get(key, default)
     name = f"{where}.{key}" if where else key
     if value is None:
         raise InputError(name, "is required")
-    if integer and high is None:
-        high = _MAX_INTEGER
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
+    return check_number(value, name, **bounds)
+
+
+def check_number(value: Any, name: str, *, low: float | None = 0.0, high: float | None = None, integer: bool = False,
+                 strict: bool = False, unit: str = "") -> Any:
+    """`value` as a job file takes a number (an integer where `integer`, up to 2^53 unless `high`; at least, or
+    with `strict` above, `low`; in `unit`, which the line gives), else one line naming `name`; numpy's numbers too,
+    as an API's lists may hold."""
+    shown = value.item() if isinstance(value, np.generic) else value
+    if (isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating))
             or (integer and not (math.isfinite(value) and value == int(value)))):
-        raise InputError(name, f"must be {'an integer' if integer else 'a number'}, got {value!r}")
+        raise InputError(name, f"must be {'an integer' if integer else 'a number'}, got {shown!r}")
     if not math.isfinite(value):
-        raise InputError(name, f"must be a finite number, got {value!r}")
+        raise InputError(name, f"must be a finite number, got {shown!r}")
+    # an integer's implicit bound is said only by a value past it
+    high = _MAX_INTEGER if integer and high is None and value > _MAX_INTEGER else high
     if (low is not None and (value <= low if strict else value < low)) or (
             high is not None and value > high):
         bounds = f"{'above' if strict else 'at least'} {low:g}" if low is not None else ""
-        bounds += (" and " if bounds and high is not None else "") + (f"at most {high:g}" if high is not None else "")
-        raise InputError(name, f"must be {bounds}, got {value!r}")
+        bounds += (" and " if bounds and high is not None else "") + (
+            f"at most {f'{int(high):,}' if integer else f'{high:g}'}" if high is not None else "")
+        raise InputError(name, f"must be {bounds}{' ' + unit if unit else ''}, got {shown!r}")
     return int(value) if integer else float(value)
+
+
+def check_bits(value: Any, name: str) -> int:
+    """A strategy's bits a value (one of BITS), as a job file and a plan's sweep take them; else one line."""
+    value = check_number(value, name, integer=True)
+    require(value in BITS, name, f"must be one of {', '.join(map(str, BITS))}, got {value}")
+    return value
 
 
 def _choice(raw: Mapping[str, Any], key: str, where: str, allowed: tuple[str, ...] | list[str], default: Any) -> str:
@@ -272,17 +292,16 @@ def _strategy(raw: Any, i: int) -> Strategy:
     _known(raw, {"kind", "name", "H", "P", "tau", "bits", "participation"}, where)
     kind = _choice(raw, "kind", where, STRATEGIES, None)
     sync = kind in ("diloco", "streaming-diloco", "fedavg")
-    H = _number(raw, "H", where, 100 if sync else 1, integer=True, low=1)
+    H = _number(raw, "H", where, 100 if sync else 1, **AXIS_BOUNDS["H"])
     require(sync or H == 1, f"{where}.H", f"applies to diloco, streaming-diloco and fedavg, not {kind}")
-    P = _number(raw, "P", where, 1, integer=True, low=1)
-    tau = _number(raw, "tau", where, 0, integer=True, low=0)
+    P = _number(raw, "P", where, 1, **AXIS_BOUNDS["P"])
+    tau = _number(raw, "tau", where, 0, **AXIS_BOUNDS["tau"])
     if kind == "streaming-diloco":  # torchft's constraints: sync_every % fragments == 0, delay < H / P
         require(H % P == 0, f"{where}.P", f"{P} fragments must divide H = {H}")
         require(tau < H // P, f"{where}.tau", f"must be below H / P = {H // P}, got {tau}")
     else:
         require(P == 1 and tau == 0, f"{where}.P" if P != 1 else f"{where}.tau", "applies to streaming-diloco only")
-    bits = _number(raw, "bits", where, 16, integer=True)
-    require(bits in BITS, f"{where}.bits", f"must be one of {', '.join(map(str, BITS))}, got {bits}")
+    bits = check_bits(raw.get("bits", 16), f"{where}.bits")
     participation = _number(raw, "participation", where, 1.0, low=0.0, high=1.0, strict=True)
     require(kind == "fedavg" or participation == 1.0, f"{where}.participation", "applies to fedavg only")
     name = str(raw.get("name") or (kind if not sync else f"{kind} H={H}" + (f" P={P} tau={tau}" if P > 1 else "")
@@ -341,7 +360,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         ends = link.get("between")
         require(isinstance(ends, list) and len(ends) == 2 and all(e in names for e in ends) and ends[0] != ends[1],
                 f"{where}.between", f"two different site names of {names}, got {ends!r}")
-        links.append(Link(ends[0], ends[1], _number(link, "gbps", where, low=0.0, strict=True),
+        links.append(Link(ends[0], ends[1], _number(link, "gbps", where, **AXIS_BOUNDS["gbps"]),
                           _number(link, "rtt_ms", where, 0.0, high=MAX_RTT_MS),
                           _choice(link, "mode", where, LINK_MODES, "dedicated")))
     if len(sites) > 1:

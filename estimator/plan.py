@@ -51,7 +51,7 @@ import numpy as np
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.job_file import BITS, Job, Site, connected, load_job, reference
+from joulecast.data.job_file import AXIS_BOUNDS, Job, Site, check_bits, check_number, connected, load_job, reference
 from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
@@ -499,20 +499,15 @@ def plan(job: Job | str | os.PathLike | Mapping, estimator: Any = None) -> Plan:
 
 
 def _check_axes(**axes: list) -> None:
-    """A sweep's axes as a job file's strategy and link take them (`data.job_file`): H and P whole numbers of at
-    least 1, tau of at least 0, bits one of BITS, gbps finite and above 0; else one line naming the axis (before,
-    H 0 or P 0 reached the planner as a NaN or a division by zero, and tau -1 or bits 3 were planned)."""
-    lows = {"H": 1, "P": 1, "tau": 0}
+    """A sweep's axes as a job file's strategy and link take them (`data.job_file.AXIS_BOUNDS`, `check_bits`);
+    else one line naming the axis (before, H 0 or P 0 reached the planner as a NaN or a division by zero, and tau
+    -1 or bits 3 were planned)."""
     for name, values in axes.items():
         for v in values:
-            if name in lows:
-                ok = isinstance(v, (int, np.integer)) and not isinstance(v, bool) and lows[name] <= v <= 2**53
-                require(ok, name, f"must be whole numbers of at least {lows[name]}, got {v!r}")
-            elif name == "bits":
-                require(v in BITS, name, f"each must be one of {', '.join(map(str, BITS))}, got {v!r}")
+            if name == "bits":
+                check_bits(v, name)
             else:
-                require(isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(v)
-                        and v > 0, name, f"must be finite numbers above 0 (Gbit/s), got {v!r}")
+                check_number(v, name, **AXIS_BOUNDS[name])
 
 
 def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[int], gbps: list[float] | None = None,

@@ -446,7 +446,7 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
                               f"the Pareto front of energy against time to finish ({len(swept['pareto'])} points")
     assert text[1].split()[:3] == ["strategy", "sites", "power_limit_w"] and len(text) == 2 + len(swept["pareto"])
     assert main(["plan", EXAMPLE, "--sweep", "--P", "0"]) == 2  # an axis a strategy cannot take: one line
-    assert capsys.readouterr().err == "joulecast: error: --P: must be whole numbers of at least 1, got 0\n"
+    assert capsys.readouterr().err == "joulecast: error: --P: must be at least 1, got 0\n"
 
 
 @pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
@@ -517,17 +517,26 @@ def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest():
 
 
 @pytest.mark.parametrize("axes, message", [
-    (dict(H=[0]), "H: must be whole numbers of at least 1, got 0"),
-    (dict(tau=[-1]), "tau: must be whole numbers of at least 0, got -1"),
-    (dict(bits=[3]), "bits: each must be one of 32, 16, 8, 4, got 3"),
-    (dict(gbps=[0.0]), "gbps: must be finite numbers above 0 (Gbit/s), got 0.0"),
-    (dict(gbps=[float("nan")]), "gbps: must be finite numbers above 0 (Gbit/s), got nan"),
+    (dict(H=[0]), "H: must be at least 1, got 0"),
+    (dict(P=[np.int64(0)]), "P: must be at least 1, got 0"),
+    (dict(H=[2.5]), "H: must be an integer, got 2.5"),
+    (dict(tau=[-1]), "tau: must be at least 0, got -1"),
+    (dict(bits=[3]), "bits: must be one of 32, 16, 8, 4, got 3"),
+    (dict(gbps=[0.0]), "gbps: must be above 0 Gbit/s, got 0.0"),
+    (dict(gbps=[float("nan")]), "gbps: must be a finite number, got nan"),
 ])
 def test_a_sweep_axis_no_strategy_or_link_takes_is_one_line(axes, message):
-    """As a job file's strategy and link take them; before, H 0 reached the planner as a NaN and bits 3 was planned."""
+    """As a job file's strategy and link take them, in the same words; before, H 0 reached the planner as a NaN and
+    bits 3 was planned."""
     grid = dict(H=[100], P=[1], tau=[0], bits=[16]) | axes
     with pytest.raises(joulecast.InputError, match=re.escape(message)):
         planner.sweep(_job(), **grid)
+    (name, (value,)), = axes.items()  # the job file's line for the same value
+    where, over = (("links[0]", dict(links=[dict(between=["a", "b"], gbps=value)])) if name == "gbps" else
+                   ("strategies[0]", dict(strategies=[dict(kind="streaming-diloco", H=100, P=1, tau=0, bits=16)
+                                                     | {name: value}])))
+    with pytest.raises(joulecast.InputError, match=re.escape(f"{where}.{message}")):
+        _job(**over)
 
 
 def test_a_job_file_reads_a_count_in_exponent_form(tmp_path):

@@ -44,7 +44,10 @@ PART_ROWS = 20_000
 # generation of 256 tokens, on the 2-core machine), so a job sweep is bounded lower, and partitioned finer for the
 # progress bar to move.
 JOB_PHASES = ("train-run", "generate", "serve")
-TP_PHASES = ("generate", "serve")  # the jobs whose instances a sweep may spread over GPUs (a `tp` axis)
+# The jobs whose options JOB_AXES a sweep may take as axes: a generation's and a serving load's tensor-parallel GPUs an
+# instance and output length.
+AXIS_PHASES = ("generate", "serve")
+JOB_AXES = ("tp", "output_len")  # each then a column of the points
 MAX_JOB_POINTS = 5_000
 JOB_PART_ROWS = 50
 # A job sweep's fixed options, each passed to its job as is (the axes are the grid's columns: for a training run
@@ -128,32 +131,35 @@ def settings_of(values: Sequence[float | str | None], low: float, high: float, f
 def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
-         tps: Sequence[int] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
+         tps: Sequence[int] = (), output_lens: Sequence[int] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
     how many were left out for which reason; `host_dispatch_s`, the machine's host time an eager launch where known
     (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts); `tps`,
     a generation's or a serving load's tensor-parallel GPUs an instance as an axis (a `tp` column; each checked
-    against the model first). A clock or limit of "range" ("range:N") is each GPU's own span in RANGE_STEPS (N)
-    whole values: its clocks from MIN_CLOCK_RATIO of its boost clock up, its power limits over the range it takes."""
+    against the model first); `output_lens`, their tokens generated a sequence (a serving load's mean) as an axis
+    (an `output_len` column, in place of the fixed option). A clock or limit of "range" ("range:N") is each GPU's
+    own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its boost clock up, its power
+    limits over the range it takes."""
+    for name, values in zip(JOB_AXES, (tps, output_lens)):
+        require(not values or phase in AXIS_PHASES, name, f"applies to --phase {' or '.join(AXIS_PHASES)} only")
     if tps:
-        require(phase in TP_PHASES, "tp", f"applies to --phase {' or '.join(TP_PHASES)} only")
         config = resolve_model(model)[0]
         tps = list(dict.fromkeys(check_tp(config, tp) for tp in tps))
+    output_lens = list(dict.fromkeys(output_lens))  # each checked by its jobs, as the sizes are
     specs = {g: lookup_gpu(g) for g in gpus}
     settings = {g: (settings_of(sm_clocks, MIN_CLOCK_RATIO * spec.boost_clock_mhz, spec.boost_clock_mhz,
                                 "sm_clock_mhz"),
                     settings_of(power_limits, *spec.power_limit_range_w, "power_limit_w")) for g, spec in specs.items()}
-    size = (len(batches) * len(seqs) * len(dtypes) * max(1, len(tps))
+    size = (len(batches) * len(seqs) * len(dtypes) * max(1, len(tps)) * max(1, len(output_lens))
             * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
     frame = pd.DataFrame([row for g in gpus for row in itertools.product(
-                             [g], batches, seqs, dtypes, *settings[g], tps or [None])],
-                         columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp"])
-    if not tps:
-        frame = frame.drop(columns="tp")
+                             [g], batches, seqs, dtypes, *settings[g], tps or [None], output_lens or [None])],
+                         columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", *JOB_AXES])
+    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens)) if not values])
     frame.insert(0, "model", model)
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
@@ -245,12 +251,12 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan)
         elif c.phase == "generate":
-            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting, **_tp(c),
+            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting, **_axes(c),
                          suggest_tp=False)  # a point past memory is infeasible: the search would only slow the sweep
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
                            band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
-            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting, **_tp(c),
+            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting, **_axes(c),
                       suggest_tp=False)
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
@@ -263,10 +269,11 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     return pd.concat([configs.reset_index(drop=True), pd.DataFrame(out)], axis=1)
 
 
-def _tp(config: Any) -> dict[str, int]:
-    """A configuration's tensor parallelism where the sweep has it as an axis (a `tp` column), for its job."""
-    tp = getattr(config, "tp", None)
-    return {} if tp is None or tp != tp else {"tp": int(tp)}
+def _axes(config: Any) -> dict[str, int]:
+    """A configuration's tensor parallelism and output length where the sweep has them as axes (columns), for its
+    job."""
+    values = {name: getattr(config, name, None) for name in JOB_AXES}
+    return {name: int(v) for name, v in values.items() if v is not None and v == v}
 
 
 def estimate_part(configs: pd.DataFrame, estimator: Any, job: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -314,7 +321,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
                                    "points (narrow the lists)")
     phase = str(configs["phase"].iloc[0]) if len(configs) else ""
     job = check_job(phase, job)
-    require("tp" not in job or "tp" not in configs, "tp", "an axis of the grid or a fixed option, not both")
+    for name in JOB_AXES:
+        require(name not in job or name not in configs, name, "an axis of the grid or a fixed option, not both")
     points = estimate_all(configs, estimator, run, progress, job)
     if phase in JOB_PHASES:
         tokens = points.pop("tokens").astype(float)

@@ -371,6 +371,9 @@ def _sweep(args: argparse.Namespace) -> int:
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
     batches, seqs, job = _sweep_axes(args)
     tps = _listed(job.pop("tp", None), int, "--tp", [])  # an axis: each a point
+    output_lens = list(dict.fromkeys(_listed(job.pop("output_len", None), int, "--output-len", [])))
+    if len(output_lens) == 1:  # one length: a fixed option of every job; several: an axis
+        job["output_len"] = output_lens.pop()
     grids = [_grid(args, name) for name in _listed(args.grid, str, "--grid", [None])]
 
     if args.out:
@@ -383,7 +386,7 @@ def _sweep(args: argparse.Namespace) -> int:
                             sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
                             power_limits=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
                             host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"),
-                            tps=tps)
+                            tps=tps, output_lens=output_lens)
     if not len(configs):
         raise JoulecastError("sweep: no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
     from tqdm.auto import tqdm
@@ -422,7 +425,8 @@ def _sweep(args: argparse.Namespace) -> int:
             print(sweep_report.point_note(result) + ":")
         print(render.sweep_front(result.pareto, sweep_report.columns(result)))
     if best is not None:
-        sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in result.sizes)
+        sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in (*result.sizes, "output_len")
+                         if c in best)  # the output length where it is an axis
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
         figures = (f"{render.figure(best['energy_per_token_j'])} J an output token at "
@@ -987,8 +991,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--model", required=True, help="catalog model name")
     sw.add_argument("--phase", default="prefill", type=str.lower, help="prefill, decode, training (vision: "
                     "inference), or a whole job: train-run (--global-batch, --steps or --tokens; its axes "
-                    "--micro-batch and --seq), generate (--output-len; its axes --batch and --input-len) or serve "
-                    "(--output-len; its axes --concurrency and --input-len; a point one engine step); default prefill")
+                    "--micro-batch and --seq), generate (--output-len; its axes --batch and --input-len, and "
+                    "--output-len or --tp where several are given) or serve (--output-len; its axes --concurrency and "
+                    "--input-len, the same two too; a point one engine step); default prefill")
     sw.add_argument("--gpu", required=True, help="GPUs, e.g. h100-sxm,a100-sxm4-80gb")
     sw.add_argument("--batch", help="batch sizes, e.g. 1,8,64 (default 1)")
     sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")
@@ -1037,7 +1042,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default graph where --engine names one, "
                                             "else eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")
-    jobs.add_argument("--output-len", type=_whole, help="generate, serve: tokens generated a sequence (serve: mean)")
+    jobs.add_argument("--output-len", help="generate, serve: tokens generated a sequence (serve: mean); several "
+                                           "to sweep, e.g. 64,256,1024 (each a point)")
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")

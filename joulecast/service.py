@@ -232,8 +232,8 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
 # A sweep over HTTP answers in the time of a request: at most this many jobs (about 5 ms a serving load or a
 # training run, 0.1 s a generation of 256 tokens), and MAX_BATCH_ROWS points of single passes.
 MAX_SWEEP_JOBS = 500
-# A sweep body's fields beyond the phase's axes and fixed options (gpu, dtype, sm_clock_mhz, power_limit_w, tp and
-# grid may be lists: an axis each).
+# A sweep body's fields beyond the phase's axes and fixed options (gpu, dtype, sm_clock_mhz, power_limit_w, tp,
+# output_len and grid may be lists: an axis each).
 _SWEEP_FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
                  "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", *_CARBON)
 # What a sweep's list holds, for the line that refuses a value.
@@ -288,11 +288,21 @@ def _sweep_sizes(body: dict[str, Any], phase: str, sizes: tuple[str, str]) -> li
 
 def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     """POST /v1/sweep: `joulecast sweep` over the body's lists (its phase's two size axes, `estimator.sweep.SIZES`,
-    and gpu, dtype, sm_clock_mhz, power_limit_w, tp and grid; a value alone is a list of one), its phase's fixed
-    options as the CLI takes them, the constraints by their API names (max_time_s, min_tokens_per_s, max_power_w);
-    the CLI's JSON (points, pareto, best), bounded to answer in a request's time."""
+    and gpu, dtype, sm_clock_mhz, power_limit_w, tp, output_len and grid; a value alone is a list of one), its phase's
+    other fixed options as the CLI takes them, the constraints by their API names (max_time_s, min_tokens_per_s,
+    max_power_w); the CLI's JSON (points, pareto, best), bounded to answer in a request's time."""
     from joulecast.data.carbon import grid_at
-    from joulecast.estimator.sweep import JOB_OPTIONS, JOB_PHASES, PASS_OPTIONS, SIZES, check_options, grid, sweep
+    from joulecast.estimator.sweep import (
+        AXIS_PHASES,
+        JOB_AXES,
+        JOB_OPTIONS,
+        JOB_PHASES,
+        PASS_OPTIONS,
+        SIZES,
+        check_options,
+        grid,
+        sweep,
+    )
 
     phase = body.get("phase", "prefill")
     if not isinstance(phase, str):
@@ -306,7 +316,10 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     gpus = _sweep_list(body, "gpu", [], False)
     _check_names({"model": body.get("model"), "gpu": gpus[0] if gpus else None}, "")
     batches, seqs = _sweep_sizes(body, phase, sizes)
-    job = {k: body[k] for k in fixed if k in body and k != "tp"}
+    job = {k: body[k] for k in fixed if k in body and k not in JOB_AXES}
+    output_lens = list(dict.fromkeys(_sweep_list(body, "output_len", [], True) if phase in AXIS_PHASES else []))
+    if len(output_lens) == 1:  # one length: a fixed option of every job, as the CLI takes it; several: an axis
+        job["output_len"] = output_lens.pop()
     grids = [grid_at(name, body.get("carbon_intensity"), body.get("pue"), body.get("carbon_series"))
              for name in _sweep_list(body, "grid", [None], False)]
     check_options(body.get("objective", "energy"), body.get("front", "auto"), body.get("max_time_s"),
@@ -315,7 +328,8 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
                             dtypes=_sweep_list(body, "dtype", ["bf16"], False),
                             sm_clocks=_sweep_list(body, "sm_clock_mhz", [None], False),
                             power_limits=_sweep_list(body, "power_limit_w", [None], False),
-                            host_dispatch_s=body.get("host_dispatch_s"), tps=_sweep_list(body, "tp", [], True))
+                            host_dispatch_s=body.get("host_dispatch_s"), tps=_sweep_list(body, "tp", [], True),
+                            output_lens=output_lens)
     most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
     if len(configs) * len(grids) > most:
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here "

@@ -22,13 +22,13 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-COLUMNS = ("gpu", "batch", "seq", "dtype", "tp", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s", "power_w",
-           "tokens_per_s", "energy_per_token_j", "grid", "carbon_g", "flags")
+COLUMNS = ("gpu", "batch", "seq", "output_len", "dtype", "tp", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s",
+           "power_w", "tokens_per_s", "energy_per_token_j", "grid", "carbon_g", "flags")
 
 
 def columns(result: Any) -> list[str]:
     """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`), those the
-    points have (tensor parallelism where it varies)."""
+    points have (tensor parallelism where it varies; the output length where it is an axis)."""
     named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
     return [c for c in named if c in result.points and (c != "tp" or result.points["tp"].nunique() > 1)]
 
@@ -101,7 +101,9 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     elif names is None:
         grid = points["grid"] if "grid" in points else pd.Series("", index=points.index)
         tp = points["tp"] if "tp" in points and points["tp"].nunique() > 1 else pd.Series(np.nan, index=points.index)
-        names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s} {r.dtype}"
+        out = points["output_len"] if "output_len" in points else pd.Series(np.nan, index=points.index)
+        names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s}"
+                 + (f" output-len {r.out:.0f}" if r.out == r.out else "") + f" {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
                  f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {figure(r.energy_j)} J in {figure(r.time_s)} s"
                  + (f", {figure(r.carbon_g)} g CO2e on {r.grid}'s grid" if r.grid else "")
@@ -109,7 +111,7 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
                  .set_axis(["gpu", "b", "s", "dtype", "energy_j", "time_s"], axis=1)
                  .assign(sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
                          power_limit_w=setting_text(points["power_limit_w"]), grid=grid,
-                         carbon_g=points.get("carbon_g", np.nan), tp=tp).itertuples()]
+                         carbon_g=points.get("carbon_g", np.nan), tp=tp, out=out).itertuples()]
     names = [html.escape(n) for n in names]
     groups = list(dict.fromkeys(points[group])) if group in points else []
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)
@@ -204,7 +206,8 @@ def point_note(result: Any) -> str:
 def render(result: Any, title: str) -> str:
     best = result.best
     shown = columns(result)
-    job = ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in result.job.items())
+    job = ", ".join(f"{k.replace('_', ' ')} {({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
+                    for k, v in result.job.items())  # kv cache on, not True
     labels = _JOB_LABELS if result.job else _LABELS
     lines = [f"<h1>{html.escape(title)}</h1>",
              f"<p>{counted(result.points)} estimated; {int(result.points['feasible'].sum()):,} fit in "

@@ -142,6 +142,43 @@ def test_tensor_parallelism_is_an_axis_of_a_serving_or_generation_sweep(capsys):
     assert out.startswith("2 configurations") and " tp " in out.splitlines()[1] and ", TP " in out
 
 
+def test_output_length_is_an_axis_of_a_generation_or_serving_sweep(capsys):
+    """--output-len 64,256: each length a point, each its job's estimate at that length (a length given twice is
+    one); one length stays the jobs' fixed option; a phase without it, or an axis that is also fixed, is one line."""
+    kw = dict(gpus=["h100-sxm"], batches=[1, 16], seqs=[512])
+    configs, _ = grid("llama-3-8b", "generate", output_lens=[64, 256, 64], **kw)
+    assert list(configs["output_len"]) == [64, 256, 64, 256] and list(configs["batch"]) == [1, 1, 16, 16]
+    points = sweep(configs, estimator="physics", job={"kv_cache": True}).points
+    for r in points.itertuples():
+        one = joulecast.generate("llama-3-8b", "h100-sxm", batch=r.batch, input_len=512, output_len=r.output_len,
+                                 estimator="physics")
+        assert r.energy_j == pytest.approx(one.energy_j) and r.tokens_per_s == pytest.approx(
+            r.batch * r.output_len / one.time_s)
+    configs, _ = grid("llama-3-8b", "serve", output_lens=[64, 1024], **kw)
+    served = sweep(configs, estimator="physics").points.set_index(["concurrency", "output_len"])
+    one = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=16, input_len=512, output_len=1024,
+                          estimator="physics")
+    assert served.loc[(16, 1024), "energy_per_token_j"] == pytest.approx(one.energy_per_output_token_j)
+    assert served.loc[(16, 1024), "energy_per_token_j"] < served.loc[(16, 64), "energy_per_token_j"]  # less prefill
+    with pytest.raises(joulecast.InputError, match="^output_len: applies to --phase generate or serve only"):
+        grid("llama-3-8b", "train-run", output_lens=[64], **kw)
+    with pytest.raises(joulecast.InputError, match="^output_len: an axis of the grid or a fixed option, not both"):
+        sweep(configs, estimator="physics", job={"output_len": 256})
+    argv = ["sweep", "--model", "llama-3-8b", "--phase", "generate", "--gpu", "h100-sxm", "--batch", "1,16",
+            "--input-len", "512", "--estimator", "physics", "--output-len"]
+    assert main([*argv, "64,256", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert sorted({p["output_len"] for p in out["points"]}) == [64, 256] and "output_len" not in out["job"]
+    assert main([*argv, "64,256"]) == 0
+    text = capsys.readouterr().out
+    assert " output_len " in text.splitlines()[1] and "input-len 512 output-len " in text
+    assert main([*argv, "64,64", "--json"]) == 0  # one length: the jobs' option, as before, and no column
+    out = json.loads(capsys.readouterr().out)
+    assert out["job"]["output_len"] == 64 and "output_len" not in out["points"][0]
+    assert main([*argv, "64,x"]) == 2
+    assert "--output-len: 'x' is not an integer; give a comma-separated list" in capsys.readouterr().err
+
+
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():
     """Past the points it labels, the plot draws one circle a pixel and colour (176,128 points: 19 MB of HTML -> 0.9);
     the front's points each, and every point where it labels them."""

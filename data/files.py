@@ -131,6 +131,29 @@ def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
             os.unlink(tmp)
 
 
+# A table of points (a sweep's, a plan sweep's) in the format its file's name says: CSV for a spreadsheet, Parquet
+# (pyarrow) for the rest, a name without a suffix too, as before CSV was offered.
+TABLE_FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", "": "parquet"}
+
+
+def table_format(path: str | Path, field: str) -> str:
+    """The format `write_table` writes `path` in, by its suffix; another suffix is one line naming `field` (a
+    `points.xlsx` would otherwise hold Parquet a spreadsheet cannot open)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in TABLE_FORMATS:
+        raise InputError(field, f"{str(path)!r}: name a .csv or .parquet file (the suffix sets the format), "
+                                f"got {suffix}")
+    return TABLE_FORMATS[suffix]
+
+
+def write_table(frame: Any, path: str | Path, field: str = "out") -> None:
+    """`frame` (a pandas DataFrame) written atomically to `path`, as CSV or Parquet by its suffix (`table_format`)."""
+    if table_format(path, field) == "csv":
+        write_atomic(Path(path), lambda tmp: frame.to_csv(tmp, index=False))
+    else:
+        write_atomic(Path(path), lambda tmp: frame.to_parquet(tmp, index=False))
+
+
 def check_output_file(path: str | Path, field: str) -> Path:
     """A file the command will write (replacing one there), checked before any work starts: not a folder, in a
     folder it may create and write into; otherwise one-line InputError."""

@@ -15,7 +15,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from joulecast.data import engines
 from joulecast.data.errors import InputError, JoulecastError
-from joulecast.data.files import check_output_file, check_output_folder, check_replaceable_folder
+from joulecast.data.files import (
+    check_output_file,
+    check_output_folder,
+    check_replaceable_folder,
+    table_format,
+    write_table,
+)
 from joulecast.data.fusions import FUSIONS
 
 if TYPE_CHECKING:
@@ -37,6 +43,14 @@ def require_extra(extra: str, command: str) -> None:
     if missing:
         name = "train" if extra == "parquet" else extra
         raise JoulecastError(f"{command} needs {', '.join(missing)}: pip install 'joulecast[{name}]'")
+
+
+def _check_table_file(path: str, command: str) -> None:
+    """A points file `command` will write (`data.files.write_table`), checked before any work: a .csv or .parquet
+    name, pyarrow installed for Parquet, a place it may be written."""
+    if table_format(path, "--out") == "parquet":
+        require_extra("parquet", f"{command} (Parquet; a .csv name needs nothing more)")
+    check_output_file(path, "--out")
 
 
 def _estimate(args: argparse.Namespace) -> int:
@@ -248,7 +262,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.scheduler and not args.sweep:
         raise JoulecastError("--scheduler: applies to --sweep (a plan's strategies are one quick evaluation)")
     if args.out and not args.sweep:
-        raise JoulecastError("--out: applies to --sweep (the sweep's points as Parquet)")
+        raise JoulecastError("--out: applies to --sweep (the sweep's points as CSV or Parquet)")
     if args.power_limit and not args.sweep:
         raise JoulecastError("--power-limit: applies to --sweep (a site's own limit is the job file's "
                              "sites[].power_limit_w)")
@@ -256,8 +270,7 @@ def _plan(args: argparse.Namespace) -> int:
     if args.report:
         check_output_folder(args.report, "--report")
     if args.out:
-        require_extra("parquet", "plan --out")
-        check_output_file(args.out, "--out")
+        _check_table_file(args.out, "plan --out")
     result = plan(job, estimator=args.estimator)
     out = result.to_dict()
     files = []
@@ -278,9 +291,7 @@ def _plan(args: argparse.Namespace) -> int:
         out["sweep"] = {"points": len(points), "front": args.front, "skipped": points.attrs.get("skipped", {}),
                         "pareto": points[points["pareto"]].sort_values("time_s").to_dict(orient="records")}
         if args.out:
-            from joulecast.data.files import write_atomic
-
-            write_atomic(Path(args.out), lambda tmp: points.to_parquet(tmp, index=False))
+            write_table(points, args.out, "--out")
             files.append(args.out)
     if args.report:
         from joulecast import plan_report
@@ -293,7 +304,7 @@ def _plan(args: argparse.Namespace) -> int:
     table = render.plan_table(result)
     if args.sweep:  # the sweep's front in the terminal too, not only in --report and --out
         table += "\n\n" + render.plan_sweep_table(points, args.front)
-    print(table + "".join(f"\nreport: {f}" for f in files))
+    print(table + "".join(f"\nwrote {f}" for f in files))  # as sweep names its files
     return 0
 
 
@@ -377,8 +388,7 @@ def _sweep(args: argparse.Namespace) -> int:
     grids = [_grid(args, name) for name in _listed(args.grid, str, "--grid", [None])]
 
     if args.out:
-        require_extra("parquet", "sweep --out")
-        check_output_file(args.out, "--out")
+        _check_table_file(args.out, "sweep --out")
     if args.report:
         check_output_folder(args.report, "--report")
     configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []), batches=batches,
@@ -402,9 +412,7 @@ def _sweep(args: argparse.Namespace) -> int:
                        skipped=skipped, run=run, progress=bar.update, job=job, grids=grids)
     files = []
     if args.out:
-        from joulecast.data.files import write_atomic
-
-        write_atomic(Path(args.out), lambda tmp: result.points.to_parquet(tmp, index=False))
+        write_table(result.points, args.out, "--out")
         files.append(args.out)
     if args.report:
         files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {args.model} {args.phase}")))
@@ -980,7 +988,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "300,500,700; a set whose GPUs cannot take one is left out; 'range' (or range:N) for 8 (N) over "
                     "the span every GPU of a set takes; default the job file's")
     pl.add_argument("--front", default="energy", help="the front's vertical axis: energy or carbon; default energy")
-    pl.add_argument("--out", help="write the sweep's points as Parquet to this file (with --sweep)")
+    pl.add_argument("--out", help="write the sweep's points to this file (with --sweep): .csv, or .parquet (needs "
+                                  "pyarrow)")
     pl.add_argument("--scheduler", help="run the sweep's partitions (site set x limit x strategy) on Dask: local "
                     "or tcp://HOST:PORT (needs [dask])")
     pl.add_argument("--workers", type=_whole, help="a local cluster's worker processes (default one per core)")
@@ -1017,7 +1026,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "
                     "us (0-1000), where you have measured it (default 25, the interval spanning the measured hosts)")
     sw.add_argument("--estimator", help="a folder, models:/..., runs:/..., or 'physics' (default: the shipped model)")
-    sw.add_argument("--out", help="write every point to this Parquet file (needs pyarrow)")
+    sw.add_argument("--out", help="write every point to this file: .csv, or .parquet (needs pyarrow)")
     sw.add_argument("--report", help="folder for a self-contained report.html (the Pareto front, its points)")
     sw.add_argument("--scheduler", help="run the partitions on Dask (needs [dask]): local (a LocalCluster on "
                     "127.0.0.1, started and stopped here) or tcp://HOST:PORT (a running cluster); default in-process")

@@ -346,6 +346,28 @@ def test_a_parquet_out_at_a_folder_is_one_line_before_the_sweep(tmp_path, capsys
     assert capsys.readouterr().err.strip() == f"joulecast: error: --out: '{tmp_path}' is a folder; give a file name"
 
 
+def test_a_sweep_writes_its_points_as_csv_or_parquet_by_the_files_name(tmp_path, capsys):
+    """--out points.csv is CSV a spreadsheet opens (no pyarrow needed), .parquet (or no suffix) Parquet, the same
+    points either way; another suffix is one line before the sweep (before, points.csv held Parquet)."""
+    import pandas as pd
+
+    argv = ["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "1,8", "--seq", "128", "--estimator", "physics",
+            "--out"]
+    assert main([*argv, str(tmp_path / "points.csv")]) == 0
+    assert capsys.readouterr().out.strip().endswith(f"wrote {tmp_path / 'points.csv'}")
+    csv = pd.read_csv(tmp_path / "points.csv")
+    assert len(csv) == 2 and list(csv["batch"]) == [1, 8] and csv["energy_j"].gt(0).all()
+    assert main([*argv, str(tmp_path / "points.xlsx")]) == 2
+    assert capsys.readouterr().err.strip() == (f"joulecast: error: --out: '{tmp_path / 'points.xlsx'}': name a .csv "
+                                               "or .parquet file (the suffix sets the format), got .xlsx")
+    assert not (tmp_path / "points.xlsx").exists()
+    pytest.importorskip("pyarrow")
+    assert main([*argv, str(tmp_path / "points.PARQUET")]) == 0
+    parquet = pd.read_parquet(tmp_path / "points.PARQUET")
+    assert list(parquet.columns) == list(csv.columns)
+    assert parquet["energy_j"].to_numpy() == pytest.approx(csv["energy_j"].to_numpy(), rel=1e-12)
+
+
 def _umask() -> int:
     import os
 

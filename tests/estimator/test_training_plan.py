@@ -420,6 +420,9 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     import pandas as pd
     assert len(pd.read_parquet(tmp_path / "points.parquet")) == out["sweep"]["points"]
+    assert main(["plan", EXAMPLE, "--sweep", "--H", "100", "--out", str(tmp_path / "points.csv")]) == 0  # or CSV
+    assert capsys.readouterr().out.rstrip().endswith(f"wrote {tmp_path / 'points.csv'}")
+    assert len(pd.read_csv(tmp_path / "points.csv")) > 0
     assert [p["strategy"] for p in out["plans"]][0] == "ddp"
     for p in out["plans"]:
         assert {"strategy", "time_s", "energy_j", "energy_interval_j", "carbon_kg", "per_site"} <= set(p)

@@ -17,8 +17,8 @@ import pandas as pd
 
 from joulecast.data.carbon import Grid, grid_at, with_carbon
 from joulecast.data.engines import normal_engine
-from joulecast.data.errors import InputError, require
-from joulecast.data.files import kind_of
+from joulecast.data.errors import InputError, UnknownFieldError, require
+from joulecast.data.files import kind_of, whole_number
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import check_host_dispatch
@@ -353,6 +353,115 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
                        constraints=constraints, sizes=sizes, job=job, cost=cost)
+
+
+# A sweep named by fields (`run_sweep`, `joulecast.sweep`, POST /v1/sweep): those beyond its phase's two sizes
+# (`SIZES`) and fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`). gpu, dtype, sm_clock_mhz, power_limit_w, tp,
+# output_len, grid and the sizes take a value or a list (an axis each).
+FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
+          "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", "grid", "carbon_intensity", "pue",
+          "carbon_series")
+# What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
+_KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
+          "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name"}
+_COUNT_FIELDS = ("tp", "output_len", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
+
+
+def _is_count(value: Any) -> bool:
+    """A size or count a sweep takes: a whole number from 1 to 2^24."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 1 <= value <= 2**24
+
+
+def listed(value: Any, name: str, default: list) -> list:
+    """A sweep field's value as a list of checked values (a value alone: a list of one; a count as JSON may send it,
+    8.0 or 1e3, the whole number it names), else `default` where not given; a bad value or an empty list is one line
+    naming `name`."""
+    if isinstance(value, (list, tuple)) and not len(value):
+        raise InputError(name, "an empty list: give a value or a list of them")
+    if value is None:
+        return default
+    values = list(value) if isinstance(value, (list, tuple)) else [value]
+    if name in _COUNT_FIELDS:
+        values = [whole_number(v) for v in values]
+        bad = [v for v in values if not _is_count(v)]
+    elif name in ("sm_clock_mhz", "power_limit_w"):  # numbers, None for the GPU's default, or "range[:N]" (`grid`)
+        bad = [v for v in values if v is not None and not isinstance(v, str)
+               and (not isinstance(v, (int, float, np.number)) or isinstance(v, bool))]
+    else:  # names
+        bad = [v for v in values if not isinstance(v, str)]
+    if bad:
+        kind = _KINDS.get(name, "a whole number from 1 to 2^24" if name in _COUNT_FIELDS else "a name")
+        raise InputError(name, f"{bad[0]!r} is not {kind} (give a value or a list of them)")
+    return list(dict.fromkeys(values))  # a value given twice is one
+
+
+def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int]]:
+    """A sweep's two size axes (`SIZES`) from its fields, with their defaults (a single pass: batch 1, seq 512; a
+    training run: its global batch as one micro-batch, seq 512; a generation: batch 1) and what a job phase needs
+    first: a training run's global batch, a generation's or serving load's output_len."""
+    global_batch = whole_number(fields.get("global_batch"))
+    if phase == "train-run" and not _is_count(global_batch):
+        raise InputError("global_batch", f"required with phase train-run: sequences an optimizer step, a whole number "
+                                         f"from 1 to 2^24, got {global_batch!r}")
+    if phase in AXIS_PHASES and fields.get("output_len") is None:
+        raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
+    defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}.get(phase, ([1], [512]))
+    axes = [listed(fields.get(name), name, default) for name, default in zip(SIZES.get(phase, ("batch", "seq")),
+                                                                           defaults)]
+    for name, values in zip(SIZES.get(phase, ("batch", "seq")), axes):
+        if not values:
+            raise InputError(name, f"required with phase {phase}: a size or a list of them")
+    return axes[0], axes[1]
+
+
+def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", estimator: Any = None, run: Any = None,
+              progress: Any = None, max_points: int | None = None, **fields: Any) -> SweepResult:
+    """A sweep named by fields, as `joulecast sweep` takes its flags and POST /v1/sweep its body (`joulecast.sweep`):
+    every combination of `gpu`, the phase's two sizes (`SIZES`: batch and seq; micro_batch and seq; batch and
+    input_len; concurrency and input_len), `dtype`, `sm_clock_mhz` and `power_limit_w` (numbers, None for the
+    default, or "range" / "range:N"), a generation's or serving load's `tp` and `output_len` (one output_len: every
+    job's; several: an axis), and the carbon `grid` (or `carbon_intensity` or `carbon_series`, at `pue`), each a value
+    or a list; the phase's fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`) as its job takes them; the `objective`,
+    `front` and constraints (`max_time_s`, `min_tokens_per_s`, `max_power_w`) as `sweep` takes them. Refused before
+    any estimate: a field it does not take (naming the closest), a bad value, and more configurations than
+    MAX_JOB_POINTS jobs or MAX_POINTS passes (on their grids), or than `max_points` where given.
+
+        >>> joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="generate", batch=[1, 16],
+        ...                 input_len=512, output_len=[64, 256], power_limit_w="range:4").best"""
+    if not isinstance(phase, str):
+        raise InputError("phase", f"must be a phase's name, got {phase!r}")
+    phase = phase.lower()  # in any case, as the CLI reads --phase
+    fixed = JOB_OPTIONS.get(phase, PASS_OPTIONS)
+    allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *fixed]
+    unknown = sorted(set(fields) - set(allowed))
+    if unknown:
+        raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
+    check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
+                  fields.get("min_tokens_per_s"), fields.get("max_power_w"))
+    batches, seqs = _sizes(phase, fields)
+    job = {k: fields[k] for k in fixed if fields.get(k) is not None and k not in JOB_AXES}
+    output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
+    if len(output_lens) == 1:  # one length: a fixed option of every job; several: an axis
+        job["output_len"] = output_lens.pop()
+    grids = [grid_at(name, fields.get("carbon_intensity"), fields.get("pue"), fields.get("carbon_series"))
+             for name in listed(fields.get("grid"), "grid", [None])]
+    gpus = listed(gpu, "gpu", [])
+    require(gpus, "gpu", "required: a GPU's name or a list of them (joulecast gpus)")
+    configs, skipped = grid(model, phase, gpus=gpus, batches=batches,
+                            seqs=seqs, dtypes=listed(fields.get("dtype"), "dtype", ["bf16"]),
+                            sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
+                            power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
+                            host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
+                            output_lens=output_lens)
+    if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
+        raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
+                                  "lists, or run joulecast sweep)")
+    if not len(configs):
+        raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
+    return sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
+                 max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
+                 max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,
+                 progress=progress, job=job, grids=grids)
 
 
 def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None) -> pd.DataFrame:

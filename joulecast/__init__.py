@@ -37,7 +37,8 @@ _EXPORTS = {
     "serve": "joulecast.estimator.serving", "ServeEstimate": "joulecast.estimator.serving",
     "carbon": "joulecast.data.carbon",
 }
-_RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog")}
+_RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog"), "sweep": ("joulecast.estimator.sweep", "run_sweep"),
+            "SweepResult": ("joulecast.estimator.sweep", "SweepResult")}
 __all__ = sorted([*_EXPORTS, *_RENAMED])
 
 

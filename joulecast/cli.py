@@ -376,29 +376,29 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
+    from joulecast.data.job_file import read_carbon_series
     from joulecast.data.workload import check_host_dispatch
-    from joulecast.estimator.sweep import check_options, grid, sweep
+    from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
-    batches, seqs, job = _sweep_axes(args)
-    tps = _listed(job.pop("tp", None), int, "--tp", [])  # an axis: each a point
-    output_lens = list(dict.fromkeys(_listed(job.pop("output_len", None), int, "--output-len", [])))
-    if len(output_lens) == 1:  # one length: a fixed option of every job; several: an axis
-        job["output_len"] = output_lens.pop()
-    grids = [_grid(args, name) for name in _listed(args.grid, str, "--grid", [None])]
-
+    batches, seqs, job = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
+    axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
+            "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None}
+    fields = dict(zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs)), **job, **axes,
+                  dtype=_listed(args.dtype, str, "--dtype", ["bf16"]),
+                  sm_clock_mhz=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
+                  power_limit_w=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
+                  host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"),
+                  grid=_listed(args.grid, str, "--grid", []) or None, carbon_intensity=args.carbon_intensity,
+                  pue=args.pue, objective=args.objective, front=args.front, max_time_s=args.max_time,
+                  min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power,
+                  # the file's reader holds it to the bounds the API's series has, naming the file
+                  carbon_series=None if args.carbon_series is None else read_carbon_series(args.carbon_series,
+                                                                                         "--carbon-series"))
     if args.out:
         _check_table_file(args.out, "sweep --out")
     if args.report:
         check_output_folder(args.report, "--report")
-    configs, skipped = grid(args.model, args.phase, gpus=_listed(args.gpu, str, "--gpu", []), batches=batches,
-                            seqs=seqs, dtypes=_listed(args.dtype, str, "--dtype", ["bf16"]),
-                            sm_clocks=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
-                            power_limits=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
-                            host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"),
-                            tps=tps, output_lens=output_lens)
-    if not len(configs):
-        raise JoulecastError("sweep: no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
     from tqdm.auto import tqdm
 
     from joulecast.data.executors import executor
@@ -407,9 +407,8 @@ def _sweep(args: argparse.Namespace) -> int:
     with executor(args.scheduler, args.workers) as run, tqdm(unit="part", desc=f"sweep on {run.name}",
                                                               disable=True if args.json else None,
                                                               dynamic_ncols=True) as bar:
-        result = sweep(configs, objective=args.objective, front=args.front, max_time_s=args.max_time,
-                       min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power, estimator=args.estimator,
-                       skipped=skipped, run=run, progress=bar.update, job=job, grids=grids)
+        result = run_sweep(args.model, _listed(args.gpu, str, "--gpu", []), phase=args.phase,
+                           estimator=args.estimator, run=run, progress=bar.update, **fields)
     files = []
     if args.out:
         write_table(result.points, args.out, "--out")
@@ -418,16 +417,12 @@ def _sweep(args: argparse.Namespace) -> int:
         files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {args.model} {args.phase}")))
     best = result.best
     if args.json:
-        render.write_json({"points": result.points, "pareto": result.pareto,
-                           "best": None if best is None else best.to_dict(), "skipped": result.skipped,
-                           "objective": result.objective, "front": result.front, "job": result.job,
-                           "constraints": result.constraints, "files": files,
-                           "unmet": None if best is not None else render.unmet_text(result.points)}, sys.stdout)
+        render.write_json(render.sweep_payload(result, files), sys.stdout)
         return 0
     print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory and "
           f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "
           f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
-          + "".join(f"; {n} left out: {k}" for k, n in skipped.items()))
+          + "".join(f"; {n} left out: {k}" for k, n in result.skipped.items()))
     if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
         if args.phase == "serve":
             print(sweep_report.point_note(result) + ":")

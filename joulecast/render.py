@@ -451,6 +451,19 @@ def frame(table: pd.DataFrame) -> str:
     return table.to_string(index=False)
 
 
+def sweep_payload(result: Any, files: Sequence[str] | None = None) -> dict[str, Any]:
+    """A sweep's JSON as the CLI and the service give it: `points` (every configuration, frames for `write_json`),
+    `pareto`, `best`, what was skipped, the objective, front, fixed options and constraints, why nothing is best
+    where nothing is (`unmet`), and the files written where the CLI wrote some."""
+    best = result.best
+    payload = {"points": result.points, "pareto": result.pareto, "best": None if best is None else best.to_dict(),
+               "skipped": result.skipped, "objective": result.objective, "front": result.front, "job": result.job,
+               "constraints": result.constraints}
+    if files is not None:
+        payload["files"] = list(files)
+    return {**payload, "unmet": None if best is not None else unmet_text(result.points)}
+
+
 def to_json(payload: Any) -> str:
     """Strict JSON (RFC 8259): a number that is not finite (a sweep's default clock, NaN) is null, as `jq` and
     JavaScript read it; numpy scalars as Python numbers."""

@@ -232,121 +232,24 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
 # A sweep over HTTP answers in the time of a request: at most this many jobs (about 5 ms a serving load or a
 # training run, 0.1 s a generation of 256 tokens), and MAX_BATCH_ROWS points of single passes.
 MAX_SWEEP_JOBS = 500
-# A sweep body's fields beyond the phase's axes and fixed options (gpu, dtype, sm_clock_mhz, power_limit_w, tp,
-# output_len and grid may be lists: an axis each).
-_SWEEP_FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
-                 "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", *_CARBON)
-# What a sweep's list holds, for the line that refuses a value.
-_SWEEP_KINDS = {"gpu": "a catalog GPU's name (GET /v1/gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
-                "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name"}
-
-
-def _is_count(value: Any) -> bool:
-    """A size or count a sweep takes: a whole number from 1 to 2^24 (JSON's whole floats read as `whole_number`)."""
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 2**24
-
-
-def _sweep_list(body: dict[str, Any], key: str, default: list, counts: bool) -> list:
-    """A sweep body's `key` as a list of checked values (a value alone: a list of one; `counts`: whole numbers, as
-    8.0 and 1e3 come in JSON), else `default`; a bad value or an empty list is one line naming `key`."""
-    value = body.get(key)
-    if value == []:
-        raise InputError(key, "an empty list: give a value or a list of them")
-    if value is None:
-        return default
-    values = value if isinstance(value, list) else [value]
-    if counts:
-        values = [whole_number(v) for v in values]
-        bad = [v for v in values if not _is_count(v)]
-    elif key in ("sm_clock_mhz", "power_limit_w"):  # numbers, null for the GPU's default, or "range[:N]" (grid's)
-        bad = [v for v in values if v is not None and not isinstance(v, str)
-               and (not isinstance(v, (int, float)) or isinstance(v, bool))]
-    else:  # names: catalog names only, no paths (nothing here reads a file)
-        bad = [v for v in values if not isinstance(v, str) or (key == "gpu" and _is_path(v))]
-    if bad:
-        kind = _SWEEP_KINDS.get(key, "a whole number from 1 to 2^24" if counts else "a name")
-        raise InputError(key, f"{bad[0]!r} is not {kind} (give a value or a list of them)")
-    return values
-
-
-def _sweep_sizes(body: dict[str, Any], phase: str, sizes: tuple[str, str]) -> list[list]:
-    """A sweep body's two size axes (`estimator.sweep.SIZES`), with the CLI's defaults and what a job phase needs
-    first: a training run's global batch (its micro-batches' default), a generation's or serving load's output_len."""
-    global_batch = whole_number(body.get("global_batch"))
-    if phase == "train-run" and not _is_count(global_batch):
-        raise InputError("global_batch", f"required with phase train-run: sequences an optimizer step, a whole number "
-                                         f"from 1 to 2^24, got {global_batch!r}")
-    if phase in ("generate", "serve") and body.get("output_len") is None:
-        raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
-    defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}
-    axes = [_sweep_list(body, a, d, True) for a, d in zip(sizes, defaults.get(phase, ([1], [512])))]
-    for name, values in zip(sizes, axes):
-        if not values:
-            raise InputError(name, f"required with phase {phase}: a size or a list of them")
-    return axes
 
 
 def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
-    """POST /v1/sweep: `joulecast sweep` over the body's lists (its phase's two size axes, `estimator.sweep.SIZES`,
-    and gpu, dtype, sm_clock_mhz, power_limit_w, tp, output_len and grid; a value alone is a list of one), its phase's
-    other fixed options as the CLI takes them, the constraints by their API names (max_time_s, min_tokens_per_s,
-    max_power_w); the CLI's JSON (points, pareto, best), bounded to answer in a request's time."""
-    from joulecast.data.carbon import grid_at
-    from joulecast.estimator.sweep import (
-        AXIS_PHASES,
-        JOB_AXES,
-        JOB_OPTIONS,
-        JOB_PHASES,
-        PASS_OPTIONS,
-        SIZES,
-        check_options,
-        grid,
-        sweep,
-    )
+    """POST /v1/sweep: `joulecast.sweep` of the body's fields (`estimator.sweep.run_sweep`: its phase's two size
+    axes, gpu, dtype, sm_clock_mhz, power_limit_w, tp, output_len and grid each a value or a list, its phase's fixed
+    options, the constraints by their API names), catalog GPUs only, bounded to answer in a request's time; the
+    CLI's JSON (points, pareto, best)."""
+    from joulecast.estimator.sweep import JOB_PHASES, listed, run_sweep
+    from joulecast.render import sweep_payload
 
+    for name in listed(body.get("gpu"), "gpu", [None]):  # catalog names: nothing here reads a file
+        _check_names({"model": body.get("model"), "gpu": name}, "")
+    fields = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase")}
     phase = body.get("phase", "prefill")
-    if not isinstance(phase, str):
-        raise InputError("phase", f"must be a phase's name, got {phase!r}")
-    phase = phase.lower()  # in any case, as the CLI reads --phase
-    sizes, fixed = SIZES.get(phase, ("batch", "seq")), JOB_OPTIONS.get(phase, PASS_OPTIONS)
-    allowed = dict.fromkeys([*_SWEEP_FIELDS, *sizes, *fixed])
-    unknown = sorted(set(body) - set(allowed))
-    if unknown:
-        raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
-    gpus = _sweep_list(body, "gpu", [], False)
-    _check_names({"model": body.get("model"), "gpu": gpus[0] if gpus else None}, "")
-    batches, seqs = _sweep_sizes(body, phase, sizes)
-    job = {k: body[k] for k in fixed if k in body and k not in JOB_AXES}
-    output_lens = list(dict.fromkeys(_sweep_list(body, "output_len", [], True) if phase in AXIS_PHASES else []))
-    if len(output_lens) == 1:  # one length: a fixed option of every job, as the CLI takes it; several: an axis
-        job["output_len"] = output_lens.pop()
-    grids = [grid_at(name, body.get("carbon_intensity"), body.get("pue"), body.get("carbon_series"))
-             for name in _sweep_list(body, "grid", [None], False)]
-    check_options(body.get("objective", "energy"), body.get("front", "auto"), body.get("max_time_s"),
-                  body.get("min_tokens_per_s"), body.get("max_power_w"))
-    configs, skipped = grid(body["model"], phase, gpus=gpus, batches=batches, seqs=seqs,
-                            dtypes=_sweep_list(body, "dtype", ["bf16"], False),
-                            sm_clocks=_sweep_list(body, "sm_clock_mhz", [None], False),
-                            power_limits=_sweep_list(body, "power_limit_w", [None], False),
-                            host_dispatch_s=body.get("host_dispatch_s"), tps=_sweep_list(body, "tp", [], True),
-                            output_lens=output_lens)
-    most = MAX_SWEEP_JOBS if phase in JOB_PHASES else MAX_BATCH_ROWS
-    if len(configs) * len(grids) > most:
-        raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {most:,} a request here "
-                                  "(narrow the lists, or run joulecast sweep)")
-    if not len(configs):
-        raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items())
-                         + ")")
-    result = sweep(configs, objective=body.get("objective", "energy"), front=body.get("front", "auto"),
-                   max_time_s=body.get("max_time_s"), min_tokens_per_s=body.get("min_tokens_per_s"),
-                   max_power_w=body.get("max_power_w"), estimator=model, skipped=skipped, job=job, grids=grids)
-    from joulecast.render import unmet_text
-
-    best = result.best
-    return {"points": result.points.to_dict(orient="records"), "pareto": result.pareto.to_dict(orient="records"),
-            "best": None if best is None else best.to_dict(), "skipped": result.skipped,
-            "objective": result.objective, "front": result.front, "job": result.job,
-            "constraints": result.constraints, "unmet": None if best is not None else unmet_text(result.points)}
+    most = MAX_SWEEP_JOBS if str(phase).lower() in JOB_PHASES else MAX_BATCH_ROWS
+    result = run_sweep(body.get("model"), body.get("gpu"), phase=phase, estimator=model, max_points=most, **fields)
+    payload = sweep_payload(result)
+    return {**payload, **{k: payload[k].to_dict(orient="records") for k in ("points", "pareto")}}
 
 
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:

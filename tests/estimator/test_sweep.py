@@ -179,6 +179,32 @@ def test_output_length_is_an_axis_of_a_generation_or_serving_sweep(capsys):
     assert "--output-len: 'x' is not an integer; give a comma-separated list" in capsys.readouterr().err
 
 
+def test_joulecast_sweep_takes_the_fields_the_cli_and_the_service_take(capsys):
+    """joulecast.sweep(model, gpus, phase=..., **fields): the same points as `joulecast sweep`'s flags (a value alone
+    a list of one); a misspelt field, a bad value or an empty GPU list is one line before any estimate."""
+    sw = joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="Generate", batch=[1, 16],
+                         input_len=512, output_len=[64, 256], power_limit_w="range:2", estimator="physics")
+    assert isinstance(sw, joulecast.SweepResult) and len(sw.points) == 2 * 2 * 2 * 2
+    assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm,a100-sxm4-80gb", "--phase", "generate",
+                 "--batch", "1,16", "--input-len", "512", "--output-len", "64,256", "--power-limit", "range:2",
+                 "--estimator", "physics", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    assert [p["energy_j"] for p in cli["points"]] == pytest.approx(sw.points["energy_j"].tolist())
+    assert cli["best"]["energy_j"] == pytest.approx(sw.best["energy_j"]) and cli["job"] == {**sw.job, "kv_cache": True}
+    one = joulecast.sweep("gpt2", "a10", batch=8, estimator="physics")  # the defaults: seq 512, bf16
+    assert one.points[["batch", "seq", "dtype"]].values.tolist() == [[8, 512, "bf16"]]
+    for fields, message in ((dict(bacth=[1]), "^bacth: not a field of a prefill sweep; did you mean 'batch'\\?"),
+                            (dict(batch=[1, 0]), "^batch: 0 is not a whole number from 1 to 2\\^24"),
+                            (dict(batch=[]), "^batch: an empty list"),
+                            (dict(phase="serve", input_len=64), "^output_len: required with phase serve"),
+                            (dict(gpu=[]), "^gpu: an empty list"),
+                            (dict(sm_clock_mhz=99_999), "^sweep: no configuration left \\(1 clock outside")):
+        with pytest.raises(joulecast.InputError, match=message):
+            joulecast.sweep("gpt2", **{"gpu": "a10", **fields})
+    with pytest.raises(joulecast.InputError, match="^sweep: 4 points; at most 3 here"):
+        joulecast.sweep("gpt2", "a10", batch=[1, 2, 4, 8], max_points=3)
+
+
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():
     """Past the points it labels, the plot draws one circle a pixel and colour (176,128 points: 19 MB of HTML -> 0.9);
     the front's points each, and every point where it labels them."""

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import bandwidth_text, settings_shown
+from joulecast.render import bandwidth_text, plural, settings_shown
 from joulecast.sweep_report import page, svg, table
 
 
@@ -32,8 +32,9 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                            "Gbit/s for 90 %": bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)),
                            **{f"{k} (kWh)": v / 3.6e6 for k, v in p.energy_split_j.items()}} for p in result.plans])
     parts = [f"<h1>joulecast plan: {html.escape(job.name)}</h1>",
-             f"<p>{html.escape(job.model_name)}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} steps of "
-             f"{job.global_batch} x {job.seq} tokens ({job.tokens:,} tokens).</p>",
+             f"<p>{html.escape(job.model_name)}, {plural(job.gpus, 'GPU')} on {plural(len(job.sites), 'site')}, "
+             f"{plural(job.steps, 'step')} of {job.global_batch} x {job.seq} tokens ({plural(job.tokens, 'token')})."
+             "</p>",
              "<h2>Strategies</h2>", table(plans, "plans")]
     if points is not None and len(points):
         # in the strategies table's units: hours and kWh, not seconds and joules

@@ -49,6 +49,11 @@ def duration_range(low: float, high: float) -> str:
     return _range_in_unit(low, high, _time_unit)
 
 
+def plural(n: int, noun: str) -> str:
+    """`n` `noun`s, thousands separated: 1 site, 2 sites, 9,537 steps."""
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
 def figure(value: float, zeros: bool = False, digits: int = 4) -> str:
     """A figure to `digits` significant digits as people write it: 35,240 and 1,000,000, not 3.524e+04 (from 1,000
     up, thousands separated); 0.01921 as it is; trailing zeros kept where `zeros` (3.000 J, not 3 J)."""
@@ -289,7 +294,7 @@ def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
 def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
     parts = ", ".join(f"{k} {gib(v)}" for k, v in job.memory_parts_gb.items())
-    lines = [f"training run {job.model}: {job.steps:,} step{'' if job.steps == 1 else 's'} x {job.global_batch} x "
+    lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {job.global_batch} x "
              f"{job.seq} tokens "
              f"({job.tokens:,} tokens), {how}, {job.dtype}, recompute {job.recompute}, {job.optimizer}",
              f"gpu        {job.gpu}", f"method     {job.method}",
@@ -328,8 +333,8 @@ def _fits(job: Any) -> str:
 def plan_table(result: Any) -> str:
     """The job's strategies side by side, then each one's energy split."""
     job = result.job
-    head = (f"plan {job.name}: {job.model_name}, {job.gpus} GPUs on {len(job.sites)} site(s), {job.steps:,} "
-            f"step{'' if job.steps == 1 else 's'}, {job.tokens:,} tokens, layout TP {job.layout['tp']} PP "
+    head = (f"plan {job.name}: {job.model_name}, {plural(job.gpus, 'GPU')} on {plural(len(job.sites), 'site')}, "
+            f"{plural(job.steps, 'step')}, {plural(job.tokens, 'token')}, layout TP {job.layout['tp']} PP "
             f"{job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
@@ -431,7 +436,7 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
                              utilisation=best["compute_utilisation"]))
     left = "".join(f"; {n:,} left out: {why}" for why, n in skipped.items())
     return "\n".join([f"sweep: {len(points):,} points{left}; the Pareto front of {axis} against time to finish "
-                      f"({len(best):,} point{'' if len(best) == 1 else 's'}, fastest first):",
+                      f"({plural(len(best), 'point')}, fastest first):",
                       rows.to_string(index=False, float_format=figure)])
 
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import figure, setting_text, settings_shown, si, unmet_text
+from joulecast.render import figure, plural, setting_text, settings_shown, si, unmet_text
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -191,7 +191,7 @@ def counted(points: Any) -> str:
     """A sweep's configurations, and on several grids its points."""
     grids = points["grid"].nunique() if "grid" in points else 1
     n = len(points) // grids
-    return f"{n:,} configuration{'' if n == 1 else 's'}" + (f" on {grids} grids ({len(points):,} points)"
+    return plural(n, "configuration") + (f" on {grids} grids ({len(points):,} points)"
                                                             if grids > 1 else "")
 
 

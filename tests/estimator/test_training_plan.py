@@ -226,6 +226,7 @@ def test_the_sweep_marks_a_pareto_front_and_bandwidth_for_90_percent():
     lone = planner.plan(dataclasses.replace(job, sites=job.sites[:1], links=()))
     assert all(p.bandwidth_for_90pct_gbps is None for p in lone.plans)
     assert "gbps_for_90pct: " not in render.plan_table(lone)
+    assert " GPUs on 1 site, " in render.plan_table(lone) and " GPUs on 2 sites, " in table[0]  # not 'site(s)'
 
 
 def test_a_site_under_a_power_cap_and_a_sweep_of_caps():

@@ -482,7 +482,8 @@ def _gpus(args: argparse.Namespace) -> int:
     trained = set(model.gpus) if model is not None else set()
     rows = [dict(name=s.name, gpu=s.display_name, arch=s.architecture, sms=s.sm_count, boost_mhz=s.boost_clock_mhz,
                  memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
-                 bf16_tflops=s.tensor_tflops.get("bf16"), fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
+                 bf16_tflops=s.tensor_tflops.get("bf16", "none"),  # Volta has no bf16 hardware (not 'NaN')
+                 fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
                  limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w, link=s.peer_link,
                  shipped_model="trained on" if s.name in trained else "spec-only", aliases=", ".join(s.aliases))
             for s in catalog().values()]

@@ -224,8 +224,11 @@ def test_a_kernel_lists_whole_floats_are_its_counts(tmp_path, capsys):
 
 def test_listings(capsys):
     assert main(["gpus"]) == 0
-    h100 = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("h100-sxm "))
+    lines = capsys.readouterr().out.splitlines()
+    h100 = next(line for line in lines if line.lstrip().startswith("h100-sxm "))
     assert " 200-700 " in h100  # the power limits it takes
+    v100 = next(line for line in lines if line.lstrip().startswith("v100-sxm2 "))
+    assert " none " in v100 and "NaN" not in v100  # no bf16 hardware, said so
     assert main(["models", "--json"]) == 0
     listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     assert set(listed) >= {"gpt2", "llama-3-70b", "resnet-101"}

@@ -330,27 +330,36 @@ SCALABLE = {"sm_count": ("sm_count", "tensor_tflops", "cuda_tflops"),
 
 @functools.lru_cache(maxsize=256)
 def hypothetical(name: str) -> GpuSpec:
-    """A catalog GPU with specs scaled, named `BASE:FIELD*FACTOR[:FIELD*FACTOR...]` (fields: SCALABLE), for
-    what-ifs; validated as any spec (physical bounds included) and flagged spec-only by the residual."""
+    """A catalog GPU with specs scaled, named `BASE:FIELD*FACTOR[:FIELD*FACTOR...]` (fields: SCALABLE), or set,
+    `FIELD=VALUE` (`h200:memory_bandwidth_gbs=8000`: the factor that takes the field's first key, SCALABLE, there),
+    for what-ifs; validated as any spec (physical bounds included) and flagged spec-only by the residual."""
     base, *changes = name.split(":")
     raw = gpu(base).to_dict()
     for change in changes:
-        field_name, star, factor = change.partition("*")
-        if field_name not in SCALABLE or not star:
-            raise InputError("gpu", f"{change!r} in {name!r}: give FIELD*FACTOR with FIELD one of "
+        field_name, op, given = re.fullmatch(r"([^*=]*)([*=]?)(.*)", change, re.S).groups()  # always matches
+        if field_name not in SCALABLE or not op:
+            raise InputError("gpu", f"{change!r} in {name!r}: give FIELD*FACTOR or FIELD=VALUE with FIELD one of "
                                     f"{', '.join(SCALABLE)}")
         try:
-            value = float(factor)
+            number = float(given)
         except ValueError:
-            value = float("nan")
+            number = float("nan")
+        # a value set is the factor that takes the field's first key there (its peaks and idle curve follow, as a
+        # factor's do), within the same bound
+        primary = SCALABLE[field_name][0]
+        now = float(raw[primary])
+        value = number / now if op == "=" else number
         if not 0 < value < MAX_SCALE_FACTOR:
-            raise InputError("gpu", f"{change!r} in {name!r}: the factor must be a positive number below "
-                                    f"{MAX_SCALE_FACTOR:g}, got {factor!r}")
+            what = (f"the value must be a positive number below {MAX_SCALE_FACTOR:g}x {base}'s {now:g}" if op == "="
+                    else f"the factor must be a positive number below {MAX_SCALE_FACTOR:g}")
+            raise InputError("gpu", f"{change!r} in {name!r}: {what}, got {given!r}")
         for key in SCALABLE[field_name]:
             if isinstance(raw.get(key), dict):
                 raw[key] = {dtype: peak * value for dtype, peak in raw[key].items()}
             elif raw.get(key) is not None:
                 raw[key] = round(raw[key] * value) if key == "sm_count" else raw[key] * value
+        if op == "=":  # the value as given, not its factor's product (8000, not 7999.999999999999)
+            raw[primary] = round(number) if primary == "sm_count" else number
         if field_name == "clock" and raw.get("idle_power_table"):  # the measured idle curve moves with the clocks
             raw["idle_power_table"] = {mhz * value: w for mhz, w in raw["idle_power_table"].items()}
     raw.update(name=name.lower(), display_name=f"{raw['display_name']} ({', '.join(changes)})", aliases=[])

@@ -293,8 +293,16 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
     decode = joulecast.workload("llama-3-8b", phase="decode", batch=16, seq=2048, launch_mode="graph")
     faster = joulecast.estimate(decode, twice.name)
     assert faster.time_s < joulecast.estimate(decode, "h100-sxm").time_s and "spec-only" in faster.flags
-    with pytest.raises(InputError, match="give FIELD\\*FACTOR with FIELD one of sm_count, clock"):
+    with pytest.raises(InputError, match="give FIELD\\*FACTOR or FIELD=VALUE with FIELD one of sm_count, clock"):
         gpus.gpu("h100-sxm:hbm*2")
+    # a field set: the factor that takes it there, its peaks following, the value as given
+    assert gpus.gpu("h100-sxm:memory_bandwidth_gbs=8000").memory_bandwidth_gbs == 8000.0
+    wider = gpus.gpu("h100-sxm:sm_count=144:clock=1650")
+    assert (wider.sm_count, wider.boost_clock_mhz) == (144, 1650.0)
+    assert wider.tensor_tflops["bf16"] == pytest.approx(base.tensor_tflops["bf16"] * 144 / 132 * 1650 / 1980)
+    assert joulecast.estimate(decode, "h100-sxm:memory_bandwidth_gbs=6700").time_s == pytest.approx(faster.time_s)
+    with pytest.raises(InputError, match="the value must be a positive number below 1000x h100-sxm's 50, got '-1'"):
+        gpus.gpu("h100-sxm:l2_mb=-1")
     with pytest.raises(InputError, match="memory_bandwidth_gbs': must be between 10 and 200000"):
         gpus.gpu("h100-sxm:memory_bandwidth_gbs*100")
     for factor in ("-1", "1e9"):  # a huge factor is refused with the bound it passes, not called "not positive"

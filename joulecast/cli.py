@@ -104,11 +104,15 @@ def _grid(args: argparse.Namespace, name: str | None) -> Any:
     """Where an estimate's energy is drawn (`joulecast.data.carbon.grid_at`): `name` (a --grid), --carbon-intensity
     or --carbon-series, at --pue."""
     from joulecast.data.carbon import grid_at
+
+    return grid_at(name, args.carbon_intensity, args.pue, _carbon_series(args))
+
+
+def _carbon_series(args: argparse.Namespace) -> tuple[float, ...] | None:
+    """--carbon-series's file read, held to the bounds the API's series has (`data.job_file`), naming the file."""
     from joulecast.data.job_file import read_carbon_series
 
-    # the file's reader holds it to the bounds the API's series has (`data.job_file`), naming the file
-    series = None if args.carbon_series is None else read_carbon_series(args.carbon_series, "--carbon-series")
-    return grid_at(name, args.carbon_intensity, args.pue, series)
+    return None if args.carbon_series is None else read_carbon_series(args.carbon_series, "--carbon-series")
 
 
 def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None:
@@ -376,7 +380,6 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
 
 def _sweep(args: argparse.Namespace) -> int:
     from joulecast import render, sweep_report
-    from joulecast.data.job_file import read_carbon_series
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
@@ -392,9 +395,7 @@ def _sweep(args: argparse.Namespace) -> int:
                   grid=_listed(args.grid, str, "--grid", []) or None, carbon_intensity=args.carbon_intensity,
                   pue=args.pue, objective=args.objective, front=args.front, max_time_s=args.max_time,
                   min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power,
-                  # the file's reader holds it to the bounds the API's series has, naming the file
-                  carbon_series=None if args.carbon_series is None else read_carbon_series(args.carbon_series,
-                                                                                         "--carbon-series"))
+                  carbon_series=_carbon_series(args))
     if args.out:
         _check_table_file(args.out, "sweep --out")
     if args.report:

@@ -444,7 +444,7 @@ def _sweep(args: argparse.Namespace) -> int:
         carbon = (f"{render.mass(1e6 * best['carbon_g'] * best['energy_per_token_j'] / best['energy_j'])} CO2e a "
                   "million output tokens" if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
         print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
-              f"{carbon} on {best['grid']}'s grid")
+              f"{carbon} {render.grid_place(best['grid'])}")
     else:
         print(render.unmet_text(result.points))
     for f in files:

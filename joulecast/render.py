@@ -49,6 +49,12 @@ def duration_range(low: float, high: float) -> str:
     return _range_in_unit(low, high, _time_unit)
 
 
+def grid_place(name: str) -> str:
+    """Where a point's carbon was drawn, as its line says it: a country's grid, or the intensity or hourly series the
+    user gave (`data.carbon.grid_at` names them 'given' and 'series')."""
+    return {"given": "at the given intensity", "series": "on the given hourly series"}.get(name, f"on {name}'s grid")
+
+
 def plural(n: int, noun: str) -> str:
     """`n` `noun`s, thousands separated: 1 site, 2 sites, 9,537 steps."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import figure, plural, setting_text, settings_shown, si, unmet_text
+from joulecast.render import figure, grid_place, plural, setting_text, settings_shown, si, unmet_text
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -106,7 +106,7 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
                  + (f" output-len {r.out:.0f}" if r.out == r.out else "") + f" {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
                  f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {figure(r.energy_j)} J in {figure(r.time_s)} s"
-                 + (f", {figure(r.carbon_g)} g CO2e on {r.grid}'s grid" if r.grid else "")
+                 + (f", {figure(r.carbon_g)} g CO2e {grid_place(r.grid)}" if r.grid else "")
                  for r in points[["gpu", *sizes, "dtype", "energy_j", "time_s"]]
                  .set_axis(["gpu", "b", "s", "dtype", "energy_j", "time_s"], axis=1)
                  .assign(sm_clock_mhz=setting_text(points["sm_clock_mhz"]),

@@ -106,6 +106,8 @@ def test_a_sweep_on_several_grids_is_each_configuration_on_each_and_its_front_we
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert text.startswith("2 configurations on 2 grids (4 points)") and "CO2e on FR's grid" in text
+    assert main([*argv[:-4], "--carbon-intensity", "100"]) == 0  # a given intensity is no country's grid
+    assert capsys.readouterr().out.rstrip().endswith("CO2e at the given intensity")
     assert main([*argv, "--carbon-intensity", "100"]) == 2
     assert "--carbon-intensity: give one of grid, carbon_intensity and carbon_series, not grid and carbon_intensity" \
         in capsys.readouterr().err

@@ -64,6 +64,10 @@ def _estimate(args: argparse.Namespace) -> int:
     if len(sources) != 1:
         raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
                                    "give one of --model NAME, --config PATH or --kernels FILE.json")
+    for flag, what in (("gpu", "GPU"), ("dtype", "dtype")):  # a list is a sweep's
+        if "," in (getattr(args, flag) or ""):
+            raise joulecast.InputError(f"--{flag}", f"one {what} an estimate, got {getattr(args, flag)!r}"
+                                                    f"{_SWEEP_HINT}")
     if args.fusions is not None and args.phase in ("generate", "serve"):
         raise joulecast.InputError("--fusions", "applies to single passes and --phase train-run, not to "
                                                 f"--phase {args.phase}")
@@ -860,8 +864,21 @@ def _whole(text: str) -> int:
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value != math.floor(value):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (an integer such as 512, or 1e9)")
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number (an integer such as 512, or 1e9)"
+                                         + (_SWEEP_HINT if "," in text else ""))
     return int(value)
+
+
+def _number(text: str) -> float:
+    """A number flag of a single estimate (a clock, a limit), pointing a list to the command that takes one."""
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number" + (_SWEEP_HINT if "," in text else "")) from None
+
+
+# Where a single estimate's flag is given a list: the command that takes lists (each item a point).
+_SWEEP_HINT = "; for a list, each a point, use joulecast sweep with the same flags"
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -901,8 +918,8 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "
                      f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels); single passes and "
                      "--phase train-run")
-    est.add_argument("--sm-clock", type=float, help="locked SM clock in MHz (default: the maximum)")
-    est.add_argument("--power-limit", type=float, help="power limit in W (default: the GPU's default; the limits "
+    est.add_argument("--sm-clock", type=_number, help="locked SM clock in MHz (default: the maximum)")
+    est.add_argument("--power-limit", type=_number, help="power limit in W (default: the GPU's default; the limits "
                      "each GPU takes: 'joulecast gpus', column limits_w)")
     est.add_argument("--estimator", help="trained estimator: a folder, models:/joulecast@champion, runs:/ID/model, "
                      "or 'physics' (default: the shipped model)")

@@ -1,3 +1,4 @@
+import contextlib
 import json
 import re
 
@@ -148,7 +149,7 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     (["--model", "gpt2", "--gpu", "a10", "--batch", "2.5"], "argument --batch: '2.5' is not a whole number"),
     (["--model", "gpt2", "--gpu", "a10", "--seq", "inf"], "argument --seq: 'inf' is not a whole number"),
     (["--model", "gpt2", "--gpu", "a10", "--seq"], "argument --seq: expected one argument"),
-    (["--model", "gpt2", "--gpu", "a10", "--sm-clock", "fast"], "argument --sm-clock: invalid float value: 'fast'"),
+    (["--model", "gpt2", "--gpu", "a10", "--sm-clock", "fast"], "argument --sm-clock: 'fast' is not a number"),
     (["--model", "gpt2"], "the following arguments are required: --gpu"),
 ])
 def test_a_bad_command_line_is_one_line_too(capsys, argv, message):
@@ -220,6 +221,23 @@ def test_a_kernel_lists_whole_floats_are_its_counts(tmp_path, capsys):
     (tmp_path / "k.json").write_text(gemm.format(m="128.5"))
     assert main(["estimate", "--kernels", str(tmp_path / "k.json"), "--gpu", "a10"]) == 2
     assert "k.json[0].dimM: must be a positive integer, got 128.5" in capsys.readouterr().err
+
+
+def test_a_list_given_to_a_single_estimate_points_to_sweep(capsys):
+    """A comma-separated --gpu, --dtype, --batch or --power-limit is one line naming the flag and the command that
+    takes lists, before any work; a value that is simply bad keeps its plain line."""
+    base = ["estimate", "--model", "gpt2", "--gpu", "a10"]
+    for argv, flag in ((["estimate", "--model", "gpt2", "--gpu", "h100-sxm,a100"], "--gpu: one GPU an estimate"),
+                       ([*base, "--dtype", "bf16,fp16"], "--dtype: one dtype an estimate"),
+                       ([*base, "--batch", "1,8"], "argument --batch: '1,8' is not a whole number"),
+                       ([*base, "--power-limit", "100,150"], "argument --power-limit: '100,150' is not a number")):
+        with pytest.raises(SystemExit) if flag.startswith("argument") else contextlib.nullcontext():
+            assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert flag in err and "for a list, each a point, use joulecast sweep with the same flags" in err
+    with pytest.raises(SystemExit):
+        main([*base, "--power-limit", "abc"])
+    assert "'abc' is not a number (see" in capsys.readouterr().err
 
 
 def test_listings(capsys):

@@ -99,6 +99,11 @@ class ServeEstimate:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
+class BeyondCapacityError(InputError):
+    """A request rate beyond what `max_batch` in flight serve on the GPU: a sweep's point it cannot serve, not a bad
+    value (`estimator.sweep` marks the point `exceeds-capacity`)."""
+
+
 def _positive(name: str, value: object, integer: bool = False, low: float = 0.0, high: float = 2**24,
               high_text: str = "2^24") -> float:
     """`value` as a float in (0, high], or in [low, high] where `low` is given."""
@@ -219,7 +224,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
             host_bound = _busy_share(*steps[-1][:2]) < HOST_BOUND_SHARE
-            raise InputError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
+            raise BeyondCapacityError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
                              f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so "
                                                             "add instances (GPUs), not max_batch" if host_bound else
                                                             "raise max_batch or add GPUs"))

@@ -29,8 +29,10 @@ from joulecast.features.power import MIN_CLOCK_RATIO
 
 OBJECTIVES = ("energy", "time", "carbon")
 # The axes of the front: a pass's energy against its time, or, where the points do different work (several batch
-# sizes or lengths), energy per token against time per token (the inverse of throughput).
-FRONTS = {"pass": ("time_s", "energy_j"), "token": ("s_per_token", "energy_per_token_j")}
+# sizes or lengths), energy per token against time per token (the inverse of throughput); for serving at a request
+# rate, whose throughput the load sets, energy per token against each request's time between tokens (`latency`).
+FRONTS = {"pass": ("time_s", "energy_j"), "token": ("s_per_token", "energy_per_token_j"),
+          "latency": ("time_s", "energy_per_token_j")}
 # The front's carbon in place of its energy: where the objective is carbon, or the points are drawn on several grids
 # (each configuration's energy the same on each: `joulecast.data.carbon`).
 CARBON_AXES = {"energy_j": "carbon_g", "energy_per_token_j": "carbon_per_token_g"}
@@ -65,6 +67,11 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
 # What the grid's two size axes are in each job phase's points.
 SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len"), "serve": ("concurrency", "input_len")}
+# A serving sweep's load given, in place of the requests kept in flight, as requests arriving a second: the load a
+# service sees, the GPU idling where it serves it faster; a point past the GPU's capacity (`max_batch` in flight)
+# cannot serve it and is flagged `exceeds-capacity`, infeasible as one past memory is.
+RATE_SIZES = ("request_rate", "input_len")
+UNSERVABLE = ("exceeds-memory", "exceeds-capacity")  # a point so flagged cannot run its load
 
 
 @dataclass(frozen=True)
@@ -131,13 +138,15 @@ def settings_of(values: Sequence[float | str | None], low: float, high: float, f
 def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
-         tps: Sequence[int] = (), output_lens: Sequence[int] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
+         tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = ()
+         ) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
     how many were left out for which reason; `host_dispatch_s`, the machine's host time an eager launch where known
     (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts); `tps`,
     a generation's or a serving load's tensor-parallel GPUs an instance as an axis (a `tp` column; each checked
     against the model first); `output_lens`, their tokens generated a sequence (a serving load's mean) as an axis
-    (an `output_len` column, in place of the fixed option). A clock or limit of "range" ("range:N") is each GPU's
+    (an `output_len` column, in place of the fixed option); `request_rates`, a serving sweep's requests a second in
+    place of its `batches` (a `request_rate` column, RATE_SIZES). A clock or limit of "range" ("range:N") is each GPU's
     own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its boost clock up, its power
     limits over the range it takes."""
     for name, values in zip(JOB_AXES, (tps, output_lens)):
@@ -146,6 +155,13 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
         config = resolve_model(model)[0]
         tps = list(dict.fromkeys(check_tp(config, tp) for tp in tps))
     output_lens = list(dict.fromkeys(output_lens))  # each checked by its jobs, as the sizes are
+    if request_rates:
+        require(phase == "serve", "request_rate", "applies to --phase serve only")
+        require(not batches, "request_rate", "give concurrency or request_rate, not both")
+        for rate in request_rates:
+            require(isinstance(rate, (int, float, np.number)) and not isinstance(rate, bool) and 0 < rate < np.inf,
+                    "request_rate", f"must be requests a second above 0, got {rate!r}")
+        batches = list(dict.fromkeys(float(r) for r in request_rates))
     specs = {g: lookup_gpu(g) for g in gpus}
     settings = {g: (settings_of(sm_clocks, MIN_CLOCK_RATIO * spec.boost_clock_mhz, spec.boost_clock_mhz,
                                 "sm_clock_mhz"),
@@ -158,7 +174,8 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
                                   "(narrow the lists)")
     frame = pd.DataFrame([row for g in gpus for row in itertools.product(
                              [g], batches, seqs, dtypes, *settings[g], tps or [None], output_lens or [None])],
-                         columns=["gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", *JOB_AXES])
+                         columns=["gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
+                                  "sm_clock_mhz", "power_limit_w", *JOB_AXES])
     frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens)) if not values])
     frame.insert(0, "model", model)
     frame.insert(1, "phase", phase)
@@ -233,7 +250,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     its energy, time, power, energy interval and the tokens it does (trained, generated, or a step's)."""
     from joulecast.estimator.jobs import generate
     from joulecast.estimator.loading import load_estimator
-    from joulecast.estimator.serving import serve
+    from joulecast.estimator.serving import BeyondCapacityError, serve
     from joulecast.estimator.train_run import train_run
 
     loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
@@ -256,8 +273,16 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
                            band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
-            r = serve(c.model, c.gpu, concurrency=int(c.batch), input_len=float(c.seq), **job, **setting, **_axes(c),
-                      suggest_tp=False)
+            load = ({"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
+                    else {"concurrency": int(c.batch)})
+            try:
+                r = serve(c.model, c.gpu, **load, input_len=float(c.seq), **job, **setting, **_axes(c),
+                          suggest_tp=False)
+            except BeyondCapacityError as exc:  # a rate this GPU cannot serve: a point, infeasible, with the reason
+                out.append(dict(time_s=np.nan, energy_j=np.nan, tokens=np.nan, energy_lo_j=np.nan, energy_hi_j=np.nan,
+                                gpu_busy_share=np.nan, power_w=np.nan, memory_gb=np.nan, flags="exceeds-capacity",
+                                outside_domain=exc.message, method=""))
+                continue
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
@@ -330,14 +355,16 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     else:
         tokens = points["batch"] * np.where(points["phase"] == "decode", 1, points["seq"])
         varies = len(configs[["batch", "seq"]].drop_duplicates()) > 1
+    require(front != "latency" or phase == "serve", "front", "latency applies to --phase serve only (energy a token "
+            "against the time between a request's tokens)")
     if front == "auto":
-        front = "token" if varies else "pass"
+        front = "latency" if "request_rate" in configs else "token" if varies else "pass"
     points["tokens_per_s"] = tokens / points["time_s"]
     points["energy_per_token_j"] = points["energy_j"] / tokens
     points["s_per_token"] = points["time_s"] / tokens
     points = on_grids(points, grids, None if phase == "serve" else points["time_s"].to_numpy())
     # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint
-    feasible = ~points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
+    feasible = ~points["flags"].fillna("").str.contains("|".join(UNSERVABLE)).to_numpy(bool)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
                                  ("power_w", max_power_w, True)):
         if bound is not None:
@@ -349,7 +376,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                                      ("max_power_w", max_power_w)) if v is not None}
-    sizes = SIZES.get(phase, ("batch", "seq"))
+    sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
                        constraints=constraints, sizes=sizes, job=job, cost=cost)
@@ -363,6 +390,7 @@ FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp
           "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
+          "request_rate": "a number of requests a second above 0",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name"}
 _COUNT_FIELDS = ("tp", "output_len", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
 
@@ -384,6 +412,9 @@ def listed(value: Any, name: str, default: list) -> list:
     if name in _COUNT_FIELDS:
         values = [whole_number(v) for v in values]
         bad = [v for v in values if not _is_count(v)]
+    elif name == "request_rate":  # requests a second, any positive number
+        bad = [v for v in values if not isinstance(v, (int, float, np.number)) or isinstance(v, bool)
+               or not 0 < v < np.inf]
     elif name in ("sm_clock_mhz", "power_limit_w"):  # numbers, None for the GPU's default, or "range[:N]" (`grid`)
         bad = [v for v in values if v is not None and not isinstance(v, str)
                and (not isinstance(v, (int, float, np.number)) or isinstance(v, bool))]
@@ -395,9 +426,10 @@ def listed(value: Any, name: str, default: list) -> list:
     return list(dict.fromkeys(values))  # a value given twice is one
 
 
-def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int]]:
+def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int], list[float]]:
     """A sweep's two size axes (`SIZES`) from its fields, with their defaults (a single pass: batch 1, seq 512; a
-    training run: its global batch as one micro-batch, seq 512; a generation: batch 1) and what a job phase needs
+    training run: its global batch as one micro-batch, seq 512; a generation: batch 1), and a serving sweep's
+    request rates where given in place of its concurrency (RATE_SIZES; else none); and what a job phase needs
     first: a training run's global batch, a generation's or serving load's output_len."""
     global_batch = whole_number(fields.get("global_batch"))
     if phase == "train-run" and not _is_count(global_batch):
@@ -405,13 +437,18 @@ def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int]]
                                          f"from 1 to 2^24, got {global_batch!r}")
     if phase in AXIS_PHASES and fields.get("output_len") is None:
         raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
+    rates = listed(fields.get("request_rate"), "request_rate", []) if phase == "serve" else []
+    require(not rates or fields.get("concurrency") is None, "request_rate",
+            "give concurrency or request_rate, not both")
+    names = RATE_SIZES if rates else SIZES.get(phase, ("batch", "seq"))
     defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}.get(phase, ([1], [512]))
-    axes = [listed(fields.get(name), name, default) for name, default in zip(SIZES.get(phase, ("batch", "seq")),
-                                                                           defaults)]
-    for name, values in zip(SIZES.get(phase, ("batch", "seq")), axes):
+    axes = [rates, *(listed(fields.get(name), name, default) for name, default in zip(names[1:], defaults[1:]))] \
+        if rates else [listed(fields.get(name), name, default) for name, default in zip(names, defaults)]
+    for name, values in zip(names, axes):
         if not values:
-            raise InputError(name, f"required with phase {phase}: a size or a list of them")
-    return axes[0], axes[1]
+            more = " (or request_rate: requests a second)" if name == "concurrency" else ""
+            raise InputError(name, f"required with phase {phase}: a size or a list of them{more}")
+    return ([], axes[1], rates) if rates else (axes[0], axes[1], [])
 
 
 def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", estimator: Any = None, run: Any = None,
@@ -432,13 +469,13 @@ def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", e
         raise InputError("phase", f"must be a phase's name, got {phase!r}")
     phase = phase.lower()  # in any case, as the CLI reads --phase
     fixed = JOB_OPTIONS.get(phase, PASS_OPTIONS)
-    allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *fixed]
+    allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *(RATE_SIZES[:1] if phase == "serve" else ()), *fixed]
     unknown = sorted(set(fields) - set(allowed))
     if unknown:
         raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
                   fields.get("min_tokens_per_s"), fields.get("max_power_w"))
-    batches, seqs = _sizes(phase, fields)
+    batches, seqs, rates = _sizes(phase, fields)
     job = {k: fields[k] for k in fixed if fields.get(k) is not None and k not in JOB_AXES}
     output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
     if len(output_lens) == 1:  # one length: a fixed option of every job; several: an axis
@@ -452,7 +489,7 @@ def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", e
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
-                            output_lens=output_lens)
+                            output_lens=output_lens, request_rates=rates)
     if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")

@@ -349,6 +349,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
 
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
                 for p, options in JOB_OPTIONS.items()}
+    flags_of["serve"] += ("request_rate",)  # in place of --concurrency (estimator.sweep.RATE_SIZES)
     phase = args.phase
     axes = SIZES.get(phase, ("batch", "seq"))
     flags_of.setdefault(phase, PASS_OPTIONS)  # a single pass: the settings estimate takes for one
@@ -374,8 +375,14 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
             if not given:
                 raise InputError(flag, f"--phase {phase} needs it (tokens per sequence)")
         if phase == "serve":
-            if not sizes[0]:
-                raise InputError("--concurrency", "--phase serve needs it (requests kept in flight)")
+            rates = _listed(args.request_rate, float, "--request-rate", [])
+            if sizes[0] and rates:
+                raise InputError("--request-rate", "give --concurrency or --request-rate, not both")
+            if not (sizes[0] or rates):
+                raise InputError("--concurrency", "--phase serve needs it (requests kept in flight) or "
+                                                  "--request-rate (requests a second)")
+            if rates:  # the load by its arrivals (estimator.sweep.RATE_SIZES)
+                job["request_rate"] = rates
             return sizes[0], sizes[1], job
         job["kv_cache"] = not job.pop("no_kv_cache", False)
         return sizes[0] or [1], sizes[1], job
@@ -391,7 +398,9 @@ def _sweep(args: argparse.Namespace) -> int:
     batches, seqs, job = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None}
-    fields = dict(zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs)), **job, **axes,
+    sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))
+             if values}  # a serving load by its request rate has no concurrency
+    fields = dict(sizes, **job, **axes,
                   dtype=_listed(args.dtype, str, "--dtype", ["bf16"]),
                   sm_clock_mhz=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
                   power_limit_w=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
@@ -424,17 +433,18 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.json:
         render.write_json(render.sweep_payload(result, files), sys.stdout)
         return 0
-    print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory and "
-          f"meeting the constraints ({sweep_report.constraints_text(result.constraints)}), {len(result.pareto)} on "
-          f"the Pareto front ({result.axes[1]} against {result.axes[0]})"
+    serving = ", serving their rate" if "request_rate" in result.points else ""  # a rate past capacity does not
+    print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory"
+          f"{serving} and meeting the constraints ({sweep_report.constraints_text(result.constraints)}), "
+          f"{len(result.pareto)} on the Pareto front ({result.axes[1]} against {result.axes[0]})"
           + "".join(f"; {n} left out: {k}" for k, n in result.skipped.items()))
     if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
         if args.phase == "serve":
             print(sweep_report.point_note(result) + ":")
         print(render.sweep_front(result.pareto, sweep_report.columns(result)))
     if best is not None:
-        sizes = " ".join(f"{c.replace('_', '-')} {best[c]}" for c in (*result.sizes, "output_len")
-                         if c in best)  # the output length where it is an axis
+        sizes = " ".join(f"{c.replace('_', '-')} {render.figure(best[c])}" for c in (*result.sizes, "output_len")
+                         if c in best)  # the output length where it is an axis; a rate of 4.0 as 4
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
         figures = (f"{render.figure(best['energy_per_token_j'])} J an output token at "
@@ -1029,7 +1039,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--objective", default="energy", help="energy, time or carbon: what the best point minimises "
                     "(carbon: the front weighs it too)")
     sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "
-                    "against time a token), or auto: per token where batch or length varies")
+                    "against time a token), latency (serve: J/token against the time between a request's tokens), "
+                    "or auto: latency for --request-rate, else per token where batch or length varies")
     sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass (a training run or "
                     "a generation: the whole job, a deadline; serving: the time an output token)")
     sw.add_argument("--min-throughput", dest="min_tokens_per_s", type=float,
@@ -1068,6 +1079,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--output-len", help="generate, serve: tokens generated a sequence (serve: mean); several "
                                            "to sweep, e.g. 64,256,1024 (each a point)")
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
+    jobs.add_argument("--request-rate", help="serve: requests arriving a second to sweep, e.g. 1,4,16, in place of "
+                                             "--concurrency (a rate past a GPU's capacity: an infeasible point)")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "

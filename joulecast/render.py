@@ -407,7 +407,8 @@ _SMALLER = {"generate": "--tp 2,4,8 splits each over GPUs", "serve": "--tp 2,4,8
 
 def unmet_text(points: pd.DataFrame) -> str:
     """Why no point of a sweep meets its constraints: how many configurations exceed their GPU's memory (the least
-    such need, and the GPU), and how many fit but miss the constraints."""
+    such need, and the GPU), how many cannot serve their request rate, and how many fit but miss the
+    constraints."""
     if "grid" in points:  # on several grids a configuration is a point on each: count configurations
         points = points[points["grid"] == points["grid"].iloc[0]]
     over = points["flags"].fillna("").str.contains("exceeds-memory").to_numpy(bool)
@@ -417,8 +418,12 @@ def unmet_text(points: pd.DataFrame) -> str:
         said.append(f"{int(over.sum()):,} of {len(points):,} configurations exceed their GPU's memory (the least "
                     f"needs {least['memory_gb']:.1f} GiB, on {least['gpu']}'s {_gpu_gib(least['gpu']):g} GB; "
                     f"{_SMALLER.get(str(least.get('phase')), _SMALLER[''])})")
-    if not over.all():
-        said.append(f"{int((~over).sum()):,} fit but miss the constraints")
+    beyond = points["flags"].fillna("").str.contains("exceeds-capacity").to_numpy(bool)
+    if beyond.any():
+        said.append(f"{int(beyond.sum()):,} of {len(points):,} configurations cannot serve their request rate "
+                    "(beyond what --max-batch in flight serve on their GPU: a lower rate, or --tp 2,4,8)")
+    if not (over | beyond).all():
+        said.append(f"{int((~over & ~beyond).sum()):,} fit but miss the constraints")
     return "no configuration meets the constraints: " + "; ".join(said)
 
 

@@ -74,6 +74,12 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     others grey, the Pareto front red and joined. `names` label the points (default: a sweep's configuration, its
     size columns `sizes`), `labels` the axes (default: a sweep's)."""
     labels = labels or _LABELS
+    drawn_at = np.isfinite(points[axes[0]].to_numpy(float)) & np.isfinite(points[axes[1]].to_numpy(float))
+    undrawn = int((~drawn_at).sum())  # points without figures (a request rate past its GPU's capacity): no place
+    if not drawn_at.any():
+        return f"<p>No point to draw: {plural(undrawn, 'point')} without figures (past their GPU's capacity).</p>"
+    if undrawn:
+        points, names = points[drawn_at], None if names is None else [n for n, k in zip(names, drawn_at) if k]
     t, e = points[axes[0]].to_numpy(float), points[axes[1]].to_numpy(float)
     x, xlo, xhi = _scale(t, _W, False)
     y, ylo, yhi = _scale(e, _H, True)
@@ -126,7 +132,8 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     for i in drawn:
         parts.append(f"<circle class='point' cx='{x[i]:.1f}' cy='{y[i]:.1f}' r='3' fill='{fills[i]}' "
                      f"fill-opacity='0.6'><title>{names[i]}</title></circle>")
-    outside = [("over the constraints or memory", "#bbb")] if (~feasible).any() else []
+    outside = ([(f"over the constraints or memory{f' ({undrawn:,} past capacity, not drawn)' if undrawn else ''}",
+                 "#bbb")] if (~feasible).any() or undrawn else [])
     if by_group or outside:  # above the frame, clear of the points: each GPU's colour, the front's, the grey, in rows
         legend, lx, ly = ["<g class='legend'>"], float(_PAD), 14.0
         met = set(points.loc[feasible, group]) if by_group else set()  # a group all grey says so: its colour unseen
@@ -176,6 +183,9 @@ def page(title: str, body: str) -> str:
 # A job sweep's axes: the whole run's or generation's energy and time.
 _JOB_LABELS = {**_LABELS, "time_s": "time of the job (s)", "energy_j": "energy of the job (J)",
                "carbon_g": "carbon of the job (g CO2e)"}
+# a serving point is one engine step (`point_note`)
+_SERVE_LABELS = {**_LABELS, "time_s": "time between a request's tokens (s)", "energy_j": "energy a step (J)",
+                 "carbon_g": "carbon a step (g CO2e)"}
 
 
 _BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:g} tokens/s",
@@ -197,7 +207,10 @@ def counted(points: Any) -> str:
 
 def point_note(result: Any) -> str:
     """What a job sweep's point is, for its report and its terminal table: a whole job, or a serving load's step."""
-    if not (result.points["phase"] == "serve").any():
+    phases = set(result.points["phase"])
+    if not phases & {"serve", "train-run", "generate"}:  # a single pass's settings, fixed for every point
+        return "Each point one pass"
+    if "serve" not in phases:
         return "Each point a whole job"
     return ("Each point a steady serving load; its energy_j, time_s and carbon_g are one engine step's (time_s: "
             "each request's time between output tokens)")
@@ -208,10 +221,13 @@ def render(result: Any, title: str) -> str:
     shown = columns(result)
     job = ", ".join(f"{k.replace('_', ' ')} {({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
                     for k, v in result.job.items())  # kv cache on, not True
-    labels = _JOB_LABELS if result.job else _LABELS
+    phases = set(result.points["phase"])  # a single pass's fixed options (result.job) make no job of it
+    labels = (_SERVE_LABELS if "serve" in phases else _JOB_LABELS if phases & {"train-run", "generate"}
+              else _LABELS)
     lines = [f"<h1>{html.escape(title)}</h1>",
              f"<p>{counted(result.points)} estimated; {int(result.points['feasible'].sum()):,} fit in "
-             f"memory and meet the constraints ({html.escape(constraints_text(result.constraints))}); "
+             f"memory{', serve their rate' if 'request_rate' in result.points else ''} and meet the constraints "
+             f"({html.escape(constraints_text(result.constraints))}); "
              f"{len(result.pareto):,} on the Pareto "
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",

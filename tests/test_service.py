@@ -333,6 +333,9 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
                                                          "input_len": 512, "output_len": [64, 256]})
     assert status == 200 and [p["output_len"] for p in lengths["points"]] == [64, 256]
     assert "output_len" not in lengths["job"]  # several lengths: an axis, as the CLI's --output-len 64,256
+    status, rated = call(physics_server, "/v1/sweep", {"model": "llama-3-8b", "phase": "serve", "gpu": "h100-sxm",
+                                                       "input_len": 512, "output_len": 256, "request_rate": [1, 4]})
+    assert status == 200 and [p["request_rate"] for p in rated["points"]] == [1, 4] and rated["front"] == "latency"
     status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", "bacth": [1, 8]})
     assert status == 422 and "did you mean 'batch'?" in out["detail"][0]["msg"]  # a typo named, as a job file's
     for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),

@@ -207,6 +207,48 @@ def test_joulecast_sweep_takes_the_fields_the_cli_and_the_service_take(capsys):
         joulecast.sweep("gpt2", "a10", batch=[1, 2, 4, 8], max_points=3)
 
 
+def test_a_serving_sweep_by_request_rate_prices_each_gpu_at_the_load_and_flags_a_rate_past_capacity(tmp_path,
+                                                                                                     capsys):
+    """--request-rate 1,4 in place of --concurrency: each point serve's estimate at that rate (its idle time in its
+    energy a token), the front energy a token against the time between a request's tokens; a rate past a GPU's
+    capacity is a point without figures, flagged exceeds-capacity and infeasible, said so where nothing is left."""
+    sw = joulecast.sweep("llama-3-8b", ["h100-sxm", "l4"], phase="serve", request_rate=[4, 20], input_len=512,
+                         output_len=256, estimator="physics")
+    assert sw.sizes == ("request_rate", "input_len") and sw.front == "latency" and "concurrency" not in sw.points
+    points = sw.points.set_index(["gpu", "request_rate"])
+    one = joulecast.serve("llama-3-8b", "h100-sxm", request_rate=20, input_len=512, output_len=256,
+                          estimator="physics")
+    assert points.loc[("h100-sxm", 20.0), "energy_per_token_j"] == pytest.approx(one.energy_per_output_token_j)
+    assert points.loc[("h100-sxm", 20.0), "time_s"] == pytest.approx(one.step_time_s)
+    assert points.loc[("h100-sxm", 4.0), "energy_per_token_j"] > points.loc[("h100-sxm", 20.0), "energy_per_token_j"]
+    past = points.loc[("l4", 20.0)]  # 20 requests a second of 256 tokens: beyond 256 in flight on an L4
+    with pytest.raises(joulecast.InputError, match="^request_rate: 20 requests/s is beyond what 256 in flight serve"):
+        joulecast.serve("llama-3-8b", "l4", request_rate=20, input_len=512, output_len=256, estimator="physics")
+    assert past["flags"] == "exceeds-capacity" and not past["feasible"] and math.isnan(past["energy_j"])
+    assert "beyond what 256 in flight serve" in past["outside_domain"]
+    for fields, message in ((dict(concurrency=8), "^request_rate: give concurrency or request_rate, not both"),
+                            (dict(request_rate=[0]), "^request_rate: 0 is not a number of requests a second")):
+        with pytest.raises(joulecast.InputError, match=message):
+            joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", input_len=512, output_len=256,
+                            **{"request_rate": 4, **fields})
+    argv = ["sweep", "--model", "llama-3-8b", "--phase", "serve", "--gpu", "h100-sxm,l4", "--input-len", "512",
+            "--output-len", "256", "--estimator", "physics", "--request-rate"]
+    assert main([*argv, "4,20", "--report", str(tmp_path / "r")]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("4 configurations, ") and " fitting in memory, serving their rate and meeting " in text
+    assert " request_rate " in text.splitlines()[2] and "best by energy: h100-sxm request-rate 20 input-len 512" in text
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "nan" not in page.lower() and "(1 past capacity, not drawn)" in page
+    assert "time between a request&#x27;s tokens (s)" in page or "time between a request's tokens (s)" in page
+    assert main([*argv, "40", "--gpu", "l4"]) == 0
+    assert "no configuration meets the constraints: 1 of 1 configurations cannot serve their request rate" in \
+        capsys.readouterr().out
+    assert main([*argv, "4", "--concurrency", "8"]) == 2
+    assert "--request-rate: give --concurrency or --request-rate, not both" in capsys.readouterr().err
+    assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--request-rate", "4"]) == 2
+    assert "--request-rate: applies to --phase serve only" in capsys.readouterr().err
+
+
 def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once():
     """Past the points it labels, the plot draws one circle a pixel and colour (176,128 points: 19 MB of HTML -> 0.9);
     the front's points each, and every point where it labels them."""

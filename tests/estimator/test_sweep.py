@@ -503,7 +503,7 @@ def test_a_worker_count_is_checked_before_a_cluster_starts(scheduler, workers, m
             pass
 
 
-def test_a_single_pass_sweep_takes_the_settings_estimate_takes_for_one_pass(capsys):
+def test_a_single_pass_sweep_takes_the_settings_estimate_takes_for_one_pass(capsys, tmp_path):
     """--attention, --launch-mode, --fusions and --engine fix every point of a prefill or decode sweep as they fix one
     estimate (EnergAIzer's rows ran eager attention); "none" is no engine; a generation sweep takes --engine too."""
     settings = ["--attention", "eager", "--launch-mode", "graph", "--fusions", "rope,norm", "--engine", "vllm-0.5.4"]
@@ -517,6 +517,11 @@ def test_a_single_pass_sweep_takes_the_settings_estimate_takes_for_one_pass(caps
                                launch_mode="graph", fusions="rope,norm", engine="vllm-0.5.4")
         assert point["energy_j"] == pytest.approx(joulecast.estimate(w, "h100-sxm", estimator="physics").energy_j,
                                                   rel=1e-9)
+    assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "1,8", "--attention", "eager", "--estimator",
+                 "physics", "--report", str(tmp_path)]) == 0  # its report calls a point a pass, not a job
+    page = (tmp_path / "report.html").read_text()
+    assert "Each point one pass: attention eager." in page and "of the job" not in page
+    capsys.readouterr()
     assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--batch", "1", "--engine", "None",
                  "--estimator", "physics", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["job"] == {}

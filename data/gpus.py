@@ -109,6 +109,22 @@ class GpuSpec:
         return (max(self.power_limit_min_w or 0.0, self.idle_power_max_clock_w),
                 max(self.power_limit_max_w or self.power_limit_w, self.power_limit_w))
 
+    @property
+    def power_limit_text(self) -> str:
+        """The power limits the card takes as a reader checks one: 'above 122 and at most 700 W' where the least is
+        idle at the maximum clock (exclusive), else 'between 200 and 700 W'."""
+        low, high = self.power_limit_range_w
+        exclusive = not self.power_limit_allowed(low)
+        return f"{'above' if exclusive else 'between'} {low:g} and {'at most ' if exclusive else ''}{high:g} W"
+
+    @property
+    def power_limit_whole_range_w(self) -> tuple[int, int]:
+        """(least, most) whole watts the card takes as a limit, both allowed: what a sweep's "range" spreads over
+        (`power_limit_range_w` rounded inwards, past its least where that is idle at the maximum clock, exclusive)."""
+        low, high = self.power_limit_range_w
+        least = math.ceil(low)
+        return least + (not self.power_limit_allowed(least)), math.floor(high)
+
     def power_limit_allowed(self, limit_w: Any) -> Any:
         """Where `limit_w` (W: a number or an array of them) is a power limit the card takes (`power_limit_range_w`)."""
         low, high = self.power_limit_range_w

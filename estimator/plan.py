@@ -538,7 +538,7 @@ def sweep(job: Job, *, H: list[int], P: list[int], tau: list[int], bits: list[in
     skipped, parts = 0, []
     for chosen in sets:
         specs = [lookup_gpu(s.gpu) for s in job.sites if s.name in chosen]
-        spans = np.array([spec.power_limit_range_w for spec in specs])  # "range": the span every GPU of the set takes
+        spans = np.array([spec.power_limit_whole_range_w for spec in specs])  # "range": what every GPU of the set takes
         for limit in settings_of(power_limits or [None], spans[:, 0].max(), spans[:, 1].min(), "power_limits"):
             try:  # every GPU of the set allows the limit, or the set at that limit is left out
                 for s in job.sites:

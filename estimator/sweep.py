@@ -165,7 +165,8 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     specs = {g: lookup_gpu(g) for g in gpus}
     settings = {g: (settings_of(sm_clocks, MIN_CLOCK_RATIO * spec.boost_clock_mhz, spec.boost_clock_mhz,
                                 "sm_clock_mhz"),
-                    settings_of(power_limits, *spec.power_limit_range_w, "power_limit_w")) for g, spec in specs.items()}
+                    settings_of(power_limits, *spec.power_limit_whole_range_w, "power_limit_w"))
+                for g, spec in specs.items()}
     size = (len(batches) * len(seqs) * len(dtypes) * max(1, len(tps)) * max(1, len(output_lens))
             * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS

@@ -354,8 +354,7 @@ def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float
         raise InputError("sm_clock_mhz", f"must be between {low:.0f} and {gpu.boost_clock_mhz:.0f} MHz on "
                                          f"{gpu.name}, got {clock:g}")
     if not gpu.power_limit_allowed(limit):
-        least, most = gpu.power_limit_range_w
-        raise InputError("power_limit_w", f"must be between {least:.0f} and {most:.0f} W on {gpu.name} (the range "
+        raise InputError("power_limit_w", f"must be {gpu.power_limit_text} on {gpu.name} (the range "
                                           f"the card takes; a what-if beyond it: a hypothetical GPU, "
                                           f"'{gpu.name}:power_limit_w*1.2'), got {limit:g}")
     return clock, limit

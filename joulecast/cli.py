@@ -499,7 +499,7 @@ def _gpus(args: argparse.Namespace) -> int:
                  memory_gb=s.memory_gb, bandwidth_gbs=s.memory_bandwidth_gbs, l2_mb=s.l2_mb,
                  bf16_tflops=s.tensor_tflops.get("bf16", "none"),  # Volta has no bf16 hardware (not 'NaN')
                  fp32_tflops=s.cuda_tflops["fp32"], power_limit_w=s.power_limit_w,
-                 limits_w="{:.0f}-{:.0f}".format(*s.power_limit_range_w), idle_w=s.idle_power_w, link=s.peer_link,
+                 limits_w="{}-{}".format(*s.power_limit_whole_range_w), idle_w=s.idle_power_w, link=s.peer_link,
                  shipped_model="trained on" if s.name in trained else "spec-only", aliases=", ".join(s.aliases))
             for s in catalog().values()]
     if args.json:

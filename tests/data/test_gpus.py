@@ -110,8 +110,19 @@ def test_a_power_limit_outside_the_cards_range_is_refused_and_a_hypothetical_sca
 
     w = joulecast.workload("gpt2", batch=1, seq=64)
     for gpu, limit in (("h100-sxm", 199), ("h100-sxm", 701), ("a10", 151), ("a100-sxm4-80gb", 401)):
-        with pytest.raises(InputError, match=f"power_limit_w: must be between .* W on {gpu} .*got {limit}"):
+        with pytest.raises(InputError, match=f"power_limit_w: must be (between|above) .* W on {gpu} .*got {limit}"):
             joulecast.estimate(w, gpu, power_limit_w=limit, estimator="physics")
+    # where the least is idle at the maximum clock, a limit there leaves nothing to run on: the line says 'above',
+    # and a sweep's range starts at the next whole watt (the H200's 122 W was listed as its least, and refused)
+    h200 = gpus.gpu("h200")
+    with pytest.raises(InputError, match="power_limit_w: must be above 122 and at most 700 W on h200 .*got 122"):
+        joulecast.estimate(w, "h200", power_limit_w=122, estimator="physics")
+    assert h200.power_limit_whole_range_w == (123, 700) and gpus.gpu("h100-sxm").power_limit_whole_range_w == (200, 700)
+    assert h200.power_limit_text == "above 122 and at most 700 W"
+    assert gpus.gpu("h100-sxm").power_limit_text == "between 200 and 700 W"
+    from joulecast.estimator.sweep import grid
+    configs, skipped = grid("gpt2", "prefill", gpus=["h200"], batches=[1], seqs=[64], power_limits=["range:4"])
+    assert list(configs["power_limit_w"]) == [123.0, 315.0, 508.0, 700.0] and skipped == {}
     for gpu, limit in (("h100-sxm", 200), ("h100-sxm", 700), ("gh200", 900), ("a100-sxm4-80gb", 400),
                        ("h100-sxm:power_limit_w*1.5", 1050), ("h100-sxm:power_limit_w*0.5", 150)):
         assert joulecast.estimate(w, gpu, power_limit_w=limit, estimator="physics").power_limit_w == limit

@@ -47,6 +47,47 @@ _COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens
                      "lora_rank", "head_tokens", "head_outputs", "concurrency", "max_batch", "tp", "chunk_tokens"})
 
 
+# Bodies each POST route takes, shown by /docs ("Try it out") and checked to answer by the tests: the fields are
+# those of the CLI's flags by the Python API's names.
+EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
+    "/v1/estimate": {
+        "a pass": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "prefill", "batch": 8, "seq": 1024},
+        "a generation": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "generate", "batch": 16,
+                         "input_len": 1024, "output_len": 256},
+        "a serving load": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "input_len": 512,
+                           "output_len": 256, "request_rate": 4, "duration_s": 3600, "grid": "FR"},
+        "a fine-tuning run": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "train-run", "seq": 2048,
+                              "global_batch": 32, "micro_batch": 4, "steps": 1000, "lora_rank": 16},
+    },
+    "/v1/estimate/batch": {
+        "two GPUs": {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 8, "seq": 512},
+                              {"model": "gpt2", "gpu": "h100-sxm", "batch": 8, "seq": 512}]},
+    },
+    "/v1/sweep": {
+        "passes": {"model": "llama-3-8b", "phase": "prefill", "gpu": ["h100-sxm", "a100-sxm4-80gb"],
+                   "batch": [1, 8, 64], "seq": 1024, "power_limit_w": [300, 500, 700], "max_time_s": 2},
+        "a serving load's GPU and cap": {"model": "llama-3-8b", "phase": "serve", "gpu": ["h100-sxm", "l40s"],
+                                         "request_rate": 4, "input_len": 512, "output_len": 256,
+                                         "power_limit_w": "range:4", "max_time_s": 0.05},
+    },
+    "/v1/plan": {
+        "two sites": {"name": "two sites", "model": "llama-3-8b", "tokens": 1_000_000_000, "seq": 2048,
+                      "global_batch": 512, "micro_batch": 4, "layout": {"tp": 1, "pp": 1, "cp": 1, "zero": 1},
+                      "sites": [{"name": "helsinki", "gpu": "h100-sxm", "gpus": 64, "grid": "FI"},
+                                {"name": "sydney", "gpu": "h100-sxm", "gpus": 64, "grid": "AU"}],
+                      "links": [{"between": ["helsinki", "sydney"], "gbps": 10, "rtt_ms": 300}],
+                      "strategies": ["ddp", {"kind": "diloco", "H": 500}]},
+    },
+}
+
+
+def _body_docs(route: str) -> dict[str, Any]:
+    """The request body /docs shows for `route` (a JSON object; its EXAMPLES to try)."""
+    return {"requestBody": {"required": True, "content": {"application/json": {
+        "schema": {"type": "object"},
+        "examples": {name: {"summary": name, "value": value} for name, value in EXAMPLES[route].items()}}}}}
+
+
 class ModelHolder:
     """The estimator the service answers with, reloaded when the MLflow alias it names moves."""
 
@@ -311,6 +352,16 @@ class Metrics:
         return "\n".join(lines) + "\n"
 
 
+# What a browser opens without the API key: liveness, and the docs (/docs, /redoc, the schema they read and their
+# scripts), which show what the service takes and compute nothing; every estimate wants the key.
+_OPEN_ROUTES = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+_DOCS_STATIC = "/static-offline-docs/"  # fastapi-offline's scripts
+
+
+def _open_route(route: str) -> bool:
+    return route in _OPEN_ROUTES or route.startswith(_DOCS_STATIC)
+
+
 def create_app(estimator: str | None = None, tracking_uri: str | None = None, api_key: str | None = None) -> Any:
     """The FastAPI application (`api_key` default: $JOULECAST_API_KEY; none: no key asked for)."""
     from fastapi import FastAPI, Request
@@ -321,13 +372,18 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
     key = api_key if api_key is not None else os.environ.get("JOULECAST_API_KEY")
     holder = None if estimator == "physics" else ModelHolder(estimator, tracking_uri)
     metrics = Metrics()
-    app = FastAPI(title="joulecast", version="0.1.0",
-                  description="GPU energy (J), time (s) and power (W) of AI workloads, with intervals.")
+    try:  # /docs and /redoc served from this process: a service with no way out, as a datacenter's often is, shows
+        # its docs, where FastAPI's own pages load their scripts from a CDN and stay blank
+        from fastapi_offline import FastAPIOffline as make_app
+    except ImportError:
+        make_app = FastAPI
+    app = make_app(title="joulecast", version="0.1.0",
+                   description="GPU energy (J), time (s) and power (W) of AI workloads, with intervals.")
 
     @app.middleware("http")
     async def guard(request: Request, call_next: Any) -> Any:
         start, route = time.perf_counter(), request.url.path
-        if key and route != "/healthz":
+        if key and not _open_route(route):
             given = request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
             if not hmac.compare_digest(given.encode(), key.encode()):
                 response = JSONResponse({"detail": "missing or wrong API key (X-API-Key header)"}, status_code=401)
@@ -372,22 +428,26 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
         except ValueError:
             return None
 
-    @app.post("/v1/estimate", summary="One workload (the CLI's fields) or a job (phase generate, serve or "
-                                       "train-run), with the carbon of its energy (grid or carbon_intensity, pue)")
+    @app.post("/v1/estimate", openapi_extra=_body_docs("/v1/estimate"),
+              summary="One workload (the CLI's fields) or a job (phase generate, serve or train-run), with the carbon "
+                      "of its energy (grid or carbon_intensity, pue)")
     async def post_estimate(request: Request) -> Any:
         return answer(estimate_one, await _json(request))
 
-    @app.post("/v1/estimate/batch", summary=f"Up to {MAX_BATCH_ROWS:,} configurations: {{\"rows\": [...]}}")
+    @app.post("/v1/estimate/batch", openapi_extra=_body_docs("/v1/estimate/batch"),
+              summary=f"Up to {MAX_BATCH_ROWS:,} configurations: {{\"rows\": [...]}}")
     async def post_batch(request: Request) -> Any:
         return answer(estimate_rows, await _json(request))
 
-    @app.post("/v1/sweep", summary=f"A grid of configurations (joulecast sweep's lists; at most {MAX_SWEEP_JOBS:,} "
-                                    f"jobs or {MAX_BATCH_ROWS:,} passes): points, Pareto front, best")
+    @app.post("/v1/sweep", openapi_extra=_body_docs("/v1/sweep"),
+              summary=f"A grid of configurations (joulecast sweep's lists; at most {MAX_SWEEP_JOBS:,} jobs or "
+                      f"{MAX_BATCH_ROWS:,} passes): points, Pareto front, best")
     async def post_sweep(request: Request) -> Any:
         return answer(sweep_points, await _json(request))
 
-    @app.post("/v1/plan", summary="A training job's strategies side by side: a job file's content as JSON "
-              "(README 'Job files'), catalog names only")
+    @app.post("/v1/plan", openapi_extra=_body_docs("/v1/plan"),
+              summary="A training job's strategies side by side: a job file's content as JSON (README 'Job files'), "
+                      "catalog names only")
     async def post_plan(request: Request) -> Any:
         return answer(plan_job, await _json(request))
 

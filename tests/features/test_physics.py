@@ -468,7 +468,8 @@ def test_bad_clock_and_power_limit_are_named():
     w = joulecast.workload("gpt2", batch=1, seq=64)
     with pytest.raises(InputError, match=r"sm_clock_mhz: must be between 212 and 1410 MHz on a100-pcie-40gb, got 5000"):
         physics_estimate(w, "a100", sm_clock_mhz=5000)
-    with pytest.raises(InputError, match="power_limit_w: must be between"):
+    # the A100-PCIe's least is idle at its maximum clock, which a limit must exceed
+    with pytest.raises(InputError, match=r"power_limit_w: must be above 67.3 and at most 250 W on a100-pcie-40gb"):
         physics_estimate(w, "a100", power_limit_w=10)
 
 

@@ -447,9 +447,12 @@ def _sweep(args: argparse.Namespace) -> int:
                          if c in best)  # the output length where it is an axis; a rate of 4.0 as 4
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
+        # a load by its request rate runs around the clock: its day's energy at the GPU's average power
+        day = (f", {render.figure(best['power_w'] * 24 / 1e3)} kWh a day at {render.figure(best['power_w'])} W"
+               if "request_rate" in best else "")
         figures = (f"{render.figure(best['energy_per_token_j'])} J an output token at "
                    f"{render.figure(best['tokens_per_s'])} tokens/s, "
-                   f"{render.duration(best['time_s'])} a token" if args.phase == "serve"
+                   f"{render.duration(best['time_s'])} a token{day}" if args.phase == "serve"
                    else f"{render.figure(best['energy_j'])} J in {render.duration(best['time_s'])}" + (
                        f", {render.figure(best['energy_per_token_j'])} J and "
                        f"{render.duration(best['s_per_token'])} a token"

@@ -237,6 +237,9 @@ def test_a_serving_sweep_by_request_rate_prices_each_gpu_at_the_load_and_flags_a
     text = capsys.readouterr().out
     assert text.startswith("4 configurations, ") and " fitting in memory, serving their rate and meeting " in text
     assert " request_rate " in text.splitlines()[2] and "best by energy: h100-sxm request-rate 20 input-len 512" in text
+    day = re.search(r"a token, ([\d.,]+) kWh a day at ([\d.,]+) W;", text)  # the load runs around the clock
+    assert float(day.group(1).replace(",", "")) == pytest.approx(float(day.group(2).replace(",", "")) * 24 / 1e3,
+                                                                 rel=2e-3)
     page = (tmp_path / "r" / "report.html").read_text()
     assert "nan" not in page.lower() and "(1 past capacity, not drawn)" in page
     assert "time between a request&#x27;s tokens (s)" in page or "time between a request's tokens (s)" in page

@@ -62,9 +62,14 @@ def plural(n: int, noun: str) -> str:
 
 def figure(value: float, zeros: bool = False, digits: int = 4) -> str:
     """A figure to `digits` significant digits as people write it: 35,240 and 1,000,000, not 3.524e+04 (from 1,000
-    up, thousands separated); 0.01921 as it is; trailing zeros kept where `zeros` (3.000 J, not 3 J)."""
+    up, thousands separated); 0.01921 and 0.00008946 (a serving step's grams of CO2e), not 8.946e-05, down to a
+    millionth, as they are; trailing zeros kept where `zeros` (3.000 J, not 3 J)."""
     if math.isfinite(value) and abs(float(f"{value:.{digits}g}")) >= 1000:
         return f"{float(f'{value:.{digits}g}'):,.0f}"
+    if math.isfinite(value) and 1e-6 <= abs(value) < 1e-4:  # where g would switch to an exponent
+        rounded = float(f"{value:.{digits}g}")
+        text = f"{rounded:.{digits - 1 - math.floor(math.log10(abs(rounded)))}f}"
+        return text if zeros else text.rstrip("0")
     return f"{value:#.{digits}g}".rstrip(".") if zeros else f"{value:.{digits}g}"
 
 

@@ -26,6 +26,9 @@ def test_large_figures_read_without_exponents():
     assert [figure(x) for x in (78_213.4, 999.96, 2_264_391.0, 1e6, 0.019214, 300.0)] == [
         "78,210", "1,000", "2,264,000", "1,000,000", "0.01921", "300"]
     assert figure(float("nan")) == "nan" and figure(-12_345.0) == "-12,340"
+    # a serving step's grams of CO2e: as written, not 8.946e-05, down to a millionth
+    assert [figure(x) for x in (8.946e-05, 5e-05, 9.99999e-05, 1.2e-06, 1.2e-07)] == [
+        "0.00008946", "0.00005", "0.0001", "0.0000012", "1.2e-07"]
 
 
 def test_job_tables_show_no_exponents(capsys):

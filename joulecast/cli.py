@@ -265,7 +265,7 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
 def _plan(args: argparse.Namespace) -> int:
     from joulecast import render
     from joulecast.data.job_file import load_job
-    from joulecast.estimator.plan import plan, sweep
+    from joulecast.estimator.plan import SWEEP_AXES, plan, sweep
 
     if args.scheduler and not args.sweep:
         raise JoulecastError("--scheduler: applies to --sweep (a plan's strategies are one quick evaluation)")
@@ -289,9 +289,8 @@ def _plan(args: argparse.Namespace) -> int:
 
         with executor(args.scheduler, args.workers) as run, tqdm(unit="part", desc=f"plan sweep on {run.name}",
                                                                   disable=True if args.json else None) as bar:
-            points = sweep(job, H=_listed(args.H, int, "--H", [50, 100, 500, 1000]),
-                           P=_listed(args.P, int, "--P", [1, 4, 10]), tau=_listed(args.tau, int, "--tau", [0, 1, 5]),
-                           bits=_listed(args.bits, int, "--bits", [4, 8, 16]),
+            axes = {a: _listed(getattr(args, a), int, f"--{a}", []) for a in SWEEP_AXES}  # none given: the API's
+            points = sweep(job, **{a: values for a, values in axes.items() if values},
                            gbps=_listed(args.gbps, float, "--gbps", []) or None,
                            site_sets=[s.split("+") for s in args.site_sets.split(",")] if args.site_sets else None,
                            power_limits=_listed(args.power_limit, float, "--power-limit", [], spans=True) or None,

@@ -543,6 +543,25 @@ def test_a_sweep_axis_no_strategy_or_link_takes_is_one_line(axes, message):
         _job(**over)
 
 
+def test_a_plan_sweep_s_strategy_axes_default_as_the_cli_says(capsys):
+    """planner.sweep without H, P, tau or bits sweeps SWEEP_AXES, the defaults `plan --help` names; the CLI passes
+    only the axes it was given."""
+    job = _job(strategies=["ddp", {"kind": "streaming-diloco", "H": 100, "P": 4, "tau": 2, "bits": 4}])
+    points = planner.sweep(job)
+    stream = points[points["strategy"] == "streaming-diloco"]
+    assert set(stream["H"]) <= set(planner.SWEEP_AXES["H"]) and set(stream["bits"]) == set(planner.SWEEP_AXES["bits"])
+    assert set(stream["tau"]) == set(planner.SWEEP_AXES["tau"])
+    import contextlib
+    import io
+
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text), pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    text = " ".join(help_text.getvalue().split())
+    for axis, values in planner.SWEEP_AXES.items():
+        assert f"default {','.join(map(str, values))}" in text.split(f"--{axis} {axis.upper()} ")[-1][:120]
+
+
 def test_a_job_file_reads_a_count_in_exponent_form(tmp_path):
     """YAML 1.1 leaves `tokens: 1e10` a string (no dot, no signed exponent): the job file reads it as the number
     written, as the CLI's flags do; a string that is no number is still named."""

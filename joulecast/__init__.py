@@ -38,7 +38,8 @@ _EXPORTS = {
     "carbon": "joulecast.data.carbon",
 }
 _RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog"), "sweep": ("joulecast.estimator.sweep", "run_sweep"),
-            "SweepResult": ("joulecast.estimator.sweep", "SweepResult")}
+            "SweepResult": ("joulecast.estimator.sweep", "SweepResult"),
+            "plan_sweep": ("joulecast.estimator.plan", "sweep")}
 __all__ = sorted([*_EXPORTS, *_RENAMED])
 
 

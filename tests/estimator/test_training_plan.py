@@ -547,7 +547,7 @@ def test_a_plan_sweep_s_strategy_axes_default_as_the_cli_says(capsys):
     """planner.sweep without H, P, tau or bits sweeps SWEEP_AXES, the defaults `plan --help` names; the CLI passes
     only the axes it was given."""
     job = _job(strategies=["ddp", {"kind": "streaming-diloco", "H": 100, "P": 4, "tau": 2, "bits": 4}])
-    points = planner.sweep(job)
+    points = joulecast.plan_sweep(job)  # the package's name for planner.sweep
     stream = points[points["strategy"] == "streaming-diloco"]
     assert set(stream["H"]) <= set(planner.SWEEP_AXES["H"]) and set(stream["bits"]) == set(planner.SWEEP_AXES["bits"])
     assert set(stream["tau"]) == set(planner.SWEEP_AXES["tau"])

@@ -224,10 +224,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
             host_bound = _busy_share(*steps[-1][:2]) < HOST_BOUND_SHARE
-            raise BeyondCapacityError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
-                             f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so "
-                                                            "add instances (GPUs), not max_batch" if host_bound else
-                                                            "raise max_batch or add GPUs"))
+            raise BeyondCapacityError(
+                "request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
+                f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so add "
+                                               "instances (GPUs), not max_batch" if host_bound else
+                                               "raise max_batch or add GPUs"))
         step_j_grid = np.array([tp * (e.energy_j + c * wait_w) for e, c, _ in steps])
         # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
         # rate, interpolated from the one below

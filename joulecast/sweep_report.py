@@ -201,12 +201,12 @@ def counted(points: Any) -> str:
     """A sweep's configurations, and on several grids its points."""
     grids = points["grid"].nunique() if "grid" in points else 1
     n = len(points) // grids
-    return plural(n, "configuration") + (f" on {grids} grids ({len(points):,} points)"
-                                                            if grids > 1 else "")
+    return plural(n, "configuration") + (f" on {grids} grids ({len(points):,} points)" if grids > 1 else "")
 
 
 def point_note(result: Any) -> str:
-    """What a job sweep's point is, for its report and its terminal table: a whole job, or a serving load's step."""
+    """What a sweep's point is, for its report and its terminal table: one pass, a whole job, or a serving load's
+    step."""
     phases = set(result.points["phase"])
     if not phases & {"serve", "train-run", "generate"}:  # a single pass's settings, fixed for every point
         return "Each point one pass"

@@ -280,7 +280,8 @@ def serve_table(job: Any) -> str:
              + (f"  ({_g4(band[0])} - {_g4(band[1])} J)" if band else ""),
              f"request    {_g4(job.energy_per_request_j)} J a request",
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
-             f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time)",
+             f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time; "
+             f"{figure(job.power_w * 24 / 1e3)} kWh a day at this load)",  # a steady load runs around the clock
              f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})",
              f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"

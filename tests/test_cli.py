@@ -36,6 +36,9 @@ def test_job_tables_show_no_exponents(capsys):
                  "--output-len", "256", "--concurrency", "64", "--output-tokens", "1e6"]) == 0
     out = capsys.readouterr().out
     assert "1,000,000 output tokens" in out and "e+0" not in out
+    # a steady load's day at its average power
+    watts, day = re.search(r"power +([\d,.]+) W \(average, .*; ([\d,.]+) kWh a day at this load\)", out).groups()
+    assert float(day.replace(",", "")) == pytest.approx(float(watts.replace(",", "")) * 24 / 1e3, rel=2e-3)
 
 
 def test_estimate_json(capsys):

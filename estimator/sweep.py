@@ -159,8 +159,8 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
         require(phase == "serve", "request_rate", "applies to --phase serve only")
         require(not batches, "request_rate", "give concurrency or request_rate, not both")
         for rate in request_rates:
-            require(isinstance(rate, (int, float, np.number)) and not isinstance(rate, bool) and 0 < rate < np.inf,
-                    "request_rate", f"must be requests a second above 0, got {rate!r}")
+            require(isinstance(rate, (int, float, np.number)) and not isinstance(rate, bool) and 0 < rate <= 2**24,
+                    "request_rate", f"must be requests a second above 0 and at most 2^24, got {rate!r}")
         batches = list(dict.fromkeys(float(r) for r in request_rates))
     specs = {g: lookup_gpu(g) for g in gpus}
     settings = {g: (settings_of(sm_clocks, MIN_CLOCK_RATIO * spec.boost_clock_mhz, spec.boost_clock_mhz,
@@ -391,7 +391,7 @@ FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp
           "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
-          "request_rate": "a number of requests a second above 0",
+          "request_rate": "a number of requests a second above 0 and at most 2^24",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name"}
 _COUNT_FIELDS = ("tp", "output_len", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
 
@@ -413,9 +413,9 @@ def listed(value: Any, name: str, default: list) -> list:
     if name in _COUNT_FIELDS:
         values = [whole_number(v) for v in values]
         bad = [v for v in values if not _is_count(v)]
-    elif name == "request_rate":  # requests a second, any positive number
+    elif name == "request_rate":  # requests a second, as `serve` takes them
         bad = [v for v in values if not isinstance(v, (int, float, np.number)) or isinstance(v, bool)
-               or not 0 < v < np.inf]
+               or not 0 < v <= 2**24]
     elif name in ("sm_clock_mhz", "power_limit_w"):  # numbers, None for the GPU's default, or "range[:N]" (`grid`)
         bad = [v for v in values if v is not None and not isinstance(v, str)
                and (not isinstance(v, (int, float, np.number)) or isinstance(v, bool))]

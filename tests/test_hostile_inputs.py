@@ -260,6 +260,7 @@ def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
 @given(argv=st.lists(st.sampled_from(["--phase", "train-run", "generate", "serve", "prefill", "--global-batch", "8",
                                       "--steps", "5", "--micro-batch", "2,4", "3", "--input-len", "64,x", "64",
                                       "--output-len", "8", "--concurrency", "4", "--power-limit", "100,2000",
+                                      "--request-rate", "0.5,1e9", "8,16",
                                       "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json", "--grid",
                                       "FR,in", "--objective", "carbon", "--pue", "hyperscale"]), max_size=12))
 def test_cli_sweep_of_jobs(argv):
@@ -322,7 +323,7 @@ def test_service_bodies(phase, needs, extra):
 
 _SWEEP_KEYS = ["phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
                "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len", "concurrency",
-               "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention"]
+               "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate"]
 
 
 @SETTINGS

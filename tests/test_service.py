@@ -337,6 +337,11 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
     status, rated = call(physics_server, "/v1/sweep", {"model": "llama-3-8b", "phase": "serve", "gpu": "h100-sxm",
                                                        "input_len": 512, "output_len": 256, "request_rate": [1, 4]})
     assert status == 200 and [p["request_rate"] for p in rated["points"]] == [1, 4] and rated["front"] == "latency"
+    status, out = call(physics_server, "/v1/sweep", {"model": "llama-3-8b", "phase": "serve", "gpu": "h100-sxm",
+                                                     "input_len": 512, "output_len": 256,
+                                                     "request_rate": list(range(1, 52))})  # 51 loads, ~3 s of CPU
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "sweep"] and "at most 50 here" in \
+        out["detail"][0]["msg"]
     status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", "bacth": [1, 8]})
     assert status == 422 and "did you mean 'batch'?" in out["detail"][0]["msg"]  # a typo named, as a job file's
     for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),

@@ -158,10 +158,7 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
     if request_rates:
         require(phase == "serve", "request_rate", "applies to --phase serve only")
         require(not batches, "request_rate", "give concurrency or request_rate, not both")
-        for rate in request_rates:
-            require(isinstance(rate, (int, float, np.number)) and not isinstance(rate, bool) and 0 < rate <= 2**24,
-                    "request_rate", f"must be requests a second above 0 and at most 2^24, got {rate!r}")
-        batches = list(dict.fromkeys(float(r) for r in request_rates))
+        batches = [float(r) for r in listed(request_rates, "request_rate", [])]  # checked and deduplicated there
     specs = {g: lookup_gpu(g) for g in gpus}
     settings = {g: (settings_of(sm_clocks, MIN_CLOCK_RATIO * spec.boost_clock_mhz, spec.boost_clock_mhz,
                                 "sm_clock_mhz"),
@@ -438,18 +435,17 @@ def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int],
                                          f"from 1 to 2^24, got {global_batch!r}")
     if phase in AXIS_PHASES and fields.get("output_len") is None:
         raise InputError("output_len", f"required with phase {phase}: tokens generated a sequence")
-    rates = listed(fields.get("request_rate"), "request_rate", []) if phase == "serve" else []
-    require(not rates or fields.get("concurrency") is None, "request_rate",
+    by_rate = phase == "serve" and fields.get("request_rate") is not None
+    require(not by_rate or fields.get("concurrency") is None, "request_rate",
             "give concurrency or request_rate, not both")
-    names = RATE_SIZES if rates else SIZES.get(phase, ("batch", "seq"))
+    names = RATE_SIZES if by_rate else SIZES.get(phase, ("batch", "seq"))
     defaults = {"train-run": ([global_batch], [512]), "generate": ([1], []), "serve": ([], [])}.get(phase, ([1], [512]))
-    axes = [rates, *(listed(fields.get(name), name, default) for name, default in zip(names[1:], defaults[1:]))] \
-        if rates else [listed(fields.get(name), name, default) for name, default in zip(names, defaults)]
+    axes = [listed(fields.get(name), name, default) for name, default in zip(names, defaults)]
     for name, values in zip(names, axes):
         if not values:
             more = " (or request_rate: requests a second)" if name == "concurrency" else ""
             raise InputError(name, f"required with phase {phase}: a size or a list of them{more}")
-    return ([], axes[1], rates) if rates else (axes[0], axes[1], [])
+    return ([], axes[1], axes[0]) if by_rate else (axes[0], axes[1], [])
 
 
 def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", estimator: Any = None, run: Any = None,

@@ -135,9 +135,10 @@ def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1) -> dict[st
     heads, layers = int(config[heads_f]), int(config[layers_f])
     hidden = hidden_size(config)
     inner = int(config.get(inner_f) or 4 * hidden)
-    divisors = ", ".join(str(d) for d in range(1, min(heads, 64) + 1) if heads % d == 0)
-    require(heads % tp == 0, "layout.tp", f"{tp} does not divide the model's {heads} attention heads; these do (up "
-                                          f"to 64): {divisors}")
+    if heads % tp:  # the sizes that do, listed only where the line is said (this runs for every sharded step)
+        divisors = ", ".join(str(d) for d in range(1, min(heads, 64) + 1) if heads % d == 0)
+        raise InputError("layout.tp", f"{tp} does not divide the model's {heads} attention heads; these do (up to "
+                                      f"64): {divisors}")
     require(pp <= layers, "layout.pp", f"{pp} pipeline stages for {layers} layers")
     out = dict(config)
     out["head_dim"] = int(config.get("head_dim") or hidden // heads)

@@ -447,7 +447,7 @@ def _sweep(args: argparse.Namespace) -> int:
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
         # a load by its request rate runs around the clock: its day's energy at the GPU's average power
-        day = (f", {render.figure(best['power_w'] * 24 / 1e3)} kWh a day at {render.figure(best['power_w'])} W"
+        day = (f", {render.kwh_a_day(best['power_w'])} at {render.figure(best['power_w'])} W"
                if "request_rate" in best else "")
         figures = (f"{render.figure(best['energy_per_token_j'])} J an output token at "
                    f"{render.figure(best['tokens_per_s'])} tokens/s, "
@@ -457,8 +457,8 @@ def _sweep(args: argparse.Namespace) -> int:
                        f"{render.duration(best['s_per_token'])} a token"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
         tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
-        carbon = (f"{render.mass(1e6 * best['carbon_g'] * best['energy_per_token_j'] / best['energy_j'])} CO2e a "
-                  "million output tokens" if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
+        carbon = (f"{render.mass(1e6 * best['carbon_per_token_g'])} CO2e a million output tokens"
+                  if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
         print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
               f"{carbon} {render.grid_place(best['grid'])}")
     else:

@@ -55,6 +55,11 @@ def grid_place(name: str) -> str:
     return {"given": "at the given intensity", "series": "on the given hourly series"}.get(name, f"on {name}'s grid")
 
 
+def kwh_a_day(power_w: float) -> str:
+    """A steady load's energy over a day at its average power: serving runs around the clock."""
+    return f"{figure(power_w * 24 / 1e3)} kWh a day"
+
+
 def plural(n: int, noun: str) -> str:
     """`n` `noun`s, thousands separated: 1 site, 2 sites, 9,537 steps."""
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
@@ -281,7 +286,7 @@ def serve_table(job: Any) -> str:
              f"request    {_g4(job.energy_per_request_j)} J a request",
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time; "
-             f"{figure(job.power_w * 24 / 1e3)} kWh a day at this load)",  # a steady load runs around the clock
+             f"{kwh_a_day(job.power_w)} at this load)",
              f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})",
              f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"

@@ -15,7 +15,7 @@ MODEL_DIR = Path(__file__).parent / "models"
 
 # model_type (Hugging Face config) -> lowering family
 MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "qwen2": "llama", "mistral": "llama",
-               "vit": "vit", "resnet": "resnet", "mobilevit": "mobilevit"}
+               "mixtral": "llama", "vit": "vit", "resnet": "resnet", "mobilevit": "mobilevit"}
 
 
 @functools.cache

@@ -375,8 +375,9 @@ class Residual:
         for i in np.flatnonzero(~checks.work).tolist():
             k, g = str(checks.kinds[i]), str(gpus[i])
             if g in self.gpu_work:
+                widened = ", widened" if physics and k.endswith(MOE_WORK) else ""
                 note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
-                                                f"(physics' point, {interval})")
+                                                f"(physics' point, {interval}{widened})")
                 out[i] = (*out[i], note)
         return out
 
@@ -430,7 +431,8 @@ class Residual:
         # a GPU not trained on of an architecture trained on, its features in range, not serving: the margin measured
         # for a new GPU, not widened (where one was measured, by a model that records kinds of work and architectures;
         # otherwise every such row is widened)
-        plain_new = (~seen & features_inside & (checks.kinds != "serving") & self.known_architecture(every, columns)
+        plain_new = (~seen & features_inside & (checks.kinds != "serving") & ~_moe(checks.kinds)
+                     & self.known_architecture(every, columns)
                      if checks.kinds is not None and self.arch_codes and None not in new_gpu else np.zeros_like(seen))
         widen = np.where(inside | plain_new, 1.0, OUT_OF_DOMAIN_WIDEN)
         features_widen = np.where(features_inside, 1.0, OUT_OF_DOMAIN_WIDEN)
@@ -448,7 +450,8 @@ class Residual:
             # features outside the domain or a new architecture (UNLEARNED_WIDEN)
             reach = self.physics_reach(every, columns, checks.kinds)
             checks = checks._replace(mix=self.arch_mix_outside(every, columns, checks.kinds))
-            familiar = features_inside & self.known_architecture(every, columns) & ~checks.mix.any(axis=1)
+            familiar = (features_inside & self.known_architecture(every, columns) & ~checks.mix.any(axis=1)
+                        & ~_moe(checks.kinds))
             unknown = np.where(familiar, 1.0, UNLEARNED_WIDEN)
             lo = np.where(~seen | other_work, point - reach[..., 0] * unknown, lo)
             hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
@@ -641,6 +644,11 @@ class Residual:
 # and training steps. By phase, the phase_* columns of the design block.
 _KIND_OF_PHASE = {"prefill": "forward", "inference": "forward", "kernel": "forward", "decode": "decode",
                   "training": "training"}
+# A pass through a mixture of experts' layers (`expert_share` > 0) is work of its kind with this suffix ("serving,
+# mixture of experts"): its grouped GEMMs (vLLM's fused_moe, a Triton kernel) and routing are work no measured row
+# has, so on a GPU trained on its other kinds it reads at physics' point, as far each way as physics missed the
+# GPUs trained on and widened (UNLEARNED_WIDEN), as for an architecture not trained on.
+MOE_WORK = ", mixture of experts"
 
 
 _JOINED: dict = {}  # a pair of tree arrays joined (`_joined`)
@@ -698,21 +706,30 @@ def work_kinds(values: np.ndarray, columns: list[str]) -> list[str]:
 
 def _kinds_of(values: np.ndarray, columns: Sequence[str]) -> np.ndarray:
     """`work_kinds` as an array of strings."""
-    at, names, engine_at = _kinds_layout(tuple(columns))
+    at, names, engine_at, experts_at = _kinds_layout(tuple(columns))
     block = values[:, at] if len(at) else np.zeros((len(values), 1))
     kinds = np.where(block.max(axis=1) > 0, names[np.argmax(block, axis=1)], "forward")
     if engine_at is not None:
         kinds = np.where(values[:, engine_at] > 0, "serving", kinds)
+    if experts_at is not None and (values[:, experts_at] > 0).any():
+        kinds = np.where(values[:, experts_at] > 0, np.char.add(kinds.astype(str), MOE_WORK), kinds)
     return kinds
 
 
+def _moe(kinds: np.ndarray | None) -> np.ndarray | bool:
+    """Per row, whether its kind of work is a mixture of experts' (`MOE_WORK`); False without kinds."""
+    return False if kinds is None else np.char.endswith(kinds.astype(str), MOE_WORK)
+
+
 @functools.lru_cache(maxsize=64)
-def _kinds_layout(columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, int | None]:
-    """(the phase_* columns, the kind of work of each, the engine_host_fraction column or None) of a layout."""
+def _kinds_layout(columns: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, int | None, int | None]:
+    """(the phase_* columns, the kind of work of each, the engine_host_fraction and expert_share columns or None)
+    of a layout."""
     phases = [i for i, c in enumerate(columns) if c.startswith("phase_")]
     names = np.array([_KIND_OF_PHASE.get(columns[i].removeprefix("phase_"), "forward") for i in phases] or ["forward"])
     engine = columns.index("engine_host_fraction") if "engine_host_fraction" in columns else None
-    return np.array(phases, dtype=np.intp), names, engine
+    experts = columns.index("expert_share") if "expert_share" in columns else None
+    return np.array(phases, dtype=np.intp), names, engine, experts
 
 
 @functools.lru_cache(maxsize=64)

@@ -4,8 +4,9 @@
     python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds] [--json]
 
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
-Llama-3.3-70B, Mistral-7B v0.3), served at the row's measured mean batch as the concurrency, its max batch, its mean
-output length and its GPU count as tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
+Llama-3.3-70B, Mistral-7B v0.3, and v2's Mixtral-8x7B, a mixture of experts on 4 GPUs: `moe` in the table), served
+at the row's measured mean batch as the concurrency, its max batch, its mean output length and its GPU count as
+tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
 room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
 `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work between steps, v3 vLLM 0.11.1 with its host
@@ -60,6 +61,8 @@ from joulecast.data.importers.mlenergy import import_mlenergy
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 from joulecast.features import arch
+from joulecast.features.lower_transformers import expert_counts
+from joulecast.features.lowering import resolve_model
 
 ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
 # Each release's requests' sampling (`serve`'s `sampling`): v3's client (ml-energy/benchmark at the commit its
@@ -290,8 +293,9 @@ def main() -> int:
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        for (release, gpu, tp), part in frame.groupby(["release", "gpu", "tp"]):
-            summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), rows=len(part),
+        frame["moe"] = frame["model"].map(lambda m: expert_counts(resolve_model(m)[0]) is not None)
+        for (release, gpu, tp, moe), part in frame.groupby(["release", "gpu", "tp", "moe"]):
+            summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),
                                 tokens_per_s_mape=float(part["throughput_ape"].mean()),
                                 output_len_cv=float(part["cv"].mean()),

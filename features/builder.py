@@ -46,6 +46,14 @@ class KernelBuilder:
         self.params += out_features * in_features * count * self._multiplier
         self._add(count, kind="gemm", op="linear", batch=1, m=m, n=n, k=in_features, **self._gemm_dtypes())
 
+    def experts(self, out_features: int, tokens_each: int, in_features: int, active: int, experts: int) -> None:
+        """One grouped GEMM over a mixture-of-experts layer's `active` experts (of `experts` held), each running its
+        own weights over `tokens_each` tokens, as one kernel (vLLM's fused_moe, Megatron's grouped GEMM): the
+        weights of every expert count, those of the active ones are read."""
+        self.params += out_features * in_features * experts * self._multiplier
+        self._add(1, kind="gemm", op="experts", batch=active, m=out_features, n=tokens_each, k=in_features,
+                  **self._gemm_dtypes())
+
     def bmm(self, batch: int, m: int, n: int, k: int, count: int = 1) -> None:
         self._add(count, kind="gemm", op="bmm", batch=batch, m=m, n=n, k=k, **self._gemm_dtypes())
 

@@ -131,6 +131,9 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         # (experiments/onboarding.py, seed 0). Leave-one-model-out, where it is 0 throughout and only the trees'
         # column draws move: A10 4.79 -> 4.75 %, A100 4.71 -> 4.63 % (mean of tree seeds 0-2).
         "engine_host_fraction": totals.engine_host_s / totals.time_s,
+        # The share of busy time in a mixture of experts' grouped GEMMs (`KernelBuilder.experts`, and their
+        # backward): marks the work of a kind no measured row has (`estimator.residual.MOE_WORK`)
+        "expert_share": np.bincount(wid, t * _expert_rows(Labels.of(features["op"])), minlength=n) / busy,
         "log_launches": np.log(launch_count),
         "log_flops": np.log1p(flops),
         "log_dram_bytes": np.log1p(dram_bytes),
@@ -145,6 +148,11 @@ def aggregate(features: Mapping[str, np.ndarray], totals: physics.PhysicsTotals)
         "busy_clock_mhz": means[-2],
     }
     return out
+
+
+def _expert_rows(op: Labels) -> np.ndarray:
+    """Per kernel row, whether it is a mixture of experts' grouped GEMM or its backward (op experts, experts_*)."""
+    return np.array([str(name).startswith("experts") for name in op.names] or [False])[op.codes]
 
 
 def gpu_features(spec: GpuSpec) -> dict[str, float]:

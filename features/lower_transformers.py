@@ -1,4 +1,4 @@
-"""Lowering of transformer configs (GPT-2, BERT, OPT, Llama/Qwen2/Mistral, ViT) to kernel records.
+"""Lowering of transformer configs (GPT-2, BERT, OPT, Llama/Qwen2/Mistral/Mixtral, ViT) to kernel records.
 
 The ``eager`` attention path follows Hugging Face's eager PyTorch code kernel by kernel, as the EnergAIzer tracer
 recorded it (shared/data/external/energaizer-artifact/workloads): the tracer records GEMMs, softmax, norms and
@@ -186,7 +186,8 @@ def _rmsnorm(b: KernelBuilder, t: int, h: int, with_residual: bool = False) -> N
 
 
 def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    """Llama, Qwen2 and Mistral share one structure: RMSNorm, rotary, grouped-query attention, gated SiLU MLP."""
+    """Llama, Qwen2, Mistral and Mixtral share one structure: RMSNorm, rotary, grouped-query attention, a gated SiLU
+    MLP (Mixtral's a sparse mixture of such experts, `_experts`)."""
     h, layers, heads, inner = (_get(c, "hidden_size"), _get(c, "num_hidden_layers"), _get(c, "num_attention_heads"),
                                _get(c, "intermediate_size"))
     kv_heads = c.get("num_key_value_heads") or heads
@@ -196,6 +197,7 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
     b.ew("scalar_mul", s.seq_q * d, dtype="fp32", count=2)
     b.embedding(t, h, _get(c, "vocab_size"))
     packed, add_norm = "packed_projections" in b.fusions, {"norm", "residual_norm"} <= b.fusions
+    experts = expert_counts(c)
     with b.repeat(layers):
         _rmsnorm(b, t, h, with_residual=add_norm)
         if packed:
@@ -216,17 +218,10 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
         if not add_norm:
             b.ew("pointwise_add", t * h)
         _rmsnorm(b, t, h, with_residual=add_norm)
-        if packed:
-            b.linear(2 * inner, t, h)
+        if experts:
+            _experts(b, t, h, inner, *experts)
         else:
-            b.linear(inner, t, h)
-        if "activation" not in b.fusions:
-            b.ew("silu", t * inner)
-        if not packed:
-            b.linear(inner, t, h)
-        # silu(gate) * up; with the "activation" fusion one kernel reading both (Megatron's fused SwiGLU)
-        b.ew("swiglu" if "activation" in b.fusions else "pointwise_mul", t * inner)
-        b.linear(h, t, inner)
+            _gated_mlp(b, t, h, inner, packed)
         if not add_norm:
             b.ew("pointwise_add", t * h)
     # with the residual fusion, 2 x layers norms take a residual in and this one none: vLLM's count, whose plain norm
@@ -234,6 +229,59 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
     _rmsnorm(b, t, h)
     if lm_head:
         _lm_head(b, c, s, h)
+
+
+def _gated_mlp(b: KernelBuilder, t: int, h: int, inner: int, packed: bool) -> None:
+    """Gate and up projections (one GEMM with the "packed_projections" fusion), SiLU, their product, down."""
+    if packed:
+        b.linear(2 * inner, t, h)
+    else:
+        b.linear(inner, t, h)
+    if "activation" not in b.fusions:
+        b.ew("silu", t * inner)
+    if not packed:
+        b.linear(inner, t, h)
+    # silu(gate) * up; with the "activation" fusion one kernel reading both (Megatron's fused SwiGLU)
+    b.ew("swiglu" if "activation" in b.fusions else "pointwise_mul", t * inner)
+    b.linear(h, t, inner)
+
+
+def expert_counts(c: Mapping[str, Any]) -> tuple[int, int] | None:
+    """(experts held, experts a token is routed to) of a mixture-of-experts config (Mixtral's `num_local_experts`,
+    `num_experts_per_tok`; its `intermediate_size` is each expert's), or None for a dense one."""
+    if c.get("num_local_experts") is None:
+        return None
+    held, routed = _get(c, "num_local_experts"), _get(c, "num_experts_per_tok")
+    if routed > held:
+        raise InputError("config.num_experts_per_tok", f"must be at most num_local_experts ({held}), got {routed}")
+    return held, routed
+
+
+def active_experts(tokens: int, held: int, routed: int) -> int:
+    """The experts a pass over `tokens` tokens runs: held x (1 - (1 - routed / held)^tokens), each token's `routed`
+    experts drawn alike and apart (an assumption: a trained router's choices are skewed, and fewer experts run where
+    they are), so a decode step of one token runs `routed` and a prefill of many runs every expert."""
+    expected = held * (1.0 - (1.0 - routed / held) ** tokens)
+    return int(min(held, max(routed, round(expected))))
+
+
+def _experts(b: KernelBuilder, t: int, h: int, inner: int, held: int, routed: int) -> None:
+    """A sparse mixture-of-experts block as vLLM's fused_moe runs it (vllm/model_executor/layers/fused_moe): the
+    router's logits (a GEMM, `held` wide), top-k over their softmax (one kernel), the tokens' slots sorted by expert
+    (moe_align_block_size), each active expert's gate and up projections as one grouped GEMM over the tokens routed
+    to it (shared out evenly), SiLU times up (silu_and_mul), the down projection, and the k outputs a token summed by
+    their routing weights (moe_sum, counted as a copy of the k outputs). Hugging Face's eager loop, a GEMM an expert,
+    is not modelled."""
+    active = active_experts(t, held, routed)
+    slots = t * routed
+    each = -(-slots // active)
+    b.linear(held, t, h)
+    b.softmax(t, held, dtype="fp32")
+    b.ew("copy", slots, dtype="fp32")
+    b.experts(2 * inner, each, h, active, held)
+    b.ew("swiglu", slots * inner)
+    b.experts(h, each, inner, active, held)
+    b.ew("copy", slots * h)
 
 
 def _lm_head(b: KernelBuilder, c: Mapping[str, Any], s: Shape, h: int) -> None:

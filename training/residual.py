@@ -68,8 +68,9 @@ POINT_OBJECTIVE = "reg:absoluteerror"
 # Trees split on them to memorise per-family offsets, which do not carry over to a model they have not seen
 # (leave-one-model-out energy MAPE on the A10 / A100, 4-seed probe: 6.2 / 6.4 % with them, 5.9 / 6.3 % without;
 # 12.5 / 11.0 against 10.7 / 9.1 % on the physics before the traces were completed). They still bound the domain, as
-# does the busy-time clock ratio, which bounds it alone (`joulecast.estimator.residual.DOMAIN_FEATURES`).
-NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s", "busy_clock_ratio")
+# does the busy-time clock ratio, which bounds it alone (`joulecast.estimator.residual.DOMAIN_FEATURES`); the share
+# of time in a mixture of experts' GEMMs marks a kind of work (`joulecast.estimator.residual.MOE_WORK`).
+NOT_MODEL_INPUTS = ("log_batch", "log_seq", "log_launches", "log_mean_kernel_s", "busy_clock_ratio", "expert_share")
 # Up to this many rows, predictions walk the trees as numpy arrays (`joulecast.estimator.tree_arrays`, for trees no
 # deeper than its MAX_DEPTH) rather than through `inplace_predict` (a fixed 0.3-0.4 ms a call, twenty calls for four
 # bags of five); beyond it XGBoost's own predictor is faster. Measured, all four bags: 1 row 0.65 against 9.2 ms,

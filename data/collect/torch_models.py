@@ -154,6 +154,9 @@ class Transformer(nn.Module):
         family = models.family(config)
         if family not in SUPPORTED:
             raise InputError("model", f"the PyTorch runner builds {', '.join(SUPPORTED)} models, not {family}")
+        if config.get("num_local_experts") is not None:  # its dense layer in their place would measure other work
+            raise InputError("model", "the PyTorch runner builds dense models, not a mixture of experts "
+                                      f"({config.get('name') or config.get('model_type')})")
         self.family = family
         h = _dim(config, "hidden_size", "n_embd")
         heads = _dim(config, "num_attention_heads", "n_head")

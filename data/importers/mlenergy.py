@@ -41,7 +41,8 @@ GPUS = {"NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb", "NVIDIA H100 80GB HBM3": "h10
 # the catalog's v0.1 only in vocabulary, 32,768 against 32,000 tokens).
 CATALOG = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",
            "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3-70b",
-           "meta-llama/Llama-3.3-70B-Instruct": "llama-3-70b", "mistralai/Mistral-7B-Instruct-v0.3": "mistral-7b"}
+           "meta-llama/Llama-3.3-70B-Instruct": "llama-3-70b", "mistralai/Mistral-7B-Instruct-v0.3": "mistral-7b",
+           "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b"}
 # v2 ran vLLM 0.5.4 (its PROVENANCE), whose host work per step the physics adds (arch.SERVING_ENGINES); v3's vLLM
 # 0.11.1 has no entry there.
 V2_ENGINE = "vllm-0.5.4"

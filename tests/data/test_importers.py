@@ -34,7 +34,9 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
 
     t = import_source("mlenergy", external / "mlenergy-v2")
     lowered = t[t["kernel_list"] == "lowered"]
-    assert set(lowered["model"]) == {"llama-3-8b", "llama-3-70b", "mistral-7b"}
+    assert set(lowered["model"]) == {"llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b"}
+    # Mixtral-8x7B's 18 rows all ran on 4 GPUs: scored (experiments/serving_jobs.py), never trained on
+    assert lowered.loc[lowered["model"] == "mixtral-8x7b", "num_gpus"].tolist() == [4] * 18
     # v2's rows are serving steps: the decodes and the arriving prompts, of an assumed mean length the provenance says
     row = lowered.set_index("provenance").loc[f"mlenergy-v2/llm_mllm_runs.csv row 25; mean prompt assumed = "
                                               f"{V2_PROMPT_TOKENS} tokens (prompts not recorded)"]

@@ -42,6 +42,37 @@ def test_kinds_of_work_come_from_the_phase_and_the_engine():
     assert work_kinds(X.to_numpy(np.float32), X.columns) == ["forward", "decode", "serving", "training", "forward"]
 
 
+def test_a_mixture_of_experts_pass_is_work_of_its_own_kind_read_at_physics_and_widened(shipped):
+    """No measured row runs a mixture of experts' grouped GEMMs: Mixtral's pass is its kind's MoE work, outside
+    every GPU's learned kinds (the H100's serving ones too), read at physics' point with the pooled physics margin
+    of its kind widened (UNLEARNED_WIDEN), as an architecture not trained on is."""
+    spec = joulecast.gpu("h100-sxm")
+    works = [joulecast.workload("mixtral-8x7b", batch=2, seq=64),
+             joulecast.workload("mixtral-8x7b", phase="decode", batch=64, seq=512, launch_mode="graph",
+                                engine="vllm-0.5.4"),
+             joulecast.workload("mistral-7b", phase="decode", batch=64, seq=512, launch_mode="graph",
+                                engine="vllm-0.5.4")]
+    X, _, _ = design_block(works, spec, None, None)
+    share = X.frame()["expert_share"].tolist()
+    assert share[2] == 0 and min(share[:2]) > 0.1
+    assert work_kinds(X.to_numpy(np.float32), X.columns) == [
+        "forward" + residual.MOE_WORK, "serving" + residual.MOE_WORK, "serving"]
+    assert "expert_share" not in shipped.features  # it marks a kind; no tree reads it
+    served = works[1]
+    est = joulecast.estimate(served, "h100-sxm", estimator=shipped)
+    physics = joulecast.estimate(served, "h100-sxm", estimator="physics")
+    assert not est.in_domain and est.energy_j == pytest.approx(physics.energy_j, rel=1e-12)
+    assert any("serving, mixture of experts work on h100-sxm, trained on serving only" in r and "widened" in r
+               for r in est.outside_domain)
+    # no GPU measured the kind: the pooled margin (its kind has none of its own), widened, about physics' point;
+    # the default host's spread moves the bounds further out, not in
+    margin = shipped.physics_new_gpu["energy"] * residual.UNLEARNED_WIDEN
+    lo, hi = est.energy_interval_j
+    assert np.log(hi / est.energy_j) >= margin * (1 - 1e-6) and np.log(est.energy_j / lo) >= margin * (1 - 1e-6)
+    dense = joulecast.estimate(works[2], "h100-sxm", estimator=shipped)
+    assert not any("mixture" in r for r in dense.outside_domain)  # the dense step keeps its kind
+
+
 def test_prefill_on_a_gpu_trained_only_on_serving_reads_at_physics_and_spans_the_learned_intervals(shipped):
     prefill = joulecast.workload("llama-3-8b", batch=8, seq=1024, host_dispatch_s=HOST)  # no host's spread
     est = joulecast.estimate(prefill, "h100-sxm", estimator=shipped)

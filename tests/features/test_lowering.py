@@ -67,6 +67,31 @@ def test_decode_step_has_one_query_and_the_lm_head():
     assert ((k.kind == "gemm") & (k.m == 128256) & (k.n == 4)).sum() == 1
 
 
+def test_mixtral_routes_each_token_to_two_of_eight_experts_in_grouped_gemms():
+    """Mixtral-8x7B (shared/reference/models): 46.7 B weights held, every expert's; a decode step of one token runs
+    its two experts, one of many tokens all eight; the expert GEMMs' work is the routed tokens' alone."""
+    from joulecast.features.lower_transformers import active_experts
+    from joulecast.features.lowering import parameter_count
+
+    assert parameter_count("mixtral-8x7b") == pytest.approx(46.70e9, rel=1e-3)
+    assert (active_experts(1, 8, 2), active_experts(2, 8, 2), active_experts(64, 8, 2)) == (2, 4, 8)
+    assert active_experts(8, 128, 8) == 52  # 128 x (1 - (120/128)^8) = 51.6: each token's draws apart
+    for batch, active in ((1, 2), (32, 8)):
+        k = joulecast.workload("mixtral-8x7b", phase="decode", batch=batch, seq=256).kernels
+        experts = k[k.op == "experts"]
+        assert set(experts.batch) == {active} and set(experts["count"]) == {32}  # one grouped GEMM a layer each
+        assert {(r.m, r.k) for r in experts.itertuples()} == {(2 * 14336, 4096), (4096, 14336)}  # gate+up, down
+        # each active expert's share of the batch's 2 routed slots a token
+        assert set(experts.n) == {-(-2 * batch // active)}
+        router = k[(k.op == "linear") & (k.m == 8)]
+        assert int(router["count"].sum()) == 32
+    dense = joulecast.workload("mistral-7b", phase="decode", batch=1, seq=256).kernels
+    assert not (dense.op == "experts").any()
+    with pytest.raises(InputError, match="num_experts_per_tok: must be at most num_local_experts"):
+        lower({**resolve_model("mixtral-8x7b")[0], "num_experts_per_tok": 9}, phase="decode", batch=1, seq=8,
+              dtype="bf16")
+
+
 def test_training_adds_backward_and_optimizer():
     fwd = joulecast.workload("gpt2", phase="prefill", batch=2, seq=128).kernels
     train = joulecast.workload("gpt2", phase="training", batch=2, seq=128).kernels

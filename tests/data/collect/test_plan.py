@@ -344,3 +344,11 @@ def test_the_eager_plan_runs_issue_31s_shapes_as_hugging_face_does_within_a_devi
     eager = next(e for e in durations if (e.item.model, e.item.batch, e.item.seq) == ("gpt2", 32, 1024))
     assert eager.physics_time_s > 2 * flash.physics_time_s  # eight GELU kernels and materialised scores
     assert sum(e.seconds for e in durations) < 6 * 60  # inside collect_device.sh's 420 s
+
+
+def test_the_runner_refuses_a_mixture_of_experts_rather_than_measure_a_dense_layer():
+    require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+    from joulecast.data.collect.torch_models import Transformer
+
+    with pytest.raises(InputError, match="model: the PyTorch runner builds dense models, not a mixture of experts"):
+        Transformer(_tiny("mixtral-8x7b", 1))

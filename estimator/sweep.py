@@ -21,7 +21,7 @@ from joulecast.data.errors import InputError, UnknownFieldError, require
 from joulecast.data.files import kind_of, whole_number
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.workload import check_host_dispatch
+from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_tp
 from joulecast.features.lowering import resolve_model
@@ -465,6 +465,7 @@ def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", e
     if not isinstance(phase, str):
         raise InputError("phase", f"must be a phase's name, got {phase!r}")
     phase = phase.lower()  # in any case, as the CLI reads --phase
+    require(phase in (*PHASES, *JOB_PHASES), "phase", f"unknown {phase!r}; allowed: {', '.join((*PHASES, *JOB_PHASES))}")
     fixed = JOB_OPTIONS.get(phase, PASS_OPTIONS)
     allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *(RATE_SIZES[:1] if phase == "serve" else ()), *fixed]
     unknown = sorted(set(fields) - set(allowed))

@@ -145,11 +145,24 @@ def parameter_count(model: str) -> int:
     return int(lower(config, phase="inference" if is_vision(config) else "prefill", batch=1, seq=8, dtype="fp32")[1])
 
 
+def active_parameter_count(model: str) -> int:
+    """The weights one token runs through (`parameter_count` counted as it is): a mixture of experts' less the
+    experts each layer leaves it (Mixtral-8x7B: 12.9 B of 46.7 B, 2 of 8 experts a layer); a dense model's all."""
+    config = resolve_model(model)[0]
+    experts = lt.expert_counts(config) if models.family(config) == "llama" else None
+    if experts is None:
+        return parameter_count(model)
+    held, routed = experts
+    idle = (held - routed) * 3 * models.hidden_size(config) * int(config["intermediate_size"])
+    return parameter_count(model) - idle * models.layer_count(config)
+
+
 def model_listing() -> list[dict[str, Any]]:
     """The model catalog as `joulecast models` and GET /v1/models list it: name, family, weights
-    (`parameter_count`), Hugging Face id and aliases."""
-    return [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]), hf_id=e["hf_id"],
-                 aliases=list(e["aliases"])) for e in models.catalog().values()]
+    (`parameter_count`), the weights a token runs (`active_parameter_count`), Hugging Face id and aliases."""
+    return [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]),
+                 active_params=active_parameter_count(e["name"]), hf_id=e["hf_id"], aliases=list(e["aliases"]))
+            for e in models.catalog().values()]
 
 
 def is_vision(config: Mapping[str, Any]) -> bool:

@@ -525,6 +525,7 @@ def _models(args: argparse.Namespace) -> int:
     else:
         import pandas as pd
         print(render.frame(pd.DataFrame([{**e, "params": render.count_text(e["params"]),
+                                          "active_params": render.count_text(e["active_params"]),
                                           "aliases": ", ".join(e["aliases"])} for e in entries])))
     return 0
 

@@ -264,6 +264,10 @@ def test_listings(capsys):
     assert main(["models"]) == 0
     rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
     assert " 124.3 M " in rows["gpt2"] and " 70.6 B " in rows["llama-3-70b"]
+    # a mixture of experts holds every expert and runs two of eight a token (Mixtral's 46.7 B and 12.9 B); a dense
+    # model runs all it holds
+    assert " 46.7 B " in rows["mixtral-8x7b"] and " 12.9 B " in rows["mixtral-8x7b"]
+    assert listed["llama-3-8b"]["active_params"] == listed["llama-3-8b"]["params"]
 
 
 def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):

@@ -196,6 +196,8 @@ def test_joulecast_sweep_takes_the_fields_the_cli_and_the_service_take(capsys):
     one = joulecast.sweep("gpt2", "a10", batch=8, estimator="physics")  # the defaults: seq 512, bf16
     assert one.points[["batch", "seq", "dtype"]].values.tolist() == [[8, 512, "bf16"]]
     for fields, message in ((dict(bacth=[1]), "^bacth: not a field of a prefill sweep; did you mean 'batch'\\?"),
+                            # a bad phase named first: it once came inside another field's line, breaking it in two
+                            (dict(phase="\n", input_len=None), "^phase: unknown '\\\\n'; allowed: prefill, "),
                             (dict(batch=[1, 0]), "^batch: 0 is not a whole number from 1 to 2\\^24"),
                             (dict(batch=[]), "^batch: an empty list"),
                             (dict(phase="serve", input_len=64), "^output_len: required with phase serve"),

@@ -15,7 +15,16 @@ MODEL_DIR = Path(__file__).parent / "models"
 
 # model_type (Hugging Face config) -> lowering family
 MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "qwen2": "llama", "mistral": "llama",
-               "mixtral": "llama", "vit": "vit", "resnet": "resnet", "mobilevit": "mobilevit"}
+               "mixtral": "llama", "qwen3": "llama", "qwen3_moe": "llama", "vit": "vit", "resnet": "resnet",
+               "mobilevit": "mobilevit"}
+# Llama-family types that normalise each head's queries and keys (RMSNorm over head_dim) before the rotary embedding
+# (transformers' Qwen3Attention: q_norm, k_norm)
+QK_NORM_TYPES = ("qwen3", "qwen3_moe")
+
+
+def is_mixture_of_experts(config: Mapping[str, Any]) -> bool:
+    """Whether a config's MLP is a mixture of experts (Mixtral's `num_local_experts`, Qwen3-MoE's `num_experts`)."""
+    return config.get("num_local_experts") is not None or config.get("num_experts") is not None
 
 
 @functools.cache

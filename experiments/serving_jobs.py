@@ -4,7 +4,8 @@
     python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds] [--json]
 
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
-Llama-3.3-70B, Mistral-7B v0.3, and v2's Mixtral-8x7B, a mixture of experts on 4 GPUs: `moe` in the table), served
+Llama-3.3-70B, Mistral-7B v0.3, Qwen3-8B, 14B and 32B, and two mixtures of experts, `moe` in the table: v2's
+Mixtral-8x7B on 4 GPUs and v3's Qwen3-30B-A3B on one, its expert-parallel rows on two left out), served
 at the row's measured mean batch as the concurrency, its max batch, its mean output length and its GPU count as
 tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
@@ -33,7 +34,8 @@ tokens: their output lengths' histogram has a cv of 1.0). Its running requests h
 length-biased steady state gives, 307 tokens at most (an eighth shorter); what set them is not in the files.
 
 `--host-floor [GPU]` derives vLLM 0.11.1's host work per running sequence, which runs under the GPU's step (v3 ran
-async scheduling; `data/serving_engines.yaml`): per v3 row, `serve`'s step with that host work taken out beside the
+async scheduling; `data/serving_engines.yaml`): per v3 row of the Llama models (HOST_FLOOR_MODELS, which says why
+not Qwen3's), `serve`'s step with that host work taken out beside the
 measured step; a row is host-bound where the measured step is at least HOST_BOUND_RATIO times the GPU's work alone;
 on that GPU's host-bound rows (the B200's by default, its Llama-3.1-8B at 64-2,043 sequences), the measured steps
 over the running sequences summed and the GPU's power while it waits. No H100 row is host-bound: they check it.
@@ -58,10 +60,10 @@ from shared_data import EXTERNAL
 
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.importers.mlenergy import import_mlenergy
+from joulecast.data.models import is_mixture_of_experts
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
 from joulecast.features import arch
-from joulecast.features.lower_transformers import expert_counts
 from joulecast.features.lowering import resolve_model
 
 ENGINES = {"mlenergy-v2": "vllm-0.5.4", "mlenergy-v3": "vllm-0.11.1"}  # each release's engine (PROVENANCE.md)
@@ -77,6 +79,12 @@ SMALL_BATCH, LARGE_BATCH = 32, 256   # `--itl`'s bands of running sequences
 # `--host-floor`: a row is host-bound where its measured step is at least this many times the GPU's work alone (the
 # rest the GPU waits); the prompts at the 192 tokens the rows' batches leave room for (`--prompt-bounds`)
 HOST_BOUND_RATIO, HOST_FLOOR_PROMPT = 1.5, 192
+# `--host-floor`'s rows: the v3 models the catalog's vLLM 0.11.1 figures were derived from (2026-12-04), before
+# Qwen3's rows joined (2026-12-05). With Qwen3's chat rows too the B200 gives 0.097 ms at 1.46x idle (14 rows; v3's J
+# a token on the B200 16.2 -> 16.6 %, Qwen3-30B-A3B's 17.2 -> 15.9 %: not adopted); with their gpqa rows 0.163 ms,
+# but those hold a step at 31-45 ms at 8-32 sequences on the B200 whatever the model, three times the H100's same
+# work: a floor a step, not host work a sequence, which this derivation does not model.
+HOST_FLOOR_MODELS = ("llama-3-8b", "llama-3-70b")
 
 
 @functools.cache
@@ -108,6 +116,10 @@ def output_len_cv(measurement_id: str) -> float:
 def rows() -> pd.DataFrame:
     table = import_mlenergy(EXTERNAL)
     table = table[table["workload_ref"].notna()].copy()
+    # v3 spreads a mixture of experts over several GPUs by expert parallelism (its every such row: expert_parallel =
+    # num_gpus, tensor_parallel 1), which `serve` does not model: those rows are left out
+    moe = table["model"].map(lambda m: is_mixture_of_experts(resolve_model(m)[0]))
+    table = table[~(moe & table["provenance"].str.startswith("mlenergy-v3") & (table["num_gpus"] > 1))].copy()
     table["release"] = table["provenance"].str.split("/").str[0]
     table["measured_j_per_token"] = table["energy_j"] / table["batch"]
     table["measured_tokens_per_s"] = table["batch"] / table["time_s"]
@@ -194,7 +206,7 @@ def host_floor_rows(table: pd.DataFrame) -> pd.DataFrame:
     """Per v3 row: the measured step (batch over output tokens a second) and energy a step (all its GPUs) beside
     `serve`'s step with vLLM 0.11.1's host work taken out (its GPU work alone), and whether the measured step is at
     least HOST_BOUND_RATIO times that (host-bound: the GPU waits on the engine)."""
-    v3 = table[table["release"] == "mlenergy-v3"]
+    v3 = table[(table["release"] == "mlenergy-v3") & table["model"].isin(HOST_FLOOR_MODELS)]
     with engine_host_off(ENGINES["mlenergy-v3"]):
         est = [_serve_row(r, HOST_FLOOR_PROMPT, None, output_len_cv(r.measurement_id)) for r in v3.itertuples()]
     frame = pd.DataFrame(dict(gpu=v3["gpu"].to_numpy(), model=v3["model"].to_numpy(), tp=v3["num_gpus"].astype(int),
@@ -293,7 +305,7 @@ def main() -> int:
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        frame["moe"] = frame["model"].map(lambda m: expert_counts(resolve_model(m)[0]) is not None)
+        frame["moe"] = frame["model"].map(lambda m: is_mixture_of_experts(resolve_model(m)[0]))
         for (release, gpu, tp, moe), part in frame.groupby(["release", "gpu", "tp", "moe"]):
             summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),

@@ -1,4 +1,4 @@
-"""Lowering of transformer configs (GPT-2, BERT, OPT, Llama/Qwen2/Mistral/Mixtral, ViT) to kernel records.
+"""Lowering of transformer configs (GPT-2, BERT, OPT, Llama/Qwen2/Qwen3/Mistral/Mixtral, ViT) to kernel records.
 
 The ``eager`` attention path follows Hugging Face's eager PyTorch code kernel by kernel, as the EnergAIzer tracer
 recorded it (shared/data/external/energaizer-artifact/workloads): the tracer records GEMMs, softmax, norms and
@@ -16,6 +16,7 @@ from typing import Any, Mapping
 
 from joulecast.data.errors import InputError
 from joulecast.data.files import whole_number
+from joulecast.data.models import QK_NORM_TYPES, is_mixture_of_experts
 from joulecast.features.builder import KernelBuilder
 
 
@@ -186,8 +187,9 @@ def _rmsnorm(b: KernelBuilder, t: int, h: int, with_residual: bool = False) -> N
 
 
 def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    """Llama, Qwen2, Mistral and Mixtral share one structure: RMSNorm, rotary, grouped-query attention, a gated SiLU
-    MLP (Mixtral's a sparse mixture of such experts, `_experts`)."""
+    """Llama, Qwen2, Qwen3, Mistral and the mixtures of experts Mixtral and Qwen3-MoE share one structure: RMSNorm,
+    rotary, grouped-query attention (Qwen3's queries and keys normalised first), a gated SiLU MLP (a mixture's a
+    sparse mixture of such experts, `_experts`)."""
     h, layers, heads, inner = (_get(c, "hidden_size"), _get(c, "num_hidden_layers"), _get(c, "num_attention_heads"),
                                _get(c, "intermediate_size"))
     kv_heads = c.get("num_key_value_heads") or heads
@@ -197,7 +199,7 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
     b.ew("scalar_mul", s.seq_q * d, dtype="fp32", count=2)
     b.embedding(t, h, _get(c, "vocab_size"))
     packed, add_norm = "packed_projections" in b.fusions, {"norm", "residual_norm"} <= b.fusions
-    experts = expert_counts(c)
+    experts, qk_norm = expert_counts(c), c.get("model_type") in QK_NORM_TYPES
     with b.repeat(layers):
         _rmsnorm(b, t, h, with_residual=add_norm)
         if packed:
@@ -205,6 +207,9 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
         else:
             b.linear(heads * d, t, h)
             b.linear(kv_heads * d, t, h, count=2)
+        if qk_norm:  # Qwen3: each head's queries and keys RMS-normalised over head_dim
+            _rmsnorm(b, t * heads, d)
+            _rmsnorm(b, t * kv_heads, d)
         for elements in (t * heads * d, t * kv_heads * d):  # q and k: x*cos + rotate_half(x)*sin
             if "rope" in b.fusions:
                 b.ew("rope", elements)  # reads x (the cos / sin tables stay in cache), writes the rotated x
@@ -219,7 +224,7 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
             b.ew("pointwise_add", t * h)
         _rmsnorm(b, t, h, with_residual=add_norm)
         if experts:
-            _experts(b, t, h, inner, *experts)
+            _experts(b, t, h, *experts)
         else:
             _gated_mlp(b, t, h, inner, packed)
         if not add_norm:
@@ -246,15 +251,22 @@ def _gated_mlp(b: KernelBuilder, t: int, h: int, inner: int, packed: bool) -> No
     b.linear(h, t, inner)
 
 
-def expert_counts(c: Mapping[str, Any]) -> tuple[int, int] | None:
-    """(experts held, experts a token is routed to) of a mixture-of-experts config (Mixtral's `num_local_experts`,
-    `num_experts_per_tok`; its `intermediate_size` is each expert's), or None for a dense one."""
-    if c.get("num_local_experts") is None:
+def expert_counts(c: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """(experts held, experts a token is routed to, each expert's MLP width) of a mixture-of-experts config, or None
+    for a dense one: Mixtral's `num_local_experts` and `intermediate_size`, Qwen3-MoE's `num_experts` and
+    `moe_intermediate_size` (its `intermediate_size` a dense layer's, which none of its layers is where
+    `decoder_sparse_step` is 1 and `mlp_only_layers` empty), `num_experts_per_tok` both."""
+    if not is_mixture_of_experts(c):
         return None
-    held, routed = _get(c, "num_local_experts"), _get(c, "num_experts_per_tok")
+    held = _get(c, "num_local_experts", "num_experts")
+    routed, width = _get(c, "num_experts_per_tok"), _get(c, "moe_intermediate_size", "intermediate_size")
     if routed > held:
-        raise InputError("config.num_experts_per_tok", f"must be at most num_local_experts ({held}), got {routed}")
-    return held, routed
+        raise InputError("config.num_experts_per_tok", f"must be at most the experts held ({held}), got {routed}")
+    if c.get("mlp_only_layers") or (c.get("decoder_sparse_step") or 1) != 1:
+        raise InputError("config.mlp_only_layers", "dense layers among a mixture of experts' are not modelled: "
+                                                   "every layer's MLP must be sparse (decoder_sparse_step 1, no "
+                                                   "mlp_only_layers)")
+    return held, routed, width
 
 
 def active_experts(tokens: int, held: int, routed: int) -> int:
@@ -265,7 +277,7 @@ def active_experts(tokens: int, held: int, routed: int) -> int:
     return int(min(held, max(routed, round(expected))))
 
 
-def _experts(b: KernelBuilder, t: int, h: int, inner: int, held: int, routed: int) -> None:
+def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int) -> None:
     """A sparse mixture-of-experts block as vLLM's fused_moe runs it (vllm/model_executor/layers/fused_moe): the
     router's logits (a GEMM, `held` wide), top-k over their softmax (one kernel), the tokens' slots sorted by expert
     (moe_align_block_size), each active expert's gate and up projections as one grouped GEMM over the tokens routed

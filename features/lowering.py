@@ -152,8 +152,8 @@ def active_parameter_count(model: str) -> int:
     experts = lt.expert_counts(config) if models.family(config) == "llama" else None
     if experts is None:
         return parameter_count(model)
-    held, routed = experts
-    idle = (held - routed) * 3 * models.hidden_size(config) * int(config["intermediate_size"])
+    held, routed, width = experts
+    idle = (held - routed) * 3 * models.hidden_size(config) * width
     return parameter_count(model) - idle * models.layer_count(config)
 
 

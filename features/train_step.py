@@ -146,6 +146,8 @@ def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1) -> dict[st
     out[inner_f] = math.ceil(inner / tp)
     out[layers_f] = math.ceil(layers / pp)
     out[vocab_f] = math.ceil(int(config[vocab_f]) / tp)
+    if config.get("moe_intermediate_size"):  # a Qwen3-MoE expert's width, split as a dense MLP's is
+        out["moe_intermediate_size"] = math.ceil(int(config["moe_intermediate_size"]) / tp)
     if fam == "llama":
         kv = int(config.get("num_key_value_heads") or heads)
         out["num_key_value_heads"] = max(1, kv // tp)  # fewer KV heads than ranks: each rank keeps a copy of one

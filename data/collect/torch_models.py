@@ -154,9 +154,12 @@ class Transformer(nn.Module):
         family = models.family(config)
         if family not in SUPPORTED:
             raise InputError("model", f"the PyTorch runner builds {', '.join(SUPPORTED)} models, not {family}")
-        if config.get("num_local_experts") is not None:  # its dense layer in their place would measure other work
+        # a dense layer in the place of experts, or attention without Qwen3's q and k norms, would measure other work
+        if models.is_mixture_of_experts(config):
             raise InputError("model", "the PyTorch runner builds dense models, not a mixture of experts "
                                       f"({config.get('name') or config.get('model_type')})")
+        if config.get("model_type") in models.QK_NORM_TYPES:
+            raise InputError("model", f"the PyTorch runner builds no q and k norms ({config.get('model_type')})")
         self.family = family
         h = _dim(config, "hidden_size", "n_embd")
         heads = _dim(config, "num_attention_heads", "n_head")

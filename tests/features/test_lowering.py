@@ -87,8 +87,34 @@ def test_mixtral_routes_each_token_to_two_of_eight_experts_in_grouped_gemms():
         assert int(router["count"].sum()) == 32
     dense = joulecast.workload("mistral-7b", phase="decode", batch=1, seq=256).kernels
     assert not (dense.op == "experts").any()
-    with pytest.raises(InputError, match="num_experts_per_tok: must be at most num_local_experts"):
+    with pytest.raises(InputError, match="num_experts_per_tok: must be at most the experts held \\(8\\), got 9"):
         lower({**resolve_model("mixtral-8x7b")[0], "num_experts_per_tok": 9}, phase="decode", batch=1, seq=8,
+              dtype="bf16")
+
+
+def test_qwen3_normalises_queries_and_keys_and_its_mixture_routes_to_8_of_128_narrow_experts():
+    """Qwen3 (configs as copied in the catalog's source): each head's queries and keys RMS-normalised before the
+    rotary embedding (HF's five eager kernels each, or one with the norm fusion); Qwen3-30B-A3B's experts are
+    `moe_intermediate_size` wide, 8 of 128 a token, its weights the model card's 30.5 B held and 3.3 B a token."""
+    from joulecast.features.lowering import active_parameter_count, parameter_count
+    from joulecast.features.train_step import shard_config
+
+    for model, held, active in (("qwen3-8b", 8.19e9, 8.19e9), ("qwen3-32b", 32.76e9, 32.76e9),
+                                ("qwen3-30b-a3b", 30.53e9, 3.353e9)):
+        assert parameter_count(model) == pytest.approx(held, rel=1e-3)
+        assert active_parameter_count(model) == pytest.approx(active, rel=1e-3)
+    qwen3 = joulecast.workload("qwen3-8b", phase="decode", batch=4, seq=256, fusions=("norm",)).kernels
+    qwen2 = joulecast.workload("qwen2-7b", phase="decode", batch=4, seq=256, fusions=("norm",)).kernels
+    norms = lambda k: {(r.rows, r.cols): r.count for r in k[k.op == "rmsnorm"].itertuples()}  # noqa: E731
+    assert norms(qwen3) == {(4, 4096): 2 * 36 + 1, (4 * 32, 128): 36, (4 * 8, 128): 36}
+    assert all(cols != 128 for _, cols in norms(qwen2))  # no q and k norms before Qwen3
+    k = joulecast.workload("qwen3-30b-a3b", phase="decode", batch=8, seq=256).kernels
+    experts = k[k.op == "experts"]
+    assert {(r.batch, r.m, r.n, r.k) for r in experts.itertuples()} == {(52, 2 * 768, 2, 2048), (52, 2048, 2, 768)}
+    shard = shard_config(resolve_model("qwen3-30b-a3b")[0], tp=4)
+    assert (shard["moe_intermediate_size"], shard["num_attention_heads"], shard["num_key_value_heads"]) == (192, 8, 1)
+    with pytest.raises(InputError, match="^config.mlp_only_layers: dense layers among a mixture of experts'"):
+        lower({**resolve_model("qwen3-30b-a3b")[0], "mlp_only_layers": [0]}, phase="decode", batch=1, seq=8,
               dtype="bf16")
 
 

@@ -352,3 +352,7 @@ def test_the_runner_refuses_a_mixture_of_experts_rather_than_measure_a_dense_lay
 
     with pytest.raises(InputError, match="model: the PyTorch runner builds dense models, not a mixture of experts"):
         Transformer(_tiny("mixtral-8x7b", 1))
+    with pytest.raises(InputError, match="model: the PyTorch runner builds dense models, not a mixture of experts"):
+        Transformer(_tiny("qwen3-30b-a3b", 1))
+    with pytest.raises(InputError, match="model: the PyTorch runner builds no q and k norms \\(qwen3\\)"):
+        Transformer(_tiny("qwen3-8b", 1))

@@ -379,6 +379,8 @@ class Residual:
                 note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
                                                 f"(physics' point, {interval}{widened})")
                 out[i] = (*out[i], note)
+            elif physics and k.endswith(MOE_WORK):  # a GPU not trained on: its flag says so; the kind, this
+                out[i] = (*out[i], f"{k} work, which no GPU trained on ran (physics' point, widened)")
         return out
 
     def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:

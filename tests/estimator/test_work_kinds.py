@@ -69,6 +69,11 @@ def test_a_mixture_of_experts_pass_is_work_of_its_own_kind_read_at_physics_and_w
     margin = shipped.physics_new_gpu["energy"] * residual.UNLEARNED_WIDEN
     lo, hi = est.energy_interval_j
     assert np.log(hi / est.energy_j) >= margin * (1 - 1e-6) and np.log(est.energy_j / lo) >= margin * (1 - 1e-6)
+    # on a GPU never trained on (spec-only), the reason names the kind too
+    unseen = joulecast.estimate(served, "a100-sxm4-80gb", estimator=shipped)
+    assert "spec-only" in unseen.flags and any(
+        r == "serving, mixture of experts work, which no GPU trained on ran (physics' point, widened)"
+        for r in unseen.outside_domain)
     dense = joulecast.estimate(works[2], "h100-sxm", estimator=shipped)
     assert not any("mixture" in r for r in dense.outside_domain)  # the dense step keeps its kind
 

@@ -24,7 +24,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_tp
-from joulecast.features.lowering import resolve_model
+from joulecast.features.lowering import check_job as check_model_job, resolve_model
 from joulecast.features.power import MIN_CLOCK_RATIO
 
 OBJECTIVES = ("energy", "time", "carbon")
@@ -135,25 +135,26 @@ def settings_of(values: Sequence[float | str | None], low: float, high: float, f
     return list(dict.fromkeys(out))
 
 
-def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
+def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches: Sequence[int],
+         seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
          tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = ()
          ) -> tuple[pd.DataFrame, dict[str, int]]:
-    """The configurations of a sweep (one row each), less the clocks and power limits each GPU does not allow, and
-    how many were left out for which reason; `host_dispatch_s`, the machine's host time an eager launch where known
-    (every configuration's `host_dispatch_s`; none: the default, its interval spanning the measured hosts); `tps`,
-    a generation's or a serving load's tensor-parallel GPUs an instance as an axis (a `tp` column; each checked
-    against the model first); `output_lens`, their tokens generated a sequence (a serving load's mean) as an axis
-    (an `output_len` column, in place of the fixed option); `request_rates`, a serving sweep's requests a second in
-    place of its `batches` (a `request_rate` column, RATE_SIZES). A clock or limit of "range" ("range:N") is each GPU's
-    own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its boost clock up, its power
-    limits over the range it takes."""
+    """The configurations of a sweep (one row each) of a model or each of a list of them, less the clocks and power
+    limits each GPU does not allow, and how many were left out for which reason; `host_dispatch_s`, the machine's host
+    time an eager launch where known (every configuration's `host_dispatch_s`; none: the default, its interval
+    spanning the measured hosts); `tps`, a generation's or a serving load's tensor-parallel GPUs an instance as an
+    axis (a `tp` column; each checked against the model first); `output_lens`, their tokens generated a sequence (a
+    serving load's mean) as an axis (an `output_len` column, in place of the fixed option); `request_rates`, a serving
+    sweep's requests a second in place of its `batches` (a `request_rate` column, RATE_SIZES). A clock or limit of
+    "range" ("range:N") is each GPU's own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its
+    boost clock up, its power limits over the range it takes."""
     for name, values in zip(JOB_AXES, (tps, output_lens)):
         require(not values or phase in AXIS_PHASES, name, f"applies to --phase {' or '.join(AXIS_PHASES)} only")
-    if tps:
-        config = resolve_model(model)[0]
-        tps = list(dict.fromkeys(check_tp(config, tp) for tp in tps))
+    models = [model] if isinstance(model, str) else list(model)
+    if tps:  # each divides every model's heads
+        tps = list(dict.fromkeys(check_tp(resolve_model(m)[0], tp) for m in models for tp in tps))
     output_lens = list(dict.fromkeys(output_lens))  # each checked by its jobs, as the sizes are
     if request_rates:
         require(phase == "serve", "request_rate", "applies to --phase serve only")
@@ -164,18 +165,17 @@ def grid(model: str, phase: str, *, gpus: Sequence[str], batches: Sequence[int],
                                 "sm_clock_mhz"),
                     settings_of(power_limits, *spec.power_limit_whole_range_w, "power_limit_w"))
                 for g, spec in specs.items()}
-    size = (len(batches) * len(seqs) * len(dtypes) * max(1, len(tps)) * max(1, len(output_lens))
+    size = (len(models) * len(batches) * len(seqs) * len(dtypes) * max(1, len(tps)) * max(1, len(output_lens))
             * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
-    frame = pd.DataFrame([row for g in gpus for row in itertools.product(
-                             [g], batches, seqs, dtypes, *settings[g], tps or [None], output_lens or [None])],
-                         columns=["gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
+    frame = pd.DataFrame([row for m in models for g in gpus for row in itertools.product(
+                             [m], [g], batches, seqs, dtypes, *settings[g], tps or [None], output_lens or [None])],
+                         columns=["model", "gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
                                   "sm_clock_mhz", "power_limit_w", *JOB_AXES])
     frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens)) if not values])
-    frame.insert(0, "model", model)
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
     if host_dispatch_s is not None:
@@ -381,7 +381,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
 
 
 # A sweep named by fields (`run_sweep`, `joulecast.sweep`, POST /v1/sweep): those beyond its phase's two sizes
-# (`SIZES`) and fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`). gpu, dtype, sm_clock_mhz, power_limit_w, tp,
+# (`SIZES`) and fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`). model, gpu, dtype, sm_clock_mhz, power_limit_w, tp,
 # output_len, grid and the sizes take a value or a list (an axis each).
 FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
           "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", "grid", "carbon_intensity", "pue",
@@ -448,24 +448,26 @@ def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int],
     return ([], axes[1], axes[0]) if by_rate else (axes[0], axes[1], [])
 
 
-def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", estimator: Any = None, run: Any = None,
-              progress: Any = None, max_points: int | None = None, **fields: Any) -> SweepResult:
+def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: str = "prefill", estimator: Any = None,
+              run: Any = None, progress: Any = None, max_points: int | None = None, **fields: Any) -> SweepResult:
     """A sweep named by fields, as `joulecast sweep` takes its flags and POST /v1/sweep its body (`joulecast.sweep`):
-    every combination of `gpu`, the phase's two sizes (`SIZES`: batch and seq; micro_batch and seq; batch and
-    input_len; concurrency and input_len), `dtype`, `sm_clock_mhz` and `power_limit_w` (numbers, None for the
-    default, or "range" / "range:N"), a generation's or serving load's `tp` and `output_len` (one output_len: every
-    job's; several: an axis), and the carbon `grid` (or `carbon_intensity` or `carbon_series`, at `pue`), each a value
-    or a list; the phase's fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`) as its job takes them; the `objective`,
-    `front` and constraints (`max_time_s`, `min_tokens_per_s`, `max_power_w`) as `sweep` takes them. Refused before
-    any estimate: a field it does not take (naming the closest), a bad value, and more configurations than
-    MAX_JOB_POINTS jobs or MAX_POINTS passes (on their grids), or than `max_points` where given.
+    every combination of `model` (a catalog name or a list of them), `gpu`, the phase's two sizes (`SIZES`: batch and
+    seq; micro_batch and seq; batch and input_len; concurrency and input_len), `dtype`, `sm_clock_mhz` and
+    `power_limit_w` (numbers, None for the default, or "range" / "range:N"), a generation's or serving load's `tp` and
+    `output_len` (one output_len: every job's; several: an axis), and the carbon `grid` (or `carbon_intensity` or
+    `carbon_series`, at `pue`), each a value or a list; the phase's fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`) as
+    its job takes them; the `objective`, `front` and constraints (`max_time_s`, `min_tokens_per_s`, `max_power_w`) as
+    `sweep` takes them. Refused before any estimate: a field it does not take (naming the closest), a bad value, and
+    more configurations than MAX_JOB_POINTS jobs or MAX_POINTS passes (on their grids), or than `max_points` where
+    given.
 
         >>> joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="generate", batch=[1, 16],
         ...                 input_len=512, output_len=[64, 256], power_limit_w="range:4").best"""
     if not isinstance(phase, str):
         raise InputError("phase", f"must be a phase's name, got {phase!r}")
     phase = phase.lower()  # in any case, as the CLI reads --phase
-    require(phase in (*PHASES, *JOB_PHASES), "phase", f"unknown {phase!r}; allowed: {', '.join((*PHASES, *JOB_PHASES))}")
+    phases = (*PHASES, *JOB_PHASES)
+    require(phase in phases, "phase", f"unknown {phase!r}; allowed: {', '.join(phases)}")
     fixed = JOB_OPTIONS.get(phase, PASS_OPTIONS)
     allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *(RATE_SIZES[:1] if phase == "serve" else ()), *fixed]
     unknown = sorted(set(fields) - set(allowed))
@@ -480,9 +482,14 @@ def run_sweep(model: str, gpu: str | Sequence[str], *, phase: str = "prefill", e
         job["output_len"] = output_lens.pop()
     grids = [grid_at(name, fields.get("carbon_intensity"), fields.get("pue"), fields.get("carbon_series"))
              for name in listed(fields.get("grid"), "grid", [None])]
-    gpus = listed(gpu, "gpu", [])
+    gpus, models = listed(gpu, "gpu", []), listed(model, "model", [])
     require(gpus, "gpu", "required: a GPU's name or a list of them (joulecast gpus)")
-    configs, skipped = grid(model, phase, gpus=gpus, batches=batches,
+    require(models, "model", "required: a model's name or a list of them (joulecast models)")
+    for name in models:  # an unknown name, or a config that cannot run the phase, before any estimate
+        config = resolve_model(name)[0]
+        if phase in JOB_PHASES:
+            check_model_job(config, phase)
+    configs, skipped = grid(models, phase, gpus=gpus, batches=batches,
                             seqs=seqs, dtypes=listed(fields.get("dtype"), "dtype", ["bf16"]),
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),

@@ -420,14 +420,15 @@ def _sweep(args: argparse.Namespace) -> int:
     with executor(args.scheduler, args.workers) as run, tqdm(unit="part", desc=f"sweep on {run.name}",
                                                               disable=True if args.json else None,
                                                               dynamic_ncols=True) as bar:
-        result = run_sweep(args.model, _listed(args.gpu, str, "--gpu", []), phase=args.phase,
-                           estimator=args.estimator, run=run, progress=bar.update, **fields)
+        result = run_sweep(_listed(args.model, str, "--model", []), _listed(args.gpu, str, "--gpu", []),
+                           phase=args.phase, estimator=args.estimator, run=run, progress=bar.update, **fields)
     files = []
     if args.out:
         write_table(result.points, args.out, "--out")
         files.append(args.out)
     if args.report:
-        files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {args.model} {args.phase}")))
+        models = ", ".join(_listed(args.model, str, "--model", []))
+        files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {models} {args.phase}")))
     best = result.best
     if args.json:
         render.write_json(render.sweep_payload(result, files), sys.stdout)
@@ -459,7 +460,8 @@ def _sweep(args: argparse.Namespace) -> int:
         tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
         carbon = (f"{render.mass(1e6 * best['carbon_per_token_g'])} CO2e a million output tokens"
                   if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
-        print(f"best by {result.objective}: {best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
+        model = f"{best['model']} on " if result.points["model"].nunique() > 1 else ""
+        print(f"best by {result.objective}: {model}{best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
               f"{carbon} {render.grid_place(best['grid'])}")
     else:
         print(render.unmet_text(result.points))
@@ -1024,7 +1026,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sw = sub.add_parser("sweep", help="estimate a grid of configurations (lists are comma-separated); the Pareto "
                         "front of energy against time and the best point under constraints")
-    sw.add_argument("--model", required=True, help="catalog model name")
+    sw.add_argument("--model", required=True, help="catalog model name, or several (comma-separated): an axis")
     sw.add_argument("--phase", default="prefill", type=str.lower, help="prefill, decode, training (vision: "
                     "inference), or a whole job: train-run (--global-batch, --steps or --tokens; its axes "
                     "--micro-batch and --seq), generate (--output-len; its axes --batch and --input-len, and "

@@ -69,6 +69,9 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "a serving load's GPU and cap": {"model": "llama-3-8b", "phase": "serve", "gpu": ["h100-sxm", "l40s"],
                                          "request_rate": 4, "input_len": 512, "output_len": 256,
                                          "power_limit_w": "range:4", "max_time_s": 0.05},
+        "a dense model or a mixture of experts": {"model": ["qwen3-8b", "qwen3-30b-a3b"], "phase": "serve",
+                                                  "gpu": "h100-sxm", "concurrency": [8, 64], "input_len": 512,
+                                                  "output_len": 256},
     },
     "/v1/plan": {
         "two sites": {"name": "two sites", "model": "llama-3-8b", "tokens": 1_000_000_000, "seq": 2048,
@@ -279,15 +282,16 @@ MAX_SWEEP_RATES = 50
 
 
 def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
-    """POST /v1/sweep: `joulecast.sweep` of the body's fields (`estimator.sweep.run_sweep`: its phase's two size
-    axes, gpu, dtype, sm_clock_mhz, power_limit_w, tp, output_len and grid each a value or a list, its phase's fixed
-    options, the constraints by their API names), catalog GPUs only, bounded to answer in a request's time; the
-    CLI's JSON (points, pareto, best)."""
+    """POST /v1/sweep: `joulecast.sweep` of the body's fields (`estimator.sweep.run_sweep`: its phase's two size axes,
+    model, gpu, dtype, sm_clock_mhz, power_limit_w, tp, output_len and grid each a value or a list, its phase's fixed
+    options, the constraints by their API names), catalog models and GPUs only, bounded to answer in a request's time;
+    the CLI's JSON (points, pareto, best)."""
     from joulecast.estimator.sweep import JOB_PHASES, listed, run_sweep
     from joulecast.render import sweep_payload
 
-    for name in listed(body.get("gpu"), "gpu", [None]):  # catalog names: nothing here reads a file
-        _check_names({"model": body.get("model"), "gpu": name}, "")
+    for model_name in listed(body.get("model"), "model", [None]):  # catalog names: nothing here reads a file
+        for name in listed(body.get("gpu"), "gpu", [None]):
+            _check_names({"model": model_name, "gpu": name}, "")
     fields = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase")}
     phase = body.get("phase", "prefill")
     most = (MAX_SWEEP_RATES if body.get("request_rate") is not None else MAX_SWEEP_JOBS

@@ -22,15 +22,15 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-COLUMNS = ("gpu", "batch", "seq", "output_len", "dtype", "tp", "sm_clock_mhz", "power_limit_w", "energy_j", "time_s",
-           "power_w", "tokens_per_s", "energy_per_token_j", "grid", "carbon_g", "flags")
+COLUMNS = ("model", "gpu", "batch", "seq", "output_len", "dtype", "tp", "sm_clock_mhz", "power_limit_w", "energy_j",
+           "time_s", "power_w", "tokens_per_s", "energy_per_token_j", "grid", "carbon_g", "flags")
 
 
 def columns(result: Any) -> list[str]:
     """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`), those the
-    points have (tensor parallelism where it varies; the output length where it is an axis)."""
+    points have (the model and tensor parallelism where they vary; the output length where it is an axis)."""
     named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
-    return [c for c in named if c in result.points and (c != "tp" or result.points["tp"].nunique() > 1)]
+    return [c for c in named if c in result.points and (c not in ("model", "tp") or result.points[c].nunique() > 1)]
 
 
 def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, float, float]:
@@ -108,7 +108,9 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         grid = points["grid"] if "grid" in points else pd.Series("", index=points.index)
         tp = points["tp"] if "tp" in points and points["tp"].nunique() > 1 else pd.Series(np.nan, index=points.index)
         out = points["output_len"] if "output_len" in points else pd.Series(np.nan, index=points.index)
-        names = [f"{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s}"
+        model = (points["model"] + " on " if "model" in points and points["model"].nunique() > 1
+                 else pd.Series("", index=points.index))
+        names = [f"{r.model}{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s}"
                  + (f" output-len {r.out:.0f}" if r.out == r.out else "") + f" {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
                  f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {figure(r.energy_j)} J in {figure(r.time_s)} s"
@@ -117,7 +119,7 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
                  .set_axis(["gpu", "b", "s", "dtype", "energy_j", "time_s"], axis=1)
                  .assign(sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
                          power_limit_w=setting_text(points["power_limit_w"]), grid=grid,
-                         carbon_g=points.get("carbon_g", np.nan), tp=tp, out=out).itertuples()]
+                         carbon_g=points.get("carbon_g", np.nan), tp=tp, out=out, model=model).itertuples()]
     names = [html.escape(n) for n in names]
     groups = list(dict.fromkeys(points[group])) if group in points else []
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)
@@ -216,6 +218,12 @@ def point_note(result: Any) -> str:
             "each request's time between output tokens)")
 
 
+def _colour_by(points: pd.DataFrame) -> str:
+    """A sweep's points coloured by GPU, or by model where the models vary and the GPUs do not."""
+    several = lambda c: c in points and points[c].nunique() > 1  # noqa: E731
+    return "model" if several("model") and not several("gpu") else "gpu"
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
     shown = columns(result)
@@ -232,7 +240,8 @@ def render(result: Any, title: str) -> str:
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
              f"<p>{html.escape(point_note(result))}: {html.escape(job)}.</p>" if result.job else "",
-             "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes),
+             "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes,
+                                              group=_colour_by(result.points)),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
              table(settings_shown(best.to_frame().T, shown)) if best is not None
              else f"<p>{html.escape(unmet_text(result.points))}</p>",

@@ -144,6 +144,40 @@ def test_tensor_parallelism_is_an_axis_of_a_serving_or_generation_sweep(capsys):
     assert out.startswith("2 configurations") and " tp " in out.splitlines()[1] and ", TP " in out
 
 
+def test_models_are_an_axis_each_point_its_models_estimate_and_the_report_colours_them(capsys, tmp_path):
+    """--model a,b: each model a point at each configuration, each the estimate of that model (a dense model beside
+    a mixture of experts); the table and the best line name the model where several are swept, the report colours
+    them (one GPU) and labels each point with it; a model that cannot run the phase, or an unknown one, is one line
+    before any estimate; the service takes a list."""
+    sw = joulecast.sweep(["qwen3-8b", "qwen3-30b-a3b"], "h100-sxm", phase="serve", concurrency=[8, 64],
+                         input_len=512, output_len=256, estimator="physics")
+    assert sw.points[["model", "concurrency"]].values.tolist() == [["qwen3-8b", 8], ["qwen3-8b", 64],
+                                                                   ["qwen3-30b-a3b", 8], ["qwen3-30b-a3b", 64]]
+    for r in sw.points.itertuples():
+        one = joulecast.serve(r.model, "h100-sxm", concurrency=r.concurrency, input_len=512, output_len=256,
+                              estimator="physics")
+        assert r.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
+    argv = ["sweep", "--model", "qwen3-8b,mixtral-8x7b", "--phase", "generate", "--gpu", "h200", "--input-len",
+            "256", "--output-len", "8", "--estimator", "physics", "--report", str(tmp_path / "r")]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("2 configurations") and out.splitlines()[1].split()[0] == "model"
+    assert re.search(r"best by energy: (qwen3-8b|mixtral-8x7b) on h200 ", out)
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "joulecast sweep: qwen3-8b, mixtral-8x7b generate" in page
+    assert "mixtral-8x7b on h200 batch 1 input-len 256" in page  # a point's label
+    assert page.count("class='legend'") == 1 and ">qwen3-8b</text>" in page  # coloured by model: one GPU
+    one = joulecast.sweep("qwen3-8b", "h200", phase="generate", input_len=256, output_len=8, estimator="physics")
+    assert "model" in one.points and one.points["model"].tolist() == ["qwen3-8b"]
+    for fields, message in ((dict(model=["qwen3-8b", "bert-large"], phase="serve"),
+                             "^phase: serve needs a decoder"),
+                            (dict(model=["qwen3-8b", "qwen9"]), "^model: unknown 'qwen9'"),
+                            (dict(model=[]), "^model: an empty list")):
+        with pytest.raises(joulecast.InputError, match=message):
+            joulecast.sweep(**{"gpu": "h200", "phase": "serve", "input_len": 256, "output_len": 8, "concurrency": 8,
+                               **fields})
+
+
 def test_output_length_is_an_axis_of_a_generation_or_serving_sweep(capsys):
     """--output-len 64,256: each length a point, each its job's estimate at that length (a length given twice is
     one); one length stays the jobs' fixed option; a phase without it, or an axis that is also fixed, is one line."""

@@ -14,6 +14,12 @@ _TENSOR_CORE_DTYPES = {"tf32", "bf16", "fp16", "fp8", "int8"}
 _ACTIVATION_DTYPE = {"fp8": "bf16", "int8": "bf16", "tf32": "fp32"}
 
 
+def expert_split(slots: Any, active: Any) -> tuple[Any, Any]:
+    """(experts, tokens each) of `slots` routed tokens over `active` experts, shared out evenly and rounded up (numbers
+    or arrays alike)."""
+    return active, -(-slots // active)
+
+
 @dataclass
 class KernelBuilder:
     """Collects kernel records for one workload; `count` multiplies everything added inside `repeat`."""
@@ -22,6 +28,9 @@ class KernelBuilder:
     fusions: frozenset[str] = frozenset()  # `joulecast.data.fusions` the lowering applies
     records: list[dict[str, Any]] = field(default_factory=list)
     params: int = 0            # weight elements seen in linear / conv layers (for the optimizer step)
+    # experts' GEMMs as one GEMM over every routed slot (batch 1), which `features.lower_many` fits as a polynomial
+    # in the sizes and then splits over the active experts (`expert_split`)
+    flat_experts: bool = False
     _multiplier: int = 1
 
     @property
@@ -46,12 +55,13 @@ class KernelBuilder:
         self.params += out_features * in_features * count * self._multiplier
         self._add(count, kind="gemm", op="linear", batch=1, m=m, n=n, k=in_features, **self._gemm_dtypes())
 
-    def experts(self, out_features: int, tokens_each: int, in_features: int, active: int, experts: int) -> None:
-        """One grouped GEMM over a mixture-of-experts layer's `active` experts (of `experts` held), each running its
-        own weights over `tokens_each` tokens, as one kernel (vLLM's fused_moe, Megatron's grouped GEMM): the
-        weights of every expert count, those of the active ones are read."""
+    def experts(self, out_features: int, slots: int, in_features: int, active: int, experts: int) -> None:
+        """One grouped GEMM over a mixture-of-experts layer's `active` experts (of `experts` held), its `slots`
+        routed tokens shared out evenly (`expert_split`), as one kernel (vLLM's fused_moe, Megatron's grouped GEMM):
+        the weights of every expert count, those of the active ones are read."""
         self.params += out_features * in_features * experts * self._multiplier
-        self._add(1, kind="gemm", op="experts", batch=active, m=out_features, n=tokens_each, k=in_features,
+        batch, each = (1, slots) if self.flat_experts else expert_split(slots, active)
+        self._add(1, kind="gemm", op="experts", batch=batch, m=out_features, n=each, k=in_features,
                   **self._gemm_dtypes())
 
     def bmm(self, batch: int, m: int, n: int, k: int, count: int = 1) -> None:

@@ -23,11 +23,16 @@ import numpy as np
 
 from joulecast.data.kernels import KERNEL_COLUMNS, STRING_COLUMNS
 from joulecast.data.labels import Labels, plain
+from joulecast.features.builder import expert_split
 from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lower_transformers import active_experts, expert_counts
 from joulecast.features.lowering import engine_records, is_vision, lower, normal_phase, resolve_model
 from joulecast.features.train_step import shard_config
 
 _B, _S = (2, 3), (2, 3, 4)          # probe points: Newton nodes
+# A mixture of experts' GEMM rows by op, and the column holding their routed slots: the forward's tokens (n), its
+# input gradient's reduction (k) and its weight gradient's output rows (m), as `lowering.training_step` turns them.
+EXPERT_FIELDS = {"experts": "n", "experts_dgrad": "k", "experts_wgrad": "m"}
 _CHECKS = ((5, 7), (9, 130))       # where the polynomial must reproduce the lowering exactly
 _INTS = tuple(c for c, (dtype, _) in KERNEL_COLUMNS.items() if dtype == "int64")
 _FIXED = tuple(c for c in KERNEL_COLUMNS if c not in _INTS)
@@ -43,6 +48,7 @@ class Template:
     phase: str
     vision: bool
     params: int                               # the model's weight elements, whatever the size
+    experts: tuple[int, int] | None = None    # a mixture of experts' (held, routed a token): rows fitted unsplit
 
     @property
     def rows(self) -> int:
@@ -64,7 +70,33 @@ class Template:
         out.update({name: Labels(np.tile(v.codes, n), v.names) if isinstance(v, Labels) else np.tile(v, n)
                     for name, v in self.fixed.items()})
         out["workload_id"] = np.repeat(np.arange(n, dtype=np.int64), self.rows)
+        if self.experts is not None:
+            rows, fields = self._expert_rows
+            at = (np.arange(n)[:, None] * self.rows + rows).ravel()
+            self._split_experts(out, at, np.repeat(self._tokens(batch, seq), len(rows)), np.tile(fields, n))
         return out
+
+    def _tokens(self, batch: Any, seq: Any) -> np.ndarray:
+        """The tokens a pass runs through its layers: a decode step's one a sequence, else every one."""
+        batch = np.asarray(batch, np.int64)
+        return batch if self.phase == "decode" else batch * np.asarray(seq, np.int64)
+
+    def _split_experts(self, out: dict[str, np.ndarray], at: np.ndarray, tokens: np.ndarray,
+                       fields: np.ndarray) -> None:
+        """The experts' GEMM rows `at` (fitted over every routed slot, batch 1) split over the experts their
+        `tokens` run (`expert_split`), each row's slots held in its column of `fields` (EXPERT_FIELDS)."""
+        held, routed = self.experts
+        for name in set(fields.tolist()):
+            mine = at[fields == name]
+            out["batch"][mine], out[name][mine] = expert_split(
+                out[name][mine], active_experts(tokens[fields == name], held, routed))
+
+    @functools.cached_property
+    def _expert_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the template's expert GEMM rows, the column holding each one's routed slots)."""
+        ops = plain({"op": self.fixed["op"]})["op"]
+        rows = np.array([i for i, op in enumerate(ops) if op in EXPERT_FIELDS], np.intp)
+        return rows, np.array([EXPERT_FIELDS[ops[i]] for i in rows], dtype=object)
 
     def one(self, batch: int, seq: int) -> tuple[dict[str, np.ndarray], dict[str, Labels]] | None:
         """One configuration's kernel columns as the lowering builds them (`KERNEL_COLUMNS`' order, strings as
@@ -82,6 +114,9 @@ class Template:
         strings, labels = self._fixed_forms
         out = {**dict(zip(names, at_b)), **dict(zip(same, constant.copy())),
                **{name: v.copy() for name, v in strings.items()}}
+        if self.experts is not None:
+            rows, fields = self._expert_rows
+            self._split_experts(out, rows, np.repeat(self._tokens(batch, seq), len(rows)), fields)
         return ({name: out[name] for name in KERNEL_COLUMNS},
                 {name: Labels(v.codes.copy(), v.names) for name, v in labels.items()})
 
@@ -114,10 +149,11 @@ class Template:
 
 
 def _records(config: Mapping[str, Any], phase: str, batch: int, seq: int, dtype: str, attention: str,
-             engine: str | None, fusions: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The lowering's kernel rows at (batch, seq), unmerged (each record its own row)."""
+             engine: str | None, fusions: tuple[str, ...], flat_experts: bool = False) -> dict[str, np.ndarray]:
+    """The lowering's kernel rows at (batch, seq), unmerged (each record its own row); `flat_experts`: a mixture of
+    experts' GEMMs unsplit (`KernelBuilder.flat_experts`), as its template fits them."""
     records = engine_records(lower(config, phase=phase, batch=batch, seq=seq, dtype=dtype, attention=attention,
-                                   fusions=fusions)[0], engine)
+                                   fusions=fusions, flat_experts=flat_experts)[0], engine)
     return kernel_columns(records, merge=False)
 
 
@@ -130,7 +166,9 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
     if tp > 1:
         config = shard_config(config, tp=tp)
     phase = normal_phase(config, phase)
-    probes = {(b, s): _records(config, phase, b, s, dtype, attention, engine, fusions) for b in _B for s in _S}
+    experts = None if is_vision(config) else expert_counts(config)
+    flat = experts is not None
+    probes = {(b, s): _records(config, phase, b, s, dtype, attention, engine, fusions, flat) for b in _B for s in _S}
     first = probes[_B[0], _S[0]]
     if any(len(p["count"]) != len(first["count"]) or any((p[c] != first[c]).any() for c in _FIXED)
            for p in probes.values()):
@@ -145,7 +183,9 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
     fixed = {c: Labels.of(first[c]) if c in STRING_COLUMNS else first[c] for c in _FIXED}
     out = Template(fixed=fixed, coefficients=coefficients, phase=phase, vision=is_vision(config),
                    params=lower(config, phase=phase, batch=_B[0], seq=_S[0], dtype=dtype, attention=attention,
-                                fusions=fusions)[1])
+                                fusions=fusions)[1], experts=experts[:2] if flat else None)
+    if flat and len(out._expert_rows[0]) != sum(str(op).startswith("experts") for op in plain(fixed)["op"]):
+        return None  # an expert row whose slots' column is not known (EXPERT_FIELDS): lowered each time
     for b, s in _CHECKS:
         expected, got = _records(config, phase, b, s, dtype, attention, engine, fusions), out.columns([b], [s])
         got = plain(got)

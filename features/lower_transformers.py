@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+import numpy as np
+
 from joulecast.data.errors import InputError
 from joulecast.data.files import whole_number
 from joulecast.data.models import QK_NORM_TYPES, is_mixture_of_experts
@@ -269,12 +271,14 @@ def expert_counts(c: Mapping[str, Any]) -> tuple[int, int, int] | None:
     return held, routed, width
 
 
-def active_experts(tokens: int, held: int, routed: int) -> int:
-    """The experts a pass over `tokens` tokens runs: held x (1 - (1 - routed / held)^tokens), each token's `routed`
-    experts drawn alike and apart (an assumption: a trained router's choices are skewed, and fewer experts run where
-    they are), so a decode step of one token runs `routed` and a prefill of many runs every expert."""
-    expected = held * (1.0 - (1.0 - routed / held) ** tokens)
-    return int(min(held, max(routed, round(expected))))
+def active_experts(tokens: Any, held: int, routed: int) -> Any:
+    """The experts a pass over `tokens` tokens runs (a count, or an array of them): held x (1 - (1 - routed /
+    held)^tokens), each token's `routed` experts drawn alike and apart (an assumption: a trained router's choices are
+    skewed, and fewer experts run where they are), so a decode step of one token runs `routed` and a prefill of many
+    runs every expert."""
+    expected = held * (1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float))
+    out = np.minimum(held, np.maximum(routed, np.round(expected))).astype(np.int64)
+    return int(out) if out.ndim == 0 else out
 
 
 def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int) -> None:
@@ -284,15 +288,13 @@ def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: in
     to it (shared out evenly), SiLU times up (silu_and_mul), the down projection, and the k outputs a token summed by
     their routing weights (moe_sum, counted as a copy of the k outputs). Hugging Face's eager loop, a GEMM an expert,
     is not modelled."""
-    active = active_experts(t, held, routed)
-    slots = t * routed
-    each = -(-slots // active)
+    active, slots = active_experts(t, held, routed), t * routed
     b.linear(held, t, h)
     b.softmax(t, held, dtype="fp32")
     b.ew("copy", slots, dtype="fp32")
-    b.experts(2 * inner, each, h, active, held)
+    b.experts(2 * inner, slots, h, active, held)
     b.ew("swiglu", slots * inner)
-    b.experts(h, each, inner, active, held)
+    b.experts(h, slots, inner, active, held)
     b.ew("copy", slots * h)
 
 

@@ -321,7 +321,7 @@ def test_service_bodies(phase, needs, extra):
     assert result is None or isinstance(result, dict)
 
 
-_SWEEP_KEYS = ["phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
+_SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
                "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len", "concurrency",
                "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate"]
 
@@ -334,6 +334,8 @@ _SWEEP_KEYS = ["phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_l
 @example(phase=None, needs=False, extra={"engine": []})  # a pass's fixed option, a list: once a pandas ValueError
 @example(phase="train-run", needs=False, extra={"global_batch": []})  # the micro-batches' default: once a TypeError
 @example(phase="generate", needs=False, extra={"input_len": 1})  # no output_len: once generate()'s TypeError
+@example(phase="serve", needs=True, extra={"model": ["gpt2", "qwen3-30b-a3b"]})  # models as an axis
+@example(phase=None, needs=False, extra={"model": ["gpt2", 3]})  # a list with a bad item: one line naming model
 def test_service_sweep_bodies(phase, needs, extra):
     """A sweep body with hostile fields and lists: an answer, or one line naming a field (a 422)."""
     from joulecast.service import sweep_points

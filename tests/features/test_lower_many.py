@@ -15,6 +15,10 @@ CASES = [(m, p, a) for m in ("gpt2", "bert-large", "opt-1.3b", "qwen2-1.5b", "ll
          for p in ("prefill", "decode", "training") for a in ("flash", "eager", "masked")
          if not (m == "bert-large" and p == "decode")]
 CASES += [(m, p, "flash") for m in ("vit-large", "resnet-101", "mobilevit-small") for p in ("inference", "training")]
+# Qwen3's q and k norms; mixtures of experts, whose experts' GEMMs the template fits unsplit and splits over the
+# experts each size runs (`Template.experts`)
+CASES += [(m, p, a) for m in ("qwen3-8b", "mixtral-8x7b", "qwen3-30b-a3b") for p in ("prefill", "decode", "training")
+          for a in ("flash", "eager")]
 CASES = [(*c, ()) for c in CASES]
 # fused kernels (`joulecast.data.fusions`) as polynomial as the eager ones
 CASES += [(m, p, "flash", f) for m, f in (("llama-3-8b", ("activation", "attention_layout", "norm", "rope")),
@@ -80,6 +84,8 @@ def test_a_structure_the_polynomial_misses_is_lowered_one_by_one(monkeypatch):
     ("resnet-101", "inference", 16, None, "flash", None, (), False),
     ("gpt2", "prefill", 1, 64, "eager", None, (), True),          # two kernels meet at 64 tokens (the head width)
     ("llama-3-8b", "prefill", 2, 1, "flash", "vllm-0.5.4", (), True),  # one token meets the engine's decode swap
+    ("qwen3-30b-a3b", "decode", 8, 512, "flash", "vllm-0.11.1", (), False),  # 52 of 128 experts, 2 slots each
+    ("mixtral-8x7b", "training", 2, 64, "flash", None, (), False),
 ])
 def test_a_catalog_workload_is_its_templates_value_or_else_lowered(model, phase, batch, seq, attention, engine,
                                                                     fusions, lowered, monkeypatch):

@@ -321,9 +321,9 @@ def test_service_bodies(phase, needs, extra):
     assert result is None or isinstance(result, dict)
 
 
-_SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective", "front",
-               "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len", "concurrency",
-               "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate"]
+_SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
+               "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
+               "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate"]
 
 
 @SETTINGS

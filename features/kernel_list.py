@@ -42,10 +42,11 @@ def _int(params: dict, key: str, where: str) -> int:
 
 
 def _gemm(p: dict, w: str) -> dict:
-    tc = bool(p.get("useTensorCore", True))
-    return dict(kind="gemm", op="bmm" if p.get("batch", 1) > 1 else "linear", tensor_core=tc,
-                dtype=_dtype(p.get("precM"), f"{w}.precM"), acc_dtype=_dtype(p.get("precA", p.get("precM")), f"{w}.precA"),
-                batch=_int(p, "batch", w), m=_int(p, "dimM", w), n=_int(p, "dimN", w), k=_int(p, "dimK", w))
+    dtype, acc = _dtype(p.get("precM"), f"{w}.precM"), _dtype(p.get("precA", p.get("precM")), f"{w}.precA")
+    batch = _int(p, "batch", w)  # checked before it names the op
+    return dict(kind="gemm", op="bmm" if batch > 1 else "linear", tensor_core=bool(p.get("useTensorCore", True)),
+                dtype=dtype, acc_dtype=acc, batch=batch, m=_int(p, "dimM", w), n=_int(p, "dimN", w),
+                k=_int(p, "dimK", w))
 
 
 def _conv(p: dict, w: str) -> dict:

@@ -69,6 +69,11 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
                     out.append({**gemm, "op": "lora_wgrad", "m": b, "n": a, "k": tokens})
             elif not lora_rank:
                 out.append({**gemm, "op": "linear_wgrad", "m": n_out, "n": n_in, "k": tokens})
+        elif r["kind"] == "gemm" and r["op"] == "experts":  # each active expert's own weights (m out, k in) over
+            # its n tokens: the input's gradient always, the weights' where they train (LoRA freezes them, unadapted)
+            out.append({**r, "op": "experts_dgrad", "m": r["k"], "n": r["n"], "k": r["m"]})
+            if not lora_rank:
+                out.append({**r, "op": "experts_wgrad", "m": r["m"], "n": r["k"], "k": r["n"]})
         elif r["kind"] in ("gemm", "conv2d"):
             m, n, k = r["m"], r["n"], r["k"]
             out.append({**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n})

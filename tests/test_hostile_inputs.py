@@ -148,6 +148,7 @@ def test_gpu_spec(field, value):
     st.one_of(st.integers(-3, 10**7), st.sampled_from(["bf16", "fp32", "pointwise_add"]), st.booleans()),
     max_size=8), st.lists(st.sampled_from(["gemm", "tc", "bf16_bf16", "layernorm", "elementwise", "softmax"]),
                           max_size=3)), max_size=2), max_size=5)))
+@example(entries=[[{"dimM": 0, "dimN": 0, "dimK": 0, "batch": "bf16"}, ["gemm"]]])  # once '>' on a str: a TypeError
 def test_kernel_list(entries):
     from joulecast.features.kernel_list import parse_kernel_list
 

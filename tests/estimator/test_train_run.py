@@ -66,6 +66,27 @@ def test_lora_freezes_the_weights_and_trains_small_adapters():
     assert train_step.lora_params(forward, 4 * 512, 8, attention_only) == 12 * 8 * ((768 + 2304) + (768 + 768))
 
 
+def test_a_mixture_of_experts_trains_its_experts_whole_and_freezes_them_under_lora():
+    """Each active expert's grouped GEMM gets its input's gradient (its own weights transposed, over its tokens)
+    and, in a full fine-tune, its weights' (every expert's, in the optimizer too); LoRA adapts the dense GEMMs and
+    leaves the experts frozen: no weight gradient for them."""
+    forward, params = lower(resolve_model("mixtral-8x7b")[0], phase="prefill", batch=2, seq=256, dtype="bf16",
+                            lm_head=False)
+    up = next(r for r in forward if r["op"] == "experts" and r["m"] == 2 * 14336)
+    assert (up["batch"], up["n"], up["k"]) == (8, 128, 4096)  # 512 tokens, 2 each, over all 8 experts
+    full = train_step.micro_step(forward, 512)
+    lora = train_step.micro_step(forward, 512, lora_rank=16, skip_widths=frozenset({32000}))
+    grads = lambda steps, op: [(r["batch"], r["m"], r["n"], r["k"]) for r in steps  # noqa: E731
+                               if r["op"] == op and r["m"] in (2 * 14336, 4096) and r["k"] in (2 * 14336, 4096, 128)]
+    assert (8, 4096, 128, 2 * 14336) in grads(full, "experts_dgrad") and (8, 2 * 14336, 4096, 128) in grads(
+        full, "experts_wgrad")
+    assert grads(lora, "experts_dgrad") == grads(full, "experts_dgrad") and not grads(lora, "experts_wgrad")
+    assert train_step.lora_params(forward, 512, 16, frozenset({32000})) < 0.01 * params  # the experts not adapted
+    run = dict(seq=256, global_batch=2, micro_batch=2, steps=1, estimator="physics")
+    whole, adapted = (joulecast.train_run("mixtral-8x7b", "h200", lora_rank=r, **run) for r in (0, 16))
+    assert adapted.time_s < whole.time_s and whole.step.trainable == params
+
+
 def test_recomputation_trades_time_for_memory_and_fp8_runs_faster_where_it_exists():
     none, full = _run(), _run(recompute="full")
     selective = _run(recompute="selective")

@@ -135,8 +135,7 @@ def settings_of(values: Sequence[float | str | None], low: float, high: float, f
     return list(dict.fromkeys(out))
 
 
-def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches: Sequence[int],
-         seqs: Sequence[int],
+def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
          tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = ()

@@ -118,8 +118,8 @@ def rows() -> pd.DataFrame:
     table = table[table["workload_ref"].notna()].copy()
     # v3 spreads a mixture of experts over several GPUs by expert parallelism (its every such row: expert_parallel =
     # num_gpus, tensor_parallel 1), which `serve` does not model: those rows are left out
-    moe = table["model"].map(lambda m: is_mixture_of_experts(resolve_model(m)[0]))
-    table = table[~(moe & table["provenance"].str.startswith("mlenergy-v3") & (table["num_gpus"] > 1))].copy()
+    table["moe"] = table["model"].map({m: is_mixture_of_experts(resolve_model(m)[0]) for m in set(table["model"])})
+    table = table[~(table["moe"] & table["provenance"].str.startswith("mlenergy-v3") & (table["num_gpus"] > 1))].copy()
     table["release"] = table["provenance"].str.split("/").str[0]
     table["measured_j_per_token"] = table["energy_j"] / table["batch"]
     table["measured_tokens_per_s"] = table["batch"] / table["time_s"]
@@ -305,7 +305,7 @@ def main() -> int:
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        frame["moe"] = frame["model"].map(lambda m: is_mixture_of_experts(resolve_model(m)[0]))
+        frame["moe"] = frame["model"].map(dict(zip(table["model"], table["moe"])))
         for (release, gpu, tp, moe), part in frame.groupby(["release", "gpu", "tp", "moe"]):
             summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),

@@ -417,18 +417,19 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.data.executors import executor
 
     # the bar on a terminal only (None: tqdm's own test), never under --json
+    models = _listed(args.model, str, "--model", [])
     with executor(args.scheduler, args.workers) as run, tqdm(unit="part", desc=f"sweep on {run.name}",
                                                               disable=True if args.json else None,
                                                               dynamic_ncols=True) as bar:
-        result = run_sweep(_listed(args.model, str, "--model", []), _listed(args.gpu, str, "--gpu", []),
-                           phase=args.phase, estimator=args.estimator, run=run, progress=bar.update, **fields)
+        result = run_sweep(models, _listed(args.gpu, str, "--gpu", []), phase=args.phase, estimator=args.estimator,
+                           run=run, progress=bar.update, **fields)
     files = []
     if args.out:
         write_table(result.points, args.out, "--out")
         files.append(args.out)
     if args.report:
-        models = ", ".join(_listed(args.model, str, "--model", []))
-        files.append(str(sweep_report.write(result, args.report, f"joulecast sweep: {models} {args.phase}")))
+        files.append(str(sweep_report.write(result, args.report,
+                                            f"joulecast sweep: {', '.join(models)} {args.phase}")))
     best = result.best
     if args.json:
         render.write_json(render.sweep_payload(result, files), sys.stdout)
@@ -457,10 +458,11 @@ def _sweep(args: argparse.Namespace) -> int:
                        f", {render.figure(best['energy_per_token_j'])} J and "
                        f"{render.duration(best['s_per_token'])} a token"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
-        tp = f", TP {best['tp']:.0f}" if "tp" in sweep_report.columns(result) else ""
+        shown = sweep_report.columns(result)  # the model and TP where they vary
+        tp = f", TP {best['tp']:.0f}" if "tp" in shown else ""
         carbon = (f"{render.mass(1e6 * best['carbon_per_token_g'])} CO2e a million output tokens"
                   if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
-        model = f"{best['model']} on " if result.points["model"].nunique() > 1 else ""
+        model = f"{best['model']} on " if "model" in shown else ""
         print(f"best by {result.objective}: {model}{best['gpu']} {sizes} {best['dtype']}{tp}{setting}, {figures}; "
               f"{carbon} {render.grid_place(best['grid'])}")
     else:

@@ -137,14 +137,18 @@ def _is_path(name: str) -> bool:
     return "/" in name or "\\" in name or name.endswith(".json")
 
 
+def _catalog_name(key: str, value: Any, where: str) -> None:
+    """A `model` or `gpu` given as a catalog name: a path (which `workload` would read) is refused."""
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{where}{key}", "required: a catalog name (GET /v1/models, /v1/gpus)")
+    if _is_path(value):
+        raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
+
+
 def _check_names(row: dict[str, Any], where: str) -> None:
-    """Catalog names only: a path (which `workload` would read) is refused."""
+    """Catalog names only (`_catalog_name`), and the fields an estimate takes."""
     for key in ("model", "gpu"):
-        value = row.get(key)
-        if not isinstance(value, str) or not value:
-            raise InputError(f"{where}{key}", "required: a catalog name (GET /v1/models, /v1/gpus)")
-        if _is_path(value):
-            raise InputError(f"{where}{key}", f"{value!r} is not a catalog name (paths are not read here)")
+        _catalog_name(key, row.get(key), where)
     from joulecast.estimator.many import CONFIG_COLUMNS
 
     allowed = CONFIG_COLUMNS + _GENERATE + tuple(f for fields in _JOBS.values() for f in fields if f not in _GENERATE)
@@ -289,9 +293,9 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     from joulecast.estimator.sweep import JOB_PHASES, listed, run_sweep
     from joulecast.render import sweep_payload
 
-    for model_name in listed(body.get("model"), "model", [None]):  # catalog names: nothing here reads a file
-        for name in listed(body.get("gpu"), "gpu", [None]):
-            _check_names({"model": model_name, "gpu": name}, "")
+    for key in ("model", "gpu"):  # catalog names: nothing here reads a file
+        for name in listed(body.get(key), key, [None]):
+            _catalog_name(key, name, "")
     fields = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase")}
     phase = body.get("phase", "prefill")
     most = (MAX_SWEEP_RATES if body.get("request_rate") is not None else MAX_SWEEP_JOBS

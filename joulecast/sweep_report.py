@@ -30,7 +30,12 @@ def columns(result: Any) -> list[str]:
     """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`), those the
     points have (the model and tensor parallelism where they vary; the output length where it is an axis)."""
     named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
-    return [c for c in named if c in result.points and (c not in ("model", "tp") or result.points[c].nunique() > 1)]
+    return [c for c in named if c in result.points and (c not in ("model", "tp") or varies(result.points, c))]
+
+
+def varies(points: pd.DataFrame, column: str) -> bool:
+    """Whether the points have `column` with more than one value (a model or TP shown only where it does)."""
+    return column in points and points[column].nunique() > 1
 
 
 def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, float, float]:
@@ -106,10 +111,9 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         names = [""] * len(points)
     elif names is None:
         grid = points["grid"] if "grid" in points else pd.Series("", index=points.index)
-        tp = points["tp"] if "tp" in points and points["tp"].nunique() > 1 else pd.Series(np.nan, index=points.index)
+        tp = points["tp"] if varies(points, "tp") else pd.Series(np.nan, index=points.index)
         out = points["output_len"] if "output_len" in points else pd.Series(np.nan, index=points.index)
-        model = (points["model"] + " on " if "model" in points and points["model"].nunique() > 1
-                 else pd.Series("", index=points.index))
+        model = points["model"] + " on " if varies(points, "model") else pd.Series("", index=points.index)
         names = [f"{r.model}{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s}"
                  + (f" output-len {r.out:.0f}" if r.out == r.out else "") + f" {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
@@ -220,8 +224,7 @@ def point_note(result: Any) -> str:
 
 def _colour_by(points: pd.DataFrame) -> str:
     """A sweep's points coloured by GPU, or by model where the models vary and the GPUs do not."""
-    several = lambda c: c in points and points[c].nunique() > 1  # noqa: E731
-    return "model" if several("model") and not several("gpu") else "gpu"
+    return "model" if varies(points, "model") and not varies(points, "gpu") else "gpu"
 
 
 def render(result: Any, title: str) -> str:

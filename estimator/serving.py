@@ -47,7 +47,7 @@ from joulecast.data.workload import MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp, fewest_fitting
-from joulecast.features import serve_step
+from joulecast.features import serve_step, train_step
 from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
@@ -65,6 +65,7 @@ class ServeEstimate:
     model: str
     gpu: str
     tp: int
+    expert_parallel: bool         # a mixture's experts split whole over the tp GPUs, not each one's width
     engine: str
     sampling: str                 # how the requests pick their tokens (`features.sampling.SAMPLING`)
     input_len: float
@@ -133,7 +134,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
               input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
-              sampling: str = "greedy") -> list[tuple[Estimate, float, float]]:
+              sampling: str = "greedy", expert_parallel: bool = False) -> list[tuple[Estimate, float, float]]:
     """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
     config, _, _ = resolve_model(model)
     out = []
@@ -143,7 +144,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
                                                 output_len_cv=output_len_cv, input_len_cv=input_len_cv,
                                                 dtype=dtype, engine=engine,
                                                 launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                                host_dispatch_s=host_dispatch_s, sampling=sampling)
+                                                host_dispatch_s=host_dispatch_s, sampling=sampling,
+                                                expert_parallel=expert_parallel)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
         comm = float(all_reduce_s(config, spec, engine, tp, b + prompt))
@@ -157,7 +159,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
-          sampling: str = "greedy",
+          sampling: str = "greedy", expert_parallel: bool = False,
           estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
@@ -166,12 +168,15 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     `input_len_cv` the prompts' (their chunks' attention grows with each prompt's length squared).
     `sampling`: how the requests pick their tokens, `greedy`, `top-p` (top-p or top-k) or `top-p-penalties` (also
     repetition, frequency or presence penalties), which an engine with a priced sampler turns into GPU work a step.
+    `expert_parallel`: a mixture of experts' experts split whole over the `tp` GPUs (vLLM's --enable-expert-parallel:
+    each GPU a tp-th of them, attention still split by heads, the same two all-reduces a layer) instead of each
+    expert's width split `tp` ways.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
-            serves, an unknown engine, a layout the model's heads do not divide, a clock or a limit the GPU does
-            not allow).
+            serves, an unknown engine, a layout the model's heads do not divide, experts split where the model has
+            none, a clock or a limit the GPU does not allow).
     """
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
     max_batch = int(_positive("max_batch", max_batch, integer=True))
@@ -197,6 +202,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     config = resolve_model(model)[0]
     check_job(config, "serve")
     tp = check_tp(config, tp)  # a whole number of GPUs the model's heads divide into
+    require(isinstance(expert_parallel, (bool, np.bool_)), "expert_parallel",
+            f"must be true or false, got {expert_parallel!r}")
+    expert_parallel = bool(expert_parallel)
+    train_step.shard_config(config, expert_parallel=expert_parallel)  # experts to split: a mixture's alone
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
@@ -204,7 +213,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
     setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
                    input_len_cv=float(input_len_cv), host_dispatch_s=check_host_dispatch(host_dispatch_s),
-                   sampling=sampling)
+                   sampling=sampling, expert_parallel=expert_parallel)
     if concurrency is not None:
         busy = min(concurrency, max_batch)
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
@@ -255,7 +264,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
             model, spec, np.array([busy]), input_len, output_len, dtype, eng, launch_mode, gpus, chunk_tokens, None,
             **setting)[0][0].flags)
     return ServeEstimate(
-        model=est.workload.split("/")[0], gpu=spec.name, tp=tp, engine=engine, sampling=sampling, input_len=input_len,
+        model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
+        sampling=sampling, input_len=input_len,
         output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,

@@ -21,6 +21,7 @@ from joulecast.data.errors import InputError, UnknownFieldError, require
 from joulecast.data.files import kind_of, whole_number
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_tp
@@ -61,7 +62,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine",
                             "tp"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
-                         "input_len_cv", "sampling")}
+                         "input_len_cv", "sampling", "expert_parallel")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
@@ -233,6 +234,9 @@ def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
         for name in job:
             if name not in JOB_OPTIONS[phase]:
                 raise InputError(name, f"has no effect with --phase {phase}")
+    if "expert_parallel" in job:  # checked here too: a sweep of dense models alone never passes it to a job
+        require(isinstance(job["expert_parallel"], (bool, np.bool_)), "expert_parallel",
+                f"must be true or false, got {job['expert_parallel']!r}")
     if "fusions" in job:  # checked once, and written as the list the job reports
         job["fusions"] = list(check_fusions(job["fusions"]))
     if "engine" in job and normal_engine(job["engine"]) is None:  # "none" is the default: no engine
@@ -272,8 +276,11 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
             load = ({"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
                     else {"concurrency": int(c.batch)})
+            # experts split over the GPUs where the model has any: a dense model of the sweep serves as without
+            own = job if is_mixture_of_experts(resolve_model(c.model)[0]) else {
+                k: v for k, v in job.items() if k != "expert_parallel"}
             try:
-                r = serve(c.model, c.gpu, **load, input_len=float(c.seq), **job, **setting, **_axes(c),
+                r = serve(c.model, c.gpu, **load, input_len=float(c.seq), **own, **setting, **_axes(c),
                           suggest_tp=False)
             except BeyondCapacityError as exc:  # a rate this GPU cannot serve: a point, infeasible, with the reason
                 out.append(dict(time_s=np.nan, energy_j=np.nan, tokens=np.nan, energy_lo_j=np.nan, energy_hi_j=np.nan,

@@ -5,7 +5,8 @@
 
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
 Llama-3.3-70B, Mistral-7B v0.3, Qwen3-8B, 14B and 32B, and two mixtures of experts, `moe` in the table: v2's
-Mixtral-8x7B on 4 GPUs and v3's Qwen3-30B-A3B on one, its expert-parallel rows on two left out), served
+Mixtral-8x7B on 4 GPUs, each expert's width split, and v3's Qwen3-30B-A3B on one GPU and on two with its experts
+split whole, `ep` in the table: `serve`'s expert_parallel, as the record's expert_parallel says), served
 at the row's measured mean batch as the concurrency, its max batch, its mean output length and its GPU count as
 tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
@@ -117,9 +118,14 @@ def rows() -> pd.DataFrame:
     table = import_mlenergy(EXTERNAL)
     table = table[table["workload_ref"].notna()].copy()
     # v3 spreads a mixture of experts over several GPUs by expert parallelism (its every such row: expert_parallel =
-    # num_gpus, tensor_parallel 1), which `serve` does not model: those rows are left out
+    # num_gpus, data_parallel 1, and its vLLM configs --enable-expert-parallel): vLLM's EP size is TP x DP, so the
+    # GPUs split attention by heads and hold the experts whole, a share each (`serve`'s expert_parallel). A row whose
+    # attention runs data-parallel (data_parallel > 1, none of the catalog's models) would be left out.
     table["moe"] = table["model"].map({m: is_mixture_of_experts(resolve_model(m)[0]) for m in set(table["model"])})
-    table = table[~(table["moe"] & table["provenance"].str.startswith("mlenergy-v3") & (table["num_gpus"] > 1))].copy()
+    layout = [_v3_record(m)["parallelization"] if m.startswith("mlenergy-v3:") else {}
+              for m in table["measurement_id"]]
+    table["expert_parallel"] = [int(p.get("expert_parallel") or 1) > 1 for p in layout]
+    table = table[[int(p.get("data_parallel") or 1) == 1 for p in layout]].copy()
     table["release"] = table["provenance"].str.split("/").str[0]
     table["measured_j_per_token"] = table["energy_j"] / table["batch"]
     table["measured_tokens_per_s"] = table["batch"] / table["time_s"]
@@ -133,7 +139,7 @@ def _serve_row(r, input_len: int, residual, cv: float):
     return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                  max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
                  dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
-                 output_len_cv=cv, sampling=SAMPLING[r.release],
+                 output_len_cv=cv, sampling=SAMPLING[r.release], expert_parallel=bool(r.expert_parallel),
                  estimator=residual if residual is not None else "physics")
 
 
@@ -143,7 +149,8 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
         cv = output_len_cv(r.measurement_id) if spread else 0.0
         est = _serve_row(r, input_len, residual, cv)
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)
-        out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), batch=int(r.batch), cv=cv,
+        out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), moe=bool(r.moe),
+                        ep=bool(r.expert_parallel), batch=int(r.batch), cv=cv,
                         measured_j_per_token=r.measured_j_per_token,
                         predicted_j_per_token=est.energy_per_output_token_j,
                         measured_tokens_per_s=r.measured_tokens_per_s, predicted_tokens_per_s=est.tokens_per_s,
@@ -305,9 +312,9 @@ def main() -> int:
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        frame["moe"] = frame["model"].map(dict(zip(table["model"], table["moe"])))
-        for (release, gpu, tp, moe), part in frame.groupby(["release", "gpu", "tp", "moe"]):
-            summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), rows=len(part),
+        for (release, gpu, tp, moe, ep), part in frame.groupby(["release", "gpu", "tp", "moe", "ep"]):
+            summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), ep=bool(ep),
+                                rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),
                                 tokens_per_s_mape=float(part["throughput_ape"].mean()),
                                 output_len_cv=float(part["cv"].mean()),

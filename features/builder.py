@@ -14,10 +14,11 @@ _TENSOR_CORE_DTYPES = {"tf32", "bf16", "fp16", "fp8", "int8"}
 _ACTIVATION_DTYPE = {"fp8": "bf16", "int8": "bf16", "tf32": "fp32"}
 
 
-def expert_split(slots: Any, active: Any) -> tuple[Any, Any]:
+def expert_split(slots: Any, active: Any, shards: int = 1) -> tuple[Any, Any]:
     """(experts, tokens each) of `slots` routed tokens over `active` experts, shared out evenly and rounded up (numbers
-    or arrays alike)."""
-    return active, -(-slots // active)
+    or arrays alike); with expert parallelism over `shards` GPUs, one GPU's: its `active` experts take the slots
+    routed to it, a `shards`-th of them."""
+    return active, -(-slots // (active * shards))
 
 
 @dataclass
@@ -55,12 +56,14 @@ class KernelBuilder:
         self.params += out_features * in_features * count * self._multiplier
         self._add(count, kind="gemm", op="linear", batch=1, m=m, n=n, k=in_features, **self._gemm_dtypes())
 
-    def experts(self, out_features: int, slots: int, in_features: int, active: int, experts: int) -> None:
+    def experts(self, out_features: int, slots: int, in_features: int, active: int, experts: int,
+                shards: int = 1) -> None:
         """One grouped GEMM over a mixture-of-experts layer's `active` experts (of `experts` held), its `slots`
         routed tokens shared out evenly (`expert_split`), as one kernel (vLLM's fused_moe, Megatron's grouped GEMM):
-        the weights of every expert count, those of the active ones are read."""
+        the weights of every expert count, those of the active ones are read. With expert parallelism over `shards`
+        GPUs, `experts` and `active` are one GPU's, `slots` every GPU's."""
         self.params += out_features * in_features * experts * self._multiplier
-        batch, each = (1, slots) if self.flat_experts else expert_split(slots, active)
+        batch, each = (1, slots) if self.flat_experts else expert_split(slots, active, shards)
         self._add(1, kind="gemm", op="experts", batch=batch, m=out_features, n=each, k=in_features,
                   **self._gemm_dtypes())
 

@@ -25,7 +25,7 @@ from joulecast.data.kernels import KERNEL_COLUMNS, STRING_COLUMNS
 from joulecast.data.labels import Labels, plain
 from joulecast.features.builder import expert_split
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lower_transformers import active_experts, expert_counts
+from joulecast.features.lower_transformers import active_experts, expert_counts, expert_shards
 from joulecast.features.lowering import engine_records, is_vision, lower, normal_phase, resolve_model
 from joulecast.features.train_step import shard_config
 
@@ -48,7 +48,8 @@ class Template:
     phase: str
     vision: bool
     params: int                               # the model's weight elements, whatever the size
-    experts: tuple[int, int] | None = None    # a mixture of experts' (held, routed a token): rows fitted unsplit
+    # a mixture of experts' (held, routed a token, GPUs they are split over): rows fitted unsplit
+    experts: tuple[int, int, int] | None = None
 
     @property
     def rows(self) -> int:
@@ -85,11 +86,11 @@ class Template:
                        fields: np.ndarray) -> None:
         """The experts' GEMM rows `at` (fitted over every routed slot, batch 1) split over the experts their
         `tokens` run (`expert_split`), each row's slots held in its column of `fields` (EXPERT_FIELDS)."""
-        held, routed = self.experts
+        held, routed, shards = self.experts
         for name in set(fields.tolist()):
             mine = at[fields == name]
             out["batch"][mine], out[name][mine] = expert_split(
-                out[name][mine], active_experts(tokens[fields == name], held, routed))
+                out[name][mine], active_experts(tokens[fields == name], held, routed, shards), shards)
 
     @functools.cached_property
     def _expert_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -183,7 +184,7 @@ def template(model: str, phase: str, dtype: str, attention: str, engine: str | N
     fixed = {c: Labels.of(first[c]) if c in STRING_COLUMNS else first[c] for c in _FIXED}
     out = Template(fixed=fixed, coefficients=coefficients, phase=phase, vision=is_vision(config),
                    params=lower(config, phase=phase, batch=_B[0], seq=_S[0], dtype=dtype, attention=attention,
-                                fusions=fusions)[1], experts=experts[:2] if flat else None)
+                                fusions=fusions)[1], experts=(*experts[:2], expert_shards(config)) if flat else None)
     if flat and len(out._expert_rows[0]) != sum(str(op).startswith("experts") for op in plain(fixed)["op"]):
         return None  # an expert row whose slots' column is not known (EXPERT_FIELDS): lowered each time
     for b, s in _CHECKS:

@@ -226,7 +226,7 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
             b.ew("pointwise_add", t * h)
         _rmsnorm(b, t, h, with_residual=add_norm)
         if experts:
-            _experts(b, t, h, *experts)
+            _experts(b, t, h, *experts, expert_shards(c))
         else:
             _gated_mlp(b, t, h, inner, packed)
         if not add_norm:
@@ -271,30 +271,57 @@ def expert_counts(c: Mapping[str, Any]) -> tuple[int, int, int] | None:
     return held, routed, width
 
 
-def active_experts(tokens: Any, held: int, routed: int) -> Any:
+def expert_shards(c: Mapping[str, Any]) -> int:
+    """The GPUs a mixture of experts' experts are split over in this shard (`expert_parallel_size`, which
+    `features.train_step.shard_config` sets under expert parallelism); 1 where each GPU runs every expert."""
+    return int(c.get("expert_parallel_size") or 1)
+
+
+def active_experts(tokens: Any, held: int, routed: int, shards: int = 1) -> Any:
     """The experts a pass over `tokens` tokens runs (a count, or an array of them): held x (1 - (1 - routed /
     held)^tokens), each token's `routed` experts drawn alike and apart (an assumption: a trained router's choices are
     skewed, and fewer experts run where they are), so a decode step of one token runs `routed` and a prefill of many
-    runs every expert."""
-    expected = held * (1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float))
-    out = np.minimum(held, np.maximum(routed, np.round(expected))).astype(np.int64)
+    runs every expert. With the experts split over `shards` GPUs (expert parallelism), the busiest GPU's, which
+    the step waits for: the expected most of `shards` GPUs each running its ceil(held / shards) experts as that
+    many draws of the same chance (`_expected_most`), and at least ceil(routed / shards)."""
+    hit = 1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float)  # the chance a token set runs an expert
+    local = -(-held // shards)
+    expected = held * hit if shards == 1 else _expected_most(local, hit, shards)
+    out = np.minimum(local, np.maximum(-(-routed // shards), np.round(expected))).astype(np.int64)
     return int(out) if out.ndim == 0 else out
 
 
-def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int) -> None:
+def _expected_most(n: int, p: np.ndarray, shards: int) -> np.ndarray:
+    """The expected largest of `shards` independent Binomial(n, p) counts: the sum over j < n of P(max > j) = 1 -
+    F(j)^shards, F the binomial distribution function, built up by its probabilities' ratio (a loop over the n
+    counts, vectorised over p)."""
+    p = np.clip(p, 0.0, 1.0 - 1e-12)
+    term, cdf, most = (1.0 - p) ** n, np.zeros_like(p), np.zeros_like(p)
+    for j in range(n):
+        cdf = cdf + term
+        most += 1.0 - np.minimum(cdf, 1.0) ** shards
+        term = term * (n - j) / (j + 1) * p / (1.0 - p)
+    return most
+
+
+def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int, shards: int = 1) -> None:
     """A sparse mixture-of-experts block as vLLM's fused_moe runs it (vllm/model_executor/layers/fused_moe): the
     router's logits (a GEMM, `held` wide), top-k over their softmax (one kernel), the tokens' slots sorted by expert
     (moe_align_block_size), each active expert's gate and up projections as one grouped GEMM over the tokens routed
     to it (shared out evenly), SiLU times up (silu_and_mul), the down projection, and the k outputs a token summed by
     their routing weights (moe_sum, counted as a copy of the k outputs). Hugging Face's eager loop, a GEMM an expert,
-    is not modelled."""
-    active, slots = active_experts(t, held, routed), t * routed
+    is not modelled. With expert parallelism over `shards` GPUs (vLLM's --enable-expert-parallel, tokens already on
+    every GPU of the tensor-parallel group) each GPU holds its share of the experts whole and runs the router, the
+    sort, silu_and_mul and the sum over every slot (fused_experts sizes its buffers so, and a slot whose expert is
+    another GPU's writes zeros), the grouped GEMMs over its own experts' slots alone."""
+    active, slots = active_experts(t, held, routed, shards), t * routed
+    local = -(-held // shards)
     b.linear(held, t, h)
     b.softmax(t, held, dtype="fp32")
     b.ew("copy", slots, dtype="fp32")
-    b.experts(2 * inner, slots, h, active, held)
+    b.experts(2 * inner, slots, h, active, local, shards)
     b.ew("swiglu", slots * inner)
-    b.experts(h, slots, inner, active, held)
+    b.experts(h, slots, inner, active, local, shards)
     b.ew("copy", slots * h)
 
 

@@ -24,7 +24,7 @@ import math
 from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, require
-from joulecast.data.models import family, hidden_size
+from joulecast.data.models import family, hidden_size, is_mixture_of_experts
 
 RECOMPUTE = ("none", "selective", "full")
 LORA_TARGETS = ("all", "attention")
@@ -124,12 +124,19 @@ def skip_widths(config: Mapping[str, Any], lora_targets: str) -> frozenset[int]:
     return frozenset(widths)
 
 
-def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1) -> dict[str, Any]:
-    """The config of one GPU's shard under tensor parallelism `tp` and pipeline parallelism `pp`.
+def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1,
+                 expert_parallel: bool = False) -> dict[str, Any]:
+    """The config of one GPU's shard under tensor parallelism `tp` and pipeline parallelism `pp`; with
+    `expert_parallel` (vLLM's --enable-expert-parallel), a mixture of experts' experts split whole over the `tp` GPUs
+    (`expert_parallel_size`, which `features.lower_transformers` reads) instead of each expert's width split.
 
     Raises:
-        InputError: the model's family has no tensor-parallel rule, or heads / layers do not divide.
+        InputError: the model's family has no tensor-parallel rule, heads / layers do not divide, or experts split
+            over GPUs where the model has none.
     """
+    if expert_parallel:
+        require(is_mixture_of_experts(config), "expert_parallel", "splits a mixture of experts' experts over the "
+                "GPUs; this model is dense (no experts)")
     if tp == 1 and pp == 1:
         return dict(config)
     fam = family(config)
@@ -148,11 +155,14 @@ def shard_config(config: Mapping[str, Any], tp: int = 1, pp: int = 1) -> dict[st
     out = dict(config)
     out["head_dim"] = int(config.get("head_dim") or hidden // heads)
     out[heads_f] = heads // tp
-    out[inner_f] = math.ceil(inner / tp)
     out[layers_f] = math.ceil(layers / pp)
     out[vocab_f] = math.ceil(int(config[vocab_f]) / tp)
-    if config.get("moe_intermediate_size"):  # a Qwen3-MoE expert's width, split as a dense MLP's is
-        out["moe_intermediate_size"] = math.ceil(int(config["moe_intermediate_size"]) / tp)
+    if expert_parallel:  # each GPU a tp-th of the experts, whole (Mixtral's intermediate_size is an expert's width)
+        out["expert_parallel_size"] = tp
+    else:
+        out[inner_f] = math.ceil(inner / tp)
+        if config.get("moe_intermediate_size"):  # a Qwen3-MoE expert's width, split as a dense MLP's is
+            out["moe_intermediate_size"] = math.ceil(int(config["moe_intermediate_size"]) / tp)
     if fam == "llama":
         kv = int(config.get("num_key_value_heads") or heads)
         out["num_key_value_heads"] = max(1, kv // tp)  # fewer KV heads than ranks: each rank keeps a copy of one

@@ -235,7 +235,8 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                          refuses=("batch", "seq", "attention", "no_kv_cache"),
                          instead="--concurrency or --request-rate",
                          optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv",
-                                   "input_len_cv", "sampling"), one_of=("concurrency", "request_rate"))
+                                   "input_len_cv", "sampling", "expert_parallel"),
+                         one_of=("concurrency", "request_rate"))
     job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
                 concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
                 duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
@@ -478,7 +479,7 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
              "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
-                       "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling"),
+                       "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s")}
 
@@ -960,6 +961,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--tp", type=_whole, help="tensor-parallel GPUs of one instance (--phase generate too), each its "
                      "shard, two all-reduces a layer over the GPUs' own link (NVLink on SXM boards, PCIe on "
                      "PCIe cards); default 1")
+    srv.add_argument("--expert-parallel", action="store_true", help="a mixture of experts' experts split whole over "
+                     "the --tp GPUs, a share each (vLLM's --enable-expert-parallel), not each expert's width split")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
@@ -1097,6 +1100,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--input-len-cv", type=float, help="serve: the prompt lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
+    jobs.add_argument("--expert-parallel", action="store_true", help="serve: a mixture of experts' experts split "
+                      "whole over the --tp GPUs (vLLM's --enable-expert-parallel); dense models as without it")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
     jobs.add_argument("--offload-gb", type=float, help="generate: GiB of weights in host memory, copied every pass")
     jobs.add_argument("--h2d-gbps", type=float, help="generate: the host's pageable copy rate for --offload-gb, GB/s")

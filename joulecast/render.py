@@ -278,6 +278,7 @@ def serve_table(job: Any) -> str:
     band = job.energy_per_output_token_interval_j
     lines = [f"serving {job.model}: {job.input_len:g} tokens in, {job.output_len:g} out a request, "
              f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else "")
+             + (", experts split over the GPUs" if job.expert_parallel and job.tp > 1 else "")
              + (f", {job.sampling} sampling" if job.sampling != "greedy" else ""),
              f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else "")
              + f" at {job.sm_clock_mhz:.0f} MHz, {job.power_limit_w:.0f} W limit", f"method     {job.method}", "",

@@ -34,7 +34,7 @@ _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram b
 # The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
 _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
          "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
-                   "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling"),
+                   "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s")}
@@ -56,6 +56,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                          "input_len": 1024, "output_len": 256},
         "a serving load": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "input_len": 512,
                            "output_len": 256, "request_rate": 4, "duration_s": 3600, "grid": "FR"},
+        "a mixture of experts, its experts split over the GPUs": {"model": "qwen3-30b-a3b", "gpu": "h100-sxm",
+                                                                  "phase": "serve", "input_len": 512,
+                                                                  "output_len": 256, "concurrency": 64, "tp": 2,
+                                                                  "expert_parallel": True, "engine": "vllm-0.11.1"},
         "a fine-tuning run": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "train-run", "seq": 2048,
                               "global_batch": 32, "micro_batch": 4, "steps": 1000, "lora_rank": 16},
     },

@@ -301,8 +301,9 @@ def test_cli_plan_sweep(argv, tmp_path_factory):
 
 _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz", "power_limit_w",
               "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
-              "max_batch", "output_len_cv", "sampling", "steps", "tokens", "global_batch", "micro_batch", "lora_rank",
-              "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s", "grid", "carbon_intensity", "pue"]
+              "max_batch", "output_len_cv", "sampling", "expert_parallel", "steps", "tokens", "global_batch",
+              "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s",
+              "grid", "carbon_intensity", "pue"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -324,7 +325,8 @@ def test_service_bodies(phase, needs, extra):
 
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
-               "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate"]
+               "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
+               "expert_parallel"]
 
 
 @SETTINGS

@@ -117,6 +117,9 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     status, free = call(physics_server, "/v1/estimate", body)
     status_capped, capped = call(physics_server, "/v1/estimate", {**body, "power_limit_w": 300})
     assert status == status_capped == 200 and capped["power_limit_w"] == 300
+    status, split = call(physics_server, "/v1/estimate", {**body, "model": "qwen3-30b-a3b", "tp": 2,
+                                                         "expert_parallel": True})
+    assert status == 200 and split["expert_parallel"] is True and split["tp"] == 2
     assert capped["power_w"] <= 300 < free["power_w"] and capped["energy_per_output_token_interval_j"] is None
     status, listed = call(physics_server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate",
                                                           "batch": 2, "requests": [[128, 16], [32, 4]]})

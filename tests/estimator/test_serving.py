@@ -278,6 +278,32 @@ def test_spread_output_lengths_lengthen_the_contexts_a_step_reads():
         with pytest.raises(joulecast.InputError, match="output_len_cv: must be a number from 0"):
             serve("llama-3-8b", "h100-sxm", output_len_cv=bad, **kw)
 
+def test_expert_parallel_serving_splits_the_experts_and_is_slower_where_few_tokens_load_one_gpu(capsys):
+    """Mixtral on 4 GPUs with its experts split whole (vLLM's --enable-expert-parallel) against each expert's width
+    split: one request in flight routes each step's few tokens to experts that crowd one GPU, which the others
+    wait for; at 64 in flight every GPU runs its experts either way and the steps come close."""
+    kw = dict(input_len=512, output_len=256, tp=4, engine="vllm-0.11.1", estimator="physics")
+    one = {ep: serve("mixtral-8x7b", "h100-sxm", concurrency=1, expert_parallel=ep, **kw) for ep in (False, True)}
+    many = {ep: serve("mixtral-8x7b", "h100-sxm", concurrency=64, expert_parallel=ep, **kw) for ep in (False, True)}
+    assert one[True].expert_parallel and not one[False].expert_parallel
+    assert one[True].step_time_s > 1.1 * one[False].step_time_s
+    assert many[True].step_time_s == pytest.approx(many[False].step_time_s, rel=0.1)
+    assert one[True].memory_gb == pytest.approx(one[False].memory_gb, rel=1e-3)  # a quarter of the experts each
+    with pytest.raises(joulecast.InputError, match="^expert_parallel: splits a mixture of experts' experts"):
+        serve("llama-3-8b", "h100-sxm", concurrency=8, expert_parallel=True, **kw)
+    with pytest.raises(joulecast.InputError, match="^expert_parallel: must be true or false, got 'yes'"):
+        serve("mixtral-8x7b", "h100-sxm", concurrency=8, expert_parallel="yes", **kw)
+    argv = ["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+            "--output-len", "256", "--concurrency", "1", "--tp", "4", "--engine", "vllm-0.11.1", "--expert-parallel"]
+    assert main(argv) == 0
+    assert "TP 4, experts split over the GPUs" in capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expert_parallel"] is True
+    assert main(["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--phase", "prefill",
+                 "--expert-parallel"]) == 2
+    assert "--expert-parallel: applies to --phase serve only" in capsys.readouterr().err
+
+
 def test_cli_serve_json(capsys):
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
             "--output-len", "256", "--request-rate", "2", "--duration", "3600", "--engine", "vllm-0.5.4", "--json"]

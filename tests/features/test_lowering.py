@@ -118,6 +118,43 @@ def test_qwen3_normalises_queries_and_keys_and_its_mixture_routes_to_8_of_128_na
               dtype="bf16")
 
 
+def test_expert_parallelism_holds_a_share_of_the_experts_whole_and_waits_for_the_busiest_gpu():
+    """vLLM's --enable-expert-parallel over 4 GPUs: each holds 2 of Mixtral's 8 experts at their whole width (a
+    quarter of the expert weights, as splitting each expert's width 4 ways gives), runs the router over all 8 and its
+    grouped GEMMs over its own experts' slots; a step waits for the busiest GPU, whose expected count of active
+    experts within 5 % of a simulation of the router's uniform draws (each GPU's experts taken as independent draws)."""
+    import numpy as np
+
+    from joulecast.features.lower_transformers import _expected_most, active_experts
+    from joulecast.features.train_step import shard_config
+
+    mixtral = resolve_model("mixtral-8x7b")[0]
+    ep, tp = shard_config(mixtral, tp=4, expert_parallel=True), shard_config(mixtral, tp=4)
+    assert (ep["expert_parallel_size"], ep["intermediate_size"], ep["num_attention_heads"]) == (4, 14336, 8)
+    assert (tp["intermediate_size"], "expert_parallel_size" in tp) == (3584, False)
+    by_ep, params_ep = lower(ep, phase="decode", batch=64, seq=256, dtype="bf16")
+    by_tp, params_tp = lower(tp, phase="decode", batch=64, seq=256, dtype="bf16")
+    assert params_ep == params_tp  # the same weights a GPU, split another way
+    experts = [r for r in by_ep if r["op"] == "experts"]
+    # 64 tokens x 2 slots over 4 GPUs: 32 slots a GPU over its 2 experts, each all of 14,336 wide
+    assert {(r["batch"], r["m"], r["n"], r["k"]) for r in experts} == {(2, 2 * 14336, 16, 4096), (2, 4096, 16, 14336)}
+    assert [r["m"] for r in by_ep if r["op"] == "linear" and r["m"] == 8]  # the router: every expert's logit
+    # one token: its 2 experts on one GPU or two; the busiest runs 1 or 2 (1.25 expected)
+    assert active_experts(1, 8, 2, shards=4) == 1 and active_experts(1, 8, 2) == 2
+    rng = np.random.default_rng(0)
+    for held, routed, shards, tokens in ((8, 2, 4, 3), (128, 8, 2, 8), (128, 8, 8, 4)):
+        hits = np.zeros((4000, held), bool)
+        for _ in range(tokens):
+            picks = np.argsort(rng.random((4000, held)), axis=1)[:, :routed]
+            np.put_along_axis(hits, picks, True, axis=1)
+        simulated = hits.reshape(4000, shards, -1).sum(axis=2).max(axis=1).mean()
+        chance = 1 - (1 - routed / held) ** tokens
+        assert _expected_most(-(-held // shards), np.array([chance]), shards)[0] == pytest.approx(simulated, rel=0.05)
+    with pytest.raises(InputError, match="^expert_parallel: splits a mixture of experts' experts over the GPUs; "
+                                         "this model is dense"):
+        shard_config(resolve_model("llama-3-8b")[0], tp=2, expert_parallel=True)
+
+
 def test_training_adds_backward_and_optimizer():
     fwd = joulecast.workload("gpt2", phase="prefill", batch=2, seq=128).kernels
     train = joulecast.workload("gpt2", phase="training", batch=2, seq=128).kernels

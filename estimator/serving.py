@@ -130,6 +130,12 @@ def _check_context(input_len: float, output_len: float, output_len_cv: float, co
                          "(the prompt and half the answer)")
 
 
+def check_expert_parallel(value: object) -> bool:
+    """`expert_parallel` as a bool: JSON true or false, not a string's truth (which reads "no" as yes)."""
+    require(isinstance(value, (bool, np.bool_)), "expert_parallel", f"must be true or false, got {value!r}")
+    return bool(value)
+
+
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
@@ -202,9 +208,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     config = resolve_model(model)[0]
     check_job(config, "serve")
     tp = check_tp(config, tp)  # a whole number of GPUs the model's heads divide into
-    require(isinstance(expert_parallel, (bool, np.bool_)), "expert_parallel",
-            f"must be true or false, got {expert_parallel!r}")
-    expert_parallel = bool(expert_parallel)
+    expert_parallel = check_expert_parallel(expert_parallel)
     train_step.shard_config(config, expert_parallel=expert_parallel)  # experts to split: a mixture's alone
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait

@@ -24,6 +24,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
+from joulecast.estimator.serving import check_expert_parallel
 from joulecast.estimator.tensor_parallel import check_tp
 from joulecast.features.lowering import check_job as check_model_job, resolve_model
 from joulecast.features.power import MIN_CLOCK_RATIO
@@ -235,8 +236,7 @@ def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
             if name not in JOB_OPTIONS[phase]:
                 raise InputError(name, f"has no effect with --phase {phase}")
     if "expert_parallel" in job:  # checked here too: a sweep of dense models alone never passes it to a job
-        require(isinstance(job["expert_parallel"], (bool, np.bool_)), "expert_parallel",
-                f"must be true or false, got {job['expert_parallel']!r}")
+        job["expert_parallel"] = check_expert_parallel(job["expert_parallel"])
     if "fusions" in job:  # checked once, and written as the list the job reports
         job["fusions"] = list(check_fusions(job["fusions"]))
     if "engine" in job and normal_engine(job["engine"]) is None:  # "none" is the default: no engine

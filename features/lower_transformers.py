@@ -284,7 +284,7 @@ def active_experts(tokens: Any, held: int, routed: int, shards: int = 1) -> Any:
     runs every expert. With the experts split over `shards` GPUs (expert parallelism), the busiest GPU's, which
     the step waits for: the expected most of `shards` GPUs each running its ceil(held / shards) experts as that
     many draws of the same chance (`_expected_most`), and at least ceil(routed / shards)."""
-    hit = 1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float)  # the chance a token set runs an expert
+    hit = 1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float)  # the chance the tokens run a given expert
     local = -(-held // shards)
     expected = held * hit if shards == 1 else _expected_most(local, hit, shards)
     out = np.minimum(local, np.maximum(-(-routed // shards), np.round(expected))).astype(np.int64)

@@ -40,6 +40,7 @@ class ServingEngine:
     all_reduce: str = "ring"          # ALL_REDUCE: NCCL's ring where the entry names none
     sampler: str | None = None        # SAMPLERS: its sampler's passes over the logits, or None (fused, not priced)
     host_overlaps: bool = False       # True: the host work runs under the GPU's step (async scheduling)
+    host_s_per_tp_worker: float = 0.0  # host work a step, between steps, per tensor-parallel GPU beyond the first
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":
@@ -51,8 +52,9 @@ class ServingEngine:
             raise DataError(f"{origin}: {name}: expected a mapping of fields")
         sources = expand_sources(raw.get("sources"), f"{origin}: {name}")
         values = {}
-        for field, high in (("host_ms_per_sequence", _MAX_HOST_MS), ("power_over_idle", _MAX_POWER_OVER_IDLE)):
-            value = raw.get(field)
+        for field, high in (("host_ms_per_sequence", _MAX_HOST_MS), ("power_over_idle", _MAX_POWER_OVER_IDLE),
+                            ("host_ms_per_tp_worker", _MAX_HOST_MS)):
+            value = raw.get(field, 0.0 if field == "host_ms_per_tp_worker" else None)  # the one optional
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= high:
                 raise fail(field, f"must be a number from 0 to {high:g}, got {value!r}")
             values[field] = float(value)
@@ -73,18 +75,21 @@ class ServingEngine:
             raise fail("host_overlaps", f"must be true or false, got {overlaps!r}")
         for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ()),
                       *(("all_reduce",) if "all_reduce" in raw else ()), *(("sampler",) if sampler else ()),
-                      *(("host_overlaps",) if overlaps else ())):
+                      *(("host_overlaps",) if overlaps else ()),
+                      *(("host_ms_per_tp_worker",) if "host_ms_per_tp_worker" in raw else ())):
             if field not in sources:
                 raise fail("sources", f"no source given for {field}")
         unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "all_reduce", "sampler",
-                                "host_overlaps", "sources"}
+                                "host_overlaps", "host_ms_per_tp_worker", "sources"}
         if unknown:
             raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, power_over_idle, "
-                                           "decode_attention, all_reduce, sampler, host_overlaps, sources")
+                                           "decode_attention, all_reduce, sampler, host_overlaps, "
+                                           "host_ms_per_tp_worker, sources")
         # the decimal shifted, not divided: 0.454 ms is 0.454e-3 s to the last bit, as it was typed
         return cls(name=name, host_s_per_sequence=float(f"{values['host_ms_per_sequence']!r}e-3"),
                    power_over_idle=values["power_over_idle"], decode_attention=attention,
-                   sources=MappingProxyType(sources), all_reduce=all_reduce, sampler=sampler, host_overlaps=overlaps)
+                   sources=MappingProxyType(sources), all_reduce=all_reduce, sampler=sampler, host_overlaps=overlaps,
+                   host_s_per_tp_worker=float(f"{values['host_ms_per_tp_worker']!r}e-3"))
 
 
 def parse(raw: Any, origin: str) -> Mapping[str, ServingEngine]:

@@ -19,7 +19,9 @@ The engine step (stated approximations):
   a layer of the step's activations over the GPUs' NVLink (`data/distributed/links.yaml`, the class of the catalog
   GPU's generation), by the engine's own one- or two-shot kernels where it has them (every engine listed; NCCL's
   ring for the kernels alone: `features.collectives`), not overlapped (the engines tested do not), the GPUs
-  waiting at their idle power at their clock meanwhile (the maximum, or the one locked: `sm_clock_mhz`);
+  waiting at their idle power at their clock meanwhile (the maximum, or the one locked: `sm_clock_mhz`), and for
+  the engine's host work a step per GPU beyond the first where it has some (vLLM 0.5.4's driver broadcasting each
+  step's inputs to its other workers: `tensor_parallel.worker_host`), at its host work's power;
 - engines as data (`data/serving_engines.yaml`, each figure sourced): their own host work between steps, per
   running request, at a measured power, their own decode attention kernel, and their sampler where it is GPU work
   worth pricing (vLLM's PyTorch-native one: a sort of every decode's logits for top-p or top-k, count tables for
@@ -46,7 +48,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp, fewest_fitting
+from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp, fewest_fitting, worker_host
 from joulecast.features import serve_step, train_step
 from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
@@ -215,6 +217,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
     wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
+    host_s, host_w = worker_host(eng, tp, spec, sm_clock_mhz)  # and on the engine's host work for its workers
     setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
                    input_len_cv=float(input_len_cv), host_dispatch_s=check_host_dispatch(host_dispatch_s),
                    sampling=sampling, expert_parallel=expert_parallel)
@@ -223,26 +226,26 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
                                          launch_mode, tp, chunk_tokens, residual, **setting)
         mean_batch, idle = float(busy), 0.0
-        step_s, step_j = est.time_s + comm, tp * (est.energy_j + comm * wait_w)
+        step_s, step_j = est.time_s + comm + host_s, tp * (est.energy_j + comm * wait_w + host_s * host_w)
         tokens_per_s = busy / step_s
-        busy_share = _busy_share(est, comm)
+        busy_share = _busy_share(est, comm + host_s)
     else:
         rate = _positive("request_rate", request_rate)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
         steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
                           residual, **setting)
-        step_s = np.array([e.time_s + c for e, c, _ in steps])
+        step_s = np.array([e.time_s + c + host_s for e, c, _ in steps])
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
-            host_bound = _busy_share(*steps[-1][:2]) < HOST_BOUND_SHARE
+            host_bound = _busy_share(steps[-1][0], steps[-1][1] + host_s) < HOST_BOUND_SHARE
             raise BeyondCapacityError(
                 "request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
                 f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so add "
                                                "instances (GPUs), not max_batch" if host_bound else
                                                "raise max_batch or add GPUs"))
-        step_j_grid = np.array([tp * (e.energy_j + c * wait_w) for e, c, _ in steps])
+        step_j_grid = np.array([tp * (e.energy_j + c * wait_w + host_s * host_w) for e, c, _ in steps])
         # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
         # rate, interpolated from the one below
         j = int(np.searchsorted(capacity, rate))
@@ -255,7 +258,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                           float(np.interp(mean_batch, grid, step_j_grid)))
         idle = math.exp(-mean_batch)
         tokens_per_s = rate * output_len
-        busy_share = _busy_share(est, comm)
+        busy_share = _busy_share(est, comm + host_s)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     per_token = power / tokens_per_s
     band = None
@@ -282,9 +285,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                   tuple(b / per_token for b in band)))
 
 
-def _busy_share(est: Estimate, comm_s: float) -> float:
-    """Of a step on physics' timeline (its kernels, host work and all-reduce), the share the GPU runs kernels."""
-    return float(est.gpu_busy_s / (float(est.physics_time_s or est.time_s) + comm_s))
+def _busy_share(est: Estimate, wait_s: float) -> float:
+    """Of a step on physics' timeline (its kernels and host work) and `wait_s` more (its all-reduces, the engine's
+    host work for its workers), the share the GPU runs kernels."""
+    return float(est.gpu_busy_s / (float(est.physics_time_s or est.time_s) + wait_s))
 
 
 def _totals(power_w: float, tokens_per_s: float, duration_s: float | None, output_tokens: float | None,

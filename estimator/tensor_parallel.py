@@ -76,20 +76,33 @@ def all_reduce_s(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, t
     return 2 * layer_count(config) * reduce(tp, payload, link["gbytes_per_s"], link["latency_us"])
 
 
+def worker_host(engine: str | None, tp: int, spec: GpuSpec, sm_clock_mhz: float | None) -> tuple[float, float]:
+    """(seconds, watts a GPU) of the host work a step that an engine's tensor-parallel instance waits out for its
+    workers beyond the first (`ServingEngine.host_s_per_tp_worker` x (tp - 1): vLLM 0.5's driver broadcasting each
+    step's inputs to the other workers), at the engine's power over idle while its GPUs wait on the host; (0, 0) on
+    one GPU, without an engine or for an engine without such work."""
+    spec_of = engines.engine(engine) if engine is not None and tp > 1 else None
+    if spec_of is None or not spec_of.host_s_per_tp_worker:
+        return 0.0, 0.0
+    return spec_of.host_s_per_tp_worker * (tp - 1), spec_of.power_over_idle * waiting_power_w(spec, sm_clock_mhz)
+
+
 def with_all_reduces(steps: pd.DataFrame, config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
                      tokens: np.ndarray, sm_clock_mhz: float | None) -> pd.DataFrame:
     """Each step (an `estimate_many` row of one GPU's shard) as the instance runs it: its time and bounds with the
-    step's all-reduces added, its energy and bounds every GPU's, the all-reduces at the waiting power."""
+    step's all-reduces and its engine's host work for the other workers (`worker_host`) added, its energy and bounds
+    every GPU's, the all-reduces at the waiting power."""
     if tp <= 1:
         return steps
     comm = all_reduce_s(config, spec, engine, tp, tokens)
     wait_w = waiting_power_w(spec, sm_clock_mhz)
+    host_s, host_w = worker_host(engine, tp, spec, sm_clock_mhz)
     out = steps.copy()
     for column in ("time_s", "time_lo_s", "time_hi_s", "physics_time_s"):
         if column in out:
-            out[column] = out[column] + comm
+            out[column] = out[column] + comm + host_s
     for column in ("energy_j", "energy_lo_j", "energy_hi_j", "physics_energy_j"):
         if column in out:
-            out[column] = tp * (out[column] + comm * wait_w)
+            out[column] = tp * (out[column] + comm * wait_w + host_s * host_w)
     out["power_w"] = out["energy_j"] / out["time_s"]
     return out

@@ -1,7 +1,8 @@
 """Score the `serve` job against ML.ENERGY's steady-state vLLM serving runs (v2: A100-SXM4-40GB and H100, vLLM
 0.5.4; v3: H100 and B200, vLLM 0.11.1): energy per output token and output tokens a second, per release and GPU.
 
-    python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds] [--json]
+    python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds | --itl | --host-floor |
+                                       --tp-host] [--json]
 
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
 Llama-3.3-70B, Mistral-7B v0.3, Qwen3-8B, 14B and 32B, and two mixtures of experts, `moe` in the table: v2's
@@ -41,6 +42,11 @@ measured step; a row is host-bound where the measured step is at least HOST_BOUN
 on that GPU's host-bound rows (the B200's by default, its Llama-3.1-8B at 64-2,043 sequences), the measured steps
 over the running sequences summed and the GPU's power while it waits. No H100 row is host-bound: they check it.
 
+`--tp-host` derives vLLM 0.5.4's host work a step per tensor-parallel GPU beyond the first (its driver broadcasting
+each step's inputs to the other workers, `data/serving_engines.yaml`): per v2 row on several GPUs, the measured step
+less physics' step without that work, over the GPUs beyond the first; the median over the rows of TP_HOST_MODELS
+(Llama-3-70B on 8 A100-SXM4s and 4 H100s) is the catalog's figure, and the Mixtral rows, printed beside, check it.
+
 The output lengths' spread (`serve`'s `output_len_cv`: a running request is length-biased, so its context averages
 input + output (1 + cv^2) / 2): v3 from each configuration's own histogram of output lengths (`raw/models/*.json`,
 50 bins, their midpoints), v2, which records none, as 0 (every answer as long). `--no-spread` takes 0 for v3 too.
@@ -59,11 +65,13 @@ import numpy as np
 import pandas as pd
 from shared_data import EXTERNAL
 
+from joulecast.data import engines
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.importers.mlenergy import import_mlenergy
 from joulecast.data.models import is_mixture_of_experts
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serving import serve
+from joulecast.estimator.tensor_parallel import worker_host
 from joulecast.features import arch
 from joulecast.features.lowering import resolve_model
 
@@ -86,6 +94,10 @@ HOST_BOUND_RATIO, HOST_FLOOR_PROMPT = 1.5, 192
 # but those hold a step at 31-45 ms at 8-32 sequences on the B200 whatever the model, three times the H100's same
 # work: a floor a step, not host work a sequence, which this derivation does not model.
 HOST_FLOOR_MODELS = ("llama-3-8b", "llama-3-70b")
+# `--tp-host`'s rows: v2's dense models on several GPUs (Llama-3-70B on 8 A100-SXM4s and on 4 H100s) set vLLM
+# 0.5.4's host work a step per GPU beyond the first; its Mixtral-8x7B rows on 4 of each check it. Prompts of 192
+# tokens, the figures' default.
+TP_HOST_MODELS, TP_HOST_PROMPT = ("llama-3-70b",), 192
 
 
 @functools.cache
@@ -240,6 +252,21 @@ def host_floor(frame: pd.DataFrame, gpu: str) -> dict[str, float]:
                                       / (extra_s * bound["idle_w"] * bound["tp"]).sum()))
 
 
+def tp_host_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """v2's tensor-parallel rows (vLLM 0.5.4) in physics at TP_HOST_PROMPT-token prompts: the measured step, the
+    physics step without the engine's host work for its other workers (`tensor_parallel.worker_host`), and what the
+    measured step exceeds it by per GPU beyond the first (ms)."""
+    v2 = table[(table["release"] == "mlenergy-v2") & (table["num_gpus"] > 1)]
+    est = [_serve_row(r, TP_HOST_PROMPT, None, 0.0) for r in v2.itertuples()]
+    shipped = [worker_host(ENGINES["mlenergy-v2"], int(r.num_gpus), lookup_gpu(r.gpu), None)[0]
+               for r in v2.itertuples()]
+    frame = pd.DataFrame(dict(gpu=v2["gpu"].to_numpy(), model=v2["model"].to_numpy(), tp=v2["num_gpus"].astype(int),
+                              batch=v2["batch"].to_numpy(float), measured_step_ms=1e3 * v2["time_s"].to_numpy(),
+                              physics_step_ms=[1e3 * (e.step_time_s - h) for e, h in zip(est, shipped)]))
+    frame["excess_ms_per_worker"] = (frame["measured_step_ms"] - frame["physics_step_ms"]) / (frame["tp"] - 1)
+    return frame
+
+
 def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
     """Per configuration (release, GPU, model, GPUs) at its largest measured batch: the longest mean prompt of
     PROMPT_GRID whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and the memory a 1-token
@@ -274,9 +301,27 @@ def main() -> int:
                         help="instead: v3's decode step alone against its measured median inter-token latency")
     parser.add_argument("--host-floor", metavar="GPU", nargs="?", const="b200", default=None,
                         help="instead: vLLM 0.11.1's host work under the step, from this GPU's host-bound v3 rows")
+    parser.add_argument("--tp-host", action="store_true",
+                        help="instead: vLLM 0.5.4's host work a step per tensor-parallel GPU beyond the first, from "
+                             "v2's dense models' rows on several GPUs (TP_HOST_MODELS), the others checking it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()
+    if args.tp_host:
+        frame = tp_host_rows(table)
+        groups = frame.groupby(["gpu", "model", "tp"])["excess_ms_per_worker"].describe()[["count", "25%", "50%",
+                                                                                            "75%"]]
+        derived = float(frame.loc[frame["model"].isin(TP_HOST_MODELS), "excess_ms_per_worker"].median())
+        shipped = engines.engine(ENGINES["mlenergy-v2"]).host_s_per_tp_worker * 1e3
+        if args.json:
+            print(json.dumps(dict(derived_ms_per_worker=derived, shipped_ms_per_worker=shipped,
+                                  rows=frame.to_dict(orient="records")), indent=1, default=float))
+        else:
+            print(frame.round(2).to_string(index=False))
+            print(groups.round(2).to_string())
+            print(f"\nfrom {', '.join(TP_HOST_MODELS)}: {derived:.2f} ms a step per GPU beyond the first (the "
+                  f"median of their rows; shipped {shipped:.2f})")
+        return 0
     if args.host_floor:
         frame = host_floor_rows(table)
         bound = set(frame.loc[frame["host_bound"], "gpu"])

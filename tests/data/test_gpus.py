@@ -276,6 +276,10 @@ def test_serving_engines_are_validated_data_with_sources():
     assert {n for n, e in engines.catalog().items() if e.sampler == "sort"} == {"vllm-0.5.4", "vllm-0.11.1"}
     assert not engines.parse({"x": good}, "e.yaml")["x"].host_overlaps  # between steps, where an entry says nothing
     assert {n for n, e in engines.catalog().items() if e.host_overlaps} == {"vllm-0.11.1"}
+    # host work per tensor-parallel GPU beyond the first: vLLM 0.5.4's alone, none where an entry says nothing
+    assert {n: e.host_s_per_tp_worker for n, e in engines.catalog().items() if e.host_s_per_tp_worker} == {
+        "vllm-0.5.4": 8.84e-3}
+    assert engines.parse({"x": good}, "e.yaml")["x"].host_s_per_tp_worker == 0.0
     for bad, message in (({**good, "host_ms_per_sequence": -1}, "'host_ms_per_sequence': must be a number from 0"),
                          ({**good, "power_over_idle": 0.5}, "'power_over_idle': a GPU waiting draws at least"),
                          ({**good, "decode_attention": "radix"}, "'decode_attention': unknown 'radix'"),
@@ -286,7 +290,10 @@ def test_serving_engines_are_validated_data_with_sources():
                          ({**good, "sampler": "flashinfer"}, "'sampler': unknown 'flashinfer'; allowed: sort"),
                          ({**good, "sampler": "sort"}, "'sources': no source given for sampler"),
                          ({**good, "host_overlaps": "yes"}, "'host_overlaps': must be true or false, got 'yes'"),
-                         ({**good, "host_overlaps": True}, "'sources': no source given for host_overlaps")):
+                         ({**good, "host_overlaps": True}, "'sources': no source given for host_overlaps"),
+                         ({**good, "host_ms_per_tp_worker": -2}, "'host_ms_per_tp_worker': must be a number from 0"),
+                         ({**good, "host_ms_per_tp_worker": 5},
+                          "'sources': no source given for host_ms_per_tp_worker")):
         with pytest.raises(DataError, match=f"e.yaml: x: field {message}"):
             engines.parse({"x": bad}, "e.yaml")
     with pytest.raises(InputError, match="engine: unknown 'sglang'; did you mean 'sglang-0.4'"):

@@ -299,9 +299,10 @@ def test_an_engines_steps_run_as_cuda_graphs_unless_a_launch_mode_is_stated():
 def test_a_generation_on_tensor_parallel_gpus_is_each_shard_and_its_all_reduces():
     """A 70B generation no one GPU holds, on four: every step is one GPU's shard (`estimate_many`'s tp column: the
     lowering of the sharded config) plus two all-reduces a layer over the step's tokens, which the GPUs wait out at
-    their waiting power; energy all four GPUs', memory one's."""
+    their waiting power, and the engine's host work for its other workers (`worker_host`); energy all four GPUs',
+    memory one's."""
     from joulecast.data.gpus import gpu as lookup_gpu
-    from joulecast.estimator.tensor_parallel import all_reduce_s
+    from joulecast.estimator.tensor_parallel import all_reduce_s, worker_host
     from joulecast.features.lowering import resolve_model
     from joulecast.features.power import waiting_power_w
     from joulecast.features.train_step import shard_config
@@ -316,9 +317,11 @@ def test_a_generation_on_tensor_parallel_gpus_is_each_shard_and_its_all_reduces(
                                                   engine="vllm-0.5.4"), "h100-sxm", estimator="physics")
     spec = lookup_gpu("h100-sxm")
     comm = float(all_reduce_s(config, spec, "vllm-0.5.4", 4, 4))
-    assert steps["time_s"].iloc[2] == pytest.approx(shard.time_s + comm, rel=1e-9)
-    assert steps["energy_j"].iloc[2] == pytest.approx(4 * (shard.energy_j + comm * waiting_power_w(spec, None)),
-                                                      rel=1e-9)
+    host_s, host_w = worker_host("vllm-0.5.4", 4, spec, None)
+    assert host_s > 0
+    assert steps["time_s"].iloc[2] == pytest.approx(shard.time_s + comm + host_s, rel=1e-9)
+    assert steps["energy_j"].iloc[2] == pytest.approx(
+        4 * (shard.energy_j + comm * waiting_power_w(spec, None) + host_s * host_w), rel=1e-9)
     assert four.energy_j == pytest.approx(steps["energy_j"].sum()) and four.time_s < one.time_s
     assert joulecast.generate("gpt2", "h100-sxm", batch=1, input_len=16, output_len=2, tp=1,
                               estimator="physics") == joulecast.generate("gpt2", "h100-sxm", batch=1, input_len=16,

@@ -6,6 +6,7 @@ import json
 import math
 import re
 
+import numpy as np
 import pytest
 
 import joulecast
@@ -50,6 +51,39 @@ def test_tensor_parallel_instances_share_a_step_and_pay_its_all_reduces():
     assert four.memory_gb < two.memory_gb  # each GPU holds its shard
     with pytest.raises(joulecast.InputError, match="tp: 3 does not divide the model.s 64 attention heads"):
         serve("llama-3-70b", "h100-sxm", input_len=256, output_len=256, concurrency=8, tp=3, estimator="physics")
+
+
+def test_vllm_0_5_instances_wait_a_step_for_the_drivers_broadcast_to_each_other_worker():
+    """vLLM 0.5.4's tensor-parallel step adds its host work per GPU beyond the first (the driver's broadcast of the
+    step's inputs, data/serving_engines.yaml), which every GPU waits out at the engine's power over idle; one GPU
+    and vLLM 0.11.1 add none; a generation's steps on that engine add it as serving's do."""
+    from joulecast.data import engines
+    from joulecast.estimator.tensor_parallel import worker_host
+    from joulecast.features.power import waiting_power_w
+
+    spec, vllm = joulecast.gpu("h100-sxm"), engines.engine("vllm-0.5.4")
+    assert worker_host("vllm-0.5.4", 4, spec, None) == pytest.approx(
+        (3 * vllm.host_s_per_tp_worker, vllm.power_over_idle * waiting_power_w(spec, None)))
+    assert worker_host("vllm-0.5.4", 1, spec, None) == worker_host("vllm-0.11.1", 4, spec, None) == (0.0, 0.0)
+    assert worker_host(None, 4, spec, None) == (0.0, 0.0)
+    kw = dict(input_len=256, output_len=256, concurrency=64, tp=4, estimator="physics")
+    old, new = (serve("llama-3-70b", "h100-sxm", engine=e, **kw) for e in ("vllm-0.5.4", "vllm-0.11.1"))
+    host_s, host_w = worker_host("vllm-0.5.4", 4, spec, None)
+    # the same kernels on both engines but for the host work each has: the old one's three workers' wait is on top
+    assert old.step_time_s > new.step_time_s + host_s * 0.9
+    assert old.gpu_busy_share < new.gpu_busy_share
+    # a generation's steps: exactly that wait on top of what an engine with the same all-reduce and none adds
+    import pandas as pd
+
+    from joulecast.estimator.tensor_parallel import with_all_reduces
+    from joulecast.features.lowering import resolve_model
+
+    steps = pd.DataFrame({"time_s": [0.01, 0.02], "energy_j": [3.0, 5.0]})
+    tokens = np.array([8.0, 8.0])
+    slow, plain = (with_all_reduces(steps, resolve_model("llama-3-70b")[0], spec, e, 4, tokens, None)
+                   for e in ("vllm-0.5.4", "sglang-0.4"))
+    assert np.allclose(slow["time_s"] - plain["time_s"], host_s)
+    assert np.allclose(slow["energy_j"] - plain["energy_j"], 4 * host_s * host_w)
 
 
 def test_an_engine_sums_a_tensor_parallel_step_by_its_own_all_reduce():

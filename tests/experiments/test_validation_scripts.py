@@ -117,6 +117,12 @@ def test_job_validation_scripts_score_every_set_they_name():
         derived["per_row_ms_max"]
     assert round(derived["host_ms_per_sequence"], 3) == pytest.approx(floor["shipped"]["host_ms_per_sequence"])
     assert round(derived["power_over_idle"], 2) == pytest.approx(floor["shipped"]["power_over_idle"])
+    # vLLM 0.5.4's host work per tensor-parallel GPU beyond the first, from v2's Llama-3-70B rows, is the catalog's
+    tp_host = _run_args("serving_jobs.py", "--tp-host")
+    assert round(tp_host["derived_ms_per_worker"], 2) == pytest.approx(tp_host["shipped_ms_per_worker"])
+    assert {(r["gpu"], r["model"], r["tp"]) for r in tp_host["rows"]} == {
+        ("a100-sxm4-40gb", "llama-3-70b", 8), ("h100-sxm", "llama-3-70b", 4), ("a100-sxm4-40gb", "mixtral-8x7b", 4),
+        ("h100-sxm", "mixtral-8x7b", 4)}
     generation = _run_args("generation_jobs.py")
     assert {(r["model"], r["gpu"], r["sweep"]) for r in generation["summary"]} == {
         (m, g, sweep) for m in ("mistral-7b", "llama-2-7b")

@@ -2,8 +2,9 @@
 (`features.train_step.shard_config`: its heads, MLP and vocabulary split `tp` ways) and two all-reduces a layer of
 the pass's activations (bf16, tokens x hidden) over the GPUs' own link (`GpuSpec.peer_link`: NVLink on SXM boards,
 PCIe on PCIe cards), by NCCL's ring or an engine's own one- or two-shot kernels (`features.collectives`), which the
-GPUs wait out at their waiting power, not overlapped (the engines tested do not overlap them). Shared by `serve` (a
-step) and `generate` (each step of a generation).
+GPUs wait out at their waiting power, not overlapped (the engines tested do not overlap them), and an engine's host
+work a step for its workers beyond the first where it has some (`worker_host`). Shared by `serve` (a step) and
+`generate` (each step of a generation).
 """
 
 from __future__ import annotations

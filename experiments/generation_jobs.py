@@ -60,6 +60,7 @@ import argparse
 import functools
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -162,18 +163,24 @@ def _physics_time(r: Any, dispatch_s: float | None) -> float:
     return _generate(r, dispatch_s, "physics").time_s
 
 
-def implied_dispatch(r: Any) -> float | None:
-    """The host's time a launch (s) for which physics' generation takes the row's measured time, where the row is
-    host-bound (at the default dispatch physics has the host's time above the GPU's: its time over sqrt 2 times the
-    GPU's alone, under the 2-norm); None elsewhere, or where the GPU alone takes longer than measured."""
-    alone, default = _physics_time(r, 0.0), _physics_time(r, None)
-    if default <= HOST_BOUND * alone or r.measured_time_s <= alone:
+def dispatch_for_time(time_at: Callable[[float | None], float], measured_s: float) -> float | None:
+    """The host's time a launch (s) for which physics' time of a job (`time_at(dispatch)`, None the default) is
+    `measured_s`, where the job is host-bound (at the default dispatch physics has the host's time above the GPU's:
+    its time over sqrt 2 times the GPU's alone, under the 2-norm); None elsewhere, or where the GPU alone takes longer
+    than measured."""
+    alone, default = time_at(0.0), time_at(None)
+    if default <= HOST_BOUND * alone or measured_s <= alone:
         return None
-    low, high = 0.0, MAX_HOST_DISPATCH_S  # physics' time rises with the dispatch: bisect
-    for _ in range(30):
+    low, high = 0.0, MAX_HOST_DISPATCH_S  # physics' time rises with the dispatch: bisect, to a nanosecond
+    while high - low > 1e-9:
         middle = (low + high) / 2
-        low, high = (middle, high) if _physics_time(r, middle) < r.measured_time_s else (low, middle)
+        low, high = (middle, high) if time_at(middle) < measured_s else (low, middle)
     return (low + high) / 2
+
+
+def implied_dispatch(r: Any) -> float | None:
+    """`dispatch_for_time` of a row's generation and its measured time."""
+    return dispatch_for_time(lambda dispatch: _physics_time(r, dispatch), r.measured_time_s)
 
 
 def system_dispatch(table: pd.DataFrame) -> dict[tuple[str, str], float]:

@@ -4,13 +4,14 @@ per GPU.
 
     python experiments/chat_generations.py [--input-len 64,256,1024] [--json]
 
-Rows: `../shared/data/external/mlenergy-v1/runs.csv`, every row of a 7B model of LLaMA's architecture (MODELS: LLaMA-7B
-and its fine-tunes Alpaca, Vicuna, Koala and Baize, and Llama-2-7B-chat), each the mean over its task's prompts of
-one response: its mean response length as the output length, its GPU energy and time (`energy`, `latency`). Each is
-estimated as the catalog's llama-2-7b, whose 7B layers are LLaMA-7B's (32 layers of 4,096 wide, 32 heads, an
-11,008-wide MLP, a 32,000-token vocabulary; Touvron et al., "Llama 2", 2023: the 7B model keeps LLaMA 1's
-architecture but for its context length), batch 1, fp16, the KV cache on, eager launches, eager attention (the
-transformers of mid-2023 ran Llama's attention as its matmuls and softmax; SDPA came to it in 4.36, December 2023).
+Rows: `../shared/data/external/mlenergy-v1/runs.csv`, every row of a model of LLaMA's 7B or 13B architecture (MODELS:
+LLaMA-7B and -13B, their fine-tunes Alpaca, Vicuna, Koala, Baize, CAMEL, GPT4All-Snoozy and Manticore, and
+Llama-2-7B- and 13B-chat), each the mean over its task's prompts of one response: its mean response length as the
+output length, its GPU energy and time (`energy`, `latency`). Each is estimated as the catalog's llama-2-7b or
+llama-2-13b, whose layers are LLaMA 1's of that size (Touvron et al., "Llama 2", 2023: the 7B and 13B models keep
+LLaMA 1's architecture but for its context length), batch 1, fp16, the KV cache on, eager launches, eager attention
+(the transformers of mid-2023 ran Llama's attention as its matmuls and softmax; SDPA came to it in 4.36, December
+2023).
 Stated assumptions, as the set's PROVENANCE.md records neither:
 - the cards (GPUS): the A100 an SXM4 40 GB card, its rows' mean power reaching 252 W, past the 250 W PCIe card's limit
   (the same lab's second leaderboard ran A100-SXM4-40GB); the V100 the catalog's 32 GB V100-SXM2, as the set's 13B
@@ -43,9 +44,13 @@ from joulecast.estimator.jobs import generate
 from joulecast.estimator.loading import load_estimator
 
 DATA = EXTERNAL / "mlenergy-v1" / "runs.csv"
-MODEL = "llama-2-7b"
-MODELS = ("metaai/llama-7B", "tatsu-lab/alpaca-7B", "lmsys/vicuna-7B", "BAIR/koala-7b", "project-baize/baize-v2-7B",
-          "metaai/Llama-2-7b-chat-hf")
+# the set's models of LLaMA's architecture -> the catalog's model of their size (each a fine-tune of LLaMA 1 or Llama 2
+# of that size, its model card says)
+MODELS = {**dict.fromkeys(("metaai/llama-7B", "tatsu-lab/alpaca-7B", "lmsys/vicuna-7B", "BAIR/koala-7b",
+                           "project-baize/baize-v2-7B", "metaai/Llama-2-7b-chat-hf"), "llama-2-7b"),
+          **dict.fromkeys(("metaai/llama-13B", "lmsys/vicuna-13B", "BAIR/koala-13b", "camel-ai/CAMEL-13B-Combined-Data",
+                           "nomic-ai/gpt4all-13b-snoozy", "openaccess-ai-collective/manticore-13b-chat-pyg",
+                           "metaai/Llama-2-13b-chat-hf"), "llama-2-13b")}
 GPUS = {"A100": "a100-sxm4-40gb", "A40": "a40", "V100": "v100-sxm2"}
 DTYPE, ATTENTION = "fp16", "eager"
 
@@ -53,13 +58,14 @@ DTYPE, ATTENTION = "fp16", "eager"
 def rows() -> pd.DataFrame:
     table = pd.read_csv(DATA)
     table = table[table["model"].isin(MODELS)].copy()
-    return table.assign(gpu=table["gpu"].map(GPUS), output_len=table["response_length"].round().astype(int),
+    return table.assign(gpu=table["gpu"].map(GPUS), catalog_model=table["model"].map(MODELS),
+                        output_len=table["response_length"].round().astype(int),
                         measured_energy_j=table["energy"], measured_time_s=table["latency"]).reset_index(drop=True)
 
 
 def _generate(r, input_len: int, dispatch_s: float | None, estimator):
-    return generate(MODEL, r.gpu, batch=1, input_len=input_len, output_len=max(1, int(r.output_len)), dtype=DTYPE,
-                    attention=ATTENTION, host_dispatch_s=dispatch_s,
+    return generate(r.catalog_model, r.gpu, batch=1, input_len=input_len, output_len=max(1, int(r.output_len)),
+                    dtype=DTYPE, attention=ATTENTION, host_dispatch_s=dispatch_s,
                     estimator=estimator if estimator is not None else "physics")
 
 
@@ -84,7 +90,7 @@ def score(table: pd.DataFrame, input_len: int, estimator,
     for r in table.itertuples():
         job = _generate(r, input_len, (dispatch or {}).get((r.gpu, r.model)), estimator)
         lo, hi = job.energy_interval_j or (np.nan, np.nan)
-        out.append(dict(gpu=r.gpu, model=r.model, task=r.task, output_len=int(r.output_len),
+        out.append(dict(gpu=r.gpu, model=r.model, size=r.catalog_model, task=r.task, output_len=int(r.output_len),
                         measured_energy_j=r.measured_energy_j, predicted_energy_j=job.energy_j,
                         measured_time_s=r.measured_time_s, predicted_time_s=job.time_s,
                         inside=bool(lo <= r.measured_energy_j <= hi) if estimator is not None else None))
@@ -98,10 +104,11 @@ def score(table: pd.DataFrame, input_len: int, estimator,
 
 
 def summary(frame: pd.DataFrame, **label) -> list[dict]:
-    """Per GPU: MAPE of energy, time and power, the energy's mean signed error, and the interval's coverage."""
+    """Per GPU and model size: MAPE of energy, time and power, the energy's mean signed error, and the interval's
+    coverage."""
     out = []
-    for gpu, part in frame.groupby("gpu"):
-        out.append(dict(**label, gpu=gpu, rows=len(part),
+    for (gpu, size), part in frame.groupby(["gpu", "size"]):
+        out.append(dict(**label, gpu=gpu, size=size, rows=len(part),
                         energy_mape=float(part["energy_err"].abs().mean()),
                         energy_bias=float(part["energy_err"].mean()),
                         time_mape=float(part["time_err"].abs().mean()),
@@ -130,8 +137,8 @@ def main() -> int:
             dict(input_len=length, gpu=gpu, model=model, dispatch_us=1e6 * d)
             for length, by in machines.items() for (gpu, model), d in sorted(by.items())]), indent=1))
         return 0
-    print(f"ML.ENERGY v1, {len(table)} responses of 7B LLaMA-architecture models ({table['gpu'].nunique()} GPUs), "
-          "generate with a KV cache at batch 1 (MAPE %, the energy's bias %, 90 % interval coverage %):")
+    print(f"ML.ENERGY v1, {len(table)} responses of 7B and 13B LLaMA-architecture models ({table['gpu'].nunique()} "
+          "GPUs), generate with a KV cache at batch 1 (MAPE %, the energy's bias %, 90 % interval coverage %):")
     print(pd.DataFrame(out).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     print("\neach machine's dispatch read from its other models' rows (us a launch, the range over the models scored):")
     for length, by in machines.items():

@@ -691,17 +691,19 @@ def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():
 
 
 def test_chat_generations_score_ml_energy_v1_at_the_default_host_and_each_machines_own():
-    """ML.ENERGY v1's batch-1 chat generations (7B LLaMA-architecture models on an A100, an A40 and a V100): every
-    row scored at the default dispatch and at its machine's, read from the machine's other models' rows; physics has
-    no interval, the hybrid one for every GPU."""
+    """ML.ENERGY v1's batch-1 chat generations (7B and 13B LLaMA-architecture models on an A100, an A40 and a V100):
+    every row scored at the default dispatch and at its machine's, read from the machine's other models' rows; physics
+    has no interval, the hybrid one for every GPU."""
     require_path(EXTERNAL / "mlenergy-v1" / "runs.csv")
     out = _run_args("chat_generations.py", "--input-len", "256")
-    rows = {(r["host"], r["estimator"], r["gpu"]): r for r in out["summary"]}
-    assert set(rows) == {(h, e, g) for h in ("default", "machine's") for e in ("hybrid", "physics")
-                         for g in ("a100-sxm4-40gb", "a40", "v100-sxm2")}
-    assert {g: r["rows"] for (h, e, g), r in rows.items() if h == "default" and e == "physics"} == {
-        "a100-sxm4-40gb": 20, "a40": 24, "v100-sxm2": 20}
-    assert all((r["coverage_pct"] is None) == (e == "physics") for (h, e, g), r in rows.items())
+    rows = {(r["host"], r["estimator"], r["gpu"], r["size"]): r for r in out["summary"]}
+    gpus, sizes = ("a100-sxm4-40gb", "a40", "v100-sxm2"), ("llama-2-7b", "llama-2-13b")
+    assert set(rows) == {(h, e, g, m) for h in ("default", "machine's") for e in ("hybrid", "physics") for g in gpus
+                         for m in sizes}
+    assert {(g, m): r["rows"] for (h, e, g, m), r in rows.items() if h == "default" and e == "physics"} == {
+        ("a100-sxm4-40gb", "llama-2-7b"): 20, ("a40", "llama-2-7b"): 24, ("v100-sxm2", "llama-2-7b"): 20,
+        ("a100-sxm4-40gb", "llama-2-13b"): 24, ("a40", "llama-2-13b"): 28, ("v100-sxm2", "llama-2-13b"): 24}
+    assert all((r["coverage_pct"] is None) == (e == "physics") for (h, e, g, m), r in rows.items())
     machines = out["machine_dispatch_us"]
-    assert {m["gpu"] for m in machines} == {"a100-sxm4-40gb", "a40", "v100-sxm2"}
+    assert {m["gpu"] for m in machines} == set(gpus)
     assert all(0 < m["dispatch_us"] < 1000 for m in machines)  # within what a workload may state (1 ms)

@@ -144,13 +144,18 @@ def rows() -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _row_dtype(r) -> str:
+    """A row's weights' precision as `serve` takes it: fp8 where it records fp8, else bf16 (also where none)."""
+    return r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16"
+
+
 def _serve_row(r, input_len: int, residual, cv: float):
     """`serve` at a row's configuration: its measured mean batch as the concurrency, its GPUs as tensor
     parallelism, its release's engine, the assumed mean prompt `input_len`, the output lengths' spread `cv`."""
     max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
     return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                  max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
-                 dtype=r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16",
+                 dtype=_row_dtype(r),
                  output_len_cv=cv, sampling=SAMPLING[r.release], expert_parallel=bool(r.expert_parallel),
                  estimator=residual if residual is not None else "physics")
 
@@ -162,7 +167,7 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
         est = _serve_row(r, input_len, residual, cv)
         lo, hi = est.energy_per_output_token_interval_j or (np.nan, np.nan)
         out.append(dict(release=r.release, gpu=r.gpu, model=r.model, tp=int(r.num_gpus), moe=bool(r.moe),
-                        ep=bool(r.expert_parallel), batch=int(r.batch), cv=cv,
+                        ep=bool(r.expert_parallel), dtype=_row_dtype(r), batch=int(r.batch), cv=cv,
                         measured_j_per_token=r.measured_j_per_token,
                         predicted_j_per_token=est.energy_per_output_token_j,
                         measured_tokens_per_s=r.measured_tokens_per_s, predicted_tokens_per_s=est.tokens_per_s,
@@ -357,8 +362,9 @@ def main() -> int:
     summary = []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        for (release, gpu, tp, moe, ep), part in frame.groupby(["release", "gpu", "tp", "moe", "ep"]):
+        for (release, gpu, tp, moe, ep, dtype), part in frame.groupby(["release", "gpu", "tp", "moe", "ep", "dtype"]):
             summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), ep=bool(ep),
+                                dtype=dtype,
                                 rows=len(part),
                                 j_per_token_mape=float(part["energy_ape"].mean()),
                                 tokens_per_s_mape=float(part["throughput_ape"].mean()),

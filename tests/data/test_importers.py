@@ -52,7 +52,8 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
     # v3's steps also ran prompts that are not recorded: its references are partial, and no engine stands for them
     assert set(v3["kernel_list"]) == {"partial", "none"}
     partial = v3[v3["kernel_list"] == "partial"]
-    assert set(partial["model"]) == {"llama-3-8b", "llama-3-70b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b"}
+    assert set(partial["model"]) == {"llama-3-8b", "llama-3-70b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b",
+                                     "qwen3-235b-a22b"}
     assert resolve(partial["workload_ref"].iloc[0]).engine is None
 
 

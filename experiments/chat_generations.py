@@ -17,7 +17,9 @@ Stated assumptions, as the set's PROVENANCE.md records neither:
   (the same lab's second leaderboard ran A100-SXM4-40GB); the V100 the catalog's 32 GB V100-SXM2, as the set's 13B
   models (26 GB of fp16 weights) ran on it, which no 16 GB card holds; the A40 the catalog's A40;
 - the prompts' length (ShareGPT's first turns in FastChat's templates, not recorded): figures at each `--input-len`;
-  at batch 1 the prompt is one pass against hundreds of decode steps, so the figures barely move with it;
+  the prefill is one pass against hundreds of decode steps, but every step reads and (transformers' cache of then
+  concatenating) copies the prompt's keys and values, so longer prompts read higher (1,024 tokens: 14-36 % at each
+  machine's dispatch, against 6-17 % at 256);
 - greedy decoding in place of FastChat's temperature-0.7 sampling (a softmax and a draw a token, not priced), and
   FastChat's own host work a token (streaming, detokenising) not modelled beyond transformers' launches.
 
@@ -25,7 +27,7 @@ Each row is scored twice: at the default host dispatch (25 us a launch, EnergAIz
 (one machine a GPU), read from the machine's rows of the other models (`machine_dispatch`: the median of the
 dispatch a launch for which physics' generation takes each row's measured time, `generation_jobs.dispatch_for_time`),
 so that no model's rows set their own figure. A generation at batch 1 launches some 1,400 kernels a token from
-Python, and every card here is host-bound: their tokens a second (27-34 for LLaMA-7B's models) hardly differ though
+Python, and every card here is host-bound: their tokens a second (24-34 for the 7B models) hardly differ though
 their bandwidths span 696-1,555 GB/s.
 """
 
@@ -64,6 +66,8 @@ def rows() -> pd.DataFrame:
 
 
 def _generate(r, input_len: int, dispatch_s: float | None, estimator):
+    """A row's response as `generate` estimates it: one sequence of `input_len` prompt tokens and its mean response
+    length, at a host dispatch (None: the default) and an estimator (None: physics)."""
     return generate(r.catalog_model, r.gpu, batch=1, input_len=input_len, output_len=max(1, int(r.output_len)),
                     dtype=DTYPE, attention=ATTENTION, host_dispatch_s=dispatch_s,
                     estimator=estimator if estimator is not None else "physics")

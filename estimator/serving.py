@@ -48,11 +48,10 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.tensor_parallel import all_reduce_s, check_tp, fewest_fitting, worker_host
+from joulecast.estimator.tensor_parallel import check_tp, fewest_fitting, instance_wait
 from joulecast.features import serve_step, train_step
 from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
-from joulecast.features.power import waiting_power_w
 from joulecast.features.sampling import check_sampling
 
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
@@ -142,8 +141,11 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
               input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
-              sampling: str = "greedy", expert_parallel: bool = False) -> list[tuple[Estimate, float, float]]:
-    """Per batch size: the step's estimate on one GPU, its all-reduce seconds, and the step's prompt tokens."""
+              sampling: str = "greedy", expert_parallel: bool = False
+              ) -> list[tuple[Estimate, float, float, float]]:
+    """Per batch size: the step's estimate on one GPU, the seconds and joules a GPU its instance adds to it
+    (`tensor_parallel.instance_wait`: all-reduces, the engine's host work for its other workers), and the step's
+    prompt tokens."""
     config, _, _ = resolve_model(model)
     out = []
     for b in batches:
@@ -156,8 +158,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
                                                 expert_parallel=expert_parallel)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
-        comm = float(all_reduce_s(config, spec, engine, tp, b + prompt))
-        out.append((est, comm, float(prompt)))
+        wait_s, wait_j = instance_wait(config, spec, engine, tp, b + prompt, sm_clock_mhz)
+        out.append((est, float(wait_s), float(wait_j), float(prompt)))
     return out
 
 
@@ -216,49 +218,47 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
-    wait_w = waiting_power_w(spec, sm_clock_mhz)  # GPUs waiting on an all-reduce
-    host_s, host_w = worker_host(eng, tp, spec, sm_clock_mhz)  # and on the engine's host work for its workers
     setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
                    input_len_cv=float(input_len_cv), host_dispatch_s=check_host_dispatch(host_dispatch_s),
                    sampling=sampling, expert_parallel=expert_parallel)
     if concurrency is not None:
         busy = min(concurrency, max_batch)
-        (est, comm, prompt), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
-                                         launch_mode, tp, chunk_tokens, residual, **setting)
+        (est, wait_s, wait_j, _), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
+                                              launch_mode, tp, chunk_tokens, residual, **setting)
         mean_batch, idle = float(busy), 0.0
-        step_s, step_j = est.time_s + comm + host_s, tp * (est.energy_j + comm * wait_w + host_s * host_w)
+        step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
-        busy_share = _busy_share(est, comm + host_s)
+        busy_share = _busy_share(est, wait_s)
     else:
         rate = _positive("request_rate", request_rate)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
         steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
                           residual, **setting)
-        step_s = np.array([e.time_s + c + host_s for e, c, _ in steps])
+        step_s = np.array([e.time_s + w for e, w, _, _ in steps])
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
-            host_bound = _busy_share(steps[-1][0], steps[-1][1] + host_s) < HOST_BOUND_SHARE
+            host_bound = _busy_share(*steps[-1][:2]) < HOST_BOUND_SHARE
             raise BeyondCapacityError(
                 "request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
                 f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so add "
                                                "instances (GPUs), not max_batch" if host_bound else
                                                "raise max_batch or add GPUs"))
-        step_j_grid = np.array([tp * (e.energy_j + c * wait_w + host_s * host_w) for e, c, _ in steps])
+        step_j_grid = np.array([tp * (e.energy_j + j) for e, _, j, _ in steps])
         # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
         # rate, interpolated from the one below
         j = int(np.searchsorted(capacity, rate))
         mean_batch = (float(np.interp(rate, capacity[max(j - 1, 0):j + 1], grid[max(j - 1, 0):j + 1]))
                       if rate >= capacity[0] else rate * output_len * step_s[0])  # under one in flight: idles between
         i = int(np.searchsorted(grid, mean_batch))        # the grid's batch at or above it (its flags, interval)
-        est, comm, prompt = steps[i]
+        est, wait_s, _, _ = steps[i]
         busy = int(grid[i])
         step_s, step_j = (float(np.interp(mean_batch, grid, step_s)),
                           float(np.interp(mean_batch, grid, step_j_grid)))
         idle = math.exp(-mean_batch)
         tokens_per_s = rate * output_len
-        busy_share = _busy_share(est, comm + host_s)
+        busy_share = _busy_share(est, wait_s)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     per_token = power / tokens_per_s
     band = None

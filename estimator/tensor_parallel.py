@@ -88,22 +88,30 @@ def worker_host(engine: str | None, tp: int, spec: GpuSpec, sm_clock_mhz: float 
     return spec_of.host_s_per_tp_worker * (tp - 1), spec_of.power_over_idle * waiting_power_w(spec, sm_clock_mhz)
 
 
+def instance_wait(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int, tokens: np.ndarray | float,
+                  sm_clock_mhz: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, joules a GPU) that a step of `tokens` tokens adds on `tp` GPUs to one GPU's shard: its all-reduces
+    (`all_reduce_s`) at the waiting power and the engine's host work for its other workers (`worker_host`) at its
+    own; 0 on one GPU."""
+    comm = all_reduce_s(config, spec, engine, tp, tokens)
+    host_s, host_w = worker_host(engine, tp, spec, sm_clock_mhz)
+    return comm + host_s, comm * waiting_power_w(spec, sm_clock_mhz) + host_s * host_w
+
+
 def with_all_reduces(steps: pd.DataFrame, config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
                      tokens: np.ndarray, sm_clock_mhz: float | None) -> pd.DataFrame:
     """Each step (an `estimate_many` row of one GPU's shard) as the instance runs it: its time and bounds with the
-    step's all-reduces and its engine's host work for the other workers (`worker_host`) added, its energy and bounds
-    every GPU's, the all-reduces at the waiting power."""
+    step's all-reduces and its engine's host work for the other workers added (`instance_wait`), its energy and
+    bounds every GPU's."""
     if tp <= 1:
         return steps
-    comm = all_reduce_s(config, spec, engine, tp, tokens)
-    wait_w = waiting_power_w(spec, sm_clock_mhz)
-    host_s, host_w = worker_host(engine, tp, spec, sm_clock_mhz)
+    wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz)
     out = steps.copy()
     for column in ("time_s", "time_lo_s", "time_hi_s", "physics_time_s"):
         if column in out:
-            out[column] = out[column] + comm + host_s
+            out[column] = out[column] + wait_s
     for column in ("energy_j", "energy_lo_j", "energy_hi_j", "physics_energy_j"):
         if column in out:
-            out[column] = tp * (out[column] + comm * wait_w + host_s * host_w)
+            out[column] = tp * (out[column] + wait_j)
     out["power_w"] = out["energy_j"] / out["time_s"]
     return out

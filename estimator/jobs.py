@@ -24,7 +24,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
-from joulecast.estimator.tensor_parallel import check_tp, fewest_fitting, with_all_reduces
+from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp, fewest_fitting, with_all_reduces
 from joulecast.features.design import host_dispatch, host_stated
 from joulecast.features.lowering import check_job, resolve_model
 
@@ -60,6 +60,7 @@ class GenerationEstimate:
     h2d_gbps: float | None = None     # their copy rate taken (None: nothing offloaded)
     h2d_stated: bool = True           # False: the posted rates' median taken, the interval spanning their range
     tp: int = 1                       # tensor-parallel GPUs: energy and power are all of theirs, memory one's
+    expert_parallel: bool = False     # a mixture's experts split whole over the tp GPUs, not each one's width
     fits_tp: int | None = None        # exceeds-memory: the fewest tensor-parallel GPUs (2, 4, 8) whose shards fit
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
@@ -89,7 +90,8 @@ def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv
 
 
 def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, sm_clock_mhz: float | None,
-             power_limit_w: float | None, host_dispatch_s: float | None = None, tp: int = 1) -> dict[str, Any]:
+             power_limit_w: float | None, host_dispatch_s: float | None = None, tp: int = 1,
+             expert_parallel: bool = False) -> dict[str, Any]:
     # each a scalar: a list here became a column of its own length (a service body's "dtype": [] was a 500)
     for name, value in (("dtype", dtype), ("attention", attention), ("launch_mode", launch_mode)):
         require(isinstance(value, str), name, f"must be a name, got {value!r}")
@@ -98,6 +100,7 @@ def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, s
                 f"must be a number, got {value!r}")
     host = check_host_dispatch(host_dispatch_s)
     return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "", "tp": tp,
+            "expert_parallel": expert_parallel,
             "sm_clock_mhz": np.nan if sm_clock_mhz is None else sm_clock_mhz,
             "power_limit_w": np.nan if power_limit_w is None else power_limit_w,
             "host_dispatch_s": np.nan if host is None else host}
@@ -149,7 +152,8 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
              engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
              host_dispatch_s: float | None = None, offload_gb: float = 0.0, h2d_gbps: float | None = None,
-             tp: int = 1, estimator: Any = None, suggest_tp: bool = True) -> GenerationEstimate:
+             tp: int = 1, expert_parallel: bool = False, estimator: Any = None,
+             suggest_tp: bool = True) -> GenerationEstimate:
     """Estimate a whole generation: the prompt's prefill, then `output_len - 1` decode steps (the prefill yields the
     first token), step t attending to `input_len + t` cached tokens. Without a KV cache (HF transformers'
     `use_cache=False`) every step is a forward pass over all tokens so far.
@@ -160,6 +164,9 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     `launch_mode`: default CUDA graphs (`graph`) where a serving `engine` runs the cached steps, else `eager`.
     `tp`: GPUs of one instance in tensor parallelism, each running its shard of every step and two all-reduces a
     layer (`estimator.tensor_parallel`); energy and power are every GPU's, memory one GPU's.
+    `expert_parallel`: a mixture of experts' experts split whole over the `tp` GPUs, a share each (vLLM's
+    --enable-expert-parallel; `features.lower_transformers.active_experts`: a step waits for its busiest GPU), not
+    each expert's width.
     `offload_gb`: GiB of weights held in host memory and copied in before every pass, as Accelerate's
     `device_map="auto"` runs a model the GPU cannot hold, at `h2d_gbps` (the host's pageable copy rate, GB/s; default
     the posted rates' median, the interval spanning them: `estimator.offload`).
@@ -173,11 +180,13 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     tp, engine = _layout(model, tp, offload_gb), check_engine(engine)
+    expert_parallel = check_expert_parallel(expert_parallel, resolve_model(model)[0])
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
+                       expert_parallel)
     steps = _steps(model, gpu, batch, input_len, output_len, kv_cache, setting)
     out = with_copies(estimate_many(steps, estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
-    out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz)
+    out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz, expert_parallel, dtype, power_limit_w)
     totals = _summed(out)
     energy = totals["energy_j"]
     dispatch = float(host_dispatch([launch_mode], [host_dispatch_s])[0])  # the host the steps took (design's rule)
@@ -188,7 +197,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
-        **_offload_fields(offload_gb, h2d_gbps), tp=tp, steps=out,
+        **_offload_fields(offload_gb, h2d_gbps), tp=tp, expert_parallel=expert_parallel, steps=out,
         fits_tp=_fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb) if suggest_tp else None)
 
 
@@ -215,14 +224,17 @@ def _layout(model: str, tp: object, offload_gb: float) -> int:
 
 
 def _with_all_reduces(out: pd.DataFrame, steps: pd.DataFrame, model: str, gpu: str, tp: int,
-                      sm_clock_mhz: float | None) -> pd.DataFrame:
+                      sm_clock_mhz: float | None, expert_parallel: bool, dtype: str,
+                      power_limit_w: float | None) -> pd.DataFrame:
     """Each step of a generation on `tp` GPUs (`estimator.tensor_parallel`): its all-reduces over the step's tokens
-    (a prefill's batch x length, a decode step's batch), every GPU's energy."""
+    (a prefill's batch x length, a decode step's batch), every GPU's energy (with the experts split over them, the
+    GPUs other than the busiest running fewer)."""
     if tp == 1:
         return out
     tokens = steps["batch"].to_numpy(float) * np.where(steps["phase"] == "decode", 1.0, steps["seq"].to_numpy(float))
     engine = steps["engine"].iloc[0] or None  # a checked name, or "" (no engine: HF's loop without a cache too)
-    return with_all_reduces(out, resolve_model(model)[0], lookup_gpu(gpu), engine, tp, tokens, sm_clock_mhz)
+    return with_all_reduces(out, resolve_model(model)[0], lookup_gpu(gpu), engine, tp, tokens, sm_clock_mhz,
+                            expert_parallel, dtype, power_limit_w)
 
 
 def _offload_fields(offload_gb: float, h2d_gbps: float | None) -> dict[str, Any]:
@@ -260,6 +272,7 @@ class RequestsEstimate:
     h2d_gbps: float | None = None
     h2d_stated: bool = True
     tp: int = 1
+    expert_parallel: bool = False
     fits_tp: int | None = None        # as `GenerationEstimate`'s
 
     def to_dict(self) -> dict[str, Any]:
@@ -271,13 +284,13 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
                       engine: str | None = None, sm_clock_mhz: float | None = None,
                       power_limit_w: float | None = None, host_dispatch_s: float | None = None,
                       offload_gb: float = 0.0, h2d_gbps: float | None = None, tp: int = 1,
-                      estimator: Any = None) -> RequestsEstimate:
+                      expert_parallel: bool = False, estimator: Any = None) -> RequestsEstimate:
     """Estimate a list of requests, (input_len, output_len) each (or a frame's input_len and output_len columns),
     generated as Hugging Face's `generate` runs a batch: `batch` requests at a time in the list's order, each batch
     padded to its longest prompt and decoding until its longest answer ends (a finished sequence goes on as padding),
     one batch after another. Every batch's steps go through `estimate_many` in one pass; the interval adds up all
-    steps' bounds, as `generate`'s; weights offloaded to host memory (`offload_gb`, `h2d_gbps`) and tensor
-    parallelism (`tp`) as `generate` takes them.
+    steps' bounds, as `generate`'s; weights offloaded to host memory (`offload_gb`, `h2d_gbps`), tensor
+    parallelism (`tp`) and experts split over its GPUs (`expert_parallel`) as `generate` takes them.
 
     Raises:
         InputError: naming the field that is wrong (`requests[i]` for a request).
@@ -301,13 +314,15 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     lengths = np.array(pairs, dtype=np.int64)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     tp, engine = _layout(model, tp, offload_gb), check_engine(engine)
+    expert_parallel = check_expert_parallel(expert_parallel, resolve_model(model)[0])
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp)
+    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
+                       expert_parallel)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]
     steps = pd.concat(frames, ignore_index=True)
     out = with_copies(estimate_many(steps, estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
-    out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz)
+    out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz, expert_parallel, dtype, power_limit_w)
     group = np.repeat(np.arange(len(groups)), [len(f) for f in frames])  # each step's batch
     group_time = np.bincount(group, out["time_s"].to_numpy(float), minlength=len(groups))
     first = np.flatnonzero(np.diff(np.concatenate([[-1], group])))  # each batch's prefill row
@@ -321,5 +336,6 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
         energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),
         padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps), tp=tp,
+        expert_parallel=expert_parallel,
         fits_tp=_fits_tp(model, steps.iloc[np.concatenate([first, np.r_[first[1:], len(steps)] - 1])], tp,
                          totals["flags"], offload_gb))

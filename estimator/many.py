@@ -27,7 +27,7 @@ from joulecast.data.workload import (
 )
 from joulecast.estimator.api import _explained, combine, memory_flags
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.tensor_parallel import check_tp
+from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
 from joulecast.features import lower_many, memory
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
 from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
@@ -35,9 +35,11 @@ from joulecast.features.physics import PhysicsTotals, check_setting
 from joulecast.features.train_step import shard_config
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
-                  "sm_clock_mhz", "power_limit_w", "fusions", "host_dispatch_s", "tp")
+                  "sm_clock_mhz", "power_limit_w", "fusions", "host_dispatch_s", "tp", "expert_parallel")
 _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dtype": "bf16", "attention": "flash",
-                                "launch_mode": "eager", "fusions": "", "tp": 1}
+                                "launch_mode": "eager", "fusions": "", "tp": 1, "expert_parallel": False}
+# `expert_parallel` as a CSV or a JSON body may give it: a bool, or its name (case aside) or 1 / 0
+_TRUTHS = {"true": True, "false": False, "1": True, "0": False, "": False}
 
 
 def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
@@ -48,7 +50,9 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     `sm_clock_mhz`, `power_limit_w`, `fusions` (comma-separated `joulecast.data.fusions`, empty for none),
     `host_dispatch_s` (the host's time an eager launch, s; empty for the default, `Workload.host_dispatch_s`),
     `tp` (tensor parallelism: the row is one GPU's shard of the pass, `features.train_step.shard_config`; its
-    all-reduces are the job's to add, `estimator.tensor_parallel`; default 1) (optional). Returns energy_j,
+    all-reduces are the job's to add, `estimator.tensor_parallel`; default 1), `expert_parallel` (true: a mixture
+    of experts' experts split whole over the `tp` GPUs, a share each, as vLLM's --enable-expert-parallel, not each
+    expert's width; default false) (optional). Returns energy_j,
     time_s, power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ":
     spec-only or out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by
     "; ") and memory_gb (GiB the workload needs on the GPU).
@@ -136,12 +140,15 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     for column, default in _DEFAULTS.items():
         if column not in frame:
             frame[column] = default
-        elif column not in ("batch", "seq"):  # a missing size is an error, not a default (`_integers`)
-            frame[column] = frame[column].fillna(default)
+        elif column not in ("batch", "seq", "expert_parallel") and frame[column].isna().any():
+            # a missing size is an error, not a default (`_integers`); an empty truth is false (`_truths`); the
+            # default filled in as an object, whatever the column's dtype (a column of text takes no 1)
+            frame[column] = frame[column].astype(object).where(frame[column].notna(), default)
     # a vision model has no sequence length: its seq may be empty (it is ignored)
     vision = frame["model"].map({m: _is_vision(m) for m in frame["model"].unique()}).to_numpy(bool)
     frame["seq"] = frame["seq"].where(~(vision & frame["seq"].isna()), 1)
     frame["batch"], frame["seq"], frame["tp"] = (_integers(frame, c) for c in ("batch", "seq", "tp"))
+    frame["expert_parallel"] = _truths(frame, "expert_parallel")
     _check_layouts(frame)
     check_size_columns(frame["batch"].to_numpy(), frame["seq"].to_numpy())
     for column, allowed in (("launch_mode", LAUNCH_MODES), ("attention", ATTENTION_BACKENDS)):
@@ -211,6 +218,26 @@ def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     return values.astype(float)
 
 
+def _truths(frame: pd.DataFrame, column: str) -> pd.Series:
+    """A column of true or false (bools, 1 or 0, `_TRUTHS`' names as a CSV holds them; empty: false), else one
+    InputError naming the column and the first bad row."""
+    def truth(v: object) -> bool | None:
+        if isinstance(v, str):
+            return _TRUTHS.get(v.strip().lower())
+        if isinstance(v, (bool, np.bool_)):
+            return bool(v)
+        if pd.api.types.is_scalar(v) and pd.isna(v):
+            return False
+        return bool(v) if isinstance(v, (int, float, np.number)) and v in (0, 1) else None
+
+    values = frame[column].map(truth)
+    bad = values.isna().to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(column, f"row {i}: must be true or false, got {_shown(frame[column].iloc[i])!r}")
+    return values.astype(bool)
+
+
 def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
     """A column of whole numbers (numbers or numeric strings; no NaN, fraction or infinity), else one InputError
     naming the column and the first bad row."""
@@ -225,14 +252,16 @@ def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def _check_layouts(frame: pd.DataFrame) -> None:
-    """Every (model, tp) of more than one GPU one its heads divide into and its family has a rule for, else one
-    InputError naming the column and the first row."""
-    split = frame.loc[frame["tp"] > 1, ["model", "tp"]].drop_duplicates()
-    for i, model, tp in zip(split.index, split["model"], split["tp"]):
+    """Every (model, tp) of more than one GPU one its heads divide into and its family has a rule for, and every
+    model whose experts are split a mixture of experts, else one InputError naming the column and the first row."""
+    split = frame.loc[(frame["tp"] > 1) | frame["expert_parallel"], ["model", "tp", "expert_parallel"]]
+    for i, model, tp, experts in split.drop_duplicates().itertuples():
         try:
-            check_tp(resolve_model(model)[0], int(tp))
+            config = resolve_model(model)[0]
+            check_tp(config, int(tp))
+            check_expert_parallel(bool(experts), config)
         except InputError as exc:
-            raise _at_row("tp", i, exc) from None
+            raise _at_row(exc.field, i, exc) from None
 
 
 def _at_row(column: str, row: int, exc: InputError) -> InputError:
@@ -251,7 +280,7 @@ CHUNK_CONFIGS = 4096
 # Configurations whose residual corrections are taken at once, across GPU settings (their design rows, some sixty
 # floats each, and the walk's work arrays: a few tens of MB): one long walk of the trees keeps them in cache.
 CORRECT_CONFIGS = 16384
-_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode", "fusions", "tp")
+_STRUCTURE = ("model", "phase", "dtype", "attention", "launch_mode", "fusions", "tp", "expert_parallel")
 
 
 class Lowered:
@@ -273,10 +302,11 @@ class Lowered:
 
     @staticmethod
     def _template(key: tuple) -> "lower_many.Template | None":
-        model, phase, dtype, attention, launch_mode, fusions, tp, engine = key
+        model, phase, dtype, attention, launch_mode, fusions, tp, experts, engine = key
         if model.endswith(".json"):
             return None  # a config file: lowered one by one
-        return lower_many.template(model, phase, dtype, attention, engine or None, _names(fusions), int(tp))
+        return lower_many.template(model, phase, dtype, attention, engine or None, _names(fusions), int(tp),
+                                   experts == "True")
 
     def design(self, idx: np.ndarray, spec: GpuSpec, clock: float | None, limit: float | None
                ) -> tuple[Design, PhysicsTotals, np.ndarray, np.ndarray]:
@@ -285,7 +315,7 @@ class Lowered:
         parts, order, phases, seqs, params, offset = [], [], [], [], [], 0
         for s in np.unique(self.structure[idx]):
             rows = idx[self.structure[idx] == s]
-            model, phase, dtype, attention, launch_mode, _, _, engine = self.keys[int(s)]
+            model, phase, dtype, attention, launch_mode, _, _, _, engine = self.keys[int(s)]
             t = self.templates[int(s)]
             # a prefill of one token would meet the engine's decode-attention swap (seq_q == 1): lowered alone
             single = (self.seq[rows] == 1) & (phase != "decode") & bool(engine) if t is not None else None
@@ -321,7 +351,8 @@ class Lowered:
     def _workload(self, i: int) -> Workload:
         if i not in self._workloads:
             r = self.frame.iloc[i]
-            model = r["model"] if int(r["tp"]) == 1 else shard_config(resolve_model(r["model"])[0], tp=int(r["tp"]))
+            model = r["model"] if int(r["tp"]) == 1 else shard_config(resolve_model(r["model"])[0], tp=int(r["tp"]),
+                                                                      expert_parallel=bool(r["expert_parallel"]))
             self._workloads[i] = workload(model, phase=r["phase"], batch=int(self.batch[i]),
                                           seq=int(self.seq[i]), dtype=r["dtype"], attention=r["attention"],
                                           launch_mode=r["launch_mode"], engine=self.engines[i] or None,

@@ -48,8 +48,13 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.tensor_parallel import check_tp, fewest_fitting, instance_wait
-from joulecast.features import serve_step, train_step
+from joulecast.estimator.tensor_parallel import (
+    check_expert_parallel,
+    check_tp,
+    fewest_fitting,
+    instance_wait,
+)
+from joulecast.features import serve_step
 from joulecast.features.lowering import check_job, resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.sampling import check_sampling
@@ -131,12 +136,6 @@ def _check_context(input_len: float, output_len: float, output_len_cv: float, co
                          "(the prompt and half the answer)")
 
 
-def check_expert_parallel(value: object) -> bool:
-    """`expert_parallel` as a bool: JSON true or false, not a string's truth (which reads "no" as yes)."""
-    require(isinstance(value, (bool, np.bool_)), "expert_parallel", f"must be true or false, got {value!r}")
-    return bool(value)
-
-
 def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
@@ -158,7 +157,8 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
                                                 expert_parallel=expert_parallel)
         est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                        estimator=residual if residual is not None else "physics")
-        wait_s, wait_j = instance_wait(config, spec, engine, tp, b + prompt, sm_clock_mhz)
+        wait_s, wait_j = instance_wait(config, spec, engine, tp, b + prompt, sm_clock_mhz, expert_parallel, dtype,
+                                       power_limit_w)
         out.append((est, float(wait_s), float(wait_j), float(prompt)))
     return out
 
@@ -212,8 +212,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     config = resolve_model(model)[0]
     check_job(config, "serve")
     tp = check_tp(config, tp)  # a whole number of GPUs the model's heads divide into
-    expert_parallel = check_expert_parallel(expert_parallel)
-    train_step.shard_config(config, expert_parallel=expert_parallel)  # experts to split: a mixture's alone
+    expert_parallel = check_expert_parallel(expert_parallel, config)
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)

@@ -24,8 +24,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
-from joulecast.estimator.serving import check_expert_parallel
-from joulecast.estimator.tensor_parallel import check_tp
+from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
 from joulecast.features.lowering import check_job as check_model_job, resolve_model
 from joulecast.features.power import MIN_CLOCK_RATIO
 
@@ -61,7 +60,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                              "launch_mode", "head_tokens", "head_outputs", "attention", "fusions",
                              "forward_overhead_s"),
                "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine",
-                            "tp"),
+                            "tp", "expert_parallel"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "input_len_cv", "sampling", "expert_parallel")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
@@ -257,8 +256,12 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     model = loaded if loaded is not None else "physics"
     out = []
+    # a mixture's experts split over the GPUs where the sweep asks: its dense models run as without
+    dense = {m: not is_mixture_of_experts(resolve_model(m)[0]) for m in configs["model"].unique()}
+    split = {k: v for k, v in job.items() if k != "expert_parallel"}
     # a loop over configurations, not kernel rows: each job estimates all its own steps in one vectorised pass
     for c in configs.itertuples(index=False):
+        own = split if dense[c.model] else job
         dispatch = getattr(c, "host_dispatch_s", np.nan)
         setting = dict(dtype=c.dtype, estimator=model,
                        sm_clock_mhz=None if np.isnan(c.sm_clock_mhz) else c.sm_clock_mhz,
@@ -269,16 +272,13 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan)
         elif c.phase == "generate":
-            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **job, **setting, **_axes(c),
+            r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **own, **setting, **_axes(c),
                          suggest_tp=False)  # a point past memory is infeasible: the search would only slow the sweep
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
                            band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
             load = ({"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
                     else {"concurrency": int(c.batch)})
-            # experts split over the GPUs where the model has any: a dense model of the sweep serves as without
-            own = job if is_mixture_of_experts(resolve_model(c.model)[0]) else {
-                k: v for k, v in job.items() if k != "expert_parallel"}
             try:
                 r = serve(c.model, c.gpu, **load, input_len=float(c.seq), **own, **setting, **_axes(c),
                           suggest_tp=False)

@@ -17,11 +17,15 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data import engines
-from joulecast.data.errors import InputError
+from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.job_file import reference
 from joulecast.data.models import hidden_size, layer_count
+from joulecast.data.kernels import stack
 from joulecast.features import collectives
+from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.lower_transformers import expert_gemms
+from joulecast.features.physics import analyze_arrays
 from joulecast.features.power import waiting_power_w
 from joulecast.features.train_step import shard_config
 
@@ -38,6 +42,16 @@ def check_tp(config: Mapping[str, Any], tp: object) -> int:
         except InputError as exc:
             raise InputError("tp", str(exc).split(": ", 1)[-1]) from None
     return int(tp)
+
+
+def check_expert_parallel(value: object, config: Mapping[str, Any] | None = None) -> bool:
+    """`expert_parallel` as a bool (JSON true or false, not a string's truth, which reads "no" as yes), and where a
+    model's `config` is given, true only for a mixture of experts (`features.train_step.shard_config`); else one
+    InputError naming `expert_parallel`."""
+    require(isinstance(value, (bool, np.bool_)), "expert_parallel", f"must be true or false, got {value!r}")
+    if config is not None:
+        shard_config(config, expert_parallel=bool(value))  # experts to split: a mixture's alone
+    return bool(value)
 
 
 # The instance sizes a memory hint tries: 2, 4 or 8 GPUs, within one node's NVLink domain (an HGX H100 node holds 8:
@@ -89,23 +103,50 @@ def worker_host(engine: str | None, tp: int, spec: GpuSpec, sm_clock_mhz: float 
 
 
 def instance_wait(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int, tokens: np.ndarray | float,
-                  sm_clock_mhz: float | None) -> tuple[np.ndarray, np.ndarray]:
+                  sm_clock_mhz: float | None, expert_parallel: bool = False, dtype: str = "bf16",
+                  power_limit_w: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, joules a GPU) that a step of `tokens` tokens adds on `tp` GPUs to one GPU's shard: its all-reduces
     (`all_reduce_s`) at the waiting power and the engine's host work for its other workers (`worker_host`) at its
-    own; 0 on one GPU."""
+    own, less, with a mixture's experts split over the GPUs, what the GPUs other than the busiest save
+    (`expert_idle_j`); 0 on one GPU."""
     comm = all_reduce_s(config, spec, engine, tp, tokens)
     host_s, host_w = worker_host(engine, tp, spec, sm_clock_mhz)
-    return comm + host_s, comm * waiting_power_w(spec, sm_clock_mhz) + host_s * host_w
+    joules = comm * waiting_power_w(spec, sm_clock_mhz) + host_s * host_w
+    if expert_parallel and tp > 1:
+        joules = joules - expert_idle_j(config, spec, tp, tokens, dtype, sm_clock_mhz, power_limit_w)
+    return comm + host_s, joules
+
+
+def expert_idle_j(config: Mapping[str, Any], spec: GpuSpec, tp: int, tokens: np.ndarray | float, dtype: str,
+                  sm_clock_mhz: float | None, power_limit_w: float | None) -> np.ndarray:
+    """Joules a GPU, on average, below the shard's estimate of a step of `tokens` tokens whose mixture's experts are
+    split whole over `tp` GPUs: the shard is the busiest GPU's (`features.lower_transformers.active_experts`, the
+    step waits for it), and the other tp - 1 run fewer experts, a GPU's share of those the tokens run on average
+    (`expert_gemms`): their grouped GEMMs' energy and time in that proportion to the busiest's (the weights each
+    expert's GEMMs read: a step of few tokens, where the counts differ, is memory-bound), the rest of the busiest's
+    time waited out at the waiting power. 0 where every GPU runs all its experts (a prefill, a large batch)."""
+    shard = shard_config(config, tp=tp, expert_parallel=True)
+    counts = np.asarray(tokens, dtype=np.int64)
+    distinct = np.unique(counts)  # a job's steps share a few token counts (its prefill's, its decodes')
+    parts, shares = {}, np.empty(len(distinct))
+    for i, t in enumerate(distinct):
+        records, shares[i] = expert_gemms(shard, int(t), dtype)
+        parts[i] = kernel_columns(records)
+    _, totals = analyze_arrays(stack(parts), spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w)
+    saved = (1.0 - shares) * (totals.energy_j - totals.time_s * waiting_power_w(spec, sm_clock_mhz))
+    return (tp - 1) / tp * saved[np.searchsorted(distinct, counts)]
 
 
 def with_all_reduces(steps: pd.DataFrame, config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
-                     tokens: np.ndarray, sm_clock_mhz: float | None) -> pd.DataFrame:
+                     tokens: np.ndarray, sm_clock_mhz: float | None, expert_parallel: bool = False,
+                     dtype: str = "bf16", power_limit_w: float | None = None) -> pd.DataFrame:
     """Each step (an `estimate_many` row of one GPU's shard) as the instance runs it: its time and bounds with the
-    step's all-reduces and its engine's host work for the other workers added (`instance_wait`), its energy and
-    bounds every GPU's."""
+    step's all-reduces and its engine's host work for the other workers added (`instance_wait`, which with a
+    mixture's experts split over the GPUs takes off what the others save), its energy and bounds every GPU's."""
     if tp <= 1:
         return steps
-    wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz)
+    wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz, expert_parallel, dtype,
+                                   power_limit_w)
     out = steps.copy()
     for column in ("time_s", "time_lo_s", "time_hi_s", "physics_time_s"):
         if column in out:

@@ -160,12 +160,13 @@ def _records(config: Mapping[str, Any], phase: str, batch: int, seq: int, dtype:
 
 @functools.cache
 def template(model: str, phase: str, dtype: str, attention: str, engine: str | None,
-             fusions: tuple[str, ...] = (), tp: int = 1) -> Template | None:
-    """The template of a catalog model's structure (one GPU's shard under tensor parallelism `tp`), or None where
-    the polynomial does not reproduce its rows."""
+             fusions: tuple[str, ...] = (), tp: int = 1, expert_parallel: bool = False) -> Template | None:
+    """The template of a catalog model's structure (one GPU's shard under tensor parallelism `tp`, a mixture's
+    experts split whole over its GPUs with `expert_parallel`), or None where the polynomial does not reproduce its
+    rows."""
     config, _, _ = resolve_model(model)
     if tp > 1:
-        config = shard_config(config, tp=tp)
+        config = shard_config(config, tp=tp, expert_parallel=expert_parallel)
     phase = normal_phase(config, phase)
     experts = None if is_vision(config) else expert_counts(config)
     flat = experts is not None

@@ -304,6 +304,20 @@ def _expected_most(n: int, p: np.ndarray, shards: int) -> np.ndarray:
     return most
 
 
+def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[dict[str, Any]], float]:
+    """A mixture's grouped expert GEMMs over a pass of `tokens` tokens, every layer's, as `_experts` lowers them in
+    the shard `c` (under expert parallelism the busiest GPU's, whose step the others wait for), and the share of
+    them a GPU runs on average: the experts the tokens run, held x (1 - (1 - routed / held)^tokens), over the GPUs,
+    against the busiest's (1 where every GPU runs every expert's share)."""
+    held, routed, inner = expert_counts(c)
+    shards = expert_shards(c)
+    b = KernelBuilder(dtype=dtype)
+    with b.repeat(_get(c, "num_hidden_layers")):
+        _experts(b, tokens, _get(c, "hidden_size"), held, routed, inner, shards)
+    mean = held * (1.0 - (1.0 - routed / held) ** tokens) / shards
+    return [r for r in b.records if r["op"] == "experts"], min(1.0, mean / active_experts(tokens, held, routed, shards))
+
+
 def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int, shards: int = 1) -> None:
     """A sparse mixture-of-experts block as vLLM's fused_moe runs it (vllm/model_executor/layers/fused_moe): the
     router's logits (a GEMM, `held` wide), top-k over their softmax (one kernel), the tokens' slots sorted by expert

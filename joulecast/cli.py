@@ -210,7 +210,7 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: An
         given = _job_options(args, "generate", needs=(), needs_why="", refuses=("seq", "input_len", "output_len"),
                              instead="--requests alone: each request its own lengths",
                              optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps",
-                                       "tp"))
+                                       "tp", "expert_parallel"))
         job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=batch,
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
                                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
@@ -219,7 +219,8 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: An
         return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
-                         optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps", "tp"))
+                         optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps", "tp",
+                                   "expert_parallel"))
     job = generate(args.model, args.gpu, batch=batch, input_len=args.input_len, output_len=args.output_len,
                    kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                    host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
@@ -477,7 +478,8 @@ def _sweep(args: argparse.Namespace) -> int:
 # defaults of those not given
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
 # The flags of the job phases, each an error with any other phase.
-JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
+JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
+                          "expert_parallel"),
              "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                        "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
@@ -962,7 +964,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "shard, two all-reduces a layer over the GPUs' own link (NVLink on SXM boards, PCIe on "
                      "PCIe cards); default 1")
     srv.add_argument("--expert-parallel", action="store_true", help="a mixture of experts' experts split whole over "
-                     "the --tp GPUs, a share each (vLLM's --enable-expert-parallel), not each expert's width split")
+                     "the --tp GPUs, a share each (vLLM's --enable-expert-parallel), not each expert's width split "
+                     "(--phase generate too)")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
@@ -1100,8 +1103,9 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--input-len-cv", type=float, help="serve: the prompt lengths' spread (std / mean); default 0")
     jobs.add_argument("--sampling", help="serve: greedy, top-p or top-p-penalties; default greedy")
-    jobs.add_argument("--expert-parallel", action="store_true", help="serve: a mixture of experts' experts split "
-                      "whole over the --tp GPUs (vLLM's --enable-expert-parallel); dense models as without it")
+    jobs.add_argument("--expert-parallel", action="store_true", help="serve, generate: a mixture of experts' "
+                      "experts split whole over the --tp GPUs (vLLM's --enable-expert-parallel); dense models as "
+                      "without it")
     jobs.add_argument("--no-kv-cache", action="store_true", help="generate: recompute every token each step")
     jobs.add_argument("--offload-gb", type=float, help="generate: GiB of weights in host memory, copied every pass")
     jobs.add_argument("--h2d-gbps", type=float, help="generate: the host's pageable copy rate for --offload-gb, GB/s")

@@ -32,7 +32,8 @@ MAX_BODY_BYTES = 2 * 2**20   # a full batch of rows is about 2 MB of JSON
 RELOAD_S = 30.0
 _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram bounds (s)
 # The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
-_JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp"),
+_JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
+                      "expert_parallel"),
          "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                    "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
@@ -203,7 +204,8 @@ def _estimate(body: dict[str, Any], model: Any) -> dict[str, Any]:
         if body.get("fusions") is not None:
             raise InputError("fusions", "applies to single passes and phase train-run, not to phase generate")
         args = {k: body[k] for k in ("batch", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz",
-                                     "power_limit_w", "offload_gb", "h2d_gbps", "tp") if body.get(k) is not None} | {
+                                     "power_limit_w", "offload_gb", "h2d_gbps", "tp", "expert_parallel")
+                if body.get(k) is not None} | {
             "host_dispatch_s": dispatch}
         if "requests" in body:  # a list of [input_len, output_len], in static batches of `batch`
             for key in ("input_len", "output_len"):

@@ -90,9 +90,12 @@ def test_estimate_refuses_what_is_no_workload(workload, gpu):
 
 @SETTINGS
 @given(rows=st.lists(st.fixed_dictionaries({
-    "model": names(MODELS), "gpu": names(GPUS), "batch": sizes, "seq": sizes, "phase": names(["prefill", "decode"]),
-    "dtype": names(["bf16", "fp8"]), "engine": st.one_of(st.none(), names(["vllm-0.5.4"])),
+    "model": names([*MODELS, "qwen3-30b-a3b"]), "gpu": names(GPUS), "batch": sizes, "seq": sizes,
+    "phase": names(["prefill", "decode"]), "dtype": names(["bf16", "fp8"]),
+    "engine": st.one_of(st.none(), names(["vllm-0.5.4"])),
     "sm_clock_mhz": st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=4)),
+    "tp": st.one_of(st.none(), mostly(st.sampled_from([1, 2, 4]), anything)),
+    "expert_parallel": st.one_of(st.none(), mostly(st.booleans(), anything)),
 }), min_size=1, max_size=4))
 def test_estimate_many(rows):
     out = outcome(lambda: joulecast.estimate_many(pd.DataFrame(rows)))

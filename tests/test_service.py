@@ -120,6 +120,10 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     status, split = call(physics_server, "/v1/estimate", {**body, "model": "qwen3-30b-a3b", "tp": 2,
                                                          "expert_parallel": True})
     assert status == 200 and split["expert_parallel"] is True and split["tp"] == 2
+    status, generated = call(physics_server, "/v1/estimate", {"model": "qwen3-30b-a3b", "gpu": "h100-sxm",
+                                                             "phase": "generate", "input_len": 64, "output_len": 4,
+                                                             "tp": 2, "expert_parallel": True})
+    assert status == 200 and generated["expert_parallel"] is True and generated["tp"] == 2
     assert capped["power_w"] <= 300 < free["power_w"] and capped["energy_per_output_token_interval_j"] is None
     status, listed = call(physics_server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate",
                                                           "batch": 2, "requests": [[128, 16], [32, 4]]})
@@ -146,6 +150,9 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "sm_clock_mhz": -1},
      "sm_clock_mhz"),
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "batch": 0, "input_len": 8, "output_len": 2}, "batch"),
+    ({"model": "gpt2", "gpu": "a10", "phase": "prefill", "expert_parallel": True}, "expert_parallel"),  # a pass's
+    ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "tp": 2,
+      "expert_parallel": True}, "expert_parallel"),  # a dense model
     ({"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8, "output_len": 2, "offload_gb": "1"},
      "offload_gb"),
     # each of these was a 500 (found by drawing bodies at random)

@@ -137,6 +137,23 @@ def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
         joulecast.estimate_many(configs, estimator="physics")
 
 
+def test_estimate_many_reads_expert_parallel_as_a_csv_writes_it_and_names_a_row_it_refuses():
+    """`expert_parallel` as a bool or as a CSV cell holds it (true, False, 1, 0, empty for false); a row whose
+    model has no experts to split, or a value that is neither, refused as its column and row."""
+    import pandas as pd
+
+    configs = pd.DataFrame({"model": "qwen3-30b-a3b", "gpu": "h100-sxm", "phase": "decode", "batch": 8,
+                            "seq": 512, "tp": 2, "expert_parallel": ["true", "False", 1, 0, "", True]})
+    many = joulecast.estimate_many(configs, estimator="physics")
+    assert many["expert_parallel"].tolist() == [True, False, True, False, False, True]
+    assert many["time_s"].nunique() == 2 and many["time_s"][0] == many["time_s"][2] != many["time_s"][1]
+    with pytest.raises(joulecast.InputError, match=r"^expert_parallel: row 1: must be true or false, got 'maybe'$"):
+        joulecast.estimate_many(configs.assign(expert_parallel=[True, "maybe", 0, 0, 0, 0]), estimator="physics")
+    dense = configs.assign(model=["qwen3-30b-a3b"] * 5 + ["qwen3-8b"])
+    with pytest.raises(joulecast.InputError, match=r"^expert_parallel: row 5: splits a mixture of experts' experts"):
+        joulecast.estimate_many(dense, estimator="physics")
+
+
 def test_a_pass_past_its_gpus_memory_names_the_largest_batch_that_fits():
     """Llama-3-8B decoding 4,096-token contexts on an A10 (24 GiB): its 15 GiB of weights leave room for 18
     sequences' KV caches, which `fits_batch` says and an estimate at 18 confirms (19 does not fit); where the weights

@@ -344,6 +344,69 @@ def test_opt_runs_tensor_parallel_as_gpt2_and_llama_do():
     assert two.memory_gb < 0.55 * one.memory_gb and two.tp == 2
 
 
+def test_a_generation_with_its_experts_split_over_the_gpus_runs_each_gpus_share_whole(capsys):
+    """Mixtral on 4 GPUs with its experts split whole (vLLM's --enable-expert-parallel): each step is one GPU's shard
+    of that layout, `estimate_many`'s template as the sharded config's own lowering; one sequence's decode steps
+    route its token to experts that crowd one GPU, which the others wait for, so they run slower than with each
+    expert's width split; memory the same (a quarter of the experts each)."""
+    from joulecast.features.lowering import resolve_model
+    from joulecast.features.train_step import shard_config
+
+    kw = dict(batch=1, input_len=256, output_len=4, tp=4, engine="vllm-0.11.1", estimator="physics")
+    split, width = (joulecast.generate("mixtral-8x7b", "h100-sxm", expert_parallel=ep, **kw) for ep in (True, False))
+    assert split.expert_parallel and not width.expert_parallel
+    assert split.tpot_s > 1.1 * width.tpot_s and split.memory_gb == pytest.approx(width.memory_gb, rel=1e-3)
+    shard = shard_config(resolve_model("mixtral-8x7b")[0], tp=4, expert_parallel=True)
+    step = joulecast.estimate(joulecast.workload(shard, phase="decode", batch=1, seq=257, engine="vllm-0.11.1"),
+                              "h100-sxm", estimator="physics")
+    row = joulecast.estimate_many(pd.DataFrame({"model": ["mixtral-8x7b"], "gpu": "h100-sxm", "phase": "decode",
+                                                "batch": 1, "seq": 257, "engine": "vllm-0.11.1", "tp": 4,
+                                                "expert_parallel": "true"}), estimator="physics").iloc[0]
+    assert (row["time_s"], row["energy_j"]) == pytest.approx((step.time_s, step.energy_j), rel=1e-9)
+    assert split.steps["physics_time_s"].iloc[2] > step.time_s  # and the step's all-reduces
+    # the shard is the busiest GPU's; the other three run half as many experts on average (the token's 2 of 8 over
+    # 4 GPUs: a half each, against the busiest's 1) and wait out the rest of its step: their energy is below it
+    from joulecast.data.gpus import gpu as lookup_gpu
+    from joulecast.estimator.tensor_parallel import expert_idle_j
+    from joulecast.features.kernel_table import kernel_columns
+    from joulecast.features.lower_transformers import expert_gemms
+    from joulecast.features.physics import analyze_arrays
+
+    records, share = expert_gemms(shard, 1, "bf16")
+    assert share == pytest.approx(0.5) and {r["op"] for r in records} == {"experts"}
+    assert [r["count"] for r in records] == [32, 32]  # the gate-and-up and the down GEMMs of every layer
+    assert expert_gemms(shard, 4096, "bf16")[1] == 1.0  # a prefill runs every expert on every GPU
+    saved = expert_idle_j(resolve_model("mixtral-8x7b")[0], lookup_gpu("h100-sxm"), 4, [1, 4096], "bf16", None,
+                          None)
+    gemms = analyze_arrays(kernel_columns(records), lookup_gpu("h100-sxm"))[1].energy_j[0]
+    assert 0 < saved[0] < 0.75 * 0.5 * gemms and saved[1] == 0
+    from joulecast.estimator.tensor_parallel import all_reduce_s
+    from joulecast.features.power import waiting_power_w
+
+    comm = float(all_reduce_s(resolve_model("mixtral-8x7b")[0], lookup_gpu("h100-sxm"), "vllm-0.11.1", 4, 1))
+    assert split.steps["energy_j"].iloc[2] == pytest.approx(
+        4 * (step.energy_j + comm * waiting_power_w(lookup_gpu("h100-sxm"), None) - saved[0]), rel=1e-9)
+    requests = joulecast.generate_requests("mixtral-8x7b", "h100-sxm", [(256, 4)], expert_parallel=True,
+                                           **{k: v for k, v in kw.items() if k not in ("batch", "input_len",
+                                                                                       "output_len")})
+    assert requests.expert_parallel and requests.energy_j == pytest.approx(split.energy_j, rel=1e-12)
+    one = dict(kw, tp=1)
+    assert joulecast.generate("mixtral-8x7b", "h100-sxm", expert_parallel=True, **one).energy_j == pytest.approx(
+        joulecast.generate("mixtral-8x7b", "h100-sxm", **one).energy_j, rel=1e-12)  # one GPU holds every expert
+    with pytest.raises(joulecast.InputError, match="^expert_parallel: splits a mixture of experts' experts"):
+        joulecast.generate("llama-3-8b", "h100-sxm", expert_parallel=True, **kw)
+    with pytest.raises(joulecast.InputError, match="^expert_parallel: must be true or false, got 'yes'"):
+        joulecast.generate("mixtral-8x7b", "h100-sxm", expert_parallel="yes", **kw)
+    argv = ["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--phase", "generate", "--input-len", "256",
+            "--output-len", "4", "--tp", "4", "--expert-parallel", "--estimator", "physics"]
+    assert main(argv) == 0
+    assert "x 4, tensor parallel, experts split over the GPUs" in capsys.readouterr().out
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["expert_parallel"] is True
+    assert main([*argv[:2], "llama-3-8b", *argv[3:]]) == 2
+    assert "--expert-parallel: splits a mixture of experts' experts" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(model="llama-3-70b", tp=3), "tp: 3 does not divide the model's 64 attention heads"),
     (dict(model="opt-1.3b", tp=3), "tp: 3 does not divide the model's 32 attention heads; these do (up to 64): "
@@ -363,6 +426,7 @@ def test_a_tensor_parallel_generation_refuses_a_layout_in_one_line(kw, message):
      "--offload-gb: applies to --phase generate only"),
     (["--phase", "generate", "--input-len", "8", "--output-len", "8", "--sampling", "top-p"],
      "--sampling: applies to --phase serve only"),
+    (["--phase", "prefill", "--expert-parallel"], "--expert-parallel: applies to --phase generate, serve only"),
     (["--phase", "train-run", "--steps", "2", "--global-batch", "4", "--seq", "64", "--concurrency", "4"],
      "--concurrency: applies to --phase serve only"),
 ])

@@ -333,9 +333,6 @@ def test_expert_parallel_serving_splits_the_experts_and_is_slower_where_few_toke
     assert "TP 4, experts split over the GPUs" in capsys.readouterr().out
     assert main([*argv, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["expert_parallel"] is True
-    assert main(["estimate", "--model", "mixtral-8x7b", "--gpu", "h100-sxm", "--phase", "prefill",
-                 "--expert-parallel"]) == 2
-    assert "--expert-parallel: applies to --phase serve only" in capsys.readouterr().err
 
 
 def test_cli_serve_json(capsys):

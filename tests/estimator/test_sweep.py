@@ -167,13 +167,18 @@ def test_models_are_an_axis_each_point_its_models_estimate_and_the_report_colour
     assert "joulecast sweep: qwen3-8b, mixtral-8x7b generate" in page
     assert "mixtral-8x7b on h200 batch 1 input-len 256" in page  # a point's label
     assert page.count("class='legend'") == 1 and ">qwen3-8b</text>" in page  # coloured by model: one GPU
-    # experts split over the GPUs where the model has them; the dense model of the sweep serves as without
-    split = joulecast.sweep(["qwen3-8b", "qwen3-30b-a3b"], "h100-sxm", phase="serve", concurrency=[8, 64],
-                            input_len=512, output_len=256, tp=2, expert_parallel=True, estimator="physics")
-    for r in split.points.itertuples():
-        one = joulecast.serve(r.model, "h100-sxm", concurrency=r.concurrency, input_len=512, output_len=256, tp=2,
-                              expert_parallel=r.model == "qwen3-30b-a3b", estimator="physics")
-        assert r.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
+    # experts split over the GPUs where the model has them, serving or generating; the sweep's dense model runs as
+    # without
+    kw = dict(input_len=64, output_len=4, tp=2, estimator="physics")
+    for phase, run, size, (point, job) in (("serve", joulecast.serve, "concurrency",
+                                            ("energy_per_token_j", "energy_per_output_token_j")),
+                                           ("generate", joulecast.generate, "batch", ("energy_j", "energy_j"))):
+        split = joulecast.sweep(["qwen3-8b", "qwen3-30b-a3b"], "h100-sxm", phase=phase, expert_parallel=True,
+                                **{size: [1, 8]}, **kw)
+        for r in split.points.itertuples():
+            one = run(r.model, "h100-sxm", expert_parallel=r.model == "qwen3-30b-a3b", **{size: getattr(r, size)},
+                      **kw)
+            assert getattr(r, point) == pytest.approx(getattr(one, job))
     one = joulecast.sweep("qwen3-8b", "h200", phase="generate", input_len=256, output_len=8, estimator="physics")
     assert "model" in one.points and one.points["model"].tolist() == ["qwen3-8b"]
     for fields, message in ((dict(model=["qwen3-8b", "bert-large"], phase="serve"),

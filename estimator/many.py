@@ -230,7 +230,9 @@ def _truths(frame: pd.DataFrame, column: str) -> pd.Series:
             return False
         return bool(v) if isinstance(v, (int, float, np.number)) and v in (0, 1) else None
 
-    values = frame[column].map(truth)
+    if pd.api.types.is_bool_dtype(frame[column]):  # the default's column, or bools given: nothing to read
+        return frame[column].astype(bool)
+    values = frame[column].map(truth)  # text, numbers or both, as a CSV or a JSON body gives them
     bad = values.isna().to_numpy()
     if bad.any():
         i = int(np.flatnonzero(bad)[0])

@@ -61,6 +61,9 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                                                                   "phase": "serve", "input_len": 512,
                                                                   "output_len": 256, "concurrency": 64, "tp": 2,
                                                                   "expert_parallel": True, "engine": "vllm-0.11.1"},
+        "a mixture of experts generating on 8 GPUs, its experts split over them": {
+            "model": "qwen3-235b-a22b", "gpu": "h100-sxm", "phase": "generate", "batch": 4, "input_len": 1024,
+            "output_len": 256, "tp": 8, "expert_parallel": True, "engine": "vllm-0.11.1"},
         "a fine-tuning run": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "train-run", "seq": 2048,
                               "global_batch": 32, "micro_batch": 4, "steps": 1000, "lora_rank": 16},
     },

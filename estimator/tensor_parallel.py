@@ -3,8 +3,9 @@
 the pass's activations (bf16, tokens x hidden) over the GPUs' own link (`GpuSpec.peer_link`: NVLink on SXM boards,
 PCIe on PCIe cards), by NCCL's ring or an engine's own one- or two-shot kernels (`features.collectives`), which the
 GPUs wait out at their waiting power, not overlapped (the engines tested do not overlap them), and an engine's host
-work a step for its workers beyond the first where it has some (`worker_host`). Shared by `serve` (a step) and
-`generate` (each step of a generation).
+work a step for its workers beyond the first where it has some (`worker_host`). A mixture's experts may instead be
+split whole over the GPUs (expert parallelism): the shard is then the busiest GPU's, and the others' lighter share
+is taken off its energy (`expert_idle_j`). Shared by `serve` (a step) and `generate` (each step of a generation).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from joulecast.data import engines
 from joulecast.data.errors import InputError, require
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.job_file import reference
-from joulecast.data.models import hidden_size, layer_count
 from joulecast.data.kernels import stack
+from joulecast.data.models import hidden_size, layer_count
 from joulecast.features import collectives
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lower_transformers import expert_gemms

@@ -526,7 +526,8 @@ def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest():
     (dict(H=[2.5]), "H: must be an integer, got 2.5"),
     (dict(tau=[-1]), "tau: must be at least 0, got -1"),
     (dict(bits=[3]), "bits: must be one of 32, 16, 8, 4, got 3"),
-    (dict(gbps=[0.0]), "gbps: must be above 0 Gbit/s, got 0.0"),
+    (dict(gbps=[0.0]), "gbps: must be at least 0.001 Gbit/s, got 0.0"),
+    (dict(gbps=[2.2250738585072014e-308]), "gbps: must be at least 0.001 Gbit/s, got 2.2250738585072014e-308"),
     (dict(gbps=[float("nan")]), "gbps: must be a finite number, got nan"),
 ])
 def test_a_sweep_axis_no_strategy_or_link_takes_is_one_line(axes, message):

@@ -14,6 +14,7 @@ EXTERNAL = SHARED / "data" / "external"
 MEASUREMENTS = REPO / "data" / "measurements"   # the project's own collections
 PROBES = REPO / "data" / "probes"
 REPEATS = REPO / "data" / "repeats"
+PUBLISHED = REPO / "data" / "published"   # figures others published, copied with their sources
 
 
 def training_measurements():

@@ -304,18 +304,25 @@ def _expected_most(n: int, p: np.ndarray, shards: int) -> np.ndarray:
     return most
 
 
-def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[dict[str, Any]], float]:
-    """A mixture's grouped expert GEMMs over a pass of `tokens` tokens, every layer's, as `_experts` lowers them in
-    the shard `c` (under expert parallelism the busiest GPU's, whose step the others wait for), and the share of
-    them a GPU runs on average: the experts the tokens run, held x (1 - (1 - routed / held)^tokens), over the GPUs,
-    against the busiest's (1 where every GPU runs every expert's share)."""
+def expert_block(c: Mapping[str, Any], tokens: int, dtype: str, layers: int = 1) -> list[dict[str, Any]]:
+    """The kernel records of a mixture's expert block over a pass of `tokens` tokens in the shard `c`, as `_experts`
+    lowers it (under expert parallelism the busiest GPU's), once or `layers` times."""
     held, routed, inner = expert_counts(c)
-    shards = expert_shards(c)
     b = KernelBuilder(dtype=dtype)
-    with b.repeat(_get(c, "num_hidden_layers")):
-        _experts(b, tokens, _get(c, "hidden_size"), held, routed, inner, shards)
+    with b.repeat(layers):
+        _experts(b, tokens, _get(c, "hidden_size"), held, routed, inner, expert_shards(c))
+    return b.records
+
+
+def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[dict[str, Any]], float]:
+    """A mixture's grouped expert GEMMs over a pass of `tokens` tokens, every layer's (`expert_block`), and the
+    share of them a GPU runs on average: the experts the tokens run, held x (1 - (1 - routed / held)^tokens), over
+    the GPUs, against the busiest's (1 where every GPU runs every expert's share)."""
+    held, routed, _ = expert_counts(c)
+    shards = expert_shards(c)
+    records = expert_block(c, tokens, dtype, _get(c, "num_hidden_layers"))
     mean = held * (1.0 - (1.0 - routed / held) ** tokens) / shards
-    return [r for r in b.records if r["op"] == "experts"], min(1.0, mean / active_experts(tokens, held, routed, shards))
+    return [r for r in records if r["op"] == "experts"], min(1.0, mean / active_experts(tokens, held, routed, shards))
 
 
 def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int, shards: int = 1) -> None:

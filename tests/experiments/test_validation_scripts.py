@@ -707,3 +707,23 @@ def test_chat_generations_score_ml_energy_v1_at_the_default_host_and_each_machin
     machines = out["machine_dispatch_us"]
     assert {m["gpu"] for m in machines} == set(gpus)
     assert all(0 < m["dispatch_us"] < 1000 for m in machines)  # within what a workload may state (1 ms)
+
+
+def test_fused_moe_kernels_score_each_published_set_against_physics_of_its_moe_block():
+    """Every published fused_moe time (data/published) beside physics' time of the same MoE block: each set's every
+    token count once, its band's summary over them; physics of a block grows with its tokens (more experts run, each
+    over more of them), as the published times do, and a bf16 decode batch's experts read their weights at physics'
+    pace within a tenth (Mixtral on the H100, Qwen3-30B-A3B on the A100-PCIe, 8-256 tokens)."""
+    import yaml
+
+    out = _run_args("fused_moe_kernels.py")
+    sets = yaml.safe_load((REPO / "data" / "published" / "fused_moe_kernels.yaml").read_text())["sets"]
+    assert len(out["rows"]) == sum(len(s["us"]) for s in sets)
+    for s in sets:
+        mine = sorted((r["tokens"], r["physics_us"], r["measured_us"]) for r in out["rows"] if r["set"] == s["name"])
+        assert [t for t, _, _ in mine] == sorted(s["us"]) and all(p > 0 for _, p, _ in mine)
+        assert all(b[1] >= a[1] for a, b in zip(mine, mine[1:]))  # physics rises with the tokens
+    bands = {(r["set"], r["band"]): r for r in out["summary"]}
+    assert sum(r["rows"] for r in bands.values()) == len(out["rows"])
+    for name in ("mixtral-bf16-h100-tp2", "qwen3-30b-a3b-bf16-a100-pcie"):
+        assert 0.9 < bands[name, "mid (8-256)"]["ratio_median"] < 1.1

@@ -4,8 +4,9 @@ the pass's activations (bf16, tokens x hidden) over the GPUs' own link (`GpuSpec
 PCIe on PCIe cards), by NCCL's ring or an engine's own one- or two-shot kernels (`features.collectives`), which the
 GPUs wait out at their waiting power, not overlapped (the engines tested do not overlap them), and an engine's host
 work a step for its workers beyond the first where it has some (`worker_host`). A mixture's experts may instead be
-split whole over the GPUs (expert parallelism): the shard is then the busiest GPU's, and the others' lighter share
-is taken off its energy (`expert_idle_j`). Shared by `serve` (a step) and `generate` (each step of a generation).
+split whole over the GPUs (expert parallelism): the step then waits for the busiest GPU, which the shard stands for,
+and the others' lighter share comes off its energy (`expert_spread`). Shared by `serve` (a step) and `generate`
+(each step of a generation).
 """
 
 from __future__ import annotations
@@ -108,42 +109,46 @@ def instance_wait(config: Mapping[str, Any], spec: GpuSpec, engine: str | None, 
                   power_limit_w: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(seconds, joules a GPU) that a step of `tokens` tokens adds on `tp` GPUs to one GPU's shard: its all-reduces
     (`all_reduce_s`) at the waiting power and the engine's host work for its other workers (`worker_host`) at its
-    own, less, with a mixture's experts split over the GPUs, what the GPUs other than the busiest save
-    (`expert_idle_j`); 0 on one GPU."""
+    own, and with a mixture's experts split over the GPUs, what the split adds (`expert_spread`); 0 on one GPU."""
     comm = all_reduce_s(config, spec, engine, tp, tokens)
     host_s, host_w = worker_host(engine, tp, spec, sm_clock_mhz)
-    joules = comm * waiting_power_w(spec, sm_clock_mhz) + host_s * host_w
+    seconds, joules = comm + host_s, comm * waiting_power_w(spec, sm_clock_mhz) + host_s * host_w
     if expert_parallel and tp > 1:
-        joules = joules - expert_idle_j(config, spec, tp, tokens, dtype, sm_clock_mhz, power_limit_w)
-    return comm + host_s, joules
+        spread_s, spread_j = expert_spread(config, spec, tp, tokens, dtype, sm_clock_mhz, power_limit_w)
+        seconds, joules = seconds + spread_s, joules + spread_j
+    return seconds, joules
 
 
-def expert_idle_j(config: Mapping[str, Any], spec: GpuSpec, tp: int, tokens: np.ndarray | float, dtype: str,
-                  sm_clock_mhz: float | None, power_limit_w: float | None) -> np.ndarray:
-    """Joules a GPU, on average, below the shard's estimate of a step of `tokens` tokens whose mixture's experts are
-    split whole over `tp` GPUs: the shard is the busiest GPU's (`features.lower_transformers.active_experts`, the
-    step waits for it), and the other tp - 1 run fewer experts, a GPU's share of those the tokens run on average
-    (`expert_gemms`): their grouped GEMMs' energy and time in that proportion to the busiest's (the weights each
-    expert's GEMMs read: a step of few tokens, where the counts differ, is memory-bound), the rest of the busiest's
-    time waited out at the waiting power. 0 where every GPU runs all its experts (a prefill, a large batch)."""
+def expert_spread(config: Mapping[str, Any], spec: GpuSpec, tp: int, tokens: np.ndarray | float, dtype: str,
+                  sm_clock_mhz: float | None, power_limit_w: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """(seconds, joules a GPU on average) that a step of `tokens` tokens adds to its shard's estimate where a
+    mixture's experts are split whole over `tp` GPUs. The shard runs the whole experts the busiest GPU's expectation
+    rounds to (`features.lower_transformers.expert_gemms`); the busiest runs that expectation, and the step waits for
+    it, while the other tp - 1 run a GPU's share of the experts the tokens run on average and wait out the rest at
+    the waiting power. Each GPU's grouped GEMMs' energy and time are the shard's in proportion to its experts (the
+    weights each expert's GEMMs read: a step of few tokens, where the counts differ, is memory-bound). 0 where every
+    GPU runs all its experts (a prefill, a large batch)."""
     shard = shard_config(config, tp=tp, expert_parallel=True)
     counts = np.asarray(tokens, dtype=np.int64)
     distinct = np.unique(counts)  # a job's steps share a few token counts (its prefill's, its decodes')
-    parts, shares = {}, np.empty(len(distinct))
+    parts, busiest, mean = {}, np.empty(len(distinct)), np.empty(len(distinct))
     for i, t in enumerate(distinct):
-        records, shares[i] = expert_gemms(shard, int(t), dtype)
+        records, busiest[i], mean[i] = expert_gemms(shard, int(t), dtype)
         parts[i] = kernel_columns(records)
     _, totals = analyze_arrays(stack(parts), spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w)
-    saved = (1.0 - shares) * (totals.energy_j - totals.time_s * waiting_power_w(spec, sm_clock_mhz))
-    return (tp - 1) / tp * saved[np.searchsorted(distinct, counts)]
+    joules, seconds = totals.energy_j, totals.time_s
+    waited = seconds * (busiest - mean) * waiting_power_w(spec, sm_clock_mhz)  # another GPU's wait for the busiest
+    every = (joules * busiest + (tp - 1) * (joules * mean + waited)) / tp - joules  # a GPU's, against the shard's
+    at = np.searchsorted(distinct, counts)
+    return (seconds * (busiest - 1.0))[at], every[at]
 
 
 def with_all_reduces(steps: pd.DataFrame, config: Mapping[str, Any], spec: GpuSpec, engine: str | None, tp: int,
                      tokens: np.ndarray, sm_clock_mhz: float | None, expert_parallel: bool = False,
                      dtype: str = "bf16", power_limit_w: float | None = None) -> pd.DataFrame:
     """Each step (an `estimate_many` row of one GPU's shard) as the instance runs it: its time and bounds with the
-    step's all-reduces and its engine's host work for the other workers added (`instance_wait`, which with a
-    mixture's experts split over the GPUs takes off what the others save), its energy and bounds every GPU's."""
+    step's all-reduces and its engine's host work for the other workers added (`instance_wait`, with what a
+    mixture's experts split over the GPUs add), its energy and bounds every GPU's."""
     if tp <= 1:
         return steps
     wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz, expert_parallel, dtype,

@@ -283,12 +283,19 @@ def active_experts(tokens: Any, held: int, routed: int, shards: int = 1) -> Any:
     skewed, and fewer experts run where they are), so a decode step of one token runs `routed` and a prefill of many
     runs every expert. With the experts split over `shards` GPUs (expert parallelism), the busiest GPU's, which
     the step waits for: the expected most of `shards` GPUs each running its ceil(held / shards) experts as that
-    many draws of the same chance (`_expected_most`), and at least ceil(routed / shards)."""
+    many draws of the same chance (`_expected_most`), and at least ceil(routed / shards). Rounded from
+    `expected_experts`: a kernel runs whole experts."""
+    out = np.round(expected_experts(tokens, held, routed, shards)).astype(np.int64)
+    return int(out) if out.ndim == 0 else out
+
+
+def expected_experts(tokens: Any, held: int, routed: int, shards: int = 1) -> np.ndarray:
+    """`active_experts` before its rounding: the expectation (the busiest GPU's under expert parallelism), within
+    its bounds."""
     hit = 1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float)  # the chance the tokens run a given expert
     local = -(-held // shards)
     expected = held * hit if shards == 1 else _expected_most(local, hit, shards)
-    out = np.minimum(local, np.maximum(-(-routed // shards), np.round(expected))).astype(np.int64)
-    return int(out) if out.ndim == 0 else out
+    return np.minimum(local, np.maximum(-(-routed // shards), expected))
 
 
 def _expected_most(n: int, p: np.ndarray, shards: int) -> np.ndarray:
@@ -314,15 +321,18 @@ def expert_block(c: Mapping[str, Any], tokens: int, dtype: str, layers: int = 1)
     return b.records
 
 
-def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[dict[str, Any]], float]:
-    """A mixture's grouped expert GEMMs over a pass of `tokens` tokens, every layer's (`expert_block`), and the
-    share of them a GPU runs on average: the experts the tokens run, held x (1 - (1 - routed / held)^tokens), over
-    the GPUs, against the busiest's (1 where every GPU runs every expert's share)."""
+def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[dict[str, Any]], float, float]:
+    """A mixture's grouped expert GEMMs over a pass of `tokens` tokens, every layer's (`expert_block`, over the
+    whole experts `active_experts` rounds to), and against those: the experts the busiest GPU runs in expectation
+    (`expected_experts`), and those a GPU runs on average, the experts the tokens run, held x (1 - (1 - routed /
+    held)^tokens), over the GPUs (both 1 where every GPU runs all its experts)."""
     held, routed, _ = expert_counts(c)
     shards = expert_shards(c)
     records = expert_block(c, tokens, dtype, _get(c, "num_hidden_layers"))
+    lowered = active_experts(tokens, held, routed, shards)
     mean = held * (1.0 - (1.0 - routed / held) ** tokens) / shards
-    return [r for r in records if r["op"] == "experts"], min(1.0, mean / active_experts(tokens, held, routed, shards))
+    busiest = float(expected_experts(tokens, held, routed, shards))
+    return [r for r in records if r["op"] == "experts"], busiest / lowered, min(mean, busiest) / lowered
 
 
 def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: int, shards: int = 1) -> None:

@@ -364,28 +364,30 @@ def test_a_generation_with_its_experts_split_over_the_gpus_runs_each_gpus_share_
                                                 "expert_parallel": "true"}), estimator="physics").iloc[0]
     assert (row["time_s"], row["energy_j"]) == pytest.approx((step.time_s, step.energy_j), rel=1e-9)
     assert split.steps["physics_time_s"].iloc[2] > step.time_s  # and the step's all-reduces
-    # the shard is the busiest GPU's; the other three run half as many experts on average (the token's 2 of 8 over
-    # 4 GPUs: a half each, against the busiest's 1) and wait out the rest of its step: their energy is below it
+    # the shard runs the busiest GPU's whole experts (1: the token's 2 of 8 over 4 GPUs), the busiest runs their
+    # expectation (the most of 4 GPUs' Binomial(2, 1/4) counts, 1.13), which the step waits for, and the other three
+    # half an expert on average, waiting out the rest: the step is a little longer and its energy below 4 shards'
     from joulecast.data.gpus import gpu as lookup_gpu
-    from joulecast.estimator.tensor_parallel import expert_idle_j
+    from joulecast.estimator.tensor_parallel import all_reduce_s, expert_spread
     from joulecast.features.kernel_table import kernel_columns
-    from joulecast.features.lower_transformers import expert_gemms
+    from joulecast.features.lower_transformers import expected_experts, expert_gemms
     from joulecast.features.physics import analyze_arrays
-
-    records, share = expert_gemms(shard, 1, "bf16")
-    assert share == pytest.approx(0.5) and {r["op"] for r in records} == {"experts"}
-    assert [r["count"] for r in records] == [32, 32]  # the gate-and-up and the down GEMMs of every layer
-    assert expert_gemms(shard, 4096, "bf16")[1] == 1.0  # a prefill runs every expert on every GPU
-    saved = expert_idle_j(resolve_model("mixtral-8x7b")[0], lookup_gpu("h100-sxm"), 4, [1, 4096], "bf16", None,
-                          None)
-    gemms = analyze_arrays(kernel_columns(records), lookup_gpu("h100-sxm"))[1].energy_j[0]
-    assert 0 < saved[0] < 0.75 * 0.5 * gemms and saved[1] == 0
-    from joulecast.estimator.tensor_parallel import all_reduce_s
     from joulecast.features.power import waiting_power_w
 
-    comm = float(all_reduce_s(resolve_model("mixtral-8x7b")[0], lookup_gpu("h100-sxm"), "vllm-0.11.1", 4, 1))
+    records, busiest, mean = expert_gemms(shard, 1, "bf16")
+    assert busiest == pytest.approx(float(expected_experts(1, 8, 2, 4))) and 1.1 < busiest < 1.15
+    assert mean == pytest.approx(0.5) and {r["op"] for r in records} == {"experts"}
+    assert [r["count"] for r in records] == [32, 32]  # the gate-and-up and the down GEMMs of every layer
+    assert expert_gemms(shard, 4096, "bf16")[1:] == (1.0, 1.0)  # a prefill runs every expert on every GPU
+    config, spec = resolve_model("mixtral-8x7b")[0], lookup_gpu("h100-sxm")
+    spread_s, spread_j = expert_spread(config, spec, 4, [1, 4096], "bf16", None, None)
+    gemms = analyze_arrays(kernel_columns(records), spec)[1]
+    assert spread_s[0] == pytest.approx(gemms.time_s[0] * (busiest - 1.0)) and spread_s[1] == spread_j[1] == 0
+    assert -0.75 * 0.5 * gemms.energy_j[0] < spread_j[0] < 0
+    comm = float(all_reduce_s(config, spec, "vllm-0.11.1", 4, 1))
+    assert split.steps["time_s"].iloc[2] == pytest.approx(step.time_s + comm + spread_s[0], rel=1e-9)
     assert split.steps["energy_j"].iloc[2] == pytest.approx(
-        4 * (step.energy_j + comm * waiting_power_w(lookup_gpu("h100-sxm"), None) - saved[0]), rel=1e-9)
+        4 * (step.energy_j + comm * waiting_power_w(spec, None) + spread_j[0]), rel=1e-9)
     requests = joulecast.generate_requests("mixtral-8x7b", "h100-sxm", [(256, 4)], expert_parallel=True,
                                            **{k: v for k, v in kw.items() if k not in ("batch", "input_len",
                                                                                        "output_len")})

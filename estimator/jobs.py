@@ -179,8 +179,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
-    tp, engine = _layout(model, tp, offload_gb), check_engine(engine)
-    expert_parallel = check_expert_parallel(expert_parallel, resolve_model(model)[0])
+    (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
@@ -212,15 +211,16 @@ def _fits_tp(model: str, ends: pd.DataFrame, tp: int, flags: tuple[str, ...], of
         ends.assign(tp=gpus), estimator="physics")["flags"].str.contains("exceeds-memory").any())
 
 
-def _layout(model: str, tp: object, offload_gb: float) -> int:
-    """`tp` checked: a whole number of GPUs the model's heads divide into (`features.train_step.shard_config`), and
-    no offloaded weights beside it (GPUs that hold a model between them need none)."""
+def _layout(model: str, tp: object, offload_gb: float, expert_parallel: object) -> tuple[int, bool]:
+    """`tp` and `expert_parallel` checked: a whole number of GPUs the model's heads divide into
+    (`features.train_step.shard_config`), no offloaded weights beside it (GPUs that hold a model between them need
+    none), and experts split over them only where the model has experts."""
     config = resolve_model(model)[0]
     check_job(config, "generate")
     tp = check_tp(config, tp)
     if tp > 1 and offload_gb:
         raise InputError("offload_gb", "give it or tp, not both: GPUs that hold the model between them copy none")
-    return tp
+    return tp, check_expert_parallel(expert_parallel, config)
 
 
 def _with_all_reduces(out: pd.DataFrame, steps: pd.DataFrame, model: str, gpu: str, tp: int,
@@ -313,8 +313,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
-    tp, engine = _layout(model, tp, offload_gb), check_engine(engine)
-    expert_parallel = check_expert_parallel(expert_parallel, resolve_model(model)[0])
+    (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
     setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)

@@ -292,10 +292,15 @@ def active_experts(tokens: Any, held: int, routed: int, shards: int = 1) -> Any:
 def expected_experts(tokens: Any, held: int, routed: int, shards: int = 1) -> np.ndarray:
     """`active_experts` before its rounding: the expectation (the busiest GPU's under expert parallelism), within
     its bounds."""
-    hit = 1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float)  # the chance the tokens run a given expert
+    hit = _hit(tokens, held, routed)
     local = -(-held // shards)
     expected = held * hit if shards == 1 else _expected_most(local, hit, shards)
     return np.minimum(local, np.maximum(-(-routed // shards), expected))
+
+
+def _hit(tokens: Any, held: int, routed: int) -> np.ndarray:
+    """The chance that a pass over `tokens` tokens runs a given expert, each token's `routed` drawn alike and apart."""
+    return 1.0 - (1.0 - routed / held) ** np.asarray(tokens, dtype=float)
 
 
 def _expected_most(n: int, p: np.ndarray, shards: int) -> np.ndarray:
@@ -330,7 +335,7 @@ def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[di
     shards = expert_shards(c)
     records = expert_block(c, tokens, dtype, _get(c, "num_hidden_layers"))
     lowered = active_experts(tokens, held, routed, shards)
-    mean = held * (1.0 - (1.0 - routed / held) ** tokens) / shards
+    mean = held * float(_hit(tokens, held, routed)) / shards
     busiest = float(expected_experts(tokens, held, routed, shards))
     return [r for r in records if r["op"] == "experts"], busiest / lowered, min(mean, busiest) / lowered
 

@@ -239,7 +239,7 @@ def _fit_first(lines: list[str], est: Any, instead: str) -> list[str]:
 def _tensor_parallel(job: Any) -> str:
     """A job on several GPUs in tensor parallelism: how many, how a mixture's experts are split, and what its
     figures cover."""
-    experts = ", experts split over the GPUs" if getattr(job, "expert_parallel", False) else ""
+    experts = ", experts split over the GPUs" if job.expert_parallel else ""
     return ("" if job.tp == 1 else f" x {job.tp}, tensor parallel{experts} (energy and power all of them, memory one "
                                    "GPU's)")
 

@@ -146,21 +146,22 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
     (`tensor_parallel.instance_wait`: all-reduces, the engine's host work for its other workers), and the step's
     prompt tokens."""
     config, _, _ = resolve_model(model)
-    out = []
+    ests, prompts = [], []
     for b in batches:
-        b = int(b)
-        work, prompt = serve_step.step_workload(config, batch=b, input_len=input_len, output_len=output_len,
+        work, prompt = serve_step.step_workload(config, batch=int(b), input_len=input_len, output_len=output_len,
                                                 output_len_cv=output_len_cv, input_len_cv=input_len_cv,
                                                 dtype=dtype, engine=engine,
                                                 launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
                                                 host_dispatch_s=host_dispatch_s, sampling=sampling,
                                                 expert_parallel=expert_parallel)
-        est = estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
-                       estimator=residual if residual is not None else "physics")
-        wait_s, wait_j = instance_wait(config, spec, engine, tp, b + prompt, sm_clock_mhz, expert_parallel, dtype,
-                                       power_limit_w)
-        out.append((est, float(wait_s), float(wait_j), float(prompt)))
-    return out
+        ests.append(estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
+                             estimator=residual if residual is not None else "physics"))
+        prompts.append(prompt)
+    # every batch's instance at once (one physics pass over the experts' GEMMs where they are split)
+    tokens = np.asarray(batches, dtype=np.int64) + np.asarray(prompts, dtype=np.int64)
+    wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz, expert_parallel, dtype,
+                                   power_limit_w)
+    return [(est, float(s), float(j), float(p)) for est, s, j, p in zip(ests, wait_s, wait_j, prompts)]
 
 
 def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurrency: int | None = None,

@@ -31,9 +31,10 @@ STRAGGLER_POLICIES = ("wait", "fewer-steps")
 # Bits per exchanged element the strategies accept: fp32, bf16, int8/fp8, fp4 (Streaming DiLoCo's E3M0).
 BITS = (32, 16, 8, 4)
 # the bounds of a strategy's H, P and tau and of a link's Gbit/s, which a plan's sweep checks its axes against too.
-# A link of at least MIN_LINK_GBPS (1 Mbit/s, a hundredth of a home DSL line, thousands of times under the slowest
-# data-centre link of data/distributed/links.yaml): any rate above 0 once passed, and 2.2e-308 Gbit/s (found by
-# tests/test_hostile_inputs.py) made a plan's time infinite and its carbon hours an OverflowError.
+# A link of at least MIN_LINK_GBPS (1 Mbit/s: a hundredth of the slowest a decentralised internet run reports,
+# Covenant-72B's 110 Mb/s uplinks, shared/reference/distributed.md [Cov]): any rate above 0 once passed, and
+# 2.2e-308 Gbit/s (found by tests/test_hostile_inputs.py) made a plan's time infinite and its carbon hours an
+# OverflowError.
 MIN_LINK_GBPS = 1e-3
 AXIS_BOUNDS = {"H": dict(integer=True, low=1), "P": dict(integer=True, low=1), "tau": dict(integer=True, low=0),
                "gbps": dict(low=MIN_LINK_GBPS, unit="Gbit/s")}

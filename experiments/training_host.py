@@ -6,7 +6,7 @@ each autograd dispatch factor and overlap norm (`joulecast.features.arch.TRAININ
 
 Rows: the H200's training steps, data/measurements/h200/h200-first (three: GPT-2 at batch 8, Qwen2-1.5B at 4,
 Llama-3-8B at 1) and data/holdout (seven other models, batches and lengths), each at its collection's host dispatch
-(18.5 us a launch). The shipped pair is the one of the grid whose time MAPE on the three is least; the seven are
+(18.0 us a launch). The shipped pair is the one of the grid whose time MAPE on the three is least; the seven are
 scored, never chosen on. Before (factor 1, the 2-norm of an inference pass), the host-bound steps read far short.
 """
 

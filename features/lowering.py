@@ -22,6 +22,7 @@ from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.train_step import streaming_backward
 
 log = logging.getLogger(__name__)
 # flash: one fused kernel that skips what a causal mask hides (FlashAttention-2, SDPA's flash path with is_causal);
@@ -36,9 +37,6 @@ _LOWERINGS: dict[str, Callable[..., None]] = {
 _VISION = {"vit", "resnet", "mobilevit"}
 _ENCODERS = {"bert"} | _VISION
 
-# Backward of an elementwise / norm / softmax kernel reads the saved input and the incoming gradient and writes one
-# gradient: about twice the forward traffic; modelled as two extra passes of the same kernel.
-_BACKWARD_PASSES_STREAMING = 2
 # FlashAttention-2's backward does 2.5x the forward FLOPs (5 GEMMs against 2; Dao 2023, section 3.2): 2 passes + 1/2.
 _BACKWARD_PASSES_ATTENTION = 2
 # AdamW step (PyTorch fused/foreach): reads param, grad, exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq.
@@ -202,8 +200,9 @@ def _warn_once(message: str) -> None:
 def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, Any]]:
     """Forward records -> forward + backward + optimizer records.
 
-    Each GEMM/convolution gets its two backward GEMMs (input gradient and weight gradient), same FLOPs; streaming
-    kernels and fused attention get backward passes (see the constants above); AdamW updates every weight in fp32.
+    Each GEMM/convolution gets its two backward GEMMs (input gradient and weight gradient), same FLOPs; a streaming
+    kernel its backward as autograd launches it, fused attention its backward passes (the constant above); AdamW
+    updates every weight in fp32.
     """
     out = list(forward)
     for r in forward:
@@ -214,7 +213,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
         elif r["kind"] == "attention":
             out.append({**r, "op": "flash_bwd", "count": r["count"] * _BACKWARD_PASSES_ATTENTION})
         else:
-            out.append({**r, "op": r["op"] + "_bwd", "count": r["count"] * _BACKWARD_PASSES_STREAMING})
+            out += streaming_backward(r)  # as autograd launches it (`kinds.streaming.BACKWARD`)
     if params:
         out.append(dict(kind="elementwise", op="adamw", dtype="fp32", acc_dtype="fp32", rows=1, cols=params, count=1))
     return out

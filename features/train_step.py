@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.models import family, hidden_size, is_mixture_of_experts
+from joulecast.features.kinds.streaming import backward_launches
 
 RECOMPUTE = ("none", "selective", "full")
 LORA_TARGETS = ("all", "attention")
@@ -81,13 +82,20 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
         elif r["kind"] == "attention":
             out.append({**r, "op": "flash_bwd", "count": r["count"] * 2})   # 2.5x forward FLOPs (Dao 2023, 3.2)
         else:
-            out.append({**r, "op": r["op"] + "_bwd", "count": r["count"] * 2})  # reads input and gradient
+            out += streaming_backward(r)
     if recompute == "full":
         out += [{**r, "op": r["op"] + "_recompute"} for r in forward]
     elif recompute == "selective":
         out += [{**r, "op": r["op"] + "_recompute"} for r in forward if r["kind"] in ("attention", "softmax")
                 or (r["kind"] == "gemm" and r["op"] == "bmm")]
     return out
+
+
+def streaming_backward(r: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A streaming record's backward: its op's kernels as autograd launches them (`kinds.streaming.BACKWARD`;
+    none for an add of a mask or a constant)."""
+    launches = backward_launches(r["op"])
+    return [{**r, "op": r["op"] + "_bwd", "count": r["count"] * launches}] if launches else []
 
 
 def lm_head_loss(tokens: int, hidden: int, vocab: int, dtype_record: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -930,7 +930,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, "
                      "in us (0-1000), where you have measured it (experiments/host_dispatch.py reads it from a "
                      "collection); default 25 (EnergAIzer's hosts), the interval then spanning the measured hosts' "
-                     "18.5-30")
+                     "18-30")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's, and whose own "
                      "one- or two-shot kernels sum a tensor-parallel step: "
                      f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone, "

@@ -73,6 +73,31 @@ TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT = {"tanh": 36, "gelu": 36, "silu": 24, "
 # them moved nearer physics.
 UNVECTORISED_OPS = ("scalar_div", "where", "mask_add")
 UNVECTORISED_SM_CYCLES_PER_ELEMENT = 0.632
+# A streaming op's backward as PyTorch's autograd runs it (tools/autograd/derivatives.yaml), where the lowering's op
+# names one PyTorch op: op -> (kernels it launches a forward launch, operands each reads, operands each writes). An
+# attention mask or a constant added needs no gradient and the other operand's passes through: no kernel. An add of
+# two tensors passes its gradient through both ways; where the residual stream forks, autograd sums the two branches'
+# gradients in one kernel (read 2, write 1). A copy, a cast or a division by a 0-d tensor: one kernel over the
+# gradient (read 1, write 1). An activation, a softmax or a mask select: one kernel reading the gradient and the
+# saved input or output (gelu_backward, threshold_backward, silu_backward, tanh_backward, _softmax_backward_data,
+# where) and writing one; tanh's, 1 - y^2, without the forward's transcendental arithmetic. Any other op:
+# BACKWARD_DEFAULT_LAUNCHES kernels, each reading one operand more than the forward (the gradient): the names that
+# stand for several PyTorch ops (an eager RMSNorm's power, its weight's product, whose gradient takes a reduction of
+# its own), products of two tensors, norms, pooling, lookups, cuDNN's layout transposes, fused kernels.
+BACKWARD = {"mask_add": (0, 0, 0), "scalar_add": (0, 0, 0), "pointwise_add": (1, 2, 1), "copy": (1, 1, 1),
+            "typecast_to_fp32": (1, 1, 1), "typecast_to_bf16": (1, 1, 1), "scalar_div": (1, 1, 1),
+            "gelu": (1, 2, 1), "relu": (1, 2, 1), "silu": (1, 2, 1), "tanh": (1, 2, 1), "softmax": (1, 2, 1),
+            "where": (1, 2, 1)}
+BACKWARD_DEFAULT_LAUNCHES = 2
+_PLAIN_BACKWARD = ("tanh",)  # backward without the forward's transcendental arithmetic
+
+
+def backward_launches(op: str) -> int:
+    """Kernels autograd launches for the backward of one launch of streaming op `op` (`BACKWARD`)."""
+    entry = BACKWARD.get(op)
+    return BACKWARD_DEFAULT_LAUNCHES if entry is None else entry[0]
+
+
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
 
 
@@ -107,14 +132,19 @@ def _by_kind(kind: Any) -> np.ndarray:
 
 @functools.lru_cache(maxsize=256)
 def _op_table(ops: tuple[str, ...]) -> np.ndarray:
-    """(ops, 5) per op name: operands read (one more for a backward op, which reads the saved input and the incoming
-    gradient), written, FLOPs an element, transcendental instructions an element and whether ATen runs it
-    unvectorised (`UNVECTORISED_OPS`); a backward op shares its forward op's entries."""
+    """(ops, 5) per op name: operands read, written, FLOPs an element, transcendental instructions an element and
+    whether ATen runs it unvectorised (`UNVECTORISED_OPS`); a backward op reads and writes as `BACKWARD` says (one
+    operand more than its forward op reads, the gradient, where it says nothing) and shares its forward op's other
+    entries."""
     rows = []
     for op in ops or ("",):
         forward = op.removesuffix("_bwd")
-        rows.append([INPUTS.get(forward, 1) + (op.endswith("_bwd")), OUTPUTS.get(forward, 1),
-                     FLOPS_PER_ELEMENT.get(forward, 1), TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0),
+        reads, writes = INPUTS.get(forward, 1), OUTPUTS.get(forward, 1)
+        transcendental = TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0)
+        if op.endswith("_bwd"):
+            reads, writes = BACKWARD.get(forward, (0, reads + 1, writes))[1:]
+            transcendental = 0 if forward in _PLAIN_BACKWARD else transcendental
+        rows.append([reads, writes, FLOPS_PER_ELEMENT.get(forward, 1), transcendental,
                      float(forward in UNVECTORISED_OPS)])
     return np.array(rows, dtype=float)
 

@@ -31,7 +31,7 @@ def test_an_unstated_host_stretches_the_interval_as_far_as_the_measured_hosts_mo
     assert hi / s_hi == pytest.approx(slow.energy_j / base.energy_j, rel=1e-9)
     assert unstated.time_interval_s[0] / stated.time_interval_s[0] == pytest.approx(fast.time_s / base.time_s)
     assert unstated.time_interval_s[1] / stated.time_interval_s[1] == pytest.approx(slow.time_s / base.time_s)
-    assert "by default (the interval: hosts of 18.50 - 30.00 µs)" in estimate_table(unstated)
+    assert "by default (the interval: hosts of 18.00 - 30.00 µs)" in estimate_table(unstated)
     assert unstated.to_dict()["host_dispatch_stated"] is False
 
 

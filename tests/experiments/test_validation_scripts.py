@@ -356,7 +356,7 @@ def test_host_dispatch_reads_each_energaizer_machine_from_its_own_rows():
 
 def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply():
     """experiments/host_dispatch.py inverts physics' rule on h200-first's host-bound model rows: the median it
-    prints is the figure the collection's card states (18.5 us a launch), each row's dispatch reproducing its measured
+    prints is the figure the collection's card states (18.0 us a launch), each row's dispatch reproducing its measured
     time with physics' GPU busy time."""
     from joulecast.data.store import CARD_NAME, read_card
     from joulecast.features import arch
@@ -364,7 +364,7 @@ def test_the_host_dispatch_a_collection_states_is_what_its_host_bound_rows_imply
     result = _run_args("host_dispatch.py")
     card = read_card(REPO / "data" / "measurements" / "h200" / "h200-first" / CARD_NAME)
     assert result["summary"]["rows"] >= 10
-    # the card states it to 0.1 us (18.5, read again when the GPT-2 rows named the runner's one-kernel activation);
+    # the card states it to 0.1 us (18.0, read again when a training step's backward took autograd's kernels);
     # physics' busy time may move the median by under that
     assert result["summary"]["median_dispatch_us"] == pytest.approx(1e6 * card["host_dispatch_s"], abs=0.1)
     # its single-kernel loops (--kernels) read no lower than its passes, so the card's one figure serves both; rows

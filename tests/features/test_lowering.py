@@ -164,6 +164,30 @@ def test_training_adds_backward_and_optimizer():
     assert 120e6 < adamw.cols < 130e6  # GPT-2 small has 124M parameters (with tied wte)
 
 
+
+def test_a_streaming_ops_backward_launches_what_autograd_launches_for_it():
+    """BERT's eager attention in training: the mask added to the scores has no backward kernel (the mask needs no
+    gradient), the softmax and GELU one each reading the gradient and a saved tensor, a residual add one (the
+    branches' gradients summed where the stream forks), a layer norm the default two; the same records in both
+    training lowerings (`lowering.training_step` and `train_step.micro_step`)."""
+    from joulecast.features import train_step
+    from joulecast.features.kinds import streaming
+
+    config = resolve_model("bert-base")[0]
+    forward, _ = lower(config, phase="prefill", batch=2, seq=128, dtype="bf16", attention="eager", lm_head=False)
+    train = joulecast.workload("bert-base", phase="training", batch=2, seq=128, attention="eager").kernels
+    micro = train_step.micro_step(forward, 2 * 128)
+    for steps in (train.to_dict("records"), micro):
+        launches = lambda op: sum(int(r["count"]) for r in steps if r["op"] == op)  # noqa: E731
+        assert launches("mask_add") == 12 and launches("mask_add_bwd") == 0
+        for op in ("softmax", "gelu", "pointwise_add", "copy"):
+            assert launches(op + "_bwd") == launches(op) > 0
+        assert launches("layernorm_bwd") == streaming.BACKWARD_DEFAULT_LAUNCHES * launches("layernorm") > 0
+    reads, writes = streaming._op_table(("softmax_bwd", "layernorm_bwd", "tanh", "tanh_bwd"))[:, :2].T
+    assert (reads.tolist(), writes.tolist()) == ([2, 2, 1, 2], [1, 1, 1, 1])  # the gradient read beside its input
+    transcendental = streaming._op_table(("tanh", "tanh_bwd"))[:, 3]
+    assert transcendental[0] > 0 and transcendental[1] == 0  # 1 - y^2: none of tanh's own arithmetic
+
 def test_vision_models_lower_without_sequence():
     w = joulecast.workload("resnet-101", batch=8)
     assert w.phase == "inference" and w.seq is None

@@ -114,6 +114,13 @@ every head) issued ATen's unrolled loop, 0.632 SM cycles an element, and the mod
 energy a median +2.6 % on the H200 (-4.9 to +32.1 %) and 0.0 % elsewhere (-8.4 to +19.0 %); Hopper's forward passes
 now trained on eager kernel mixes, 123 H100 rows' reasons name fewer shares out of range and their intervals widen
 less; mean energy width 51.7 -> 47.3 % of the estimate; every flag the same.
+Saved again when a streaming op's backward took the kernels autograd launches for it, not two of every op's (none
+for an attention mask added, one for an activation, a softmax, a copy or an add of two tensors), and a training
+step's host its refitted 2.5x dispatch and 16-norm (issue 27): physics moved on the 970 training rows alone, energy a
+median -3.0 %, -29.7 to +10.9 %, time -2.4 %, -31.3 to +13.5 %; the model retrained on the H200's rows so read (its
+collection's dispatch read again, 18.5 -> 18.0 us, and with it the low end of the measured hosts' range that an
+unstated host's interval spans), hybrid energy on the other rows a median 0.0 %, -2.6 to +3.8 %; mean energy width
+47.3 -> 48.1 %; every flag the same, and five L40S rows' reasons the same but for the conv share they name.
 
 """
 

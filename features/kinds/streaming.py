@@ -142,7 +142,7 @@ def _op_table(ops: tuple[str, ...]) -> np.ndarray:
         reads, writes = INPUTS.get(forward, 1), OUTPUTS.get(forward, 1)
         transcendental = TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0)
         if op.endswith("_bwd"):
-            reads, writes = BACKWARD.get(forward, (0, reads + 1, writes))[1:]
+            reads, writes = BACKWARD.get(forward, (BACKWARD_DEFAULT_LAUNCHES, reads + 1, writes))[1:]
             transcendental = 0 if forward in _PLAIN_BACKWARD else transcendental
         rows.append([reads, writes, FLOPS_PER_ELEMENT.get(forward, 1), transcendental,
                      float(forward in UNVECTORISED_OPS)])

@@ -22,6 +22,7 @@ from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns
+from joulecast.features.kinds.attention import BACKWARD_PASSES as ATTENTION_BACKWARD_PASSES
 from joulecast.features.train_step import streaming_backward
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,6 @@ _LOWERINGS: dict[str, Callable[..., None]] = {
 _VISION = {"vit", "resnet", "mobilevit"}
 _ENCODERS = {"bert"} | _VISION
 
-# FlashAttention-2's backward does 2.5x the forward FLOPs (5 GEMMs against 2; Dao 2023, section 3.2): 2 passes + 1/2.
-_BACKWARD_PASSES_ATTENTION = 2
 # AdamW step (PyTorch fused/foreach): reads param, grad, exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq.
 ADAMW_OPERANDS = 7
 
@@ -201,7 +200,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
     """Forward records -> forward + backward + optimizer records.
 
     Each GEMM/convolution gets its two backward GEMMs (input gradient and weight gradient), same FLOPs; a streaming
-    kernel its backward as autograd launches it, fused attention its backward passes (the constant above); AdamW
+    kernel its backward as autograd launches it, fused attention its backward passes (`kinds.attention`); AdamW
     updates every weight in fp32.
     """
     out = list(forward)
@@ -211,7 +210,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
             out.append({**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n})
             out.append({**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m})
         elif r["kind"] == "attention":
-            out.append({**r, "op": "flash_bwd", "count": r["count"] * _BACKWARD_PASSES_ATTENTION})
+            out.append({**r, "op": "flash_bwd", "count": r["count"] * ATTENTION_BACKWARD_PASSES})
         else:
             out += streaming_backward(r)  # as autograd launches it (`kinds.streaming.BACKWARD`)
     if params:

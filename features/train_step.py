@@ -25,6 +25,7 @@ from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, require
 from joulecast.data.models import family, hidden_size, is_mixture_of_experts
+from joulecast.features.kinds.attention import BACKWARD_PASSES as ATTENTION_BACKWARD_PASSES
 from joulecast.features.kinds.streaming import backward_launches
 
 RECOMPUTE = ("none", "selective", "full")
@@ -80,7 +81,7 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
             out.append({**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n})
             out.append({**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m})
         elif r["kind"] == "attention":
-            out.append({**r, "op": "flash_bwd", "count": r["count"] * 2})   # 2.5x forward FLOPs (Dao 2023, 3.2)
+            out.append({**r, "op": "flash_bwd", "count": r["count"] * ATTENTION_BACKWARD_PASSES})
         else:
             out += streaming_backward(r)
     if recompute == "full":

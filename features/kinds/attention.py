@@ -27,6 +27,11 @@ EFFICIENCY = arch.ATTENTION_EFFICIENCY
 # physics energy MAPE of all its rows 11.4 -> 10.4 %, power 7.4 -> 7.0 %; of its 32 held-out rows (h200-holdout,
 # never trained on) 9.7 -> 8.8 %, their decode steps 12.6 -> 10.6 % (experiments/h200_holdout.py).
 SPLIT_KV_BLOCK_ROWS = 64.0
+# FlashAttention-2's backward does 2.5x the forward's FLOPs (five matmuls against two; Dao 2023, arXiv 2307.08691,
+# section 3.2): lowered as BACKWARD_PASSES records of the forward kernel (op `flash_bwd`), each doing
+# BACKWARD_FLOPS_PER_PASS of its FLOPs at the forward's rate (an assumption: its measured rate is lower still).
+BACKWARD_PASSES = 2
+BACKWARD_FLOPS_PER_PASS = 2.5 / BACKWARD_PASSES
 
 
 def gqa_packed(k: Columns) -> tuple[np.ndarray, np.ndarray]:
@@ -68,7 +73,8 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray) -> dict[str, np.ndarray]:
     bsz, h, hkv, d = (k[c].astype(float) for c in ("batch", "heads", "kv_heads", "head_dim"))
     sq, skv = np.maximum(k["seq_q"], 1.0), np.maximum(k["seq_kv"], 1.0)  # rows of other kinds hold zeros
     causal_fraction = visible_fraction(k)
-    flops = 4.0 * bsz * h * sq * skv * d * causal_fraction
+    passes = np.where(k["op"] == "flash_bwd", BACKWARD_FLOPS_PER_PASS, 1.0)
+    flops = 4.0 * bsz * h * sq * skv * d * causal_fraction * passes
     rows = gqa_packed(k)[0].astype(float)  # query rows: a decode step's grouped heads where they are packed
     # MMA tiles have at least 16 query rows; the split-KV decode's, SPLIT_KV_BLOCK_ROWS
     tile = np.where((k["op"] == "flash") & (rows <= 16), SPLIT_KV_BLOCK_ROWS, 16.0)

@@ -188,6 +188,17 @@ def test_a_streaming_ops_backward_launches_what_autograd_launches_for_it():
     transcendental = streaming._op_table(("tanh", "tanh_bwd"))[:, 3]
     assert transcendental[0] > 0 and transcendental[1] == 0  # 1 - y^2: none of tanh's own arithmetic
 
+def test_fused_attentions_backward_does_two_and_a_half_times_its_forwards_flops():
+    """FlashAttention-2's backward: five matmuls against the forward's two (Dao 2023, section 3.2)."""
+    from joulecast.data.gpus import gpu
+
+    kernels = joulecast.workload("llama-3-8b", phase="training", batch=1, seq=512).kernels
+    rows, _ = analyze(kernels, gpu("h200"))
+    flops = {op: float((rows.loc[kernels.op == op, "flops"] * kernels.loc[kernels.op == op, "count"]).sum())
+             for op in ("flash", "flash_bwd")}
+    assert flops["flash"] > 0 and flops["flash_bwd"] == pytest.approx(2.5 * flops["flash"], rel=1e-12)
+
+
 def test_vision_models_lower_without_sequence():
     w = joulecast.workload("resnet-101", batch=8)
     assert w.phase == "inference" and w.seq is None

@@ -121,6 +121,10 @@ median -3.0 %, -29.7 to +10.9 %, time -2.4 %, -31.3 to +13.5 %; the model retrai
 collection's dispatch read again, 18.5 -> 18.0 us, and with it the low end of the measured hosts' range that an
 unstated host's interval spans), hybrid energy on the other rows a median 0.0 %, -2.6 to +3.8 %; mean energy width
 47.3 -> 48.1 %; every flag the same, and five L40S rows' reasons the same but for the conv share they name.
+Saved again when fused attention's backward did 2.5x its forward's FLOPs, not 2x (Dao 2023; issue 27): physics moved
+on 370 training rows with fused attention alone, energy at most +6.6 % (time the same); the model retrained, hybrid
+energy on the other rows a median 0.0 %, -2.5 to +2.4 %; mean energy width 48.1 -> 47.9 %; every flag and reason
+the same.
 
 """
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 from joulecast.data.errors import InputError, require
 from joulecast.data.models import family, hidden_size, is_mixture_of_experts
 from joulecast.features.kinds.attention import BACKWARD_PASSES as ATTENTION_BACKWARD_PASSES
-from joulecast.features.kinds.streaming import backward_launches
+from joulecast.features.kinds.streaming import backward_of
 
 RECOMPUTE = ("none", "selective", "full")
 LORA_TARGETS = ("all", "attention")
@@ -95,7 +95,7 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
 def streaming_backward(r: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A streaming record's backward: its op's kernels as autograd launches them (`kinds.streaming.BACKWARD`;
     none for an add of a mask or a constant)."""
-    launches = backward_launches(r["op"])
+    launches = backward_of(r["op"])[0]
     return [{**r, "op": r["op"] + "_bwd", "count": r["count"] * launches}] if launches else []
 
 

@@ -92,10 +92,11 @@ BACKWARD_DEFAULT_LAUNCHES = 2
 _PLAIN_BACKWARD = ("tanh",)  # backward without the forward's transcendental arithmetic
 
 
-def backward_launches(op: str) -> int:
-    """Kernels autograd launches for the backward of one launch of streaming op `op` (`BACKWARD`)."""
-    entry = BACKWARD.get(op)
-    return BACKWARD_DEFAULT_LAUNCHES if entry is None else entry[0]
+def backward_of(op: str) -> tuple[int, int, int]:
+    """(kernels autograd launches for the backward of one launch of streaming op `op`, operands each reads,
+    operands each writes): `BACKWARD`'s entry, else BACKWARD_DEFAULT_LAUNCHES kernels reading the gradient beside
+    the forward's operands."""
+    return BACKWARD.get(op, (BACKWARD_DEFAULT_LAUNCHES, INPUTS.get(op, 1) + 1, OUTPUTS.get(op, 1)))
 
 
 _CTAS = {"elements": 0, "rows": 1, "softmax": 2}
@@ -133,16 +134,15 @@ def _by_kind(kind: Any) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def _op_table(ops: tuple[str, ...]) -> np.ndarray:
     """(ops, 5) per op name: operands read, written, FLOPs an element, transcendental instructions an element and
-    whether ATen runs it unvectorised (`UNVECTORISED_OPS`); a backward op reads and writes as `BACKWARD` says (one
-    operand more than its forward op reads, the gradient, where it says nothing) and shares its forward op's other
-    entries."""
+    whether ATen runs it unvectorised (`UNVECTORISED_OPS`); a backward op reads and writes as `backward_of` says and
+    shares its forward op's other entries."""
     rows = []
     for op in ops or ("",):
         forward = op.removesuffix("_bwd")
         reads, writes = INPUTS.get(forward, 1), OUTPUTS.get(forward, 1)
         transcendental = TRANSCENDENTAL_INSTRUCTIONS_PER_ELEMENT.get(forward, 0)
         if op.endswith("_bwd"):
-            reads, writes = BACKWARD.get(forward, (BACKWARD_DEFAULT_LAUNCHES, reads + 1, writes))[1:]
+            reads, writes = backward_of(forward)[1:]
             transcendental = 0 if forward in _PLAIN_BACKWARD else transcendental
         rows.append([reads, writes, FLOPS_PER_ELEMENT.get(forward, 1), transcendental,
                      float(forward in UNVECTORISED_OPS)])

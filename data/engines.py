@@ -10,7 +10,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import yaml
 
@@ -41,6 +41,13 @@ class ServingEngine:
     sampler: str | None = None        # SAMPLERS: its sampler's passes over the logits, or None (fused, not priced)
     host_overlaps: bool = False       # True: the host work runs under the GPU's step (async scheduling)
     host_s_per_tp_worker: float = 0.0  # host work a step, between steps, per tensor-parallel GPU beyond the first
+    # the host work a running sequence took on the rows it was measured from, (lowest, highest): an estimate's interval
+    # spans it (`joulecast.estimator.api.combine`); the figure at both ends where the entry states none
+    host_s_per_sequence_range: tuple[float, float] | None = None
+
+    def __post_init__(self) -> None:
+        if self.host_s_per_sequence_range is None:
+            object.__setattr__(self, "host_s_per_sequence_range", (self.host_s_per_sequence,) * 2)
 
     @classmethod
     def from_dict(cls, name: str, raw: Any, origin: str) -> "ServingEngine":
@@ -58,6 +65,7 @@ class ServingEngine:
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= high:
                 raise fail(field, f"must be a number from 0 to {high:g}, got {value!r}")
             values[field] = float(value)
+        spread = _host_range(raw.get("host_ms_per_sequence_range"), values["host_ms_per_sequence"], fail)
         if values["power_over_idle"] < 1.0:
             raise fail("power_over_idle", f"a GPU waiting draws at least its idle power: at least 1, got "
                                           f"{values['power_over_idle']:g}")
@@ -76,20 +84,38 @@ class ServingEngine:
         for field in ("host_ms_per_sequence", "power_over_idle", *(("decode_attention",) if attention else ()),
                       *(("all_reduce",) if "all_reduce" in raw else ()), *(("sampler",) if sampler else ()),
                       *(("host_overlaps",) if overlaps else ()),
-                      *(("host_ms_per_tp_worker",) if "host_ms_per_tp_worker" in raw else ())):
+                      *(("host_ms_per_tp_worker",) if "host_ms_per_tp_worker" in raw else ()),
+                      *(("host_ms_per_sequence_range",) if spread else ())):
             if field not in sources:
                 raise fail("sources", f"no source given for {field}")
-        unknown = raw.keys() - {"host_ms_per_sequence", "power_over_idle", "decode_attention", "all_reduce", "sampler",
-                                "host_overlaps", "host_ms_per_tp_worker", "sources"}
+        unknown = raw.keys() - {"host_ms_per_sequence", "host_ms_per_sequence_range", "power_over_idle",
+                                "decode_attention", "all_reduce", "sampler", "host_overlaps", "host_ms_per_tp_worker",
+                                "sources"}
         if unknown:
-            raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, power_over_idle, "
-                                           "decode_attention, all_reduce, sampler, host_overlaps, "
+            raise fail(sorted(unknown)[0], "unknown field; allowed: host_ms_per_sequence, host_ms_per_sequence_range, "
+                                           "power_over_idle, decode_attention, all_reduce, sampler, host_overlaps, "
                                            "host_ms_per_tp_worker, sources")
         # the decimal shifted, not divided: 0.454 ms is 0.454e-3 s to the last bit, as it was typed
         return cls(name=name, host_s_per_sequence=float(f"{values['host_ms_per_sequence']!r}e-3"),
                    power_over_idle=values["power_over_idle"], decode_attention=attention,
                    sources=MappingProxyType(sources), all_reduce=all_reduce, sampler=sampler, host_overlaps=overlaps,
-                   host_s_per_tp_worker=float(f"{values['host_ms_per_tp_worker']!r}e-3"))
+                   host_s_per_tp_worker=float(f"{values['host_ms_per_tp_worker']!r}e-3"),
+                   host_s_per_sequence_range=None if spread is None else
+                   tuple(float(f"{ms!r}e-3") for ms in spread))
+
+
+def _host_range(raw: Any, value: float, fail: Callable[[str, str], DataError]) -> tuple[float, float] | None:
+    """An entry's `host_ms_per_sequence_range` (ms): [lowest, highest], around its figure `value`; None where absent."""
+    if raw is None:
+        return None
+    if (not isinstance(raw, (list, tuple)) or len(raw) != 2
+            or any(not isinstance(v, (int, float)) or isinstance(v, bool) for v in raw)):
+        raise fail("host_ms_per_sequence_range", f"must be two numbers [lowest, highest] (ms), got {raw!r}")
+    low, high = (float(v) for v in raw)
+    if not 0 <= low <= value <= high <= _MAX_HOST_MS:
+        raise fail("host_ms_per_sequence_range", f"must hold host_ms_per_sequence ({value:g}) between its lowest and "
+                                                 f"highest, from 0 to {_MAX_HOST_MS:g}, got {raw!r}")
+    return low, high
 
 
 def parse(raw: Any, origin: str) -> Mapping[str, ServingEngine]:

@@ -7,7 +7,7 @@ The estimate is physics x exp(learned residual) (the hybrid); `estimator="physic
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,20 +141,21 @@ def _cap(energy: np.ndarray, time_s: np.ndarray, limit_w: np.ndarray | float) ->
 
 
 def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarray],
-            limit_w: np.ndarray | float, host_range: tuple[np.ndarray, np.ndarray] | None = None
+            limit_w: np.ndarray | float, spreads: Sequence[tuple[np.ndarray, np.ndarray]] = ()
             ) -> dict[str, np.ndarray]:
     """Physics x exp(correction) with its interval; energy capped at the power limit, the interval kept around it.
-    `host_range`: physics' (time, energy) at the ends of the measured hosts' dispatch range (n x 2,
-    `PhysicsTotals.host_range_time_s` and `_energy_j`), NaN for a row whose machine stated its own: each bound of
-    the other rows moves out as far as such a host moves physics' figure, the point where it was (an unstated host
-    is a spread, not a bias). On Wilkins' generations at the default dispatch (experiments/generation_jobs.py), the
-    A100-PCIe's 90 % energy intervals then cover Llama-2's rows 77.8 / 60.0 -> 77.8 / 70.0 %, Mistral's 77.8 / 70.0
-    -> 88.9 / 100 % (input / output sweeps), 20 -> 28 % of the estimate wide."""
+    `spreads`: physics' (time, energy) at the ends of a measured range of what the estimate does not know (n x 2
+    each): the hosts' dispatch range, NaN for a row whose machine stated its own (`PhysicsTotals.host_range_time_s`
+    and `_energy_j`), and a serving engine's host work over the rows it was measured from (`engine_range_*`). Each
+    bound moves out as far as such a range moves physics' figure, the point where it was (an unknown is a spread,
+    not a bias). On Wilkins' generations at the default dispatch (experiments/generation_jobs.py), the A100-PCIe's
+    90 % energy intervals then cover Llama-2's rows 77.8 / 60.0 -> 77.8 / 70.0 %, Mistral's 77.8 / 70.0 -> 88.9 /
+    100 % (input / output sweeps), 20 -> 28 % of the estimate wide."""
     out = {name: base * np.exp(corr[key]) for name, base, key in (
         ("time_s", phys_t, "time"), ("time_lo_s", phys_t, "time_lo"), ("time_hi_s", phys_t, "time_hi"),
         ("energy_j", phys_e, "energy"), ("energy_lo_j", phys_e, "energy_lo"), ("energy_hi_j", phys_e, "energy_hi"))}
-    if host_range is not None:  # time and energy at once: (2, n, 2) ratios to physics' own
-        ratio = np.stack(host_range) / np.stack([phys_t, phys_e])[..., None]
+    for spread in spreads:  # time and energy at once: (2, n, 2) ratios to physics' own
+        ratio = np.stack(spread) / np.stack([phys_t, phys_e])[..., None]
         low = np.fmin(ratio.min(axis=-1), 1.0)   # fmin / fmax: a NaN row (its host stated) keeps its bound
         high = np.fmax(ratio.max(axis=-1), 1.0)
         out["time_lo_s"], out["energy_lo_j"] = out["time_lo_s"] * low[0], out["energy_lo_j"] * low[1]
@@ -217,9 +218,11 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     kw: dict[str, Any] = {"flags": (str(memory_flag),) if memory_flag else ()}
     t, e = phys_t, phys_e
     if corr is not None:
-        # the default host taken: the interval spans the measured ones
-        spread = None if stated else (totals.host_range_time_s, totals.host_range_energy_j)
-        h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit, spread).items()}
+        # the default host taken: the interval spans the measured ones; an engine's host work, its measured rows'
+        spreads = [(totals.engine_range_time_s, totals.engine_range_energy_j)]
+        if not stated:
+            spreads.append((totals.host_range_time_s, totals.host_range_energy_j))
+        h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit, spreads).items()}
         t, e = h["time_s"], h["energy_j"]
         e_band = (h["energy_lo_j"], h["energy_hi_j"])
         inside = bool(corr["in_domain"][0])

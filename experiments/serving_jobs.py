@@ -40,7 +40,9 @@ async scheduling; `data/serving_engines.yaml`): per v3 row of the Llama models (
 not Qwen3's), `serve`'s step with that host work taken out beside the
 measured step; a row is host-bound where the measured step is at least HOST_BOUND_RATIO times the GPU's work alone;
 on that GPU's host-bound rows (the B200's by default, its Llama-3.1-8B at 64-2,043 sequences), the measured steps
-over the running sequences summed and the GPU's power while it waits. No H100 row is host-bound: they check it.
+over the running sequences summed and the GPU's power while it waits, and each row's own (their lowest and highest:
+the catalog's `host_ms_per_sequence_range`, which an estimate's interval spans). No H100 row is host-bound: they
+check it.
 
 `--tp-host` derives vLLM 0.5.4's host work a step per tensor-parallel GPU beyond the first (its driver broadcasting
 each step's inputs to the other workers, `data/serving_engines.yaml`): per v2 row on several GPUs, the measured step
@@ -338,6 +340,7 @@ def main() -> int:
         shipped = arch.SERVING_ENGINES[ENGINES["mlenergy-v3"]]
         out = dict(derived_from=args.host_floor, derived=derived.get(args.host_floor),
                    shipped=dict(host_ms_per_sequence=shipped["host_s_per_sequence"] * 1e3,
+                                host_ms_per_sequence_range=[v * 1e3 for v in shipped["host_s_per_sequence_range"]],
                                 power_over_idle=shipped["power_over_idle"]),
                    by_gpu=list(derived.values()))
         if args.json:

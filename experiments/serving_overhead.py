@@ -2,8 +2,9 @@
 
 For each ML.ENERGY release and GPU (one GPU per run, models with a catalog workload), what the physics of the kernels
 alone leaves out of a measured step: extra time per running sequence (ms) and the GPU's power during it (x idle).
-vLLM 0.5.4's constants are the pooled figures of --derive-from's v2 rows; the other GPU's rows check them (host work
-takes the same time on any GPU). See `joulecast.training.engine_overhead`.
+vLLM 0.5.4's constants are the pooled figures of --derive-from's v2 rows, and its range the lowest and highest of
+their rows' own (per_row_ms_min / max: the spread an estimate's interval takes); the other GPU's rows check them (host
+work takes the same time on any GPU). See `joulecast.training.engine_overhead`.
 
 Usage: python experiments/serving_overhead.py [PATH-TO-shared/data/external] [--derive-from a100-sxm4-40gb] [--json]
 """

@@ -107,9 +107,10 @@ HOST_DISPATCH_S = {"eager": 25.0e-6, "graph": 0.0}
 # default above, and its interval spans what a host of this range makes of it (`estimator.api.combine`).
 HOST_DISPATCH_RANGE_S = (18.0e-6, 30.0e-6)
 # Serving engines, each a catalog entry with its sources (`data/serving_engines.yaml`): name -> the host work between
-# steps per running sequence (s), whether it runs under the GPU's step instead, the GPU's power while it waits (x
-# idle) and the engine's own decode attention kernel.
-SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence, "host_overlaps": e.host_overlaps,
+# steps per running sequence (s) and its measured rows' (lowest, highest), whether it runs under the GPU's step
+# instead, the GPU's power while it waits (x idle) and the engine's own decode attention kernel.
+SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence,
+                          "host_s_per_sequence_range": e.host_s_per_sequence_range, "host_overlaps": e.host_overlaps,
                           "power_over_idle": e.power_over_idle, "decode_attention": e.decode_attention}
                    for name, e in engines.catalog().items()}
 # PyTorch's vision models keep activations NCHW; cuDNN's implicit-GEMM tensor-core kernels read NHWC (names such as

@@ -68,16 +68,21 @@ def physics_columns(kernels: Mapping[str, np.ndarray], gpu: GpuSpec, sm_clock_mh
     return columns, totals
 
 
-_NO_ENGINE = {"host_s_per_sequence": 0.0, "host_overlaps": False, "power_over_idle": 1.0}
+_NO_ENGINE = {"host_s_per_sequence": 0.0, "host_s_per_sequence_range": (0.0, 0.0), "host_overlaps": False,
+              "power_over_idle": 1.0}
 
 
 def _engine_host(engines: Sequence[str | None], batch: np.ndarray) -> dict[str, np.ndarray]:
-    """Per workload, its serving engine's host time per step (per running sequence x batch), whether it runs under
-    the GPU's step, and the GPU's power while it waits; none without an engine."""
+    """Per workload, its serving engine's host time per step (per running sequence x batch) and at the ends of its
+    measured range (n x 2), whether it runs under the GPU's step, and the GPU's power while it waits; none without an
+    engine."""
     names = np.array([e or "" for e in engines], dtype=str)
     specs = {**arch.SERVING_ENGINES, "": _NO_ENGINE}
     labels = Labels.of(names)
+    ends = np.stack([labels.lookup({k: e["host_s_per_sequence_range"][i] for k, e in specs.items()}, 0.0)
+                     for i in (0, 1)], axis=-1)
     return {"serial_host_s": labels.lookup({k: e["host_s_per_sequence"] for k, e in specs.items()}, 0.0) * batch,
+            "serial_host_range_s": ends * np.asarray(batch, dtype=float)[:, None],
             "serial_overlaps": labels.lookup({k: float(e["host_overlaps"]) for k, e in specs.items()}, 0.0),
             "serial_power_over_idle": labels.lookup({k: e["power_over_idle"] for k, e in specs.items()}, 1.0)}
 

@@ -53,6 +53,10 @@ class PhysicsTotals:
     # through CUDA graphs): what an unstated host could make of them (`estimator.api.combine`)
     host_range_time_s: np.ndarray
     host_range_energy_j: np.ndarray
+    # time and energy with a serving engine's host work at the ends of its measured rows' range (n x 2; the
+    # workload's own without an engine or a range): the spread `estimator.api.combine` adds to every such estimate
+    engine_range_time_s: np.ndarray
+    engine_range_energy_j: np.ndarray
 
     @property
     def power_w(self) -> np.ndarray:
@@ -373,18 +377,21 @@ def check_dtypes(gpu: GpuSpec, dtypes: Labels) -> None:
 def analyze(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
             power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
             serial_host_s: float | np.ndarray = 0.0, serial_overlaps: float | np.ndarray = 0.0,
-            serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[pd.DataFrame, PhysicsTotals]:
+            serial_power_over_idle: float | np.ndarray = 1.0, serial_host_range_s: np.ndarray | None = None
+            ) -> tuple[pd.DataFrame, PhysicsTotals]:
     """`analyze_arrays` with the per-kernel features as a DataFrame."""
     columns, totals = analyze_arrays(kernels, gpu, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                                      host_dispatch_s=host_dispatch_s, serial_host_s=serial_host_s,
-                                     serial_overlaps=serial_overlaps, serial_power_over_idle=serial_power_over_idle)
+                                     serial_overlaps=serial_overlaps, serial_power_over_idle=serial_power_over_idle,
+                                     serial_host_range_s=serial_host_range_s)
     return pd.DataFrame(plain(columns)), totals
 
 
 def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpec, *, sm_clock_mhz: float | None = None,
                    power_limit_w: float | None = None, host_dispatch_s: float | np.ndarray = 0.0,
                    serial_host_s: float | np.ndarray = 0.0, serial_overlaps: float | np.ndarray = 0.0,
-                   serial_power_over_idle: float | np.ndarray = 1.0) -> tuple[dict[str, np.ndarray], PhysicsTotals]:
+                   serial_power_over_idle: float | np.ndarray = 1.0, serial_host_range_s: np.ndarray | None = None
+                   ) -> tuple[dict[str, np.ndarray], PhysicsTotals]:
     """Physics estimate of one or more workloads on one GPU.
 
     Args:
@@ -397,6 +404,8 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
             workload id when an array), at `serial_power_over_idle` times the GPU's idle power.
         serial_overlaps: where nonzero (per workload id when an array), that host work runs under the pass instead
             (an engine that schedules a step ahead): the GPU waits only for what it takes beyond the pass.
+        serial_host_range_s: that host work at the ends of its measured range (n x 2, per workload id), for
+            `PhysicsTotals.engine_range_time_s`; None: `serial_host_s` at both ends.
 
     Returns:
         (per-kernel feature columns, one row per kernel, with per-launch time_s, power_w, energy_j; per-workload
@@ -427,10 +436,10 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     # say up to 20x idle)
     wait_ratio = np.minimum(np.asarray(serial_power_over_idle, dtype=float), limit / idle)
 
-    def engine_wait(overlapped: np.ndarray) -> np.ndarray:
+    def engine_wait(overlapped: np.ndarray, host_work: np.ndarray = serial) -> np.ndarray:
         """Seconds the GPU waits on the engine's host work a pass: all of it between passes, or where it runs under
         the pass, what it takes beyond the pass (host-bound steps)."""
-        return np.where(overlaps, np.maximum(serial - overlapped, 0.0), serial)
+        return np.where(overlaps, np.maximum(host_work - overlapped, 0.0), host_work)
 
     # a workload of one kernel, launched again and again, is paced by whichever of the GPU and the host is slower
     # throughout: no partial overlap as between a layer's kernels (`arch.OVERLAP_NORM`)
@@ -481,13 +490,19 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     energy_j = kernel_j + gap_energy
     # under another host the engine's wait moves with the pass where its host work runs under it
     span_wait = engine_wait(spans.T).T
+    # the engine's host work at the ends of its measured range, the rest as it is (waits n x 2, transposed as above)
+    ends = serial[:, None] if serial_host_range_s is None else np.broadcast_to(serial_host_range_s, (n, 2))
+    end_wait = engine_wait(overlapped, ends.T).T
     totals = PhysicsTotals(time_s=time_s, energy_j=energy_j,
                            gpu_busy_s=busy, host_s=host + wait, idle_gap_energy_j=gap_energy,
                            engine_host_s=np.where(overlaps, 0.0, serial), host_dispatch_s=np.array(per_launch),
                            host_range_time_s=spans + span_wait,
                            host_range_energy_j=energy_j[:, None] + idle * (spans - overlapped[:, None]
                                                                            + (span_wait - wait[:, None])
-                                                                           * _per_workload(wait_ratio, n)[:, None]))
+                                                                           * _per_workload(wait_ratio, n)[:, None]),
+                           engine_range_time_s=np.broadcast_to(overlapped[:, None] + end_wait, (n, 2)),
+                           engine_range_energy_j=np.broadcast_to(energy_j[:, None] + idle * (end_wait - wait[:, None])
+                                                                 * _per_workload(wait_ratio, n)[:, None], (n, 2)))
     features = {  # from the arrays already read: reading the table's columns again costs more than the maths
         **{c: f[c] for c in kernels},
         "tensor_core": f["tensor_core"], "misaligned": f["misaligned"],

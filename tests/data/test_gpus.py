@@ -280,7 +280,25 @@ def test_serving_engines_are_validated_data_with_sources():
     assert {n: e.host_s_per_tp_worker for n, e in engines.catalog().items() if e.host_s_per_tp_worker} == {
         "vllm-0.5.4": 8.84e-3}
     assert engines.parse({"x": good}, "e.yaml")["x"].host_s_per_tp_worker == 0.0
-    for bad, message in (({**good, "host_ms_per_sequence": -1}, "'host_ms_per_sequence': must be a number from 0"),
+    # the host work's measured rows' range, its ends to the bit; the figure at both ends where an entry has none
+    assert {n: e.host_s_per_sequence_range for n, e in engines.catalog().items()} == {
+        "vllm-0.5.4": (0.335e-3, 0.571e-3), "vllm-0.11.1": (0.068e-3, 0.218e-3), "sglang-0.4": (0.0, 0.0),
+        "trt-llm": (0.0, 0.0)}
+    assert engines.parse({"x": good}, "e.yaml")["x"].host_s_per_sequence_range == (0.1e-3, 0.1e-3)
+    ranged = {**good, "host_ms_per_sequence_range": [0.05, 0.2],
+              "sources": {"host_ms_per_sequence, power_over_idle, host_ms_per_sequence_range": "s"}}
+    assert engines.parse({"x": ranged}, "e.yaml")["x"].host_s_per_sequence_range == (0.05e-3, 0.2e-3)
+    for bad, message in (({**ranged, "host_ms_per_sequence_range": [0.2, 0.3]},
+                          r"'host_ms_per_sequence_range': must hold host_ms_per_sequence \(0.1\) between"),
+                         ({**ranged, "host_ms_per_sequence_range": [0.05, float("nan")]},
+                          r"'host_ms_per_sequence_range': must hold"),
+                         ({**ranged, "host_ms_per_sequence_range": 0.2},
+                          r"'host_ms_per_sequence_range': must be two numbers \[lowest, highest\] \(ms\), got 0.2"),
+                         ({**ranged, "host_ms_per_sequence_range": [0.05, True]},
+                          "'host_ms_per_sequence_range': must be two"),
+                         ({**good, "host_ms_per_sequence_range": [0.05, 0.2]},
+                          "'sources': no source given for host_ms_per_sequence_range"),
+                         ({**good, "host_ms_per_sequence": -1}, "'host_ms_per_sequence': must be a number from 0"),
                          ({**good, "power_over_idle": 0.5}, "'power_over_idle': a GPU waiting draws at least"),
                          ({**good, "decode_attention": "radix"}, "'decode_attention': unknown 'radix'"),
                          ({**good, "sources": {"host_ms_per_sequence": "s"}}, "'sources': no source given for power_over_idle"),

@@ -7,6 +7,7 @@ import math
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import joulecast
@@ -73,8 +74,6 @@ def test_vllm_0_5_instances_wait_a_step_for_the_drivers_broadcast_to_each_other_
     assert old.step_time_s > new.step_time_s + host_s * 0.9
     assert old.gpu_busy_share < new.gpu_busy_share
     # a generation's steps: exactly that wait on top of what an engine with the same all-reduce and none adds
-    import pandas as pd
-
     from joulecast.estimator.tensor_parallel import with_all_reduces
     from joulecast.features.lowering import resolve_model
 
@@ -206,6 +205,42 @@ def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu(capsys):
     with pytest.raises(joulecast.InputError, match="request_rate: .* the engine's host work sets the step at that "
                                                    "batch, so add instances"):
         serve("llama-3-8b", "b200", engine="vllm-0.11.1", request_rate=1.05 * cap, **kw)
+
+
+def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_point(monkeypatch):
+    """vLLM 0.11.1's host work a running sequence was read from six rows that took 0.068-0.218 ms each
+    (`data/serving_engines.yaml`): a spread, not a bias. The estimate stays at the figure; each bound moves out as
+    far as the work at that end moves physics (a step at 256 sequences on a B200 outlasts the GPU's work at the
+    high end), in `estimate`, `estimate_many` and `serve` alike; an engine without a range keeps its interval."""
+    w = joulecast.workload("llama-3-8b", phase="decode", batch=256, seq=512, engine="vllm-0.11.1")
+    spread = joulecast.estimate(w, "b200")
+    entry = arch.SERVING_ENGINES["vllm-0.11.1"]
+    low, high = entry["host_s_per_sequence_range"]
+    at = {}
+    for name, host in (("point", entry["host_s_per_sequence"]), ("low", low), ("high", high)):
+        monkeypatch.setitem(arch.SERVING_ENGINES, "vllm-0.11.1",
+                            {**entry, "host_s_per_sequence": host, "host_s_per_sequence_range": (host, host)})
+        at[name] = (joulecast.estimate(w, "b200"), joulecast.estimate(w, "b200", estimator="physics"))
+    monkeypatch.setitem(arch.SERVING_ENGINES, "vllm-0.11.1", entry)
+    point, physics_at = at["point"][0], {k: v[1] for k, v in at.items()}
+    assert (spread.energy_j, spread.time_s) == (point.energy_j, point.time_s)
+    moved = {k: physics_at[k].energy_j / physics_at["point"].energy_j for k in ("low", "high")}
+    assert moved["high"] > 1.2 and moved["low"] <= 1.0  # the high end's host outlasts the GPU's step
+    assert spread.energy_interval_j[1] == pytest.approx(point.energy_interval_j[1] * moved["high"], rel=1e-9)
+    assert spread.energy_interval_j[0] == pytest.approx(point.energy_interval_j[0] * moved["low"], rel=1e-9)
+    assert spread.time_interval_s[1] == pytest.approx(
+        point.time_interval_s[1] * physics_at["high"].time_s / physics_at["point"].time_s, rel=1e-9)
+    many = joulecast.estimate_many(pd.DataFrame([dict(model="llama-3-8b", phase="decode", batch=256, seq=512,
+                                                      engine="vllm-0.11.1", gpu="b200")]))
+    assert (many["energy_lo_j"][0], many["energy_hi_j"][0]) == pytest.approx(spread.energy_interval_j, rel=1e-12)
+    job = serve("llama-3-8b", "b200", input_len=192, output_len=352, concurrency=256, engine="vllm-0.11.1")
+    lo, hi = job.energy_per_output_token_interval_j
+    assert hi / job.energy_per_output_token_j > 1.2
+    sglang = joulecast.estimate(joulecast.workload("llama-3-8b", phase="decode", batch=256, seq=512,
+                                                   engine="sglang-0.4"), "b200")
+    alone = joulecast.estimate(joulecast.workload("llama-3-8b", phase="decode", batch=256, seq=512,
+                                                  launch_mode="graph"), "b200")
+    assert sglang.energy_interval_j == alone.energy_interval_j
 
 
 def test_serving_under_a_power_cap_or_a_locked_clock(capsys):

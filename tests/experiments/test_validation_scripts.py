@@ -117,6 +117,9 @@ def test_job_validation_scripts_score_every_set_they_name():
         derived["per_row_ms_max"]
     assert round(derived["host_ms_per_sequence"], 3) == pytest.approx(floor["shipped"]["host_ms_per_sequence"])
     assert round(derived["power_over_idle"], 2) == pytest.approx(floor["shipped"]["power_over_idle"])
+    # and its rows' own range, the spread an estimate's interval takes
+    assert [round(derived[k], 3) for k in ("per_row_ms_min", "per_row_ms_max")] == pytest.approx(
+        floor["shipped"]["host_ms_per_sequence_range"])
     # vLLM 0.5.4's host work per tensor-parallel GPU beyond the first, from v2's Llama-3-70B rows, is the catalog's
     tp_host = _run_args("serving_jobs.py", "--tp-host")
     assert round(tp_host["derived_ms_per_worker"], 2) == pytest.approx(tp_host["shipped_ms_per_worker"])

@@ -412,6 +412,29 @@ def test_host_work_that_runs_under_the_pass_adds_only_what_outlasts_it():
         assert under.host_range_time_s[0] == pytest.approx(np.maximum(alone.host_range_time_s[0], host))
 
 
+def test_an_engines_measured_range_of_host_work_moves_the_pass_as_the_work_itself_would():
+    """`serial_host_range_s`: the engine's host work at each end of its measured rows' range gives the pass's time
+    and energy that work would give as the figure (between passes all of it, under the pass what outlasts it, the
+    GPU waiting at the engine's power); without a range both ends are the pass's own, and the point never moves."""
+    k = joulecast.workload("llama-3-8b", phase="decode", batch=64, seq=512, launch_mode="graph").kernels
+    h100 = joulecast.gpu("h100-sxm")
+    step = physics.analyze(k, h100)[1].time_s[0]
+    ends = (0.2 * step, 3.0 * step)
+    for overlaps in (0.0, 1.0):
+        setting = dict(serial_overlaps=overlaps, serial_power_over_idle=1.5)
+        _, point = physics.analyze(k, h100, serial_host_s=0.5 * step, **setting)
+        assert (point.engine_range_time_s[0] == point.time_s[0]).all()
+        assert (point.engine_range_energy_j[0] == point.energy_j[0]).all()
+        _, spread = physics.analyze(k, h100, serial_host_s=0.5 * step, serial_host_range_s=np.array([ends]), **setting)
+        assert spread.time_s[0] == point.time_s[0] and spread.energy_j[0] == point.energy_j[0]
+        for end, host in enumerate(ends):
+            _, at = physics.analyze(k, h100, serial_host_s=host, **setting)
+            assert spread.engine_range_time_s[0, end] == pytest.approx(at.time_s[0])
+            assert spread.engine_range_energy_j[0, end] == pytest.approx(at.energy_j[0])
+    # under the pass, host work shorter than the pass adds nothing at either end it stays under
+    assert spread.engine_range_time_s[0, 0] == pytest.approx(step)
+
+
 def test_kernels_a_library_launches_cost_no_host_dispatch():
     """cuDNN's layout transposes run inside the convolution's dispatch: GPU time, but no eager dispatch of their own."""
     k = joulecast.workload("resnet-101", batch=8).kernels

@@ -18,6 +18,9 @@ def test_vllm_054_host_time_is_what_its_a100_rows_leave_over_physics_and_holds_o
     shipped = arch.SERVING_ENGINES["vllm-0.5.4"]
     assert a100["host_s_per_sequence"] == pytest.approx(shipped["host_s_per_sequence"], abs=0.5e-6)
     assert a100["power_over_idle"] == pytest.approx(shipped["power_over_idle"], abs=0.005)
+    # the spread its interval takes: those rows' own, one by one
+    low, high = shipped["host_s_per_sequence_range"]
+    assert (a100["per_row_ms_min"], a100["per_row_ms_max"]) == pytest.approx((low * 1e3, high * 1e3), abs=0.0005)
     # Host work: the H100, whose kernels' physics runs the same steps (model, batch 64-319) 1.8-2.6x faster, leaves
     # the same time over (0.399 against 0.406 ms), at the same power, once the steps carry the prompts arriving
     # meanwhile (the decodes alone left 0.447 against 0.415 ms, at 1.85 against 1.63x idle)

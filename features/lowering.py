@@ -22,8 +22,7 @@ from joulecast.features import lower_transformers as lt
 from joulecast.features import lower_vision as lv
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.kinds.attention import BACKWARD_PASSES as ATTENTION_BACKWARD_PASSES
-from joulecast.features.train_step import streaming_backward
+from joulecast.features.train_step import backward
 
 log = logging.getLogger(__name__)
 # flash: one fused kernel that skips what a causal mask hides (FlashAttention-2, SDPA's flash path with is_causal);
@@ -205,14 +204,7 @@ def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, 
     """
     out = list(forward)
     for r in forward:
-        if r["kind"] in ("gemm", "conv2d"):
-            m, n, k = r["m"], r["n"], r["k"]
-            out.append({**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n})
-            out.append({**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m})
-        elif r["kind"] == "attention":
-            out.append({**r, "op": "flash_bwd", "count": r["count"] * ATTENTION_BACKWARD_PASSES})
-        else:
-            out += streaming_backward(r)  # as autograd launches it (`kinds.streaming.BACKWARD`)
+        out += backward(r)
     if params:
         out.append(dict(kind="elementwise", op="adamw", dtype="fp32", acc_dtype="fp32", rows=1, cols=params, count=1))
     return out

@@ -76,20 +76,28 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
             out.append({**r, "op": "experts_dgrad", "m": r["k"], "n": r["n"], "k": r["m"]})
             if not lora_rank:
                 out.append({**r, "op": "experts_wgrad", "m": r["m"], "n": r["k"], "k": r["n"]})
-        elif r["kind"] in ("gemm", "conv2d"):
-            m, n, k = r["m"], r["n"], r["k"]
-            out.append({**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n})
-            out.append({**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m})
-        elif r["kind"] == "attention":
-            out.append({**r, "op": "flash_bwd", "count": r["count"] * ATTENTION_BACKWARD_PASSES})
         else:
-            out += streaming_backward(r)
+            out += backward(r)
     if recompute == "full":
         out += [{**r, "op": r["op"] + "_recompute"} for r in forward]
     elif recompute == "selective":
         out += [{**r, "op": r["op"] + "_recompute"} for r in forward if r["kind"] in ("attention", "softmax")
                 or (r["kind"] == "gemm" and r["op"] == "bmm")]
     return out
+
+
+def backward(r: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A forward record's backward records, laid out as the record is: a GEMM's or a convolution's two backward
+    GEMMs (the input's gradient, then the weights', each its FLOPs), fused attention its backward passes
+    (`kinds.attention`), a streaming kernel `streaming_backward`. `micro_step` lays its weight GEMMs and experts out
+    over the micro-batch's tokens first; `lowering.training_step` takes this for every record."""
+    if r["kind"] in ("gemm", "conv2d"):
+        m, n, k = r["m"], r["n"], r["k"]
+        return [{**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n},
+                {**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m}]
+    if r["kind"] == "attention":
+        return [{**r, "op": "flash_bwd", "count": r["count"] * ATTENTION_BACKWARD_PASSES}]
+    return streaming_backward(r)
 
 
 def streaming_backward(r: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -95,6 +95,18 @@ def _unstated_host() -> str:
     return f" by default (the interval: hosts of {duration_range(*HOST_DISPATCH_RANGE_S)})"
 
 
+def _engine_spread(name: str) -> str:
+    """What a serving estimate's interval says of its engine's host work where the engine records the range it was
+    measured over (`data/serving_engines.yaml`'s `host_ms_per_sequence_range`); nothing where it records none."""
+    from joulecast.data import engines
+
+    if engines.normal_engine(name) is None:
+        return ""
+    low, high = engines.engine(name).host_s_per_sequence_range
+    return (f"; the interval: {name}'s host work of {duration_range(low, high)} a request a step, as measured"
+            if high > low else "")
+
+
 def _mass_unit(grams: float) -> tuple[float, str]:
     """The unit a mass reads best in (mg, g, kg, t), and its grams."""
     return next(((f, u) for f, u in ((1e6, "t"), (1e3, "kg"), (1.0, "g")) if abs(grams) >= f), (1e-3, "mg"))
@@ -286,7 +298,7 @@ def serve_table(job: Any) -> str:
              f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else "")
              + f" at {job.sm_clock_mhz:.0f} MHz, {job.power_limit_w:.0f} W limit", f"method     {job.method}", "",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token"
-             + (f"  ({_g4(band[0])} - {_g4(band[1])} J)" if band else ""),
+             + (f"  ({_g4(band[0])} - {_g4(band[1])} J{_engine_spread(job.engine)})" if band else ""),
              f"request    {_g4(job.energy_per_request_j)} J a request",
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time; "

@@ -207,7 +207,7 @@ def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu(capsys):
         serve("llama-3-8b", "b200", engine="vllm-0.11.1", request_rate=1.05 * cap, **kw)
 
 
-def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_point(monkeypatch):
+def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_point(monkeypatch, capsys):
     """vLLM 0.11.1's host work a running sequence was read from six rows that took 0.068-0.218 ms each
     (`data/serving_engines.yaml`): a spread, not a bias. The estimate stays at the figure; each bound moves out as
     far as the work at that end moves physics (a step at 256 sequences on a B200 outlasts the GPU's work at the
@@ -236,6 +236,14 @@ def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_poi
     job = serve("llama-3-8b", "b200", input_len=192, output_len=352, concurrency=256, engine="vllm-0.11.1")
     lo, hi = job.energy_per_output_token_interval_j
     assert hi / job.energy_per_output_token_j > 1.2
+    # the CLI's table says what widened it, for an engine that records a range alone
+    kw = ["estimate", "--model", "llama-3-8b", "--gpu", "b200", "--phase", "serve", "--input-len", "192",
+          "--output-len", "352", "--concurrency", "256", "--engine"]
+    assert main(kw + ["vllm-0.11.1"]) == 0
+    assert "; the interval: vllm-0.11.1's host work of 68.00 - 218.0 µs a request a step, as measured)" in (
+        capsys.readouterr().out)
+    assert main(kw + ["sglang-0.4"]) == 0
+    assert "host work of" not in capsys.readouterr().out
     sglang = joulecast.estimate(joulecast.workload("llama-3-8b", phase="decode", batch=256, seq=512,
                                                    engine="sglang-0.4"), "b200")
     alone = joulecast.estimate(joulecast.workload("llama-3-8b", phase="decode", batch=256, seq=512,

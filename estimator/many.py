@@ -86,14 +86,16 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
         X = Design(np.concatenate([p[0].values for p in pending]), pending[0][0].columns)
         idx = np.concatenate([p[1] for p in pending])
         gpus = np.concatenate([np.full(len(p[1]), p[2], dtype=object) for p in pending]).tolist()
-        time_s, energy_j = (np.concatenate([getattr(p[3], a) for p in pending]) for a in ("time_s", "energy_j"))
+
+        def totals(name: str) -> np.ndarray:
+            return np.concatenate([getattr(p[3], name) for p in pending])
+
+        time_s, energy_j = totals("time_s"), totals("energy_j")
         # physics at the ends of the measured hosts' range, where a configuration states no host dispatch of its own,
         # and at the ends of an engine's host work over the rows it was measured from
         stated = np.zeros(len(idx), bool) if lowered.dispatch is None else ~np.isnan(lowered.dispatch[idx])
-        host = tuple(np.where(stated[:, None], np.nan, np.concatenate([getattr(p[3], a) for p in pending]))
-                     for a in ("host_range_time_s", "host_range_energy_j"))
-        engine = tuple(np.concatenate([getattr(p[3], a) for p in pending])
-                       for a in ("engine_range_time_s", "engine_range_energy_j"))
+        host = tuple(np.where(stated[:, None], np.nan, totals(a)) for a in ("host_range_time_s", "host_range_energy_j"))
+        engine = (totals("engine_range_time_s"), totals("engine_range_energy_j"))
         corr, reasons = _explained(model, X, gpus)
         hybrid = combine(time_s, energy_j, corr, np.concatenate([np.full(len(p[1]), p[4]) for p in pending]),
                          (engine, host))

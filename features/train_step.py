@@ -89,20 +89,15 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
 def backward(r: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A forward record's backward records, laid out as the record is: a GEMM's or a convolution's two backward
     GEMMs (the input's gradient, then the weights', each its FLOPs), fused attention its backward passes
-    (`kinds.attention`), a streaming kernel `streaming_backward`. `micro_step` lays its weight GEMMs and experts out
-    over the micro-batch's tokens first; `lowering.training_step` takes this for every record."""
+    (`kinds.attention`), a streaming kernel its op's kernels as autograd launches them (`kinds.streaming.BACKWARD`;
+    none for an add of a mask or a constant). `micro_step` lays its weight GEMMs and experts out over the
+    micro-batch's tokens first; `lowering.training_step` takes this for every record."""
     if r["kind"] in ("gemm", "conv2d"):
         m, n, k = r["m"], r["n"], r["k"]
         return [{**r, "op": r["op"] + "_dgrad", "m": m, "n": k, "k": n},
                 {**r, "op": r["op"] + "_wgrad", "m": n, "n": k, "k": m}]
     if r["kind"] == "attention":
         return [{**r, "op": "flash_bwd", "count": r["count"] * ATTENTION_BACKWARD_PASSES}]
-    return streaming_backward(r)
-
-
-def streaming_backward(r: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A streaming record's backward: its op's kernels as autograd launches them (`kinds.streaming.BACKWARD`;
-    none for an add of a mask or a constant)."""
     launches = backward_of(r["op"])[0]
     return [{**r, "op": r["op"] + "_bwd", "count": r["count"] * launches}] if launches else []
 

@@ -4,17 +4,21 @@
     python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds | --itl | --host-floor |
                                        --tp-host] [--json]
 
-Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B and 70B,
-Llama-3.3-70B, Mistral-7B v0.3, Qwen3-8B, 14B and 32B, and two mixtures of experts, `moe` in the table: v2's
-Mixtral-8x7B on 4 GPUs, each expert's width split, and v3's Qwen3-30B-A3B on one GPU and on two with its experts
-split whole, `ep` in the table: `serve`'s expert_parallel, as the record's expert_parallel says), served
+Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B, 70B
+and 405B, Llama-3.3-70B, Mistral-7B v0.3, Qwen3-8B, 14B and 32B, and three mixtures of experts, `moe` in the table:
+v2's Mixtral-8x7B on 4 GPUs, each expert's width split, and v3's Qwen3-30B-A3B on one GPU and on two and
+Qwen3-235B-A22B on 2-8, their experts split whole where the record's expert_parallel says so, `ep` in the table:
+`serve`'s expert_parallel), served
 at the row's measured mean batch as the concurrency, its max batch, its mean output length and its GPU count as
 tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
 room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
 `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work between steps, v3 vLLM 0.11.1 with its host
 work under the step (`--host-floor`), each release's requests sampling as SAMPLING says (v3's sampler a step's GPU
-work: `joulecast.features.sampling`); bf16 where a row does not name its precision; the default power limit. The
+work: `joulecast.features.sampling`); bf16 where a row does not name its precision, and an fp8 checkpoint's every
+linear layer in fp8 (the files do not say which layers a checkpoint keeps in bf16: Meta's Llama-3.1-405B FP8 scales
+its weights by row, Qwen3's FP8 releases by 128 x 128 block; `serve` prices neither scaling); the default power
+limit. The
 shipped estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
 (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`), so those figures are in-sample for its residual at that
 length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or 4 H100s) and v3's (`kernel_list = partial`) are not
@@ -28,12 +32,14 @@ sequences, where few prompts arrive per step) and at large ones (LARGE_BATCH or 
 
 `--prompt-bounds` checks the assumed prompt lengths against the rows themselves: at each configuration's largest
 measured batch, the longest mean prompt (of PROMPT_GRID) whose step fits vLLM's default 0.9 of GPU memory
-(`gpu_memory_utilization`; vLLM's engine arguments) by `serve`'s own memory sum (the shard's weights, a bf16 KV cache
-over the running requests' length-biased context, activations); none where not even a 1-token prompt fits. One does
-not: v3's Llama-3.1-70B on two B200s ran 2,042 requests at once (of max_num_seqs 2,048), which by that sum need
-175.9 GiB a GPU at 1-token prompts against 162 (80 layers' keys and values, 160 KiB a token a GPU, over contexts of 352
-tokens: their output lengths' histogram has a cv of 1.0). Its running requests held shorter contexts than the
-length-biased steady state gives, 307 tokens at most (an eighth shorter); what set them is not in the files.
+(`gpu_memory_utilization`; vLLM's engine arguments) by `serve`'s own memory sum (the shard's weights at the row's
+precision, a bf16 KV cache over the running requests' length-biased context, activations); none where not even a
+1-token prompt fits. Some do not, at the largest batches v3 ran (1,019-4,090 requests). For example v3's
+Llama-3.1-70B on two B200s ran 2,042 requests at once (of max_num_seqs 2,048), which by that sum need 175.9 GiB a GPU
+at 1-token prompts against 162 (80 layers' keys and values, 160 KiB a token a GPU, over contexts of 352 tokens: their
+output lengths' histogram has a cv of 1.0). Its running requests held shorter contexts than the length-biased steady
+state gives, 307 tokens at most (an eighth shorter); what set them is not in the files. Before 2026-12-05 an fp8
+checkpoint's weights were summed at bf16's two bytes, and none of its configurations fitted.
 
 `--host-floor [GPU]` derives vLLM 0.11.1's host work per running sequence, which runs under the GPU's step (v3 ran
 async scheduling; `data/serving_engines.yaml`): per v3 row of the Llama models (HOST_FLOOR_MODELS, which says why
@@ -275,11 +281,12 @@ def tp_host_rows(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
-    """Per configuration (release, GPU, model, GPUs) at its largest measured batch: the longest mean prompt of
-    PROMPT_GRID whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and the memory a 1-token
-    prompt needs."""
+    """Per configuration (release, GPU, model, GPUs, the weights' precision) at its largest measured batch: the
+    longest mean prompt of PROMPT_GRID whose step fits VLLM_MEMORY_SHARE of the GPU's memory (NaN: none fits), and
+    the memory a 1-token prompt needs."""
     out = []
-    for (release, gpu, model, gpus), part in table.groupby(["release", "gpu", "model", "num_gpus"]):
+    table = table.assign(weights=[_row_dtype(r) for r in table.itertuples()])
+    for (release, gpu, model, gpus, weights), part in table.groupby(["release", "gpu", "model", "num_gpus", "weights"]):
         r = part.sort_values("batch").iloc[-1]
         max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
         cap_gb = VLLM_MEMORY_SHARE * lookup_gpu(gpu).memory_gb
@@ -287,11 +294,12 @@ def prompt_bounds(table: pd.DataFrame) -> pd.DataFrame:
         def need_gb(length: int) -> float:
             return serve(model, gpu, input_len=length, output_len=float(r.output_len), concurrency=int(r.batch),
                          max_batch=max(max_batch, int(r.batch)), tp=int(gpus), engine=ENGINES[r.release],
+                         dtype=weights, expert_parallel=bool(r.expert_parallel),
                          output_len_cv=output_len_cv(r.measurement_id), estimator="physics").memory_gb
 
         need = {length: need_gb(length) for length in PROMPT_GRID}
         fits = [length for length, gib in need.items() if gib <= cap_gb]
-        out.append(dict(release=release, gpu=gpu, model=model, tp=int(gpus), batch=int(r.batch),
+        out.append(dict(release=release, gpu=gpu, model=model, tp=int(gpus), dtype=weights, batch=int(r.batch),
                         output_len=float(r.output_len), memory_cap_gib=cap_gb, need_at_1_token_gib=need[1],
                         longest_fitting_prompt=float(max(fits)) if fits else float("nan")))
     return pd.DataFrame(out)

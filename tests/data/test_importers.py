@@ -52,8 +52,11 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
     # v3's steps also ran prompts that are not recorded: its references are partial, and no engine stands for them
     assert set(v3["kernel_list"]) == {"partial", "none"}
     partial = v3[v3["kernel_list"] == "partial"]
-    assert set(partial["model"]) == {"llama-3-8b", "llama-3-70b", "qwen3-8b", "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b",
-                                     "qwen3-235b-a22b"}
+    assert set(partial["model"]) == {"llama-3-8b", "llama-3-70b", "llama-3.1-405b", "qwen3-8b", "qwen3-14b",
+                                     "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b"}
+    # Llama-3.1-405B: bf16 on 8 B200s, Meta's FP8 checkpoint on 4 B200s and 8 H100s, its weights fp8
+    big = partial[partial["model"] == "llama-3.1-405b"].groupby(["gpu", "num_gpus", "dtype"]).size()
+    assert big.to_dict() == {("b200", 4, "fp8"): 7, ("b200", 8, "bf16"): 12, ("h100-sxm", 8, "fp8"): 8}
     assert resolve(partial["workload_ref"].iloc[0]).engine is None
 
 

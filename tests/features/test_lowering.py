@@ -118,6 +118,23 @@ def test_qwen3_normalises_queries_and_keys_and_its_mixture_routes_to_8_of_128_na
               dtype="bf16")
 
 
+def test_llama_3_1_405b_holds_its_weights_and_fits_eight_h100s_only_in_fp8():
+    """Llama-3.1-405B (torchtune's builder, the catalog's source): 405.85 B weights (ML.ENERGY v3 rounds them to
+    405.0), 16 query heads and one key-value head a GPU over 8; served on 8 H100s (80 GiB) its weights fit in fp8
+    (ML.ENERGY v3 ran it so) and not in bf16, where no tensor parallelism up to 8 would do."""
+    from joulecast.estimator.serving import serve
+    from joulecast.features.lowering import parameter_count
+    from joulecast.features.train_step import shard_config
+
+    assert parameter_count("llama-3.1-405b") == pytest.approx(405.85e9, rel=1e-4)
+    shard = shard_config(resolve_model("llama-3.1-405b")[0], tp=8)
+    assert (shard["num_attention_heads"], shard["num_key_value_heads"], shard["intermediate_size"]) == (16, 1, 6656)
+    fp8, bf16 = (serve("llama-3.1-405b", "h100-sxm", input_len=192, output_len=370, concurrency=64, tp=8, dtype=dt,
+                       engine="vllm-0.11.1", estimator="physics") for dt in ("fp8", "bf16"))
+    assert fp8.memory_gb < 80 < bf16.memory_gb
+    assert "exceeds-memory" not in fp8.flags and "exceeds-memory" in bf16.flags and bf16.fits_tp is None
+
+
 def test_expert_parallelism_holds_a_share_of_the_experts_whole_and_waits_for_the_busiest_gpu():
     """vLLM's --enable-expert-parallel over 4 GPUs: each holds 2 of Mixtral's 8 experts at their whole width (a
     quarter of the expert weights, as splitting each expert's width 4 ways gives), runs the router over all 8 and its

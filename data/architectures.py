@@ -32,6 +32,9 @@ class ArchTraits:
     threads_per_sm: int               # resident threads per SM (streaming kernels' residency)
     l2_bytes_per_clock: float         # L2 -> SM bandwidth, bytes per SM clock, whole GPU
     sources: Mapping[str, str]
+    # CTAs of a tensor-core GEMM that share the operand along their tile's wide side, each loading its part from L2
+    # (Blackwell's CTA pairs); 1 where each CTA loads its whole tile
+    tc_cluster: int = 1
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], origin: str) -> "ArchTraits":
@@ -58,9 +61,14 @@ class ArchTraits:
             if name not in sources:
                 raise fail("sources", f"no source given for {name}")
             values[name] = value
+        cluster = raw.get("tc_cluster", 1)
+        if not isinstance(cluster, int) or isinstance(cluster, bool) or not 1 <= cluster <= 16:
+            raise fail("tc_cluster", f"must be an integer from 1 to 16 (CTAs a cluster), got {cluster!r}")
+        if "tc_cluster" in raw and "tc_cluster" not in sources:
+            raise fail("sources", "no source given for tc_cluster")
         if not isinstance(raw.get("name"), str) or not raw["name"]:
             raise fail("name", "must be the architecture's name")
-        return cls(name=raw["name"], code=float(values.pop("code")),
+        return cls(name=raw["name"], code=float(values.pop("code")), tc_cluster=cluster,
                    l2_bytes_per_clock=float(values.pop("l2_bytes_per_clock")), sources=MappingProxyType(sources),
                    **values)
 

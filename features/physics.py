@@ -81,7 +81,8 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
                                       lambda r: streaming.tiles(r, traits)), s["which"])
     t["waves"], t["last_wave_occupancy"] = tiles.waves(t["tiles"], t["ctas_per_sm"], gpu.sm_count)
     moved = _by_rule(rule_rows, {**columns, **t}, (
-        lambda r: gemm.traffic(r, r, r["b_in"], r["b_out"], gpu.l2_bytes, r["implicit"], gpu.sm_count),
+        lambda r: gemm.traffic(r, r, r["b_in"], r["b_out"], gpu.l2_bytes, r["implicit"], gpu.sm_count,
+                               traits.tc_cluster),
         lambda r: attention.traffic(r, r, r["b_in"]),
         lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes, _fp32_lanes_per_sm(gpu))), s["which"])
     gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor, gpu.tensor_gemm_efficiency)

@@ -44,12 +44,15 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
 
 
 def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_bytes: float,
-            implicit: np.ndarray, sm_count: int) -> dict[str, np.ndarray]:
+            implicit: np.ndarray, sm_count: int, cluster: int = 1) -> dict[str, np.ndarray]:
     """Operands are read once where either fits in L2 (held there while the other streams past). Otherwise the
     output is computed a wave of tiles at a time, whose tiles step along K together and share their rows of A and
     columns of B through L2 (a K-step's slice of them, not their whole K extent): each wave reads the rows and columns
     of the output block it covers (`_wave_block`), so A is read once a block column and B once a block row.
     `implicit` rows (implicit-GEMM convolutions) read their activations in place: im2col is never materialised.
+    On an architecture whose tensor-core CTAs work in clusters of `cluster` (`ArchTraits.tc_cluster`), the CTAs of a
+    cluster, side by side across the tile's narrow side, share the operand along its wide side: each loads its part
+    of it from L2 (where the grid holds that many tiles across), and its own rows of the other.
 
     Before (to 2026-12-04), a GEMM whose operands both overflowed L2 read one of them in full once for each L2-sized
     chunk of the other, K extent and all, which a GEMM streaming a long K never needs to hold: a weight gradient over
@@ -68,7 +71,12 @@ def traffic(k: Columns, t: Columns, b_in: np.ndarray, b_out: np.ndarray, l2_byte
     k_padded = t["k_iters"] * t["tile_k"]
     # a tile over an edge loads only the rows and columns there are (TMA and cp.async skip the rest): a tile's rows
     # of A and columns of B on average, not the tile's sides
-    rows, cols = m / np.maximum(np.ceil(m / t["tile_m"]), 1), n / np.maximum(np.ceil(n / t["tile_n"]), 1)
+    across_m, across_n = np.maximum(np.ceil(m / t["tile_m"]), 1), np.maximum(np.ceil(n / t["tile_n"]), 1)
+    rows, cols = m / across_m, n / across_n
+    if cluster > 1:  # the wide side's operand split over the cluster's CTAs, as many as the narrow side has tiles
+        wide_m = t["tile_m"] >= t["tile_n"]
+        share = np.where(k["tensor_core"], np.minimum(cluster, np.where(wide_m, across_n, across_m) * batch), 1.0)
+        rows, cols = np.where(wide_m, rows / share, rows), np.where(wide_m, cols, cols / share)
     loads = t["tiles"] * (rows + cols) * k_padded * b_in
     executed = 2.0 * t["tiles"] * t["tile_m"] * t["tile_n"] * k_padded
     return dict(flops=2.0 * m * n * kk * batch, exec_flops=executed, stall_flops=np.zeros_like(executed),

@@ -253,6 +253,15 @@ def test_architecture_traits_are_validated_data_with_sources(tmp_path):
         architectures.ArchTraits.from_dict(raw, "x.yaml")
     with pytest.raises(DataError, match=r"field 'sources': no source given for l2_bytes_per_clock"):
         architectures.ArchTraits.from_dict({**raw, "tc_tile": [128, 256, 64]}, "x.yaml")
+    # Blackwell's tensor-core CTAs work in pairs; every other architecture loads each CTA's whole tile
+    assert {name: t.tc_cluster for name, t in architectures.catalog().items()} == {
+        "volta": 1, "ampere": 1, "ada": 1, "hopper": 1, "blackwell": 2}
+    sourced = {**raw, "tc_tile": [128, 256, 64], "sources": {**raw["sources"], "l2_bytes_per_clock": "s"}}
+    for bad in (0, 2.5, True, 17):
+        with pytest.raises(DataError, match=r"x.yaml: field 'tc_cluster': must be an integer from 1 to 16"):
+            architectures.ArchTraits.from_dict({**sourced, "tc_cluster": bad}, "x.yaml")
+    with pytest.raises(DataError, match=r"field 'sources': no source given for tc_cluster"):
+        architectures.ArchTraits.from_dict({**sourced, "tc_cluster": 2}, "x.yaml")
 
 
 

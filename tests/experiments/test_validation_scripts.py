@@ -730,3 +730,25 @@ def test_fused_moe_kernels_score_each_published_set_against_physics_of_its_moe_b
     assert sum(r["rows"] for r in bands.values()) == len(out["rows"])
     for name in ("mixtral-bf16-h100-tp2", "qwen3-30b-a3b-bf16-a100-pcie"):
         assert 0.9 < bands[name, "mid (8-256)"]["ratio_median"] < 1.1
+
+
+def test_matmul_ceilings_score_each_published_row_and_the_b200_reads_as_the_measured_gpus_do():
+    """experiments/matmul_ceilings.py: every published Maximum Achievable Matmul FLOPS row once beside physics' rate
+    for its shape at the card's limit; physics under each (a short run's best shape is an upper bound on a card
+    held at its cap), and the B200, whose GEMMs physics prices with no measured row, within the range the GPUs set
+    on measured rows give (its CTA pairs sharing an operand: 0.59 of the table before); the H200 collection's
+    steady square GEMMs under the table's Hopper rows."""
+    import yaml
+
+    out = _run_args("matmul_ceilings.py")
+    published = yaml.safe_load((REPO / "data" / "published" / "matmul_ceilings.yaml").read_text())["rows"]
+    assert [(r["gpu"], r["dtype"]) for r in out["rows"]] == [(r["gpu"], r["dtype"]) for r in published]
+    ratio = {(r["gpu"], r["dtype"]): r["physics_over_measured"] for r in out["rows"]}
+    assert all(0.7 < v < 1.0 for v in ratio.values())
+    others = [v for (gpu, _), v in ratio.items() if gpu != "b200"]
+    assert all(min(others) <= ratio["b200", dtype] <= max(others) for dtype in ("bf16", "fp8"))
+    steady = {r["dtype"]: r for r in out["h200_steady"]}
+    table = {(r["gpu"], r["dtype"]): r["tflops"] for r in published}
+    assert steady["bf16"]["rows"] == steady["fp8"]["rows"] == 3
+    assert steady["bf16"]["tflops_max"] < table["h100-sxm", "bf16"]
+    assert steady["fp8"]["tflops_max"] < table["h200", "fp8"]

@@ -26,6 +26,21 @@ def test_gemm_tiles_and_waves_by_hand_on_h100():
     assert f.last_wave_occupancy == pytest.approx(24 / 132)
 
 
+def test_blackwell_cta_pairs_share_the_wide_operand_from_l2():
+    """A B200's tensor-core CTAs work in pairs (`ArchTraits.tc_cluster`): each loads its own 256 rows of A (the
+    tile's wide side, along the longer M) and half of the pair's 128 columns of B; Hopper's load their whole tile. A
+    grid with one tile across the narrow side has no partner to share with."""
+    big = dict(kind="gemm", m=4096, n=2304, k=768, tensor_core=True)
+    b200, h100 = _features([big], "b200").iloc[0], _features([big], "h100-sxm").iloc[0]
+    assert (b200.tile_m, b200.tile_n, b200.tiles) == (h100.tile_m, h100.tile_n, h100.tiles) == (256, 128, 288)
+    output = 4096 * 2304 * 2
+    assert h100.l2_bytes == 288 * (256 + 128) * 768 * 2 + output
+    assert b200.l2_bytes == 288 * (256 / 2 + 128) * 768 * 2 + output
+    skinny = dict(kind="gemm", m=4096, n=64, k=4096, tensor_core=True)  # 64 columns: one tile across N
+    one = _features([skinny], "b200").iloc[0]
+    assert one.l2_bytes == one.tiles * (4096 / 16 + 64) * one.k_iters * one.tile_k * 2 + 4096 * 64 * 2
+
+
 def test_skinny_gemm_splits_k():
     # M=4096, N=8: 64-wide tiles, 32 tiles; 216 slots // 32 = 6 splits (K has 128 steps, >= 4 per split).
     f = _features([dict(kind="gemm", m=4096, n=8, k=4096, tensor_core=True)], "a100").iloc[0]

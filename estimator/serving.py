@@ -31,7 +31,8 @@ Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `reque
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
 catalog idle power. A rate above what max_batch serves is an error naming the most it serves.
-Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`).
+Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`). Serving fp8 weights, it
+reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,15 @@ from joulecast.features.physics import check_setting
 from joulecast.features.sampling import check_sampling
 
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
+# An FP8 checkpoint's serving kernels are not modelled (each linear layer's activation quantization, its scaled GEMMs,
+# whichever of them the engine picks on the GPU): physics halves the weights' bytes and doubles the tensor rate. The
+# measured FP8 deployments ran anywhere from that cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM
+# 0.11.1, Qwen3-235B-A22B's block-scaled experts on 2-8 H100s and B200s and Llama-3.1-405B's row-scaled layers on 8
+# H100s and 4 B200s (60 runs) read 35 % low on average against physics in fp8, their steps as long as in bf16 or
+# longer from 8 to 96 requests, and drew more power (experiments/serving_jobs.py, experiments/HISTORY.md); the
+# H200's single fp8 GEMMs, quantized beforehand, read as physics gives them. So the interval of fp8 serving reaches
+# up to the high end of the same load served in bf16; the point stays fp8's.
+FP8_REACHES_BF16 = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +83,7 @@ class ServeEstimate:
     tp: int
     expert_parallel: bool         # a mixture's experts split whole over the tp GPUs, not each one's width
     engine: str
+    dtype: str                    # the weights' precision (fp8: its interval reaches bf16's cost, FP8_REACHES_BF16)
     sampling: str                 # how the requests pick their tokens (`features.sampling.SAMPLING`)
     input_len: float
     output_len: float
@@ -252,7 +263,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         mean_batch = (float(np.interp(rate, capacity[max(j - 1, 0):j + 1], grid[max(j - 1, 0):j + 1]))
                       if rate >= capacity[0] else rate * output_len * step_s[0])  # under one in flight: idles between
         i = int(np.searchsorted(grid, mean_batch))        # the grid's batch at or above it (its flags, interval)
-        est, wait_s, _, _ = steps[i]
+        est, wait_s, wait_j, _ = steps[i]
         busy = int(grid[i])
         step_s, step_j = (float(np.interp(mean_batch, grid, step_s)),
                           float(np.interp(mean_batch, grid, step_j_grid)))
@@ -264,6 +275,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     band = None
     if est.energy_interval_j is not None:  # the step's relative band on the per-token figure
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
+        if dtype == "fp8" and FP8_REACHES_BF16:
+            band = (band[0], max(band[1], per_token * _bf16_reach(
+                est, wait_j, _evaluate(model, spec, np.array([busy]), input_len, output_len, "bf16", eng,
+                                       launch_mode, tp, chunk_tokens, residual, **setting)[0])))
     flags = set(est.flags)
     fits_tp = None
     if suggest_tp and "exceeds-memory" in flags:  # its step's shards at the same batch, in physics (memory's own)
@@ -272,7 +287,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
             **setting)[0][0].flags)
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
-        sampling=sampling, input_len=input_len,
+        dtype=dtype, sampling=sampling, input_len=input_len,
         output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
@@ -283,6 +298,15 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         sm_clock_mhz=clock, power_limit_w=limit,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
+
+
+def _bf16_reach(est: Estimate, wait_j: float, bf16: tuple[Estimate, float, float, float]) -> float:
+    """The high end of a step served in bf16 (its estimate, wait and the GPU's energy it adds: the step's band on
+    the whole, as `serve`'s own) over the energy of the same step in fp8 (`est`, `wait_j`): how far up
+    `FP8_REACHES_BF16` takes an fp8 estimate's interval."""
+    twin, _, twin_wait_j, _ = bf16
+    high = twin.energy_interval_j[1] / twin.energy_j if twin.energy_interval_j is not None else 1.0
+    return (twin.energy_j + twin_wait_j) * high / (est.energy_j + wait_j)
 
 
 def _busy_share(est: Estimate, wait_s: float) -> float:

@@ -107,6 +107,12 @@ def _engine_spread(name: str) -> str:
             if high > low else "")
 
 
+def _fp8_reach(dtype: str) -> str:
+    """What a serving estimate's interval says of fp8 weights (`estimator.serving.FP8_REACHES_BF16`)."""
+    return ("; up to the cost in bf16: fp8 serving's own kernels are not modelled, and measured deployments ran as "
+            "dear at small batches" if dtype == "fp8" else "")
+
+
 def _mass_unit(grams: float) -> tuple[float, str]:
     """The unit a mass reads best in (mg, g, kg, t), and its grams."""
     return next(((f, u) for f, u in ((1e6, "t"), (1e3, "kg"), (1.0, "g")) if abs(grams) >= f), (1e-3, "mg"))
@@ -298,7 +304,8 @@ def serve_table(job: Any) -> str:
              f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else "")
              + f" at {job.sm_clock_mhz:.0f} MHz, {job.power_limit_w:.0f} W limit", f"method     {job.method}", "",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token"
-             + (f"  ({_g4(band[0])} - {_g4(band[1])} J{_engine_spread(job.engine)})" if band else ""),
+             + (f"  ({_g4(band[0])} - {_g4(band[1])} J{_engine_spread(job.engine)}{_fp8_reach(job.dtype)})"
+                if band else ""),
              f"request    {_g4(job.energy_per_request_j)} J a request",
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time; "

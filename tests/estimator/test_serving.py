@@ -251,6 +251,37 @@ def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_poi
     assert sglang.energy_interval_j == alone.energy_interval_j
 
 
+def test_fp8_serving_reaches_the_cost_in_bf16_and_keeps_its_point(monkeypatch, capsys):
+    """An FP8 checkpoint's own serving kernels are not modelled, and measured deployments ran anywhere from fp8's
+    cost to bf16's (`FP8_REACHES_BF16`): an fp8 estimate keeps its point and its low end and reaches up to the high
+    end of the same load served in bf16, at a concurrency and at a request rate; the table says why."""
+    from joulecast.estimator import serving
+
+    kw = dict(input_len=192, output_len=370, tp=8, engine="vllm-0.11.1")
+    fp8, bf16 = (serve("llama-3.1-405b", "h100-sxm", concurrency=128, dtype=dt, **kw) for dt in ("fp8", "bf16"))
+    assert (fp8.dtype, bf16.dtype) == ("fp8", "bf16")
+    assert fp8.energy_per_output_token_j < 0.7 * bf16.energy_per_output_token_j  # half the bytes, twice the rate
+    assert fp8.energy_per_output_token_interval_j[1] == pytest.approx(bf16.energy_per_output_token_interval_j[1],
+                                                                      rel=1e-12)
+    rate = dict(request_rate=0.5, dtype="fp8", **kw)
+    reached = serve("llama-3.1-405b", "h100-sxm", **rate)
+    monkeypatch.setattr(serving, "FP8_REACHES_BF16", False)
+    plain = serve("llama-3.1-405b", "h100-sxm", concurrency=128, dtype="fp8", **kw)
+    assert plain.energy_per_output_token_j == fp8.energy_per_output_token_j
+    assert plain.energy_per_output_token_interval_j[0] == fp8.energy_per_output_token_interval_j[0]
+    assert plain.energy_per_output_token_interval_j[1] < 0.8 * fp8.energy_per_output_token_interval_j[1]
+    alone = serve("llama-3.1-405b", "h100-sxm", **rate)
+    assert alone.energy_per_output_token_j == reached.energy_per_output_token_j
+    assert alone.energy_per_output_token_interval_j[1] < reached.energy_per_output_token_interval_j[1]
+    monkeypatch.setattr(serving, "FP8_REACHES_BF16", True)
+    args = ["estimate", "--model", "llama-3.1-405b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "192",
+            "--output-len", "370", "--concurrency", "128", "--tp", "8", "--engine", "vllm-0.11.1", "--dtype"]
+    assert main(args + ["fp8"]) == 0
+    assert "; up to the cost in bf16: fp8 serving's own kernels are not modelled" in capsys.readouterr().out
+    assert main(args + ["bf16"]) == 0
+    assert "up to the cost in bf16" not in capsys.readouterr().out
+
+
 def test_serving_under_a_power_cap_or_a_locked_clock(capsys):
     """Each GPU of the instance set as asked: average power within the cap, never more throughput than at the
     defaults; the CLI passes --power-limit and --sm-clock on (it once dropped them without a word)."""

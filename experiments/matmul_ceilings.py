@@ -76,11 +76,6 @@ def main() -> int:
         return 0
     print("\n\n".join(f"{title}\n{frame.round(2).to_string(index=False)}" for frame, title in tables.values()))
     return 0
-    print("Maximum Achievable Matmul FLOPS (short runs) against physics at the card's power limit (TFLOP/s):")
-    print(scored.round(2).to_string(index=False))
-    print("\njoulecast's H200 collection, square GEMMs of 2,048-16,384 a side held in steady state (TFLOP/s, W):")
-    print(steady.round(1).to_string(index=False))
-    return 0
 
 
 if __name__ == "__main__":

@@ -27,9 +27,9 @@ def test_gemm_tiles_and_waves_by_hand_on_h100():
 
 
 def test_blackwell_cta_pairs_share_the_wide_operand_from_l2():
-    """A B200's tensor-core CTAs work in pairs (`ArchTraits.tc_cluster`): each loads its own 256 rows of A (the
-    tile's wide side, along the longer M) and half of the pair's 128 columns of B; Hopper's load their whole tile. A
-    grid with one tile across the narrow side has no partner to share with."""
+    """A B200's tensor-core CTAs work in pairs (`ArchTraits.tc_cluster`), side by side along N: the two share the 256
+    rows of A along their tile's wide side (the longer M), each loading half of them, and each loads its own 128
+    columns of B; Hopper's CTAs load their whole tile. A grid with one tile across the narrow side has no partner."""
     big = dict(kind="gemm", m=4096, n=2304, k=768, tensor_core=True)
     b200, h100 = _features([big], "b200").iloc[0], _features([big], "h100-sxm").iloc[0]
     assert (b200.tile_m, b200.tile_n, b200.tiles) == (h100.tile_m, h100.tile_n, h100.tiles) == (256, 128, 288)

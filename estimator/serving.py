@@ -72,6 +72,12 @@ HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it 
 FP8_REACHES_BF16 = True
 
 
+def reaches_bf16(dtype: str) -> bool:
+    """Whether a serving estimate of weights in `dtype` has its interval reach the cost in bf16 (`FP8_REACHES_BF16`):
+    the one test `serve` and its table both read."""
+    return dtype == "fp8" and FP8_REACHES_BF16
+
+
 @dataclass(frozen=True, slots=True)
 class ServeEstimate:
     """Steady-state serving of one model on `tp` GPUs (SI units in the names): a step's time and energy, tokens and
@@ -275,7 +281,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     band = None
     if est.energy_interval_j is not None:  # the step's relative band on the per-token figure
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
-        if dtype == "fp8" and FP8_REACHES_BF16:
+        if reaches_bf16(dtype):
             band = (band[0], max(band[1], per_token * _bf16_reach(
                 est, wait_j, _evaluate(model, spec, np.array([busy]), input_len, output_len, "bf16", eng,
                                        launch_mode, tp, chunk_tokens, residual, **setting)[0])))

@@ -108,9 +108,12 @@ def _engine_spread(name: str) -> str:
 
 
 def _fp8_reach(dtype: str) -> str:
-    """What a serving estimate's interval says of fp8 weights (`estimator.serving.FP8_REACHES_BF16`)."""
+    """What a serving estimate's interval says of fp8 weights, where it reaches bf16's cost
+    (`estimator.serving.reaches_bf16`)."""
+    from joulecast.estimator.serving import reaches_bf16  # loaded already: its ServeEstimate is being rendered
+
     return ("; up to the cost in bf16: fp8 serving's own kernels are not modelled, and measured deployments ran as "
-            "dear at small batches" if dtype == "fp8" else "")
+            "dear at small batches" if reaches_bf16(dtype) else "")
 
 
 def _mass_unit(grams: float) -> tuple[float, str]:

@@ -56,6 +56,18 @@ MISALIGNED_GEMM_RATE = 1 / 3
 # zzc0721/torch-performance-test-data issue #140, M); 0.69 on a V100-PCIe at m = 2,048 (9.6 against 14.0 TFLOP/s,
 # GitHub lablup/mlxcel issue #1654, M). The SXM2 card's median over its five shapes, 0.737:
 EMULATED_BF16_GEMM_RATE = 0.74
+# Nor do those 16-bit GEMMs off the tensor cores split K to fill a skinny grid, as cuBLAS's tensor-core and fp32 ones,
+# and cuDNN's convolutions (a depthwise one's weight gradient reduces over every pixel), do (assumption, from a public
+# report and one set of rows). Report: on sm_75 parts without tensor cores, an fp16 matmul of 2-16 rows ran at about 4 %
+# of the GEMV's rate, where fp32 and the T4's tensor cores did not (GitHub pytorch/pytorch issue #195716, M: kernel
+# selection, the report says). Rows: Wilkins' Llama-2-7B generations on the V100-PCIe-16GB (bf16, no KV cache;
+# experiments/generation_jobs.py) take 0.21-0.22 s a step at 8-32-token prompts, 2.6 TFLOP/s. A grid of 32 to 86 CTAs of
+# 128 x 64 on 80 SMs, one K pass each, gives 0.20 s; split to fill the SMs, 0.125 s. Their time error there goes -40 to
+# -42 % -> -7 to -11 %; the V100 cells' time MAPE: Llama-2 input / output 29.7 / 23.0 -> 22.0 / 18.2 %, Mistral 17.9 /
+# 22.2 -> 12.5 / 10.4 %. Their power then reads 29 % high at 8 tokens (103 W measured, 133 W physics) and about 10 % low
+# at 512-2,048: energy MAPE Llama-2 16.3 / 8.1 -> 18.3 / 10.4 %, Mistral 13.7 / 10.0 -> 10.9 / 7.0 %. True restores the
+# split (a study's setting).
+SIMT_16BIT_SPLITS_K = False
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
 L2_EFFICIENCY = 0.80
 ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4); a long run of keys

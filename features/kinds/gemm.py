@@ -24,7 +24,8 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
       the same bytes as 16-bit `tile_k` (so 2x for fp8/int8, 1/2 for tf32).
     - CUDA cores: `ArchTraits.simt_tile`.
     - Split-K when the grid is smaller than one wave and K is long (cuBLAS does this for skinny GEMMs): K is split
-      so that the grid fills up to one wave, keeping at least 4 K-steps per split.
+      so that the grid fills up to one wave, keeping at least 4 K-steps per split. Not for 16-bit operands on the
+      CUDA cores (bf16 on Volta): cuBLAS's kernels for those never split (`arch.SIMT_16BIT_SPLITS_K`).
     """
     m, n, kk, batch, tc = k["m"], k["n"], k["k"], k["batch"], k["tensor_core"]
     big, small, tk16 = traits.tc_tile[1], traits.tc_tile[0], traits.tc_tile[2]
@@ -39,6 +40,8 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
     k_steps = ceil_div(kk, tile_k)
     slots = sm_count * ctas_per_sm
     split = np.maximum(np.minimum(slots // np.maximum(base_tiles, 1), k_steps // 4), 1)  # np.clip: 5x the call
+    if not arch.SIMT_16BIT_SPLITS_K:
+        split = np.where(tc | (dtype_bytes >= 4) | (k["kind"] != "gemm"), split, 1)  # cuDNN's convolutions do
     return dict(tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, ctas_per_sm=ctas_per_sm, split_k=split,
                 tiles=base_tiles * split, k_iters=ceil_div(k_steps, split))
 

@@ -47,6 +47,21 @@ def test_skinny_gemm_splits_k():
     assert (f.tile_n, f.split_k, f.tiles, f.k_iters) == (64, 6, 192, math.ceil(128 / 6))
 
 
+def test_sixteen_bit_gemms_off_the_tensor_cores_never_split_k(monkeypatch):
+    """bf16 on Volta runs on the CUDA cores (no bf16 tensor peak): 128x64 tiles over M=4096, N=40, 32 of them on
+    the V100's 80 SMs, one K pass each. The same GEMM in fp32 there, and in bf16 on an A100's tensor cores, splits K
+    to fill the grid; `arch.SIMT_16BIT_SPLITS_K` restores the split."""
+    skinny = dict(kind="gemm", m=4096, n=40, k=4096, dtype="bf16", tensor_core=True)
+    bf16 = _features([skinny], "v100-pcie-16gb").iloc[0]
+    assert (bf16.tile_m, bf16.tile_n, bf16.split_k, bf16.tiles, bf16.k_iters) == (128, 64, 1, 32, 4096 / 8)
+    fp32 = _features([dict(skinny, dtype="fp32", acc_dtype="fp32", tensor_core=False)], "v100-pcie-16gb").iloc[0]
+    assert (fp32.split_k, fp32.tiles) == (5, 160)  # 160 slots // 32 tiles
+    assert _features([skinny], "a100").iloc[0].split_k > 1
+    monkeypatch.setattr(arch, "SIMT_16BIT_SPLITS_K", True)
+    physics._STRUCTURES.clear()
+    assert _features([skinny], "v100-pcie-16gb").iloc[0].split_k == 5
+
+
 def test_streaming_grids_by_hand():
     f = _features([dict(kind="elementwise", op="relu", cols=2**20),
                    dict(kind="softmax", op="softmax", rows=1000, cols=512),

@@ -61,14 +61,15 @@ from joulecast.features.physics import check_setting
 from joulecast.features.sampling import check_sampling
 
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
-# An FP8 checkpoint's serving kernels are not modelled (each linear layer's activation quantization, its scaled GEMMs,
-# whichever of them the engine picks on the GPU): physics halves the weights' bytes and doubles the tensor rate. The
-# measured FP8 deployments ran anywhere from that cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM
-# 0.11.1, Qwen3-235B-A22B's block-scaled experts on 2-8 H100s and B200s and Llama-3.1-405B's row-scaled layers on 8
-# H100s and 4 B200s (60 runs) read 35 % low on average against physics in fp8, their steps as long as in bf16 or
-# longer from 8 to 96 requests, and drew more power (experiments/serving_jobs.py, experiments/HISTORY.md); the
-# H200's single fp8 GEMMs, quantized beforehand, read as physics gives them. So the interval of fp8 serving reaches
-# up to the high end of the same load served in bf16; the point stays fp8's.
+# An FP8 checkpoint's scaled GEMMs are not modelled (whichever the engine picks on the GPU, block-scaled or by row):
+# physics halves the weights' bytes and doubles the tensor rate. The measured FP8 deployments ran anywhere from that
+# cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM 0.11.1, Qwen3-235B-A22B's block-scaled experts on
+# 2-8 H100s and B200s and Llama-3.1-405B's row-scaled layers on 8 H100s and 4 B200s (60 runs) read 35 % low on
+# average against physics in fp8, their steps as long as in bf16 or longer from 8 to 96 requests, and drew more power
+# (experiments/serving_jobs.py, experiments/HISTORY.md); the H200's single fp8 GEMMs, quantized beforehand, read as
+# physics gives them. Each layer's activation quantization is priced since 2026-12-05's fourth session
+# (`features.builder`): the 60 runs' J a token at 192-token prompts, bias -39.0 -> -35.8 %. So the interval of fp8
+# serving reaches up to the high end of the same load served in bf16; the point stays fp8's.
 FP8_REACHES_BF16 = True
 
 

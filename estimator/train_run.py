@@ -207,7 +207,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     shard = train_step.shard_config(config, layout.tp, layout.pp)
     local_seq = seq // layout.cp
     forward, params = lower(shard, phase="prefill", batch=micro_batch, seq=local_seq, dtype=dtype, attention=attention,
-                            lm_head=False, fusions=fusions)
+                            lm_head=False, fusions=fusions, training=True)
     tokens = micro_batch * local_seq
     if layout.cp > 1:  # each rank's queries attend to the whole sequence's keys (ring attention)
         forward = [dict(r, seq_kv=r["seq_kv"] * layout.cp) if r["kind"] == "attention" else r for r in forward]

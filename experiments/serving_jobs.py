@@ -17,7 +17,8 @@ room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its
 work under the step (`--host-floor`), each release's requests sampling as SAMPLING says (v3's sampler a step's GPU
 work: `joulecast.features.sampling`); bf16 where a row does not name its precision, and an fp8 checkpoint's every
 linear layer in fp8 (the files do not say which layers a checkpoint keeps in bf16: Meta's Llama-3.1-405B FP8 scales
-its weights by row, Qwen3's FP8 releases by 128 x 128 block; `serve` prices neither scaling); the default power
+its weights by row, Qwen3's FP8 releases by 128 x 128 block; `serve` prices neither scaling, only each layer's
+input quantized by a kernel of its own, `joulecast.features.builder`); the default power
 limit. The
 shipped estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
 (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`), so those figures are in-sample for its residual at that

@@ -12,6 +12,19 @@ from joulecast.features import arch
 _TENSOR_CORE_DTYPES = {"tf32", "bf16", "fp16", "fp8", "int8"}
 # Activations of fp8/int8 workloads stay in bf16 between GEMMs (only the GEMM inputs are quantised).
 _ACTIVATION_DTYPE = {"fp8": "bf16", "int8": "bf16", "tf32": "fp32"}
+# ... each by a kernel of its own before its GEMM, reading the bf16 activation and writing it in 8 bits with its scales
+# (`KernelBuilder.quantize`): vLLM's fp8 linear layers run scaled_fp8_quant (per-token dynamic scales) or
+# per_token_group_quant_fp8 (128-wide groups) before each scaled GEMM, its fused_moe the same before each grouped
+# GEMM (vllm/model_executor/layers/quantization/utils; Transformer Engine casts a GEMM's input likewise). vLLM's own
+# benchmark times it beside the GEMM alone (benchmarks/kernels/bench_fp8_gemm.py, per-token activations against
+# "noquant"): +3.0 us on Llama-3.1-8B's 6,144 x 4,096 layer at 16 tokens, +3.9 at 256 (pull request #17126, Hopper);
+# +4.1 on an H100 at 16 tokens of a 12,288 x 5,376 layer (#49363); +3.2 on a B200, 8,192 x 2,048 (#20071); physics
+# gives such a kernel 3 us (`arch.KERNEL_MIN_S` and a launch gap) (M). Assumption: no compile pass fuses it into the
+# norm or activation before it (vLLM's fusion passes are not modelled). Not in training: Transformer Engine casts a
+# layer's input in the kernel before it (LayerNormLinear's norm, its fused activations), and the per-layer overhead
+# fitted on MLPerf's FP8 NeMo runs stands for what it leaves (experiments/mlperf_training.py: with a kernel of its own
+# a GEMM input, that fit falls from 2.79 to 1.42 ms a layer and GPT-3's planned step from +1.7 to -5.8 % of its trace).
+_QUANTIZED_INPUTS = frozenset({"fp8", "int8"})
 
 
 def expert_split(slots: Any, active: Any, shards: int = 1) -> tuple[Any, Any]:
@@ -32,6 +45,7 @@ class KernelBuilder:
     # experts' GEMMs as one GEMM over every routed slot (batch 1), which `features.lower_many` fits as a polynomial
     # in the sizes and then splits over the active experts (`expert_split`)
     flat_experts: bool = False
+    quantize_inputs: bool = True  # an 8-bit GEMM's input quantized by a kernel of its own (`quantize`; not in training)
     _multiplier: int = 1
 
     @property
@@ -50,8 +64,15 @@ class KernelBuilder:
         acc = "fp32" if self.dtype in ("fp32", "tf32") else self.act
         return dict(dtype=self.dtype, acc_dtype=acc, tensor_core=self.dtype in _TENSOR_CORE_DTYPES)
 
+    def quantize(self, elements: int, count: int = 1) -> None:
+        """An 8-bit GEMM's input quantized from the activation dtype (`_QUANTIZED_INPUTS`); nothing for other dtypes."""
+        if self.quantize_inputs and self.dtype in _QUANTIZED_INPUTS:
+            self.ew(f"quantize_{self.dtype}", elements, out=self.dtype, count=count)
+
     def linear(self, out_features: int, tokens: int, in_features: int, tokens_first: bool = False, count: int = 1) -> None:
-        """y = x W^T. cuBLAS sees M = out, N = tokens for nn.Linear; GPT-2's Conv1D (addmm(x, W)) has M = tokens."""
+        """y = x W^T. cuBLAS sees M = out, N = tokens for nn.Linear; GPT-2's Conv1D (addmm(x, W)) has M = tokens.
+        An 8-bit layer's input is quantized first (`quantize`)."""
+        self.quantize(tokens * in_features, count)
         m, n = (tokens, out_features) if tokens_first else (out_features, tokens)
         self.params += out_features * in_features * count * self._multiplier
         self._add(count, kind="gemm", op="linear", batch=1, m=m, n=n, k=in_features, **self._gemm_dtypes())

@@ -345,7 +345,8 @@ def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: in
     router's logits (a GEMM, `held` wide), top-k over their softmax (one kernel), the tokens' slots sorted by expert
     (moe_align_block_size), each active expert's gate and up projections as one grouped GEMM over the tokens routed
     to it (shared out evenly), SiLU times up (silu_and_mul), the down projection, and the k outputs a token summed by
-    their routing weights (moe_sum, counted as a copy of the k outputs). Hugging Face's eager loop, a GEMM an expert,
+    their routing weights (moe_sum, counted as a copy of the k outputs); in an 8-bit checkpoint each grouped GEMM's
+    input quantized first (`KernelBuilder.quantize`). Hugging Face's eager loop, a GEMM an expert,
     is not modelled. With expert parallelism over `shards` GPUs (vLLM's --enable-expert-parallel, tokens already on
     every GPU of the tensor-parallel group) each GPU holds its share of the experts whole and runs the router, the
     sort, silu_and_mul and the sum over every slot (fused_experts sizes its buffers so, and a slot whose expert is
@@ -355,8 +356,10 @@ def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: in
     b.linear(held, t, h)
     b.softmax(t, held, dtype="fp32")
     b.ew("copy", slots, dtype="fp32")
+    b.quantize(t * h)  # an 8-bit checkpoint's tokens once (fused_experts), then each slot's SiLU-and-mul output
     b.experts(2 * inner, slots, h, active, local, shards)
     b.ew("swiglu", slots * inner)
+    b.quantize(slots * inner)
     b.experts(h, slots, inner, active, local, shards)
     b.ew("copy", slots * h)
 

@@ -42,10 +42,12 @@ ADAMW_OPERANDS = 7
 
 
 def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype: str, attention: str = "flash",
-          lm_head: bool | None = None, fusions: tuple[str, ...] = (), flat_experts: bool = False
-          ) -> tuple[list[dict[str, Any]], int]:
+          lm_head: bool | None = None, fusions: tuple[str, ...] = (), flat_experts: bool = False,
+          training: bool = False) -> tuple[list[dict[str, Any]], int]:
     """Lower one model config to kernel records, with the kernel `fusions` (`joulecast.data.fusions`) applied
-    (`flat_experts`: a mixture of experts' GEMMs unsplit, `KernelBuilder.flat_experts`); returns (records, the weights
+    (`flat_experts`: a mixture of experts' GEMMs unsplit, `KernelBuilder.flat_experts`; `training`: a training step's
+    forward pass, whose 8-bit GEMMs' inputs its stack casts inside the kernels before them, `KernelBuilder.quantize`,
+    as a "training" phase's are); returns (records, the weights
     the pass holds: an LM head whether run or not, once where tied; a training step's none, its loss over the hidden
     states)."""
     fam = models.family(config)
@@ -54,7 +56,8 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
     shape = lt.Shape(batch, 1 if decode else (seq or 1), seq or 1, decode)
     if lm_head is None:
         lm_head = decode
-    builder = KernelBuilder(dtype=dtype, fusions=frozenset(check_fusions(fusions)), flat_experts=flat_experts)
+    builder = KernelBuilder(dtype=dtype, fusions=frozenset(check_fusions(fusions)), flat_experts=flat_experts,
+                            quantize_inputs=not (training or phase == "training"))
     _LOWERINGS[fam](builder, config, shape, attention, lm_head)
     records, params = builder.records, builder.params
     head, tied = lm_head_weights(config)

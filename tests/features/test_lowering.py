@@ -135,6 +135,35 @@ def test_llama_3_1_405b_holds_its_weights_and_fits_eight_h100s_only_in_fp8():
     assert "exceeds-memory" not in fp8.flags and "exceeds-memory" in bf16.flags and bf16.fits_tp is None
 
 
+def test_an_8_bit_gemms_input_is_quantized_by_a_kernel_of_its_own():
+    """fp8 weights: each linear layer's bf16 input quantized to fp8 first (vLLM's scaled_fp8_quant), as many launches
+    as the layers and as many elements as their inputs; a mixture's tokens once before its first grouped GEMM and each
+    slot's SiLU-and-mul output before its second (fused_experts); nothing in bf16, nor in a training step, whose
+    stack casts inside the kernels before its GEMMs. On an H100 the kernel takes what vLLM's benchmark adds to a
+    16-token scaled GEMM beside the GEMM alone (+3.0-4.1 us, `features.builder`)."""
+    packed = ("packed_projections",)  # as serving engines run them
+    fp8 = joulecast.workload("llama-3-8b", phase="decode", batch=16, seq=512, dtype="fp8", fusions=packed).kernels
+    bf16 = joulecast.workload("llama-3-8b", phase="decode", batch=16, seq=512, fusions=packed).kernels
+    linears, quant = fp8[(fp8.op == "linear") & (fp8.dtype == "fp8")], fp8[fp8.op == "quantize_fp8"]
+    assert int(quant["count"].sum()) == int(linears["count"].sum()) == 4 * 32 + 1  # qkv, o, gate-up, down; LM head
+    assert (quant.cols * quant["count"]).sum() == (linears.k * linears.n * linears["count"]).sum()
+    assert set(quant.dtype) == {"bf16"} and set(quant.acc_dtype) == {"fp8"}
+    assert not bf16.op.str.startswith("quantize").any()
+    training = joulecast.workload("llama-3-8b", phase="training", batch=1, seq=128, dtype="fp8").kernels
+    forward, _ = lower(resolve_model("llama-3-8b")[0], phase="prefill", batch=1, seq=128, dtype="fp8", training=True)
+    assert not training.op.str.startswith("quantize").any() and "quantize_fp8" not in {r["op"] for r in forward}
+    assert len(fp8) == len(bf16) + len(quant)
+    moe = joulecast.workload("qwen3-30b-a3b", phase="decode", batch=8, seq=256, dtype="fp8").kernels
+    moe_quant, moe_linears = moe[moe.op == "quantize_fp8"], moe[(moe.op == "linear") & (moe.dtype == "fp8")]
+    assert int(moe_quant["count"].sum()) == int(moe_linears["count"].sum()) + 2 * 48  # two grouped GEMMs a layer
+    launches = lambda cols: int(moe_quant.loc[moe_quant.cols == cols, "count"].sum())  # noqa: E731
+    assert launches(8 * 8 * 768) == 48  # the 8 tokens' 8 slots each, SiLU-and-mul's outputs
+    assert launches(8 * 2048) == int(moe_linears.loc[moe_linears.k == 2048, "count"].sum()) + 48  # and the tokens
+    one = quant[quant.cols == 16 * 4096].head(1).to_dict("records")
+    h100 = analyze(kernel_columns(one), joulecast.gpu("h100-sxm"))[0]
+    assert 2.5e-6 <= float(h100.time_s.iloc[0]) <= 4.1e-6
+
+
 def test_expert_parallelism_holds_a_share_of_the_experts_whole_and_waits_for_the_busiest_gpu():
     """vLLM's --enable-expert-parallel over 4 GPUs: each holds 2 of Mixtral's 8 experts at their whole width (a
     quarter of the expert weights, as splitting each expert's width 4 ways gives), runs the router over all 8 and its

@@ -17,9 +17,9 @@ _ACTIVATION_DTYPE = {"fp8": "bf16", "int8": "bf16", "tf32": "fp32"}
 # per_token_group_quant_fp8 (128-wide groups) before each scaled GEMM, its fused_moe the same before each grouped
 # GEMM (vllm/model_executor/layers/quantization/utils; Transformer Engine casts a GEMM's input likewise). vLLM's own
 # benchmark times it beside the GEMM alone (benchmarks/kernels/bench_fp8_gemm.py, per-token activations against
-# "noquant"): +3.0 us on Llama-3.1-8B's 6,144 x 4,096 layer at 16 tokens, +3.9 at 256 (pull request #17126, Hopper);
-# +4.1 on an H100 at 16 tokens of a 12,288 x 5,376 layer (#49363); +3.2 on a B200, 8,192 x 2,048 (#20071); physics
-# gives such a kernel 3 us (`arch.KERNEL_MIN_S` and a launch gap) (M). Assumption: no compile pass fuses it into the
+# "noquant"): +3.0 us on Llama-3.1-8B's 6,144 x 4,096 layer at 16 tokens, +3.9 at 256 (pull request #17126's example,
+# its GPU unnamed); +4.1 on an H100 at 16 tokens of a 12,288 x 5,376 layer (#49363); +3.4 on a B200 at 16 tokens of
+# the 6,144 x 4,096 one (#19566); physics gives such a kernel 3 us (`arch.KERNEL_MIN_S` and a launch gap) (M). Assumption: no compile pass fuses it into the
 # norm or activation before it (vLLM's fusion passes are not modelled). Not in training: Transformer Engine casts a
 # layer's input in the kernel before it (LayerNormLinear's norm, its fused activations), and the per-layer overhead
 # fitted on MLPerf's FP8 NeMo runs stands for what it leaves (experiments/mlperf_training.py: with a kernel of its own

@@ -45,9 +45,9 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
           lm_head: bool | None = None, fusions: tuple[str, ...] = (), flat_experts: bool = False,
           training: bool = False) -> tuple[list[dict[str, Any]], int]:
     """Lower one model config to kernel records, with the kernel `fusions` (`joulecast.data.fusions`) applied
-    (`flat_experts`: a mixture of experts' GEMMs unsplit, `KernelBuilder.flat_experts`; `training`: a training step's
-    forward pass, whose 8-bit GEMMs' inputs its stack casts inside the kernels before them, `KernelBuilder.quantize`,
-    as a "training" phase's are); returns (records, the weights
+    (`flat_experts`: a mixture of experts' GEMMs unsplit, `KernelBuilder.flat_experts`; `training`: the forward pass
+    of a training step, which, as the "training" phase, runs no kernel quantizing an 8-bit GEMM's input: its stack
+    casts it inside the kernel before, `KernelBuilder.quantize`); returns (records, the weights
     the pass holds: an LM head whether run or not, once where tied; a training step's none, its loss over the hidden
     states)."""
     fam = models.family(config)

@@ -14,16 +14,17 @@ _TENSOR_CORE_DTYPES = {"tf32", "bf16", "fp16", "fp8", "int8"}
 _ACTIVATION_DTYPE = {"fp8": "bf16", "int8": "bf16", "tf32": "fp32"}
 # ... each by a kernel of its own before its GEMM, reading the bf16 activation and writing it in 8 bits with its scales
 # (`KernelBuilder.quantize`): vLLM's fp8 linear layers run scaled_fp8_quant (per-token dynamic scales) or
-# per_token_group_quant_fp8 (128-wide groups) before each scaled GEMM, its fused_moe the same before each grouped
-# GEMM (vllm/model_executor/layers/quantization/utils; Transformer Engine casts a GEMM's input likewise). vLLM's own
+# per_token_group_quant_fp8 (128-wide groups) before each scaled GEMM, its fused_moe the same before each grouped GEMM
+# (vllm/model_executor/layers/quantization/utils; Transformer Engine casts a GEMM's input likewise). vLLM's own
 # benchmark times it beside the GEMM alone (benchmarks/kernels/bench_fp8_gemm.py, per-token activations against
 # "noquant"): +3.0 us on Llama-3.1-8B's 6,144 x 4,096 layer at 16 tokens, +3.9 at 256 (pull request #17126's example,
-# its GPU unnamed); +4.1 on an H100 at 16 tokens of a 12,288 x 5,376 layer (#49363); +3.4 on a B200 at 16 tokens of
-# the 6,144 x 4,096 one (#19566); physics gives such a kernel 3 us (`arch.KERNEL_MIN_S` and a launch gap) (M). Assumption: no compile pass fuses it into the
-# norm or activation before it (vLLM's fusion passes are not modelled). Not in training: Transformer Engine casts a
-# layer's input in the kernel before it (LayerNormLinear's norm, its fused activations), and the per-layer overhead
-# fitted on MLPerf's FP8 NeMo runs stands for what it leaves (experiments/mlperf_training.py: with a kernel of its own
-# a GEMM input, that fit falls from 2.79 to 1.42 ms a layer and GPT-3's planned step from +1.7 to -5.8 % of its trace).
+# its GPU unnamed); +4.1 on an H100 at 16 tokens of a 12,288 x 5,376 layer (#49363); +3.4 on a B200 at 16 tokens of the
+# 6,144 x 4,096 one (#19566); physics gives such a kernel 3 us (`arch.KERNEL_MIN_S` and a launch gap) (M). Assumption:
+# no compile pass fuses it into the norm or activation before it (vLLM's fusion passes are not modelled). Not in
+# training: Transformer Engine casts a layer's input in the kernel before it (LayerNormLinear's norm, its fused
+# activations), and the per-layer overhead fitted on MLPerf's FP8 NeMo runs stands for what it leaves
+# (experiments/mlperf_training.py: with a kernel of its own a GEMM input, that fit falls from 2.79 to 1.42 ms a layer
+# and GPT-3's planned step from +1.7 to -5.8 % of its trace).
 _QUANTIZED_INPUTS = frozenset({"fp8", "int8"})
 
 

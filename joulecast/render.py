@@ -112,7 +112,7 @@ def _fp8_reach(dtype: str) -> str:
     (`estimator.serving.reaches_bf16`)."""
     from joulecast.estimator.serving import reaches_bf16  # loaded already: its ServeEstimate is being rendered
 
-    return ("; up to the cost in bf16: fp8 serving's own kernels are not modelled, and measured deployments ran as "
+    return ("; up to the cost in bf16: fp8 serving's scaled GEMMs are not modelled, and measured deployments ran as "
             "dear at small batches" if reaches_bf16(dtype) else "")
 
 

@@ -18,9 +18,8 @@ work under the step (`--host-floor`), each release's requests sampling as SAMPLI
 work: `joulecast.features.sampling`); bf16 where a row does not name its precision, and an fp8 checkpoint's every
 linear layer in fp8 (the files do not say which layers a checkpoint keeps in bf16: Meta's Llama-3.1-405B FP8 scales
 its weights by row, Qwen3's FP8 releases by 128 x 128 block; `serve` prices neither scaling, only each layer's
-input quantized by a kernel of its own, `joulecast.features.builder`); the default power
-limit. The
-shipped estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
+input quantized by a kernel of its own, `joulecast.features.builder`); the default power limit. The shipped
+estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
 (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`), so those figures are in-sample for its residual at that
 length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or 4 H100s) and v3's (`kernel_list = partial`) are not
 trained on. The table splits each release and GPU by tensor parallelism (`tp`).

@@ -21,12 +21,13 @@ from joulecast.data.engines import check_engine, launch_mode_for
 from joulecast.data.errors import InputError, require
 from joulecast.data.files import request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.workload import MAX_SIZE, check_host_dispatch
+from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp, fewest_fitting, with_all_reduces
 from joulecast.features.design import host_dispatch, host_stated
-from joulecast.features.lowering import check_job, resolve_model
+from joulecast.features.lowering import ATTENTION_BACKENDS, check_job, resolve_model
+from joulecast.features.physics import check_setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,15 +90,21 @@ def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv
     return frame
 
 
-def _setting(dtype: str, attention: str, launch_mode: str, engine: str | None, sm_clock_mhz: float | None,
-             power_limit_w: float | None, host_dispatch_s: float | None = None, tp: int = 1,
-             expert_parallel: bool = False) -> dict[str, Any]:
+def _setting(gpu: str, dtype: str, attention: str, launch_mode: str, engine: str | None,
+             sm_clock_mhz: float | None, power_limit_w: float | None, host_dispatch_s: float | None = None,
+             tp: int = 1, expert_parallel: bool = False) -> dict[str, Any]:
     # each a scalar: a list here became a column of its own length (a service body's "dtype": [] was a 500)
     for name, value in (("dtype", dtype), ("attention", attention), ("launch_mode", launch_mode)):
         require(isinstance(value, str), name, f"must be a name, got {value!r}")
+    # the names, the GPU, its clock and limit checked as one job's before its steps (`estimate_many` would name a
+    # bad value's row: "row 0: ...")
+    for name, value, allowed in (("attention", attention, ATTENTION_BACKENDS),
+                                 ("launch_mode", launch_mode, LAUNCH_MODES)):
+        require(value in allowed, name, f"unknown {value!r}; allowed: {', '.join(allowed)}")
     for name, value in (("sm_clock_mhz", sm_clock_mhz), ("power_limit_w", power_limit_w)):
         require(value is None or isinstance(value, (int, float, np.number)) and not isinstance(value, bool), name,
                 f"must be a number, got {value!r}")
+    check_setting(lookup_gpu(gpu), sm_clock_mhz, power_limit_w)
     host = check_host_dispatch(host_dispatch_s)
     return {"dtype": dtype, "attention": attention, "launch_mode": launch_mode, "engine": engine or "", "tp": tp,
             "expert_parallel": expert_parallel,
@@ -181,7 +188,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
+    setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
     steps = _steps(model, gpu, batch, input_len, output_len, kv_cache, setting)
     out = with_copies(estimate_many(steps, estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)
@@ -315,7 +322,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
-    setting = _setting(dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
+    setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]

@@ -124,6 +124,27 @@ def test_a_list_of_requests_runs_in_padded_static_batches():
             generate_requests("gpt2", "a10", bad, estimator="physics")
 
 
+def test_a_jobs_setting_is_checked_as_one_jobs_not_a_rows():
+    # a generation's steps go through `estimate_many`, whose message named the bad value's row ("row 0: ..."): one
+    # job's GPU, clock, limit, attention and launch mode are checked before them, as `estimate` and `serve` check theirs
+    from joulecast.estimator.jobs import generate_requests
+
+    for call in (lambda **kw: joulecast.generate("gpt2", "a10", input_len=16, output_len=4, **kw),
+                 lambda **kw: generate_requests("gpt2", "a10", [(16, 4)], **kw)):
+        for setting, field in (({"power_limit_w": 10}, "power_limit_w: must be above 67.5 and at most 150 W on a10"),
+                               ({"sm_clock_mhz": 5}, "sm_clock_mhz: must be between")):
+            with pytest.raises(joulecast.InputError, match="^" + re.escape(field)):
+                call(estimator="physics", **setting)
+        for setting, field in (({"attention": "sdpa"}, "attention: unknown 'sdpa'; allowed: flash, eager, masked"),
+                               ({"launch_mode": "x"}, "launch_mode: unknown 'x'; allowed: eager, graph")):
+            with pytest.raises(joulecast.InputError, match="^" + re.escape(field)):
+                call(estimator="physics", **setting)
+    with pytest.raises(joulecast.InputError, match="^gpu: unknown 'nosuch'"):
+        joulecast.generate("gpt2", "nosuch", input_len=16, output_len=4, estimator="physics")
+    held = joulecast.generate("gpt2", "a10", input_len=16, output_len=4, power_limit_w=120, estimator="physics")
+    assert held.energy_j > 0
+
+
 def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
     csv = tmp_path / "requests.csv"
     csv.write_text("input_len,output_len\n128,16\n32,4\n")

@@ -505,7 +505,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")
     if not len(configs):
-        raise InputError("sweep", "no configuration left (" + "; ".join(f"{n} {k}" for k, n in skipped.items()) + ")")
+        reasons = "; ".join(f"{n:,} left out: {k}" for k, n in skipped.items())
+        raise InputError("sweep", f"no configuration left ({reasons})")
     return sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
                  max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
                  max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,

@@ -248,7 +248,7 @@ def test_joulecast_sweep_takes_the_fields_the_cli_and_the_service_take(capsys):
                             (dict(batch=[]), "^batch: an empty list"),
                             (dict(phase="serve", input_len=64), "^output_len: required with phase serve"),
                             (dict(gpu=[]), "^gpu: an empty list"),
-                            (dict(sm_clock_mhz=99_999), "^sweep: no configuration left \\(1 clock outside")):
+                            (dict(sm_clock_mhz=99_999), "^sweep: no configuration left \\(1 left out: clock outside")):
         with pytest.raises(joulecast.InputError, match=message):
             joulecast.sweep("gpt2", **{"gpu": "a10", **fields})
     with pytest.raises(joulecast.InputError, match="^sweep: 4 points; at most 3 here"):
@@ -333,7 +333,7 @@ def test_a_report_of_more_points_than_it_labels_draws_each_pixel_and_colour_once
 @pytest.mark.parametrize("argv, message", [
     (["--batch", "1,x"], "--batch: 'x' is not an integer"),
     (["--objective", "cost"], "--objective: unknown 'cost'"),
-    (["--power-limit", "5000"], "sweep: no configuration left (1 power limit outside the GPU's range)"),
+    (["--power-limit", "5000"], "sweep: no configuration left (1 left out: power limit outside the GPU's range)"),
     (["--max-time", "-1"], "--max-time: must be a positive number"),
     (["--host-dispatch-us", "-3"], "--host-dispatch-us: must be from 0 to 1000 us a launch, got -3.0"),
 ])

@@ -12,7 +12,12 @@ Qwen3-235B-A22B on 2-8, their experts split whole where the record's expert_para
 at the row's measured mean batch as the concurrency, its max batch, its mean output length and its GPU count as
 tensor parallelism. Stated assumptions: the prompts' mean length is not recorded
 (the sources say so), so each figure is given at several assumed means (`--input-len`; the rows' own batches leave
-room for 128-384 tokens at most, `--prompt-bounds` below); each release runs its engine's entry of
+room for 128-384 tokens at most, `--prompt-bounds` below). How v3 built them, from its benchmark's code
+(ml-energy/benchmark, mlenergy/benchmark/llm/datasets.py and workloads.py): lm-arena-chat samples
+lmarena-ai/arena-human-preference-100k, one request a turn of a conversation, its prompt the user's prompts and the
+model's answers so far (a first turn's prompt alone: the earlier 55k set's prompts hold a median of 16 words and a
+mean of 54, heavy-tailed, by the data analysis in zjunlp/PredictBeforeExecute's da_result_lmsys-chatbot-arena.txt);
+gpqa one GPQA question and its four choices. Each release runs its engine's entry of
 `data/serving_engines.yaml`: v2 vLLM 0.5.4 with its measured host work between steps, v3 vLLM 0.11.1 with its host
 work under the step (`--host-floor`), each release's requests sampling as SAMPLING says (v3's sampler a step's GPU
 work: `joulecast.features.sampling`); bf16 where a row does not name its precision, and an fp8 checkpoint's every

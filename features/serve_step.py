@@ -51,7 +51,9 @@ def context_len(input_len: float, output_len: float, output_len_cv: float = 0.0)
 # (B200), every group read lower (the H100's one-GPU rows -24.6 -> -32.4 %), and vLLM 0.5.4's host work, re-measured
 # over the fused steps, splits by GPU (A100-SXM4 / H100 0.406 / 0.399 -> 0.429 / 0.405 ms a running sequence): the
 # eager kernels' extra time stands in for GPU work of a step that nothing here models yet (at batch 511 the H100's
-# measured step is 52.1 ms against physics' 35.8, its power at the 700 W cap).
+# measured step is 52.1 ms against physics' 35.8, its power at the 700 W cap). Re-measured on 2026-12-05's fifth
+# session's physics: v3's J/token 17.7 -> 21.0 % (H100), 20.5 -> 27.9 % (B200), the fused steps short at every batch
+# (experiments/HISTORY.md).
 def step_records(config: Mapping[str, Any], batch: int, context: int, prompt: int, input_len: int, dtype: str,
                  engine: str | None) -> tuple[list[dict], int]:
     """One mixed step's kernel records and the weights: every kernel but attention runs once over all B + p tokens

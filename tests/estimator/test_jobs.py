@@ -132,10 +132,8 @@ def test_a_jobs_setting_is_checked_as_one_jobs_not_a_rows():
     for call in (lambda **kw: joulecast.generate("gpt2", "a10", input_len=16, output_len=4, **kw),
                  lambda **kw: generate_requests("gpt2", "a10", [(16, 4)], **kw)):
         for setting, field in (({"power_limit_w": 10}, "power_limit_w: must be above 67.5 and at most 150 W on a10"),
-                               ({"sm_clock_mhz": 5}, "sm_clock_mhz: must be between")):
-            with pytest.raises(joulecast.InputError, match="^" + re.escape(field)):
-                call(estimator="physics", **setting)
-        for setting, field in (({"attention": "sdpa"}, "attention: unknown 'sdpa'; allowed: flash, eager, masked"),
+                               ({"sm_clock_mhz": 5}, "sm_clock_mhz: must be between"),
+                               ({"attention": "sdpa"}, "attention: unknown 'sdpa'; allowed: flash, eager, masked"),
                                ({"launch_mode": "x"}, "launch_mode: unknown 'x'; allowed: eager, graph")):
             with pytest.raises(joulecast.InputError, match="^" + re.escape(field)):
                 call(estimator="physics", **setting)

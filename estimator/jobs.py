@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.engines import check_engine, launch_mode_for
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
@@ -100,7 +100,7 @@ def _setting(gpu: str, dtype: str, attention: str, launch_mode: str, engine: str
     # bad value's row: "row 0: ...")
     for name, value, allowed in (("attention", attention, ATTENTION_BACKENDS),
                                  ("launch_mode", launch_mode, LAUNCH_MODES)):
-        require(value in allowed, name, f"unknown {value!r}; allowed: {', '.join(allowed)}")
+        require_choice(value, allowed, name)
     for name, value in (("sm_clock_mhz", sm_clock_mhz), ("power_limit_w", power_limit_w)):
         require(value is None or isinstance(value, (int, float, np.number)) and not isinstance(value, bool), name,
                 f"must be a number, got {value!r}")

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.job_file import AXIS_BOUNDS, Job, Site, check_bits, check_number, connected, load_job, reference
 from joulecast.data.models import head_count, hidden_size, layer_count
@@ -534,7 +534,7 @@ def sweep(job: Job, *, H: Sequence[int] = SWEEP_AXES["H"], P: Sequence[int] = SW
 
     from joulecast.estimator.sweep import pareto_mask, settings_of
 
-    require(front in ("energy", "carbon"), "front", f"unknown {front!r}; allowed: energy, carbon")
+    require_choice(front, ("energy", "carbon"), "front")
     _check_axes(H=H, P=P, tau=tau, bits=bits, gbps=gbps or [])
     kinds = kinds or tuple(dict.fromkeys(s.kind for s in job.strategies))
     names = [s.name for s in job.sites]

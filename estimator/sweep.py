@@ -17,7 +17,7 @@ import pandas as pd
 
 from joulecast.data.carbon import Grid, grid_at, with_carbon
 from joulecast.data.engines import normal_engine
-from joulecast.data.errors import InputError, UnknownFieldError, require
+from joulecast.data.errors import InputError, UnknownFieldError, require, require_choice
 from joulecast.data.files import kind_of, whole_number
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -209,10 +209,8 @@ def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) ->
 def check_options(objective: str, front: str, max_time_s: float | None, min_tokens_per_s: float | None,
                   max_power_w: float | None) -> None:
     """A sweep's objective, front and constraints, checked before any work."""
-    if objective not in OBJECTIVES:
-        raise InputError("objective", f"unknown {objective!r}; allowed: {', '.join(OBJECTIVES)}")
-    if front not in (*FRONTS, "auto"):
-        raise InputError("front", f"unknown {front!r}; allowed: {', '.join(FRONTS)}, auto")
+    require_choice(objective, OBJECTIVES, "objective")
+    require_choice(front, (*FRONTS, "auto"), "front")
     for name, value in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                         ("max_power_w", max_power_w)):
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
@@ -473,7 +471,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
         raise InputError("phase", f"must be a phase's name, got {phase!r}")
     phase = phase.lower()  # in any case, as the CLI reads --phase
     phases = (*PHASES, *JOB_PHASES)
-    require(phase in phases, "phase", f"unknown {phase!r}; allowed: {', '.join(phases)}")
+    require_choice(phase, phases, "phase")
     fixed = JOB_OPTIONS.get(phase, PASS_OPTIONS)
     allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *(RATE_SIZES[:1] if phase == "serve" else ()), *fixed]
     unknown = sorted(set(fields) - set(allowed))

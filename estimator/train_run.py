@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
@@ -190,8 +190,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     where known (`Workload.host_dispatch_s`)."""
     layout.check()
     require(seq % layout.cp == 0, "layout.cp", f"{layout.cp} does not divide the sequence length {seq}")
-    require(launch_mode in LAUNCH_MODES, "launch_mode",
-            f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
+    require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
     head_tokens = seq if head_tokens is None else _count("head_tokens", head_tokens)
     require(head_tokens <= seq, "head_tokens", f"{head_tokens} is more than the sequence's {seq} tokens")
     head_outputs = None if head_outputs is None else _count("head_outputs", head_outputs)

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from joulecast.data.errors import require
+from joulecast.data.errors import require, require_choice
 
 COLLECTIVES = ("all-reduce", "reduce-scatter", "all-gather", "all-to-all", "p2p", "broadcast")
 
 
 def _factor_steps(kind: str, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    require(kind in COLLECTIVES, "collective", f"unknown {kind!r}; allowed: {', '.join(COLLECTIVES)}")
+    require_choice(kind, COLLECTIVES, "collective")
     n = np.asarray(n, float)
     single = n <= 1
     if kind == "all-reduce":

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import whole_number
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import Workload
@@ -24,7 +24,7 @@ KERNEL_OPS: Mapping[str, tuple[str, ...]] = {name: op.sizes for name, op in PLAN
 
 def check_kernel_spec(op: str, sizes: Mapping[str, Any], field: str = "kernel") -> dict[str, int]:
     """The validated integer sizes of a kernel spec (extra keys are an error, naming the field)."""
-    require(op in PLAN_OPS, f"{field}.op", f"unknown {op!r}; allowed: {', '.join(PLAN_OPS)}")
+    require_choice(op, PLAN_OPS, f"{field}.op")
     spec = PLAN_OPS[op]
     allowed = set(spec.sizes) | set(spec.options)
     extra = sorted(set(sizes) - allowed)
@@ -42,7 +42,7 @@ def check_kernel_spec(op: str, sizes: Mapping[str, Any], field: str = "kernel") 
 
 def kernel_workload(op: str, dtype: str = "bf16", **sizes: Any) -> Workload:
     """One kernel launch as a workload (physics-ready); fp8 and int8 apply to GEMMs only."""
-    require(dtype in DTYPES, "dtype", f"unknown {dtype!r}; allowed: {', '.join(DTYPES)}")
+    require_choice(dtype, DTYPES, "dtype")
     s = check_kernel_spec(op, sizes)
     require(op == "gemm" or dtype not in ("fp8", "int8"), "dtype", f"{dtype} applies to gemm only, not {op}")
     b = KernelBuilder(dtype=dtype)

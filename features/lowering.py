@@ -12,7 +12,7 @@ import os
 from typing import Any, Callable, Mapping
 
 from joulecast.data import engines, models
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import kind_of
 from joulecast.data.fusions import check_fusions
 from joulecast.data.kernels import DTYPES
@@ -93,8 +93,8 @@ def check_lowering(config: Mapping[str, Any], *, phase: str, batch: int, seq: in
     fam = models.family(config)
     check_sizes(batch, seq, has_seq=fam not in _VISION)
     batch, seq = int(batch), None if fam in _VISION else int(seq)  # type: ignore[arg-type]
-    require(dtype in DTYPES, "dtype", f"unknown {dtype!r}; allowed: {', '.join(DTYPES)}")
-    require(attention in ATTENTION_BACKENDS, "attention", f"unknown {attention!r}; allowed: {', '.join(ATTENTION_BACKENDS)}")
+    require_choice(dtype, DTYPES, "dtype")
+    require_choice(attention, ATTENTION_BACKENDS, "attention")
     allowed = ("inference", "training") if fam in _VISION else tuple(p for p in PHASES if p != "inference")
     if fam in _ENCODERS and fam not in _VISION:
         allowed = ("prefill", "training")
@@ -241,7 +241,7 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     """
     engine = engines.check_engine(engine)
     launch_mode = engines.launch_mode_for(launch_mode, engine)
-    require(launch_mode in LAUNCH_MODES, "launch_mode", f"unknown {launch_mode!r}; allowed: {', '.join(LAUNCH_MODES)}")
+    require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
     fusions = check_fusions(fusions)
     host_dispatch_s = check_host_dispatch(host_dispatch_s)
     config, name, source = resolve_model(model)

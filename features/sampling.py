@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from joulecast.data.engines import SAMPLERS
-from joulecast.data.errors import require
+from joulecast.data.errors import require, require_choice
 
 SAMPLING = ("greedy", "top-p", "top-p-penalties")
 RADIX_PASSES = 6
@@ -58,7 +58,7 @@ _PASSES = {"greedy": (), "top-p": _TOP_P, "top-p-penalties": _PENALTIES + _TOP_P
 
 def check_sampling(sampling: object) -> str:
     """`sampling` as given where it is one of SAMPLING; otherwise one error naming the field and what it allows."""
-    require(sampling in SAMPLING, "sampling", f"unknown {sampling!r}; allowed: {', '.join(SAMPLING)}")
+    require_choice(sampling, SAMPLING, "sampling")
     return str(sampling)
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping
 
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.models import family, hidden_size, is_mixture_of_experts
 from joulecast.features.kinds.attention import BACKWARD_PASSES as ATTENTION_BACKWARD_PASSES
 from joulecast.features.kinds.streaming import backward_of
@@ -57,7 +57,7 @@ def micro_step(forward: list[dict[str, Any]], tokens: int, *, lora_rank: int = 0
                skip_widths: frozenset[int] = frozenset()) -> list[dict[str, Any]]:
     """Forward records (tokens per micro-batch) -> forward + backward records of one micro-batch (no optimizer);
     with LoRA, the GEMMs `adapted` (given `skip_widths`) get adapters and every weight stays frozen."""
-    require(recompute in RECOMPUTE, "recompute", f"unknown {recompute!r}; allowed: {', '.join(RECOMPUTE)}")
+    require_choice(recompute, RECOMPUTE, "recompute")
     out = list(forward)
     for r in forward:
         if _weight_gemm(r):
@@ -112,7 +112,7 @@ def lm_head_loss(tokens: int, hidden: int, vocab: int, dtype_record: Mapping[str
 
 def optimizer_step(trainable: int, optimizer: str = "adamw") -> list[dict[str, Any]]:
     """One optimizer update of `trainable` parameters in fp32 (AdamW: 7 operands an element; SGD with momentum: 5)."""
-    require(optimizer in OPTIMIZERS, "optimizer", f"unknown {optimizer!r}; allowed: {', '.join(OPTIMIZERS)}")
+    require_choice(optimizer, OPTIMIZERS, "optimizer")
     if trainable <= 0:
         return []
     return [dict(kind="elementwise", op="adamw" if optimizer == "adamw" else "sgd_momentum", dtype="fp32",

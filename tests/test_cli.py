@@ -117,6 +117,8 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     (["--kernels", "/proc/self/mem", "--gpu", "a100"], "--kernels: cannot read '/proc/self/mem'"),
     (["--config", "/etc/hostname/x.json", "--gpu", "a100"], "--config: '/etc/hostname/x.json' does not exist"),
     (["--model", "gpt2", "--gpu", "a100", "--dtype", "fp4"], "--dtype: unknown 'fp4'"),
+    (["--model", "gpt2", "--gpu", "a100", "--attention", "flsh"], "--attention: unknown 'flsh'; did you mean 'flash'? "
+     "allowed: flash, eager, masked"),
     (["--model", "gpt2", "--gpu", "a1000"], "--gpu: unknown 'a1000'; did you mean"),
     (["--model", "bart", "--gpu", "a100"], "--model: unknown 'bart'"),
     (["--gpu", "a100"], "--model: give one of --model NAME, --config PATH or --kernels FILE.json"),

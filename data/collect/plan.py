@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from joulecast.data.errors import InputError, fields_under, require
+from joulecast.data.errors import InputError, fields_under, require, require_choice
 from joulecast.data.files import load_yaml, read_text, whole_number
 from joulecast.data.store import check_collection_id
 from joulecast.data.workload import Workload
@@ -150,7 +150,7 @@ def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
         batch, seq = whole_number(batch), whole_number(seq)  # 1e3 or 1024.0, as YAML reads a count written so
         spec = model_entry(model)
         name = spec["name"]
-        require(attention in ("flash", "eager"), f"{where}.attention", f"unknown {attention!r}; allowed: flash, eager")
+        require_choice(attention, ("flash", "eager"), f"{where}.attention")
         if attention == "eager":
             require(family(spec["config"]) in RUNNER_EAGER_FAMILIES and phase == "prefill", f"{where}.attention",
                     f"eager runs prefill of {', '.join(sorted(RUNNER_EAGER_FAMILIES))} models, not {phase} of {name}")
@@ -169,7 +169,7 @@ def _wait_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
     items = []
     for mode, us in itertools.product(_as_list(entry.get("mode", "spin")), _as_list(entry.get("us", 1000))):
         us = whole_number(us)
-        require(mode in WAIT_MODES, f"{where}.mode", f"unknown {mode!r}; allowed: {', '.join(WAIT_MODES)}")
+        require_choice(mode, WAIT_MODES, f"{where}.mode")
         require(isinstance(us, int) and not isinstance(us, bool) and 10 <= us <= 10**6, f"{where}.us",
                 f"must be whole microseconds from 10 to 1,000,000, got {us!r}")
         items.append(PlanItem(id=f"wait/{mode}/us{us}", kind="wait", op=mode, model=None, phase="wait", batch=1,

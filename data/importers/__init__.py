@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from joulecast.data.errors import InputError
+from joulecast.data.errors import require_choice
 from joulecast.data.schema import validate_measurements
 
 
@@ -47,8 +47,7 @@ SOURCES = ("energaizer", "mlenergy", "zeus", "nvdvfs")
 
 def importer(source: str) -> Importer:
     """The importer of a source name; an unknown name is an error listing the known ones."""
-    if source not in SOURCES:
-        raise InputError("SOURCE", f"unknown {source!r}; allowed: {', '.join(SOURCES)}")
+    require_choice(source, SOURCES, "SOURCE")
     return _registry()[source]
 
 

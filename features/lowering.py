@@ -189,13 +189,15 @@ def warn_positions(model: str | Mapping[str, Any], seq: int) -> None:
     limit = config.get("max_position_embeddings") or config.get("n_positions")
     if limit and seq > limit and not is_vision(config):
         learned = models.family(config) in ("gpt2", "bert", "opt")  # a position table, not rotary positions
-        _warn_once(f"seq {seq} exceeds this model's {limit} {'learned positions' if learned else 'trained context'}; "
-                   "estimating as if it were extended")
+        # once a model: a generation's prefill and each of its longer decode contexts would each say it again
+        key = (config.get("name") or config.get("_name_or_path") or config.get("model_type"), limit)
+        if key not in _WARNED:
+            _WARNED.add(key)
+            log.warning(f"seq {seq} exceeds this model's {limit} "
+                        f"{'learned positions' if learned else 'trained context'}; estimating as if it were extended")
 
 
-@functools.cache
-def _warn_once(message: str) -> None:
-    log.warning(message)
+_WARNED: set[tuple[Any, int]] = set()  # (model, its limit) warned of in this process
 
 
 def training_step(forward: list[dict[str, Any]], params: int) -> list[dict[str, Any]]:

@@ -198,8 +198,9 @@ def generation_table(job: Any) -> str:
              f"energy     {_g4(job.energy_j)} J" + (f"  ({_g4(job.energy_interval_j[0])} - {_g4(job.energy_interval_j[1])}"
                                                   " J, 90% interval, steps' errors taken as moving together)"
                                                   if job.energy_interval_j else ""),
-             f"time       {duration(job.time_s)}  (first token {duration(job.ttft_s)}, then {duration(job.tpot_s)} a "
-             "token)", f"power      {_g4(job.power_w)} W (average)",
+             f"time       {duration(job.time_s)}  (first token {duration(job.ttft_s)}, "
+             + (f"then {duration(job.tpot_s)} a token)" if job.output_len > 1 else "no token after it)"),
+             f"power      {_g4(job.power_w)} W (average)",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token, {_g4(job.energy_per_request_j)} J a "
              "request", f"split      prefill {_g4(job.prefill_energy_j)} J, decode {_g4(job.decode_energy_j)} J",
              f"memory     {gib(job.memory_gb)} GiB at the step that needs most{_has(job.gpu)}"]

@@ -93,6 +93,31 @@ def test_cli_generation_json(capsys):
     assert out["time_s"] == pytest.approx(out["ttft_s"] + 15 * out["tpot_s"])
 
 
+def test_a_generation_of_one_token_has_no_time_per_token(capsys):
+    """One output token is the prefill's alone: no decode step to time (JSON null, where the table read 'nan days')."""
+    argv = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--input-len", "8", "--output-len", "1"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tpot_s"] is None and out["decode_energy_j"] == 0 and out["time_s"] == out["ttft_s"] > 0
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert "no token after it)" in table and "nan" not in table
+
+
+def test_a_generation_past_its_models_context_warns_once(monkeypatch, caplog):
+    """The prefill and every longer decode context are past Llama-3's 8,192 tokens: one warning, not one each."""
+    from joulecast.features import lowering
+    monkeypatch.setattr(lowering, "_WARNED", set())
+    with caplog.at_level("WARNING", logger=lowering.log.name):
+        joulecast.generate("llama-3-8b", "h100-sxm", batch=1, input_len=9000, output_len=4, estimator="physics")
+        joulecast.estimate(joulecast.workload("llama-3-8b", batch=1, seq=12000), "h100-sxm", estimator="physics")
+    said = [r.getMessage() for r in caplog.records if "exceeds this model's" in r.getMessage()]
+    assert said == ["seq 9000 exceeds this model's 8192 trained context; estimating as if it were extended"]
+    with caplog.at_level("WARNING", logger=lowering.log.name):  # another model still says its own
+        joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=2048), "h100-sxm", estimator="physics")
+    assert "seq 2048 exceeds this model's 1024 learned positions" in caplog.text
+
+
 def test_a_list_of_requests_runs_in_padded_static_batches():
     """Requests of one length in one batch are that batch's generation exactly; mixed lengths pad each batch to its
     longest prompt and answer, so the padding costs energy and the requests' mean wait grows batch by batch."""

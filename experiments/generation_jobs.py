@@ -30,13 +30,14 @@ The V100: a 16 GB card whose rows never average more than 237 W, under the 250 W
 which the catalog holds since 2026-12-04; before, the 32 GB V100-SXM2 (300 W) stood in for it, and the energy MAPE of
 the input / output sweeps was Llama-2 30.5 / 21.5 %, Mistral 16.8 / 15.7 % (then 16.3 / 8.1 and 19.9 / 17.2: the PCIe
 card's lower budget and idle take the excess power off Llama-2's rows, and off Mistral's, which physics already read
-short). Its error, seen through the two models: Llama-2, which the card holds whole, takes 0.58-1.12x physics' time
-(0.6-1.7x before 2026-12-05's fourth session), as Mistral does (bf16 GEMMs on Volta's CUDA cores, which have no bf16
-arithmetic: 8.3-8.7 TFLOP/s, 59-62 % of the card's 14.1 FP32 peak, over Llama-2's 256-2,048-token prompts, and 2.6
-TFLOP/s at 40 tokens, where physics split K to fill the SMs and read 0.125 s a step against 0.21; those GEMMs now
-never split, `arch.SIMT_16BIT_SPLITS_K`, 0.20 s). Physics' time at 64-256-token prompts stays 37-74 % long: its one
-128 x 128 CUDA-core tile doubles a GEMM's work past 64 rows, where the measured steps grow smoothly (0.27-0.44 s), as
-a library choosing among CUTLASS's six SIMT tiles would. Mistral takes a further ~0.2 s
+short). Its error, seen through the two models: Llama-2, which the card holds whole, takes 0.87-1.18x physics' time
+(0.58-1.12x before 2026-12-05's sixth session, 0.6-1.7x before its fourth), as Mistral does (bf16 GEMMs on Volta's
+CUDA cores, which have no bf16 arithmetic: 8.3-8.7 TFLOP/s, 59-62 % of the card's 14.1 FP32 peak, over Llama-2's
+256-2,048-token prompts, and 2.6 TFLOP/s at 40 tokens, where physics split K to fill the SMs and read 0.125 s a step
+against 0.21; those GEMMs now never split, `arch.SIMT_16BIT_SPLITS_K`, 0.20 s). Physics' time at 64-256-token prompts
+read 37-74 % long until the sixth session: its 128 x 128 CUDA-core tile doubled a GEMM's work past 64 rows, where the
+measured steps grow smoothly (0.27-0.44 s); those tiles now keep 64 along the token side at every size
+(`arch.SIMT_16BIT_NARROW_TILE`: 0.23-0.47 s). Mistral takes a further ~0.2 s
 a step at under 85 W on short prompts, and its load left 1,094 MiB less on the 16 GB V100 than the A100 holds, beyond
 the cards' context gap (`weights_off_gpu_mib`; Llama-2 and Falcon 0-20): weights that `device_map="auto"` left in host
 memory, copied in every step. Since 2026-12-04 the rows take that copy (`offloaded_gb`, `generate`'s `offload_gb`) at

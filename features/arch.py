@@ -68,6 +68,12 @@ EMULATED_BF16_GEMM_RATE = 0.74
 # at 512-2,048: energy MAPE Llama-2 16.3 / 8.1 -> 18.3 / 10.4 %, Mistral 13.7 / 10.0 -> 10.9 / 7.0 %. True restores the
 # split (a study's setting).
 SIMT_16BIT_SPLITS_K = False
+# Their tiles keep 64 along the output's narrower side at every size (assumption, from the same rows): the catalog's
+# CUTLASS default SIMT tile, 128 x 128, takes 64 only where that side is at most 64, so a step's GEMMs doubled their
+# work per CTA from 64 to 65 tokens, where Wilkins' V100 steps grow smoothly (0.22 s a step at 32-token prompts, 0.28
+# at 64, 0.33 at 128, 0.44 at 256; physics read 0.38, 0.46 and 0.77). 128 x 64 at every size reads 0.23, 0.38 and
+# 0.47 (experiments/generation_jobs.py; HISTORY.md, 2026-12-05's sixth session). None: the catalog's tile there too.
+SIMT_16BIT_NARROW_TILE: int | None = 64
 DRAM_EFFICIENCY = 0.85      # STREAM-like kernels reach 85-92% of peak DRAM bandwidth
 L2_EFFICIENCY = 0.80
 ATTENTION_EFFICIENCY = 0.65  # FlashAttention-2 forward: 50-73% of A100 peak (Dao 2023, fig. 4); a long run of keys

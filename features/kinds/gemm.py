@@ -22,7 +22,8 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
     - Tensor cores: the architecture's large tile (`ArchTraits.tc_tile`), the wider side along the larger of M and N;
       a side of 64 when that dimension is at most 64 (cuBLAS picks narrow tiles for skinny GEMMs). The K step holds
       the same bytes as 16-bit `tile_k` (so 2x for fp8/int8, 1/2 for tf32).
-    - CUDA cores: `ArchTraits.simt_tile`.
+    - CUDA cores: `ArchTraits.simt_tile`; for 16-bit operands (bf16 on Volta) 64 along the output's narrower side
+      at every size (`arch.SIMT_16BIT_NARROW_TILE`).
     - Split-K when the grid is smaller than one wave and K is long (cuBLAS does this for skinny GEMMs): K is split
       so that the grid fills up to one wave, keeping at least 4 K-steps per split. Not for 16-bit operands on the
       CUDA cores (bf16 on Volta): cuBLAS's kernels for those never split (`arch.SIMT_16BIT_SPLITS_K`).
@@ -34,6 +35,10 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
     tile_n = np.where(tc, np.where(m_major, small, big), traits.simt_tile[1])
     tile_m = np.where(m <= 64, np.minimum(tile_m, 64), np.where(m <= 128, np.minimum(tile_m, 128), tile_m))
     tile_n = np.where(n <= 64, np.minimum(tile_n, 64), np.where(n <= 128, np.minimum(tile_n, 128), tile_n))
+    if arch.SIMT_16BIT_NARROW_TILE is not None:  # 16-bit operands on the CUDA cores: 64 along the narrower side
+        narrow = ~tc & (dtype_bytes == 2) & (k["kind"] == "gemm")
+        tile_m = np.where(narrow & ~m_major, np.minimum(tile_m, arch.SIMT_16BIT_NARROW_TILE), tile_m)
+        tile_n = np.where(narrow & m_major, np.minimum(tile_n, arch.SIMT_16BIT_NARROW_TILE), tile_n)
     tile_k = np.where(tc, np.maximum(8, (tk16 * 2) // dtype_bytes), traits.simt_tile[2])
     ctas_per_sm = np.where(tc, traits.tc_ctas_per_sm, traits.simt_ctas_per_sm)
     base_tiles = ceil_div(m, tile_m) * ceil_div(n, tile_n) * batch

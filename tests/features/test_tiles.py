@@ -60,6 +60,23 @@ def test_sixteen_bit_gemms_off_the_tensor_cores_never_split_k(monkeypatch):
     monkeypatch.setattr(arch, "SIMT_16BIT_SPLITS_K", True)
     physics._STRUCTURES.clear()
     assert _features([skinny], "v100-pcie-16gb").iloc[0].split_k == 5
+    physics._STRUCTURES.clear()  # none of these structures outlives the patch
+
+
+@pytest.mark.parametrize("tokens, tiles", [(40, 32), (80, 64), (200, 128), (2080, 1056)])
+def test_sixteen_bit_gemms_off_the_tensor_cores_keep_64_along_the_tokens(monkeypatch, tokens, tiles):
+    """Their 128 x 64 tile holds past 64 tokens (`arch.SIMT_16BIT_NARROW_TILE`): at 80 tokens two tiles across N
+    (64 CTAs), where the catalog's 128 x 128 took one at twice the work a CTA. fp32 on the CUDA cores keeps the
+    catalog's tile; None restores it for bf16 too."""
+    gemm = dict(kind="gemm", m=4096, n=tokens, k=4096, dtype="bf16", tensor_core=True)
+    bf16 = _features([gemm], "v100-pcie-16gb").iloc[0]
+    assert (bf16.tile_m, bf16.tile_n, bf16.tiles) == (128, 64, tiles)
+    fp32 = _features([dict(gemm, dtype="fp32", acc_dtype="fp32", tensor_core=False)], "v100-pcie-16gb").iloc[0]
+    assert fp32.tile_n == min(128, 64 if tokens <= 64 else 128)
+    monkeypatch.setattr(arch, "SIMT_16BIT_NARROW_TILE", None)
+    physics._STRUCTURES.clear()
+    assert _features([gemm], "v100-pcie-16gb").iloc[0].tile_n == fp32.tile_n
+    physics._STRUCTURES.clear()  # none of these structures outlives the patch
 
 
 def test_streaming_grids_by_hand():

@@ -95,7 +95,8 @@ def test_cli_generation_json(capsys):
 
 def test_a_generation_of_one_token_has_no_time_per_token(capsys):
     """One output token is the prefill's alone: no decode step to time (JSON null, where the table read 'nan days')."""
-    argv = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--input-len", "8", "--output-len", "1"]
+    argv = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--input-len", "8",
+            "--output-len", "1"]
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["tpot_s"] is None and out["decode_energy_j"] == 0 and out["time_s"] == out["ttft_s"] > 0

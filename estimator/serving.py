@@ -66,10 +66,13 @@ HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it 
 # cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM 0.11.1, Qwen3-235B-A22B's block-scaled experts on
 # 2-8 H100s and B200s and Llama-3.1-405B's row-scaled layers on 8 H100s and 4 B200s (60 runs) read 35 % low on
 # average against physics in fp8, their steps as long as in bf16 or longer from 8 to 96 requests, and drew more power
-# (experiments/serving_jobs.py, experiments/HISTORY.md); the H200's single fp8 GEMMs, quantized beforehand, read as
-# physics gives them. Each layer's activation quantization is priced since 2026-12-05's fourth session
-# (`features.builder`): the 60 runs' J a token at 192-token prompts, bias -39.0 -> -35.8 %. So the interval of fp8
-# serving reaches up to the high end of the same load served in bf16; the point stays fp8's.
+# (experiments/serving_jobs.py, experiments/HISTORY.md): Qwen3-235B-A22B's measured J a token in fp8 over bf16's, on
+# the same GPUs and task, 1.54-1.61x at 8 requests, 1.22-1.30x at 16, 0.95-1.09x at 32, 0.88-0.96x from 64 to 192
+# (a public report saw it too: GitHub vllm-project/vllm issue #25540, its FP8 checkpoint serving worse than bf16 on 4
+# GPUs); the H200's single fp8 GEMMs, quantized beforehand, read as physics gives them. Each layer's activation
+# quantization is priced since 2026-12-05's fourth session (`features.builder`): the 60 runs' J a token at 192-token
+# prompts, bias -39.0 -> -35.8 %. So the interval of fp8 serving reaches up to the high end of the same load served in
+# bf16; the point stays fp8's.
 FP8_REACHES_BF16 = True
 
 

@@ -68,13 +68,13 @@ def require(condition: bool, field: str, message: str) -> None:
         raise InputError(field, message)
 
 
-def require_choice(value: object, allowed: Iterable[str], field: str, what: str = "", note: str = "") -> None:
+def require_choice(value: object, allowed: Iterable[str], field: str, what: str = "") -> None:
     """Raise unless `value` is one of `allowed`: "unknown 'flsh'; did you mean 'flash'? allowed: flash, eager" (`what`
-    names the kind: "unknown fusion 'x'"; `note` follows the list: "(or none)")."""
+    names the kind: "unknown fusion 'x'")."""
     allowed = tuple(allowed)
     if isinstance(value, str) and value in allowed:  # a name only: an array's `in` would compare it elementwise
         return
     close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.6) if isinstance(value, str) else []
     raise InputError(field, f"unknown {what + ' ' if what else ''}{value!r}; "
                             + (f"did you mean {close[0]!r}? " if close else "")
-                            + f"allowed: {', '.join(map(str, allowed))}" + (f" {note}" if note else ""))
+                            + f"allowed: {', '.join(map(str, allowed))}")

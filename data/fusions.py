@@ -25,7 +25,7 @@ the flags that turn it on in NVIDIA's and NeMo's stacks.
 
 from __future__ import annotations
 
-from joulecast.data.errors import InputError
+from joulecast.data.errors import InputError, require_choice
 
 FUSIONS = ("activation", "attention_layout", "gemm_activation", "norm", "packed_projections", "residual_norm", "rope")
 
@@ -40,8 +40,7 @@ def check_fusions(fusions: object, where: str = "fusions") -> tuple[str, ...]:
     if not isinstance(fusions, (list, tuple, set, frozenset)):
         raise InputError(where, f"a list of fusion names ({', '.join(FUSIONS)}), got {fusions!r}")
     for name in fusions:
-        if name not in FUSIONS:
-            raise InputError(where, f"unknown fusion {name!r}; allowed: {', '.join(FUSIONS)}")
+        require_choice(name, FUSIONS, where, what="fusion")
     return tuple(sorted(set(fusions)))
 
 

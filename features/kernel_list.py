@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joulecast.data.errors import InputError
+from joulecast.data.errors import InputError, require_choice
 from joulecast.data.files import kind_of, read_json, whole_number
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import Workload
@@ -29,8 +29,7 @@ from joulecast.features.kernel_table import kernel_table
 
 
 def _dtype(value: Any, where: str) -> str:
-    if value not in DTYPES:
-        raise InputError(where, f"unknown dtype {value!r}; allowed: {', '.join(DTYPES)}")
+    require_choice(value, DTYPES, where, what="dtype")
     return value
 
 
@@ -104,9 +103,8 @@ def parse_kernel_list(entries: Any, origin: str = "kernels") -> pd.DataFrame:
         if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], dict) and isinstance(entry[1], list) and entry[1]):
             raise InputError(where, "expected a [params, tags] pair, e.g. [{\"dim\": 4096, \"op\": \"relu\", \"prec\": \"bf16\"}, [\"elementwise\"]]")
         params, tags = entry
-        parser = _PARSERS.get(tags[0])
-        if parser is None:
-            raise InputError(f"{where}.tags", f"unknown kernel tag {tags[0]!r}; allowed: {', '.join(_PARSERS)}")
+        require_choice(tags[0], _PARSERS, f"{where}.tags", what="kernel tag")
+        parser = _PARSERS[tags[0]]
         records.append(parser(params, where))
     scores_gemms = _scores_gemms(records)
     return kernel_table(_scores_ops(records, scores_gemms) + _layout_copies(records, scores_gemms))

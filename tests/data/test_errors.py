@@ -10,8 +10,8 @@ def test_a_choice_names_the_field_a_close_name_and_every_allowed_one():
         require_choice("flsh", ("flash", "eager"), "attention")
     with pytest.raises(InputError, match=r"^front: unknown 'cost'; allowed: energy, carbon$"):  # nothing close
         require_choice("cost", ("energy", "carbon"), "front")
-    with pytest.raises(InputError, match=r"^engine: unknown kind 'x'; allowed: a, b \(or none\)$"):
-        require_choice("x", ("a", "b"), "engine", what="kind", note="(or none)")
+    with pytest.raises(InputError, match=r"^fusions: unknown fusion 'x'; allowed: a, b$"):
+        require_choice("x", ("a", "b"), "fusions", what="fusion")
 
 
 @pytest.mark.parametrize("value", [None, 3, ["flash"], {"flash": 1}, np.array(["flash", "eager"])])

@@ -65,6 +65,10 @@ def test_hash_ignores_order_and_sees_content():
     ([], "non-empty JSON list"),
     ([[{"dim": 4}, []]], r"kernels\[0\]: expected a \[params, tags\] pair"),
     ([[{"dim": 4, "prec": "bf16"}, ["warp_shuffle"]]], r"kernels\[0\].tags: unknown kernel tag 'warp_shuffle'"),
+    # a tag that is no name (a list: TypeError, unhashable, before), and one a letter off named
+    ([[{"dim": 4, "prec": "bf16"}, [["gemm"]]]], r"kernels\[0\].tags: unknown kernel tag \['gemm'\]; allowed: "),
+    ([[{"dim": 4, "prec": "bf16"}, ["elementwis"]]],
+     r"tags: unknown kernel tag 'elementwis'; did you mean 'elementwise'\?"),
     ([[{**GEMM[0], "dimK": 0}, GEMM[1]]], r"kernels\[0\].dimK: must be a positive integer, got 0"),
     ([ADD, [{**ADD[0], "prec": "fp4"}, ["elementwise"]]], r"kernels\[1\].prec: unknown dtype 'fp4'"),
 ])

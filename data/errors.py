@@ -68,13 +68,18 @@ def require(condition: bool, field: str, message: str) -> None:
         raise InputError(field, message)
 
 
+def choice_message(value: object, allowed: Iterable[str], what: str = "") -> str:
+    """"unknown 'flsh'; did you mean 'flash'? allowed: flash, eager" (`what` names the kind: "unknown fusion 'x'"):
+    the line `require_choice` raises, for checks that raise their own error (a data file's `DataError`)."""
+    allowed = tuple(allowed)
+    close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.6) if isinstance(value, str) else []
+    return (f"unknown {what + ' ' if what else ''}{value!r}; " + (f"did you mean {close[0]!r}? " if close else "")
+            + f"allowed: {', '.join(map(str, allowed))}")
+
+
 def require_choice(value: object, allowed: Iterable[str], field: str, what: str = "") -> None:
-    """Raise unless `value` is one of `allowed`: "unknown 'flsh'; did you mean 'flash'? allowed: flash, eager" (`what`
-    names the kind: "unknown fusion 'x'")."""
+    """Raise unless `value` is one of `allowed`, with `choice_message`'s line."""
     allowed = tuple(allowed)
     if isinstance(value, str) and value in allowed:  # a name only: an array's `in` would compare it elementwise
         return
-    close = difflib.get_close_matches(value, allowed, n=1, cutoff=0.6) if isinstance(value, str) else []
-    raise InputError(field, f"unknown {what + ' ' if what else ''}{value!r}; "
-                            + (f"did you mean {close[0]!r}? " if close else "")
-                            + f"allowed: {', '.join(map(str, allowed))}")
+    raise InputError(field, choice_message(value, allowed, what))

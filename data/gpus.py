@@ -18,7 +18,7 @@ import yaml
 
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
-from joulecast.data.errors import DataError, InputError, UnknownNameError
+from joulecast.data.errors import DataError, InputError, UnknownNameError, choice_message
 from joulecast.data.files import check_output_folder, kind_of, load_yaml, read_text, write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
@@ -181,7 +181,7 @@ class GpuSpec:
                 raise fail(key, "missing; a mapping of dtype to dense TFLOP/s" + (" with fp32" if key == "cuda_tflops" else ""))
             for dtype, value in table.items():
                 if dtype not in allowed:
-                    raise fail(f"{key}.{dtype}", f"unknown dtype; allowed: {', '.join(allowed)}")
+                    raise fail(f"{key}.{dtype}", choice_message(dtype, allowed, "dtype"))
                 if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= _MAX_TFLOPS:
                     raise fail(f"{key}.{dtype}", f"must be a number in (0, {_MAX_TFLOPS:g}] TFLOP/s, got {value!r}")
             peaks[key] = MappingProxyType({d: float(v) for d, v in table.items()})
@@ -191,8 +191,8 @@ class GpuSpec:
         if missing:
             raise fail("sources", f"no source given for {', '.join(missing)}")
         peer_link = raw.get("peer_link")
-        if peer_link is not None and peer_link not in PEER_LINKS:
-            raise fail("peer_link", f"unknown {peer_link!r}; allowed: {', '.join(PEER_LINKS)}")
+        if peer_link is not None and not (isinstance(peer_link, str) and peer_link in PEER_LINKS):
+            raise fail("peer_link", choice_message(peer_link, PEER_LINKS))
         if peer_link is not None and "peer_link" not in sources:
             raise fail("sources", "no source given for peer_link")
         idle_max = numbers["idle_power_max_clock_w"] or numbers["idle_power_w"] * IDLE_MAX_CLOCK_RATIO

@@ -93,11 +93,10 @@ def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv
 def _setting(gpu: str, dtype: str, attention: str, launch_mode: str, engine: str | None,
              sm_clock_mhz: float | None, power_limit_w: float | None, host_dispatch_s: float | None = None,
              tp: int = 1, expert_parallel: bool = False) -> dict[str, Any]:
-    # each a scalar: a list here became a column of its own length (a service body's "dtype": [] was a 500)
-    for name, value in (("dtype", dtype), ("attention", attention), ("launch_mode", launch_mode)):
-        require(isinstance(value, str), name, f"must be a name, got {value!r}")
-    # the names, the GPU, its clock and limit checked as one job's before its steps (`estimate_many` would name a
-    # bad value's row: "row 0: ...")
+    # each a scalar: a list here became a column of its own length (a service body's "dtype": [] was a 500); the
+    # names, the GPU, its clock and limit checked as one job's before its steps (`estimate_many` would name a bad
+    # value's row: "row 0: ..."), the dtype by the lowering
+    require(isinstance(dtype, str), "dtype", f"must be a name, got {dtype!r}")
     for name, value, allowed in (("attention", attention, ATTENTION_BACKENDS),
                                  ("launch_mode", launch_mode, LAUNCH_MODES)):
         require_choice(value, allowed, name)

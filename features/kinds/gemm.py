@@ -35,10 +35,10 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
     tile_n = np.where(tc, np.where(m_major, small, big), traits.simt_tile[1])
     tile_m = np.where(m <= 64, np.minimum(tile_m, 64), np.where(m <= 128, np.minimum(tile_m, 128), tile_m))
     tile_n = np.where(n <= 64, np.minimum(tile_n, 64), np.where(n <= 128, np.minimum(tile_n, 128), tile_n))
-    if arch.SIMT_16BIT_NARROW_TILE is not None:  # 16-bit operands on the CUDA cores: 64 along the narrower side
-        narrow = ~tc & (dtype_bytes == 2) & (k["kind"] == "gemm")
-        tile_m = np.where(narrow & ~m_major, np.minimum(tile_m, arch.SIMT_16BIT_NARROW_TILE), tile_m)
-        tile_n = np.where(narrow & m_major, np.minimum(tile_n, arch.SIMT_16BIT_NARROW_TILE), tile_n)
+    simt16 = ~tc & (dtype_bytes == 2) & (k["kind"] == "gemm")  # 16-bit GEMMs on the CUDA cores (cuDNN's convs apart)
+    if arch.SIMT_16BIT_NARROW_TILE is not None:  # 64 along the narrower side
+        tile_m = np.where(simt16 & ~m_major, np.minimum(tile_m, arch.SIMT_16BIT_NARROW_TILE), tile_m)
+        tile_n = np.where(simt16 & m_major, np.minimum(tile_n, arch.SIMT_16BIT_NARROW_TILE), tile_n)
     tile_k = np.where(tc, np.maximum(8, (tk16 * 2) // dtype_bytes), traits.simt_tile[2])
     ctas_per_sm = np.where(tc, traits.tc_ctas_per_sm, traits.simt_ctas_per_sm)
     base_tiles = ceil_div(m, tile_m) * ceil_div(n, tile_n) * batch
@@ -46,7 +46,7 @@ def tiles(k: Columns, traits: arch.ArchTraits, sm_count: int, dtype_bytes: np.nd
     slots = sm_count * ctas_per_sm
     split = np.maximum(np.minimum(slots // np.maximum(base_tiles, 1), k_steps // 4), 1)  # np.clip: 5x the call
     if not arch.SIMT_16BIT_SPLITS_K:
-        split = np.where(tc | (dtype_bytes >= 4) | (k["kind"] != "gemm"), split, 1)  # cuDNN's convolutions do
+        split = np.where(simt16, 1, split)
     return dict(tile_m=tile_m, tile_n=tile_n, tile_k=tile_k, ctas_per_sm=ctas_per_sm, split_k=split,
                 tiles=base_tiles * split, k_iters=ceil_div(k_steps, split))
 

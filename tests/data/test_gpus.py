@@ -71,7 +71,7 @@ def test_impossible_values_are_named(raw):
         gpus.GpuSpec.from_dict(bad, "x")
     bad = copy.deepcopy(raw)
     bad["tensor_tflops"]["fp4"] = 10
-    with pytest.raises(DataError, match=r"tensor_tflops.fp4.*unknown dtype"):
+    with pytest.raises(DataError, match=r"tensor_tflops.fp4': unknown dtype 'fp4'; did you mean 'fp64'[?] allowed: fp64, tf32"):
         gpus.GpuSpec.from_dict(bad, "x")
 
 
@@ -144,7 +144,10 @@ def test_a_gpu_s_own_link_is_sourced_and_its_architecture_s_where_a_spec_names_n
     assert (links["pcie4"]["gbytes_per_s"], links["pcie5"]["gbytes_per_s"]) == (32, 64)  # a direction of 64 / 128
     bad = copy.deepcopy(raw)
     bad["peer_link"] = "nvlink9"
-    with pytest.raises(DataError, match="'peer_link': unknown 'nvlink9'; allowed: nvlink2, "):
+    with pytest.raises(DataError, match="'peer_link': unknown 'nvlink9'; did you mean 'nvlink5'[?] allowed: nvlink2, "):
+        gpus.GpuSpec.from_dict(bad, "x")
+    bad["peer_link"] = ["nvlink4"]  # a list is no name: one line, as a name not in the list is
+    with pytest.raises(DataError, match=r"'peer_link': unknown \['nvlink4'\]; allowed: nvlink2, "):
         gpus.GpuSpec.from_dict(bad, "x")
     bad["peer_link"] = "pcie4"
     del bad["sources"]["peer_link"]
@@ -313,8 +316,10 @@ def test_serving_engines_are_validated_data_with_sources():
                          ({**good, "sources": {"host_ms_per_sequence": "s"}}, "'sources': no source given for power_over_idle"),
                          ({**good, "batch": 4}, "'batch': unknown field"),
                          ({**good, "all_reduce": "tree"}, "'all_reduce': unknown 'tree'; allowed: ring, custom"),
+                         ({**good, "all_reduce": "custm"}, "'all_reduce': unknown 'custm'; did you mean 'custom'"),
                          ({**good, "all_reduce": "custom"}, "'sources': no source given for all_reduce"),
                          ({**good, "sampler": "flashinfer"}, "'sampler': unknown 'flashinfer'; allowed: sort"),
+                         ({**good, "sampler": ["sort"]}, r"'sampler': unknown \['sort'\]; allowed: sort \(or none\)"),
                          ({**good, "sampler": "sort"}, "'sources': no source given for sampler"),
                          ({**good, "host_overlaps": "yes"}, "'host_overlaps': must be true or false, got 'yes'"),
                          ({**good, "host_overlaps": True}, "'sources': no source given for host_overlaps"),

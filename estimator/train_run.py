@@ -163,7 +163,7 @@ class TrainRunEstimate:
 
 def _count(name: str, value: object, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= 2**53:
-        raise InputError(name, f"must be an integer of at least {low}, got {value!r}")
+        raise InputError(name, f"must be an integer from {low} to 2^53, got {value!r}")
     return int(value)
 
 

@@ -215,6 +215,7 @@ def test_a_framework_overhead_adds_its_time_to_every_forward_at_the_micro_step_s
     (dict(fusions=["fused"]), "fusions"),
     (dict(launch_mode="fast"), "launch_mode"),
     (dict(micro_batch=3), "micro_batch"), (dict(steps=None), "steps"), (dict(tokens=5), "steps"),
+    (dict(steps=2**60), r"steps: must be an integer from 1 to 2\^53, got 1152921504606846976"),
     (dict(recompute="some"), "recompute"), (dict(optimizer="lion"), "optimizer"), (dict(lora_rank=-1), "lora_rank"),
     (dict(global_batch=0), "global_batch"), (dict(lora_targets="mlp", lora_rank=4), "lora_targets"),
     (dict(lora_rank=10**5), "lora_rank: 100000 is not below gpt2's hidden size 768"),

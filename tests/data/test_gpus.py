@@ -71,7 +71,8 @@ def test_impossible_values_are_named(raw):
         gpus.GpuSpec.from_dict(bad, "x")
     bad = copy.deepcopy(raw)
     bad["tensor_tflops"]["fp4"] = 10
-    with pytest.raises(DataError, match=r"tensor_tflops.fp4': unknown dtype 'fp4'; did you mean 'fp64'[?] allowed: fp64, tf32"):
+    with pytest.raises(DataError,
+                       match=r"tensor_tflops.fp4': unknown dtype 'fp4'; did you mean 'fp64'[?] allowed: fp64, tf32"):
         gpus.GpuSpec.from_dict(bad, "x")
 
 

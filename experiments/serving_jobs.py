@@ -2,7 +2,7 @@
 0.5.4; v3: H100 and B200, vLLM 0.11.1): energy per output token and output tokens a second, per release and GPU.
 
     python experiments/serving_jobs.py [--input-len 192,256,512,1024] [--prompt-bounds | --itl | --host-floor |
-                                       --tp-host] [--json]
+                                       --tp-host | --by-task] [--json]
 
 Rows: every text-LLM row whose model the catalog holds (`data/importers/mlenergy.py`'s CATALOG: Llama-3.1-8B, 70B
 and 405B, Llama-3.3-70B, Mistral-7B v0.3, Qwen3-8B, 14B and 32B, and three mixtures of experts, `moe` in the table:
@@ -59,6 +59,9 @@ check it.
 each step's inputs to the other workers, `data/serving_engines.yaml`): per v2 row on several GPUs, the measured step
 less physics' step without that work, over the GPUs beyond the first; the median over the rows of TP_HOST_MODELS
 (Llama-3-70B on 8 A100-SXM4s and 4 H100s) is the catalog's figure, and the Mixtral rows, printed beside, check it.
+
+`--by-task` summarises the scores per release, GPU and task instead of per layout: v3's gpqa rows (reasoning, answers of
+7,000-9,500 tokens) apart from its lm-arena-chat rows; v2's are all chat.
 
 The output lengths' spread (`serve`'s `output_len_cv`: a running request is length-biased, so its context averages
 input + output (1 + cv^2) / 2): v3 from each configuration's own histogram of output lengths (`raw/models/*.json`,
@@ -193,7 +196,7 @@ def score(table: pd.DataFrame, input_len: int, residual, spread: bool = True) ->
 
 
 def task_table(frame: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """`score`'s rows summed up per release, GPU and task (v3's lm-arena-chat and gpqa; v2's one, `chat`): v3's
+    """`score`'s rows summarised per release, GPU and task (v3's lm-arena-chat and gpqa; v2's one, `chat`): v3's
     B200 ran its single-GPU gpqa rows at a step of 31-45 ms at 8-32 sequences whatever the model (HOST_FLOOR_MODELS'
     comment), which `serve` does not model, and this shows what they weigh in each GPU's figure."""
     task = table["measurement_id"].str.split(":").str[1].where(table["release"] == "mlenergy-v3", "chat")
@@ -337,6 +340,9 @@ def main() -> int:
     parser.add_argument("--tp-host", action="store_true",
                         help="instead: vLLM 0.5.4's host work a step per tensor-parallel GPU beyond the first, from "
                              "v2's dense models' rows on several GPUs (TP_HOST_MODELS), the others checking it")
+    parser.add_argument("--by-task", action="store_true",
+                        help="instead: J a token per release, GPU and task (v3's gpqa reasoning rows apart from its "
+                             "chat rows), at each --input-len")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     table = rows()
@@ -391,7 +397,9 @@ def main() -> int:
     summary, by_task = [], []
     for length in (int(x) for x in args.input_len.split(",")):
         frame = score(table, length, residual, spread=not args.no_spread)
-        by_task.append(task_table(frame, table).assign(input_len=length))
+        if args.by_task:
+            by_task.append(task_table(frame, table).assign(input_len=length))
+            continue
         for (release, gpu, tp, moe, ep, dtype), part in frame.groupby(["release", "gpu", "tp", "moe", "ep", "dtype"]):
             summary.append(dict(input_len=length, release=release, gpu=gpu, tp=int(tp), moe=bool(moe), ep=bool(ep),
                                 dtype=dtype,
@@ -403,13 +411,15 @@ def main() -> int:
                                                       - 1).mean()),
                                 # physics alone has no interval: no coverage
                                 coverage_pct=float(100 * part["inside"].mean()) if residual is not None else None))
+    if args.by_task:  # v3's gpqa: reasoning, 7,000-9,500-token answers
+        tasks = pd.concat(by_task)
+        print(tasks.to_json(orient="records") if args.json
+              else tasks.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+        return 0
     if args.json:
         print(json.dumps(summary, indent=1))
         return 0
     print(pd.DataFrame(summary).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
-    print("\nper release, GPU and task (v3's gpqa: reasoning, 7,000-9,500-token answers; J a token MAPE and mean "
-          "signed error %, coverage %):")
-    print(pd.concat(by_task).to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     return 0
 
 

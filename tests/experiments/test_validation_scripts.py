@@ -121,6 +121,14 @@ def test_job_validation_scripts_score_every_set_they_name():
     assert [round(derived[k], 3) for k in ("per_row_ms_min", "per_row_ms_max")] == pytest.approx(
         floor["shipped"]["host_ms_per_sequence_range"])
     # vLLM 0.5.4's host work per tensor-parallel GPU beyond the first, from v2's Llama-3-70B rows, is the catalog's
+    # the same rows per task: v3's reasoning (gpqa) and chat rows apart, v2's all chat
+    tasks = _run_args("serving_jobs.py", "--input-len", "256", "--by-task")
+    assert {(t["release"], t["task"]) for t in tasks} == {("mlenergy-v2", "chat"), ("mlenergy-v3", "gpqa"),
+                                                          ("mlenergy-v3", "lm-arena-chat")}
+    for gpu_of in {(r["release"], r["gpu"]) for r in serving}:
+        assert (sum(t["rows"] for t in tasks if (t["release"], t["gpu"]) == gpu_of)
+                == sum(r["rows"] for r in serving if (r["release"], r["gpu"]) == gpu_of))
+    assert all(t["j_per_token_mape"] >= abs(t["bias_pct"]) and 0 <= t["coverage_pct"] <= 100 for t in tasks)
     tp_host = _run_args("serving_jobs.py", "--tp-host")
     assert round(tp_host["derived_ms_per_worker"], 2) == pytest.approx(tp_host["shipped_ms_per_worker"])
     assert {(r["gpu"], r["model"], r["tp"]) for r in tp_host["rows"]} == {

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from joulecast.data.architectures import expand_sources
-from joulecast.data.errors import DataError, UnknownNameError, choice_message
+from joulecast.data.errors import DataError, UnknownNameError, choice_message, is_choice
 
 ENGINES_FILE = Path(__file__).parent / "serving_engines.yaml"
 # The decode attention kernels the physics knows besides FlashAttention's (`joulecast.features.kinds.attention`).
@@ -70,13 +70,13 @@ class ServingEngine:
             raise fail("power_over_idle", f"a GPU waiting draws at least its idle power: at least 1, got "
                                           f"{values['power_over_idle']:g}")
         attention = raw.get("decode_attention")
-        if attention is not None and not (isinstance(attention, str) and attention in DECODE_ATTENTION):
+        if attention is not None and not is_choice(attention, DECODE_ATTENTION):
             raise fail("decode_attention", choice_message(attention, DECODE_ATTENTION) + " (or none)")
         all_reduce = raw.get("all_reduce", "ring")
-        if not (isinstance(all_reduce, str) and all_reduce in ALL_REDUCE):
+        if not is_choice(all_reduce, ALL_REDUCE):
             raise fail("all_reduce", choice_message(all_reduce, ALL_REDUCE))
         sampler = raw.get("sampler")
-        if sampler is not None and not (isinstance(sampler, str) and sampler in SAMPLERS):
+        if sampler is not None and not is_choice(sampler, SAMPLERS):
             raise fail("sampler", choice_message(sampler, SAMPLERS) + " (or none)")
         overlaps = raw.get("host_overlaps", False)
         if not isinstance(overlaps, bool):

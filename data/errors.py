@@ -68,6 +68,12 @@ def require(condition: bool, field: str, message: str) -> None:
         raise InputError(field, message)
 
 
+def is_choice(value: object, allowed: Iterable[str]) -> bool:
+    """Whether `value` is a name among `allowed` (a name only: an array's `in` would compare it elementwise, a list's
+    would be no name)."""
+    return isinstance(value, str) and value in tuple(allowed)
+
+
 def choice_message(value: object, allowed: Iterable[str], what: str = "") -> str:
     """"unknown 'flsh'; did you mean 'flash'? allowed: flash, eager" (`what` names the kind: "unknown fusion 'x'"):
     the line `require_choice` raises, for checks that raise their own error (a data file's `DataError`)."""
@@ -79,7 +85,6 @@ def choice_message(value: object, allowed: Iterable[str], what: str = "") -> str
 
 def require_choice(value: object, allowed: Iterable[str], field: str, what: str = "") -> None:
     """Raise unless `value` is one of `allowed`, with `choice_message`'s line."""
-    allowed = tuple(allowed)
-    if isinstance(value, str) and value in allowed:  # a name only: an array's `in` would compare it elementwise
-        return
-    raise InputError(field, choice_message(value, allowed, what))
+    allowed = tuple(allowed)  # read twice: a generator given would be spent by the first
+    if not is_choice(value, allowed):
+        raise InputError(field, choice_message(value, allowed, what))

@@ -18,7 +18,7 @@ import yaml
 
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
-from joulecast.data.errors import DataError, InputError, UnknownNameError, choice_message
+from joulecast.data.errors import DataError, InputError, UnknownNameError, choice_message, is_choice
 from joulecast.data.files import check_output_folder, kind_of, load_yaml, read_text, write_atomic
 
 GPU_DIR = Path(__file__).parent / "gpus"
@@ -191,7 +191,7 @@ class GpuSpec:
         if missing:
             raise fail("sources", f"no source given for {', '.join(missing)}")
         peer_link = raw.get("peer_link")
-        if peer_link is not None and not (isinstance(peer_link, str) and peer_link in PEER_LINKS):
+        if peer_link is not None and not is_choice(peer_link, PEER_LINKS):
             raise fail("peer_link", choice_message(peer_link, PEER_LINKS))
         if peer_link is not None and "peer_link" not in sources:
             raise fail("sources", "no source given for peer_link")

@@ -7,6 +7,7 @@ all-reduces a tensor-parallel step's activations, and its sampler where the phys
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
@@ -160,5 +161,21 @@ def check_engine(name: object, field: str = "engine") -> str | None:
     if name is None:
         return None
     if not isinstance(name, str) or name not in catalog():
-        raise UnknownNameError(field, str(name), catalog(), "(or none, the kernels alone)")
+        hint = "(or none, the kernels alone)"
+        if _names_transformers(name):
+            hint += f" {TRANSFORMERS_HINT}"
+        raise UnknownNameError(field, str(name), catalog(), hint)
     return name
+
+
+# Hugging Face transformers is no engine here: its own `generate` runs static batches, each padded to its longest
+# prompt and decoding until its longest answer ends, which the generate job prices with no engine (eager launches).
+TRANSFORMERS_HINT = ("Hugging Face transformers' generate has no continuous batching: price it as a generate job with "
+                     "no engine (estimate --phase generate; --requests for a list of requests, batched as generate "
+                     "runs them)")
+_TRANSFORMERS_WORDS = frozenset({"hf", "transformers", "huggingface", "hugging"})
+
+
+def _names_transformers(name: object) -> bool:
+    """Whether an unknown engine name reads as Hugging Face transformers ('hf-transformers', 'HF', 'huggingface')."""
+    return isinstance(name, str) and bool(_TRANSFORMERS_WORDS & set(re.split(r"[\s_./-]+", name.lower())))

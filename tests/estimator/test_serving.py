@@ -168,6 +168,22 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
 
 
+@pytest.mark.parametrize("name", ["hf-transformers", "HF", "huggingface", "transformers"])
+def test_hugging_face_transformers_as_an_engine_points_to_the_generate_job(name):
+    """Hugging Face transformers' own generate has no continuous batching, so it is no serving engine: a user naming
+    it is told where it is priced (the generate job, with --requests for a list), for serve and generate alike; an
+    engine name near a real one still gets its suggestions alone."""
+    kw = dict(input_len=512, output_len=256, estimator="physics")
+    for job in (lambda: serve("llama-3-8b", "h100-sxm", engine=name, concurrency=8, **kw),
+                lambda: joulecast.generate("llama-3-8b", "h100-sxm", engine=name, **kw)):
+        with pytest.raises(joulecast.InputError, match=r"^engine: unknown .*Hugging Face transformers' generate has no "
+                                                       r"continuous batching: price it as a generate job"):
+            job()
+    with pytest.raises(joulecast.InputError) as caught:
+        serve("llama-3-8b", "h100-sxm", engine="vllm", concurrency=8, **kw)
+    assert "did you mean 'vllm-0.5.4'" in str(caught.value) and "Hugging Face" not in str(caught.value)
+
+
 def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu(capsys):
     """vLLM 0.11.1 schedules a step ahead: its host work (per running request) runs under the GPU's step. A light
     model at a large batch on a fast GPU waits on it (ML.ENERGY v3's Llama-3.1-8B on a B200: 449-691 W on a 1,000 W

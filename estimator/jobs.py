@@ -10,7 +10,7 @@ errors would.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -196,7 +196,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     energy = totals["energy_j"]
     dispatch = float(host_dispatch([launch_mode], [host_dispatch_s])[0])  # the host the steps took (design's rule)
     return GenerationEstimate(
-        model=model, gpu=gpu, batch=batch, input_len=input_len, output_len=output_len, kv_cache=kv_cache, **totals,
+        **_names(model, gpu), batch=batch, input_len=input_len, output_len=output_len, kv_cache=kv_cache, **totals,
         ttft_s=float(out["time_s"].iloc[0]),
         tpot_s=float(out["time_s"].iloc[1:].mean()) if output_len > 1 else float("nan"),
         energy_per_output_token_j=energy / (batch * output_len), energy_per_request_j=energy / batch,
@@ -204,6 +204,12 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
         **_offload_fields(offload_gb, h2d_gbps), tp=tp, expert_parallel=expert_parallel, steps=out,
         fits_tp=_fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb) if suggest_tp else None)
+
+
+def _names(model: Any, gpu: str) -> dict[str, str]:
+    """A job's model and GPU as the catalog names them (an alias, a config path or mapping given), as `serve` and
+    `train_run` report theirs."""
+    return {"model": resolve_model(model)[1], "gpu": lookup_gpu(gpu).name}
 
 
 def _fits_tp(model: str, ends: pd.DataFrame, tp: int, flags: tuple[str, ...], offload_gb: float) -> int | None:
@@ -221,6 +227,9 @@ def _layout(model: str, tp: object, offload_gb: float, expert_parallel: object) 
     """`tp` and `expert_parallel` checked: a whole number of GPUs the model's heads divide into
     (`features.train_step.shard_config`), no offloaded weights beside it (GPUs that hold a model between them need
     none), and experts split over them only where the model has experts."""
+    # a generation's steps go through `estimate_many`, whose rows name their model: a config by its file's path
+    require(not isinstance(model, Mapping), "model", "a catalog model name or a config.json path, got a mapping "
+            "(a generation reads a config from its file)")
     config = resolve_model(model)[0]
     check_job(config, "generate")
     tp = check_tp(config, tp)
@@ -336,7 +345,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     asked = int(lengths[:, 1].sum())
     computed = sum(len(g) * int(g[:, 1].max()) for g in groups)
     return RequestsEstimate(
-        model=model, gpu=gpu, batch=batch, requests=len(lengths), input_len_mean=float(lengths[:, 0].mean()),
+        **_names(model, gpu), batch=batch, requests=len(lengths), input_len_mean=float(lengths[:, 0].mean()),
         output_len_mean=float(lengths[:, 1].mean()), kv_cache=kv_cache, **totals,
         ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
         energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),

@@ -4,6 +4,7 @@ residual in chunks, every column checked at the door."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -12,6 +13,7 @@ import pandas as pd
 
 from joulecast.data.engines import check_engine, normal_engine
 from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.files import kind_of
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -141,6 +143,7 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
     """(configurations with defaults filled in, engine per row, clock and power limit per row, NaN for the GPU's
     default), every column checked: one InputError naming the column, the row and what is allowed."""
     frame = configs.reset_index(drop=True).copy()
+    _check_names(frame)
     stated_launch = frame["launch_mode"].notna().to_numpy() if "launch_mode" in frame else np.zeros(len(frame), bool)
     for column, default in _DEFAULTS.items():
         if column not in frame:
@@ -269,6 +272,21 @@ def _check_layouts(frame: pd.DataFrame) -> None:
             check_expert_parallel(bool(experts), config)
         except InputError as exc:
             raise _at_row(exc.field, i, exc) from None
+
+
+def _check_names(frame: pd.DataFrame) -> None:
+    """Each row's model and GPU a name (a model's config.json path too, as text): anything else (a config mapping, a
+    list, an empty cell) one error naming the column and its first such row, before any lookup hashes it."""
+    for column, what, kinds in (("model", "a catalog model name or a config.json path", (str, os.PathLike)),
+                                ("gpu", "a catalog GPU name", str)):
+        values = frame[column]
+        if pd.api.types.infer_dtype(values, skipna=False) == "string":  # all text: one pass in C, no row loop
+            continue
+        bad = [i for i, v in enumerate(values) if not isinstance(v, kinds)]
+        if not bad:
+            continue
+        i = bad[0]
+        raise InputError(column, f"row {i}: {what}, got {kind_of(_shown(values.iloc[i]))}")
 
 
 def _at_row(column: str, row: int, exc: InputError) -> InputError:

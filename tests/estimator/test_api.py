@@ -1,4 +1,5 @@
 import json
+import re
 
 import pytest
 
@@ -121,6 +122,24 @@ def test_estimate_many_shows_a_bad_size_as_the_number_given():
 
     configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "phase": "prefill", "batch": [1, -8], "seq": 64})
     with pytest.raises(InputError, match=r"batch: row 1: must be a whole number .*, got -8$"):
+        joulecast.estimate_many(configs, estimator="physics")
+
+
+@pytest.mark.parametrize("column, cell, said", [
+    ("model", {"model_type": "gpt2"}, "a catalog model name or a config.json path, got a mapping"),
+    ("model", None, "a catalog model name or a config.json path, got nothing"),
+    ("gpu", ["a10"], "a catalog GPU name, got a list"),
+    ("gpu", 7, "a catalog GPU name, got a number"),
+])
+def test_estimate_many_names_the_row_whose_model_or_gpu_is_no_name(column, cell, said):
+    """A model or GPU cell that is no name (a config mapping, a list, an empty cell) is one line naming its column
+    and row: before, a mapping or list raised Python's 'unhashable type' from the lookup; a path's text still reads."""
+    import pandas as pd
+
+    configs = pd.DataFrame({"model": ["gpt2", "gpt2"], "gpu": ["a10", "a10"], "batch": 1, "seq": 64})
+    configs[column] = configs[column].astype(object)
+    configs.at[1, column] = cell
+    with pytest.raises(joulecast.InputError, match=rf"^{column}: row 1: {re.escape(said)}"):
         joulecast.estimate_many(configs, estimator="physics")
 
 

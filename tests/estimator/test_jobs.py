@@ -9,6 +9,7 @@ import pytest
 
 import joulecast
 from joulecast.cli import main
+from joulecast.data.models import model_entry
 
 
 def test_a_generation_is_its_prefill_and_its_decode_steps():
@@ -28,6 +29,26 @@ def test_a_generation_is_its_prefill_and_its_decode_steps():
     reasons = dict.fromkeys(r for e in (prefill, *steps) for r in e.outside_domain)
     assert "out-of-domain" in job.flags and job.outside_domain == tuple(reasons)
     assert job.to_dict()["outside_domain"] == job.outside_domain
+
+
+def test_a_generation_names_its_model_and_gpu_as_the_catalog_does(tmp_path):
+    """Given an alias or a config file, a generation (and a list of requests) reports the catalog's GPU name and the
+    model's own, as `serve` and `train_run` do: before, the GPU read back as typed ('h100'). A config mapping, which
+    a generation's steps (`estimate_many` rows, each naming its model) cannot carry, is refused in one line naming
+    the model: before, pandas' 'Mixing dicts with non-Series' from inside."""
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(dict(model_entry("gpt2")["config"], name="gpt2-small")))
+    for job, model in ((joulecast.generate("gpt2", "h100", input_len=64, output_len=2, estimator="physics"), "gpt2"),
+                       (joulecast.generate_requests(str(path), "h100-sxm5", [(64, 2)], estimator="physics"),
+                        "gpt2-small")):
+        assert (job.model, job.gpu) == (model, "h100-sxm")
+        assert (job.to_dict()["model"], job.to_dict()["gpu"]) == (model, "h100-sxm")
+    config = model_entry("gpt2")["config"]
+    for call in (lambda: joulecast.generate(config, "h100-sxm", input_len=64, output_len=2),
+                 lambda: joulecast.generate_requests(config, "h100-sxm", [(64, 2)])):
+        with pytest.raises(joulecast.InputError, match=r"^model: a catalog model name or a config.json path, got a "
+                                                       r"mapping"):
+            call()
 
 
 def test_a_jobs_reasons_are_each_said_once_and_a_moving_value_as_its_range():

@@ -8,6 +8,7 @@ import zipfile
 from pathlib import Path
 
 from joulecast.data.errors import InputError
+from joulecast.data.files import kind_of
 from joulecast.estimator.residual import ESTIMATOR_FILE, TREES_FILE, Residual
 
 DEFAULT_DIR = Path(__file__).parent / "default_model"
@@ -38,11 +39,32 @@ def resolved_tracking_uri(tracking_uri: str | None = None) -> str:
     return mlflow.get_tracking_uri() if is_tracking_uri_set() else default_tracking_uri()
 
 
-@functools.cache
-def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> Residual | None:
+def load_estimator(uri: str | os.PathLike | None = None, tracking_uri: str | None = None) -> Residual | None:
     """`None`: the shipped default; `"physics"`: no residual; a folder saved by `joulecast train --out`;
     or an MLflow URI (`models:/joulecast@champion`, `runs:/<run id>/model`) on `tracking_uri` (default: the one
-    MLflow was set to, else `default_tracking_uri()`, where `joulecast train` logs)."""
+    MLflow was set to, else `default_tracking_uri()`, where `joulecast train` logs). Loaded once a process for each
+    (`load_estimator_again` reads it anew)."""
+    return _load_once(_estimator_uri(uri), tracking_uri)
+
+
+def load_estimator_again(uri: str | os.PathLike | None = None, tracking_uri: str | None = None) -> Residual | None:
+    """`load_estimator` read anew, not from the process's cache (a service whose champion may move)."""
+    return _load(_estimator_uri(uri), tracking_uri)
+
+
+def _estimator_uri(uri: object) -> str | None:
+    """An estimator argument as text (a path object's own), checked before the cache hashes it: anything but text,
+    a path or None is one line naming the estimator."""
+    if isinstance(uri, os.PathLike):
+        uri = os.fspath(uri)
+    if uri is not None and not isinstance(uri, str):
+        raise InputError("--estimator", f"{PHYSICS!r}, an estimator folder or an MLflow URI (models:/..., runs:/...), "
+                                        f"or none for the shipped model; got {kind_of(uri)}")
+    return uri
+
+
+def _load(uri: str | None, tracking_uri: str | None) -> Residual | None:
+    """`load_estimator`'s reading, uncached."""
     if uri == PHYSICS:
         return None
     if uri is None:
@@ -73,9 +95,20 @@ def load_estimator(uri: str | None = None, tracking_uri: str | None = None) -> R
         folder = local / "artifacts" / "estimator"
         return load_folder(folder if folder.exists() else local, uri)
     folder = Path(uri)
-    if not (folder / ESTIMATOR_FILE).exists():
+    if not _is_file(folder / ESTIMATOR_FILE):
         raise InputError("--estimator", f"{uri!r} is not an estimator folder (no estimator.json), nor models:/ or runs:/")
     return load_folder(folder, uri)
+
+
+_load_once = functools.cache(_load)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a file; False for a name the system cannot hold (too long: Path.exists raises there)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def load_folder(folder: Path, name: str) -> Residual:

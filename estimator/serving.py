@@ -136,7 +136,7 @@ def _positive(name: str, value: object, integer: bool = False, low: float = 0.0,
               high_text: str = "2^24") -> float:
     """`value` as a float in (0, high], or in [low, high] where `low` is given."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value > 0
-    if not ok or (integer and int(value) != value) or not low <= value <= high:
+    if not ok or not low <= value <= high or (integer and int(value) != value):  # the range first: int(inf) raises
         kind = "integer" if integer else "number"
         span = f"from {low:g} to {high_text}" if low else f"up to {high_text}"
         raise InputError(name, f"must be a positive {kind} {span}, got {value!r}")

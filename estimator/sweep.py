@@ -499,6 +499,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
                             output_lens=output_lens, request_rates=rates)
+    require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
+            "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")

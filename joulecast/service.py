@@ -110,9 +110,9 @@ class ModelHolder:
         self._lock = threading.Lock()
 
     def _load(self) -> Any:
-        from joulecast.estimator.loading import load_estimator
+        from joulecast.estimator.loading import load_estimator_again
 
-        return load_estimator.__wrapped__(self.uri, self.tracking_uri)  # not the process-wide cache: it may move
+        return load_estimator_again(self.uri, self.tracking_uri)  # not the process-wide cache: it may move
 
     def _alias_version(self) -> str | None:
         if not (self.uri or "").startswith("models:/") or "@" not in (self.uri or ""):

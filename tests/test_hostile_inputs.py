@@ -351,3 +351,38 @@ def test_service_sweep_bodies(phase, needs, extra):
             **(_NEEDS.get(phase, {}) if needs else {}), **extra}
     result = outcome(lambda: sweep_points(body, "physics"))
     assert result is None or len(result["points"]) >= 1
+
+
+# The Python API's job entry points, each with a valid call and the arguments a caller may pass it: values no CLI
+# flag or JSON body can carry (a mapping, a list, bytes, any object) as well as those they can.
+_CALLS = {
+    "estimate": (lambda **k: joulecast.estimate(**{"workload": joulecast.workload("gpt2"), "gpu": "a10",
+                                                   "estimator": "physics", **k}),
+                 ("gpu", "sm_clock_mhz", "power_limit_w", "estimator")),
+    "generate": (lambda **k: joulecast.generate(**{"model": "gpt2", "gpu": "a10", "input_len": 16, "output_len": 2,
+                                                   "estimator": "physics", **k}),
+                 ("model", "gpu", "batch", "input_len", "output_len", "dtype", "kv_cache", "attention", "engine",
+                  "host_dispatch_s", "offload_gb", "tp", "expert_parallel")),
+    "serve": (lambda **k: joulecast.serve(**{"model": "gpt2", "gpu": "a10", "input_len": 16, "output_len": 4,
+                                             "concurrency": 2, "estimator": "physics", **k}),
+              ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
+               "output_tokens", "output_len_cv", "sampling")),
+    "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
+                                                     "steps": 2, "estimator": "physics", **k}),
+                  ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer")),
+    "sweep": (lambda **k: joulecast.sweep(**{"model": "gpt2", "gpu": "a10", "batch": [1, 2], "estimator": "physics",
+                                             **k}),
+              ("model", "gpu", "phase", "max_points", "seq", "dtype")),
+}
+_ODD = [{}, {"a": 1}, ["a10"], b"gpt2", object(), float("inf"), float("nan"), "x" * 300]
+
+
+@pytest.mark.parametrize("entry, field", [(e, f) for e, (_, fields) in _CALLS.items() for f in fields])
+def test_the_python_apis_odd_arguments_are_one_line_each(entry, field):
+    """Every job entry point, each of its arguments given a value of another kind (a mapping, a list, bytes, any
+    object, infinity, NaN, a name too long for a file): an answer, or one JoulecastError naming a field; never
+    Python's own TypeError, OverflowError or OSError from inside (a mapping as the estimator raised 'unhashable
+    type', infinity as serve's concurrency OverflowError, a mapping as a generation's model a pandas ValueError)."""
+    call = _CALLS[entry][0]
+    for value in _ODD:
+        outcome(lambda: call(**{field: value}))

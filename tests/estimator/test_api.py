@@ -143,6 +143,24 @@ def test_estimate_many_names_the_row_whose_model_or_gpu_is_no_name(column, cell,
         joulecast.estimate_many(configs, estimator="physics")
 
 
+@pytest.mark.parametrize("given, said", [
+    ({}, "got a mapping"), (["physics"], "got a list"), (1.5, "got a number (1.5)"), (b"physics", "got bytes"),
+    ("x" * 300, "is not an estimator folder"),  # a name too long for the file system: no OSError
+])
+def test_an_estimator_that_is_no_name_is_one_line(given, said):
+    """`estimator` anything but None, text, a path or a loaded model is refused in one line naming it, before the
+    process's cache of loaded models hashes it (a mapping raised 'unhashable type', a number AttributeError, a
+    300-character name OSError); a path object reads as its text."""
+    work = joulecast.workload("gpt2")
+    with pytest.raises(joulecast.InputError, match=rf"^--estimator: .*{re.escape(said)}"):
+        joulecast.estimate(work, "a10", estimator=given)
+    from pathlib import Path
+
+    from joulecast.estimator.loading import load_estimator
+
+    assert load_estimator(Path("physics")) is None and load_estimator("physics") is None
+
+
 def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
     """A clock or power limit its GPU does not take is refused as the configurations' column and a row holding it."""
     import pandas as pd

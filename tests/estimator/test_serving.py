@@ -131,10 +131,13 @@ def test_pcie_cards_sum_a_tensor_parallel_step_over_pcie_and_past_two_gpus_by_nc
     (dict(concurrency=8, request_rate=1.0), "concurrency"), (dict(), "concurrency"),
     (dict(concurrency=8, engine="tgi"), "engine"), (dict(concurrency=8, input_len=0), "input_len"),
     (dict(concurrency=0), "concurrency"),
+    # infinity in a count is refused by its range, not by int()'s OverflowError
+    (dict(concurrency=float("inf")), "concurrency"), (dict(concurrency=8, max_batch=float("inf")), "max_batch"),
+    (dict(concurrency=8, chunk_tokens=float("inf")), "chunk_tokens"),
 ])
 def test_bad_serving_settings_name_their_field(kw, field):
     args = {"input_len": 128, "output_len": 128, **kw}
-    with pytest.raises(joulecast.InputError, match=field):
+    with pytest.raises(joulecast.InputError, match=f"^{field}: "):
         serve("gpt2", "a10", estimator="physics", **args)
 
 

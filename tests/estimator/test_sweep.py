@@ -253,6 +253,9 @@ def test_joulecast_sweep_takes_the_fields_the_cli_and_the_service_take(capsys):
             joulecast.sweep("gpt2", **{"gpu": "a10", **fields})
     with pytest.raises(joulecast.InputError, match="^sweep: 4 points; at most 3 here"):
         joulecast.sweep("gpt2", "a10", batch=[1, 2, 4, 8], max_points=3)
+    for bound in ("3", 0, 2.5, True, [3]):  # a caller's bound that is no positive integer: named, not compared
+        with pytest.raises(joulecast.InputError, match="^max_points: a positive integer"):
+            joulecast.sweep("gpt2", "a10", batch=[1, 2], max_points=bound)
 
 
 def test_a_serving_sweep_by_request_rate_prices_each_gpu_at_the_load_and_flags_a_rate_past_capacity(tmp_path,

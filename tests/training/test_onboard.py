@@ -93,7 +93,7 @@ def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path,
     """`--tracking-uri` names the registry a models:/ or runs:/ estimator comes from, whatever store the process
     points at: MLflow 3 resolved a version's logged model on the process's own store (here another one, empty), so
     the champion was 'not found' and an empty mlflow.db was made in the working folder."""
-    from joulecast.estimator.loading import load_estimator
+    from joulecast.estimator.loading import load_estimator_again
 
     _, uri, _ = setting
     monkeypatch.chdir(tmp_path)
@@ -101,12 +101,12 @@ def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path,
     try:
         champion = mlflow.MlflowClient(tracking_uri=uri).get_model_version_by_alias(MODEL_NAME, CHAMPION)
         for name in (f"models:/{MODEL_NAME}@{CHAMPION}", f"runs:/{champion.run_id}/model"):
-            model = load_estimator.__wrapped__(name, uri)
+            model = load_estimator_again(name, uri)
             assert model is not None and model.gpus, name
         assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path / 'elsewhere.db'}"  # the process's, as it was
         # no tracking URI given: the process's store, which has no file, is named, not made empty and searched
         with pytest.raises(InputError, match=f"--tracking-uri: no MLflow store at {tmp_path / 'elsewhere.db'}"):
-            load_estimator.__wrapped__(f"models:/{MODEL_NAME}@{CHAMPION}", None)
+            load_estimator_again(f"models:/{MODEL_NAME}@{CHAMPION}", None)
         assert not any(tmp_path.iterdir())
     finally:
         mlflow.set_tracking_uri(uri)

@@ -123,8 +123,13 @@ class ServeEstimate:
     energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
 
+    @property
+    def tpot_s(self) -> float:
+        """Each request's time between its output tokens: one step (`generate`'s `tpot_s`, for scripts reading both)."""
+        return self.step_time_s
+
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        return {**{name: getattr(self, name) for name in self.__dataclass_fields__}, "tpot_s": self.tpot_s}
 
 
 class BeyondCapacityError(InputError):

@@ -323,6 +323,8 @@ def test_serving_under_a_power_cap_or_a_locked_clock(capsys):
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["power_limit_w"] == 300.0 and out["power_w"] == pytest.approx(capped.power_w)
+    # the time between a request's tokens under generate's key too, for a script reading both jobs
+    assert out["tpot_s"] == out["step_time_s"] == pytest.approx(capped.tpot_s) and capped.tpot_s > 0
 
 
 def test_a_million_served_tokens_is_energy_and_time_at_that_load(capsys):

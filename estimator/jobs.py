@@ -207,7 +207,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
 
 
 def _names(model: Any, gpu: str) -> dict[str, str]:
-    """A job's model and GPU as the catalog names them (an alias, a config path or mapping given), as `serve` and
+    """A job's model and GPU as the catalog names them (an alias or a config file given), as `serve` and
     `train_run` report theirs."""
     return {"model": resolve_model(model)[1], "gpu": lookup_gpu(gpu).name}
 

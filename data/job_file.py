@@ -357,8 +357,10 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     for i, s in enumerate(sites):
         require(s.gpus % per_replica == 0, f"sites[{i}].gpus",
                 f"{s.gpus} GPUs do not hold whole replicas of TP x PP x CP = {per_replica}")
+    links_raw = raw.get("links") or []
+    require(isinstance(links_raw, list), "links", f"a list of links between sites, got {kind_of(links_raw)}")
     links = []
-    for i, link in enumerate(raw.get("links") or []):
+    for i, link in enumerate(links_raw):
         where = f"links[{i}]"
         link = _mapping(link, where)
         _known(link, {"between", "gbps", "rtt_ms", "mode"}, where)

@@ -204,7 +204,7 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
                               ("links", 0, "between"), ("strategies", 1, "H"), ("strategies", 1, "bits"),
                               ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",),
                               ("sites", 0, "power_limit_w"), ("sites", 1, "sm_clock_mhz"), ("fusions",),
-                              ("forward_overhead_s",)]),
+                              ("forward_overhead_s",), ("links",), ("strategies",)]),
        value=anything)
 @example(path=("steps",), value=20)  # valid replacements, whatever the draws: the plan is reached and checked
 @example(path=("sites", 0, "power_limit_w"), value=100.0)
@@ -212,6 +212,7 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
 @example(path=("forward_overhead_s",), value=0.003)
 @example(path=("links", 0, "rtt_ms"), value=1.797693134862316e+305)  # once overflowed the plan's hours of carbon
 @example(path=("links", 0, "gbps"), value=2.2250738585072014e-308)  # once did too: an infinite time
+@example(path=("links",), value=5)  # once a TypeError iterating it
 def test_job_file(path, value):
     """A job file with one field replaced by a hostile value: a plan with finite, positive figures, or one line
     naming the field (as the CLI prints it, exit 2)."""

@@ -51,7 +51,18 @@ import numpy as np
 
 from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.job_file import AXIS_BOUNDS, Job, Site, check_bits, check_number, connected, load_job, reference
+from joulecast.data.files import kind_of
+from joulecast.data.job_file import (
+    AXIS_BOUNDS,
+    STRATEGIES,
+    Job,
+    Site,
+    check_bits,
+    check_number,
+    connected,
+    load_job,
+    reference,
+)
 from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
@@ -498,6 +509,14 @@ def plan(job: Job | str | os.PathLike | Mapping, estimator: Any = None) -> Plan:
     return Plan(job=job, plans=results, sites=sites)
 
 
+def _listed(values: object, name: str) -> list:
+    """A sweep's axis given in Python: a list or tuple (or a numpy array) of its values; else one line naming it."""
+    if isinstance(values, np.ndarray):
+        values = values.tolist()
+    require(isinstance(values, (list, tuple)), name, f"a list of values, got {kind_of(values)}")
+    return list(values)
+
+
 def _check_axes(**axes: list) -> None:
     """A sweep's axes as a job file's strategy and link take them (`data.job_file.AXIS_BOUNDS`, `check_bits`);
     else one line naming the axis (before, H 0 or P 0 reached the planner as a NaN or a division by zero, and tau
@@ -516,29 +535,41 @@ def _check_axes(**axes: list) -> None:
 SWEEP_AXES = {"H": (50, 100, 500, 1000), "P": (1, 4, 10), "tau": (0, 1, 5), "bits": (4, 8, 16)}
 
 
-def sweep(job: Job, *, H: Sequence[int] = SWEEP_AXES["H"], P: Sequence[int] = SWEEP_AXES["P"],
-          tau: Sequence[int] = SWEEP_AXES["tau"], bits: Sequence[int] = SWEEP_AXES["bits"],
-          gbps: list[float] | None = None,
+def sweep(job: Job | str | os.PathLike | Mapping, *, H: Sequence[int] = SWEEP_AXES["H"],
+          P: Sequence[int] = SWEEP_AXES["P"], tau: Sequence[int] = SWEEP_AXES["tau"],
+          bits: Sequence[int] = SWEEP_AXES["bits"], gbps: list[float] | None = None,
           site_sets: list[list[str]] | None = None, kinds: tuple[str, ...] | None = None, front: str = "energy",
           power_limits: list[float | str] | None = None, estimator: Any = None, run: Any = None,
           progress: Any = None) -> "pd.DataFrame":
-    """Every strategy kind of the job (or `kinds`) over the grid of H, P, tau, bits (default SWEEP_AXES), inter-site
-    bandwidth (Gbit/s; default the job's), site subsets and power limits (W, each set on every GPU of the chosen
-    sites; default the job file's; "range" or "range:N", as a sweep's, over the span every GPU of the set takes);
-    one row a point, with `pareto` marking the front of `front` (energy or carbon) against time to finish. Invalid
-    combinations (P not dividing H, tau >= H / P, a limit a site's GPU does not allow) are left out, the last counted
-    in `attrs["skipped"]`. Each site set, power limit and kind is one partition, evaluated vectorised over its
-    points, in this process or on `run`'s workers (an executor of `joulecast.data.executors`): the points are the
+    """Every strategy kind of the job (a `Job`, or a job file's path or mapping, as `plan` takes it; or `kinds`) over
+    the grid of H, P, tau, bits (default SWEEP_AXES), inter-site bandwidth (Gbit/s; default the job's), site subsets
+    and power limits (W, each set on every GPU of the chosen sites; default the job file's; "range" or "range:N", as
+    a sweep's, over the span every GPU of the set takes); each a list (a tuple or numpy array too). One row a
+    point, with `pareto` marking the front of `front` (energy or carbon) against time to finish. Invalid combinations
+    (P not dividing H, tau >= H / P, a limit a site's GPU does not allow) are left out, the last counted in
+    `attrs["skipped"]`. Each site set, power limit and kind is one partition, evaluated vectorised over its points,
+    in this process or on `run`'s workers (an executor of `joulecast.data.executors`): the points are the
     same either way."""
     import pandas as pd
 
     from joulecast.estimator.sweep import pareto_mask, settings_of
 
+    job = job if isinstance(job, Job) else load_job(job)  # a job file's path or mapping too, as `plan` takes it
     require_choice(front, ("energy", "carbon"), "front")
+    H, P, tau, bits = (_listed(v, n) for n, v in (("H", H), ("P", P), ("tau", tau), ("bits", bits)))
+    gbps = None if gbps is None else _listed(gbps, "gbps")
     _check_axes(H=H, P=P, tau=tau, bits=bits, gbps=gbps or [])
+    for kind in _listed(kinds, "kinds") if kinds is not None else ():
+        require_choice(kind, STRATEGIES, "kinds", what="strategy kind")
     kinds = kinds or tuple(dict.fromkeys(s.kind for s in job.strategies))
     names = [s.name for s in job.sites]
-    sets = site_sets or [names]
+    sets = [names] if site_sets is None else _listed(site_sets, "site_sets")
+    for chosen in sets:
+        require(isinstance(chosen, (list, tuple)) and chosen and all(isinstance(n, str) for n in chosen), "site_sets",
+                f"each a list of site names of {', '.join(names)}, got {kind_of(chosen)}")
+    for limit in _listed(power_limits, "power_limits") if power_limits is not None else ():
+        require(limit is None or isinstance(limit, (str, int, float, np.number)) and not isinstance(limit, bool),
+                "power_limits", f"each a number of W, range or range:N, got {kind_of(limit)}")
     for chosen in sets:
         unknown = [n for n in chosen if n not in names]
         require(not unknown, "site_sets", f"unknown site {unknown[0] if unknown else ''!r}; sites: {', '.join(names)}")

@@ -375,7 +375,11 @@ _CALLS = {
                                              **k}),
               ("model", "gpu", "phase", "max_points", "seq", "dtype")),
 }
-_ODD = [{}, {"a": 1}, ["a10"], b"gpt2", object(), float("inf"), float("nan"), "x" * 300]
+_CALLS["plan_sweep"] = (
+    lambda **k: joulecast.plan_sweep(**{"job": _JOB, "H": [100], "P": [1], "tau": [0], "bits": [16],
+                                        "estimator": "physics", **k}),
+    ("job", "H", "P", "tau", "bits", "gbps", "site_sets", "kinds", "front", "power_limits"))
+_ODD = [{}, {"a": 1}, ["a10"], [{}], [True], b"gpt2", object(), float("inf"), float("nan"), True, -1, "x" * 300]
 
 
 @pytest.mark.parametrize("entry, field", [(e, f) for e, (_, fields) in _CALLS.items() for f in fields])
@@ -383,7 +387,8 @@ def test_the_python_apis_odd_arguments_are_one_line_each(entry, field):
     """Every job entry point, each of its arguments given a value of another kind (a mapping, a list, bytes, any
     object, infinity, NaN, a name too long for a file): an answer, or one JoulecastError naming a field; never
     Python's own TypeError, OverflowError or OSError from inside (a mapping as the estimator raised 'unhashable
-    type', infinity as serve's concurrency OverflowError, a mapping as a generation's model a pandas ValueError)."""
+    type', infinity as serve's concurrency OverflowError, a mapping as a generation's model a pandas ValueError, a
+    number as a plan sweep's H or kinds 'not iterable', [{}] as its site sets an IndexError)."""
     call = _CALLS[entry][0]
     for value in _ODD:
         outcome(lambda: call(**{field: value}))

@@ -195,6 +195,10 @@ class GpuSpec:
             raise fail("peer_link", choice_message(peer_link, PEER_LINKS))
         if peer_link is not None and "peer_link" not in sources:
             raise fail("sources", "no source given for peer_link")
+        aliases = raw.get("aliases") or []
+        aliases = [aliases] if isinstance(aliases, str) else aliases  # one alias written alone, not its letters
+        if not isinstance(aliases, list) or not all(isinstance(a, str) and a.strip() for a in aliases):
+            raise fail("aliases", f"a list of names, got {kind_of(raw.get('aliases'))}")
         idle_max = numbers["idle_power_max_clock_w"] or numbers["idle_power_w"] * IDLE_MAX_CLOCK_RATIO
         table = _idle_table(raw.get("idle_power_table"), numbers, fail)
         if table and "idle_power_table" not in sources:
@@ -212,7 +216,7 @@ class GpuSpec:
             tensor_gemm_efficiency=numbers["tensor_gemm_efficiency"], idle_power_table=table,
             power_limit_min_w=numbers["power_limit_min_w"], power_limit_max_w=numbers["power_limit_max_w"],
             peer_link=peer_link or ARCHITECTURE_PEER_LINK.get(raw["architecture"], "nvlink4"),
-            aliases=tuple(raw.get("aliases") or ()), sources=MappingProxyType(sources),
+            aliases=tuple(aliases), sources=MappingProxyType(sources),
         )
 
     def to_dict(self) -> dict[str, Any]:

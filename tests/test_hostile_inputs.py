@@ -128,13 +128,15 @@ def test_cli_estimate(argv):
 
 def _spec(**changes):
     raw = joulecast.gpu("h100-sxm").to_dict()
-    raw.update(name="h100-test", aliases=[], **changes)
+    raw.update({"name": "h100-test", "aliases": [], **changes})
     return raw
 
 
 @SETTINGS
 @given(field=st.sampled_from(["sm_count", "boost_clock_mhz", "memory_bandwidth_gbs", "memory_gb", "l2_mb",
-                              "power_limit_w", "idle_power_w", "tensor_tflops", "architecture"]), value=anything)
+                              "power_limit_w", "idle_power_w", "tensor_tflops", "architecture", "aliases"]),
+       value=anything)
+@example(field="aliases", value=5)  # once a TypeError iterating it
 def test_gpu_spec(field, value):
     from joulecast.data.gpus import GpuSpec
 

@@ -165,6 +165,16 @@ def test_every_number_needs_a_source(raw):
         gpus.GpuSpec.from_dict(raw, "x")
 
 
+def test_aliases_are_a_list_of_names_and_one_written_alone_is_one(raw):
+    """`aliases: h100x` is the one alias, not five of its letters (a string was read as a sequence); anything but
+    names is refused in one line naming the field (a number raised 'not iterable')."""
+    assert gpus.GpuSpec.from_dict(dict(raw, aliases="a10x"), "x").aliases == ("a10x",)
+    assert gpus.GpuSpec.from_dict(dict(raw, aliases=None), "x").aliases == ()
+    for bad in (5, True, ["ok", ""], [3], {"a": 1}):
+        with pytest.raises(DataError, match=r"field 'aliases': a list of names, got"):
+            gpus.GpuSpec.from_dict(dict(raw, aliases=bad), "x")
+
+
 def test_round_trip(raw):
     spec = gpus.GpuSpec.from_dict(raw, "a10.yaml")
     assert gpus.GpuSpec.from_dict(spec.to_dict()) == spec

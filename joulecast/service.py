@@ -280,7 +280,8 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
     model_name = body.get("model")
     if isinstance(model_name, str) and _is_path(model_name):
         raise InputError("model", f"{model_name!r} is not a catalog name (paths are not read here)")
-    for i, site in enumerate(body.get("sites") or []):
+    sites = body.get("sites")
+    for i, site in enumerate(sites if isinstance(sites, list) else []):  # anything else: parse_job names it
         if isinstance(site, dict) and "carbon_series" in site:
             raise InputError(f"sites[{i}].carbon_series", "files are not read here; give grid: COUNTRY")
     return plan(parse_job(body), estimator=model).to_dict()

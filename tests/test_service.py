@@ -231,6 +231,9 @@ def test_a_plan_over_http_is_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "links[0].gbps"]
     status, out = call(server, "/v1/plan", {**job, "evals": 0})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "evals"]
+    for sites, links in ((5, job["links"]), (job["sites"], 5)):  # no list: a 422 naming it (a number was a 500)
+        status, out = call(server, "/v1/plan", {**job, "sites": sites, "links": links})
+        assert status == 422 and out["detail"][0]["loc"] == ["body", "sites" if sites == 5 else "links"]
 
 
 def test_serving_and_training_runs_over_http_are_the_cli_s(server):

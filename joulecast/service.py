@@ -306,6 +306,9 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     for key in ("model", "gpu"):  # catalog names: nothing here reads a file
         for name in listed(body.get(key), key, [None]):
             _catalog_name(key, name, "")
+    for key in ("estimator", "max_points", "run", "progress"):  # the service's own, not a body's
+        if key in body:
+            raise InputError(key, "not taken here: the service sweeps with its own estimator, bound and workers")
     fields = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase")}
     phase = body.get("phase", "prefill")
     most = (MAX_SWEEP_RATES if body.get("request_rate") is not None else MAX_SWEEP_JOBS

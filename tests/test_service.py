@@ -360,7 +360,11 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
     for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),
                        ({"objective": "cost"}, "objective"), ({"min_tokens_per_s": 0}, "min_tokens_per_s"),
                        ({"max_power_w": -1}, "max_power_w"), ({"batch": list(range(1, 101)), "seq":
-                                                               list(range(1, 201))}, "sweep")):
+                                                               list(range(1, 201))}, "sweep"),
+                       # the service's own settings, not a body's (each was a 500: a keyword given twice, or a
+                       # number taken for the workers)
+                       ({"estimator": "physics"}, "estimator"), ({"max_points": 10**9}, "max_points"),
+                       ({"run": 5}, "run"), ({"progress": 5}, "progress")):
         status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", **bad})
         assert status == 422 and out["detail"][0]["loc"] == ["body", field], out
     assert "/v1/sweep" in call(physics_server, "/")[1]["routes"]

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from joulecast.data.errors import InputError
+from joulecast.data.files import whole_number
 from joulecast.data.labels import Labels
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -20,6 +22,9 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 # `features.train_step`): the input and weight gradients, a streaming op's and attention's backward, a recomputed op.
 BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd", "_recompute")
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+# A kernel's largest size (a GEMM's M, N or K, a tensor's elements): 2^40, a thousand times any GPU's memory in
+# elements, so that the kernel table's 64-bit integers hold it (10^30 raised numpy's OverflowError).
+MAX_KERNEL_SIZE = 2**40
 
 # name -> (numpy dtype, default). Unused fields of a kind keep the default, so rows dedupe cleanly.
 KERNEL_COLUMNS: Mapping[str, tuple[str, Any]] = {
@@ -68,3 +73,12 @@ def as_columns(table: pd.DataFrame | Mapping[str, np.ndarray]) -> dict[str, np.n
     if isinstance(table, pd.DataFrame):
         return {name: column.to_numpy() for name, column in table.items()}
     return {name: column if isinstance(column, Labels) else np.asarray(column) for name, column in table.items()}
+
+
+def check_kernel_size(value: Any, field: str) -> int:
+    """A kernel's size as given (JSON's 128.0 or 1.28e2 is the count 128): a whole number from 1 to MAX_KERNEL_SIZE,
+    else one error naming `field`."""
+    value = whole_number(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_KERNEL_SIZE:
+        raise InputError(field, f"must be a positive integer up to 2^40, got {value!r}")
+    return value

@@ -21,8 +21,8 @@ from typing import Any, Callable
 import pandas as pd
 
 from joulecast.data.errors import InputError, require_choice
-from joulecast.data.files import kind_of, read_json, whole_number
-from joulecast.data.kernels import DTYPES
+from joulecast.data.files import kind_of, read_json
+from joulecast.data.kernels import DTYPES, check_kernel_size
 from joulecast.data.workload import Workload
 from joulecast.features import arch
 from joulecast.features.kernel_table import kernel_table
@@ -34,10 +34,7 @@ def _dtype(value: Any, where: str) -> str:
 
 
 def _int(params: dict, key: str, where: str) -> int:
-    value = whole_number(params.get(key))  # JSON's 128.0 or 1.28e2 is the count 128
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InputError(f"{where}.{key}", f"must be a positive integer, got {value!r}")
-    return value
+    return check_kernel_size(params.get(key), f"{where}.{key}")
 
 
 def _gemm(p: dict, w: str) -> dict:

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from joulecast.data.errors import InputError, require, require_choice
-from joulecast.data.files import whole_number
-from joulecast.data.kernels import DTYPES
+from joulecast.data.errors import require, require_choice
+from joulecast.data.kernels import DTYPES, check_kernel_size
 from joulecast.data.workload import Workload
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.kernel_table import kernel_columns
@@ -31,10 +30,7 @@ def check_kernel_spec(op: str, sizes: Mapping[str, Any], field: str = "kernel") 
     require(not extra, f"{field}.{extra[0] if extra else ''}", f"not a size of {op}; allowed: {', '.join(sorted(allowed))}")
     out: dict[str, int] = {}
     for name in spec.sizes:
-        value = whole_number(sizes.get(name))  # 1e9 or 8.0, as YAML and JSON read a count written so
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise InputError(f"{field}.{name}", f"must be a positive integer, got {value!r}")
-        out[name] = value
+        out[name] = check_kernel_size(sizes.get(name), f"{field}.{name}")  # 1e9 or 8.0 read as the count
     if spec.check:
         spec.check(out, sizes, field)
     return out

@@ -154,6 +154,8 @@ def test_gpu_spec(field, value):
     max_size=8), st.lists(st.sampled_from(["gemm", "tc", "bf16_bf16", "layernorm", "elementwise", "softmax"]),
                           max_size=3)), max_size=2), max_size=5)))
 @example(entries=[[{"dimM": 0, "dimN": 0, "dimK": 0, "batch": "bf16"}, ["gemm"]]])  # once '>' on a str: a TypeError
+@example(entries=[[{"dimM": 10**30, "dimN": 8, "dimK": 8, "batch": 1, "precM": "bf16", "precA": "bf16"},
+                   ["gemm", "tc", "bf16_bf16"]]])  # once numpy's OverflowError
 def test_kernel_list(entries):
     from joulecast.features.kernel_list import parse_kernel_list
 

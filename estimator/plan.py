@@ -552,7 +552,7 @@ def sweep(job: Job | str | os.PathLike | Mapping, *, H: Sequence[int] = SWEEP_AX
     same either way."""
     import pandas as pd
 
-    from joulecast.estimator.sweep import pareto_mask, settings_of
+    from joulecast.estimator.sweep import is_setting, pareto_mask, settings_of
 
     job = job if isinstance(job, Job) else load_job(job)  # a job file's path or mapping too, as `plan` takes it
     require_choice(front, ("energy", "carbon"), "front")
@@ -568,8 +568,7 @@ def sweep(job: Job | str | os.PathLike | Mapping, *, H: Sequence[int] = SWEEP_AX
         require(isinstance(chosen, (list, tuple)) and chosen and all(isinstance(n, str) for n in chosen), "site_sets",
                 f"each a list of site names of {', '.join(names)}, got {kind_of(chosen)}")
     for limit in _listed(power_limits, "power_limits") if power_limits is not None else ():
-        require(limit is None or isinstance(limit, (str, int, float, np.number)) and not isinstance(limit, bool),
-                "power_limits", f"each a number of W, range or range:N, got {kind_of(limit)}")
+        require(is_setting(limit), "power_limits", f"each a number of W, range or range:N, got {kind_of(limit)}")
     for chosen in sets:
         unknown = [n for n in chosen if n not in names]
         require(not unknown, "site_sets", f"unknown site {unknown[0] if unknown else ''!r}; sites: {', '.join(names)}")

@@ -402,6 +402,13 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 1 <= value <= 2**24
 
 
+def is_setting(value: object) -> bool:
+    """Whether `value` is a clock or power limit a sweep takes: a number, None for the GPU's default, or text ("range"
+    or "range:N", which `settings_of` reads)."""
+    return value is None or isinstance(value, str) or (isinstance(value, (int, float, np.number))
+                                                       and not isinstance(value, bool))
+
+
 def listed(value: Any, name: str, default: list) -> list:
     """A sweep field's value as a list of checked values (a value alone: a list of one; a count as JSON may send it,
     8.0 or 1e3, the whole number it names), else `default` where not given; a bad value or an empty list is one line
@@ -417,9 +424,8 @@ def listed(value: Any, name: str, default: list) -> list:
     elif name == "request_rate":  # requests a second, as `serve` takes them
         bad = [v for v in values if not isinstance(v, (int, float, np.number)) or isinstance(v, bool)
                or not 0 < v <= 2**24]
-    elif name in ("sm_clock_mhz", "power_limit_w"):  # numbers, None for the GPU's default, or "range[:N]" (`grid`)
-        bad = [v for v in values if v is not None and not isinstance(v, str)
-               and (not isinstance(v, (int, float, np.number)) or isinstance(v, bool))]
+    elif name in ("sm_clock_mhz", "power_limit_w"):
+        bad = [v for v in values if not is_setting(v)]
     else:  # names
         bad = [v for v in values if not isinstance(v, str)]
     if bad:
@@ -477,6 +483,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     unknown = sorted(set(fields) - set(allowed))
     if unknown:
         raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
+    require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
+            "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
                   fields.get("min_tokens_per_s"), fields.get("max_power_w"))
     batches, seqs, rates = _sizes(phase, fields)
@@ -499,8 +507,6 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
                             output_lens=output_lens, request_rates=rates)
-    require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
-            "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")

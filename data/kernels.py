@@ -22,8 +22,9 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 # `features.train_step`): the input and weight gradients, a streaming op's and attention's backward, a recomputed op.
 BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd", "_recompute")
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
-# A kernel's largest size (a GEMM's M, N or K, a tensor's elements): 2^40, a thousand times any GPU's memory in
-# elements, so that the kernel table's 64-bit integers hold it (10^30 raised numpy's OverflowError).
+# A kernel's largest size (a GEMM's M, N or K, a tensor's elements): 2^40 (1.1e12), six times the largest catalog
+# GPU's memory in bytes (the B200's 180 GB, data/gpus/b200.yaml, its datasheet), so that the kernel table's 64-bit
+# integers hold it (10^30 raised numpy's OverflowError).
 MAX_KERNEL_SIZE = 2**40
 
 # name -> (numpy dtype, default). Unused fields of a kind keep the default, so rows dedupe cleanly.

@@ -62,6 +62,18 @@ def fields_under(prefix: str) -> Iterator[None]:
         raise InputError(f"{prefix}.{exc.field}", exc.message) from None
 
 
+@contextmanager
+def field_renamed(names: dict[str, str]) -> Iterator[None]:
+    """An InputError raised inside under one of `names`' keys names its value instead: the importers say PATH, as
+    `joulecast import` takes it, where `--import SOURCE=PATH` or `audit --path` gave the folder."""
+    try:
+        yield
+    except InputError as exc:
+        if exc.field not in names:
+            raise
+        raise InputError(names[exc.field], exc.message) from None
+
+
 def require(condition: bool, field: str, message: str) -> None:
     """Raise `InputError(field, message)` unless `condition` holds (user input only, never `assert`)."""
     if not condition:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from joulecast.data import engines
-from joulecast.data.errors import InputError, JoulecastError
+from joulecast.data.errors import InputError, JoulecastError, field_renamed
 from joulecast.data.files import (
     check_output_file,
     check_output_folder,
@@ -669,7 +669,8 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None, *, st
         name, sep, path = spec.partition("=")
         if not sep:
             raise InputError("--import", f"expected NAME=PATH, got {spec!r}")
-        frames.append(import_source(name, path))
+        with field_renamed({"SOURCE": "--import", "PATH": "--import"}):
+            frames.append(import_source(name, path))
     frames = [f for f in frames if len(f)]
     if not frames:
         raise InputError("--store", "no measurements found: give --store DIR or --import SOURCE=PATH")
@@ -733,13 +734,17 @@ def _audit(args: argparse.Namespace) -> int:
     if args.source and not args.path:
         raise InputError("--path", f"--source {args.source} needs --path (the data folder)")
     data = f"store {args.store}" if args.store else f"{args.source} at {args.path}"
+    from joulecast.data.importers import import_source
     from joulecast.training.train import default_tracking_uri, use_experiment
 
+    if args.store:  # read first: a store or folder that is not there leaves no tracking database behind
+        measurements = load_measurements([args.store], None)
+    else:
+        with field_renamed({"SOURCE": "--source", "PATH": "--path"}):
+            measurements = import_source(args.source, args.path)
     uri = args.tracking_uri or default_tracking_uri()
     if not args.no_mlflow:  # a tracking store that cannot be logged to, before the scoring
         use_experiment(uri, AUDIT_EXPERIMENT)
-    measurements = load_measurements([args.store] if args.store else None,
-                                     None if args.store else [f"{args.source}={args.path}"])
     model = load_estimator(args.estimator, args.tracking_uri)
     frame, dropped = score_measurements(measurements, "physics" if model is None else model)  # loaded once
     trained_on = set(model.cv.get("meta", {}).get("sources", [])) if model is not None else set()

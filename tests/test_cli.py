@@ -183,6 +183,27 @@ def test_retrain_names_an_unknown_gpu_before_reading_any_measurement(tmp_path, c
     assert err.startswith("joulecast: error: --gpu: unknown 'h900'; did you mean 'h200'") and err.count("\n") == 1
 
 
+def test_retrain_checks_its_tolerance_and_champion_before_training(tmp_path, capsys):
+    pytest.importorskip("xgboost", reason="needs the [train] extra")
+    base = ["retrain", "--gpu", "h200", "--store", "data/measurements", "--report", str(tmp_path / "report")]
+    for extra, line in ((["--tolerance", "nan"], "--tolerance: MAPE points a partition may lose (below 0: the "
+                                                 "points each must gain), a finite number; got nan"),
+                        (["--tolerance=-inf"], "--tolerance: MAPE points a partition may lose (below 0: the "
+                                               "points each must gain), a finite number; got -inf"),
+                        (["--champion", str(tmp_path)], f"--champion: '{tmp_path}' is not an estimator folder")):
+        assert main([*base, *extra]) == 2  # before: nan and -inf trained and compared; the champion failed after training
+        err = capsys.readouterr().err
+        assert err.startswith(f"joulecast: error: {line}") and err.count("\n") == 1
+    assert not (tmp_path / "report").exists()
+
+
+def test_train_names_the_import_flag_of_a_bad_source_or_folder(capsys):
+    for spec, line in (("zeuss=x", "unknown 'zeuss'; did you mean 'zeus'?"),
+                       ("zeus=nowhere", "nowhere holds none of summary_power_*.csv")):
+        assert main(["train", "--import", spec, "--no-mlflow"]) == 2
+        assert capsys.readouterr().err.startswith(f"joulecast: error: --import: {line}")  # before: SOURCE:, PATH:
+
+
 def test_a_phase_is_read_in_any_case(capsys):
     """--phase Serve is serve, as --gpu H100 is h100 (before: 'Serve' is not available, allowed: prefill, ...)."""
     argv = ["--model", "gpt2", "--gpu", "l4", "--input-len", "8", "--output-len", "2", "--concurrency", "2", "--json"]

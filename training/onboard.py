@@ -14,6 +14,7 @@ its fold's company; the champion may also have been trained on other data than t
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any
 
 import pandas as pd
 
-from joulecast.data.errors import InputError
+from joulecast.data.errors import InputError, field_renamed
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.estimator.loading import load_estimator
 from joulecast.training.audit import (
@@ -147,6 +148,12 @@ def retrain(measurements: pd.DataFrame, gpu: str, *, tolerance: float = TOLERANC
     as for `train` (the baseline without the GPU is fitted on the same profile, with the candidate's parameters).
     """
     spec = lookup_gpu(gpu)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not math.isfinite(tolerance):
+        raise InputError("--tolerance", "MAPE points a partition may lose (below 0: the points each must gain), a "
+                                        f"finite number; got {tolerance!r}")
+    if champion is not None:  # the model to beat, read before the training it would be compared after
+        with field_renamed({"--estimator": "--champion"}):
+            load_estimator(champion)
     rows, _ = usable(measurements)  # checked before training, without the physics pass that training makes
     if not (rows["gpu"] == spec.name).any():
         raise InputError("--gpu", f"no usable measurements of {spec.name!r}; GPUs with data: "

@@ -144,6 +144,18 @@ def test_cli_audit_checks_its_tracking_store_before_scoring(capsys, tmp_path):
     assert not any(tmp_path.iterdir())  # no report of an audit that did not run
 
 
+def test_cli_audit_names_its_data_flags_and_leaves_no_tracking_store_for_data_that_is_not_there(capsys, tmp_path,
+                                                                                                  monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the default tracking store, mlflow.db, would be made here
+    for argv, line in ([["--store", "nowhere"], "--store: nowhere does not exist"],
+                       [["--source", "zeuss", "--path", "x"], "--source: unknown 'zeuss'; did you mean 'zeus'?"],
+                       [["--source", "zeus", "--path", "x"], "--path: x holds none of summary_power_*.csv"]):
+        assert main(["audit", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"joulecast: error: {line}") and err.count("\n") == 1
+    assert not any(tmp_path.iterdir())  # before, an audit of a store not there made mlflow.db
+
+
 def test_dropped_rows_read_as_words():
     from joulecast.training.dataset import dropped_text
 

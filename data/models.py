@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, UnknownNameError
-from joulecast.data.files import read_json
+from joulecast.data.files import kind_of, read_json, whole_number
 
 MODEL_DIR = Path(__file__).parent / "models"
 
@@ -20,6 +20,59 @@ MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "
 # Llama-family types that normalise each head's queries and keys (RMSNorm over head_dim) before the rotary embedding
 # (transformers' Qwen3Attention: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")
+
+
+# The shape fields the lowerings read as counts (Hugging Face's names, GPT-2's own, a vision model's): where a config
+# gives one, a whole number from 1 to MAX_CONFIG_SIZE (`check_config`)
+SIZE_FIELDS = ("hidden_size", "n_embd", "num_hidden_layers", "n_layer", "num_attention_heads", "n_head",
+               "num_key_value_heads", "head_dim", "intermediate_size", "n_inner", "ffn_dim", "vocab_size",
+               "max_position_embeddings", "n_positions", "type_vocab_size", "num_local_experts", "num_experts",
+               "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step", "embedding_size", "image_size",
+               "patch_size", "num_channels")
+SIZE_LISTS = ("depths", "hidden_sizes", "neck_hidden_sizes")  # a ResNet's blocks and widths; a MobileViT's widths
+RATIO_FIELDS = ("mlp_ratio", "expand_ratio")  # a MobileViT's MLP and inverted residuals' widths over their input's
+# 2^24: 128 times the largest shape field in the catalog (Llama-3.1-405B's 131,072 positions), room for any longer
+# context; past it a value is a slip, and its products would pass numpy's 64-bit counts
+MAX_CONFIG_SIZE = 2**24
+MAX_RATIO = 64  # 16 times MobileViT's own (expand_ratio 4): past it a slip
+
+
+def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A config a user gave (a mapping or a config.json), its model type and shape fields checked before a lowering
+    reads them, each bad one a line naming `config.<field>`; whole-number floats (4096.0, as some tools write them)
+    as integers. Before, a head_dim of "64" or 1e30 raised Python's or numpy's own error from inside the lowering."""
+    family(config)
+    out = dict(config)
+    for key in SIZE_FIELDS:
+        if out.get(key) is not None:
+            out[key] = _size(out[key], f"config.{key}")
+    for key in SIZE_LISTS:
+        if out.get(key) is not None:
+            values = out[key]
+            if not isinstance(values, list) or not values:
+                raise InputError(f"config.{key}", f"must be a list of whole numbers, got {kind_of(values)}")
+            out[key] = [_size(v, f"config.{key}[{i}]") for i, v in enumerate(values)]
+    for key in RATIO_FIELDS:
+        value = out.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not 0 < value <= MAX_RATIO):
+            raise InputError(f"config.{key}", f"must be a number over 0 and at most {MAX_RATIO}, got {kind_of(value)}")
+    width, heads = out.get("hidden_size") or out.get("n_embd"), out.get("num_attention_heads") or out.get("n_head")
+    field = "num_attention_heads" if out.get("num_attention_heads") else "n_head"
+    if width and heads and heads > width and out.get("head_dim") is None:  # a head hidden_size / heads wide: none
+        raise InputError(f"config.{field}", f"must be at most the width ({width}) where head_dim is not given, "
+                                            f"got {heads}")
+    kv_heads = out.get("num_key_value_heads")
+    if heads and kv_heads and kv_heads > heads:  # each key-value head serves a group of query heads
+        raise InputError("config.num_key_value_heads", f"must be at most the attention heads ({heads}), got {kv_heads}")
+    return out
+
+
+def _size(value: Any, field: str) -> int:
+    value = whole_number(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONFIG_SIZE:
+        raise InputError(field, f"must be a whole number from 1 to {MAX_CONFIG_SIZE:,}, got {kind_of(value)}")
+    return value
 
 
 def is_mixture_of_experts(config: Mapping[str, Any]) -> bool:
@@ -62,8 +115,9 @@ def load_config(path: str | Path) -> dict[str, Any]:
 def family(config: Mapping[str, Any]) -> str:
     """The lowering family of a config, from its `model_type`."""
     model_type = config.get("model_type")
-    if model_type not in MODEL_TYPES:
-        raise InputError("config.model_type", f"{model_type!r} is not supported; allowed: {', '.join(MODEL_TYPES)}")
+    if not isinstance(model_type, str) or model_type not in MODEL_TYPES:  # a list is no type (nor hashable)
+        said = repr(model_type) if isinstance(model_type, str) else kind_of(model_type)
+        raise InputError("config.model_type", f"{said} is not supported; allowed: {', '.join(MODEL_TYPES)}")
     return MODEL_TYPES[model_type]
 
 

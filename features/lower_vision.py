@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from joulecast.data.errors import InputError, require_choice
+from joulecast.data.files import kind_of
 from joulecast.features.builder import KernelBuilder
-from joulecast.features.lower_transformers import Shape, transformer_encoder
+from joulecast.features.lower_transformers import Shape, size_field, transformer_encoder
+
+RESNET_BLOCKS = ("bottleneck", "basic")  # transformers' ResNetConfig.layer_types
+BOTTLENECK_REDUCTION = 4  # a bottleneck's inner convs a quarter of its output's channels (ResNetBottleNeckLayer)
 
 
 def _conv_bn_act(b: KernelBuilder, n: int, c_in: int, c_out: int, hw: int, k: int, stride: int, act: str | None,
@@ -24,22 +29,35 @@ def _conv_bn_act(b: KernelBuilder, n: int, c_in: int, c_out: int, hw: int, k: in
 
 
 def resnet(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    """Bottleneck ResNet (v1.5: stride on the 3x3 conv, as torchvision's resnet101 and HF's ResNet)."""
+    """ResNet as transformers' ResNetModel runs it: a 7x7 stem and max pool, then stages of bottleneck blocks (v1.5:
+    stride on the 3x3 conv, as torchvision's resnet101) or, with `layer_type` basic (ResNet-18/34), of two 3x3 convs;
+    a block's shortcut projects where its channels or stride change; the first stage strides only with
+    `downsample_in_first_stage`."""
     n, hw = s.batch, 224
-    derived = c.get("derived", {})
-    hw = _conv_bn_act(b, n, c.get("num_channels", 3), c["embedding_size"], hw, 7, 2, "relu")
+    width = size_field(c, "embedding_size")
+    depths, widths = c.get("depths"), c.get("hidden_sizes")
+    if not depths or not widths or len(depths) != len(widths):
+        raise InputError("config.depths", "and config.hidden_sizes: one whole number each a stage, as many of each")
+    layer_type = c.get("layer_type") or "bottleneck"
+    require_choice(layer_type, RESNET_BLOCKS, "config.layer_type")
+    bottleneck = layer_type == "bottleneck"
+    hw = _conv_bn_act(b, n, c.get("num_channels") or 3, width, hw, 7, 2, "relu")
     hw = (hw + 2 - 3) // 2 + 1
-    b.ew("maxpool", n * c["embedding_size"] * hw * hw)
-    c_in = c["embedding_size"]
-    strides = derived.get("stage_strides", [1, 2, 2, 2])
-    for depth, c_out, stride in zip(c["depths"], c["hidden_sizes"], strides):
-        inner = c_out // 4
+    b.ew("maxpool", n * width * hw * hw)
+    c_in = width
+    strides = [2 if c.get("downsample_in_first_stage") else 1] + [2] * (len(depths) - 1)
+    for depth, c_out, stride in zip(depths, widths, strides):
+        inner = max(1, c_out // BOTTLENECK_REDUCTION)
         for block in range(depth):
             block_stride = stride if block == 0 else 1
-            _conv_bn_act(b, n, c_in, inner, hw, 1, 1, "relu")
-            hw_out = _conv_bn_act(b, n, inner, inner, hw, 3, block_stride, "relu")
-            _conv_bn_act(b, n, inner, c_out, hw_out, 1, 1, None)
-            if block == 0:
+            if bottleneck:
+                _conv_bn_act(b, n, c_in, inner, hw, 1, 1, "relu")
+                hw_out = _conv_bn_act(b, n, inner, inner, hw, 3, block_stride, "relu")
+                _conv_bn_act(b, n, inner, c_out, hw_out, 1, 1, None)
+            else:
+                hw_out = _conv_bn_act(b, n, c_in, c_out, hw, 3, block_stride, "relu")
+                _conv_bn_act(b, n, c_out, c_out, hw_out, 3, 1, None)
+            if c_in != c_out or block_stride != 1:
                 _conv_bn_act(b, n, c_in, c_out, hw, 1, block_stride, None)  # projection shortcut
             b.ew("pointwise_add", n * c_out * hw_out * hw_out)
             b.ew("relu", n * c_out * hw_out * hw_out)
@@ -61,17 +79,17 @@ def _inverted_residual(b: KernelBuilder, n: int, c_in: int, c_out: int, hw: int,
 
 def mobilevit(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
     """MobileViT (Mehta & Rastegari, ICLR'22) following transformers' MobileViTEncoder stage structure."""
-    stages = c["stage_structure_from_transformers_modeling_code"]
-    n, expand, heads = s.batch, c.get("expand_ratio", 4.0), c.get("num_attention_heads", 4)
+    stages = mobilevit_stages(c)
+    n, expand, heads = s.batch, c.get("expand_ratio") or 4.0, c.get("num_attention_heads") or 4
     stem = stages["conv_stem"]
-    hw = _conv_bn_act(b, n, stem["in_channels"], stem["out_channels"], c.get("image_size", 256), 3, 2, "silu")
+    hw = _conv_bn_act(b, n, stem["in_channels"], stem["out_channels"], c.get("image_size") or 256, 3, 2, "silu")
     for name in ("layer_1", "layer_2"):
         st = stages[name]
         c_in = st["in_channels"]
         for i in range(st["num_stages"]):
             hw = _inverted_residual(b, n, c_in, st["out_channels"], hw, st["stride"] if i == 0 else 1, expand)
             c_in = st["out_channels"]
-    patch = c.get("patch_size", 2)
+    patch = c.get("patch_size") or 2
     for name in ("layer_3", "layer_4", "layer_5"):
         st = stages[name]
         c_out, hidden = st["out_channels"], st["transformer_hidden_size"]
@@ -91,3 +109,31 @@ def mobilevit(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, 
     exp = stages["conv_1x1_exp"]
     _conv_bn_act(b, n, exp["in_channels"], exp["out_channels"], hw, 1, 1, "silu")
     b.ew("avgpool", n * exp["out_channels"] * hw * hw)
+
+
+def mobilevit_stages(c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A MobileViT's stages from its config, as transformers' MobileViTEncoder builds them: its depths and strides are
+    in the code, not in config.json (two MobileNetV2 layers of 1 and 3 blocks, three MobileViT blocks of 2, 4 and 3
+    transformer layers, every stage but the first halving the map), its widths `neck_hidden_sizes` (7: the stem's,
+    each stage's, the last 1x1 conv's) and `hidden_sizes` (3: each MobileViT block's transformer, its MLP
+    `mlp_ratio` times wider). The catalog's MobileViT-small records the same structure beside its config."""
+    neck, hidden = c.get("neck_hidden_sizes"), c.get("hidden_sizes")
+    if not isinstance(neck, list) or len(neck) != 7:
+        raise InputError("config.neck_hidden_sizes", f"must list 7 widths (stem, five stages, last conv), got "
+                                                     f"{kind_of(neck)}")
+    if not isinstance(hidden, list) or len(hidden) != 3:
+        raise InputError("config.hidden_sizes", f"must list 3 widths (the MobileViT blocks'), got {kind_of(hidden)}")
+    if (c.get("output_stride") or 32) != 32:  # 8 or 16: layers 4 and 5 dilated, not strided (segmentation)
+        raise InputError("config.output_stride", f"only 32 (a classifier's) is modelled, got {c['output_stride']!r}")
+    ratio = c.get("mlp_ratio") or 2.0
+    stages: dict[str, dict[str, Any]] = {
+        "conv_stem": dict(in_channels=c.get("num_channels") or 3, out_channels=neck[0], kernel_size=3, stride=2)}
+    for i, blocks in ((1, 1), (2, 3)):
+        stages[f"layer_{i}"] = dict(num_stages=blocks, stride=1 if i == 1 else 2, in_channels=neck[i - 1],
+                                    out_channels=neck[i])
+    for i, layers in ((3, 2), (4, 4), (5, 3)):
+        stages[f"layer_{i}"] = dict(stride=2, in_channels=neck[i - 1], out_channels=neck[i],
+                                    transformer_hidden_size=hidden[i - 3], transformer_layers=layers,
+                                    transformer_intermediate_size=int(hidden[i - 3] * ratio))
+    stages["conv_1x1_exp"] = dict(in_channels=neck[5], out_channels=neck[6], kernel_size=1)
+    return stages

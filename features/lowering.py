@@ -107,12 +107,13 @@ def check_lowering(config: Mapping[str, Any], *, phase: str, batch: int, seq: in
 def resolve_model(model: str | Mapping[str, Any]) -> tuple[dict[str, Any], str, str]:
     """(config, name, source) of a catalog model name, a config path or a config mapping."""
     if isinstance(model, Mapping):
-        return dict(model), str(model.get("name", model.get("model_type", "config"))), "config"
+        config = models.check_config(model)
+        return config, str(config.get("name", config.get("model_type", "config"))), "config"
     if not isinstance(model, (str, os.PathLike)):  # a Workload too: a job lowers its own passes from the model
         said = "a Workload (give its model, e.g. 'gpt2')" if isinstance(model, Workload) else kind_of(model)
         raise InputError("model", f"a catalog model name, a config.json path or a config mapping, got {said}")
     if str(model).endswith(".json"):
-        config = models.load_config(model)
+        config = models.check_config(models.load_config(model))
         return config, str(config.get("name") or config.get("model_type")), "config"
     entry = models.model_entry(str(model))
     return {**entry["config"], **{k: v for k, v in entry.items() if k != "config"}}, entry["name"], "catalog"

@@ -147,6 +147,34 @@ def test_gpu_spec(field, value):
     assert spec.memory_bandwidth_gbs <= 200_000 and spec.boost_clock_mhz <= 10_000
 
 
+_CONFIG_MODELS = ["gpt2", "bert-large", "opt-1.3b", "llama-3-8b", "qwen3-30b-a3b", "vit-large", "resnet-101",
+                  "mobilevit-small"]
+
+
+@SETTINGS
+@given(model=st.sampled_from(_CONFIG_MODELS), field=st.sampled_from([
+    "model_type", "hidden_size", "n_embd", "n_head", "num_attention_heads", "num_key_value_heads", "head_dim",
+    "intermediate_size", "n_inner", "vocab_size", "max_position_embeddings", "n_positions", "type_vocab_size",
+    "num_experts", "num_experts_per_tok", "moe_intermediate_size", "embedding_size", "depths", "hidden_sizes",
+    "neck_hidden_sizes", "layer_type", "mlp_ratio", "output_stride", "image_size", "patch_size"]),
+    value=st.one_of(anything, st.lists(anything, max_size=8), st.dictionaries(st.text(max_size=3), anything,
+                                                                               max_size=2)),
+    phase=st.sampled_from(["prefill", "decode", "training", "inference"]))
+@example(model="llama-3-8b", field="head_dim", value="64", phase="prefill")  # once '//' on a str: a TypeError
+@example(model="qwen3-30b-a3b", field="num_experts", value=10**30, phase="prefill")  # once numpy's OverflowError
+@example(model="gpt2", field="model_type", value=[], phase="prefill")  # once unhashable in the family lookup
+@example(model="mobilevit-small", field="hidden_sizes", value=[1, 2], phase="inference")  # once a KeyError
+@example(model="resnet-101", field="depths", value=None, phase="inference")  # once 'NoneType' is not iterable
+def test_a_config_mapping(model, field, value, phase):
+    """A model's config as a user gives it (a config.json or a mapping), one field drawn."""
+    from joulecast.data.models import model_entry
+
+    config = {**model_entry(model)["config"], field: value}
+    estimate = outcome(lambda: joulecast.estimate(joulecast.workload(config, phase=phase, batch=2, seq=64), "h100",
+                                                  estimator="physics"))
+    assert estimate is None or numbers_ok(estimate.energy_j, estimate.time_s, estimate.power_w)
+
+
 @SETTINGS
 @given(entries=st.one_of(anything, st.lists(st.lists(st.one_of(anything, st.dictionaries(
     st.sampled_from(["dimM", "dimN", "dimK", "batch", "precM", "precA", "dim", "op", "prec", "useTensorCore"]),

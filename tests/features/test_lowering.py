@@ -440,5 +440,68 @@ def test_a_configs_whole_floats_are_its_sizes_and_a_bool_is_none():
     same = [joulecast.estimate(joulecast.workload(c, phase="prefill", batch=1, seq=64), "a10", estimator="physics")
             for c in (config, floats)]
     assert same[0].energy_j == same[1].energy_j
-    with pytest.raises(InputError, match="config.n_embd: must be a positive integer, got True"):
+    with pytest.raises(InputError, match="config.n_embd: must be a whole number from 1 to 16,777,216, got true or false"):
         joulecast.workload({**config, "n_embd": True}, phase="prefill", batch=1, seq=64)
+
+
+@pytest.mark.parametrize("layer_type, depths, widths, torchvision", [
+    ("basic", [2, 2, 2, 2], [64, 128, 256, 512], 11_689_512),         # ResNet-18
+    ("basic", [3, 4, 6, 3], [64, 128, 256, 512], 21_797_672),         # ResNet-34
+    ("bottleneck", [3, 4, 6, 3], [256, 512, 1024, 2048], 25_557_032),  # ResNet-50
+])
+def test_a_resnet_config_holds_torchvisions_weights(layer_type, depths, widths, torchvision):
+    """transformers' ResNet configs (layer_type, depths, hidden_sizes) lower to the convolutions torchvision's models
+    hold: its weight counts (torchvision's model docs, num_params) less what the lowering leaves out, each batch
+    norm's scale and shift and the classifier's 1,000 biases. Before, every ResNet ran bottleneck blocks (ResNet-18's
+    basic ones too) and a fifth stage was dropped."""
+    from joulecast.features.lowering import lower
+
+    config = dict(model_type="resnet", embedding_size=64, hidden_sizes=widths, depths=depths, layer_type=layer_type)
+    records, weights = lower(config, phase="inference", batch=1, seq=None, dtype="fp32")
+    # the stem's norm, each block's convs', and a stage's shortcut where it projects (new channels or a stride)
+    ins, strides = [64, *widths[:-1]], [1, 2, 2, 2]
+    norm_channels = 64 + sum(depth * (c_out * (1 + 2 / 4) if layer_type == "bottleneck" else 2 * c_out)
+                             + (c_out if c_in != c_out or stride != 1 else 0)
+                             for depth, c_in, c_out, stride in zip(depths, ins, widths, strides))
+    assert weights == torchvision - 2 * norm_channels - 1000
+    with pytest.raises(InputError, match="config.layer_type: unknown 'basc'; did you mean 'basic'"):
+        lower({**config, "layer_type": "basc"}, phase="inference", batch=1, seq=None, dtype="fp32")
+    with pytest.raises(InputError, match="config.depths: and config.hidden_sizes: one whole number each a stage"):
+        joulecast.workload({**config, "depths": depths[:3]}, phase="inference", batch=1)
+
+
+def test_a_mobilevit_config_alone_lowers_as_the_catalog_entry():
+    """Hugging Face's MobileViT config.json holds widths, not the stages transformers' code builds from them: they are
+    derived (`mobilevit_stages`) as the catalog entry records them, so the config alone is the catalog model. Before,
+    the config alone raised a KeyError."""
+    from joulecast.data.models import model_entry
+    from joulecast.features.lower_vision import mobilevit_stages
+
+    entry = model_entry("mobilevit-small")
+    recorded = {k: {f: v for f, v in stage.items() if f != "type"}
+                for k, stage in entry["stage_structure_from_transformers_modeling_code"].items()
+                if isinstance(stage, dict) and k != "classifier"}
+    assert mobilevit_stages(entry["config"]) == recorded
+    alone, catalog = (joulecast.estimate(joulecast.workload(m, phase="inference", batch=8), "a10", estimator="physics")
+                      for m in (dict(entry["config"]), "mobilevit-small"))
+    assert alone.energy_j == catalog.energy_j and alone.time_s == catalog.time_s
+    with pytest.raises(InputError, match="config.output_stride: only 32 .* got 16"):
+        joulecast.workload({**entry["config"], "output_stride": 16}, phase="inference", batch=8)
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"head_dim": "64"}, "config.head_dim: must be a whole number from 1 to 16,777,216, got text ('64')"),
+    ({"num_key_value_heads": 10**30}, "config.num_key_value_heads: must be a whole number from 1 to 16,777,216"),
+    ({"model_type": ["llama"]}, "config.model_type: a list is not supported; allowed: gpt2, bert"),
+    ({"num_attention_heads": 8192}, "config.num_attention_heads: must be at most the width (4096) where head_dim is "
+                                    "not given, got 8192"),
+    ({"num_key_value_heads": 64}, "config.num_key_value_heads: must be at most the attention heads (32), got 64"),
+    ({"max_position_embeddings": [8192]}, "config.max_position_embeddings: must be a whole number"),
+])
+def test_a_configs_shape_fields_are_checked_before_it_lowers(change, line):
+    """Before, each raised Python's or numpy's own error from inside the lowering (a TypeError, an OverflowError)."""
+    from joulecast.data.models import model_entry
+
+    with pytest.raises(InputError) as caught:
+        joulecast.workload({**model_entry("llama-3-8b")["config"], **change}, batch=1, seq=64)
+    assert str(caught.value).startswith(line)

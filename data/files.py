@@ -118,7 +118,10 @@ def check_output_folder(path: str | Path, field: str) -> Path:
 
 def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
     """`write(tmp)` a temporary file beside `path`, then move it into place: readers see the old file or the new one,
-    never half of one, and an interrupted write leaves nothing behind."""
+    never half of one, and an interrupted write leaves nothing behind. A link is followed: the file it leads to is
+    replaced, the link kept."""
+    path = Path(os.path.realpath(path))
+    _check_replaceable_file(path, "out")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     os.close(fd)
@@ -160,8 +163,17 @@ def check_output_file(path: str | Path, field: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise InputError(field, f"{str(path)!r} is a folder; give a file name")
+    _check_replaceable_file(path, field)
     check_output_folder(path.parent, field)
     return path
+
+
+def _check_replaceable_file(path: Path, field: str) -> None:
+    """Refuse a target that is there and no regular file (a device, a pipe, a socket): written atomically, it would be
+    replaced by the new file, as /dev/full once was, not written through."""
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise InputError(field, f"{str(path)!r} is not a regular file; give a file name (a file there is replaced "
+                                "whole)")
 
 
 def check_replaceable_folder(path: str | Path, marker: str, field: str) -> Path:

@@ -353,6 +353,25 @@ def test_files_are_written_atomically_with_ordinary_modes(tmp_path):
     assert (folder / "a").read_text() == "old" and sorted(os.listdir(tmp_path)) == ["f.txt", "model"]
 
 
+def test_a_points_file_is_written_through_a_link_and_never_over_a_device_or_pipe(tmp_path, capsys):
+    """Before, `sweep --out /dev/full` put its Parquet file where the device was (the atomic write's rename replaced
+    the node), and an --out that is a link replaced the link with a file."""
+    import os
+
+    real, link, pipe = tmp_path / "real.csv", tmp_path / "link.csv", tmp_path / "pipe.csv"
+    real.write_text("old")
+    link.symlink_to(real)
+    os.mkfifo(pipe)
+    argv = ["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "1,2", "--seq", "64", "--json", "--out"]
+    assert main([*argv, str(link)]) == 0 and len(json.loads(capsys.readouterr().out)["points"]) == 2
+    written = real.read_text().splitlines()
+    assert link.is_symlink() and written[0].startswith("model,phase,gpu") and len(written) == 3
+    assert main([*argv, str(pipe)]) == 2
+    assert capsys.readouterr().err == (f"joulecast: error: --out: '{pipe}' is not a regular file; give a file name (a "
+                                       "file there is replaced whole)\n")
+    assert not os.path.isfile(pipe) and sorted(os.listdir(tmp_path)) == ["link.csv", "pipe.csv", "real.csv"]
+
+
 def test_a_saved_model_replaces_only_a_model_folder(tmp_path, capsys):
     """train --out at a file or at a folder of the user's is refused at once, one line, exit 2, the file and the folder
     as they were (before, the path was renamed aside and replaced: `--out /etc/passwd` left a model folder there); a

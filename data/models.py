@@ -95,6 +95,11 @@ def _alias_index() -> Mapping[str, str]:
     return MappingProxyType({a.lower(): e["name"] for e in catalog().values() for a in (e["name"], *e["aliases"])})
 
 
+def is_model_name(name: object) -> bool:
+    """Whether `name` names a catalog model (by name or alias, in any case)."""
+    return str(name).strip().lower() in _alias_index()
+
+
 def model_entry(name: str) -> Mapping[str, Any]:
     """A catalog model by name or alias; unknown names list close ones."""
     key = str(name).strip().lower()
@@ -104,8 +109,11 @@ def model_entry(name: str) -> Mapping[str, Any]:
 
 
 def load_config(path: str | Path) -> dict[str, Any]:
-    """Read a Hugging Face style `config.json` (or a catalog entry file with a `config` key)."""
+    """Read a Hugging Face style `config.json` (or a catalog entry file with a `config` key), whatever its file is
+    named; a model's folder (a Hugging Face snapshot) by the config.json in it."""
     path = Path(path)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
     raw = read_json(path, "--config")
     if not isinstance(raw, dict):
         raise InputError("--config", f"{path.name} must hold a JSON object")

@@ -151,8 +151,10 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
     `one_of`), then its optional flags that were given."""
     import joulecast
 
-    if not args.model:  # the one source given (`_estimate`) is --config or --kernels
-        raise joulecast.InputError("--model", f"--phase {phase} needs --model NAME (a catalog model)")
+    if args.kernels:  # the one source given (`_estimate`): a kernel list is one pass's
+        raise joulecast.InputError("--kernels", f"--phase {phase} needs --model NAME or --config PATH (a kernel "
+                                                "list is one pass's work)")
+    args.model = args.model or args.config  # a job's steps lower the config as a model (its path names it)
     for flag in refuses:
         if getattr(args, flag) not in (None, False):
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"has no effect with --phase {phase} "
@@ -918,7 +920,8 @@ def build_parser() -> argparse.ArgumentParser:
     est = sub.add_parser("estimate", help="estimate a workload's energy (J), time (s) and power (W) on a GPU")
     src = est.add_argument_group("workload (one of)")
     src.add_argument("--model", help="catalog model name (see 'joulecast models')")
-    src.add_argument("--config", help="path to a Hugging Face style config.json")
+    src.add_argument("--config", help="a Hugging Face style config.json (any file name), or the model folder "
+                                      "holding one")
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
     est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
     est.add_argument("--phase", type=str.lower, help="prefill, decode, training (one step; vision: inference), "

@@ -204,6 +204,36 @@ def test_train_names_the_import_flag_of_a_bad_source_or_folder(capsys):
         assert capsys.readouterr().err.startswith(f"joulecast: error: --import: {line}")  # before: SOURCE:, PATH:
 
 
+def test_a_config_is_read_whatever_its_file_is_named_and_from_its_model_folder(tmp_path, capsys):
+    """--config reads a config file whatever its name, or a Hugging Face snapshot's folder by its config.json, for a
+    pass and for a job (before: a name not ending .json was taken for a catalog name, 'model: unknown', and a job
+    refused --config as 'needs --model NAME (a catalog model)', which a config path given as --model passed)."""
+    from joulecast.data.models import model_entry
+
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(model_entry("gpt2")["config"]))
+    (tmp_path / "gpt2.cfg").write_text((folder / "config.json").read_text())
+    pass_argv = ["--gpu", "a10", "--batch", "2", "--seq", "64", "--json"]
+    outs = []
+    for source in (["--model", "gpt2"], ["--config", str(folder)], ["--config", str(tmp_path / "gpt2.cfg")]):
+        assert main(["estimate", *source, *pass_argv]) == 0
+        outs.append(json.loads(capsys.readouterr().out)["energy_j"])
+    assert outs[0] == outs[1] == outs[2]
+    job_argv = ["--gpu", "a10", "--phase", "generate", "--batch", "2", "--input-len", "8", "--output-len", "4",
+                "--json"]
+    jobs = []
+    for source in (["--model", "gpt2"], ["--config", str(folder)]):
+        assert main(["estimate", *source, *job_argv]) == 0
+        jobs.append(json.loads(capsys.readouterr().out))
+    assert jobs[0]["energy_j"] == jobs[1]["energy_j"] > 0
+    assert main(["estimate", "--kernels", str(tmp_path / "k.json"), *job_argv]) == 2
+    assert capsys.readouterr().err == ("joulecast: error: --kernels: --phase generate needs --model NAME or --config "
+                                       "PATH (a kernel list is one pass's work)\n")
+    assert main(["estimate", "--config", str(tmp_path), "--gpu", "a10"]) == 2  # a folder with no config.json
+    assert capsys.readouterr().err == f"joulecast: error: --config: '{tmp_path}' is a folder; give a file\n"
+
+
 def test_a_phase_is_read_in_any_case(capsys):
     """--phase Serve is serve, as --gpu H100 is h100 (before: 'Serve' is not available, allowed: prefill, ...)."""
     argv = ["--model", "gpt2", "--gpu", "l4", "--input-len", "8", "--output-len", "2", "--concurrency", "2", "--json"]

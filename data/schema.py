@@ -70,16 +70,25 @@ def empty_measurements() -> pd.DataFrame:
     return conform(pd.DataFrame({c: [] for c in MEASUREMENT_COLUMNS}))
 
 
-def conform(table: pd.DataFrame) -> pd.DataFrame:
-    """Order the columns and give each its declared dtype (missing nullable columns become NA)."""
+_KIND_WORDS = {"str": "text", "int": "whole numbers within 64 bits", "float": "numbers", "bool": "true or false"}
+
+
+def conform(table: pd.DataFrame, origin: str = "measurements") -> pd.DataFrame:
+    """Order the columns and give each its declared dtype (missing nullable columns become NA); a column that cannot
+    take it is a DataError naming `origin` and the column (an importer's batch of 1e30 raised pandas' TypeError)."""
     out = {}
     for column, (kind, _) in MEASUREMENT_COLUMNS.items():
         values = table[column] if column in table else pd.Series(pd.NA, index=table.index)
-        if kind == "bool":
-            values = values.fillna(False) if column in table else pd.Series(False, index=table.index)
-        elif kind in ("int", "float"):
-            values = pd.to_numeric(values.astype(object).where(values.notna(), np.nan))
-        out[column] = values.astype(_DTYPES[kind])
+        try:
+            if kind == "bool":
+                values = values.fillna(False) if column in table else pd.Series(False, index=table.index)
+            elif kind in ("int", "float"):
+                values = pd.to_numeric(values.astype(object).where(values.notna(), np.nan))
+            with np.errstate(invalid="ignore"):  # numpy's warning of a cast that fails: the error below says it
+                out[column] = values.astype(_DTYPES[kind])
+        except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past 64 bits
+            raise DataError(f"{origin}: column '{column}' must hold {_KIND_WORDS[kind]} "
+                            f"({str(exc).splitlines()[0]})") from None
     return pd.DataFrame(out, index=table.index).reset_index(drop=True)
 
 
@@ -108,10 +117,7 @@ def validate_measurements(table: pd.DataFrame, origin: str = "measurements", uni
     extra = sorted(set(table.columns) - set(MEASUREMENT_COLUMNS))
     if extra:
         raise DataError(f"{origin}: unknown column(s) {', '.join(extra)}; the schema is joulecast.data.schema")
-    try:
-        table = conform(table)
-    except (TypeError, ValueError, OverflowError) as exc:  # OverflowError: an integer past 64 bits
-        raise DataError(f"{origin}: a column has the wrong type ({str(exc).splitlines()[0]})") from None
+    table = conform(table, origin)
     for column, (_, nullable) in MEASUREMENT_COLUMNS.items():
         if not nullable and table[column].isna().any():
             raise DataError(f"{origin}: column '{column}' has missing values{_first(table, table[column].isna())}")

@@ -85,7 +85,7 @@ def import_energaizer(path: str | Path) -> pd.DataFrame:
         gpu_of_file(csv)
         raw = read_csv(csv, ("workload", *NUMBERS), NUMBERS)
         frames.append(_rows(root, csv, raw))
-    table = conform(pd.concat(frames, ignore_index=True))
+    table = conform(pd.concat(frames, ignore_index=True), f"import of {path}")
     counts = table["kernel_list"].value_counts().to_dict()
     log.info("energaizer: %d rows (%d joined with a traced kernel list, %d lowered from the catalog); %d flagged as "
              "failed runs", len(table), counts.get("traced", 0), counts.get("lowered", 0), int(table["flag_failed_run"].sum()))

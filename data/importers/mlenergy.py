@@ -91,7 +91,7 @@ def import_mlenergy(path: str | Path) -> pd.DataFrame:
         version = "v3" if "model_id" in header else "v2"
         raw = read_csv(csv, *((V3_COLUMNS, V3_NUMBERS) if version == "v3" else (V2_COLUMNS, V2_NUMBERS)))
         frames.append(_v3(raw, csv) if version == "v3" else _v2(raw, csv))
-    return conform(pd.concat(frames, ignore_index=True))
+    return conform(pd.concat(frames, ignore_index=True), f"import of {path}")
 
 
 def _v2(raw: pd.DataFrame, csv: Path) -> pd.DataFrame:

@@ -44,4 +44,4 @@ def import_nvdvfs(path: str | Path) -> pd.DataFrame:
             time_s=time_s, energy_j=raw["average_power"] * time_s, power_w=raw["average_power"],
             method="power_samples",  # board power sampled every 100 ms (PROVENANCE)
         )))
-    return conform(pd.concat(frames, ignore_index=True))
+    return conform(pd.concat(frames, ignore_index=True), f"import of {path}")

@@ -36,4 +36,4 @@ def import_zeus(path: str | Path) -> pd.DataFrame:
             energy_j=raw["time_per_epoch"] * raw["average_power"], power_w=raw["average_power"],
             method="power_samples",  # Zeus polls NVML power (these GPUs predate the energy counter)
         )))
-    return conform(pd.concat(frames, ignore_index=True))
+    return conform(pd.concat(frames, ignore_index=True), f"import of {path}")

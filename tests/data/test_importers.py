@@ -105,6 +105,7 @@ ZEUS_HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,a
     ("squad,bert,12,adamw,125,-5,122.2", "column 'time_s' must be positive and finite "
                                          "(zeus-nsdi23-powerlimit/summary_power_v100.csv row 3: -5)"),
     ('squad,"bert', "summary_power_v100.csv: not a CSV that can be read"),
+    ("squad,bert,1e30,adamw,125,3007.6,122.2", "column 'batch' must hold whole numbers within 64 bits"),  # a TypeError
 ])
 def test_a_bad_cell_of_a_published_set_is_named_by_file_line_and_column(tmp_path, capsys, row, line):
     """An edited or truncated source file: one line naming where, exit 2 (before, a pandas TypeError for text in a

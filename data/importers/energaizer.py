@@ -126,7 +126,8 @@ def _rows(root: Path, csv: Path, raw: pd.DataFrame) -> pd.DataFrame:
             batch=parts["batch"], seq=parts["seq"], dtype=parts["dtype"], attention=parts["attention"], gpu=gpu,
             sm_clock_mhz=row.avg_freq, sm_clock_min_mhz=parts["freq"], sm_clock_max_mhz=parts["freq"],
             power_limit_w=power_limit_w, temperature_c=row.temp, iterations=parts["iterations"], repeats=1,
-            time_s=time_s, energy_j=row.energy, power_w=row.energy / time_s, method="power_samples",
+            time_s=time_s, energy_j=row.energy, method="power_samples",
+            power_w=row.energy / time_s if time_s else float("inf"),  # a time of 0: the schema refuses it by name
             flag_clock_moved=bool(abs(row.avg_freq - parts["freq"]) > CLOCK_STEP_MHZ),
             flag_window_short=too_short, flag_failed_run=too_short,
         ))

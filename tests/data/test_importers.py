@@ -97,6 +97,24 @@ def test_import_twice_adds_nothing(external, tmp_path, capsys):
 ZEUS_HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"
 
 
+def test_an_energaizer_row_of_no_time_is_named(external, tmp_path, capsys):
+    """Before, a ZeroDivisionError computing its power."""
+    import shutil
+
+    root = tmp_path / "energaizer-artifact"
+    shutil.copytree(external / "energaizer-artifact" / "measurements", root / "measurements",
+                    ignore=shutil.ignore_patterns("a100.csv", "dvfs.csv"))
+    table = (root / "measurements" / "a10.csv").read_text().splitlines()
+    header = table[0].split(",")
+    row = table[1].split(",")
+    row[header.index("time")] = "0"
+    (root / "measurements" / "a10.csv").write_text("\n".join([table[0], ",".join(row)]) + "\n")
+    assert main(["import", "energaizer", str(root)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "column 'time_s' must be positive and finite (energaizer-artifact/measurements/a10.csv " \
+        "row 2: 0)" in err[0]
+
+
 @pytest.mark.parametrize("row, line", [
     ("squad,bert,12,adamw,125,abc,122.2", "summary_power_v100.csv row 3, column 'time_per_epoch': must be a finite "
                                           "number, got 'abc'"),

@@ -18,10 +18,11 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
-from joulecast.data.errors import InputError, UnknownFieldError, require
+from joulecast.data.errors import InputError, UnknownFieldError, fields_under, require
 from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.models import check_config
 from joulecast.data.workload import LAUNCH_MODES, check_host_dispatch
 
 DATA_DIR = Path(__file__).parent / "distributed"
@@ -330,7 +331,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         require(isinstance(model.get("config"), Mapping), "model.config", "an inline model needs a config mapping "
                 "(Hugging Face config.json fields) and a name")
         model_name = str(model.get("name") or model["config"].get("model_type"))
-        model = {**model["config"], "name": model_name}
+        with fields_under("model"):  # config.head_dim -> model.config.head_dim, as the file nests it
+            model = {**check_config(model["config"]), "name": model_name}
     else:
         require(isinstance(model, str) and model, "model", "a catalog model name or {name, config}")
         model_name = str(model)

@@ -17,6 +17,7 @@ MODEL_DIR = Path(__file__).parent / "models"
 MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "qwen2": "llama", "mistral": "llama",
                "mixtral": "llama", "qwen3": "llama", "qwen3_moe": "llama", "vit": "vit", "resnet": "resnet",
                "mobilevit": "mobilevit"}
+CONVOLUTIONAL = ("resnet", "mobilevit")  # lowering families whose configs give no transformer width or depth
 # Llama-family types that normalise each head's queries and keys (RMSNorm over head_dim) before the rotary embedding
 # (transformers' Qwen3Attention: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")
@@ -41,7 +42,7 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     """A config a user gave (a mapping or a config.json), its model type and shape fields checked before a lowering
     reads them, each bad one a line naming `config.<field>`; whole-number floats (4096.0, as some tools write them)
     as integers. Before, a head_dim of "64" or 1e30 raised Python's or numpy's own error from inside the lowering."""
-    family(config)
+    fam = family(config)
     out = dict(config)
     for key in SIZE_FIELDS:
         if out.get(key) is not None:
@@ -57,6 +58,8 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value <= MAX_RATIO):
             raise InputError(f"config.{key}", f"must be a number over 0 and at most {MAX_RATIO}, got {kind_of(value)}")
+    if fam not in CONVOLUTIONAL:  # a transformer's width, depth and heads, which every use of it reads
+        hidden_size(out), layer_count(out), head_count(out)
     width, heads = out.get("hidden_size") or out.get("n_embd"), out.get("num_attention_heads") or out.get("n_head")
     field = "num_attention_heads" if out.get("num_attention_heads") else "n_head"
     if width and heads and heads > width and out.get("head_dim") is None:  # a head hidden_size / heads wide: none
@@ -131,17 +134,26 @@ def family(config: Mapping[str, Any]) -> str:
 
 def hidden_size(config: Mapping[str, Any]) -> int:
     """A transformer config's model width: `hidden_size`, or GPT-2's `n_embd`."""
-    return int(config.get("hidden_size") or config["n_embd"])
+    return _given(config, "hidden_size", "n_embd")
 
 
 def layer_count(config: Mapping[str, Any]) -> int:
     """A transformer config's layers: `num_hidden_layers`, or GPT-2's `n_layer`."""
-    return int(config.get("num_hidden_layers") or config["n_layer"])
+    return _given(config, "num_hidden_layers", "n_layer")
 
 
 def head_count(config: Mapping[str, Any]) -> int:
     """A transformer config's attention (query) heads: `num_attention_heads`, or GPT-2's `n_head`."""
-    return int(config.get("num_attention_heads") or config["n_head"])
+    return _given(config, "num_attention_heads", "n_head")
+
+
+def _given(config: Mapping[str, Any], name: str, gpt2_name: str) -> int:
+    """A size field by its Hugging Face name or GPT-2's; neither there is one line naming the first (before, a
+    KeyError naming GPT-2's)."""
+    value = config.get(name) or config.get(gpt2_name)
+    if value is None:
+        raise InputError(f"config.{name}", "missing from the model config")
+    return _size(value, f"config.{name}")
 
 
 def family_of_name(name: str) -> str:

@@ -577,3 +577,20 @@ def test_a_job_file_reads_a_count_in_exponent_form(tmp_path):
     path.write_text(text.replace("tokens: 10000000000", "tokens: 1e10x"))
     with pytest.raises(joulecast.InputError, match=r"tokens: must be an integer, got '1e10x'"):
         load_job(path)
+
+
+@pytest.mark.parametrize("change, line", [
+    ({"head_dim": "64"}, "model.config.head_dim: must be a whole number from 1 to 16,777,216, got text ('64')"),
+    ({"hidden_size": None}, "model.config.hidden_size: missing from the model config"),
+    ({"num_key_value_heads": 64}, "model.config.num_key_value_heads: must be at most the attention heads (32)"),
+])
+def test_a_job_files_inline_config_is_checked_as_a_config_is(change, line):
+    """Before, a missing width raised a KeyError naming GPT-2's n_embd, and a head_dim of '64' a TypeError from the
+    lowering: the inline config skipped the checks a config file gets."""
+    from joulecast.data.models import model_entry
+
+    raw = yaml.safe_load(Path("data/examples/jobs/two-sites.yaml").read_text())
+    raw["model"] = {"name": "my-llama", "config": {**model_entry("llama-3-8b")["config"], **change}}
+    with pytest.raises(joulecast.InputError) as caught:
+        joulecast.plan(raw)
+    assert str(caught.value).startswith(line)

@@ -111,15 +111,15 @@ def model_entry(name: str) -> Mapping[str, Any]:
     return catalog()[_alias_index()[key]]
 
 
-def load_config(path: str | Path) -> dict[str, Any]:
+def load_config(path: str | Path, field: str = "--config") -> dict[str, Any]:
     """Read a Hugging Face style `config.json` (or a catalog entry file with a `config` key), whatever its file is
-    named; a model's folder (a Hugging Face snapshot) by the config.json in it."""
+    named; a model's folder (a Hugging Face snapshot) by the config.json in it. Errors name `field`."""
     path = Path(path)
     if path.is_dir() and (path / "config.json").is_file():
         path = path / "config.json"
-    raw = read_json(path, "--config")
+    raw = read_json(path, field)
     if not isinstance(raw, dict):
-        raise InputError("--config", f"{path.name} must hold a JSON object")
+        raise InputError(field, f"{path.name} must hold a JSON object")
     return dict(raw["config"], **{k: v for k, v in raw.items() if k != "config"}) if "config" in raw else raw
 
 

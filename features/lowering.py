@@ -112,11 +112,17 @@ def resolve_model(model: str | Mapping[str, Any]) -> tuple[dict[str, Any], str, 
     if not isinstance(model, (str, os.PathLike)):  # a Workload too: a job lowers its own passes from the model
         said = "a Workload (give its model, e.g. 'gpt2')" if isinstance(model, Workload) else kind_of(model)
         raise InputError("model", f"a catalog model name, a config.json path or a config mapping, got {said}")
-    if str(model).endswith(".json") or (not models.is_model_name(model) and os.path.exists(model)):
-        config = models.check_config(models.load_config(model))  # a config file whatever its name, or its folder
+    if str(model).endswith(".json") or (not models.is_model_name(model) and _holds_config(model)):
+        config = models.check_config(models.load_config(model, "model"))
         return config, str(config.get("name") or config.get("model_type")), "config"
     entry = models.model_entry(str(model))
     return {**entry["config"], **{k: v for k, v in entry.items() if k != "config"}}, entry["name"], "catalog"
+
+
+def _holds_config(path: str | os.PathLike) -> bool:
+    """Whether a model argument that is no catalog name is a config file, whatever its name, or a model's folder
+    holding a config.json (a Hugging Face snapshot)."""
+    return os.path.isfile(path) or os.path.isfile(os.path.join(path, "config.json"))
 
 
 # The families whose lowering ends in a vocabulary-wide LM head (`lower_transformers._lm_head`; BERT's encoder and the

@@ -58,12 +58,15 @@ def _estimate(args: argparse.Namespace) -> int:
 
     import joulecast
     from joulecast import render
+    from joulecast.data.models import load_config
     from joulecast.data.workload import check_host_dispatch
 
     sources = [flag for flag in ("model", "config", "kernels") if getattr(args, flag)]
     if len(sources) != 1:
         raise joulecast.InputError(f"--{sources[-1] if sources else 'model'}",
                                    "give one of --model NAME, --config PATH or --kernels FILE.json")
+    if args.config:  # read here for its errors to name --config; the API reads the path again, as a model
+        load_config(args.config)
     for flag, what in (("gpu", "GPU"), ("dtype", "dtype")):  # a list is a sweep's
         if "," in (getattr(args, flag) or ""):
             raise joulecast.InputError(f"--{flag}", f"one {what} an estimate, got {getattr(args, flag)!r}"

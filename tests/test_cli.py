@@ -232,6 +232,12 @@ def test_a_config_is_read_whatever_its_file_is_named_and_from_its_model_folder(t
                                        "PATH (a kernel list is one pass's work)\n")
     assert main(["estimate", "--config", str(tmp_path), "--gpu", "a10"]) == 2  # a folder with no config.json
     assert capsys.readouterr().err == f"joulecast: error: --config: '{tmp_path}' is a folder; give a file\n"
+    # the API: a model argument that is no catalog name reads a config file or a folder holding one, else is unknown
+    import joulecast
+
+    assert joulecast.workload(str(folder), seq=64).kernels.equals(joulecast.workload("gpt2", seq=64).kernels)
+    with pytest.raises(joulecast.InputError, match=r"^model: unknown '.*'; known: bert-base"):
+        joulecast.workload(str(tmp_path))
 
 
 def test_a_phase_is_read_in_any_case(capsys):

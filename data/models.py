@@ -58,17 +58,23 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
                                   or not 0 < value <= MAX_RATIO):
             raise InputError(f"config.{key}", f"must be a number over 0 and at most {MAX_RATIO}, got {kind_of(value)}")
-    if fam not in CONVOLUTIONAL:  # a transformer's width, depth and heads, which every use of it reads
-        hidden_size(out), layer_count(out), head_count(out)
-    width, heads = out.get("hidden_size") or out.get("n_embd"), out.get("num_attention_heads") or out.get("n_head")
-    field = "num_attention_heads" if out.get("num_attention_heads") else "n_head"
-    if width and heads and heads > width and out.get("head_dim") is None:  # a head hidden_size / heads wide: none
-        raise InputError(f"config.{field}", f"must be at most the width ({width}) where head_dim is not given, "
-                                            f"got {heads}")
-    kv_heads = out.get("num_key_value_heads")
-    if heads and kv_heads and kv_heads > heads:  # each key-value head serves a group of query heads
-        raise InputError("config.num_key_value_heads", f"must be at most the attention heads ({heads}), got {kv_heads}")
+    if fam not in CONVOLUTIONAL:
+        _check_heads(out)
     return out
+
+
+def _check_heads(config: Mapping[str, Any]) -> None:
+    """A transformer's width, depth and heads there (every use of it reads them), its heads as wide as a head can be
+    where head_dim does not say (hidden_size / heads, none where heads outnumber the width), its key-value heads no
+    more than its heads (each serves a group of them)."""
+    width, _, heads = hidden_size(config), layer_count(config), head_count(config)
+    if heads > width and config.get("head_dim") is None:
+        field = "num_attention_heads" if config.get("num_attention_heads") else "n_head"  # as the config names it
+        raise InputError(f"config.{field}", f"must be at most the width ({width}) where head_dim is not given, got "
+                                            f"{heads}")
+    kv_heads = config.get("num_key_value_heads")
+    if kv_heads and kv_heads > heads:
+        raise InputError("config.num_key_value_heads", f"must be at most the attention heads ({heads}), got {kv_heads}")
 
 
 def _size(value: Any, field: str) -> int:
@@ -150,10 +156,10 @@ def head_count(config: Mapping[str, Any]) -> int:
 def _given(config: Mapping[str, Any], name: str, gpt2_name: str) -> int:
     """A size field by its Hugging Face name or GPT-2's; neither there is one line naming the first (before, a
     KeyError naming GPT-2's)."""
-    value = config.get(name) or config.get(gpt2_name)
-    if value is None:
-        raise InputError(f"config.{name}", "missing from the model config")
-    return _size(value, f"config.{name}")
+    given = name if config.get(name) is not None or config.get(gpt2_name) is None else gpt2_name
+    if config.get(given) is None:
+        raise InputError(f"config.{name}", f"missing from the model config (GPT-2's names it {gpt2_name})")
+    return _size(config[given], f"config.{given}")
 
 
 def family_of_name(name: str) -> str:

@@ -37,7 +37,8 @@ def resnet(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_
     width = size_field(c, "embedding_size")
     depths, widths = c.get("depths"), c.get("hidden_sizes")
     if not depths or not widths or len(depths) != len(widths):
-        raise InputError("config.depths", "and config.hidden_sizes: one whole number each a stage, as many of each")
+        raise InputError("config.depths", "and config.hidden_sizes must list a block count and a width for each stage, "
+                                          f"as many of each; got {kind_of(depths)} and {kind_of(widths)}")
     layer_type = c.get("layer_type") or "bottleneck"
     require_choice(layer_type, RESNET_BLOCKS, "config.layer_type")
     bottleneck = layer_type == "bottleneck"

@@ -466,7 +466,8 @@ def test_a_resnet_config_holds_torchvisions_weights(layer_type, depths, widths, 
     assert weights == torchvision - 2 * norm_channels - 1000
     with pytest.raises(InputError, match="config.layer_type: unknown 'basc'; did you mean 'basic'"):
         lower({**config, "layer_type": "basc"}, phase="inference", batch=1, seq=None, dtype="fp32")
-    with pytest.raises(InputError, match="config.depths: and config.hidden_sizes: one whole number each a stage"):
+    with pytest.raises(InputError, match="config.depths: and config.hidden_sizes must list a block count and a width "
+                                         "for each stage, as many of each; got a list and a list"):
         joulecast.workload({**config, "depths": depths[:3]}, phase="inference", batch=1)
 
 

@@ -6,6 +6,8 @@ import difflib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
+import numpy as np
+
 
 class JoulecastError(Exception):
     """Base class: a problem the user can fix, described in one line."""
@@ -78,6 +80,13 @@ def require(condition: bool, field: str, message: str) -> None:
     """Raise `InputError(field, message)` unless `condition` holds (user input only, never `assert`)."""
     if not condition:
         raise InputError(field, message)
+
+
+def require_switch(value: object, field: str) -> bool:
+    """`value` as a bool where it is one (JSON true or false, numpy's too), else one InputError naming `field`: a
+    string's or a number's truth would read "no" or infinity as yes."""
+    require(isinstance(value, (bool, np.bool_)), field, f"must be true or false, got {value!r}")
+    return bool(value)
 
 
 def is_choice(value: object, allowed: Iterable[str]) -> bool:

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.engines import check_engine, launch_mode_for
-from joulecast.data.errors import InputError, require, require_choice
+from joulecast.data.errors import InputError, require, require_choice, require_switch
 from joulecast.data.files import request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
@@ -186,6 +186,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
+    kv_cache = require_switch(kv_cache, "kv_cache")
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
     setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
@@ -329,6 +330,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     lengths = np.array(pairs, dtype=np.int64)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
+    kv_cache = require_switch(kv_cache, "kv_cache")
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
     setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)

@@ -365,8 +365,10 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["energy_per_token_j"] = points["energy_j"] / tokens
     points["s_per_token"] = points["time_s"] / tokens
     points = on_grids(points, grids, None if phase == "serve" else points["time_s"].to_numpy())
-    # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint
+    # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint; nor one without
+    # figures (its best was once an idxmin over nothing)
     feasible = ~points["flags"].fillna("").str.contains("|".join(UNSERVABLE)).to_numpy(bool)
+    feasible &= np.isfinite(points[["time_s", "energy_j"]].to_numpy(float)).all(axis=1)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
                                  ("power_w", max_power_w, True)):
         if bound is not None:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data import engines
-from joulecast.data.errors import InputError, require
+from joulecast.data.errors import InputError, require, require_switch
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.job_file import reference
 from joulecast.data.kernels import stack
@@ -50,7 +50,7 @@ def check_expert_parallel(value: object, config: Mapping[str, Any] | None = None
     """`expert_parallel` as a bool (JSON true or false, not a string's truth, which reads "no" as yes), and where a
     model's `config` is given, true only for a mixture of experts (`features.train_step.shard_config`); else one
     InputError naming `expert_parallel`."""
-    require(isinstance(value, (bool, np.bool_)), "expert_parallel", f"must be true or false, got {value!r}")
+    require_switch(value, "expert_parallel")
     if config is not None:
         shard_config(config, expert_parallel=bool(value))  # experts to split: a mixture's alone
     return bool(value)

@@ -399,7 +399,7 @@ _CALLS = {
     "serve": (lambda **k: joulecast.serve(**{"model": "gpt2", "gpu": "a10", "input_len": 16, "output_len": 4,
                                              "concurrency": 2, "estimator": "physics", **k}),
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
-               "output_tokens", "output_len_cv", "sampling")),
+               "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer")),
@@ -420,7 +420,11 @@ def test_the_python_apis_odd_arguments_are_one_line_each(entry, field):
     object, infinity, NaN, a name too long for a file): an answer, or one JoulecastError naming a field; never
     Python's own TypeError, OverflowError or OSError from inside (a mapping as the estimator raised 'unhashable
     type', infinity as serve's concurrency OverflowError, a mapping as a generation's model a pandas ValueError, a
-    number as a plan sweep's H or kinds 'not iterable', [{}] as its site sets an IndexError)."""
+    number as a plan sweep's H or kinds 'not iterable', [{}] as its site sets an IndexError); and an answer's
+    figures are numbers."""
     call = _CALLS[entry][0]
     for value in _ODD:
-        outcome(lambda: call(**{field: value}))
+        result = outcome(lambda: call(**{field: value}))
+        figures = result.to_dict() if hasattr(result, "to_dict") else {}
+        # an answer's figures are numbers (serve's launch_mode 'x' once priced every step NaN)
+        assert not [k for k, v in figures.items() if isinstance(v, float) and not math.isfinite(v)], (field, value)

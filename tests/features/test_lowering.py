@@ -444,6 +444,8 @@ def test_a_configs_whole_floats_are_its_sizes_and_a_bool_is_none():
         joulecast.workload({**config, "n_embd": True}, phase="prefill", batch=1, seq=64)
 
 
+# torchvision's weights' num_params (pytorch.org/vision/stable/models/generated/torchvision.models.resnet18, resnet34,
+# resnet50: IMAGENET1K_V1)
 @pytest.mark.parametrize("layer_type, depths, widths, torchvision", [
     ("basic", [2, 2, 2, 2], [64, 128, 256, 512], 11_689_512),         # ResNet-18
     ("basic", [3, 4, 6, 3], [64, 128, 256, 512], 21_797_672),         # ResNet-34

@@ -119,8 +119,8 @@ def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
 
 
 def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"), size_field(c, "num_attention_heads"),
-                               size_field(c, "intermediate_size"))
+    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
+                               size_field(c, "num_attention_heads"), size_field(c, "intermediate_size"))
     d, t = h // heads, s.tokens
     for rows in (size_field(c, "vocab_size"), size_field(c, "max_position_embeddings"), c.get("type_vocab_size") or 2):
         b.embedding(t, h, rows)
@@ -142,8 +142,8 @@ def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
 
 
 def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads, ffn = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"), size_field(c, "num_attention_heads"),
-                             size_field(c, "ffn_dim"))
+    h, layers, heads, ffn = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
+                             size_field(c, "num_attention_heads"), size_field(c, "ffn_dim"))
     # head_dim is set only on a tensor-parallel shard (`joulecast.features.train_step`), whose heads x head_dim < h
     d, t = c.get("head_dim") or h // heads, s.tokens
     b.ew("pointwise_add", s.batch * s.seq_q * s.seq_kv, dtype="fp32")  # causal mask
@@ -193,8 +193,8 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
     """Llama, Qwen2, Qwen3, Mistral and the mixtures of experts Mixtral and Qwen3-MoE share one structure: RMSNorm,
     rotary, grouped-query attention (Qwen3's queries and keys normalised first), a gated SiLU MLP (a mixture's a
     sparse mixture of such experts, `_experts`)."""
-    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"), size_field(c, "num_attention_heads"),
-                               size_field(c, "intermediate_size"))
+    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
+                               size_field(c, "num_attention_heads"), size_field(c, "intermediate_size"))
     kv_heads = c.get("num_key_value_heads") or heads
     d, t = c.get("head_dim") or h // heads, s.tokens
     # Rotary tables: inv_freq outer positions (an fp32 GEMM with K = 1), then cos and sin scaled.
@@ -371,8 +371,8 @@ def _lm_head(b: KernelBuilder, c: Mapping[str, Any], s: Shape, h: int) -> None:
 
 
 def vit(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"), size_field(c, "num_attention_heads"),
-                               size_field(c, "intermediate_size"))
+    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
+                               size_field(c, "num_attention_heads"), size_field(c, "intermediate_size"))
     image, patch = size_field(c, "image_size"), size_field(c, "patch_size")
     b.conv2d(s.batch, c.get("num_channels") or 3, h, image, patch, patch, 0)
     tokens_per_image = (image // patch) ** 2 + 1  # patches + CLS

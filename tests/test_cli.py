@@ -191,7 +191,8 @@ def test_retrain_checks_its_tolerance_and_champion_before_training(tmp_path, cap
                         (["--tolerance=-inf"], "--tolerance: MAPE points a partition may lose (below 0: the "
                                                "points each must gain), a finite number; got -inf"),
                         (["--champion", str(tmp_path)], f"--champion: '{tmp_path}' is not an estimator folder")):
-        assert main([*base, *extra]) == 2  # before: nan and -inf trained and compared; the champion failed after training
+        # before: nan and -inf trained and compared; the champion failed after the training
+        assert main([*base, *extra]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"joulecast: error: {line}") and err.count("\n") == 1
     assert not (tmp_path / "report").exists()

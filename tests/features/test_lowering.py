@@ -440,7 +440,8 @@ def test_a_configs_whole_floats_are_its_sizes_and_a_bool_is_none():
     same = [joulecast.estimate(joulecast.workload(c, phase="prefill", batch=1, seq=64), "a10", estimator="physics")
             for c in (config, floats)]
     assert same[0].energy_j == same[1].energy_j
-    with pytest.raises(InputError, match="config.n_embd: must be a whole number from 1 to 16,777,216, got true or false"):
+    with pytest.raises(InputError, match="config.n_embd: must be a whole number from 1 to 16,777,216, got true or "
+                                         "false"):
         joulecast.workload({**config, "n_embd": True}, phase="prefill", batch=1, seq=64)
 
 

@@ -554,6 +554,8 @@ def _import(args: argparse.Namespace) -> int:
         check_output_folder(args.out, "--out")
     source = importer(args.source)
     table = source.read(args.path)
+    if not len(table):  # before: "0 rows ... written to OUT", with nothing written
+        raise InputError("PATH", f"{args.path} holds no measurement rows that the {args.source} importer reads")
     summary = {
         "source": args.source, "rows": int(len(table)),
         "by_gpu": {str(k): int(v) for k, v in table["gpu"].value_counts().items()},
@@ -561,18 +563,19 @@ def _import(args: argparse.Namespace) -> int:
         "flagged_failed_runs": int(table["flag_failed_run"].sum()),
     }
     if args.out:
-        collection = f"import-{args.source}"
+        collection, added = f"import-{args.source}", 0
         for gpu, rows in table.groupby("gpu"):
             folder = store.collection_dir(args.out, str(gpu), collection)
             stored = store.existing_ids(args.out, str(gpu), collection)
             new = rows[~rows["measurement_id"].isin(stored)]
             if len(new):  # importing twice adds nothing
                 store.write_part(new, args.out, str(gpu), collection)
+                added += len(new)
             store.write_card(args.out, str(gpu), collection, {
                 "what": f"{args.source} measurements imported by joulecast", "source_path": str(args.path),
                 "imported_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "rows": int(len(rows)),
                 "method": source.method, "folder": str(folder)})
-        summary["written_to"] = str(args.out)
+        summary["written_to"], summary["new_rows"] = str(args.out), added
     if args.json:
         print(render.to_json(summary))
     else:
@@ -582,7 +585,7 @@ def _import(args: argparse.Namespace) -> int:
               f"{lists.get('partial', 0)} partial, {lists.get('none', 0)} none; "
               f"{summary['flagged_failed_runs']} rows flagged as failed runs")
         if args.out:
-            print(f"written to {args.out}")
+            print(f"written to {args.out}: {added} new rows ({summary['rows'] - added} already stored)")
     return 0
 
 

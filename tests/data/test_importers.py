@@ -88,10 +88,22 @@ def test_unknown_source_and_wrong_folder(external):
 
 def test_import_twice_adds_nothing(external, tmp_path, capsys):
     path = str(external / "zeus-nsdi23-powerlimit")
-    for _ in range(2):
+    for new in (1609, 0):
         assert main(["import", "zeus", path, "--out", str(tmp_path), "--json"]) == 0
-        assert json.loads(capsys.readouterr().out)["rows"] == 1609
+        summary = json.loads(capsys.readouterr().out)
+        assert summary["rows"] == 1609 and summary["new_rows"] == new
     assert len(load_store(tmp_path)) == 1609
+    assert main(["import", "zeus", path, "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.endswith(f"written to {tmp_path}: 0 new rows (1609 already stored)\n")
+
+
+def test_an_import_of_no_rows_says_so(tmp_path, capsys):
+    """Before: '0 rows from zeus', then 'written to OUT' with nothing written."""
+    (tmp_path / "summary_power_v100.csv").write_text(ZEUS_HEADER)
+    assert main(["import", "zeus", str(tmp_path), "--out", str(tmp_path / "store")]) == 2
+    assert capsys.readouterr().err == (f"joulecast: error: PATH: {tmp_path} holds no measurement rows that the zeus "
+                                       "importer reads\n")
+    assert not (tmp_path / "store").exists()
 
 
 ZEUS_HEADER = "dataset,network,batch_size,optimizer,power_limit,time_per_epoch,average_power\n"

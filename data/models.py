@@ -140,26 +140,28 @@ def family(config: Mapping[str, Any]) -> str:
 
 def hidden_size(config: Mapping[str, Any]) -> int:
     """A transformer config's model width: `hidden_size`, or GPT-2's `n_embd`."""
-    return _given(config, "hidden_size", "n_embd")
+    return config_size(config, "hidden_size", "n_embd")
 
 
 def layer_count(config: Mapping[str, Any]) -> int:
     """A transformer config's layers: `num_hidden_layers`, or GPT-2's `n_layer`."""
-    return _given(config, "num_hidden_layers", "n_layer")
+    return config_size(config, "num_hidden_layers", "n_layer")
 
 
 def head_count(config: Mapping[str, Any]) -> int:
     """A transformer config's attention (query) heads: `num_attention_heads`, or GPT-2's `n_head`."""
-    return _given(config, "num_attention_heads", "n_head")
+    return config_size(config, "num_attention_heads", "n_head")
 
 
-def _given(config: Mapping[str, Any], name: str, gpt2_name: str) -> int:
-    """A size field by its Hugging Face name or GPT-2's; neither there is one line naming the first (before, a
-    KeyError naming GPT-2's)."""
-    given = name if config.get(name) is not None or config.get(gpt2_name) is None else gpt2_name
-    if config.get(given) is None:
-        raise InputError(f"config.{name}", f"missing from the model config (GPT-2's names it {gpt2_name})")
-    return _size(config[given], f"config.{given}")
+def config_size(config: Mapping[str, Any], *keys: str) -> int:
+    """The first of `keys` a config gives (a field by its Hugging Face name, then another model's: GPT-2's `n_embd`),
+    a whole number from 1 to MAX_CONFIG_SIZE; none there, or a bad one, is one line naming the field (before, a
+    KeyError naming GPT-2's). The lowerings read every size through it."""
+    for key in keys:
+        if config.get(key) is not None:
+            return _size(config[key], f"config.{key}")
+    also = f" (nor as {', '.join(keys[1:])})" if len(keys) > 1 else ""
+    raise InputError(f"config.{keys[0]}", f"missing from the model config{also}")
 
 
 def family_of_name(name: str) -> str:

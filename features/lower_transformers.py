@@ -17,8 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from joulecast.data.errors import InputError
-from joulecast.data.files import whole_number
-from joulecast.data.models import QK_NORM_TYPES, is_mixture_of_experts
+from joulecast.data.models import QK_NORM_TYPES, config_size, is_mixture_of_experts
 from joulecast.features.builder import KernelBuilder
 
 
@@ -34,17 +33,6 @@ class Shape:
     @property
     def tokens(self) -> int:
         return self.batch * self.seq_q
-
-
-def size_field(config: Mapping[str, Any], *keys: str) -> int:
-    """The first of `keys` a config gives, a positive whole number; else one line naming the field."""
-    for key in keys:
-        if config.get(key) is not None:
-            value = whole_number(config[key])  # a config written out by a tool that keeps 4096.0
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise InputError(f"config.{key}", f"must be a positive integer, got {value!r}")
-            return value
-    raise InputError(f"config.{keys[0]}", "missing from the model config")
 
 
 def _attention_core(b: KernelBuilder, s: Shape, heads: int, kv_heads: int, head_dim: int, causal: bool,
@@ -86,11 +74,11 @@ _UPCAST = (("typecast_to_fp32", None, "fp32"), ("typecast_to_bf16", "fp32", "bf1
 
 
 def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads = size_field(c, "n_embd"), size_field(c, "n_layer"), size_field(c, "n_head")
+    h, layers, heads = config_size(c, "n_embd"), config_size(c, "n_layer"), config_size(c, "n_head")
     # head_dim is set only on a tensor-parallel shard (`joulecast.features.train_step`), whose heads x head_dim < h
     inner, d, t = c.get("n_inner") or 4 * h, c.get("head_dim") or h // heads, s.tokens
-    b.embedding(t, h, size_field(c, "vocab_size"))
-    b.embedding(t, h, size_field(c, "n_positions"))
+    b.embedding(t, h, config_size(c, "vocab_size"))
+    b.embedding(t, h, config_size(c, "n_positions"))
     b.ew("pointwise_add", t * h)
     with b.repeat(layers):
         b.norm("layernorm", t, h)
@@ -119,10 +107,11 @@ def gpt2(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
 
 
 def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
-                               size_field(c, "num_attention_heads"), size_field(c, "intermediate_size"))
+    h, layers, heads, inner = (config_size(c, "hidden_size"), config_size(c, "num_hidden_layers"),
+                               config_size(c, "num_attention_heads"), config_size(c, "intermediate_size"))
     d, t = h // heads, s.tokens
-    for rows in (size_field(c, "vocab_size"), size_field(c, "max_position_embeddings"), c.get("type_vocab_size") or 2):
+    positions = config_size(c, "max_position_embeddings")
+    for rows in (config_size(c, "vocab_size"), positions, c.get("type_vocab_size") or 2):
         b.embedding(t, h, rows)
     b.ew("pointwise_add", t * h)
     b.norm("layernorm", t, h)
@@ -142,14 +131,14 @@ def bert(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_he
 
 
 def opt(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads, ffn = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
-                             size_field(c, "num_attention_heads"), size_field(c, "ffn_dim"))
+    h, layers, heads, ffn = (config_size(c, "hidden_size"), config_size(c, "num_hidden_layers"),
+                             config_size(c, "num_attention_heads"), config_size(c, "ffn_dim"))
     # head_dim is set only on a tensor-parallel shard (`joulecast.features.train_step`), whose heads x head_dim < h
     d, t = c.get("head_dim") or h // heads, s.tokens
     b.ew("pointwise_add", s.batch * s.seq_q * s.seq_kv, dtype="fp32")  # causal mask
     b.ew("pointwise_mul", s.batch * s.seq_kv, dtype="fp32")            # positions from the attention mask
-    b.embedding(t, h, size_field(c, "vocab_size"))
-    b.embedding(t, h, size_field(c, "max_position_embeddings") + 2)
+    b.embedding(t, h, config_size(c, "vocab_size"))
+    b.embedding(t, h, config_size(c, "max_position_embeddings") + 2)
     b.ew("pointwise_add", t * h)
     with b.repeat(layers):
         b.norm("layernorm", t, h)
@@ -193,14 +182,14 @@ def llama(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_h
     """Llama, Qwen2, Qwen3, Mistral and the mixtures of experts Mixtral and Qwen3-MoE share one structure: RMSNorm,
     rotary, grouped-query attention (Qwen3's queries and keys normalised first), a gated SiLU MLP (a mixture's a
     sparse mixture of such experts, `_experts`)."""
-    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
-                               size_field(c, "num_attention_heads"), size_field(c, "intermediate_size"))
+    h, layers, heads, inner = (config_size(c, "hidden_size"), config_size(c, "num_hidden_layers"),
+                               config_size(c, "num_attention_heads"), config_size(c, "intermediate_size"))
     kv_heads = c.get("num_key_value_heads") or heads
     d, t = c.get("head_dim") or h // heads, s.tokens
     # Rotary tables: inv_freq outer positions (an fp32 GEMM with K = 1), then cos and sin scaled.
     b.fp32_gemm(d // 2, s.seq_q, 1)
     b.ew("scalar_mul", s.seq_q * d, dtype="fp32", count=2)
-    b.embedding(t, h, size_field(c, "vocab_size"))
+    b.embedding(t, h, config_size(c, "vocab_size"))
     packed, add_norm = "packed_projections" in b.fusions, {"norm", "residual_norm"} <= b.fusions
     experts, qk_norm = expert_counts(c), c.get("model_type") in QK_NORM_TYPES
     with b.repeat(layers):
@@ -261,8 +250,8 @@ def expert_counts(c: Mapping[str, Any]) -> tuple[int, int, int] | None:
     `decoder_sparse_step` is 1 and `mlp_only_layers` empty), `num_experts_per_tok` both."""
     if not is_mixture_of_experts(c):
         return None
-    held = size_field(c, "num_local_experts", "num_experts")
-    routed, width = size_field(c, "num_experts_per_tok"), size_field(c, "moe_intermediate_size", "intermediate_size")
+    held = config_size(c, "num_local_experts", "num_experts")
+    routed, width = config_size(c, "num_experts_per_tok"), config_size(c, "moe_intermediate_size", "intermediate_size")
     if routed > held:
         raise InputError("config.num_experts_per_tok", f"must be at most the experts held ({held}), got {routed}")
     if c.get("mlp_only_layers") or (c.get("decoder_sparse_step") or 1) != 1:
@@ -323,7 +312,7 @@ def expert_block(c: Mapping[str, Any], tokens: int, dtype: str, layers: int = 1)
     held, routed, inner = expert_counts(c)
     b = KernelBuilder(dtype=dtype)
     with b.repeat(layers):
-        _experts(b, tokens, size_field(c, "hidden_size"), held, routed, inner, expert_shards(c))
+        _experts(b, tokens, config_size(c, "hidden_size"), held, routed, inner, expert_shards(c))
     return b.records
 
 
@@ -334,7 +323,7 @@ def expert_gemms(c: Mapping[str, Any], tokens: int, dtype: str) -> tuple[list[di
     held)^tokens), over the GPUs (both 1 where every GPU runs all its experts)."""
     held, routed, _ = expert_counts(c)
     shards = expert_shards(c)
-    records = expert_block(c, tokens, dtype, size_field(c, "num_hidden_layers"))
+    records = expert_block(c, tokens, dtype, config_size(c, "num_hidden_layers"))
     lowered = active_experts(tokens, held, routed, shards)
     mean = held * float(_hit(tokens, held, routed)) / shards
     busiest = float(expected_experts(tokens, held, routed, shards))
@@ -367,13 +356,13 @@ def _experts(b: KernelBuilder, t: int, h: int, held: int, routed: int, inner: in
 
 def _lm_head(b: KernelBuilder, c: Mapping[str, Any], s: Shape, h: int) -> None:
     """Logits for the last token of each sequence (as serving engines compute them)."""
-    b.linear(size_field(c, "vocab_size"), s.batch, h)
+    b.linear(config_size(c, "vocab_size"), s.batch, h)
 
 
 def vit(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_head: bool) -> None:
-    h, layers, heads, inner = (size_field(c, "hidden_size"), size_field(c, "num_hidden_layers"),
-                               size_field(c, "num_attention_heads"), size_field(c, "intermediate_size"))
-    image, patch = size_field(c, "image_size"), size_field(c, "patch_size")
+    h, layers, heads, inner = (config_size(c, "hidden_size"), config_size(c, "num_hidden_layers"),
+                               config_size(c, "num_attention_heads"), config_size(c, "intermediate_size"))
+    image, patch = config_size(c, "image_size"), config_size(c, "patch_size")
     b.conv2d(s.batch, c.get("num_channels") or 3, h, image, patch, patch, 0)
     tokens_per_image = (image // patch) ** 2 + 1  # patches + CLS
     vs = Shape(s.batch, tokens_per_image, tokens_per_image, False)

@@ -12,8 +12,9 @@ from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, require_choice
 from joulecast.data.files import kind_of
+from joulecast.data.models import config_size
 from joulecast.features.builder import KernelBuilder
-from joulecast.features.lower_transformers import Shape, size_field, transformer_encoder
+from joulecast.features.lower_transformers import Shape, transformer_encoder
 
 RESNET_BLOCKS = ("bottleneck", "basic")  # transformers' ResNetConfig.layer_types
 BOTTLENECK_REDUCTION = 4  # a bottleneck's inner convs a quarter of its output's channels (ResNetBottleNeckLayer)
@@ -34,7 +35,7 @@ def resnet(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, lm_
     a block's shortcut projects where its channels or stride change; the first stage strides only with
     `downsample_in_first_stage`."""
     n, hw = s.batch, 224
-    width = size_field(c, "embedding_size")
+    width = config_size(c, "embedding_size")
     depths, widths = c.get("depths"), c.get("hidden_sizes")
     if not depths or not widths or len(depths) != len(widths):
         raise InputError("config.depths", "and config.hidden_sizes must list a block count and a width for each stage, "

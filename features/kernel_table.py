@@ -65,12 +65,23 @@ def kernel_columns(records: Iterable[Mapping[str, Any]], merge: bool = True) -> 
             key = (*key, i)  # the record's position keeps it apart
         merged[key] = merged.get(key, 0) + record.get("count", 1)
     keys = list(zip(*merged)) if merged else [()] * len(KEY_COLUMNS)
-    columns = {name: np.asarray(values, dtype=KERNEL_COLUMNS[name][0]) for name, values in zip(KEY_COLUMNS, keys)}
+    columns = {name: _column(name, values) for name, values in zip(KEY_COLUMNS, keys)}
     columns["count"] = np.fromiter(merged.values(), dtype=np.int64, count=len(merged))
     if not merged:
         raise InputError("kernels", "the workload has no kernels")
     _check_columns(columns)
     return columns
+
+
+def _column(name: str, values: tuple) -> np.ndarray:
+    """One column as its dtype; a size past 64 bits (a lowering's product of sizes each in bounds: a 370,729-pixel
+    image in a MobileViT config) is one line naming the column, not numpy's OverflowError."""
+    try:
+        return np.asarray(values, dtype=KERNEL_COLUMNS[name][0])
+    except OverflowError:
+        i = next(i for i, v in enumerate(values) if isinstance(v, int) and not -2**63 <= v < 2**63)
+        raise InputError(f"kernels[{i}].{name}", f"{values[i]:.3g} passes 64 bits: the workload's sizes (a config's "
+                                                 "fields, the batch) are too large") from None
 
 
 def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:

@@ -165,6 +165,8 @@ _CONFIG_MODELS = ["gpt2", "bert-large", "opt-1.3b", "llama-3-8b", "qwen3-30b-a3b
 @example(model="gpt2", field="model_type", value=[], phase="prefill")  # once unhashable in the family lookup
 @example(model="mobilevit-small", field="hidden_sizes", value=[1, 2], phase="inference")  # once a KeyError
 @example(model="resnet-101", field="depths", value=None, phase="inference")  # once 'NoneType' is not iterable
+@example(model="mobilevit-small", field="image_size", value=370729, phase="prefill")  # a kernel past 64 bits: numpy's
+#                                                                                        OverflowError once
 def test_a_config_mapping(model, field, value, phase):
     """A model's config as a user gives it (a config.json or a mapping), one field drawn."""
     from joulecast.data.models import model_entry

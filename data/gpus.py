@@ -6,6 +6,7 @@ Loaded once, validated at the door (`GpuSpec.from_dict`), then trusted by every 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import re
@@ -18,8 +19,11 @@ import yaml
 
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
-from joulecast.data.errors import DataError, InputError, UnknownNameError, choice_message, is_choice
+from joulecast.data.errors import (DataError, InputError, JoulecastError, UnknownNameError, choice_message,
+                                   is_choice)
 from joulecast.data.files import check_output_folder, kind_of, load_yaml, read_text, write_atomic
+
+log = logging.getLogger(__name__)
 
 GPU_DIR = Path(__file__).parent / "gpus"
 
@@ -270,15 +274,37 @@ def user_gpu_dir() -> Path:
 
 @functools.cache
 def catalog() -> Mapping[str, GpuSpec]:
-    """All GPUs by canonical name: the shipped ones, then those added with `joulecast gpu add`."""
+    """All GPUs by canonical name: the shipped ones, then those added with `joulecast gpu add`. An added file that does
+    not load, or whose name or alias another GPU has, is skipped with a warning naming it (`skipped_gpu_files`): one
+    broken file in the user catalog leaves every other GPU usable."""
     shipped = {s.name: s for s in (load_gpu_file(p) for p in sorted(GPU_DIR.glob("*.yaml")))}
+    taken = {alias.lower(): s.name for s in shipped.values() for alias in (s.name, *s.aliases)}
     added = {}
+    _SKIPPED.clear()
     for path in sorted(user_gpu_dir().glob("*.yaml")):
-        spec = load_gpu_file(path)
-        if spec.name in shipped:
-            raise DataError(f"{path}: field 'name': {spec.name!r} is a shipped GPU; remove the file or rename it")
+        try:
+            spec = load_gpu_file(path)
+            own = {spec.name, *(a.lower() for a in spec.aliases)}
+            if own & taken.keys():
+                clash = min(own & taken.keys(), key=lambda c: (c != spec.name, c))
+                raise DataError(f"{path}: field 'name': {clash!r} is already in the catalog as {taken[clash]!r}; "
+                                "remove the file or rename it")
+        except JoulecastError as exc:
+            _SKIPPED[path.stem] = f"{exc}"
+            log.warning(f"skipped a GPU you added: {exc} (fix the file, or run 'joulecast gpu remove {path.stem}')")
+            continue
         added[spec.name] = spec
+        taken.update(dict.fromkeys(own, spec.name))
     return MappingProxyType({**shipped, **added})
+
+
+_SKIPPED: dict[str, str] = {}  # file stem -> why the user catalog's file was skipped (`catalog`)
+
+
+def skipped_gpu_files() -> Mapping[str, str]:
+    """The user catalog's files that `catalog` skipped, by file stem (the name `gpu remove` takes), with why."""
+    catalog()
+    return MappingProxyType(dict(_SKIPPED))
 
 
 def reload_catalog() -> None:
@@ -293,7 +319,8 @@ ADDED_NAME = r"[a-z0-9][a-z0-9._-]*"
 
 
 def added_gpus() -> list[str]:
-    return sorted(load_gpu_file(p).name for p in user_gpu_dir().glob("*.yaml"))
+    """The user catalog's files by the name `remove_gpu` takes (a file that does not load included)."""
+    return sorted(p.stem for p in user_gpu_dir().glob("*.yaml"))
 
 
 def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
@@ -311,6 +338,9 @@ def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
             hint = " (pass --replace to update a GPU you added)" if target.exists() else ""
             raise InputError("name", f"{min(clash, key=lambda c: (c != spec.name, c))!r} is already in the catalog as "
                                      f"{other.name!r}{hint}")
+    if target.exists() and not replace:  # a file the catalog skips (`catalog`) is not overwritten unasked
+        raise InputError("name", f"{spec.name!r} is already added as {target}, which does not load; pass --replace "
+                                 "to overwrite it")
     check_output_folder(target.parent, "JOULECAST_HOME")  # the user catalog's folder: $JOULECAST_HOME/gpus
     write_atomic(target, lambda tmp: tmp.write_text(Path(path).read_text()))
     reload_catalog()
@@ -399,5 +429,7 @@ def gpu(name: str | GpuSpec) -> GpuSpec:
         return hypothetical(key)
     if key in _alias_index():
         return catalog()[_alias_index()[key]]
+    if key in skipped_gpu_files():  # its file is there but does not load: say why, not 'unknown'
+        raise InputError("gpu", f"{name!r} was added, but its file is skipped: {_SKIPPED[key]}")
     raise UnknownNameError("gpu", name, _alias_index().keys(), "Run 'joulecast gpus' for their specs and aliases.",
                            listed=catalog().keys())

@@ -235,6 +235,41 @@ def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, ra
 
 
 
+def test_a_user_gpu_file_that_does_not_load_is_skipped_by_name(user_home, raw, caplog):
+    """A broken file in the user catalog (not YAML, a bad field, a name or alias another GPU has) is skipped with one
+    warning naming it: every other GPU still estimates (before, every estimate failed on it), asking for it says why,
+    and it can be removed or replaced, never overwritten unasked."""
+    import joulecast
+
+    folder = user_home / "gpus"
+    folder.mkdir(parents=True)
+    (folder / "broken.yaml").write_text("name: [1")
+    (folder / "fieldless.yaml").write_text(yaml.safe_dump({k: v for k, v in raw.items() if k != "display_name"}))
+    (folder / "twin.yaml").write_text(yaml.safe_dump(dict(raw, name="twin", aliases=["NVIDIA-A10"])))
+    gpus.add_gpu(EXAMPLE)
+    gpus.reload_catalog()
+    caplog.clear()  # once a load of the catalog: add_gpu's own load said it too
+    with caplog.at_level("WARNING", logger="joulecast.data.gpus"):
+        estimate = joulecast.estimate(joulecast.workload("gpt2", batch=1, seq=128), "a10")
+    assert estimate.energy_j > 0 and "a100-sxm4-80gb-500w" in gpus.catalog()
+    said = sorted(r.getMessage() for r in caplog.records)
+    assert len(said) == 3 and all(m.startswith("skipped a GPU you added: ") for m in said)
+    assert f"{folder / 'broken.yaml'}: not valid YAML" in said[0] and "gpu remove broken" in said[0]
+    assert "field 'display_name'" in said[1]
+    assert "'nvidia-a10' is already in the catalog as 'a10'" in said[2]
+    assert set(gpus.skipped_gpu_files()) == {"broken", "fieldless", "twin"}
+    with pytest.raises(InputError, match=r"gpu: 'broken' was added, but its file is skipped: .*not valid YAML"):
+        gpus.gpu("broken")
+    assert gpus.added_gpus() == ["a100-sxm4-80gb-500w", "broken", "fieldless", "twin"]
+    fixed = dict(raw, name="twin", aliases=[])
+    (user_home / "twin.yaml").write_text(yaml.safe_dump(fixed))
+    with pytest.raises(InputError, match=r"'twin' is already added as .*twin.yaml, which does not load; pass --replace"):
+        gpus.add_gpu(user_home / "twin.yaml")
+    assert gpus.add_gpu(user_home / "twin.yaml", replace=True).name == "twin" and gpus.gpu("twin").name == "twin"
+    gpus.remove_gpu("broken")
+    assert set(gpus.skipped_gpu_files()) == {"fieldless"}
+
+
 def test_a_user_catalog_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
     """$JOULECAST_HOME at a file: gpu add names it (before, a NotADirectoryError traceback)."""
     home = tmp_path / "home"

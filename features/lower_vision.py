@@ -16,6 +16,8 @@ from joulecast.data.models import config_size
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.lower_transformers import Shape, transformer_encoder
 
+OUTPUT_STRIDES = (8, 16, 32)  # transformers' MobileViTEncoder: 8 dilates layers 4 and 5, 16 layer 5, 32 neither
+SEGMENTATION = "MobileViTForSemanticSegmentation"  # config.json's architectures: the encoder under DeepLabV3's head
 RESNET_BLOCKS = ("bottleneck", "basic")  # transformers' ResNetConfig.layer_types
 BOTTLENECK_REDUCTION = 4  # a bottleneck's inner convs a quarter of its output's channels (ResNetBottleNeckLayer)
 
@@ -108,9 +110,37 @@ def mobilevit(b: KernelBuilder, c: Mapping[str, Any], s: Shape, attention: str, 
         _conv_bn_act(b, n, hidden, c_out, hw, 1, 1, "silu")
         b.ew("copy", n * 2 * c_out * hw * hw)  # torch.cat of the block's input and output
         _conv_bn_act(b, n, 2 * c_out, c_out, hw, 3, 1, "silu")  # fusion of concat(input, output)
+    archs = c.get("architectures")
+    if SEGMENTATION in (archs if isinstance(archs, list) else [archs]):  # the encoder's last map, into DeepLabV3
+        _deeplab_v3(b, c, n, stages["conv_1x1_exp"]["in_channels"], hw)
+        return
     exp = stages["conv_1x1_exp"]
     _conv_bn_act(b, n, exp["in_channels"], exp["out_channels"], hw, 1, 1, "silu")
     b.ew("avgpool", n * exp["out_channels"] * hw * hw)
+
+
+def _deeplab_v3(b: KernelBuilder, c: Mapping[str, Any], n: int, c_in: int, hw: int) -> None:
+    """transformers' MobileViTDeepLabV3 on the encoder's last map (`c_in` channels, no 1x1 expansion): ASPP's five
+    branches (a 1x1 conv, three 3x3 convs dilated by `atrous_rates`, which keep the map's size and a 3x3 conv's work,
+    and the map pooled to one pixel, 1x1-convolved and upsampled back), concatenated and projected by a 1x1 conv, then
+    a 1x1 conv to the labels (logits at the map's size; the upsampling to the image is the loss's)."""
+    width = config_size(c, "aspp_out_channels") if c.get("aspp_out_channels") is not None else 256
+    rates = c.get("atrous_rates", [6, 12, 18])
+    if not isinstance(rates, list) or len(rates) != 3:
+        raise InputError("config.atrous_rates", f"must list 3 dilation rates (ASPP's), got {kind_of(rates)}")
+    labels = c.get("id2label")
+    labels = len(labels) if isinstance(labels, Mapping) and labels else (
+        config_size(c, "num_labels") if c.get("num_labels") is not None else 2)  # PretrainedConfig's default: 2
+    _conv_bn_act(b, n, c_in, width, hw, 1, 1, "relu")
+    for rate in rates:
+        config_size({"atrous_rates": rate}, "atrous_rates")  # each a whole number
+        _conv_bn_act(b, n, c_in, width, hw, 3, 1, "relu")
+    b.ew("avgpool", n * c_in * hw * hw)
+    _conv_bn_act(b, n, c_in, width, 1, 1, 1, "relu")
+    b.ew("fill", n * width * hw * hw)  # bilinear from one pixel: each output that pixel, writes alone
+    b.ew("copy", n * 5 * width * hw * hw)  # torch.cat of the five branches
+    _conv_bn_act(b, n, 5 * width, width, hw, 1, 1, "relu")
+    b.conv2d(n, width, labels, hw, 1, 1, 0)
 
 
 def mobilevit_stages(c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -125,8 +155,11 @@ def mobilevit_stages(c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
                                                      f"{kind_of(neck)}")
     if not isinstance(hidden, list) or len(hidden) != 3:
         raise InputError("config.hidden_sizes", f"must list 3 widths (the MobileViT blocks'), got {kind_of(hidden)}")
-    if (c.get("output_stride") or 32) != 32:  # 8 or 16: layers 4 and 5 dilated, not strided (segmentation)
-        raise InputError("config.output_stride", f"only 32 (a classifier's) is modelled, got {c['output_stride']!r}")
+    output_stride = c.get("output_stride") or 32
+    if isinstance(output_stride, bool) or output_stride not in OUTPUT_STRIDES:
+        raise InputError("config.output_stride", f"must be 8, 16 or 32, got {output_stride!r}")
+    # below 32, layers 5 (and 4) keep the map's size: their first block's depthwise conv dilated, not strided
+    dilated = {"layer_4": output_stride == 8, "layer_5": output_stride in (8, 16)}
     ratio = c.get("mlp_ratio") or 2.0
     stages: dict[str, dict[str, Any]] = {
         "conv_stem": dict(in_channels=c.get("num_channels") or 3, out_channels=neck[0], kernel_size=3, stride=2)}
@@ -134,7 +167,8 @@ def mobilevit_stages(c: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         stages[f"layer_{i}"] = dict(num_stages=blocks, stride=1 if i == 1 else 2, in_channels=neck[i - 1],
                                     out_channels=neck[i])
     for i, layers in ((3, 2), (4, 4), (5, 3)):
-        stages[f"layer_{i}"] = dict(stride=2, in_channels=neck[i - 1], out_channels=neck[i],
+        stages[f"layer_{i}"] = dict(stride=1 if dilated.get(f"layer_{i}") else 2, in_channels=neck[i - 1],
+                                    out_channels=neck[i],
                                     transformer_hidden_size=hidden[i - 3], transformer_layers=layers,
                                     transformer_intermediate_size=int(hidden[i - 3] * ratio))
     stages["conv_1x1_exp"] = dict(in_channels=neck[5], out_channels=neck[6], kernel_size=1)

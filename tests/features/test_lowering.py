@@ -1,6 +1,7 @@
 import json
 import re
 
+import numpy as np
 import pytest
 
 import joulecast
@@ -489,8 +490,44 @@ def test_a_mobilevit_config_alone_lowers_as_the_catalog_entry():
     alone, catalog = (joulecast.estimate(joulecast.workload(m, phase="inference", batch=8), "a10", estimator="physics")
                       for m in (dict(entry["config"]), "mobilevit-small"))
     assert alone.energy_j == catalog.energy_j and alone.time_s == catalog.time_s
-    with pytest.raises(InputError, match="config.output_stride: only 32 .* got 16"):
-        joulecast.workload({**entry["config"], "output_stride": 16}, phase="inference", batch=8)
+
+
+def test_a_mobilevit_for_segmentation_dilates_and_lowers_deeplab_v3():
+    """transformers' MobileViT at output_stride 16 (8) keeps the map's size in layer 5 (and 4), its first block's
+    depthwise conv dilated; MobileViTForSemanticSegmentation puts DeepLabV3's head (ASPP: 1x1, three dilated 3x3,
+    pooled branch, 1x1 projection; a 1x1 conv to the labels) on the unexpanded encoder. Before, both were refused.
+    Its conv weights are transformers' count exactly, within 1 % of the 6.4 M parameters the model card of
+    apple/deeplabv3-mobilevit-small gives (its norms and biases the rest)."""
+    from joulecast.data.models import model_entry
+    from joulecast.features.lower_vision import mobilevit_stages
+
+    config = model_entry("mobilevit-small")["config"]
+    strides = {s: [mobilevit_stages({**config, "output_stride": s})[f"layer_{i}"]["stride"] for i in (3, 4, 5)]
+               for s in (32, 16, 8)}
+    assert strides == {32: [2, 2, 2], 16: [2, 2, 1], 8: [2, 1, 1]}
+
+    def conv_macs(output_stride: int) -> int:
+        c = joulecast.workload({**config, "output_stride": output_stride}, phase="inference", batch=8).columns
+        conv = np.asarray(c["kind"]) == "conv2d"
+        return int((np.asarray(c["m"]) * np.asarray(c["n"]) * np.asarray(c["k"]) * np.asarray(c["count"]))[conv].sum())
+
+    macs = {s: conv_macs(s) for s in (32, 16, 8)}
+    assert macs[32] < macs[16] < macs[8]
+    segment = {**config, "architectures": ["MobileViTForSemanticSegmentation"], "output_stride": 16,
+               "image_size": 512, "aspp_out_channels": 256, "atrous_rates": [6, 12, 18],
+               "id2label": {str(i): f"class {i}" for i in range(21)}}
+    neck, width = config["neck_hidden_sizes"], 256
+    head = neck[5] * width * (1 + 3 * 9 + 1) + 5 * width * width + width * 21
+    classifier = joulecast.workload(config, phase="inference", batch=1).params
+    assert joulecast.workload(segment, phase="inference", batch=1).params == classifier - neck[5] * neck[6] + head
+    assert joulecast.workload(segment, phase="inference", batch=1).params == pytest.approx(6.4e6, rel=0.015)
+    estimate = joulecast.estimate(joulecast.workload(segment, phase="inference", batch=8), "a10")
+    assert estimate.energy_interval_j[0] < estimate.energy_j < estimate.energy_interval_j[1]
+    for change, line in (({"output_stride": 12}, "config.output_stride: must be 8, 16 or 32, got 12"),
+                         ({"atrous_rates": [6, 12]}, "config.atrous_rates: must list 3 dilation rates"),
+                         ({"atrous_rates": [6, 12, 0.5]}, "config.atrous_rates: must be a whole number")):
+        with pytest.raises(InputError, match=re.escape(line)):
+            joulecast.workload({**segment, **change}, phase="inference", batch=8)
 
 
 @pytest.mark.parametrize("change, line", [

@@ -263,7 +263,7 @@ def test_a_user_gpu_file_that_does_not_load_is_skipped_by_name(user_home, raw, c
     assert gpus.added_gpus() == ["a100-sxm4-80gb-500w", "broken", "fieldless", "twin"]
     fixed = dict(raw, name="twin", aliases=[])
     (user_home / "twin.yaml").write_text(yaml.safe_dump(fixed))
-    with pytest.raises(InputError, match=r"'twin' is already added as .*twin.yaml, which does not load; pass --replace"):
+    with pytest.raises(InputError, match=r"'twin' is already added as .*twin.yaml, which does not load; pass --repl"):
         gpus.add_gpu(user_home / "twin.yaml")
     assert gpus.add_gpu(user_home / "twin.yaml", replace=True).name == "twin" and gpus.gpu("twin").name == "twin"
     gpus.remove_gpu("broken")

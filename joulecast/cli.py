@@ -158,6 +158,10 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
         raise joulecast.InputError("--kernels", f"--phase {phase} needs --model NAME or --config PATH (a kernel "
                                                 "list is one pass's work)")
     args.model = args.model or args.config  # a job's steps lower the config as a model (its path names it)
+    from joulecast.features.lowering import check_job, resolve_model
+
+    # the model before the flags: a ResNet's train-run is refused as such, not for a --seq it cannot take
+    check_job(resolve_model(args.model)[0], phase, field="--phase")
     for flag in refuses:
         if getattr(args, flag) not in (None, False):
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"has no effect with --phase {phase} "

@@ -25,7 +25,7 @@ from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
-from joulecast.features.lowering import check_job as check_model_job, resolve_model
+from joulecast.features.lowering import check_job as check_model_job, is_vision, resolve_model
 from joulecast.features.power import MIN_CLOCK_RATIO
 
 OBJECTIVES = ("energy", "time", "carbon")
@@ -165,14 +165,17 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
                                 "sm_clock_mhz"),
                     settings_of(power_limits, *spec.power_limit_whole_range_w, "power_limit_w"))
                 for g, spec in specs.items()}
-    size = (len(models) * len(batches) * len(seqs) * len(dtypes) * max(1, len(tps)) * max(1, len(output_lens))
-            * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
+    # an image model's pass has no sequence: one configuration, its seq empty, not one a sequence length it ignores
+    images = {m for m in models if phase not in JOB_PHASES and is_vision(resolve_model(m)[0])}
+    size = (sum(1 if m in images else len(seqs) for m in models) * len(batches) * len(dtypes) * max(1, len(tps))
+            * max(1, len(output_lens)) * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
     frame = pd.DataFrame([row for m in models for g in gpus for row in itertools.product(
-                             [m], [g], batches, seqs, dtypes, *settings[g], tps or [None], output_lens or [None])],
+                             [m], [g], batches, [None] if m in images else seqs, dtypes, *settings[g], tps or [None],
+                             output_lens or [None])],
                          columns=["model", "gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
                                   "sm_clock_mhz", "power_limit_w", *JOB_AXES])
     frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens)) if not values])
@@ -355,7 +358,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
         tokens = points.pop("tokens").astype(float)
         varies = tokens.nunique() > 1
     else:
-        tokens = points["batch"] * np.where(points["phase"] == "decode", 1, points["seq"])
+        # a decode step makes a token a sequence; an image model's pass takes its images as its tokens
+        tokens = points["batch"] * np.where((points["phase"] == "decode") | points["seq"].isna(), 1, points["seq"])
         varies = len(configs[["batch", "seq"]].drop_duplicates()) > 1
     require(front != "latency" or phase == "serve", "front", "latency applies to --phase serve only (energy a token "
             "against the time between a request's tokens)")

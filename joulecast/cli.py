@@ -93,6 +93,8 @@ def _estimate(args: argparse.Namespace) -> int:
         workload = replace(joulecast.workload_from_kernels(args.kernels), host_dispatch_s=dispatch)
     else:
         given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
+        if "seq" in given:
+            _refuse_seq_for_images([args.config or args.model])
         try:  # the flags not given take workload()'s defaults
             workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)
         except InputError as exc:  # the API's phases are a pass's; --phase takes the jobs the model runs too
@@ -350,6 +352,18 @@ _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
                   "serve": {"batch": "--concurrency", "seq": "--input-len"}}
 
 
+def _refuse_seq_for_images(models: list[str]) -> None:
+    """A --seq given for image models alone, which the API ignores (its default seq is a text model's), is one line
+    naming it rather than a figure that does not depend on it."""
+    from joulecast.features.lowering import is_vision, resolve_model
+
+    configs = [resolve_model(m)[0] for m in models]
+    if configs and all(is_vision(c) for c in configs):
+        types = ", ".join(sorted({c["model_type"] for c in configs}))
+        raise InputError("--seq", f"has no effect with an image model ({types}: a pass is --batch images of the size "
+                                  "its config sets); leave it out")
+
+
 def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
     """(batch axis, sequence axis, the job's fixed options) of a sweep: for a training run its micro-batches and
     sequence lengths, for a generation its batch sizes and prompt lengths, for serving its requests in flight and
@@ -406,6 +420,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
     batches, seqs, job = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
+    if args.seq is not None and args.phase not in SIZES:  # a text model among them takes it
+        _refuse_seq_for_images(_listed(args.model, str, "--model", []))
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))

@@ -347,6 +347,24 @@ def test_cli_sweep_bad_input(capsys, argv, message):
 
 
 
+def test_an_image_model_is_swept_without_a_sequence_its_images_its_tokens(capsys):
+    """An image model's pass has no sequence length: beside a text model, one point a batch (seq 1), not one for
+    each --seq it ignores (before: duplicate points, each labelled with a length, and its tokens a second that
+    length times its images a second); its tokens are its images. --seq for image models alone is refused by name."""
+    sw = joulecast.sweep(["resnet-101", "gpt2"], "a100", batch=[1, 8], seq=[128, 256], estimator="physics")
+    pts = sw.points
+    assert pts[["model", "batch", "seq"]].values.tolist() == [
+        ["resnet-101", 1, 1], ["resnet-101", 8, 1], ["gpt2", 1, 128], ["gpt2", 1, 256], ["gpt2", 8, 128],
+        ["gpt2", 8, 256]]
+    for r in pts[pts["model"] == "resnet-101"].itertuples():
+        one = joulecast.estimate(joulecast.workload("resnet-101", phase="inference", batch=r.batch), "a100",
+                                 estimator="physics")
+        assert r.energy_j == pytest.approx(one.energy_j) and r.tokens_per_s == pytest.approx(r.batch / one.time_s)
+    assert main(["sweep", "--model", "resnet-101,vit-large", "--gpu", "a100", "--seq", "128"]) == 2
+    assert capsys.readouterr().err == ("joulecast: error: --seq: has no effect with an image model (resnet, vit: a "
+                                       "pass is --batch images of the size its config sets); leave it out\n")
+
+
 @pytest.mark.parametrize("phase, sizes", [("prefill", ["--batch", "1", "--seq", "32"]),
                                           ("generate", ["--batch", "1", "--input-len", "32", "--output-len", "4"])])
 def test_a_sweep_takes_the_host_stated_and_spans_the_measured_hosts_without_one(capsys, phase, sizes):

@@ -167,8 +167,9 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
                 for g, spec in specs.items()}
     # an image model's pass has no sequence: one configuration, its seq empty, not one a sequence length it ignores
     images = {m for m in models if phase not in JOB_PHASES and is_vision(resolve_model(m)[0])}
+    settings_count = sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus))
     size = (sum(1 if m in images else len(seqs) for m in models) * len(batches) * len(dtypes) * max(1, len(tps))
-            * max(1, len(output_lens)) * sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus)))
+            * max(1, len(output_lens)) * settings_count)
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "

@@ -93,8 +93,7 @@ def _estimate(args: argparse.Namespace) -> int:
         workload = replace(joulecast.workload_from_kernels(args.kernels), host_dispatch_s=dispatch)
     else:
         given = {flag: getattr(args, flag) for flag in WORKLOAD_FLAGS if getattr(args, flag) is not None}
-        if "seq" in given:
-            _refuse_seq_for_images([args.config or args.model])
+        _refuse_flags_without_effect(args, [args.config or args.model])
         try:  # the flags not given take workload()'s defaults
             workload = joulecast.workload(args.config or args.model, host_dispatch_s=dispatch, **given)
         except InputError as exc:  # the API's phases are a pass's; --phase takes the jobs the model runs too
@@ -352,16 +351,29 @@ _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
                   "serve": {"batch": "--concurrency", "seq": "--input-len"}}
 
 
-def _refuse_seq_for_images(models: list[str]) -> None:
-    """A --seq given for image models alone, which the API ignores (its default seq is a text model's), is one line
-    naming it rather than a figure that does not depend on it."""
-    from joulecast.features.lowering import is_vision, resolve_model
+# Flags a single pass of some models ignores (the API takes their defaults for every model): given for such models
+# alone, one line naming the flag, rather than figures that do not depend on it. Flag -> family -> why.
+_IMAGES = "a pass is --batch images of the size its config sets"
+_NO_EFFECT = {"seq": {"vit": _IMAGES, "resnet": _IMAGES, "mobilevit": _IMAGES},
+              "attention": {"resnet": "no attention", "mobilevit": "transformers' MobileViT runs its attention "
+                                                                  "unfused whatever the backend"}}
 
-    configs = [resolve_model(m)[0] for m in models]
-    if configs and all(is_vision(c) for c in configs):
-        types = ", ".join(sorted({c["model_type"] for c in configs}))
-        raise InputError("--seq", f"has no effect with an image model ({types}: a pass is --batch images of the size "
-                                  "its config sets); leave it out")
+
+def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) -> None:
+    """`_NO_EFFECT`'s flags given where every model ignores them."""
+    from joulecast.data.models import family
+    from joulecast.features.lowering import resolve_model
+
+    given = [flag for flag in _NO_EFFECT if getattr(args, flag, None) is not None]
+    families = sorted({family(resolve_model(m)[0]) for m in models}) if given else []
+    for flag in given:
+        why = _NO_EFFECT[flag]
+        if families and all(f in why for f in families):
+            by_reason: dict[str, list[str]] = {}
+            for f in families:
+                by_reason.setdefault(why[f], []).append(f)
+            reasons = "; ".join(r if len(by_reason) == 1 else f"{' and '.join(fs)}: {r}" for r, fs in by_reason.items())
+            raise InputError(f"--{flag}", f"has no effect with {' or '.join(families)} ({reasons}); leave it out")
 
 
 def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
@@ -420,8 +432,8 @@ def _sweep(args: argparse.Namespace) -> int:
 
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
     batches, seqs, job = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
-    if args.seq is not None and args.phase not in SIZES:  # a text model among them takes it
-        _refuse_seq_for_images(_listed(args.model, str, "--model", []))
+    if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
+        _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))

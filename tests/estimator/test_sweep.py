@@ -350,7 +350,8 @@ def test_cli_sweep_bad_input(capsys, argv, message):
 def test_an_image_model_is_swept_without_a_sequence_its_images_its_tokens(capsys):
     """An image model's pass has no sequence length: beside a text model, one point a batch (seq 1), not one for
     each --seq it ignores (before: duplicate points, each labelled with a length, and its tokens a second that
-    length times its images a second); its tokens are its images. --seq for image models alone is refused by name."""
+    length times its images a second); its tokens are its images. --seq for image models alone is refused by name, as
+    --attention for models with no attention of their choosing."""
     sw = joulecast.sweep(["resnet-101", "gpt2"], "a100", batch=[1, 8], seq=[128, 256], estimator="physics")
     pts = sw.points
     assert pts[["model", "batch", "seq"]].values.tolist() == [
@@ -361,8 +362,14 @@ def test_an_image_model_is_swept_without_a_sequence_its_images_its_tokens(capsys
                                  estimator="physics")
         assert r.energy_j == pytest.approx(one.energy_j) and r.tokens_per_s == pytest.approx(r.batch / one.time_s)
     assert main(["sweep", "--model", "resnet-101,vit-large", "--gpu", "a100", "--seq", "128"]) == 2
-    assert capsys.readouterr().err == ("joulecast: error: --seq: has no effect with an image model (resnet, vit: a "
-                                       "pass is --batch images of the size its config sets); leave it out\n")
+    assert capsys.readouterr().err == ("joulecast: error: --seq: has no effect with resnet or vit (a pass is --batch "
+                                       "images of the size its config sets); leave it out\n")
+    assert main(["sweep", "--model", "resnet-101,mobilevit-small", "--gpu", "a100", "--attention", "eager"]) == 2
+    assert capsys.readouterr().err == ("joulecast: error: --attention: has no effect with mobilevit or resnet "
+                                       "(mobilevit: transformers' MobileViT runs its attention unfused whatever the "
+                                       "backend; resnet: no attention); leave it out\n")
+    assert main(["sweep", "--model", "resnet-101,vit-large", "--gpu", "a100", "--attention", "eager", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["points"]) == 2  # ViT's attention takes it
 
 
 @pytest.mark.parametrize("phase, sizes", [("prefill", ["--batch", "1", "--seq", "32"]),

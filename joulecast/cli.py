@@ -356,7 +356,8 @@ _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
 _IMAGES = "a pass is --batch images of the size its config sets"
 _NO_EFFECT = {"seq": {"vit": _IMAGES, "resnet": _IMAGES, "mobilevit": _IMAGES},
               "attention": {"resnet": "no attention", "mobilevit": "transformers' MobileViT runs its attention "
-                                                                  "unfused whatever the backend"}}
+                                                                  "unfused whatever the backend"},
+              "fusions": {"resnet": "none of the fusions applies to its convolutions, batch norms and ReLUs"}}
 
 
 def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) -> None:

@@ -139,6 +139,8 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
      "images of the size its config sets); leave it out"),
     (["--model", "mobilevit-small", "--gpu", "l4", "--attention", "flash"], "--attention: has no effect with "
      "mobilevit (transformers' MobileViT runs its attention unfused whatever the backend); leave it out"),
+    (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: has no effect with resnet (none of "
+     "the fusions applies to its convolutions, batch norms and ReLUs); leave it out"),
     # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields
     (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "serving"], "--phase: 'serving' is not available for a llama "
      "model; allowed: prefill, decode, training; or a whole job: generate, serve, train-run"),

@@ -170,6 +170,7 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
     for flag in needs:
         if getattr(args, flag) is None:
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"--phase {phase} needs it{needs_why}")
+    _refuse_unqualified(args)
     if one_of is not None:  # the API names its fields (`concurrency`); here the flags, and which way it failed
         first, second = (f"--{flag.replace('_', '-')}" for flag in one_of)
         given = [getattr(args, flag) is not None for flag in one_of]
@@ -360,6 +361,19 @@ _NO_EFFECT = {"seq": {"vit": _IMAGES, "resnet": _IMAGES, "mobilevit": _IMAGES},
               "fusions": {"resnet": "none of the fusions applies to its convolutions, batch norms and ReLUs"}}
 
 
+# A job's flag that only qualifies another: given without it, it would change nothing. Flag -> (the flag, what it sets).
+_QUALIFIES = {"h2d_gbps": ("offload_gb", "the rate the weights held in host memory are copied at"),
+              "lora_targets": ("lora_rank", "the layers LoRA adapters train; full fine-tuning trains every weight")}
+
+
+def _refuse_unqualified(args: argparse.Namespace) -> None:
+    """`_QUALIFIES`' flags given without the flag they qualify: one line naming both."""
+    for flag, (needs, sets) in _QUALIFIES.items():
+        if getattr(args, flag, None) is not None and not getattr(args, needs, None):
+            raise InputError(f"--{flag.replace('_', '-')}", f"has no effect without --{needs.replace('_', '-')} "
+                                                            f"({sets}); leave it out or give both")
+
+
 def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) -> None:
     """`_NO_EFFECT`'s flags given where every model ignores them."""
     from joulecast.data.models import family
@@ -401,6 +415,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
             raise InputError(name, f"applies to --phase {', '.join(takes or SIZES)} only")
         instead = _SWEEP_INSTEAD.get(phase, {}).get(flag)
         raise InputError(name, f"has no effect with --phase {phase}" + (f" (give {instead})" if instead else ""))
+    _refuse_unqualified(args)
     sizes = [_listed(getattr(args, a), int, f"--{a.replace('_', '-')}", []) for a in axes]
     job = {f: getattr(args, f) for f in flags_of.get(phase, ()) if getattr(args, f) not in (None, False)}
     if phase == "train-run":

@@ -139,6 +139,11 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
      "images of the size its config sets); leave it out"),
     (["--model", "mobilevit-small", "--gpu", "l4", "--attention", "flash"], "--attention: has no effect with "
      "mobilevit (transformers' MobileViT runs its attention unfused whatever the backend); leave it out"),
+    (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "train-run", "--seq", "64", "--global-batch", "8",
+      "--steps", "2", "--lora-rank", "0", "--lora-targets", "attention"], "--lora-targets: has no effect without "
+     "--lora-rank (the layers LoRA adapters train; full fine-tuning trains every weight); leave it out or give both"),
+    (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "generate", "--input-len", "8", "--output-len", "2",
+      "--h2d-gbps", "5"], "--h2d-gbps: has no effect without --offload-gb"),
     (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: has no effect with resnet (none of "
      "the fusions applies to its convolutions, batch norms and ReLUs); leave it out"),
     # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields

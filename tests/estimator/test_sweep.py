@@ -497,6 +497,11 @@ def test_a_serving_sweep_says_its_points_are_steps_and_its_best_carbon_a_million
     (["--phase", "prefill", "--optimizer", "sgd"], "--optimizer: applies to --phase train-run only"),
     (["--phase", "prefill", "--tp", "2"], "--tp: applies to --phase generate, serve only"),
     (["--phase", "prefill", "--attention", "sdpa"], "attention: row 0: unknown 'sdpa'; allowed: flash, eager, masked"),
+    # a flag that only qualifies another, given alone, changed nothing
+    (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--lora-targets", "attention"],
+     "--lora-targets: has no effect without --lora-rank (the layers LoRA adapters train; full fine-tuning trains"),
+    (["--phase", "generate", "--input-len", "64", "--output-len", "8", "--h2d-gbps", "5"],
+     "--h2d-gbps: has no effect without --offload-gb (the rate the weights held in host memory are copied at)"),
 ])
 def test_cli_job_sweep_bad_input(capsys, argv, message):
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv]) == 2

@@ -275,18 +275,27 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     return 0
 
 
+# `plan`'s flags that set its sweep, each with what holds without one.
+_PLAN_SWEEP_ONLY = {
+    "H": "a strategy's own is the job file's strategies[].H", "P": "the job file's strategies[].P",
+    "tau": "the job file's strategies[].tau", "bits": "the job file's strategies[].bits",
+    "gbps": "the job file's links[].gbps", "site_sets": "a plan runs on every site of the job file",
+    "power_limit": "a site's own limit is the job file's sites[].power_limit_w",
+    "out": "the sweep's points as CSV or Parquet", "scheduler": "a plan's strategies are one quick evaluation",
+    "workers": "a local cluster's, for --scheduler local"}
+
+
 def _plan(args: argparse.Namespace) -> int:
     from joulecast import render
+    from joulecast.data.executors import check_executor
     from joulecast.data.job_file import load_job
     from joulecast.estimator.plan import SWEEP_AXES, plan, sweep
 
-    if args.scheduler and not args.sweep:
-        raise JoulecastError("--scheduler: applies to --sweep (a plan's strategies are one quick evaluation)")
-    if args.out and not args.sweep:
-        raise JoulecastError("--out: applies to --sweep (the sweep's points as CSV or Parquet)")
-    if args.power_limit and not args.sweep:
-        raise JoulecastError("--power-limit: applies to --sweep (a site's own limit is the job file's "
-                             "sites[].power_limit_w)")
+    for flag, why in _PLAN_SWEEP_ONLY.items():  # before, all but three were taken and ignored without --sweep
+        if getattr(args, flag) is not None and not args.sweep:
+            raise InputError(f"--{flag.replace('_', '-')}", f"applies to --sweep ({why})")
+    if args.sweep:
+        check_executor(args.scheduler, args.workers)
     job = load_job(args.job)
     if args.report:
         check_output_folder(args.report, "--report")

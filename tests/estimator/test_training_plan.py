@@ -440,6 +440,14 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     assert "<th>time_h</th><th>energy_kwh</th>" in front and "<th>energy_j</th>" not in front
     assert main(["plan", EXAMPLE, "--power-limit", "400"]) == 2  # a list of limits is a sweep's axis
     assert "--power-limit: applies to --sweep" in capsys.readouterr().err
+    # every flag of the sweep's alone is one line naming it (before, all but three were taken and ignored)
+    for flag, value, why in (("--H", "50", "a strategy's own is the job file's strategies[].H"),
+                             ("--bits", "4", "the job file's strategies[].bits"),
+                             ("--gbps", "10", "the job file's links[].gbps"),
+                             ("--site-sets", "helsinki", "a plan runs on every site of the job file"),
+                             ("--workers", "2", "a local cluster's, for --scheduler local")):
+        assert main(["plan", EXAMPLE, flag, value]) == 2
+        assert capsys.readouterr().err == f"joulecast: error: {flag}: applies to --sweep ({why})\n"
     assert main(["plan", EXAMPLE, "--json", "--sweep", "--H", "500", "--bits", "16", "--power-limit", "450,700"]) == 0
     swept = json.loads(capsys.readouterr().out)["sweep"]
     assert {p["power_limit_w"] for p in swept["pareto"]} <= {450.0, 700.0} and swept["skipped"] == {}

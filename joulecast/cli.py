@@ -82,7 +82,12 @@ def _estimate(args: argparse.Namespace) -> int:
         if flag not in own and getattr(args, flag) not in (None, False):
             phases = ", ".join(p for p, flags in JOB_FLAGS.items() if flag in flags)
             raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"applies to --phase {phases} only")
+    _check_tracking_uri(args)
     if args.phase in JOB_FLAGS:
+        if args.tracking_uri:  # a job's steps load the estimator by name: from the store named, not the process's
+            from joulecast.estimator.loading import load_estimator
+
+            args.estimator = load_estimator(args.estimator, args.tracking_uri)
         return {"generate": _generate, "train-run": _train_run, "serve": _serve_job}[args.phase](args, dispatch,
                                                                                                  where)
     if args.kernels:
@@ -273,6 +278,14 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                     **given)
     _show(job, render.train_run_table, args, where)
     return 0
+
+
+def _check_tracking_uri(args: argparse.Namespace) -> None:
+    """--tracking-uri (of estimate and serve) names the store a models:/ or runs:/ estimator comes from; with any
+    other estimator it would be ignored."""
+    if args.tracking_uri is not None and not str(args.estimator or "").startswith(("models:/", "runs:/")):
+        raise InputError("--tracking-uri", "applies to a models:/ or runs:/ --estimator (a folder, 'physics' or the "
+                                           "shipped model reads no MLflow store); leave it out")
 
 
 # `plan`'s flags that set its sweep, each with what holds without one.
@@ -553,6 +566,7 @@ def _serve(args: argparse.Namespace) -> int:
     from joulecast.service import serve
 
     signal.signal(signal.SIGTERM, _interrupt)
+    _check_tracking_uri(args)
     serve(args.host, args.port, args.estimator, args.tracking_uri)
     return 0
 

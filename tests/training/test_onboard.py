@@ -89,7 +89,7 @@ def test_cli_retrain_promotes_when_nothing_regresses(setting, energaizer, tmp_pa
     assert str(alias.version) == payload["candidate_version"]
 
 
-def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path, monkeypatch):
+def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path, monkeypatch, capsys):
     """`--tracking-uri` names the registry a models:/ or runs:/ estimator comes from, whatever store the process
     points at: MLflow 3 resolved a version's logged model on the process's own store (here another one, empty), so
     the champion was 'not found' and an empty mlflow.db was made in the working folder."""
@@ -104,6 +104,14 @@ def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path,
             model = load_estimator_again(name, uri)
             assert model is not None and model.gpus, name
         assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path / 'elsewhere.db'}"  # the process's, as it was
+        # a whole job's steps come from the store named too (before, its steps read the process's: 'no MLflow store')
+        job = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "generate", "--batch", "2", "--input-len",
+               "64", "--output-len", "4", "--estimator", f"models:/{MODEL_NAME}@{CHAMPION}", "--json"]
+        assert main([*job, "--tracking-uri", uri]) == 0
+        assert json.loads(capsys.readouterr().out)["energy_j"] > 0
+        # and a store named for an estimator that reads none is one line, not ignored
+        assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--tracking-uri", uri]) == 2
+        assert "--tracking-uri: applies to a models:/ or runs:/ --estimator" in capsys.readouterr().err
         # no tracking URI given: the process's store, which has no file, is named, not made empty and searched
         with pytest.raises(InputError, match=f"--tracking-uri: no MLflow store at {tmp_path / 'elsewhere.db'}"):
             load_estimator_again(f"models:/{MODEL_NAME}@{CHAMPION}", None)

@@ -173,6 +173,31 @@ def model_listing() -> list[dict[str, Any]]:
             for e in models.catalog().values()]
 
 
+# Fields a single pass of some families ignores (`workload` takes their defaults for every model), each with why:
+# given for such models alone, `ignored_field` names it rather than give figures that do not depend on it.
+_IMAGES = "a pass is {batch} images of the size its config sets"
+IGNORED_BY = {"seq": {"vit": _IMAGES, "resnet": _IMAGES, "mobilevit": _IMAGES},
+              "attention": {"resnet": "no attention", "mobilevit": "transformers' MobileViT runs its attention "
+                                                                  "unfused whatever the backend"},
+              "fusions": {"resnet": "none of the fusions applies to its convolutions, batch norms and ReLUs"}}
+
+
+def ignored_field(names: list[Any], given: set[str]) -> tuple[str, str] | None:
+    """(field, message) of the first of `given` that every one of the models `names` (names, paths or configs)
+    ignores, the message saying why for each family ('{batch}' where the caller names its batch field); else None."""
+    fields = [f for f in IGNORED_BY if f in given]
+    families = sorted({models.family(resolve_model(m)[0]) for m in names}) if fields else []
+    for field in fields:
+        why = IGNORED_BY[field]
+        if families and all(f in why for f in families):
+            by_reason: dict[str, list[str]] = {}
+            for f in families:
+                by_reason.setdefault(why[f], []).append(f)
+            reasons = "; ".join(r if len(by_reason) == 1 else f"{' and '.join(fs)}: {r}" for r, fs in by_reason.items())
+            return field, f"has no effect with {' or '.join(families)} ({reasons}); leave it out"
+    return None
+
+
 def is_vision(config: Mapping[str, Any]) -> bool:
     return models.family(config) in _VISION
 

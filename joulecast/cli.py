@@ -376,13 +376,6 @@ _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
 
 # Flags a single pass of some models ignores (the API takes their defaults for every model): given for such models
 # alone, one line naming the flag, rather than figures that do not depend on it. Flag -> family -> why.
-_IMAGES = "a pass is --batch images of the size its config sets"
-_NO_EFFECT = {"seq": {"vit": _IMAGES, "resnet": _IMAGES, "mobilevit": _IMAGES},
-              "attention": {"resnet": "no attention", "mobilevit": "transformers' MobileViT runs its attention "
-                                                                  "unfused whatever the backend"},
-              "fusions": {"resnet": "none of the fusions applies to its convolutions, batch norms and ReLUs"}}
-
-
 # A job's flag that only qualifies another: given without it, it would change nothing. Flag -> (the flag, what it sets).
 _QUALIFIES = {"h2d_gbps": ("offload_gb", "the rate the weights held in host memory are copied at"),
               "lora_targets": ("lora_rank", "the layers LoRA adapters train; full fine-tuning trains every weight")}
@@ -397,20 +390,13 @@ def _refuse_unqualified(args: argparse.Namespace) -> None:
 
 
 def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) -> None:
-    """`_NO_EFFECT`'s flags given where every model ignores them."""
-    from joulecast.data.models import family
-    from joulecast.features.lowering import resolve_model
+    """A single pass's flag given where every model ignores it (`features.lowering.ignored_field`): one line."""
+    from joulecast.features.lowering import ignored_field
 
-    given = [flag for flag in _NO_EFFECT if getattr(args, flag, None) is not None]
-    families = sorted({family(resolve_model(m)[0]) for m in models}) if given else []
-    for flag in given:
-        why = _NO_EFFECT[flag]
-        if families and all(f in why for f in families):
-            by_reason: dict[str, list[str]] = {}
-            for f in families:
-                by_reason.setdefault(why[f], []).append(f)
-            reasons = "; ".join(r if len(by_reason) == 1 else f"{' and '.join(fs)}: {r}" for r, fs in by_reason.items())
-            raise InputError(f"--{flag}", f"has no effect with {' or '.join(families)} ({reasons}); leave it out")
+    given = {flag for flag in WORKLOAD_FLAGS if getattr(args, flag, None) is not None}
+    ignored = ignored_field(models, given)
+    if ignored:
+        raise InputError(f"--{ignored[0].replace('_', '-')}", ignored[1].replace("{batch}", "--batch"))
 
 
 def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:

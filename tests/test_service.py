@@ -89,6 +89,9 @@ def test_an_estimate_over_http_is_the_cli_s(server):
     assert status == 200 and job["tp"] == 4 and job["energy_j"] == pytest.approx(direct.energy_j)
     status, err = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "tp": 2})
     assert status == 422 and "tp" in json.dumps(err) and "generate or serve" in json.dumps(err)
+    # a field the model ignores is named, as the CLI names its flag (before, an estimate that did not read it)
+    status, err = call(server, "/v1/estimate", {"model": "resnet-101", "gpu": "a10", "seq": 512})
+    assert status == 422 and "seq: has no effect with resnet (a pass is batch images" in json.dumps(err)
 
 
 def test_a_batch_and_the_catalogs(server):

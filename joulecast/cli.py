@@ -374,8 +374,6 @@ _SWEEP_INSTEAD = {"train-run": {"batch": "--micro-batch", "input_len": "--seq"},
                   "serve": {"batch": "--concurrency", "seq": "--input-len"}}
 
 
-# Flags a single pass of some models ignores (the API takes their defaults for every model): given for such models
-# alone, one line naming the flag, rather than figures that do not depend on it. Flag -> family -> why.
 # A job's flag that only qualifies another: given without it, it would change nothing. Flag -> (the flag, what it sets).
 _QUALIFIES = {"h2d_gbps": ("offload_gb", "the rate the weights held in host memory are copied at"),
               "lora_targets": ("lora_rank", "the layers LoRA adapters train; full fine-tuning trains every weight")}

@@ -11,6 +11,8 @@ import logging
 import os
 from typing import Any, Callable, Mapping
 
+import numpy as np
+
 from joulecast.data import engines, models
 from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import kind_of
@@ -196,6 +198,14 @@ def ignored_field(names: list[Any], given: set[str]) -> tuple[str, str] | None:
             reasons = "; ".join(r if len(by_reason) == 1 else f"{' and '.join(fs)}: {r}" for r, fs in by_reason.items())
             return field, f"has no effect with {' or '.join(families)} ({reasons}); leave it out"
     return None
+
+
+def unfused_alike(fused: Workload, **fields: Any) -> bool:
+    """Whether `fused`, a workload built with fusions, has the very kernels of the same workload built without them
+    (`fields`: `workload`'s arguments, its fusions left out): fusions none of which applies to the model."""
+    plain = workload(**{k: v for k, v in fields.items() if k != "fusions"}).columns
+    mine = fused.columns
+    return plain.keys() == mine.keys() and all(np.array_equal(plain[k], mine[k]) for k in mine)
 
 
 def is_vision(config: Mapping[str, Any]) -> bool:

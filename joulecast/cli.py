@@ -107,6 +107,9 @@ def _estimate(args: argparse.Namespace) -> int:
             jobs = _jobs_of(args.model) if args.model else []  # a job needs a catalog model (`_job_options`)
             raise InputError("--phase", exc.message + (f"; or a whole job: {', '.join(jobs)}" if jobs else "")) \
                 from None
+        if args.fusions is not None:
+            _refuse_fusions_without_effect(workload, dict(model=args.config or args.model, host_dispatch_s=dispatch,
+                                                          **given))
     est = joulecast.estimate(workload, args.gpu, sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                              estimator=args.estimator, tracking_uri=args.tracking_uri)
     _show(est, render.estimate_table, args, where)
@@ -385,6 +388,16 @@ def _refuse_unqualified(args: argparse.Namespace) -> None:
         if getattr(args, flag, None) is not None and not getattr(args, needs, None):
             raise InputError(f"--{flag.replace('_', '-')}", f"has no effect without --{needs.replace('_', '-')} "
                                                             f"({sets}); leave it out or give both")
+
+
+def _refuse_fusions_without_effect(workload: Any, fields: dict[str, Any]) -> None:
+    """--fusions none of which changes the pass's kernels (`features.lowering.unfused_alike`: GPT-2 has no rotary
+    embedding, and its LayerNorm is one kernel already): one line, not a workload labelled fused that is not."""
+    from joulecast.features.lowering import unfused_alike
+
+    if unfused_alike(workload, **fields):
+        raise InputError("--fusions", f"{fields['fusions']!r} changes none of {workload.model}'s kernels in "
+                                      f"{workload.phase}; leave it out")
 
 
 def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) -> None:

@@ -144,6 +144,11 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
      "--lora-rank (the layers LoRA adapters train; full fine-tuning trains every weight); leave it out or give both"),
     (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "generate", "--input-len", "8", "--output-len", "2",
       "--h2d-gbps", "5"], "--h2d-gbps: has no effect without --offload-gb"),
+    # fusions none of which changes the model's kernels: GPT-2 has no rotary embedding, Llama's residual_norm fuses
+    # into the norm fusion only
+    (["--model", "gpt2", "--gpu", "l4", "--fusions", "rope"], "--fusions: 'rope' changes none of gpt2's kernels in "
+     "prefill; leave it out"),
+    (["--model", "llama-3-8b", "--gpu", "l4", "--fusions", "residual_norm"], "--fusions: 'residual_norm' changes none"),
     (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: has no effect with resnet (none of "
      "the fusions applies to its convolutions, batch norms and ReLUs); leave it out"),
     # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields

@@ -92,6 +92,8 @@ def test_an_estimate_over_http_is_the_cli_s(server):
     # a field the model ignores is named, as the CLI names its flag (before, an estimate that did not read it)
     status, err = call(server, "/v1/estimate", {"model": "resnet-101", "gpu": "a10", "seq": 512})
     assert status == 422 and "seq: has no effect with resnet (a pass is batch images" in json.dumps(err)
+    status, err = call(server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "fusions": ["rope"]})
+    assert status == 422 and "fusions: ['rope'] changes none of gpt2's kernels in prefill" in json.dumps(err)
 
 
 def test_a_batch_and_the_catalogs(server):

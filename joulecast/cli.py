@@ -275,6 +275,12 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                          optional=("dtype", "attention", "lora_targets", "recompute", "optimizer", "launch_mode",
                                    "head_tokens", "head_outputs", "fusions", "forward_overhead_s"),
                          one_of=("steps", "tokens"))
+    if "fusions" in given:  # judged on one training pass of the run's shape, as for a single pass
+        import joulecast
+
+        fields = dict(model=args.model, phase="training", batch=args.micro_batch or args.global_batch, seq=args.seq,
+                      fusions=given["fusions"], **{k: given[k] for k in ("dtype", "attention") if k in given})
+        _refuse_fusions_without_effect(joulecast.workload(**fields), fields)
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
                     steps=args.steps, tokens=args.tokens, lora_rank=args.lora_rank or 0, sm_clock_mhz=args.sm_clock,
                     power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,

@@ -149,6 +149,8 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     (["--model", "gpt2", "--gpu", "l4", "--fusions", "rope"], "--fusions: 'rope' changes none of gpt2's kernels in "
      "prefill; leave it out"),
     (["--model", "llama-3-8b", "--gpu", "l4", "--fusions", "residual_norm"], "--fusions: 'residual_norm' changes none"),
+    (["--model", "gpt2", "--gpu", "l4", "--phase", "train-run", "--seq", "64", "--global-batch", "8", "--steps", "2",
+      "--fusions", "rope"], "--fusions: 'rope' changes none of gpt2's kernels in training; leave it out"),
     (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: has no effect with resnet (none of "
      "the fusions applies to its convolutions, batch norms and ReLUs); leave it out"),
     # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields

@@ -255,8 +255,11 @@ def test_cli_train_run_json(capsys):
     assert "; flash attention" in capsys.readouterr().out
     assert main([*argv, "--fusions", "activation,attention_layout"]) == 0
     assert json.loads(capsys.readouterr().out)["fusions"] == ["activation", "attention_layout"]
-    assert main([a for a in argv if a != "--json"] + ["--fusions", "norm"]) == 0
-    assert "kernels    fused: norm" in capsys.readouterr().out
+    assert main([a for a in argv if a != "--json"] + ["--fusions", "activation"]) == 0
+    assert "kernels    fused: activation" in capsys.readouterr().out
+    # a fusion that changes none of the step's kernels (GPT-2's LayerNorm is one kernel already) is refused
+    assert main([*argv, "--fusions", "norm"]) == 2
+    assert "--fusions: 'norm' changes none of gpt2's kernels in training; leave it out" in capsys.readouterr().err
     assert main([*argv, "--fusions", "gelu"]) == 2
     err = capsys.readouterr().err
     assert f"fusions: unknown fusion 'gelu'; allowed: {', '.join(FUSIONS)}" in err and "rope" in err

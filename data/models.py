@@ -46,13 +46,13 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(config)
     for key in SIZE_FIELDS:
         if out.get(key) is not None:
-            out[key] = _size(out[key], f"config.{key}")
+            out[key] = check_size(out[key], f"config.{key}")
     for key in SIZE_LISTS:
         if out.get(key) is not None:
             values = out[key]
             if not isinstance(values, list) or not values:
                 raise InputError(f"config.{key}", f"must be a list of whole numbers, got {kind_of(values)}")
-            out[key] = [_size(v, f"config.{key}[{i}]") for i, v in enumerate(values)]
+            out[key] = [check_size(v, f"config.{key}[{i}]") for i, v in enumerate(values)]
     for key in RATIO_FIELDS:
         value = out.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
@@ -77,7 +77,9 @@ def _check_heads(config: Mapping[str, Any]) -> None:
         raise InputError("config.num_key_value_heads", f"must be at most the attention heads ({heads}), got {kv_heads}")
 
 
-def _size(value: Any, field: str) -> int:
+def check_size(value: Any, field: str) -> int:
+    """A config's count as given (4096.0 is 4096): a whole number from 1 to MAX_CONFIG_SIZE, else one line naming
+    `field`."""
     value = whole_number(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONFIG_SIZE:
         raise InputError(field, f"must be a whole number from 1 to {MAX_CONFIG_SIZE:,}, got {kind_of(value)}")
@@ -159,7 +161,7 @@ def config_size(config: Mapping[str, Any], *keys: str) -> int:
     KeyError naming GPT-2's). The lowerings read every size through it."""
     for key in keys:
         if config.get(key) is not None:
-            return _size(config[key], f"config.{key}")
+            return check_size(config[key], f"config.{key}")
     also = f" (nor as {', '.join(keys[1:])})" if len(keys) > 1 else ""
     raise InputError(f"config.{keys[0]}", f"missing from the model config{also}")
 

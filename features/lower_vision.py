@@ -12,7 +12,7 @@ from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, require_choice
 from joulecast.data.files import kind_of
-from joulecast.data.models import config_size
+from joulecast.data.models import check_size, config_size
 from joulecast.features.builder import KernelBuilder
 from joulecast.features.lower_transformers import Shape, transformer_encoder
 
@@ -133,7 +133,7 @@ def _deeplab_v3(b: KernelBuilder, c: Mapping[str, Any], n: int, c_in: int, hw: i
         config_size(c, "num_labels") if c.get("num_labels") is not None else 2)  # PretrainedConfig's default: 2
     _conv_bn_act(b, n, c_in, width, hw, 1, 1, "relu")
     for rate in rates:
-        config_size({"atrous_rates": rate}, "atrous_rates")  # each a whole number
+        check_size(rate, "config.atrous_rates")  # each a whole number
         _conv_bn_act(b, n, c_in, width, hw, 3, 1, "relu")
     b.ew("avgpool", n * c_in * hw * hw)
     _conv_bn_act(b, n, c_in, width, 1, 1, 1, "relu")

@@ -200,12 +200,14 @@ def ignored_field(names: list[Any], given: set[str]) -> tuple[str, str] | None:
     return None
 
 
-def unfused_alike(fused: Workload, **fields: Any) -> bool:
-    """Whether `fused`, a workload built with fusions, has the very kernels of the same workload built without them
-    (`fields`: `workload`'s arguments, its fusions left out): fusions none of which applies to the model."""
+def ignored_fusions(fused: Workload, **fields: Any) -> str | None:
+    """Where `fused`, a workload built with `fields` (`workload`'s arguments), has the very kernels of the same
+    workload built without its fusions, none of which applies to the model: the message saying so; else None."""
     plain = workload(**{k: v for k, v in fields.items() if k != "fusions"}).columns
     mine = fused.columns
-    return plain.keys() == mine.keys() and all(np.array_equal(plain[k], mine[k]) for k in mine)
+    if plain.keys() == mine.keys() and all(np.array_equal(plain[k], mine[k]) for k in mine):
+        return f"{fields['fusions']!r} changes none of {fused.model}'s kernels in {fused.phase}; leave it out"
+    return None
 
 
 def is_vision(config: Mapping[str, Any]) -> bool:

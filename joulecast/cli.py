@@ -397,13 +397,13 @@ def _refuse_unqualified(args: argparse.Namespace) -> None:
 
 
 def _refuse_fusions_without_effect(workload: Any, fields: dict[str, Any]) -> None:
-    """--fusions none of which changes the pass's kernels (`features.lowering.unfused_alike`: GPT-2 has no rotary
+    """--fusions none of which changes the pass's kernels (`features.lowering.ignored_fusions`: GPT-2 has no rotary
     embedding, and its LayerNorm is one kernel already): one line, not a workload labelled fused that is not."""
-    from joulecast.features.lowering import unfused_alike
+    from joulecast.features.lowering import ignored_fusions
 
-    if unfused_alike(workload, **fields):
-        raise InputError("--fusions", f"{fields['fusions']!r} changes none of {workload.model}'s kernels in "
-                                      f"{workload.phase}; leave it out")
+    message = ignored_fusions(workload, **fields)
+    if message:
+        raise InputError("--fusions", message)
 
 
 def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) -> None:

@@ -226,15 +226,16 @@ def _estimate(body: dict[str, Any], model: Any) -> dict[str, Any]:
     if any(k in body for k in _GENERATE):
         key = next(k for k in _GENERATE if k in body)
         raise InputError(key, f"applies to phase {_phases_of(key)} only")
-    from joulecast.features.lowering import ignored_field, unfused_alike
+    from joulecast.features.lowering import ignored_field, ignored_fusions
 
     ignored = ignored_field([body["model"]], set(given))  # a field the model ignores, named rather than dropped
     if ignored:
         raise InputError(ignored[0], ignored[1].replace("{batch}", "batch"))
     workload = joulecast.workload(body["model"], host_dispatch_s=dispatch, **given)
-    if given.get("fusions") and unfused_alike(workload, model=body["model"], host_dispatch_s=dispatch, **given):
-        raise InputError("fusions", f"{given['fusions']!r} changes none of {workload.model}'s kernels in "
-                                    f"{workload.phase}; leave it out")
+    message = given.get("fusions") and ignored_fusions(workload, model=body["model"], host_dispatch_s=dispatch,
+                                                       **given)
+    if message:
+        raise InputError("fusions", message)
     return joulecast.estimate(workload, body["gpu"], sm_clock_mhz=body.get("sm_clock_mhz"),
                               power_limit_w=body.get("power_limit_w"), estimator=model).to_dict()
 

@@ -124,6 +124,8 @@ def _deeplab_v3(b: KernelBuilder, c: Mapping[str, Any], n: int, c_in: int, hw: i
     branches (a 1x1 conv, three 3x3 convs dilated by `atrous_rates`, which keep the map's size and a 3x3 conv's work,
     and the map pooled to one pixel, 1x1-convolved and upsampled back), concatenated and projected by a 1x1 conv, then
     a 1x1 conv to the labels (logits at the map's size; the upsampling to the image is the loss's)."""
+    # where a config leaves them out, transformers' MobileViTConfig defaults: aspp_out_channels 256, atrous_rates
+    # [6, 12, 18]
     width = config_size(c, "aspp_out_channels") if c.get("aspp_out_channels") is not None else 256
     rates = c.get("atrous_rates", [6, 12, 18])
     if not isinstance(rates, list) or len(rates) != 3:

@@ -28,6 +28,8 @@ from __future__ import annotations
 from joulecast.data.errors import InputError, require_choice
 
 FUSIONS = ("activation", "attention_layout", "gemm_activation", "norm", "packed_projections", "residual_norm", "rope")
+# A fusion that applies only beside another: the residual add goes into the fused norm kernel.
+NEEDS = {"residual_norm": "norm"}
 
 
 def check_fusions(fusions: object, where: str = "fusions") -> tuple[str, ...]:

@@ -25,7 +25,9 @@ from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
-from joulecast.features.lowering import check_job as check_model_job, is_vision, resolve_model
+from joulecast.features.lowering import check_job as check_model_job
+from joulecast.features.lowering import (IGNORED_BY, fusions_refusal, idle_fusions, ignored_field, is_vision,
+                                        resolve_model, workload)
 from joulecast.features.power import MIN_CLOCK_RATIO
 
 OBJECTIVES = ("energy", "time", "carbon")
@@ -465,6 +467,35 @@ def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int],
     return ([], axes[1], axes[0]) if by_rate else (axes[0], axes[1], [])
 
 
+def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mapping[str, Any], job: Mapping[str, Any],
+                                batches: Sequence[int], seqs: Sequence[int]) -> None:
+    """A single pass's seq, attention or fusions that every model ignores (`features.lowering.ignored_field`), and
+    fusions that change none of any model's kernels (`idle_fusions`, read on each model's first configuration): one
+    line naming the field, not points labelled with what they ignore (`joulecast sweep` names its flags first)."""
+    if phase in ("generate", "serve"):
+        return
+    if phase not in JOB_PHASES:
+        given = {k for k in IGNORED_BY if (fields if k == "seq" else job).get(k) is not None}
+        ignored = ignored_field(list(models), given)
+        if ignored:
+            raise InputError(ignored[0], ignored[1].replace("{batch}", "batch"))
+    if not job.get("fusions"):
+        return
+    pass_phase = "training" if phase == "train-run" else phase
+    takers, idle = [m for m in models if not ignored_field([m], {"fusions"})], None
+    for name in takers:  # a few models: a kernel table each, and one a fusion given
+        image = is_vision(resolve_model(name)[0])
+        shape = dict(model=name, phase=pass_phase, batch=batches[0], **({} if image else {"seq": seqs[0]}),
+                     dtype=listed(fields.get("dtype"), "dtype", ["bf16"])[0], fusions=job["fusions"],
+                     **({"attention": job["attention"]} if job.get("attention") else {}))
+        own = set(idle_fusions(workload(**shape), **shape))
+        idle = own if idle is None else idle & own
+    message = idle and fusions_refusal([f for f in check_fusions(job["fusions"]) if f in idle], job["fusions"],
+                                       takers, pass_phase)
+    if message:
+        raise InputError("fusions", message)
+
+
 def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: str = "prefill", estimator: Any = None,
               run: Any = None, progress: Any = None, max_points: int | None = None, **fields: Any) -> SweepResult:
     """A sweep named by fields, as `joulecast sweep` takes its flags and POST /v1/sweep its body (`joulecast.sweep`):
@@ -520,6 +551,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     if not len(configs):
         reasons = "; ".join(f"{n:,} left out: {k}" for k, n in skipped.items())
         raise InputError("sweep", f"no configuration left ({reasons})")
+    _refuse_what_no_model_takes(models, phase, fields, job, batches, seqs)
     return sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
                  max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
                  max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,

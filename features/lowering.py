@@ -9,14 +9,14 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from joulecast.data import engines, models
 from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import kind_of
-from joulecast.data.fusions import check_fusions
+from joulecast.data.fusions import NEEDS, check_fusions
 from joulecast.data.kernels import DTYPES
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_host_dispatch, check_sizes
 from joulecast.features import arch
@@ -200,14 +200,44 @@ def ignored_field(names: list[Any], given: set[str]) -> tuple[str, str] | None:
     return None
 
 
-def ignored_fusions(fused: Workload, **fields: Any) -> str | None:
-    """Where `fused`, a workload built with `fields` (`workload`'s arguments), has the very kernels of the same
-    workload built without its fusions, none of which applies to the model: the message saying so; else None."""
-    plain = workload(**{k: v for k, v in fields.items() if k != "fusions"}).columns
+def idle_fusions(fused: Workload, **fields: Any) -> tuple[str, ...]:
+    """The fusions of `fused`, a workload built with `fields` (`workload`'s arguments), that change none of its
+    kernels: all of them where it has the very kernels of the same workload without fusions; else each whose removal
+    from the others leaves its kernels as they are (Llama's `residual_norm` without `norm`, GPT-2's `rope` beside
+    `activation`); none where each is idle beside the others but not the set (two fusions doing one thing)."""
+    names = check_fusions(fields["fusions"])
     mine = fused.columns
-    if plain.keys() == mine.keys() and all(np.array_equal(plain[k], mine[k]) for k in mine):
-        return f"{fields['fusions']!r} changes none of {fused.model}'s kernels in {fused.phase}; leave it out"
-    return None
+
+    def same(kept: list[str]) -> bool:
+        other = workload(**dict(fields, fusions=kept)).columns
+        return other.keys() == mine.keys() and all(np.array_equal(other[k], mine[k]) for k in mine)
+
+    if same([]):
+        return names
+    idle = tuple(n for n in names if same([m for m in names if m != n]))
+    return () if idle == names else idle
+
+
+def fusions_refusal(idle: Sequence[str], fusions: Any, models: Sequence[str], phase: str) -> str | None:
+    """The message refusing `idle` (`idle_fusions`, of every one of `models` in `phase`) among the `fusions` given
+    (as the caller wrote them); None where there are none."""
+    if not idle:
+        return None
+    whose = " or ".join(f"{m}'s" for m in models)
+    names = check_fusions(fusions)
+    needs = "".join(f" ({n} applies only with {NEEDS[n]})" for n in idle if NEEDS.get(n) and NEEDS[n] not in names)
+    if tuple(idle) == names:
+        return f"{fusions!r} changes none of {whose} kernels in {phase}{needs}; leave it out"
+    rest = ", ".join(n for n in names if n not in idle)
+    return (f"{', '.join(idle)} {'changes' if len(idle) == 1 else 'change'} none of {whose} kernels in {phase} "
+            f"beside {rest}{needs}; leave {'it' if len(idle) == 1 else 'them'} out")
+
+
+def ignored_fusions(fused: Workload, **fields: Any) -> str | None:
+    """Where `fused`, a workload built with `fields` (`workload`'s arguments), has fusions that change none of its
+    kernels (`idle_fusions`: none applies to the model, or one applies only beside another not given): the message
+    saying so; else None."""
+    return fusions_refusal(idle_fusions(fused, **fields), fields["fusions"], [fused.model], fused.phase)
 
 
 def is_vision(config: Mapping[str, Any]) -> bool:

@@ -463,7 +463,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
             return sizes[0], sizes[1], job
         job["kv_cache"] = not job.pop("no_kv_cache", False)
         return sizes[0] or [1], sizes[1], job
-    return sizes[0] or [1], sizes[1] or [512], job
+    return sizes[0] or [1], sizes[1], job  # no --seq: the API's default (an image model takes none)
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -148,7 +148,15 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     # into the norm fusion only
     (["--model", "gpt2", "--gpu", "l4", "--fusions", "rope"], "--fusions: 'rope' changes none of gpt2's kernels in "
      "prefill; leave it out"),
-    (["--model", "llama-3-8b", "--gpu", "l4", "--fusions", "residual_norm"], "--fusions: 'residual_norm' changes none"),
+    (["--model", "llama-3-8b", "--gpu", "l4", "--fusions", "residual_norm"], "--fusions: 'residual_norm' changes none "
+     "of llama-3-8b's kernels in prefill (residual_norm applies only with norm); leave it out"),
+    # ... and one of a list that changes nothing beside the others, named: not the whole list on the estimate's label
+    (["--model", "gpt2", "--gpu", "l4", "--fusions", "rope,activation"], "--fusions: rope changes none of gpt2's "
+     "kernels in prefill beside activation; leave it out"),
+    (["--model", "gpt2", "--gpu", "l4", "--fusions", "gemm_activation,activation,rope"], "--fusions: activation, rope "
+     "change none of gpt2's kernels in prefill beside gemm_activation; leave them out"),
+    (["--model", "llama-3-8b", "--gpu", "l4", "--fusions", "rope,residual_norm"], "--fusions: residual_norm changes "
+     "none of llama-3-8b's kernels in prefill beside rope (residual_norm applies only with norm); leave it out"),
     (["--model", "gpt2", "--gpu", "l4", "--phase", "train-run", "--seq", "64", "--global-batch", "8", "--steps", "2",
       "--fusions", "rope"], "--fusions: 'rope' changes none of gpt2's kernels in training; leave it out"),
     (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: has no effect with resnet (none of "

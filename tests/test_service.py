@@ -360,6 +360,8 @@ def test_a_sweep_over_http_is_the_cli_s(physics_server, server, capsys):
                                                      "request_rate": list(range(1, 52))})  # 51 loads, ~3 s of CPU
     assert status == 422 and out["detail"][0]["loc"] == ["body", "sweep"] and "at most 50 here" in \
         out["detail"][0]["msg"]
+    status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", "fusions": ["rope"]})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "fusions"]  # as a single estimate's
     status, out = call(physics_server, "/v1/sweep", {"model": "gpt2", "gpu": "a10", "bacth": [1, 8]})
     assert status == 422 and "did you mean 'batch'?" in out["detail"][0]["msg"]  # a typo named, as a job file's
     for bad, field in (({"colour": "red"}, "colour"), ({"gpu": "../gpus/a10.yaml"}, "gpu"), ({"tp": 2}, "tp"),

@@ -372,6 +372,38 @@ def test_an_image_model_is_swept_without_a_sequence_its_images_its_tokens(capsys
     assert len(json.loads(capsys.readouterr().out)["points"]) == 2  # ViT's attention takes it
 
 
+@pytest.mark.parametrize("models, fields, refused", [
+    # every model ignores the field: refused by the API as by the CLI (before, the points took seq 1, or a label)
+    ("resnet-101", {"seq": [128, 512]}, ("seq", "has no effect with resnet (a pass is batch images of the size its "
+                                                "config sets); leave it out")),
+    (["resnet-101"], {"attention": "flash"}, ("attention", "has no effect with resnet (no attention); leave it out")),
+    ("gpt2", {"fusions": ["rope"]}, ("fusions", "['rope'] changes none of gpt2's kernels in prefill; leave it out")),
+    (["gpt2", "bert-base"], {"fusions": "rope,activation"}, ("fusions", "rope changes none of gpt2's or bert-base's "
+                                                                        "kernels in prefill beside activation; leave "
+                                                                        "it out")),
+    (["resnet-101", "vit-large"], {"fusions": "rope"}, ("fusions", "'rope' changes none of vit-large's kernels in "
+                                                                   "prefill; leave it out")),
+    ("llama-3-8b", {"phase": "train-run", "global_batch": 8, "fusions": "residual_norm"},
+     ("fusions", "'residual_norm' changes none of llama-3-8b's kernels in training (residual_norm applies only with "
+                 "norm); leave it out")),
+    # a model among them takes it: swept, each point labelled with what it was given
+    (["gpt2", "llama-3-8b"], {"fusions": ["rope"]}, None),
+    (["resnet-101", "vit-large"], {"fusions": "gemm_activation"}, None),
+    (["resnet-101", "gpt2"], {"seq": 128}, None),
+])
+def test_a_sweep_refuses_what_none_of_its_models_takes(models, fields, refused):
+    """`joulecast.sweep` (and so POST /v1/sweep) refuses a field every model ignores, and fusions that change no
+    model's kernels, by name; one a model takes is swept."""
+    fields = {"phase": "prefill", **fields}
+    if refused:
+        with pytest.raises(joulecast.InputError) as err:
+            joulecast.sweep(models, "a10", estimator="physics", **fields)
+        assert (err.value.field, err.value.message) == refused
+    else:
+        points = joulecast.sweep(models, "a10", estimator="physics", **fields).points
+        assert sorted(set(points["model"])) == sorted(models)
+
+
 @pytest.mark.parametrize("phase, sizes", [("prefill", ["--batch", "1", "--seq", "32"]),
                                           ("generate", ["--batch", "1", "--input-len", "32", "--output-len", "4"])])
 def test_a_sweep_takes_the_host_stated_and_spans_the_measured_hosts_without_one(capsys, phase, sizes):

@@ -10,6 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
+
 from joulecast.data.errors import InputError
 
 # The largest input file read (a kernel list of a whole training step is a few MB): a device or a mistaken path to
@@ -78,6 +80,19 @@ def whole_number(value: Any) -> Any:
     """JSON has one number type: a float that is a whole number (1e9, 8.0) as the integer it names; anything else (a
     fraction, NaN, infinity, a string) as given, for its check to refuse by name."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def check_count(value: Any, field: str, high: int, *, low: int = 1, high_text: str | None = None,
+                whole: bool = False) -> int:
+    """A count from `low` to `high` (`high_text` where it reads better, '2^40'), else one line naming `field`; `whole`:
+    as a file gives it (JSON's 128.0 is 128), the value said as its writer would say it (`kind_of`)."""
+    if whole:
+        value = whole_number(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= high:
+        said = kind_of(value) if whole else repr(value)
+        raise InputError(field, f"must be {'a whole number' if whole else 'an integer'} from {low} to "
+                                f"{high_text or f'{high:,}'}, got {said}")
+    return int(value)
 
 
 def request_pairs(pairs: Any) -> Any:

@@ -13,8 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from joulecast.data.errors import InputError
-from joulecast.data.files import whole_number
+from joulecast.data.files import check_count
 from joulecast.data.labels import Labels
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -79,7 +78,4 @@ def as_columns(table: pd.DataFrame | Mapping[str, np.ndarray]) -> dict[str, np.n
 def check_kernel_size(value: Any, field: str) -> int:
     """A kernel's size as given (JSON's 128.0 or 1.28e2 is the count 128): a whole number from 1 to MAX_KERNEL_SIZE,
     else one error naming `field`."""
-    value = whole_number(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_KERNEL_SIZE:
-        raise InputError(field, f"must be a positive integer up to 2^40, got {value!r}")
-    return value
+    return check_count(value, field, MAX_KERNEL_SIZE, high_text="2^40", whole=True)

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from joulecast.data.errors import InputError, UnknownNameError
-from joulecast.data.files import kind_of, read_json, whole_number
+from joulecast.data.files import check_count, kind_of, read_json
 
 MODEL_DIR = Path(__file__).parent / "models"
 
@@ -80,10 +80,7 @@ def _check_heads(config: Mapping[str, Any]) -> None:
 def check_size(value: Any, field: str) -> int:
     """A config's count as given (4096.0 is 4096): a whole number from 1 to MAX_CONFIG_SIZE, else one line naming
     `field`."""
-    value = whole_number(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_CONFIG_SIZE:
-        raise InputError(field, f"must be a whole number from 1 to {MAX_CONFIG_SIZE:,}, got {kind_of(value)}")
-    return value
+    return check_count(value, field, MAX_CONFIG_SIZE, whole=True)
 
 
 def is_mixture_of_experts(config: Mapping[str, Any]) -> bool:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError
+from joulecast.data.files import check_count
 from joulecast.data.kernels import as_columns, kernel_table_hash
 from joulecast.data.labels import Labels
 
@@ -28,8 +29,7 @@ def check_sizes(batch: object, seq: object, has_seq: bool = True) -> None:
         if name == "seq" and not has_seq:
             seq = None
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_SIZE:
-            raise InputError(name, f"must be an integer from 1 to {MAX_SIZE:,}, got {value!r}")
+        check_count(value, name, MAX_SIZE)
     if seq is not None and int(batch) * int(seq) > MAX_TOKENS:  # type: ignore[arg-type]
         raise InputError("batch", f"batch x seq = {int(batch) * int(seq):,} tokens a pass; at most {MAX_TOKENS:,}")
 

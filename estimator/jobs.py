@@ -19,7 +19,7 @@ import pandas as pd
 
 from joulecast.data.engines import check_engine, launch_mode_for
 from joulecast.data.errors import InputError, require, require_choice, require_switch
-from joulecast.data.files import request_pairs
+from joulecast.data.files import check_count, request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
@@ -70,9 +70,7 @@ class GenerationEstimate:
 
 
 def _positive(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_SIZE:
-        raise InputError(name, f"must be an integer from 1 to {MAX_SIZE:,}, got {value!r}")
-    return int(value)
+    return check_count(value, name, MAX_SIZE)
 
 
 def _steps(model: str, gpu: str, batch: int, input_len: int, output_len: int, kv_cache: bool,

@@ -18,9 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from joulecast.data.errors import InputError, require, require_choice
+from joulecast.data.errors import require, require_choice
+from joulecast.data.files import check_count
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
@@ -58,9 +57,7 @@ class Layout:
 
     def check(self, field: str = "layout") -> "Layout":
         for name in ("tp", "pp", "cp", "dp"):
-            value = getattr(self, name)
-            require(isinstance(value, (int, np.integer)) and not isinstance(value, bool) and 1 <= value <= MAX_SIZE,
-                    f"{field}.{name}", f"must be an integer from 1 to {MAX_SIZE:,}, got {value!r}")
+            check_count(getattr(self, name), f"{field}.{name}", MAX_SIZE)
         require(self.zero in (0, 1, 2, 3), f"{field}.zero", f"must be 0, 1, 2 or 3, got {self.zero!r}")
         return self
 
@@ -162,9 +159,7 @@ class TrainRunEstimate:
 
 
 def _count(name: str, value: object, low: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value <= 2**53:
-        raise InputError(name, f"must be an integer from {low} to 2^53, got {value!r}")
-    return int(value)
+    return check_count(value, name, 2**53, low=low, high_text="2^53")
 
 
 def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulation: int, dtype: str = "bf16",

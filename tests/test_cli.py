@@ -316,7 +316,7 @@ def test_a_kernel_lists_whole_floats_are_its_counts(tmp_path, capsys):
     assert energies[0] == energies[1] == energies[2]
     (tmp_path / "k.json").write_text(gemm.format(m="128.5"))
     assert main(["estimate", "--kernels", str(tmp_path / "k.json"), "--gpu", "a10"]) == 2
-    assert "k.json[0].dimM: must be a positive integer up to 2^40, got 128.5" in capsys.readouterr().err
+    assert "k.json[0].dimM: must be a whole number from 1 to 2^40, got a number (128.5)" in capsys.readouterr().err
 
 
 def test_a_list_given_to_a_single_estimate_points_to_sweep(capsys):

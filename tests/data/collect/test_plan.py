@@ -49,9 +49,9 @@ def test_grid_and_shapes_expand_and_ids_are_stable():
     ({"name": "p", "gpu": "h200"}, "kernels: the plan has no kernels, models or waits"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "conv", "shapes": [{"m": 1}]}]}, "kernels[0].shapes[0].op: unknown 'conv'"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "gemm", "shapes": [{"m": 1, "n": 0, "k": 2}]}]},
-     "kernels[0].shapes[0].n: must be a positive integer up to 2^40, got 0"),
+     "kernels[0].shapes[0].n: must be a whole number from 1 to 2^40, got a number (0)"),
     ({"name": "p", "gpu": "h200", "kernels": [{"op": "gemm", "shapes": [{"m": 1e300, "n": 8, "k": 2}]}]},
-     "kernels[0].shapes[0].m: must be a positive integer up to 2^40, got 1"),  # once numpy's OverflowError
+     "kernels[0].shapes[0].m: must be a whole number from 1 to 2^40, got a number"),  # once numpy's OverflowError
     ({"name": "p", "gpu": "h200", "models": [{"model": "bert-large", "phase": "decode"}]},
      "models[0].phase: 'decode' is not available"),
     ({"name": "p", "gpu": "h200", "models": [{"model": "gpt2"}, {"model": "gpt2", "batch": 1.5}]},

@@ -69,9 +69,11 @@ def test_hash_ignores_order_and_sees_content():
     ([[{"dim": 4, "prec": "bf16"}, [["gemm"]]]], r"kernels\[0\].tags: unknown kernel tag \['gemm'\]; allowed: "),
     ([[{"dim": 4, "prec": "bf16"}, ["elementwis"]]],
      r"tags: unknown kernel tag 'elementwis'; did you mean 'elementwise'\?"),
-    ([[{**GEMM[0], "dimK": 0}, GEMM[1]]], r"kernels\[0\].dimK: must be a whole number from 1 to 2\^40, got a number \(0\)"),
+    ([[{**GEMM[0], "dimK": 0}, GEMM[1]]],
+     r"kernels\[0\].dimK: must be a whole number from 1 to 2\^40, got a number \(0\)"),
     # a size past what the kernel table's 64-bit integers hold (10^30 was numpy's OverflowError)
-    ([[{**GEMM[0], "dimM": 10**30}, GEMM[1]]], r"kernels\[0\].dimM: must be a whole number from 1 to 2\^40, got a number"),
+    ([[{**GEMM[0], "dimM": 10**30}, GEMM[1]]],
+     r"kernels\[0\].dimM: must be a whole number from 1 to 2\^40, got a number"),
     ([ADD, [{**ADD[0], "prec": "fp4"}, ["elementwise"]]], r"kernels\[1\].prec: unknown dtype 'fp4'"),
 ])
 def test_malformed_kernel_lists_name_the_entry(entries, match):

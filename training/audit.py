@@ -21,7 +21,7 @@ from joulecast.estimator.api import scored_frame
 from joulecast.estimator.loading import load_estimator
 from joulecast.features.kinds import KINDS as KERNEL_CLASSES
 from joulecast.training import evaluate
-from joulecast.training.dataset import dropped_text, training_table
+from joulecast.training.dataset import NO_WORKLOAD, dropped_text, training_table
 from joulecast.training.evaluate import absolute_errors, add_coverage_chance, error_table, offset_spreads
 from joulecast.training.gates import GATE_ON, MIN_ROWS, PARTITIONS, TARGET_PCT, TOLERANCE_PTS  # noqa: F401
 
@@ -59,7 +59,11 @@ def score_measurements(measurements: pd.DataFrame, estimator: Any = None) -> tup
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     table = training_table(measurements)
     if table.rows.empty:
-        raise InputError("measurements", f"no usable rows to audit (dropped: {dropped_text(table.dropped)})")
+        # a set of whole jobs (Zeus' epochs) or of applications' own kernels (NV-DVFS) names no workload to lower
+        whole = set(table.dropped) == {NO_WORKLOAD}
+        raise InputError("measurements", f"no usable rows to audit (dropped: {dropped_text(table.dropped)})" + (
+            "; its rows name no workload that an estimate can lower: the scripts in experiments/ score such sets "
+            "(zeus_power_limits.py, volta_power.py)" if whole else ""))
     corr = None if model is None else model.predict(table.X, table.rows["gpu"])
     return scored_rows(table.rows, table.X, corr, model), table.dropped
 

@@ -20,6 +20,7 @@ from joulecast.features.design import design_matrix, setting_groups
 from joulecast.features.refs import resolve
 
 log = logging.getLogger(__name__)
+NO_WORKLOAD = "no workload (kernel list none)"  # a row no estimate can lower (a whole job's, an application's own)
 
 
 @dataclass
@@ -43,7 +44,7 @@ def usable(measurements: pd.DataFrame, *, partial: bool = False) -> tuple[pd.Dat
     known = set(gpu_catalog())
     reasons = {
         "failed run": measurements["flag_failed_run"].to_numpy(bool),
-        "no workload (kernel list none)": measurements["workload_ref"].isna().to_numpy(),
+        NO_WORKLOAD: measurements["workload_ref"].isna().to_numpy(),
         # Its residual would measure the work left out of its kernel list, not how physics errs on what the list
         # holds (joulecast.data.importers.mlenergy.PARTIAL_RELEASES). The shipped model (no H200 rows) on the H200
         # holdout (experiments/h200_holdout.py), energy MAPE with -> without ML.ENERGY v3's rows: 46.0 -> 18.5 %,

@@ -156,6 +156,18 @@ def test_cli_audit_names_its_data_flags_and_leaves_no_tracking_store_for_data_th
     assert not any(tmp_path.iterdir())  # before, an audit of a store not there made mlflow.db
 
 
+def test_an_audit_of_a_set_that_names_no_workload_says_what_scores_it(capsys, tmp_path, external):
+    """Zeus' rows are whole training epochs, NV-DVFS' applications' own kernels: no row names a workload an estimate
+    lowers, so the audit has nothing to score, and says which scripts do (before: the dropped count alone)."""
+    for source, folder in (("zeus", "zeus-nsdi23-powerlimit"), ("nvdvfs", "nv-dvfs-benchmark-v100-rtx8000")):
+        assert main(["audit", "--source", source, "--path", str(external / folder), "--no-mlflow", "--report",
+                     str(tmp_path / source)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("joulecast: error: measurements: no usable rows to audit (dropped: no workload (kernel "
+                              "list none): ") and err.count("\n") == 1
+        assert "name no workload that an estimate can lower: the scripts in experiments/ score such sets" in err
+
+
 def test_dropped_rows_read_as_words():
     from joulecast.training.dataset import dropped_text
 

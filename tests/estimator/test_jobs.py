@@ -178,7 +178,7 @@ def test_a_jobs_setting_is_checked_as_one_jobs_not_a_rows():
 
     for call in (lambda **kw: joulecast.generate("gpt2", "a10", input_len=16, output_len=4, **kw),
                  lambda **kw: generate_requests("gpt2", "a10", [(16, 4)], **kw)):
-        for setting, field in (({"power_limit_w": 10}, "power_limit_w: must be above 67.5 and at most 150 W on a10"),
+        for setting, field in (({"power_limit_w": 10}, "power_limit_w: must be between 100 and 150 W on a10"),
                                ({"sm_clock_mhz": 5}, "sm_clock_mhz: must be between"),
                                ({"attention": "sdpa"}, "attention: unknown 'sdpa'; allowed: flash, eager, masked"),
                                ({"launch_mode": "x"}, "launch_mode: unknown 'x'; allowed: eager, graph")):
@@ -188,8 +188,8 @@ def test_a_jobs_setting_is_checked_as_one_jobs_not_a_rows():
         joulecast.generate("gpt2", "nosuch", input_len=16, output_len=4, estimator="physics")
     # a limit in the card's range still runs, and holds a prefill-heavy generation's power under it
     free, held = (joulecast.generate("gpt2", "a10", batch=16, input_len=512, output_len=4, estimator="physics", **kw)
-                  for kw in ({}, {"power_limit_w": 80}))
-    assert held.power_w <= 80 < free.power_w and held.time_s > free.time_s
+                  for kw in ({}, {"power_limit_w": 100}))
+    assert held.power_w <= 100 < free.power_w and held.time_s > free.time_s
 
 
 def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):

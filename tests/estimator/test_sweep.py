@@ -675,12 +675,12 @@ def test_a_sweep_no_point_of_which_fits_says_what_it_needs(tmp_path, capsys):
 
 def test_a_setting_given_as_range_spans_each_gpus_own():
     """'range' asks 8 whole values over each GPU's own span, 'range:N' N: the H100's limits 200-700 W, the A10's
-    68-150 W, clocks from 15 % of each boost clock up to it; numbers beside it stay as given, a value once."""
+    100-150 W, clocks from 15 % of each boost clock up to it; numbers beside it stay as given, a value once."""
     configs, skipped = grid("gpt2", "prefill", gpus=["h100-sxm", "a10"], batches=[1], seqs=[128],
                             power_limits=["range", 700.0])
     limits = {g: sorted(configs.loc[configs["gpu"] == g, "power_limit_w"]) for g in ("h100-sxm", "a10")}
     assert len(limits["h100-sxm"]) == 8 and (limits["h100-sxm"][0], limits["h100-sxm"][-1]) == (200.0, 700.0)
-    assert len(limits["a10"]) == 8 and (limits["a10"][0], limits["a10"][-1]) == (68.0, 150.0)
+    assert len(limits["a10"]) == 8 and (limits["a10"][0], limits["a10"][-1]) == (100.0, 150.0)
     assert skipped == {"power limit outside the GPU's range": 1}  # 700 W on the A10, counted as before
     configs, _ = grid("gpt2", "prefill", gpus=["a10"], batches=[1], seqs=[128], sm_clocks=["RANGE:3"])
     assert sorted(configs["sm_clock_mhz"]) == [255.0, 975.0, 1695.0]  # ceil(0.15 x 1695), the middle, the boost
@@ -696,7 +696,7 @@ def test_the_cli_and_the_service_take_range(capsys):
             "--json"]
     assert main([*args, "--power-limit", "range:4"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    assert sorted(p["power_limit_w"] for p in cli["points"]) == [68.0, 95.0, 123.0, 150.0]
+    assert sorted(p["power_limit_w"] for p in cli["points"]) == [100.0, 117.0, 133.0, 150.0]
     body = {"model": "gpt2", "gpu": "a10", "batch": 8, "seq": 512, "power_limit_w": "range:4"}
     served = sweep_points(body, "physics")
     assert [p["energy_j"] for p in served["points"]] == [p["energy_j"] for p in cli["points"]]

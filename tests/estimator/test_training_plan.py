@@ -260,14 +260,14 @@ def test_a_job_file_field_misspelt_names_the_one_meant():
 
 def test_a_sweep_of_caps_over_the_range_every_gpu_of_a_site_set_takes():
     """'range:N' spreads N limits over the span all the set's GPUs take: an L40S site (100-350 W) beside an
-    A100-SXM4-80GB one (82-400 W) sweeps 100-350 W together, and the A100 site alone 83-400 W; two GPUs that share
+    A100-SXM4-80GB one (100-400 W) sweeps 100-350 W together, and the A100 site alone 100-400 W; two GPUs that share
     no limit give none, and a set left with none is the one line naming power_limits."""
     sites = [dict(name="a", gpu="l40s", gpus=8, grid="FR"), dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE")]
     job = _job(sites=sites)
     points = planner.sweep(job, H=[100], P=[1], tau=[0], bits=[16], power_limits=["range:3"], kinds=("ddp",),
                            site_sets=[["a", "b"], ["b"]])
     by_set = points.groupby("sites")["power_limit_w"].apply(sorted).to_dict()
-    assert by_set == {"a+b": [100.0, 225.0, 350.0], "b": [83.0, 242.0, 400.0]}
+    assert by_set == {"a+b": [100.0, 225.0, 350.0], "b": [100.0, 250.0, 400.0]}
     from joulecast.estimator.sweep import settings_of
 
     assert settings_of(["range", 300.0], 400.0, 350.0, "power_limits") == [300.0]

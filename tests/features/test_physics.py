@@ -323,7 +323,7 @@ def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeyp
         np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit, limit)[0], expected)
     # and every figure of the capped kernels the same, bit for bit: the whole grid's last stage is evaluated in full
     # and read at each kernel's clock, the bisection's kernels are evaluated again at theirs
-    capped = spec.power_limit_w * 0.6
+    capped = max(spec.power_limit_w * 0.6, spec.power_limit_range_w[0])  # within the range the card takes
     monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
     bisected, bisected_totals = physics.analyze_arrays(w.columns, spec, power_limit_w=capped)
     monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)

@@ -106,30 +106,36 @@ def test_a_power_limit_range_is_sourced_and_holds_the_default(raw):
 
 
 def test_a_power_limit_outside_the_cards_range_is_refused_and_a_hypothetical_scales_it():
-    """The range `nvidia-smi -q` gives where sourced (the H100-SXM 200-700 W, a GH200 up to 900), else up to the
-    default (the datasheets' max); beyond it a hypothetical GPU is the what-if."""
+    """The range `nvidia-smi -q` gives where sourced (the H100-SXM 200-700 W, the A10 100-150, a GH200 up to 900),
+    else above idle at the maximum clock up to the default (the datasheets' max); beyond it a hypothetical GPU is the
+    what-if."""
     import joulecast
 
     w = joulecast.workload("gpt2", batch=1, seq=64)
-    for gpu, limit in (("h100-sxm", 199), ("h100-sxm", 701), ("a10", 151), ("a100-sxm4-80gb", 401)):
+    for gpu, limit in (("h100-sxm", 199), ("h100-sxm", 701), ("a10", 151), ("a10", 99), ("a100-sxm4-80gb", 401),
+                       ("h200", 199)):
         with pytest.raises(InputError, match=f"power_limit_w: must be (between|above) .* W on {gpu} .*got {limit}"):
             joulecast.estimate(w, gpu, power_limit_w=limit, estimator="physics")
     # where the least is idle at the maximum clock, a limit there leaves nothing to run on: the line says 'above',
-    # and a sweep's range starts at the next whole watt (the H200's 122 W was listed as its least, and refused)
-    h200 = gpus.gpu("h200")
-    with pytest.raises(InputError, match="power_limit_w: must be above 122 and at most 700 W on h200 .*got 122"):
-        joulecast.estimate(w, "h200", power_limit_w=122, estimator="physics")
-    assert h200.power_limit_whole_range_w == (123, 700) and gpus.gpu("h100-sxm").power_limit_whole_range_w == (200, 700)
-    assert h200.power_limit_text == "above 122 and at most 700 W"
+    # and a sweep's range starts at the next whole watt (the H200's 122 W was listed as its least, and refused,
+    # before its nvidia-smi range was sourced: 200-700 W)
+    a100 = gpus.gpu("a100-pcie-40gb")
+    with pytest.raises(InputError, match=r"power_limit_w: must be above 67.3 and at most 250 W on a100-pcie-40gb .*got "
+                                         r"67.3"):
+        joulecast.estimate(w, "a100-pcie-40gb", power_limit_w=67.3, estimator="physics")
+    assert a100.power_limit_whole_range_w == (68, 250) and gpus.gpu("h200").power_limit_whole_range_w == (200, 700)
+    assert a100.power_limit_text == "above 67.3 and at most 250 W"
     assert gpus.gpu("h100-sxm").power_limit_text == "between 200 and 700 W"
     from joulecast.estimator.sweep import grid
-    configs, skipped = grid("gpt2", "prefill", gpus=["h200"], batches=[1], seqs=[64], power_limits=["range:4"])
-    assert list(configs["power_limit_w"]) == [123.0, 315.0, 508.0, 700.0] and skipped == {}
+    configs, skipped = grid("gpt2", "prefill", gpus=["a100-pcie-40gb"], batches=[1], seqs=[64],
+                            power_limits=["range:4"])
+    assert list(configs["power_limit_w"]) == [68.0, 129.0, 189.0, 250.0] and skipped == {}
     for gpu, limit in (("h100-sxm", 200), ("h100-sxm", 700), ("gh200", 900), ("a100-sxm4-80gb", 400),
                        ("h100-sxm:power_limit_w*1.5", 1050), ("h100-sxm:power_limit_w*0.5", 150)):
         assert joulecast.estimate(w, gpu, power_limit_w=limit, estimator="physics").power_limit_w == limit
     assert gpus.gpu("h100-sxm").power_limit_range_w == (200.0, 700.0)
-    assert gpus.gpu("a10").power_limit_range_w == (gpus.gpu("a10").idle_power_max_clock_w, 150.0)
+    assert gpus.gpu("a10").power_limit_range_w == (100.0, 150.0)  # its nvidia-smi range (data/gpus/a10.yaml)
+    assert a100.power_limit_range_w == (a100.idle_power_max_clock_w, 250.0)  # none sourced: above idle
 
 
 def test_a_gpu_s_own_link_is_sourced_and_its_architecture_s_where_a_spec_names_none(raw):

@@ -483,7 +483,7 @@ def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mappi
         return
     pass_phase = "training" if phase == "train-run" else phase
     takers, idle = [m for m in models if not ignored_field([m], {"fusions"})], None
-    for name in takers:  # a few models: a kernel table each, and one a fusion given
+    for name in takers:  # a few models: a kernel table each, one more for each fusion given (`idle_fusions`)
         image = is_vision(resolve_model(name)[0])
         shape = dict(model=name, phase=pass_phase, batch=batches[0], **({} if image else {"seq": seqs[0]}),
                      dtype=listed(fields.get("dtype"), "dtype", ["bf16"])[0], fusions=job["fusions"],

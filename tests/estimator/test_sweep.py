@@ -386,7 +386,7 @@ def test_an_image_model_is_swept_without_a_sequence_its_images_its_tokens(capsys
     ("llama-3-8b", {"phase": "train-run", "global_batch": 8, "fusions": "residual_norm"},
      ("fusions", "'residual_norm' changes none of llama-3-8b's kernels in training (residual_norm applies only with "
                  "norm); leave it out")),
-    # a model among them takes it: swept, each point labelled with what it was given
+    # a model among them takes it: swept, every model
     (["gpt2", "llama-3-8b"], {"fusions": ["rope"]}, None),
     (["resnet-101", "vit-large"], {"fusions": "gemm_activation"}, None),
     (["resnet-101", "gpt2"], {"seq": 128}, None),

@@ -43,7 +43,7 @@ def predicted_power_w(d: pd.DataFrame, idle_w: float | None = None) -> np.ndarra
     clock = d["core_frequency"].to_numpy(float)
     pipes = (d["FP32A"] + 2 * d["FP64A"] + d["FP16A"]).to_numpy(float)  # FP64 at half the FP32 rate a pipe-cycle
     none = np.zeros(len(d))  # no tensor-core work (TENSO is 0 in every row), no L2 counter
-    return power_w(spec, clock, spec.power_limit_w, none, pipes, none, d["SMACT"].to_numpy(float),
+    return power_w(spec, clock, none, pipes, none, d["SMACT"].to_numpy(float),
                    d["DRAMA"].to_numpy(float) * spec.memory_bandwidth_gbs * 1e9)
 
 

@@ -193,12 +193,16 @@ IDLE_VOLTAGE_EXPONENT = 4.0
 # GPU's own is chosen by the other two (A10 0.7, A100-PCIe 0.65, H200 0.65) and scores physics power MAPE 24.8 -> 5.6
 # % on the A10, 19.9 -> 6.2 % on the A100-PCIe and 13.1 -> 11.4 % on the H200 (energy 24.1 -> 7.9, 26.5 -> 12.3, 17.6
 # -> 17.5 %). A term in the measured die temperature instead, k * idle(f) * (T - 25 C), fitted the same way, did
-# worse on each (power 8.5 / 7.6 / 12.7 %) and needs a temperature no estimate has before its run. A power limit below
-# the default bounds the die's power, and so its heat: there the ratio is scaled by limit / default (every kernel-level
-# row above was measured at its default). On Zeus' power-limit sweeps (experiments/zeus_power_limits.py, BERT-base
-# training at 100-250 W on the V100, 100-300 W on the A40) the unscaled term read time 50 / 46 % and energy 56 / 53 %
-# high; scaled, 31 / 24 % and 36 / 29 % (the model before the term: 17 / 20 %, 22 / 26 %), and the energy against
-# the highest limit's run within each batch 2.5-4.4 % / 1.1-13.1 % off (before: 5.9-8.8 / 12.3-20.1 %). Left at 0
+# worse on each (power 8.5 / 7.6 / 12.7 %) and needs a temperature no estimate has before its run. Under a power limit
+# the term is what it is at the clock the cap leaves: a capped kernel draws what that clock locked would. Until
+# 2026-12-06 it was scaled by limit / default, on the reasoning that a lower limit bounds the die's heat, which the
+# H200's probes above found the term is not; on Zeus' power-limit sweeps (experiments/zeus_power_limits.py, BERT-base
+# training at 100-250 W on the V100, 100-300 W on the A40) the scaling let a capped GEMM's clock rise, the V100's step
+# at 100 W 1.48-1.50x its 250 W time against 1.88-2.07x measured, and 100 W picked as its best limit at every batch
+# (measured 125-175 W): unscaled, with the A40's idle from its posted readings (data/gpus/a40.yaml), energy an epoch
+# V100 12.9 -> 12.4 %, A40 11.4 -> 9.0 %, the energy against the highest limit's run within each batch 6.0-9.6 ->
+# 4.1-7.6 % / 1.9-8.1 -> 2.8-7.5 % off, the V100's limit picked 125 W (6.9-13.1 -> 0-3.3 % more energy than the
+# best). Every kernel-level row above was measured at its default limit, where nothing moves. Left at 0
 # before issue 31, as the residual read worse with it, as it still does (leave-one-model-out, 3 tree seeds: A10
 # 4.77 -> 4.70 %, A100 4.66 -> 5.05 %; issue 31's note). A smaller ratio trades one for the other: at 0.5, physics
 # energy A10 10.1 %, A100-PCIe 14.7 %, and leave-one-model-out (tree seed 0) A10 4.72 %, A100 4.82 % (at 0.65: 4.63 /

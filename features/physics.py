@@ -215,10 +215,10 @@ class _Rows(Mapping):
         return len(self._columns)
 
 
-def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.ndarray, limit_w: float,
+def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.ndarray,
                         power_only: bool = False) -> dict[str, np.ndarray]:
     """Per-kernel time (s) and power (W) at the given SM clock per row (`clock_mhz` may add a leading axis of
-    candidate clocks, which broadcasts), under the power limit `limit_w` (which bounds how hot the die runs)."""
+    candidate clocks, which broadcasts)."""
     traits = arch.traits(gpu.architecture)
     peak = f["peak_flops_ref"] * clock_mhz / f["peak_clock_ref"]
     t_compute = f["busiest_sm_flops"] / (peak * f["efficiency"])  # `_clock_free`
@@ -234,7 +234,7 @@ def _timeline_and_power(f: dict[str, np.ndarray], gpu: GpuSpec, clock_mhz: np.nd
     u_l2 = f["l2_bytes"] / (time * l2_bandwidth)
     u_dram = f["dram_bytes"] / (time * gpu.memory_bandwidth_bps)
     u_sm = body / time * f["active_sm_fraction"]
-    power = power_w(gpu, clock_mhz, limit_w, u_tensor, u_fma, u_l2, u_sm, f["dram_bytes"] / time)
+    power = power_w(gpu, clock_mhz, u_tensor, u_fma, u_l2, u_sm, f["dram_bytes"] / time)
     if power_only:
         return {"power_w": power}
     # codes into BOUNDS (np.where in turn: np.select's values at a third of its cost on one workload's rows)
@@ -250,8 +250,8 @@ _TIMELINE_INPUTS = ("peak_flops_ref", "peak_clock_ref", "busiest_sm_flops", "eff
                     "l2_bytes", "cuda_flops_ref", "tensor_flops", "fma_flops", "active_sm_fraction")
 
 
-def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, limit: float,
-                     over: np.ndarray, cap: float | np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
+def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, over: np.ndarray,
+                     cap: float | np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
     """Lower each over-limit kernel's clock (`over`) until its power meets its cap (`cap`, W: one for every kernel,
     or one an over-limit kernel; the limit, or more where its pass's idle gaps leave headroom), as the GPU's power
     capping does: (every kernel's clock, the over-limit kernels' `_timeline_and_power` at theirs, or None where not
@@ -268,7 +268,7 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
     kept = None
     for stage in range(_CAP_STAGES):
         full = stage == _CAP_STAGES - 1 and len(low) * _CAP_GRID <= _CAP_GRID_AT_ONCE
-        fitting, grid_dyn = _fitting_clocks(sub, gpu, low, high, _CAP_STEPS, limit, cap, full=full)
+        fitting, grid_dyn = _fitting_clocks(sub, gpu, low, high, _CAP_STEPS, cap, full=full)
         last = np.maximum(fitting - 1, 0)  # none fits: the lowest clock, as the GPU would go no lower
         low, high = (low + (high - low) * _CAP_STEPS[last],
                      low + (high - low) * _CAP_STEPS[np.minimum(last + 1, _CAP_GRID - 1)])
@@ -282,7 +282,7 @@ def _solve_power_cap(f: dict[str, np.ndarray], gpu: GpuSpec, clock: np.ndarray, 
 
 
 def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, high: np.ndarray, steps: np.ndarray,
-                    limit: float, cap: float | np.ndarray, full: bool = False
+                    cap: float | np.ndarray, full: bool = False
                     ) -> tuple[np.ndarray, dict[str, np.ndarray] | None]:
     """Per kernel, how many clocks of its grid (`low + (high - low) * steps`) fit its cap (W), and, where the
     whole grid was evaluated and `full` asks, its whole timeline (grid clocks x kernels; else None). Power rises
@@ -293,13 +293,12 @@ def _fitting_clocks(sub: dict[str, np.ndarray], gpu: GpuSpec, low: np.ndarray, h
     arithmetic, for the same counts."""
     if len(low) * len(steps) <= _CAP_GRID_AT_ONCE:
         grid = low + (high - low) * steps[:, None]
-        dyn = _timeline_and_power(sub, gpu, grid, limit, power_only=not full)
+        dyn = _timeline_and_power(sub, gpu, grid, power_only=not full)
         return (dyn["power_w"] <= cap).sum(axis=0), dyn if full else None
     fitting, beyond = np.zeros(len(low), np.intp), np.full(len(low), len(steps), np.intp)
     while (open_ := fitting < beyond).any():
         middle = np.minimum((fitting + beyond) // 2, len(steps) - 1)  # fitting <= middle < beyond where open
-        fits = _timeline_and_power(sub, gpu, low + (high - low) * steps[middle], limit,
-                                   power_only=True)["power_w"] <= cap
+        fits = _timeline_and_power(sub, gpu, low + (high - low) * steps[middle], power_only=True)["power_w"] <= cap
         fitting, beyond = np.where(open_ & fits, middle + 1, fitting), np.where(open_ & ~fits, middle, beyond)
     return fitting, None
 
@@ -421,7 +420,7 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     wid = f["workload_id"].astype(np.int64, copy=False) if "workload_id" in f else np.zeros(rows, np.int64)
     n = int(wid.max()) + 1
     f["dram_bytes"] = f["dram_bytes"] * (1 - _per_kernel(_l2_resident_share(f, count, wid, n, gpu), wid, n))
-    dyn = _timeline_and_power(f, gpu, clock, limit)
+    dyn = _timeline_and_power(f, gpu, clock)
     dispatched = np.where(f["op"].isin(arch.LIBRARY_LAUNCHED_OPS), 0.0, count)
     # a training step (a workload with backward kernels) pays autograd's host time a launch, and its host and GPU
     # overlap nearer their maximum (`arch.TRAINING_DISPATCH_FACTOR`, `arch.TRAINING_OVERLAP_NORM`)
@@ -463,9 +462,9 @@ def analyze_arrays(kernels: pd.DataFrame | Mapping[str, np.ndarray], gpu: GpuSpe
     cap = _per_kernel(headroom, wid, n)
     over = dyn["power_w"] > cap
     if over.any():
-        clock, kept = _solve_power_cap(f, gpu, clock, limit, over, cap if n == 1 else cap[over])
+        clock, kept = _solve_power_cap(f, gpu, clock, over, cap if n == 1 else cap[over])
         if kept is None:
-            dyn = _timeline_and_power(f, gpu, clock, limit)
+            dyn = _timeline_and_power(f, gpu, clock)
         else:  # the over-limit kernels' timelines at their clocks, the others' as they were
             dyn = {name: _with_rows(v, over, kept[name]) for name, v in dyn.items()}
         busy, overlapped, wait, gap_energy = gaps(dyn["time_s"])

@@ -1,6 +1,6 @@
 """Power of a kernel from its module utilisations, and the clock a power cap leaves it.
 
-power = idle(f) (1 + hot-static ratio * SM-active share * min(1, power limit / default limit))
+power = idle(f) (1 + hot-static ratio * SM-active share)
         + (V/Vmax)^2 (f/fmax) * budget * sum(coefficient * utilisation) + DRAM bytes/s * energy per bit,
 with budget = power limit - idle at the maximum clock (see `features.arch` for each constant's source).
 """
@@ -50,11 +50,11 @@ def idle_power_w(gpu: GpuSpec, clock_mhz: np.ndarray | float) -> np.ndarray:
     return gpu.idle_power_w + (gpu.idle_power_max_clock_w - gpu.idle_power_w) * fraction
 
 
-def power_w(gpu: GpuSpec, clock_mhz: np.ndarray, limit_w: float, u_tensor: np.ndarray, u_fma: np.ndarray,
-            u_l2: np.ndarray, u_sm: np.ndarray, dram_bytes_per_s: np.ndarray) -> np.ndarray:
-    """The module docstring's power of a kernel at `clock_mhz` under `limit_w`, from its module utilisations and
-    DRAM traffic (each constant's source in `features.arch`; read from there at each call, so a study that sets one
-    sees it)."""
+def power_w(gpu: GpuSpec, clock_mhz: np.ndarray, u_tensor: np.ndarray, u_fma: np.ndarray, u_l2: np.ndarray,
+            u_sm: np.ndarray, dram_bytes_per_s: np.ndarray) -> np.ndarray:
+    """The module docstring's power of a kernel at `clock_mhz`, from its module utilisations and DRAM traffic (each
+    constant's source in `features.arch`; read from there at each call, so a study that sets one sees it). The same
+    under a power limit: a cap that leaves a kernel at a clock draws what that clock locked would."""
     c = arch.POWER_COEFFICIENTS
     budget = gpu.power_limit_w - gpu.idle_power_max_clock_w
     chip = dynamic_scale(clock_mhz / gpu.boost_clock_mhz) * budget * (
@@ -62,8 +62,7 @@ def power_w(gpu: GpuSpec, clock_mhz: np.ndarray, limit_w: float, u_tensor: np.nd
     dram_w = dram_bytes_per_s * 8 * arch.DRAM_PJ_PER_BIT.get(gpu.memory_type, 3.9) * 1e-12
     static = idle_power_w(gpu, clock_mhz)
     if arch.HOT_STATIC_RATIO:  # at 0 (a study's setting): idle x 1, the same bits without the two passes
-        # a limit below the default bounds the die's power, so its heat: the term in proportion (`arch`)
-        static = static * (1 + arch.HOT_STATIC_RATIO * min(1.0, limit_w / gpu.power_limit_w) * u_sm)
+        static = static * (1 + arch.HOT_STATIC_RATIO * u_sm)
     return static + chip + dram_w
 
 

@@ -309,18 +309,17 @@ def test_the_power_cap_counts_fitting_clocks_as_the_whole_grid_does(gpu, monkeyp
     high = low + rng.uniform(0.0, 0.4, rows) * spec.boost_clock_mhz
     steps = np.linspace(0.0, 1.0, physics._CAP_GRID)
     grid = low + (high - low) * steps[:, None]
-    power = physics._timeline_and_power(sub, spec, grid, spec.power_limit_w, power_only=True)["power_w"]
+    power = physics._timeline_and_power(sub, spec, grid, power_only=True)["power_w"]
     allowed = power[power > spec.idle_power_max_clock_w]  # a limit is above idle at the maximum clock
     for limit in np.quantile(allowed, [0.02, 0.1, 0.5, 0.9]):
-        # under a lower limit the die runs cooler: power at each clock as that limit leaves it
-        fits = physics._timeline_and_power(sub, spec, grid, limit, power_only=True)["power_w"] <= limit
+        fits = power <= limit
         assert (np.diff(fits.astype(int), axis=0) <= 0).all()  # what the bisection stands on: a prefix fits
         expected = fits.sum(axis=0)
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 0)
-        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit, limit)[0]
+        bisected = physics._fitting_clocks(sub, spec, low, high, steps, limit)[0]
         monkeypatch.setattr(physics, "_CAP_GRID_AT_ONCE", 10**9)
         np.testing.assert_array_equal(bisected, expected)
-        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit, limit)[0], expected)
+        np.testing.assert_array_equal(physics._fitting_clocks(sub, spec, low, high, steps, limit)[0], expected)
     # and every figure of the capped kernels the same, bit for bit: the whole grid's last stage is evaluated in full
     # and read at each kernel's clock, the bisection's kernels are evaluated again at theirs
     capped = max(spec.power_limit_w * 0.6, spec.power_limit_range_w[0])  # within the range the card takes
@@ -572,19 +571,17 @@ def test_a_softmax_too_wide_for_the_persistent_kernel_takes_its_kinds_row_block_
     assert shipped[0].time_s > 1.2 * persistent[0].time_s and shipped[1].time_s == persistent[1].time_s
 
 
-def test_a_lowered_power_limit_scales_the_hot_static_term_by_the_limit_over_the_default():
-    """A limit below the default bounds the die's power and so its heat: the term is scaled by limit / default (a
-    limit at or above the default leaves it whole), on kernels the cap leaves alone."""
+def test_a_kernel_a_power_limit_leaves_alone_draws_what_it_draws_at_the_default():
+    """The static term under load is power a busy kernel's issued work draws (`arch.HOT_STATIC_RATIO`), not the die's
+    heat, so a lower limit that leaves a kernel's clock alone leaves its power alone: a capped kernel at a clock draws
+    what that clock locked would (before, the term was scaled by limit / default)."""
     gpu = dataclasses.replace(joulecast.gpu("a100"), power_limit_max_w=300.0)  # a card that takes 300 W
     small = dict(kind="elementwise", op="relu", cols=2**20)
     idle = float(idle_power_w(gpu, 900))
-    cool = None
-    for limit, scale in ((gpu.power_limit_w, 1.0), (150.0, 150.0 / gpu.power_limit_w), (300.0, 1.0)):
-        k = _one(small, gpu, sm_clock_mhz=900, power_limit_w=limit)
-        assert k.power_w < limit
-        dynamic = k.power_w - idle * (1 + arch.HOT_STATIC_RATIO * scale * k.u_sm)
-        cool = dynamic if cool is None else cool
-        assert dynamic == pytest.approx(cool, rel=1e-9)  # only the static term moved
+    drawn = [_one(small, gpu, sm_clock_mhz=900, power_limit_w=limit) for limit in (gpu.power_limit_w, 150.0, 300.0)]
+    assert all(k.power_w < 150.0 for k in drawn)  # under every limit: the cap moves nothing
+    assert [k.power_w for k in drawn] == pytest.approx([drawn[0].power_w] * 3, rel=1e-12)
+    assert drawn[0].power_w > idle * (1 + arch.HOT_STATIC_RATIO * drawn[0].u_sm) > idle  # the term is in it
     assert arch.HOT_STATIC_RATIO > 0
 
 

@@ -129,6 +129,10 @@ Saved again when an engine's host work a running sequence spread its interval ov
 (vLLM 0.5.4: 0.335-0.571 ms about its 0.406; issue 27): every point, flag and reason the same, bit for bit; the 160
 rows served by vLLM 0.5.4 alone moved their bounds, energy's low a median -1.3 % (at most -13.8 %), its high +3.1 %
 (at most +32.0 %); mean energy width 47.9 -> 48.5 %.
+Saved again when the static term under load stopped being scaled by a lowered power limit over the default (a capped
+kernel at a clock draws what that clock locked would; issue 27): the 645 rows with a limit below their GPU's default
+alone moved, physics energy up a median 2.25 % (at most 13.3 %), hybrid time up a median 0.8 % on the 378 whose cap
+now leaves a lower clock; the model the same; every flag the same, two rows' domain reasons changed with their clock.
 
 """
 

@@ -468,7 +468,7 @@ def _sizes(phase: str, fields: Mapping[str, Any]) -> tuple[list[int], list[int],
 
 
 def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mapping[str, Any], job: Mapping[str, Any],
-                                batches: Sequence[int], seqs: Sequence[int]) -> None:
+                                batches: Sequence[int], seqs: Sequence[int], dtypes: Sequence[str]) -> None:
     """A single pass's seq, attention or fusions that every model ignores (`features.lowering.ignored_field`), and
     fusions that change none of any model's kernels (`idle_fusions`, read on each model's first configuration): one
     line naming the field, not points labelled with what they ignore (`joulecast sweep` names its flags first)."""
@@ -486,7 +486,7 @@ def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mappi
     for name in takers:  # a few models: a kernel table each, one more for each fusion given (`idle_fusions`)
         image = is_vision(resolve_model(name)[0])
         shape = dict(model=name, phase=pass_phase, batch=batches[0], **({} if image else {"seq": seqs[0]}),
-                     dtype=listed(fields.get("dtype"), "dtype", ["bf16"])[0], fusions=job["fusions"],
+                     dtype=dtypes[0], fusions=job["fusions"],
                      **({"attention": job["attention"]} if job.get("attention") else {}))
         own = set(idle_fusions(workload(**shape), **shape))
         idle = own if idle is None else idle & own
@@ -539,8 +539,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
         config = resolve_model(name)[0]
         if phase in JOB_PHASES:
             check_model_job(config, phase)
-    configs, skipped = grid(models, phase, gpus=gpus, batches=batches,
-                            seqs=seqs, dtypes=listed(fields.get("dtype"), "dtype", ["bf16"]),
+    dtypes = listed(fields.get("dtype"), "dtype", ["bf16"])
+    configs, skipped = grid(models, phase, gpus=gpus, batches=batches, seqs=seqs, dtypes=dtypes,
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
@@ -551,7 +551,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     if not len(configs):
         reasons = "; ".join(f"{n:,} left out: {k}" for k, n in skipped.items())
         raise InputError("sweep", f"no configuration left ({reasons})")
-    _refuse_what_no_model_takes(models, phase, fields, job, batches, seqs)
+    _refuse_what_no_model_takes(models, phase, fields, job, batches, seqs, dtypes)
     return sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
                  max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
                  max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,

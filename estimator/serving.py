@@ -266,12 +266,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
-            host_bound = _busy_share(*steps[-1][:2]) < HOST_BOUND_SHARE
-            raise BeyondCapacityError(
-                "request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight serve "
-                f"({capacity[-1]:.4g}/s); " + ("the engine's host work sets the step at that batch, so add "
-                                               "instances (GPUs), not max_batch" if host_bound else
-                                               "raise max_batch or add GPUs"))
+            raise BeyondCapacityError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight "
+                                      f"serve ({capacity[-1]:.4g}/s); " + _beyond_advice(steps[-1], spec, tp))
         step_j_grid = np.array([tp * (e.energy_j + j) for e, _, j, _ in steps])
         # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
         # rate, interpolated from the one below
@@ -314,6 +310,18 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         sm_clock_mhz=clock, power_limit_w=limit,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
+
+
+def _beyond_advice(largest: tuple[Estimate, float, float, float], spec: Any, tp: int) -> str:
+    """What serves a rate past `max_batch` in flight, judged at that batch's step: not a larger batch where that step
+    already exceeds the GPU's memory, nor where the engine's host work sets it; else either."""
+    est, wait_s = largest[:2]
+    if "exceeds-memory" in est.flags:
+        return (f"{est.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s {spec.memory_gb:g} GiB, so add "
+                f"GPUs{' (tp)' if tp == 1 else ''}, not max_batch")
+    if _busy_share(est, wait_s) < HOST_BOUND_SHARE:
+        return "the engine's host work sets the step at that batch, so add instances (GPUs), not max_batch"
+    return "raise max_batch or add GPUs"
 
 
 def _bf16_reach(est: Estimate, wait_j: float, bf16: tuple[Estimate, float, float, float]) -> float:

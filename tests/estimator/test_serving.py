@@ -41,8 +41,23 @@ def test_a_request_rate_follows_littles_law_and_idles_at_light_load():
     assert light.energy_per_output_token_j > 10 * busy.energy_per_output_token_j  # idle power over few tokens
     spec = joulecast.gpu("h100-sxm")
     assert spec.idle_power_w < light.power_w < busy.power_w
-    with pytest.raises(joulecast.InputError, match="request_rate"):
+    with pytest.raises(joulecast.InputError, match="request_rate: .* raise max_batch or add GPUs$"):
         serve("llama-3-8b", "h100-sxm", input_len=256, output_len=200, request_rate=1e4, estimator="physics")
+
+
+@pytest.mark.parametrize("model, gpu, tp, rate", [("llama-3-8b", "l4", 1, 20.0), ("llama-3-70b", "h100-sxm", 1, 5.0),
+                                                  ("llama-3-70b", "h100-sxm", 2, 20.0)])
+def test_a_rate_past_a_batch_the_gpu_cannot_hold_asks_for_gpus_not_a_larger_batch(model, gpu, tp, rate):
+    """Past what max_batch in flight serve, where that batch's step already exceeds the GPU's memory a larger batch
+    cannot serve the rate: the refusal says how much memory the batch needs and asks for GPUs."""
+    at_max = serve(model, gpu, input_len=512, output_len=256, concurrency=256, tp=tp, estimator="physics")
+    assert "exceeds-memory" in at_max.flags
+    with pytest.raises(joulecast.InputError) as refused:
+        serve(model, gpu, input_len=512, output_len=256, request_rate=rate, tp=tp, estimator="physics")
+    spec, said = joulecast.gpu(gpu), str(refused.value)
+    assert said.startswith(f"request_rate: {rate:g} requests/s is beyond what 256 in flight serve (")
+    assert said.endswith(f"/s); {at_max.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s "
+                         f"{spec.memory_gb:g} GiB, so add GPUs{' (tp)' if tp == 1 else ''}, not max_batch")
 
 
 def test_tensor_parallel_instances_share_a_step_and_pay_its_all_reduces():

@@ -301,7 +301,8 @@ def serve_table(job: Any) -> str:
     from joulecast.estimator.serving import HOST_BOUND_SHARE  # loaded already: `job` is its ServeEstimate
 
     band = job.energy_per_output_token_interval_j
-    lines = [f"serving {job.model}: {job.input_len:g} tokens in, {job.output_len:g} out a request, "
+    lines = [f"serving {job.model}: {job.input_len:g} token{'' if job.input_len == 1 else 's'} in, "
+             f"{job.output_len:g} out a request, "
              f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else "")
              + (", experts split over the GPUs" if job.expert_parallel and job.tp > 1 else "")
              + (f", {job.sampling} sampling" if job.sampling != "greedy" else ""),
@@ -339,8 +340,8 @@ def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
     parts = ", ".join(f"{k} {gib(v)}" for k, v in job.memory_parts_gb.items())
     lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {job.global_batch} x "
-             f"{job.seq} tokens "
-             f"({job.tokens:,} tokens), {how}, {job.dtype}, recompute {job.recompute}, {job.optimizer}",
+             f"{plural(job.seq, 'token')} ({plural(job.tokens, 'token')}), {how}, {job.dtype}, recompute "
+             f"{job.recompute}, {job.optimizer}",
              f"gpu        {job.gpu}", f"method     {job.method}",
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
              f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; "

@@ -545,6 +545,20 @@ def test_a_mass_of_carbon_reads_in_the_unit_of_its_size(grams, text):
     assert mass_range(500.0, 1500.0) == "0.5000 - 1.500 kg"  # both ends in the higher one's unit
 
 
+@pytest.mark.parametrize("argv, head", [
+    (["--phase", "train-run", "--seq", "1", "--global-batch", "1", "--steps", "1"],
+     "training run gpt2: 1 step x 1 x 1 token (1 token), full fine-tuning"),
+    (["--phase", "train-run", "--seq", "1024", "--global-batch", "8", "--steps", "1000"],
+     "training run gpt2: 1,000 steps x 8 x 1,024 tokens (8,192,000 tokens), full fine-tuning"),
+    (["--phase", "serve", "--concurrency", "1", "--input-len", "1", "--output-len", "1"],
+     "serving gpt2: 1 token in, 1 out a request, 1 in flight"),
+    (["--phase", "serve", "--concurrency", "1", "--input-len", "2", "--output-len", "1"],
+     "serving gpt2: 2 tokens in, 1 out a request, 1 in flight")])
+def test_a_job_s_first_line_counts_its_tokens_as_people_write_them(argv, head, capsys):
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv]) == 0
+    assert capsys.readouterr().out.startswith(head)
+
+
 @pytest.mark.parametrize("low, high, text", [(7150.0, 10458.0, "1.986 - 2.905 h"), (1.85e-5, 3e-5, "18.50 - 30.00 µs"),
                                              (0.5, 1.5, "0.5000 - 1.500 s")])
 def test_a_range_of_times_reads_in_one_unit(low, high, text):

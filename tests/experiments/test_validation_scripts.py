@@ -518,6 +518,65 @@ def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_erro
     pd.testing.assert_series_equal(sibling.loc["c", "coverage_pct"], frame.loc["c", "coverage_pct"])  # no sibling
 
 
+def test_gpu_transfer_margins_as_estimated_add_an_unstated_hosts_reach_to_each_end(monkeypatch):
+    """`--margins`' `as estimated` rule: an estimate whose machine states no host dispatch reaches past its margin
+    as far as the hosts' range moves physics (`estimator.api.combine`), so a row whose measured energy lies beyond
+    the margin but within that reach is covered, each side apart, and the width counts the reach."""
+    import numpy as np
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    from gpu_transfer import margin_coverage
+    from joulecast.training.residual import weighted_quantile
+
+    gpus = np.repeat(["a", "b"], 11)
+    error = np.concatenate([np.linspace(-0.1, 0.1, 11), np.linspace(-0.3, 0.3, 11)])
+
+    class Table:
+        rows = pd.DataFrame({"gpu": gpus, "phase": "prefill"})
+        X = pd.DataFrame({"log_flops": np.full(22, 2.0), "gpu_arch": np.full(22, 8.0)})
+
+    kinds = np.full(22, "forward")
+    low, high = np.where(gpus == "b", -0.25, 0.0), np.where(gpus == "b", 0.05, 0.0)
+    shipped = margin_coverage(Table(), kinds, error).set_index(["gpu", "widen"])
+    estimated = margin_coverage(Table(), kinds, error, spread=(low, high)).set_index(["gpu", "widen"])
+    assert set(estimated["kinds"]) == {"as estimated"}
+    m = weighted_quantile(np.abs(error[:11]), np.ones(11), 0.9)   # b's margin, from a's rows alone
+    b = error[11:]
+    assert estimated.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean((b >= -0.25 - m) & (b <= 0.05 + m)))
+    assert shipped.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean(np.abs(b) <= m))
+    assert estimated.loc[("b", 1.0), "coverage_pct"] > shipped.loc[("b", 1.0), "coverage_pct"]
+    assert estimated.loc[("b", 1.0), "mean_width_pct"] == pytest.approx(100 * (np.exp(0.05 + m) - np.exp(-0.25 - m)))
+    # a's rows state their host: no reach beyond the margin, the shipped rule's figures
+    pd.testing.assert_series_equal(estimated.loc["a", "coverage_pct"], shipped.loc["a", "coverage_pct"])
+
+
+def test_gpu_transfer_host_spread_reaches_an_unstated_host_s_range_and_nothing_for_a_stated_one(monkeypatch):
+    """`host_spread`: physics with the hosts' range of dispatch (18-30 us a launch) over physics at the default,
+    for a host-bound eager decode (llama-3-8b at batch 1 on the H200, h200-first's row) whose set states no host;
+    none for the same row stating its machine's (18.0 us)."""
+    import numpy as np
+    import pandas as pd
+
+    monkeypatch.syspath_prepend(str(REPO / "experiments"))
+    from gpu_transfer import host_spread
+    from joulecast.data.store import load_store
+    from joulecast.features import arch
+    from joulecast.training.dataset import training_table
+
+    rows = load_store(REPO / "data" / "measurements")
+    decode = rows[rows["measurement_id"] == "llama-3-8b/decode/b1/s2048/bf16"].head(1)
+    both = pd.concat([decode, decode.assign(host_dispatch_s=np.nan)], ignore_index=True)
+    table = training_table(both)
+    low, high = host_spread(both, table)
+    assert low[0] == high[0] == 0.0   # its host stated
+    ends = [training_table(both.assign(host_dispatch_s=h)).rows["physics_energy_j"][1]
+            for h in arch.HOST_DISPATCH_RANGE_S]
+    own = table.rows["physics_energy_j"][1]
+    assert low[1] == pytest.approx(np.log(ends[0] / own)) and low[1] < 0   # a quicker host: less idle energy
+    assert high[1] == pytest.approx(np.log(ends[1] / own)) and high[1] > 0
+
+
 def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
     """experiments/job_coverage.py: per kind of job and GPU the 90 % interval's coverage, and the shares measured
     below and above it, which with it make every row; a kind's rows over its GPUs are its `all` row's; a kind it

@@ -103,9 +103,9 @@ def physics_spread(frame: pd.DataFrame) -> pd.DataFrame:
 
 def host_spread(measurements: pd.DataFrame, table: TrainingTable) -> tuple[np.ndarray, np.ndarray]:
     """Per row of `table` (made from `measurements`), log of physics energy with the host's dispatch at each end of
-    `arch.HOST_DISPATCH_RANGE_S` over physics' own, as (lowest, highest), floored and capped at 0: how far an
-    estimate's interval reaches beyond its margin for a machine that states no dispatch (`estimator.api.combine`'s
-    spread); 0 for a row whose set states its own, and for launches through CUDA graphs."""
+    `arch.HOST_DISPATCH_RANGE_S` over physics' own, as (lowest, highest), the lowest at most 0 and the highest at
+    least 0: how far an estimate's interval reaches beyond its margin for a machine that states no dispatch
+    (`estimator.api.combine`'s spread); 0 for a row whose set states its own, and for launches through CUDA graphs."""
     stated = ~np.isnan(measurements["host_dispatch_s"].to_numpy(dtype=float))
     ends = []
     for host in arch.HOST_DISPATCH_RANGE_S:

@@ -46,6 +46,7 @@ import pandas as pd
 from shared_data import training_measurements
 
 from joulecast.data.store import load_store
+from joulecast.estimator import api
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.residual import DOMAIN_FEATURES, TARGETS, Residual, work_kinds
 from joulecast.features import arch
@@ -122,8 +123,8 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
     log(measured / physics energy) (`error`) lies within the rule's reach each way (its kind's physics margin from
     the other GPUs' rows, times each widening of WIDEN_GRID where the row lies outside their domain or
     architectures), and the intervals' mean width (% of the estimate); `split_kernels`: single-kernel rows as a kind
-    of their own; `spread`: each row's (lowest, highest) log reach of an unstated host (`host_spread`), added to the
-    interval's ends as an estimate adds it (`as estimated`)."""
+    of their own; `spread`: each row's (lowest, highest) log reach of an unstated host (`host_spread`), joined to the
+    interval's as an estimate joins it (`as estimated`: in quadrature, `api.SPREADS_IN_QUADRATURE`)."""
     gpus = table.rows["gpu"].astype(str).to_numpy()
     if split_kernels:
         kinds = np.where(table.rows["phase"].astype(str).to_numpy() == "kernel", "kernel", kinds)
@@ -152,11 +153,14 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
             half = reach * np.where(inside, 1.0, widen)
             kinds_rule = ("kernel apart" if split_kernels else "pooled, no arch" if not siblings
                           else "as shipped" if spread is None else "as estimated")
+            if api.SPREADS_IN_QUADRATURE:  # the margin's reach and the host's, each way, as `combine` adds them
+                below, above = np.hypot(half, low), np.hypot(half, high)
+            else:
+                below, above = half - low, half + high
             out.append(dict(gpu=gpu, kinds=kinds_rule, widen=widen,
                             rows=int(test.sum()), outside_domain_pct=round(100 * float((~inside).mean()), 1),
-                            coverage_pct=100 * float(((error[test] >= low - half)
-                                                      & (error[test] <= high + half)).mean()),
-                            mean_width_pct=100 * float((np.exp(high + half) - np.exp(low - half)).mean())))
+                            coverage_pct=100 * float(((error[test] >= -below) & (error[test] <= above)).mean()),
+                            mean_width_pct=100 * float((np.exp(above) - np.exp(-below)).mean())))
     return pd.DataFrame(out)
 
 

@@ -1,11 +1,13 @@
-"""An estimate whose machine states no host dispatch takes the default, and its interval spans what the measured
-hosts (`arch.HOST_DISPATCH_RANGE_S`) make of physics: the point stays where it was."""
+"""An estimate whose machine states no host dispatch takes the default, and its interval reaches as far as what the
+measured hosts (`arch.HOST_DISPATCH_RANGE_S`) make of physics, added in quadrature to its own reach (independent
+unknowns): the point stays where it was."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
 import joulecast
+from joulecast.estimator import api
 from joulecast.features import arch
 from joulecast.render import estimate_table
 
@@ -17,7 +19,7 @@ def _host_bound(**kw):
     return joulecast.workload("llama-2-7b", batch=1, seq=32, **kw)  # 937 launches, GPU busy half the time
 
 
-def test_an_unstated_host_stretches_the_interval_as_far_as_the_measured_hosts_move_physics():
+def test_an_unstated_host_stretches_the_interval_as_far_as_the_measured_hosts_move_physics(monkeypatch):
     unstated, stated = (joulecast.estimate(w, GPU) for w in (_host_bound(), _host_bound(host_dispatch_s=DEFAULT)))
     assert unstated.energy_j == stated.energy_j and unstated.time_s == stated.time_s
     assert not unstated.host_dispatch_stated and stated.host_dispatch_stated
@@ -27,10 +29,25 @@ def test_an_unstated_host_stretches_the_interval_as_far_as_the_measured_hosts_mo
     base = physics[DEFAULT]
     assert fast.time_s < base.time_s < slow.time_s  # host-bound: a faster host shortens the pass
     (lo, hi), (s_lo, s_hi) = unstated.energy_interval_j, stated.energy_interval_j
-    assert lo / s_lo == pytest.approx(fast.energy_j / base.energy_j, rel=1e-9)
-    assert hi / s_hi == pytest.approx(slow.energy_j / base.energy_j, rel=1e-9)
-    assert unstated.time_interval_s[0] / stated.time_interval_s[0] == pytest.approx(fast.time_s / base.time_s)
-    assert unstated.time_interval_s[1] / stated.time_interval_s[1] == pytest.approx(slow.time_s / base.time_s)
+
+    def reach(bound: float, point: float) -> float:
+        return abs(np.log(bound / point))
+
+    # each side's reach (log) is the stated host's and the hosts' range's in quadrature
+    e, t = stated.energy_j, stated.time_s
+    assert reach(lo, e) == pytest.approx(np.hypot(reach(s_lo, e), reach(fast.energy_j, base.energy_j)), rel=1e-9)
+    assert reach(hi, e) == pytest.approx(np.hypot(reach(s_hi, e), reach(slow.energy_j, base.energy_j)), rel=1e-9)
+    (t_lo, t_hi), (s_t_lo, s_t_hi) = unstated.time_interval_s, stated.time_interval_s
+    assert reach(t_lo, t) == pytest.approx(np.hypot(reach(s_t_lo, t), reach(fast.time_s, base.time_s)), rel=1e-9)
+    assert reach(t_hi, t) == pytest.approx(np.hypot(reach(s_t_hi, t), reach(slow.time_s, base.time_s)), rel=1e-9)
+    # wider than the stated host's, narrower than the range's ends added to its bounds (the rule before, still a
+    # study's setting)
+    assert s_lo * fast.energy_j / base.energy_j < lo < s_lo and s_hi < hi < s_hi * slow.energy_j / base.energy_j
+    monkeypatch.setattr(api, "SPREADS_IN_QUADRATURE", False)
+    added = joulecast.estimate(_host_bound(), GPU).energy_interval_j
+    assert added[0] / s_lo == pytest.approx(fast.energy_j / base.energy_j, rel=1e-9)
+    assert added[1] / s_hi == pytest.approx(slow.energy_j / base.energy_j, rel=1e-9)
+    monkeypatch.undo()
     assert "by default (the interval: hosts of 18.00 - 30.00 µs)" in estimate_table(unstated)
     assert unstated.to_dict()["host_dispatch_stated"] is False
 

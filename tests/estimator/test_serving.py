@@ -244,8 +244,9 @@ def test_host_work_under_the_step_sets_it_where_it_outlasts_the_gpu(capsys):
 def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_point(monkeypatch, capsys):
     """vLLM 0.11.1's host work a running sequence was read from six rows that took 0.068-0.218 ms each
     (`data/serving_engines.yaml`): a spread, not a bias. The estimate stays at the figure; each bound moves out as
-    far as the work at that end moves physics (a step at 256 sequences on a B200 outlasts the GPU's work at the
-    high end), in `estimate`, `estimate_many` and `serve` alike; an engine without a range keeps its interval."""
+    far as its own reach and the work's at that end (how far it moves physics: a step at 256 sequences on a B200
+    outlasts the GPU's work at the high end) add in quadrature, in `estimate`, `estimate_many` and `serve` alike; an
+    engine without a range keeps its interval."""
     w = joulecast.workload("llama-3-8b", phase="decode", batch=256, seq=512, engine="vllm-0.11.1")
     spread = joulecast.estimate(w, "b200")
     entry = arch.SERVING_ENGINES["vllm-0.11.1"]
@@ -260,10 +261,14 @@ def test_an_engines_measured_spread_of_host_work_widens_the_interval_not_the_poi
     assert (spread.energy_j, spread.time_s) == (point.energy_j, point.time_s)
     moved = {k: physics_at[k].energy_j / physics_at["point"].energy_j for k in ("low", "high")}
     assert moved["high"] > 1.2 and moved["low"] <= 1.0  # the high end's host outlasts the GPU's step
-    assert spread.energy_interval_j[1] == pytest.approx(point.energy_interval_j[1] * moved["high"], rel=1e-9)
-    assert spread.energy_interval_j[0] == pytest.approx(point.energy_interval_j[0] * moved["low"], rel=1e-9)
-    assert spread.time_interval_s[1] == pytest.approx(
-        point.time_interval_s[1] * physics_at["high"].time_s / physics_at["point"].time_s, rel=1e-9)
+    # each side's reach (log): the estimate's own and the work's at that end, in quadrature
+    e, t = point.energy_j, point.time_s
+    assert np.log(spread.energy_interval_j[1] / e) == pytest.approx(
+        np.hypot(np.log(point.energy_interval_j[1] / e), np.log(moved["high"])), rel=1e-9)
+    assert np.log(e / spread.energy_interval_j[0]) == pytest.approx(
+        np.hypot(np.log(e / point.energy_interval_j[0]), np.log(moved["low"])), rel=1e-9)
+    assert np.log(spread.time_interval_s[1] / t) == pytest.approx(np.hypot(
+        np.log(point.time_interval_s[1] / t), np.log(physics_at["high"].time_s / physics_at["point"].time_s)), rel=1e-9)
     many = joulecast.estimate_many(pd.DataFrame([dict(model="llama-3-8b", phase="decode", batch=256, seq=512,
                                                       engine="vllm-0.11.1", gpu="b200")]))
     assert (many["energy_lo_j"][0], many["energy_hi_j"][0]) == pytest.approx(spread.energy_interval_j, rel=1e-12)

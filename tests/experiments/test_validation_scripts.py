@@ -520,13 +520,15 @@ def test_gpu_transfer_margins_cover_each_held_out_gpu_by_the_others_physics_erro
 
 def test_gpu_transfer_margins_as_estimated_add_an_unstated_hosts_reach_to_each_end(monkeypatch):
     """`--margins`' `as estimated` rule: an estimate whose machine states no host dispatch reaches past its margin
-    as far as the hosts' range moves physics (`estimator.api.combine`), so a row whose measured energy lies beyond
-    the margin but within that reach is covered, each side apart, and the width counts the reach."""
+    by the hosts' range, the two in quadrature (`estimator.api.combine`), so a row whose measured energy lies beyond
+    the margin but within that reach is covered, each side apart, and the width counts the reach; with the ranges'
+    ends added instead (`SPREADS_IN_QUADRATURE` off, the rule before), further."""
     import numpy as np
     import pandas as pd
 
     monkeypatch.syspath_prepend(str(REPO / "experiments"))
     from gpu_transfer import margin_coverage
+    from joulecast.estimator import api
     from joulecast.training.residual import weighted_quantile
 
     gpus = np.repeat(["a", "b"], 11)
@@ -543,12 +545,18 @@ def test_gpu_transfer_margins_as_estimated_add_an_unstated_hosts_reach_to_each_e
     assert set(estimated["kinds"]) == {"as estimated"}
     m = weighted_quantile(np.abs(error[:11]), np.ones(11), 0.9)   # b's margin, from a's rows alone
     b = error[11:]
-    assert estimated.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean((b >= -0.25 - m) & (b <= 0.05 + m)))
+    below, above = np.hypot(m, 0.25), np.hypot(m, 0.05)
+    assert estimated.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean((b >= -below) & (b <= above)))
     assert shipped.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean(np.abs(b) <= m))
     assert estimated.loc[("b", 1.0), "coverage_pct"] > shipped.loc[("b", 1.0), "coverage_pct"]
-    assert estimated.loc[("b", 1.0), "mean_width_pct"] == pytest.approx(100 * (np.exp(0.05 + m) - np.exp(-0.25 - m)))
+    assert estimated.loc[("b", 1.0), "mean_width_pct"] == pytest.approx(100 * (np.exp(above) - np.exp(-below)))
     # a's rows state their host: no reach beyond the margin, the shipped rule's figures
     pd.testing.assert_series_equal(estimated.loc["a", "coverage_pct"], shipped.loc["a", "coverage_pct"])
+    # the ranges' ends added to the margin's: further each way
+    monkeypatch.setattr(api, "SPREADS_IN_QUADRATURE", False)
+    added = margin_coverage(Table(), kinds, error, spread=(low, high)).set_index(["gpu", "widen"])
+    assert added.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean((b >= -0.25 - m) & (b <= 0.05 + m)))
+    assert added.loc[("b", 1.0), "mean_width_pct"] > estimated.loc[("b", 1.0), "mean_width_pct"]
 
 
 def test_gpu_transfer_host_spread_reaches_an_unstated_host_s_range_and_nothing_for_a_stated_one(monkeypatch):

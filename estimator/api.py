@@ -168,18 +168,17 @@ def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
         ("time_s", phys_t, "time"), ("time_lo_s", phys_t, "time_lo"), ("time_hi_s", phys_t, "time_hi"),
         ("energy_j", phys_e, "energy"), ("energy_lo_j", phys_e, "energy_lo"), ("energy_hi_j", phys_e, "energy_hi"))}
     if spreads:
-        point = np.stack([out["time_s"], out["energy_j"]])
-        ends = {"lo": [], "hi": []}   # each range's reach (log) beyond the point, each side
-        for spread in spreads:  # time and energy at once: (2, n, 2) ratios to physics' own
-            ratio = np.stack(spread) / np.stack([phys_t, phys_e])[..., None]
-            # fmin / fmax: a NaN row (its host stated) takes 1, no reach
-            ends["lo"].append(-np.log(np.fmin(ratio.min(axis=-1), 1.0)))
-            ends["hi"].append(np.log(np.fmax(ratio.max(axis=-1), 1.0)))
-        for side, sign in (("lo", -1.0), ("hi", 1.0)):
-            bound = np.stack([out[f"time_{side}_s"], out[f"energy_{side}_j"]])
-            reach, each = np.maximum(sign * np.log(bound / point), 0.0), np.stack(ends[side])
-            total = np.sqrt(reach ** 2 + (each ** 2).sum(axis=0)) if SPREADS_IN_QUADRATURE else reach + each.sum(axis=0)
-            moved = np.where(each.any(axis=0), point * np.exp(sign * total), bound)  # a row no range reaches as it was
+        point = np.array([out["time_s"], out["energy_j"]])
+        # every range's (time, energy) ends over physics' own at once: (ranges, 2, n, 2); fmin / fmax: a NaN row (its
+        # host stated) takes 1, no reach
+        ratio = np.array(spreads) / np.array([phys_t, phys_e])[..., None]
+        for side, sign, ends in (("lo", -1.0, np.log(np.fmin(ratio.min(axis=-1), 1.0))),
+                                 ("hi", 1.0, np.log(np.fmax(ratio.max(axis=-1), 1.0)))):
+            bound = np.array([out[f"time_{side}_s"], out[f"energy_{side}_j"]])
+            reach = np.maximum(sign * np.log(bound / point), 0.0)   # the interval's own; each range's: |ends|
+            total = (np.sqrt(reach * reach + (ends * ends).sum(axis=0)) if SPREADS_IN_QUADRATURE
+                     else reach + np.abs(ends).sum(axis=0))
+            moved = np.where(ends.any(axis=0), point * np.exp(sign * total), bound)  # a row no range reaches as it was
             out[f"time_{side}_s"], out[f"energy_{side}_j"] = moved[0], moved[1]
     out["energy_j"] = _cap(out["energy_j"], out["time_s"], limit_w)
     out["energy_hi_j"] = np.maximum(_cap(out["energy_hi_j"], out["time_hi_s"], limit_w), out["energy_j"])

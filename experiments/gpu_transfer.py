@@ -49,7 +49,6 @@ from joulecast.data.store import load_store
 from joulecast.estimator import api
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.residual import DOMAIN_FEATURES, TARGETS, Residual, work_kinds
-from joulecast.features import arch
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table
 from joulecast.training.residual import QUICK, ResidualModel, arch_mix_ranges
@@ -102,19 +101,17 @@ def physics_spread(frame: pd.DataFrame) -> pd.DataFrame:
                          "half_width_90": error.abs().groupby(gpu).quantile(0.9)}).rename_axis("gpu").reset_index()
 
 
-def host_spread(measurements: pd.DataFrame, table: TrainingTable) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of `table` (made from `measurements`), log of physics energy with the host's dispatch at each end of
-    `arch.HOST_DISPATCH_RANGE_S` over physics' own, as (lowest, highest), the lowest at most 0 and the highest at
-    least 0: how far an estimate's interval reaches beyond its margin for a machine that states no dispatch
-    (`estimator.api.combine`'s spread); 0 for a row whose set states its own, and for launches through CUDA graphs."""
-    stated = ~np.isnan(measurements["host_dispatch_s"].to_numpy(dtype=float))
-    ends = []
-    for host in arch.HOST_DISPATCH_RANGE_S:
-        at = measurements.assign(host_dispatch_s=np.where(stated, measurements["host_dispatch_s"], host))
-        ends.append(training_table(at).rows["physics_energy_j"].to_numpy(float))
-    own = table.rows["physics_energy_j"].to_numpy(float)
-    ratios = np.log(np.stack(ends) / own)
-    return np.minimum(ratios.min(axis=0), 0.0), np.maximum(ratios.max(axis=0), 0.0)
+def host_spread(table: TrainingTable) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of `table`, log of physics energy with the host's dispatch at each end of `arch.HOST_DISPATCH_RANGE_S`
+    (the physics' own `PhysicsTotals.host_range_energy_j`, the table's `physics_host_*_energy_j`, as
+    `estimator.api.combine` reads them) over physics' own, as (lowest, highest), the lowest at most 0 and the highest
+    at least 0: how far an estimate's interval reaches beyond its margin for a machine that states no dispatch; 0 for
+    a row whose set states its own, and for launches through CUDA graphs."""
+    rows = table.rows
+    ends = rows[["physics_host_fast_energy_j", "physics_host_slow_energy_j"]].to_numpy(float)
+    ratios = np.log(ends / rows["physics_energy_j"].to_numpy(float)[:, None])
+    ratios[~np.isnan(rows["host_dispatch_s"].to_numpy(dtype=float))] = 0.0   # its host stated: no reach
+    return np.minimum(ratios.min(axis=1), 0.0), np.maximum(ratios.max(axis=1), 0.0)
 
 
 def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: bool = False,
@@ -201,8 +198,7 @@ def main() -> int:
                         help="instead: the physics margin's coverage per GPU held out at each widening (no training)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    measurements = training_measurements()
-    table = training_table(measurements)
+    table = training_table(training_measurements())
     gpus = table.rows["gpu"].astype(str).to_numpy()
     kinds = np.array(work_kinds(table.X.to_numpy(dtype=np.float32), list(table.X.columns)))
     physics = scored_frame(table.rows, None)
@@ -210,7 +206,7 @@ def main() -> int:
         error = np.log(physics["energy_j"].to_numpy(float) / physics["physics_energy_j"].to_numpy(float))
         frame = pd.concat([margin_coverage(table, kinds, error, split) for split in (False, True)]
                           + [margin_coverage(table, kinds, error, siblings=False),
-                             margin_coverage(table, kinds, error, spread=host_spread(measurements, table))],
+                             margin_coverage(table, kinds, error, spread=host_spread(table))],
                           ignore_index=True)
         if args.json:
             print(frame.to_json(orient="records"))

@@ -96,14 +96,16 @@ def training_table(measurements: pd.DataFrame) -> TrainingTable:
     keys = [r if d is None else (r, d) for r, d in zip(rows["workload_ref"], dispatch)]
     clock, limit = setting_of(rows)
     X_parts, phys_t, phys_e = [], np.empty(len(rows)), np.empty(len(rows))
+    host_e = np.empty((len(rows), 2))  # physics' energy at each end of the measured hosts' range (`PhysicsTotals`)
     for gpu_name, c, lim, idx in setting_groups(rows["gpu"], clock, limit):
         spec = lookup_gpu(gpu_name)
         X, totals, _ = design_matrix([workloads[keys[i]] for i in idx], spec,
                                      None if c is None else min(c, spec.boost_clock_mhz), lim)
         X.index = idx
         X_parts.append(X)
-        phys_t[idx], phys_e[idx] = totals.time_s, totals.energy_j
+        phys_t[idx], phys_e[idx], host_e[idx] = totals.time_s, totals.energy_j, totals.host_range_energy_j
     X = pd.concat(X_parts).sort_index()
-    rows = rows.assign(physics_time_s=phys_t, physics_energy_j=phys_e)
+    rows = rows.assign(physics_time_s=phys_t, physics_energy_j=phys_e, physics_host_fast_energy_j=host_e[:, 0],
+                       physics_host_slow_energy_j=host_e[:, 1])
     log.info("training table: %d rows (%s dropped)", len(rows), dropped)
     return TrainingTable(X.reset_index(drop=True), rows, dropped)

@@ -560,9 +560,10 @@ def test_gpu_transfer_margins_as_estimated_add_an_unstated_hosts_reach_to_each_e
 
 
 def test_gpu_transfer_host_spread_reaches_an_unstated_host_s_range_and_nothing_for_a_stated_one(monkeypatch):
-    """`host_spread`: physics with the hosts' range of dispatch (18-30 us a launch) over physics at the default,
-    for a host-bound eager decode (llama-3-8b at batch 1 on the H200, h200-first's row) whose set states no host;
-    none for the same row stating its machine's (18.0 us)."""
+    """`host_spread`: physics with the hosts' range of dispatch (18-30 us a launch) over physics at the default, read
+    from the training table's physics (what an estimate's interval takes), for a host-bound eager decode (llama-3-8b
+    at batch 1 on the H200, h200-first's row) whose set states no host: as physics run at each end (no kernel there
+    meets the power limit, so the kept clocks are the same); none for the same row stating its machine's (18.0 us)."""
     import numpy as np
     import pandas as pd
 
@@ -576,7 +577,7 @@ def test_gpu_transfer_host_spread_reaches_an_unstated_host_s_range_and_nothing_f
     decode = rows[rows["measurement_id"] == "llama-3-8b/decode/b1/s2048/bf16"].head(1)
     both = pd.concat([decode, decode.assign(host_dispatch_s=np.nan)], ignore_index=True)
     table = training_table(both)
-    low, high = host_spread(both, table)
+    low, high = host_spread(table)
     assert low[0] == high[0] == 0.0   # its host stated
     ends = [training_table(both.assign(host_dispatch_s=h)).rows["physics_energy_j"][1]
             for h in arch.HOST_DISPATCH_RANGE_S]

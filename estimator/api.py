@@ -113,7 +113,8 @@ class Estimate:
 # same: 3 of its 8 GPU cells within 86-94 %, not 1. Each GPU held out as an estimate gives it (experiments/
 # gpu_transfer.py --margins, `as estimated`): A10 96.8 -> 88.4 %, A100-PCIe 98.5 -> 97.3 %, H200 92.9 % the same.
 # ML.ENERGY v1's one-request chat (experiments/chat_generations.py, read 12-28 % high on the A100-SXM4 and V100):
-# A100-SXM4 13B / 7B 100 / 100 -> 75.0 / 95.0 %, V100 100 / 95.0 -> 83.3 / 80.0 %, A40 the same.
+# A100-SXM4 13B / 7B 100 / 100 -> 75.0 / 95.0 %, V100 100 / 95.0 -> 83.3 / 80.0 %, A40 the same. The conformal margins
+# are since calibrated on the interval so joined (`training.residual.CONFORMAL_ON_JOINED`), in quadrature either way.
 SPREADS_IN_QUADRATURE = True
 
 
@@ -186,14 +187,34 @@ def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
     return out
 
 
+# A training table's physics at the ends of the measured hosts' range (`training.dataset.training_table`), time then
+# energy, each fast end first
+HOST_RANGE_COLUMNS = ("physics_host_fast_time_s", "physics_host_slow_time_s", "physics_host_fast_energy_j",
+                      "physics_host_slow_energy_j")
+
+
+def host_range_of(rows: pd.DataFrame) -> tuple[np.ndarray, np.ndarray] | None:
+    """Measured rows' physics (time, energy) at the ends of the measured hosts' range (n x 2 each), NaN for a row
+    whose collection stated its host (`host_dispatch_s`): the spread `combine` joins to an estimate whose machine
+    states none. None for rows without HOST_RANGE_COLUMNS."""
+    if not set(HOST_RANGE_COLUMNS) <= set(rows.columns):
+        return None
+    stated = rows["host_dispatch_s"].notna().to_numpy() if "host_dispatch_s" in rows else np.zeros(len(rows), bool)
+    ends = np.where(stated[:, None], np.nan, rows[list(HOST_RANGE_COLUMNS)].to_numpy(float))
+    return ends[:, :2], ends[:, 2:]
+
+
 def scored_frame(rows: pd.DataFrame, corr: Mapping[str, np.ndarray] | None) -> pd.DataFrame:
     """Measured rows (with physics_time_s, physics_energy_j, power_limit_w) plus the estimate's pred_* columns and
-    interval (lo_/hi_energy_j, lo_/hi_time_s) for scoring; `corr=None` scores physics alone (no interval)."""
+    interval (lo_/hi_energy_j, lo_/hi_time_s) for scoring; `corr=None` scores physics alone (no interval). Rows of a
+    training table carry physics at the measured hosts' range ends (`host_range_of`): those whose host is not stated
+    are scored with the interval an estimate gives them, the hosts' spread joined (`combine`)."""
     t, e = rows["physics_time_s"].to_numpy(float), rows["physics_energy_j"].to_numpy(float)
     if corr is None:
         return rows.assign(pred_time_s=t, pred_energy_j=e, pred_power_w=e / t)
     limits = rows["power_limit_w"].astype(float).fillna(rows["gpu"].map(lambda g: lookup_gpu(g).power_limit_w))
-    h = combine(t, e, corr, limits.to_numpy(float))
+    host = host_range_of(rows)
+    h = combine(t, e, corr, limits.to_numpy(float), () if host is None else (host,))
     out = rows.assign(pred_time_s=h["time_s"], pred_energy_j=h["energy_j"], pred_power_w=h["energy_j"] / h["time_s"],
                       lo_energy_j=h["energy_lo_j"], hi_energy_j=h["energy_hi_j"], lo_time_s=h["time_lo_s"],
                       hi_time_s=h["time_hi_s"])

@@ -49,6 +49,7 @@ from joulecast.data.store import load_store
 from joulecast.estimator import api
 from joulecast.estimator.api import scored_frame
 from joulecast.estimator.residual import DOMAIN_FEATURES, TARGETS, Residual, work_kinds
+from joulecast.training import residual as training_residual
 from joulecast.training.dataset import TrainingTable, training_table
 from joulecast.training.evaluate import add_coverage_chance, error_table
 from joulecast.training.residual import QUICK, ResidualModel, arch_mix_ranges
@@ -65,7 +66,7 @@ def _fit(table, keep: np.ndarray, quick: bool) -> ResidualModel:
     profile = {"bag": QUICK["bag"], "folds": QUICK["folds"]} if quick else {}
     grid = QUICK["grid"] if quick else None
     return ResidualModel(**profile).fit(X, y, rows["model_family"].astype(str).to_numpy(), rows["gpu"],
-                                        **({"grid": grid} if grid else {}))
+                                        reach=table.host_reach(keep), **({"grid": grid} if grid else {}))
 
 
 def _score(table, model: ResidualModel, test: np.ndarray, also=None) -> dict:
@@ -103,15 +104,11 @@ def physics_spread(frame: pd.DataFrame) -> pd.DataFrame:
 
 def host_spread(table: TrainingTable) -> tuple[np.ndarray, np.ndarray]:
     """Per row of `table`, log of physics energy with the host's dispatch at each end of `arch.HOST_DISPATCH_RANGE_S`
-    (the physics' own `PhysicsTotals.host_range_energy_j`, the table's `physics_host_*_energy_j`, as
-    `estimator.api.combine` reads them) over physics' own, as (lowest, highest), the lowest at most 0 and the highest
-    at least 0: how far an estimate's interval reaches beyond its margin for a machine that states no dispatch; 0 for
-    a row whose set states its own, and for launches through CUDA graphs."""
-    rows = table.rows
-    ends = rows[["physics_host_fast_energy_j", "physics_host_slow_energy_j"]].to_numpy(float)
-    ratios = np.log(ends / rows["physics_energy_j"].to_numpy(float)[:, None])
-    ratios[~np.isnan(rows["host_dispatch_s"].to_numpy(dtype=float))] = 0.0   # its host stated: no reach
-    return np.minimum(ratios.min(axis=1), 0.0), np.maximum(ratios.max(axis=1), 0.0)
+    over physics' own (`TrainingTable.host_reach`, what `estimator.api.combine` joins), as (lowest, highest), the
+    lowest at most 0 and the highest at least 0: how far an estimate's interval reaches beyond its margin for a
+    machine that states no dispatch; 0 for a row whose set states its own, and for launches through CUDA graphs."""
+    reach = table.host_reach()["energy"]
+    return reach[:, 0], reach[:, 1]
 
 
 def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: bool = False,
@@ -121,7 +118,8 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
     the other GPUs' rows, times each widening of WIDEN_GRID where the row lies outside their domain or
     architectures), and the intervals' mean width (% of the estimate); `split_kernels`: single-kernel rows as a kind
     of their own; `spread`: each row's (lowest, highest) log reach of an unstated host (`host_spread`), joined to the
-    interval's as an estimate joins it (`as estimated`: in quadrature, `api.SPREADS_IN_QUADRATURE`)."""
+    interval's as an estimate joins it (`as estimated`: in quadrature, `api.SPREADS_IN_QUADRATURE`), the margins
+    measured past it on the other GPUs' rows, as the shipped model's are (`training_residual.CONFORMAL_ON_JOINED`)."""
     gpus = table.rows["gpu"].astype(str).to_numpy()
     if split_kernels:
         kinds = np.where(table.rows["phase"].astype(str).to_numpy() == "kernel", "kernel", kinds)
@@ -131,9 +129,10 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
     out = []
     for gpu in sorted(set(gpus)):
         train, test = gpus != gpu, gpus == gpu
-        pooled, by_kind = rule._physics_margin(error[train], gpus[train], kinds[train])
-        by_arch = (rule._physics_margin_by_arch(error[train], gpus[train], kinds[train], archs[train]) if siblings
-                   else {})
+        joined = None if spread is None or not training_residual.CONFORMAL_ON_JOINED else np.column_stack(spread)[train]
+        pooled, by_kind = rule._physics_margin(error[train], gpus[train], kinds[train], joined)
+        by_arch = (rule._physics_margin_by_arch(error[train], gpus[train], kinds[train], archs[train], joined)
+                   if siblings else {})
         seen = Residual(domain={c: [float(table.X[c][train].min()), float(table.X[c][train].max())]
                                 for c in DOMAIN_FEATURES if c in table.X},
                         arch_codes=sorted({float(c) for c in archs[train]}),

@@ -52,7 +52,8 @@ def held_out_frame(table: TrainingTable, seed: int = 0, progress: bool = True,
         test = (rows["model_family"] == family).to_numpy()
         train = ~test
         model = ResidualModel(**profile).fit(X[train].reset_index(drop=True), {k: v[train] for k, v in y.items()},
-                                    rows.loc[train, "model_family"].to_numpy(), rows.loc[train, "gpu"], grid=grid)
+                                    rows.loc[train, "model_family"].to_numpy(), rows.loc[train, "gpu"], grid=grid,
+                                    reach=table.host_reach(train))
         held = rows[test].reset_index(drop=True)
         # scored as `estimate` scores: power cap on the estimate and on the interval's upper edge
         parts.append(scored_frame(held, model.predict(X[test].reset_index(drop=True), held["gpu"].tolist())))

@@ -33,7 +33,7 @@ PARAMS = next(p for p in PARAM_GRID if p["max_depth"] == 4)
 def _fit(rows: pd.DataFrame, X: pd.DataFrame, table, mask: np.ndarray) -> ResidualModel:
     y = {"time": table.y_time[mask], "energy": table.y_energy[mask]}
     return ResidualModel().fit(X[mask].reset_index(drop=True), y, rows.loc[mask, "model_family"].astype(str).to_numpy(),
-                               rows.loc[mask, "gpu"], grid=[PARAMS])
+                               rows.loc[mask, "gpu"], grid=[PARAMS], reach=table.host_reach(mask))
 
 
 def study(seeds: int, min_rows: int, own: bool = True, fractions: tuple[float, ...] = FRACTIONS) -> pd.DataFrame:

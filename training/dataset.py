@@ -16,6 +16,8 @@ import pandas as pd
 from joulecast.data.gpus import catalog as gpu_catalog
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.schema import COLLECTOR_SOURCE
+from joulecast.estimator.api import HOST_RANGE_COLUMNS, host_range_of
+from joulecast.estimator.residual import TARGETS
 from joulecast.features.design import design_matrix, setting_groups
 from joulecast.features.refs import resolve
 
@@ -26,7 +28,8 @@ NO_WORKLOAD = "no workload (kernel list none)"  # a row no estimate can lower (a
 @dataclass
 class TrainingTable:
     X: pd.DataFrame            # features, one row per usable measurement
-    rows: pd.DataFrame         # the measurement rows (same order) plus physics_time_s, physics_energy_j
+    rows: pd.DataFrame         # the measurement rows (same order) plus physics_time_s, physics_energy_j and physics
+                               # at the measured hosts' range ends (`estimator.api.HOST_RANGE_COLUMNS`)
     dropped: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -36,6 +39,21 @@ class TrainingTable:
     @property
     def y_energy(self) -> np.ndarray:
         return np.log(self.rows["energy_j"].to_numpy(float) / self.rows["physics_energy_j"].to_numpy(float))
+
+    def host_reach(self, keep: np.ndarray | slice = slice(None)) -> dict[str, np.ndarray]:
+        """Per target, the `keep` rows' log reach of an unstated host (n x 2: physics at the fast end over its point,
+        at most 0, and at the slow end, at least 0; 0 and 0 where the row's collection stated its host, or launched
+        through CUDA graphs): the spread an estimate of such a machine joins to its interval (`estimator.api.combine`),
+        on which the conformal margins are calibrated (`training.residual.ResidualModel.fit`'s `reach`)."""
+        rows = self.rows[keep]
+        ranges = host_range_of(rows)
+        if ranges is None:  # a table of no rows
+            return {target: np.zeros((len(rows), 2)) for target in TARGETS}
+        out = {}
+        for target, ends, point in zip(TARGETS, ranges, ("physics_time_s", "physics_energy_j")):
+            log = np.nan_to_num(np.log(ends / rows[point].to_numpy(float)[:, None]))
+            out[target] = np.column_stack([np.minimum(log.min(axis=1), 0.0), np.maximum(log.max(axis=1), 0.0)])
+        return out
 
 
 def usable(measurements: pd.DataFrame, *, partial: bool = False) -> tuple[pd.DataFrame, dict[str, int]]:
@@ -96,16 +114,17 @@ def training_table(measurements: pd.DataFrame) -> TrainingTable:
     keys = [r if d is None else (r, d) for r, d in zip(rows["workload_ref"], dispatch)]
     clock, limit = setting_of(rows)
     X_parts, phys_t, phys_e = [], np.empty(len(rows)), np.empty(len(rows))
-    host_e = np.empty((len(rows), 2))  # physics' energy at each end of the measured hosts' range (`PhysicsTotals`)
+    host_t, host_e = np.empty((len(rows), 2)), np.empty((len(rows), 2))  # at the measured hosts' range's ends
     for gpu_name, c, lim, idx in setting_groups(rows["gpu"], clock, limit):
         spec = lookup_gpu(gpu_name)
         X, totals, _ = design_matrix([workloads[keys[i]] for i in idx], spec,
                                      None if c is None else min(c, spec.boost_clock_mhz), lim)
         X.index = idx
         X_parts.append(X)
-        phys_t[idx], phys_e[idx], host_e[idx] = totals.time_s, totals.energy_j, totals.host_range_energy_j
+        phys_t[idx], phys_e[idx] = totals.time_s, totals.energy_j
+        host_t[idx], host_e[idx] = totals.host_range_time_s, totals.host_range_energy_j
     X = pd.concat(X_parts).sort_index()
-    rows = rows.assign(physics_time_s=phys_t, physics_energy_j=phys_e, physics_host_fast_energy_j=host_e[:, 0],
-                       physics_host_slow_energy_j=host_e[:, 1])
+    rows = rows.assign(physics_time_s=phys_t, physics_energy_j=phys_e,
+                       **dict(zip(HOST_RANGE_COLUMNS, np.column_stack([host_t, host_e]).T)))
     log.info("training table: %d rows (%s dropped)", len(rows), dropped)
     return TrainingTable(X.reset_index(drop=True), rows, dropped)

@@ -132,7 +132,7 @@ def train(measurements: pd.DataFrame, *, exclude_gpu: Sequence[str] = (), exclud
     profile = {"bag": QUICK["bag"], "folds": QUICK["folds"]} if quick else {}
     model = ResidualModel(level=level, client=client, **profile).fit(
         X, y, groups, fit_rows["gpu"], grid=grid or (QUICK["grid"] if quick else PARAM_GRID), progress=progress,
-        fold_of=fold_of)
+        fold_of=fold_of, reach=table.host_reach(~held))
 
     # Side by side on the same grouped folds: physics only, plain XGBoost (log measured on raw features), hybrid.
     plain_t, plain_e = np.empty(len(fit_rows)), np.empty(len(fit_rows))

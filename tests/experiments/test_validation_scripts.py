@@ -522,7 +522,8 @@ def test_gpu_transfer_margins_as_estimated_add_an_unstated_hosts_reach_to_each_e
     """`--margins`' `as estimated` rule: an estimate whose machine states no host dispatch reaches past its margin
     by the hosts' range, the two in quadrature (`estimator.api.combine`), so a row whose measured energy lies beyond
     the margin but within that reach is covered, each side apart, and the width counts the reach; with the ranges'
-    ends added instead (`SPREADS_IN_QUADRATURE` off, the rule before), further."""
+    ends added instead (`SPREADS_IN_QUADRATURE` off, the rule before), further; where the rows the margin is read
+    from state no host either, the margin is measured past their reach, narrower."""
     import numpy as np
     import pandas as pd
 
@@ -557,6 +558,17 @@ def test_gpu_transfer_margins_as_estimated_add_an_unstated_hosts_reach_to_each_e
     added = margin_coverage(Table(), kinds, error, spread=(low, high)).set_index(["gpu", "widen"])
     assert added.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean((b >= -0.25 - m) & (b <= 0.05 + m)))
     assert added.loc[("b", 1.0), "mean_width_pct"] > estimated.loc[("b", 1.0), "mean_width_pct"]
+    # where the other GPU's rows state no host either, b's margin is measured past their reach, as the shipped
+    # model's margins are calibrated on the joined interval (`residual.CONFORMAL_ON_JOINED`): narrower
+    monkeypatch.setattr(api, "SPREADS_IN_QUADRATURE", True)
+    low_a = np.where(gpus == "a", -0.06, low)
+    high_a = np.where(gpus == "a", 0.06, high)
+    past = margin_coverage(Table(), kinds, error, spread=(low_a, high_a)).set_index(["gpu", "widen"])
+    m_past = weighted_quantile(np.sqrt(np.maximum(error[:11] ** 2 - 0.06 ** 2, 0.0)), np.ones(11), 0.9)
+    assert m_past < m
+    below, above = np.hypot(m_past, 0.25), np.hypot(m_past, 0.05)
+    assert past.loc[("b", 1.0), "coverage_pct"] == pytest.approx(100 * np.mean((b >= -below) & (b <= above)))
+    assert past.loc[("b", 1.0), "mean_width_pct"] == pytest.approx(100 * (np.exp(above) - np.exp(-below)))
 
 
 def test_gpu_transfer_host_spread_reaches_an_unstated_host_s_range_and_nothing_for_a_stated_one(monkeypatch):

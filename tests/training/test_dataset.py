@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from joulecast.data.importers import import_source
@@ -63,3 +64,38 @@ def test_a_collection_states_its_hosts_dispatch_and_its_rows_physics_use_it():
     default = training_table(decode.assign(host_dispatch_s=np.nan)).rows
     assert stated["physics_time_s"][0] == pytest.approx(stated["time_s"][0], rel=0.05)  # 19.1 ms
     assert default["physics_time_s"][0] > 1.25 * stated["time_s"][0]
+
+
+def test_an_unstated_hosts_reach_is_read_per_target_and_scored_rows_join_it_as_an_estimate_does():
+    """`TrainingTable.host_reach`: a host-bound decode (llama-3-8b at batch 1, h200-first's row) whose set states no
+    host reaches, in time and energy, as far as physics with the hosts' range of dispatch (18-30 us a launch) moves
+    from physics at the default, each side apart; the same row stating its machine's reaches nothing. Scored for an
+    interval (`scored_frame`, as the training report, audits and experiments score), each bound of the unstated
+    row's lies the margin's reach and the host's in quadrature from the point, as `estimate` gives it; the stated
+    row's, and rows without the table's host columns, the margin's alone."""
+    from joulecast.estimator.api import HOST_RANGE_COLUMNS, scored_frame
+    from joulecast.features import arch
+
+    rows = load_store(OWN)
+    decode = rows[rows["measurement_id"] == "llama-3-8b/decode/b1/s2048/bf16"].head(1)
+    both = pd.concat([decode, decode.assign(host_dispatch_s=np.nan)], ignore_index=True)
+    table = training_table(both)
+    reach = table.host_reach()
+    at_ends = [training_table(both.assign(host_dispatch_s=h)).rows.iloc[1] for h in arch.HOST_DISPATCH_RANGE_S]
+    for target, column in (("time", "physics_time_s"), ("energy", "physics_energy_j")):
+        assert (reach[target][0] == 0.0).all()   # its host stated
+        own = table.rows[column][1]
+        np.testing.assert_allclose(reach[target][1], [np.log(e[column] / own) for e in at_ends])
+        assert reach[target][1, 0] < 0 < reach[target][1, 1]
+    margin = 0.1
+    corr = {k: np.full(2, v) for k, v in (("time", 0.0), ("time_lo", -margin), ("time_hi", margin), ("energy", 0.0),
+                                          ("energy_lo", -margin), ("energy_hi", margin))}
+    frame = scored_frame(table.rows.assign(power_limit_w=np.nan), corr)
+    plain = scored_frame(table.rows.drop(columns=list(HOST_RANGE_COLUMNS)).assign(power_limit_w=np.nan), corr)
+    for target, unit, column in (("time", "s", "physics_time_s"), ("energy", "j", "physics_energy_j")):
+        point = table.rows[column].to_numpy()
+        low, high = reach[target][:, 0], reach[target][:, 1]
+        np.testing.assert_allclose(frame[f"lo_{target}_{unit}"], point * np.exp(-np.hypot(margin, low)))
+        np.testing.assert_allclose(frame[f"hi_{target}_{unit}"], point * np.exp(np.hypot(margin, high)))
+        np.testing.assert_allclose(plain[f"lo_{target}_{unit}"], point * np.exp(-margin))
+        assert frame[f"lo_{target}_{unit}"][0] == plain[f"lo_{target}_{unit}"][0]

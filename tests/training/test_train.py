@@ -337,6 +337,43 @@ def test_each_side_of_the_interval_gets_its_own_conformal_margin():
     assert covered.mean() >= 0.9 and covered[groups == "e"].mean() >= 0.5
 
 
+def test_the_margins_are_calibrated_on_the_interval_joined_with_an_unstated_hosts_spread(monkeypatch):
+    """Half the rows of two GPUs run on machines that state no host: their estimates join the hosts' spread (0.3 each
+    way here) to the interval in quadrature (`estimator.api.combine`), and physics misses them by up to 0.25 as the
+    host varies; the rest miss by noise alone. Calibrated on the interval so joined, the margins past the band
+    (which learns the host-bound rows' spread too) are smaller by more than 0.1, the joined out-of-fold intervals still
+    cover 90 % or more, and a new GPU's physics margin is about the noise's (the host-bound rows lie within their
+    spread). Calibrated past the band alone (`CONFORMAL_ON_JOINED` off, the rule before), the joined intervals cover
+    every row: the host counted twice."""
+    rng = np.random.default_rng(12)
+    gpus, X, groups = _gpus_told_apart(rng, {"a": 120, "b": 120}, {"a": 600.0, "b": 900.0})
+    X = X.assign(gpu_arch=8.0)
+    n = len(gpus)
+    unstated = np.arange(n) % 2 == 0
+    y = 0.02 * rng.normal(size=n) + np.where(unstated, rng.uniform(-0.25, 0.25, n), 0.0)
+    spread = np.where(unstated[:, None], [-0.3, 0.3], 0.0)
+    reach = {"time": spread, "energy": spread}
+
+    def fitted() -> ResidualModel:
+        return ResidualModel(bag=1).fit(X, {"time": y, "energy": y}, groups, gpus, grid=SMALL_GRID, reach=reach)
+
+    def joined_coverage(model: ResidualModel) -> float:
+        point, lo, hi = (model.oof[k] for k in ("energy", "energy_lo", "energy_hi"))
+        below, above = np.hypot(point - lo, spread[:, 0]), np.hypot(hi - point, spread[:, 1])
+        return float(((y >= point - below) & (y <= point + above)).mean())
+
+    joined = fitted()
+    monkeypatch.setattr(residual_training, "CONFORMAL_ON_JOINED", False)
+    alone = fitted()
+    for g in ("a", "b"):  # the band learns the host-bound rows' spread too: joined, the margin takes it back
+        now, before = (np.array(m.conformal_by_gpu["energy"][g]) for m in (joined, alone))
+        assert (now < before - 0.1).all()
+    assert joined.physics_new_gpu["energy"] < 0.06 < 0.15 < alone.physics_new_gpu["energy"]
+    assert 0.9 <= joined_coverage(joined) < 0.97 and joined_coverage(alone) > 0.99
+    # the host-bound rows' misses lie within the spread: the joined interval covers them whatever the margin
+    assert not unstated[np.abs(y - joined.oof["energy"]) > 0.3].any()
+
+
 def test_a_gpu_not_trained_on_reads_at_physics_point_with_the_pooled_spread():
     """Two GPUs of one architecture (code 8.0) run 0.3 above physics. A new GPU, of that architecture or another (7.0),
     reads at physics' point, as far each way as physics missed the GPUs trained on (UNLEARNED_WIDEN times that

@@ -27,10 +27,11 @@ the same with single-kernel rows (phase `kernel`) as a kind of work of their own
 every architecture (`pooled, no arch`: the rule before 2026-12-04's seventeenth session), and the shipped rule with
 the reach an estimate adds for a machine that states no host dispatch (`as estimated`: physics at the ends of
 `arch.HOST_DISPATCH_RANGE_S`, `estimator.api.combine`'s spread, `host_spread`; EnergAIzer's rows state none, the
-H200's collections do). It shows how far the per-GPU coverage goal (86-94 %) lies from what a margin shared by every
-GPU can give: a GPU whose rows spread less than the others' is covered more whatever the widening. The other rules,
-and the trained models' coverage above (`scored_frame`), leave that reach out: the interval a user is given, for
-rows whose host is not stated, is the `as estimated` one.
+H200's collections do), its margins measured past that reach on the other GPUs' rows, as the shipped model's are. It
+shows how far the per-GPU coverage goal (86-94 %) lies from what a margin shared by every GPU can give: a GPU whose
+rows spread less than the others' is covered more whatever the widening. The other rules leave that reach out; the
+trained models' coverage above (`scored_frame`) joins it, as `estimate` does: the interval a user is given, for rows
+whose host is not stated, is the `as estimated` one.
 """
 
 from __future__ import annotations

@@ -118,6 +118,13 @@ class Estimate:
 SPREADS_IN_QUADRATURE = True
 
 
+def join_spreads(reach: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """A bound's whole reach from the point (log): its own `reach` joined with each range's end on its side (`ends`,
+    one per range along axis 0), in quadrature, or added under the study setting (`SPREADS_IN_QUADRATURE`)."""
+    return (np.sqrt(reach * reach + (ends * ends).sum(axis=0)) if SPREADS_IN_QUADRATURE
+            else reach + np.abs(ends).sum(axis=0))
+
+
 def _breakdown(features: Mapping[str, np.ndarray], time_s: float, busy_s: float, idle_gap_j: float, energy_j: float,
                time_scale: float, energy_scale: float) -> dict[str, np.ndarray]:
     """Per kernel class, from the physics; the hybrid's workload-level corrections scale every class alike."""
@@ -177,9 +184,8 @@ def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
                                  ("hi", 1.0, np.log(np.fmax(ratio.max(axis=-1), 1.0)))):
             bound = np.array([out[f"time_{side}_s"], out[f"energy_{side}_j"]])
             reach = np.maximum(sign * np.log(bound / point), 0.0)   # the interval's own; each range's: |ends|
-            total = (np.sqrt(reach * reach + (ends * ends).sum(axis=0)) if SPREADS_IN_QUADRATURE
-                     else reach + np.abs(ends).sum(axis=0))
-            moved = np.where(ends.any(axis=0), point * np.exp(sign * total), bound)  # a row no range reaches as it was
+            # a row no range reaches keeps its bound
+            moved = np.where(ends.any(axis=0), point * np.exp(sign * join_spreads(reach, ends)), bound)
             out[f"time_{side}_s"], out[f"energy_{side}_j"] = moved[0], moved[1]
     out["energy_j"] = _cap(out["energy_j"], out["time_s"], limit_w)
     out["energy_hi_j"] = np.maximum(_cap(out["energy_hi_j"], out["time_hi_s"], limit_w), out["energy_j"])

@@ -128,11 +128,12 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
     archs = table.X["gpu_arch"].to_numpy(dtype=float)
     rule, energy = ResidualModel(), TARGETS.index("energy")
     out = []
+    joined = None if spread is None or not training_residual.CONFORMAL_ON_JOINED else np.column_stack(spread)
     for gpu in sorted(set(gpus)):
         train, test = gpus != gpu, gpus == gpu
-        joined = None if spread is None or not training_residual.CONFORMAL_ON_JOINED else np.column_stack(spread)[train]
-        pooled, by_kind = rule._physics_margin(error[train], gpus[train], kinds[train], joined)
-        by_arch = (rule._physics_margin_by_arch(error[train], gpus[train], kinds[train], archs[train], joined)
+        past = None if joined is None else joined[train]
+        pooled, by_kind = rule._physics_margin(error[train], gpus[train], kinds[train], past)
+        by_arch = (rule._physics_margin_by_arch(error[train], gpus[train], kinds[train], archs[train], past)
                    if siblings else {})
         seen = Residual(domain={c: [float(table.X[c][train].min()), float(table.X[c][train].max())]
                                 for c in DOMAIN_FEATURES if c in table.X},
@@ -150,10 +151,8 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
             half = reach * np.where(inside, 1.0, widen)
             kinds_rule = ("kernel apart" if split_kernels else "pooled, no arch" if not siblings
                           else "as shipped" if spread is None else "as estimated")
-            if api.SPREADS_IN_QUADRATURE:  # the margin's reach and the host's, each way, as `combine` adds them
-                below, above = np.hypot(half, low), np.hypot(half, high)
-            else:
-                below, above = half - low, half + high
+            # the margin's reach and the host's, each way, as `combine` joins them
+            below, above = api.join_spreads(half, low[None]), api.join_spreads(half, high[None])
             out.append(dict(gpu=gpu, kinds=kinds_rule, widen=widen,
                             rows=int(test.sum()), outside_domain_pct=round(100 * float((~inside).mean()), 1),
                             coverage_pct=100 * float(((error[test] >= -below) & (error[test] <= above)).mean()),

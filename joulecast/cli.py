@@ -671,7 +671,19 @@ def _collect(args: argparse.Namespace) -> int:
     if args.gpu_index < 0:
         raise InputError("--gpu-index", f"must be a GPU's index, 0 or more, got {args.gpu_index}")
     plan = load_plan(args.plan)
-    collection = store.check_collection_id(args.collection, "--collection") if args.collection else plan.name
+    default_collection = plan.name
+    if args.gpu:  # the plan's items measured on another GPU, and its rows stored under that GPU
+        import dataclasses
+
+        from joulecast.data.gpus import gpu as catalog_gpu
+
+        if ":" in args.gpu:
+            raise InputError("--gpu", f"a hypothetical GPU is not hardware to measure, got {args.gpu!r}; name a "
+                                      "catalog GPU ('joulecast gpus')")
+        measured_as = catalog_gpu(args.gpu).name
+        if measured_as != plan.gpu:
+            plan, default_collection = dataclasses.replace(plan, gpu=measured_as), f"{plan.name}-on-{measured_as}"
+    collection = store.check_collection_id(args.collection, "--collection") if args.collection else default_collection
     done = store.existing_ids(args.out, plan.gpu, collection)
     if args.dry_run:
         estimates = expected_durations(plan)
@@ -1230,6 +1242,9 @@ def build_parser() -> argparse.ArgumentParser:
     col.add_argument("--out", default="data/measurements", help="store root (default data/measurements)")
     col.add_argument("--collection", help="collection id (default: the plan's name); rerun to resume")
     col.add_argument("--gpu-index", type=_whole, default=0, help="which GPU (NVML and CUDA index); default 0")
+    col.add_argument("--gpu", help="the catalog GPU measured (default: the plan's); the device must be it, as its SMs, "
+                                   "compute capability, memory and default power limit tell; its rows are stored under "
+                                   "it, the collection named PLAN-on-GPU unless --collection names it")
     col.add_argument("--dry-run", action="store_true", help="list the plan and its expected duration; measure nothing")
     col.add_argument("--scheduler", help="measure on a Dask cluster's GPU workers (tcp://HOST:PORT; each worker "
                      "started with --resources GPU=1 and its own CUDA_VISIBLE_DEVICES), one item per GPU at a time")

@@ -377,6 +377,19 @@ def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):
     assert time_s == pytest.approx(payload["examples"][0]["time_s"], rel=5e-4) and len(gpt2.split()[7]) >= 6
 
 
+def test_collect_measures_a_plan_as_another_gpu_under_that_gpu_and_a_collection_of_its_own(tmp_path, capsys):
+    """`collect PLAN --gpu NAME`: the plan's items sized, and later stored, as that GPU (an alias names it too), the
+    collection PLAN-on-GPU unless named; a hypothetical GPU or an unknown one is one line, exit 2."""
+    assert main(["collect", "h200-prefill", "--gpu", "h100", "--dry-run", "--json", "--out", str(tmp_path)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["gpu"], shown["collection"]) == ("h100-sxm", "h200-prefill-on-h100-sxm")
+    assert main(["collect", "h200-prefill", "--gpu", "h200", "--dry-run", "--json", "--out", str(tmp_path)]) == 0
+    assert json.loads(capsys.readouterr().out)["collection"] == "h200-prefill"  # its own GPU: the plan's name
+    for gpu, says in (("h100:sm_count*2", "a hypothetical GPU is not hardware"), ("h1000", "unknown 'h1000'")):
+        assert main(["collect", "h200-prefill", "--gpu", gpu, "--dry-run", "--out", str(tmp_path)]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"joulecast: error: --gpu: {says}")
+
+
 def test_a_command_whose_extra_is_missing_says_which_to_install(tmp_path, capsys, monkeypatch):
     """`joulecast collect` without torch (the core install) is one line naming the extra, exit 2, no traceback."""
     from joulecast import cli

@@ -5,6 +5,8 @@
 #
 #   bash data/collect/collect_device.sh [PLAN ...]        # default: h200-first
 #
+# COLLECT_GPU names the catalog GPU measured where the machine's card is not the plans' (an H100 lent for an H200
+# plan: COLLECT_GPU=h100-sxm): each plan is refused on a card it does not name (`joulecast collect --gpu`).
 # COLLECT_LIMIT_S (default 420) bounds all the plans together: each runs under the time left (a plan with under
 # 30 s left is skipped) and is stopped with SIGTERM, which it takes like Ctrl-C: the rows measured so far are flushed
 # and still come back, and a rerun on the same machine resumes.
@@ -17,6 +19,8 @@ PLANS=("${@:-h200-first}")
 OUT="${OUT:?set OUT to the folder that comes back}"
 STORE="${COLLECT_STORE:-/tmp/joulecast-store}"  # a rerun on the same machine resumes from it
 DEADLINE=$((SECONDS + ${COLLECT_LIMIT_S:-420}))
+GPU_ARGS=()
+[[ -n "${COLLECT_GPU:-}" ]] && GPU_ARGS=(--gpu "$COLLECT_GPU")
 export PYTHONUNBUFFERED=1
 # --upgrade: a rerun on a warm machine installs the tree it was sent, not the one installed before
 python3 -m pip install -q --upgrade --no-deps --no-build-isolation --target /tmp/joulecast-site "$REPO" 2>&1 \
@@ -29,9 +33,9 @@ status=0
 for plan in "${PLANS[@]}"; do
   left=$((DEADLINE - SECONDS))
   if ((left < 30)); then echo "skipped $plan: ${left} s left" | tee -a "$OUT/collect.log"; status=124; continue; fi
-  python3 -m joulecast.cli collect "$plan" --dry-run | tail -1 | tee -a "$OUT/collect.log"
+  python3 -m joulecast.cli collect "$plan" ${GPU_ARGS[@]+"${GPU_ARGS[@]}"} --dry-run | tail -1 | tee -a "$OUT/collect.log"
   timeout -s TERM -k 30 "$left" \
-    python3 -m joulecast.cli -v collect "$plan" --out "$STORE" 2>&1 | tr '\r' '\n' | tee -a "$OUT/collect.log" || status=$?
+    python3 -m joulecast.cli -v collect "$plan" ${GPU_ARGS[@]+"${GPU_ARGS[@]}"} --out "$STORE" 2>&1 | tr '\r' '\n' | tee -a "$OUT/collect.log" || status=$?
 done
 # One part file a collection for the trip back (the store flushes every 20 s); the cards travel as written.
 DEST="$OUT"

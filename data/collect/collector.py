@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data import store
+from joulecast.data.collect.device_check import check_device
 from joulecast.data.collect.meters import Meter, Sample, WindowResult, summarise_window
 from joulecast.data.collect.plan import Plan, PlanItem, expected_durations, item_workload
 from joulecast.data.errors import JoulecastError
@@ -209,6 +210,7 @@ def collect(plan: Plan, root: str | Path, meter: Meter, runner: Runner, *, colle
     result, todo = pending(plan, root, collection or plan.name)
     collection = result.collection
     device = {**getattr(meter, "describe", dict)(), **runner.describe()}
+    check_device(plan.gpu, device)  # before anything is written: rows filed under the GPU they were measured on
     started = datetime.now(timezone.utc).isoformat(timespec="microseconds")  # also the session's key in the card
     if not todo:  # a rerun with every item stored: a session that measured nothing, and says it ended
         _write_card(plan, root, collection, result, device, started, status="complete")

@@ -36,7 +36,9 @@ from joulecast.data.collect.collector import (
     pending,
     samples_frame,
 )
+from joulecast.data.collect.device_check import check_device
 from joulecast.data.collect.plan import Plan, PlanItem
+from joulecast.data.errors import InputError
 
 log = logging.getLogger(__name__)
 GPU_RESOURCE = "GPU"
@@ -78,6 +80,10 @@ def measure_on_worker(item: PlanItem, plan: Plan, collection: str, station: Stat
     """One item on this worker's GPU: {"row", "samples"} or {"failed": reason}."""
     meter, runner, idle_w = _station(station, plan.settings.idle_s)
     device = {**getattr(meter, "describe", dict)(), **runner.describe()}
+    try:
+        check_device(plan.gpu, device)  # a worker on another card measures nothing
+    except InputError as exc:
+        return {"failed": str(exc)}
     windows: list = []
     try:
         step = runner.prepare(item)
@@ -102,7 +108,6 @@ def collect_on(client: Any, plan: Plan, root: str | Path, station: Station, *, c
     collection = result.collection
     gpus = sum(w.get("resources", {}).get(GPU_RESOURCE, 0) for w in client.scheduler_info()["workers"].values())
     if todo and not gpus:
-        from joulecast.data.errors import InputError
         raise InputError("--scheduler", f"no worker declares a {GPU_RESOURCE} resource; start one per GPU with "
                          f"`dask worker SCHEDULER --resources {GPU_RESOURCE}=1`")
     started = datetime.now(timezone.utc).isoformat(timespec="microseconds")

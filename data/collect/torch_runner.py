@@ -97,7 +97,10 @@ class TorchRunner:
         info = {"torch": str(torch.__version__), "device": str(self.device), "host_cpu": host_cpu(),
                 "python": platform.python_version()}
         if self.device.type == "cuda":
-            info.update(cuda=str(torch.version.cuda), device_name=torch.cuda.get_device_name(self.device))
+            props = torch.cuda.get_device_properties(self.device)  # what tells the card (`device_check`)
+            info.update(cuda=str(torch.version.cuda), device_name=torch.cuda.get_device_name(self.device),
+                        sm_count=str(props.multi_processor_count), compute_capability=f"{props.major}.{props.minor}",
+                        memory_gib=f"{props.total_memory / 2**30:.1f}")
         return info
 
     def prepare(self, item: PlanItem) -> Step:

@@ -23,10 +23,11 @@ if args[:3] == ["-m", "pip", "install"]:
     sys.exit(0)  # the package is installed here already
 if args[:2] == ["-m", "joulecast.cli"] and "collect" in args:
     plan = args[args.index("collect") + 1]
+    gpu = args[args.index("--gpu") + 1] if "--gpu" in args else "h200"
     if "--dry-run" in args:
-        print(f"1 items (0 already stored) on h200: {{plan}}")
+        print(f"1 items (0 already stored) on {{gpu}}: {{plan}}")
         sys.exit(0)
-    folder = Path(args[args.index("--out") + 1]) / "h200" / plan
+    folder = Path(args[args.index("--out") + 1]) / gpu / plan
     folder.mkdir(parents=True, exist_ok=True)
     import pandas as pd
     first = Path({str(FIRST)!r})
@@ -38,7 +39,8 @@ sys.exit(subprocess.call([{sys.executable!r}, *args]))
 """
 
 
-def _run(tmp_path: Path, *plans: str, limit_s: int = 60) -> tuple[subprocess.CompletedProcess, Path]:
+def _run(tmp_path: Path, *plans: str, limit_s: int = 60,
+         **env_extra: str) -> tuple[subprocess.CompletedProcess, Path]:
     if shutil.which("bash") is None or shutil.which("timeout") is None:
         pytest.skip("collect_device.sh needs bash and coreutils' timeout")
     bin_dir, out = tmp_path / "bin", tmp_path / "out"
@@ -50,7 +52,7 @@ def _run(tmp_path: Path, *plans: str, limit_s: int = 60) -> tuple[subprocess.Com
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "OUT": str(out), "COLLECT_STORE": str(tmp_path / "store"),
-           "COLLECT_LIMIT_S": str(limit_s), "HOME": str(tmp_path)}
+           "COLLECT_LIMIT_S": str(limit_s), "HOME": str(tmp_path), **env_extra}
     done = subprocess.run(["bash", str(SCRIPT), *plans], env=env, capture_output=True, text=True, timeout=300)
     return done, out
 
@@ -85,3 +87,11 @@ def test_a_plan_with_no_time_left_is_skipped_and_the_run_says_so(tmp_path):
     assert done.returncode == 124
     log = (out / "collect.log").read_text()
     assert "skipped h200-thermal" in log and "skipped h200-waiting" in log
+
+
+def test_collect_gpu_measures_the_plans_as_the_lent_card_it_names(tmp_path):
+    """COLLECT_GPU=h100-sxm (an H100 lent for an H200 plan): both the dry run and the measuring run are given --gpu."""
+    done, out = _run(tmp_path, "h200-thermal", COLLECT_GPU="h100-sxm")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert (out / "h100-sxm" / "h200-thermal" / "CARD.yaml").exists() and not (out / "h200").exists()
+    assert "on h100-sxm: h200-thermal" in (out / "collect.log").read_text()

@@ -1,5 +1,6 @@
 """The collection loop on the CPU: replayed meter traces on a simulated clock, and the real PyTorch runners."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -279,3 +280,66 @@ def test_rows_are_rederived_from_their_readings(tmp_path):
     assert math.isclose(again["power_w"].iloc[0], 300.0, rel_tol=1e-6)
     alone = rederive(spoiled, samples.iloc[:0], p.settings)  # no readings: nothing to go on, nothing changes
     assert alone["energy_j"].equals(spoiled["energy_j"])
+
+
+class CardRunner(FakeRunner):
+    """A FakeRunner that reports a card's properties, as TorchRunner reads them from PyTorch."""
+
+    def __init__(self, clock, sm_count, capability, memory_gib):
+        super().__init__(clock)
+        self.card = dict(device_name="card", sm_count=str(sm_count), compute_capability=capability,
+                         memory_gib=str(memory_gib))
+
+    def describe(self):
+        return {**super().describe(), **self.card}
+
+
+class LimitMeter(ReplayMeter):
+    """A ReplayMeter that reports the board's default power limit, as NvmlMeter does."""
+
+    def __init__(self, samples, clock, default_w):
+        super().__init__(samples, clock)
+        self.default_w = default_w
+
+    def describe(self):
+        return {**super().describe(), "power_limit_default_w": str(self.default_w)}
+
+
+def test_a_plan_run_on_another_card_is_refused_before_anything_is_stored(tmp_path):
+    """An H100 (132 SMs, 9.0, 79.2 GiB, 700 W) where the plan names the H200 (132 SMs, 9.0, 141 GB): its rows would be
+    filed as the H200's. Refused with one line naming the card it is; run as that card, they are stored under it."""
+    from joulecast.data.errors import InputError
+
+    clock = Clock()
+    meter, runner = LimitMeter(trace(), clock, 700.0), CardRunner(clock, 132, "9.0", 79.2)
+    with pytest.raises(InputError) as refused:
+        collect(plan(), tmp_path, meter, runner, progress=False, sleep=clock.sleep, clock=clock)
+    assert refused.value.field == "gpu" and "--gpu h100-sxm" in refused.value.message
+    assert "plan is for h200" in refused.value.message and "\n" not in str(refused.value)
+    assert runner.prepared == [] and not any(tmp_path.iterdir())  # nothing measured, no card, no rows
+    as_h100 = dataclasses.replace(plan(), gpu="h100-sxm")
+    result = collect(as_h100, tmp_path, meter, runner, progress=False, sleep=clock.sleep, clock=clock)
+    rows = load_store(tmp_path)
+    assert result.written == 3 and set(rows["gpu"]) == {"h100-sxm"} and (tmp_path / "h100-sxm" / "test").is_dir()
+
+
+@pytest.mark.parametrize("reported, expected", [
+    (dict(sm_count=108, compute_capability="8.0", memory_gib=39.4, power_limit_default_w=250), ["a100-pcie-40gb"]),
+    (dict(sm_count=108, compute_capability="8.0", memory_gib=39.4, power_limit_default_w=400), ["a100-sxm4-40gb"]),
+    (dict(sm_count=108, compute_capability="8.0", memory_gib=39.4), ["a100-pcie-40gb", "a100-sxm4-40gb"]),
+    (dict(sm_count=108, compute_capability="8", memory_gib=79.2, power_limit_default_w=400), ["a100-sxm4-80gb"]),
+    (dict(sm_count=132, compute_capability="9.0", memory_gib=140.4, power_limit_default_w=700), ["h200"]),
+    (dict(sm_count=72, compute_capability="8.6", memory_gib=22.2, power_limit_default_w=150), ["a10"]),
+    (dict(sm_count=98, compute_capability="9.0", memory_gib=60.0, power_limit_default_w=500), []),  # a MIG-like slice
+])
+def test_a_device_is_told_by_its_sms_capability_memory_and_default_power_limit(reported, expected):
+    from joulecast.data.collect.device_check import check_device, device_identity, matching_gpus
+    from joulecast.data.errors import InputError
+
+    device = {k: str(v) for k, v in reported.items()}
+    assert matching_gpus(device_identity(device)) == expected
+    for gpu in expected:
+        check_device(gpu, device)  # the card it is passes
+    with pytest.raises(InputError, match="no catalog GPU matches" if not expected else f"--gpu {expected[0]}"):
+        check_device("l40s", device)
+    check_device("l40s", {"name": "replay"})  # a device that reports no card is not checked

@@ -117,3 +117,25 @@ def test_a_cluster_without_gpu_workers_is_refused(tmp_path):
                       silence_logs=logging.CRITICAL) as cluster, Client(cluster) as client:
         with pytest.raises(joulecast.InputError, match="GPU resource"):
             collect_on(client, _plan(2), tmp_path, ReplayStation(), progress=False)
+
+
+class _CardRunner(_Runner):
+    def describe(self):  # an H100 80GB, as PyTorch reports it
+        return {**super().describe(), "sm_count": "132", "compute_capability": "9.0", "memory_gib": "79.2"}
+
+
+@dataclass(frozen=True)
+class H100Station(ReplayStation):
+    def open(self):
+        meter, _, sleep = super().open()
+        return meter, _CardRunner(self.step_s), sleep
+
+
+def test_a_worker_on_another_card_measures_nothing_and_says_which_card_it_has():
+    from joulecast.data.collect.fleet import measure_on_worker
+
+    plan = _plan(1)
+    out = measure_on_worker(plan.items[0], plan, "fleet", H100Station())
+    assert set(out) == {"failed"} and out["failed"].startswith("gpu: the plan is for h200")
+    assert "--gpu h100-sxm" in out["failed"]
+    assert "row" in measure_on_worker(plan.items[0], plan, "fleet", ReplayStation())  # a card not reported: measured

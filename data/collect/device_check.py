@@ -1,0 +1,84 @@
+"""Which catalog GPU the device is, from what it reports, so that a plan's rows are stored under the GPU they were
+measured on: a plan names its GPU (`gpu: h200`) and its rows take that name, so the plan run on another card (an H100
+lent where an H200 was planned) would file an H100's energy as the H200's, and every model trained after on them.
+
+A device is told by its SM count, compute capability and memory, which PyTorch reports
+(`torch.cuda.get_device_properties`); where several catalog GPUs share those (the A100-PCIe-40GB and A100-SXM4-40GB:
+108 SMs, 8.0, 40 GB), by the board's default power limit, which NVML reports (250 against 400 W). A device that
+reports none of them (a replay meter, the CPU runner of the tests) is not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from joulecast.data.errors import InputError
+from joulecast.data.gpus import catalog
+
+# Reported memory (GiB) over the catalog's (GB, as datasheets give it): ECC and the driver's reserve take some, and
+# GiB against GB leaves H100-class parts near 1. Seen: the A10 22.2 GiB of 24 GB (0.93), the A100-40GB 39.4 of 40, the
+# H100 80GB 79.2 of 80, the H200 140.4 of 141 (data/measurements/h200/*/CARD.yaml's device and the PyTorch reports of
+# those parts). Wide enough for them; narrow enough that no two catalog GPUs of the same SMs and capability overlap.
+MEMORY_SHARE = (0.85, 1.05)
+
+
+def device_identity(device: Mapping[str, str]) -> dict[str, float | str] | None:
+    """The SM count, compute capability, memory (GiB) and default power limit (W, or None) the device reported; None
+    where it reported no SM count, capability or memory."""
+    try:
+        identity: dict[str, float | str] = dict(sm_count=float(device["sm_count"]),
+                                                compute_capability=_capability(device["compute_capability"]),
+                                                memory_gib=float(device["memory_gib"]))
+    except (KeyError, TypeError, ValueError):
+        return None
+    try:
+        identity["power_limit_default_w"] = float(device["power_limit_default_w"])
+    except (KeyError, TypeError, ValueError):
+        pass
+    return identity
+
+
+def matching_gpus(identity: Mapping[str, float | str]) -> list[str]:
+    """Catalog GPUs of the device's SMs, capability and memory, the nearest default power limit first (every one of
+    them where the device reported no limit)."""
+    lo, hi = MEMORY_SHARE
+    found = [spec for spec in catalog().values()
+             if spec.sm_count == identity["sm_count"]
+             and _capability(spec.compute_capability) == identity["compute_capability"]
+             and lo <= float(identity["memory_gib"]) / spec.memory_gb <= hi]
+    limit = identity.get("power_limit_default_w")
+    if limit is None:
+        return [spec.name for spec in found]
+    gap = {spec.name: abs(spec.power_limit_w - float(limit)) for spec in found}
+    nearest = min(gap.values(), default=0.0)
+    return sorted((name for name, g in gap.items() if g == nearest), key=str)
+
+
+def check_device(gpu: str, device: Mapping[str, str], option: str = "--gpu") -> None:
+    """Raise a one-line InputError (field `gpu`) where the device is not the catalog GPU `gpu`; `option` is how the
+    caller lets one measure it as the GPU it is."""
+    identity = device_identity(device)
+    if identity is None:
+        return
+    matches = matching_gpus(identity)
+    if gpu in matches:
+        return
+    seen = (f"{device.get('device_name') or device.get('name') or 'this GPU'} ({identity['sm_count']:g} SMs, "
+            f"compute {identity['compute_capability']}, {float(identity['memory_gib']):.1f} GiB"
+            + (f", {float(identity['power_limit_default_w']):g} W default limit" if "power_limit_default_w" in identity
+               else "") + ")")
+    spec = catalog().get(gpu)
+    planned = (f"{gpu} ({spec.sm_count} SMs, compute {spec.compute_capability}, {spec.memory_gb:g} GB, "
+               f"{spec.power_limit_w:g} W)" if spec is not None else gpu)
+    if matches:
+        hint = f"it is the catalog's {matches[0]}: measure it as that with {option} {matches[0]}"
+    else:
+        hint = (f"no catalog GPU matches it: add its spec with 'joulecast gpu add FILE' and measure it as that with "
+                f"{option} NAME")
+    raise InputError("gpu", f"the plan is for {planned}, but the device is {seen}; {hint}. Nothing was measured")
+
+
+def _capability(value: object) -> str:
+    """'9.0', 9.0 and '9' alike."""
+    major, _, minor = str(value).strip().partition(".")
+    return f"{int(major)}.{int(minor or 0)}"

@@ -16,10 +16,11 @@ from joulecast.data.errors import InputError
 from joulecast.data.gpus import catalog
 
 # Reported memory (GiB) over the catalog's (GB, as datasheets give it): ECC and the driver's reserve take some, and
-# GiB against GB leaves H100-class parts near 1. Seen: the A10 22.2 GiB of 24 GB (0.93), the A100-40GB 39.4 of 40, the
-# H100 80GB 79.2 of 80, the H200 140.4 of 141 (data/measurements/h200/*/CARD.yaml's device and the PyTorch reports of
-# those parts). Wide enough for them; narrow enough that no two catalog GPUs of the same SMs and capability overlap.
-MEMORY_SHARE = (0.85, 1.05)
+# GiB against GB leaves the rest near 1, never over. nvidia-smi's totals in public logs: the H200 143,771 MiB (140.4
+# GiB of 141 GB, 0.996), the H100 80GB HBM3 81,559 MiB (79.6 of 80), the A10 23,028 MiB (22.5 of 24, 0.94); PyTorch's
+# total reads a little under them. Wide enough for those; narrow enough that no two catalog GPUs of the same SMs and
+# capability overlap (the nearest: the H100-SXM's 80 GB, to 80.8 GiB, and the GH200's 96, from 81.6).
+MEMORY_SHARE = (0.85, 1.01)
 
 
 def device_identity(device: Mapping[str, str]) -> dict[str, float | str] | None:

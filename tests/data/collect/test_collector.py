@@ -343,3 +343,18 @@ def test_a_device_is_told_by_its_sms_capability_memory_and_default_power_limit(r
     with pytest.raises(InputError, match="no catalog GPU matches" if not expected else f"--gpu {expected[0]}"):
         check_device("l40s", device)
     check_device("l40s", {"name": "replay"})  # a device that reports no card is not checked
+
+
+def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band():
+    """Each catalog GPU's memory band (MEMORY_SHARE of its GB) holds no other of its SMs and capability but one of the
+    same memory, which the default power limit tells apart: a device is never two GPUs at once by its memory."""
+    from joulecast.data.collect.device_check import MEMORY_SHARE
+    from joulecast.data.gpus import catalog
+
+    lo, hi = MEMORY_SHARE
+    specs = list(catalog().values())
+    for a in specs:
+        for b in specs:
+            if a.name < b.name and (a.sm_count, a.compute_capability) == (b.sm_count, b.compute_capability):
+                apart = a.memory_gb * hi < b.memory_gb * lo or b.memory_gb * hi < a.memory_gb * lo
+                assert apart or (a.memory_gb == b.memory_gb and a.power_limit_w != b.power_limit_w), (a.name, b.name)

@@ -86,7 +86,7 @@ class PlanItem:
     sizes: Mapping[str, Any] = field(default_factory=dict)       # kernel sizes
     overrides: Mapping[str, Any] = field(default_factory=dict)   # model config overrides
     workload_ref: str | None = None
-    attention: str = "flash"      # a model's attention: flash (SDPA) or eager (Hugging Face's eager kernels)
+    attention: str = "flash"      # a model's attention: flash (SDPA), eager (Hugging Face's) or masked (SDPA, a mask)
 
 
 @dataclass(frozen=True)
@@ -150,13 +150,16 @@ def _model_items(entry: Mapping[str, Any], where: str) -> list[PlanItem]:
         batch, seq = whole_number(batch), whole_number(seq)  # 1e3 or 1024.0, as YAML reads a count written so
         spec = model_entry(model)
         name = spec["name"]
-        require_choice(attention, ("flash", "eager"), f"{where}.attention")
+        require_choice(attention, ("flash", "eager", "masked"), f"{where}.attention")
         if attention == "eager":
             require(family(spec["config"]) in RUNNER_EAGER_FAMILIES and phase == "prefill", f"{where}.attention",
                     f"eager runs prefill of {', '.join(sorted(RUNNER_EAGER_FAMILIES))} models, not {phase} of {name}")
+        if attention == "masked":  # the runner's masked path is Llama's (transformers 4.38-4.39), in prefill
+            require(family(spec["config"]) == "llama" and phase == "prefill", f"{where}.attention",
+                    f"masked runs prefill of llama-style models, not {phase} of {name}")
         ref = None if overrides else as_run(catalog_ref(name, phase=phase, batch=batch, seq=seq, dtype=dtype,
                                                          attention=attention))
-        suffix = "/eager" if attention == "eager" else ""
+        suffix = "" if attention == "flash" else f"/{attention}"
         items.append(PlanItem(id=f"{name}/{phase}/b{batch}/s{seq}/{dtype}{suffix}{tag}", kind="model", op=None,
                               model=name, phase=phase, batch=batch, seq=seq, dtype=dtype, overrides=overrides,
                               workload_ref=ref, attention=attention))

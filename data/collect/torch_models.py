@@ -7,7 +7,9 @@ step's loss is the mean square of the final hidden states: the lowering has no v
 so neither has the measured step. With `attention="eager"` (prefill, `workload_ref.RUNNER_EAGER_FAMILIES`) a block
 runs as Hugging Face's eager code does and the lowering's `eager` path describes: scores by `torch.matmul` (its layout
 copies included; Llama-style grouped keys and values repeated to every head first), each family's scaling and mask, a
-softmax, the weighted values by `torch.matmul`, and GPT-2's `gelu_new` as its eight elementwise kernels.
+softmax, the weighted values by `torch.matmul`, and GPT-2's `gelu_new` as its eight elementwise kernels. With
+`attention="masked"` (Llama-style prefill) SDPA is handed the causal mask as a tensor, as transformers 4.38-4.39's Llama
+did, which PyTorch runs on its memory-efficient kernel over every key block (the lowering's `masked`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,9 @@ class Block(nn.Module):
             k, v = k_cache, v_cache
         if self.attention == "eager":
             a = self._eager(q, k, v)
+        elif self.attention == "masked":  # SDPA given the causal mask as a tensor: PyTorch's memory-efficient kernel
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=self._additive_causal(q.shape[-2], k.shape[-2], q),
+                                               enable_gqa=self.heads != self.kv_heads)
         else:
             a = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None and self.family != "bert",
                                                enable_gqa=self.heads != self.kv_heads)
@@ -112,6 +117,15 @@ class Block(nn.Module):
         else:
             y = self.down(F.gelu(self.up(y), approximate="tanh"))
         return x + y
+
+    def _additive_causal(self, s_q: int, s_kv: int, like: torch.Tensor) -> torch.Tensor:
+        """The causal mask as transformers 4.38-4.39's Llama handed it to SDPA: 0 on and below the diagonal, the
+        dtype's minimum above; built once, as the models keep theirs."""
+        if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):
+            causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=like.device).tril(s_kv - s_q)
+            self._mask = torch.zeros(s_q, s_kv, dtype=like.dtype, device=like.device).masked_fill(
+                ~causal, torch.finfo(like.dtype).min)
+        return self._mask
 
     def _eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """Hugging Face's eager attention of the family, as the lowering lists it: the scores by `torch.matmul`, then

@@ -181,7 +181,8 @@ def test_torch_runners_on_the_cpu(tmp_path):
                                 "batch": 2, "seq": 8, "overrides": TINY},
                                {"model": "bert-large", "phase": ["prefill", "training"], "batch": 2, "seq": 8,
                                 "overrides": TINY},
-                               {"model": "gpt2", "batch": 2, "seq": 8, "overrides": TINY, "attention": "eager"}],
+                               {"model": "gpt2", "batch": 2, "seq": 8, "overrides": TINY, "attention": "eager"},
+                               {"model": "llama-3-8b", "batch": 2, "seq": 8, "overrides": TINY, "attention": "masked"}],
                     "waits": [{"mode": ["spin", "idle-context"], "us": 100}]})
     t0 = time.monotonic()
     meter = ReplayMeter(trace(seconds=120.0, step=0.001), clock=lambda: time.monotonic() - t0)
@@ -189,11 +190,13 @@ def test_torch_runners_on_the_cpu(tmp_path):
     fp8 = "gemm/m16/n16/k16/fp8"
     assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
     rows = load_store(tmp_path)
-    assert len(rows) == len(p.items) - 1 == 26
+    assert len(rows) == len(p.items) - 1 == 27
     device = read_card(tmp_path / "h200" / "cpu" / "CARD.yaml")["device"]
     assert device["host_cpu"].endswith("logical cores") and device["device"] == "cpu"  # the host, for host-bound rows
     eager = rows[rows["measurement_id"].str.contains("/eager")]
     assert len(eager) == 1 and eager["attention"].iloc[0] == "eager"  # Hugging Face's eager GPT-2 ran and says so
+    masked = rows[rows["measurement_id"].str.contains("/masked")]
+    assert len(masked) == 1 and masked["attention"].iloc[0] == "masked"
     assert (rows["time_s"] > 0).all() and (rows["iterations"] >= 5).all()
     waits = rows[rows["phase"] == "wait"].set_index("measurement_id")
     assert set(waits.index) == {"wait/spin/us100", "wait/idle-context/us100"}
@@ -358,3 +361,23 @@ def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band(
             if a.name < b.name and (a.sm_count, a.compute_capability) == (b.sm_count, b.compute_capability):
                 apart = a.memory_gb * hi < b.memory_gb * lo or b.memory_gb * hi < a.memory_gb * lo
                 assert apart or (a.memory_gb == b.memory_gb and a.power_limit_w != b.power_limit_w), (a.name, b.name)
+
+
+def test_masked_attention_is_causal_attention_given_its_mask_as_a_tensor():
+    """`attention="masked"` (transformers 4.38-4.39's Llama: SDPA handed the causal mask) computes what the causal
+    flash path does, grouped heads included, from the same weights: only the kernel PyTorch picks differs."""
+    torch = require_module("torch", "the [collect] extra (torch)", "JOULECAST_REQUIRE_TORCH")
+    from joulecast.data.collect.torch_models import Transformer
+    from joulecast.data.models import model_entry
+
+    config = {**model_entry("llama-3-8b")["config"], **TINY}
+    torch.manual_seed(0)
+    flash = Transformer(config, "flash").eval()
+    masked = Transformer(config, "masked").eval()
+    masked.load_state_dict(flash.state_dict())
+    tokens = torch.randint(0, 64, (2, 12))
+    with torch.no_grad():
+        expected, got = flash(tokens), masked(tokens)
+    assert masked.blocks[0]._mask.shape == (12, 12) and torch.isinf(masked.blocks[0]._mask).sum() == 0
+    assert (masked.blocks[0]._mask < -1e30).sum() == 12 * 11 // 2  # the dtype's minimum above the diagonal alone
+    assert torch.allclose(got, expected, atol=1e-5, rtol=1e-4)

@@ -5,7 +5,7 @@ import pytest
 from conftest import require_module
 
 from joulecast.cli import main
-from joulecast.data.collect.plan import expected_durations, load_plan, parse_plan
+from joulecast.data.collect.plan import PLAN_DIR, expected_durations, load_plan, parse_plan
 from joulecast.data.errors import InputError
 from joulecast.features.arch import HOST_DISPATCH_S
 from joulecast.features.kernel_specs import kernel_workload
@@ -251,7 +251,29 @@ def test_eager_items_ask_the_lowering_for_hugging_faces_eager_kernels_and_only_w
     assert as_run(eager.workload_ref) == eager.workload_ref
     for entry, why in (({"model": "vit-large", "attention": "eager"}, "bert, gpt2, llama, opt"),
                        ({"model": "gpt2", "phase": "decode", "attention": "eager"}, "prefill"),
-                       ({"model": "gpt2", "attention": "sdpa"}, "flash, eager")):
+                       ({"model": "gpt2", "attention": "sdpa"}, "flash, eager, masked")):
+        with pytest.raises(InputError, match=r"models\[0\]\.attention") as err:
+            parse_plan({"name": "p", "gpu": "h200", "models": [entry]})
+        assert why in str(err.value)
+
+
+def test_masked_items_lower_the_memory_efficient_kernel_over_every_key_block_and_only_for_llama_prefill():
+    """`attention: masked` (Llama-2 as transformers 4.38-4.39 ran it, Wilkins' generations): the item's id and
+    reference say so, its kernels hold one `masked` attention a layer, told no causality (every key block computed);
+    other families and phases are refused with the field named."""
+    from joulecast.data.collect.plan import item_workload
+
+    plan = parse_plan({"name": "p", "gpu": "h200",
+                       "models": [{"model": "llama-2-7b", "seq": 4096, "attention": ["flash", "masked"]}]})
+    by_attention = {it.attention: it for it in plan.items}
+    masked, flash = by_attention["masked"], by_attention["flash"]
+    assert masked.id == "llama-2-7b/prefill/b1/s4096/bf16/masked" and "attention=masked" in masked.workload_ref
+    kernels = {a: item_workload(it).kernels for a, it in by_attention.items()}
+    rows = {a: k[k["kind"] == "attention"] for a, k in kernels.items()}
+    assert set(rows["masked"]["op"]) == {"masked"} and not rows["masked"]["causal"].any()
+    assert rows["masked"]["count"].sum() == rows["flash"]["count"].sum() == 32  # a layer each
+    for entry, why in (({"model": "gpt2", "attention": "masked"}, "llama-style"),
+                       ({"model": "llama-2-7b", "phase": "decode", "attention": "masked"}, "prefill")):
         with pytest.raises(InputError, match=r"models\[0\]\.attention") as err:
             parse_plan({"name": "p", "gpu": "h200", "models": [entry]})
         assert why in str(err.value)
@@ -358,3 +380,16 @@ def test_the_runner_refuses_a_mixture_of_experts_rather_than_measure_a_dense_lay
         Transformer(_tiny("qwen3-30b-a3b", 1))
     with pytest.raises(InputError, match="model: the PyTorch runner builds no q and k norms \\(qwen3\\)"):
         Transformer(_tiny("qwen3-8b", 1))
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in PLAN_DIR.glob("*.yaml")))
+def test_every_shipped_plan_loads_and_fits_a_lent_machines_command_on_either_card(name):
+    """Each shipped plan parses (every item lowered), and by physics runs within collect_device.sh's default 420 s on
+    the card it names and on the other lent kind (an H100 for an H200 plan, `collect --gpu`)."""
+    import dataclasses
+
+    plan = load_plan(name)
+    assert plan.name == name and plan.items
+    for gpu in dict.fromkeys((plan.gpu, "h100-sxm", "h200")):
+        planned = dataclasses.replace(plan, gpu=gpu)
+        assert sum(e.seconds for e in expected_durations(planned)) + 2 * plan.settings.idle_s < 420, gpu

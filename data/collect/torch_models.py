@@ -60,6 +60,16 @@ def gelu_new(x: torch.Tensor) -> torch.Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
 
 
+def _causal(s_q: int, s_kv: int, device: torch.device) -> torch.Tensor:
+    """True where a query sees a key: on and below the diagonal, the queries the last s_q of s_kv positions."""
+    return torch.ones(s_q, s_kv, dtype=torch.bool, device=device).tril(s_kv - s_q)
+
+
+def _additive(causal: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A boolean mask as an additive one: 0 where seen, the dtype's minimum where hidden."""
+    return torch.zeros(causal.shape, dtype=dtype, device=causal.device).masked_fill(~causal, torch.finfo(dtype).min)
+
+
 class Block(nn.Module):
     def __init__(self, family: str, h: int, heads: int, kv_heads: int, head_dim: int, inner: int, eps: float,
                  attention: str = "flash"):
@@ -119,12 +129,10 @@ class Block(nn.Module):
         return x + y
 
     def _additive_causal(self, s_q: int, s_kv: int, like: torch.Tensor) -> torch.Tensor:
-        """The causal mask as transformers 4.38-4.39's Llama handed it to SDPA: 0 on and below the diagonal, the
-        dtype's minimum above; built once, as the models keep theirs."""
+        """The causal mask as transformers 4.38-4.39's Llama handed it to SDPA (`_additive`); built once, as the
+        models keep theirs."""
         if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):
-            causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=like.device).tril(s_kv - s_q)
-            self._mask = torch.zeros(s_q, s_kv, dtype=like.dtype, device=like.device).masked_fill(
-                ~causal, torch.finfo(like.dtype).min)
+            self._mask = _additive(_causal(s_q, s_kv, like.device), like.dtype)
         return self._mask
 
     def _eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -139,14 +147,13 @@ class Block(nn.Module):
         scores = torch.matmul(q, k.transpose(-1, -2))
         s_q, s_kv = scores.shape[-2:]
         if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):  # built once, as the models keep theirs
-            causal = torch.ones(s_q, s_kv, dtype=torch.bool, device=scores.device).tril(s_kv - s_q)
+            causal = _causal(s_q, s_kv, scores.device)
             if self.family == "gpt2":
                 self._mask = causal
             elif self.family == "bert":  # no padding: the extended mask is all zeros
                 self._mask = torch.zeros(1, 1, s_q, s_kv, dtype=scores.dtype, device=scores.device)
-            else:  # OPT, Llama: additive, the dtype's minimum above the diagonal
-                self._mask = torch.zeros(s_q, s_kv, dtype=scores.dtype, device=scores.device).masked_fill(
-                    ~causal, torch.finfo(scores.dtype).min)
+            else:  # OPT, Llama: additive
+                self._mask = _additive(causal, scores.dtype)
         if self.family == "llama":  # Llama / Qwen2 / Mistral: scaled scores, an additive mask, softmax in fp32
             scores = scores * self.head_dim ** -0.5 + self._mask
             weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)

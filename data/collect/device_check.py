@@ -3,9 +3,10 @@ measured on: a plan names its GPU (`gpu: h200`) and its rows take that name, so 
 lent where an H200 was planned) would file an H100's energy as the H200's, and every model trained after on them.
 
 A device is told by its SM count, compute capability and memory, which PyTorch reports
-(`torch.cuda.get_device_properties`); where several catalog GPUs share those (the A100-PCIe-40GB and A100-SXM4-40GB:
-108 SMs, 8.0, 40 GB), by the board's default power limit, which NVML reports (250 against 400 W). A device that
-reports none of them (a replay meter, the CPU runner of the tests) is not checked.
+(`torch.cuda.get_device_properties`), and by the board's default power limit, which NVML reports: it tells apart
+catalog GPUs that share the rest (the A100-PCIe-40GB and A100-SXM4-40GB: 108 SMs, 8.0, 40 GB; 250 against 400 W)
+and boards the catalog lacks from those they resemble. A device that reports none of them (a replay meter, the CPU
+runner of the tests) is not checked.
 """
 
 from __future__ import annotations
@@ -21,6 +22,10 @@ from joulecast.data.gpus import catalog
 # total reads a little under them. Wide enough for those; narrow enough that no two catalog GPUs of the same SMs and
 # capability overlap (the nearest: the H100-SXM's 80 GB, to 80.8 GiB, and the GH200's 96, from 81.6).
 MEMORY_SHARE = (0.85, 1.01)
+# The default power limit NVML reports is the board's own (its VBIOS'), not one an operator set, and the catalog's
+# `power_limit_w` is that default: a board of another limit is another card (an H100 NVL, 94 GB at 400 W, is not the
+# GH200 its memory would pass for; an HGX A100 80GB at 500 W is not the catalog's 400 W one, but a GPU to add).
+LIMIT_SHARE = 0.1
 
 
 def device_identity(device: Mapping[str, str]) -> dict[str, float | str] | None:
@@ -40,14 +45,15 @@ def device_identity(device: Mapping[str, str]) -> dict[str, float | str] | None:
 
 
 def matching_gpus(identity: Mapping[str, float | str]) -> list[str]:
-    """Catalog GPUs of the device's SMs, capability and memory, the nearest default power limit first (every one of
-    them where the device reported no limit)."""
+    """Catalog GPUs of the device's SMs, capability, memory and default power limit (where it reported one: within
+    LIMIT_SHARE of the catalog's), the nearest limit first and alone."""
     lo, hi = MEMORY_SHARE
+    limit = identity.get("power_limit_default_w")
     found = [spec for spec in catalog().values()
              if spec.sm_count == identity["sm_count"]
              and _capability(spec.compute_capability) == identity["compute_capability"]
-             and lo <= float(identity["memory_gib"]) / spec.memory_gb <= hi]
-    limit = identity.get("power_limit_default_w")
+             and lo <= float(identity["memory_gib"]) / spec.memory_gb <= hi
+             and (limit is None or abs(float(limit) / spec.power_limit_w - 1) <= LIMIT_SHARE)]
     if limit is None:
         return [spec.name for spec in found]
     gap = {spec.name: abs(spec.power_limit_w - float(limit)) for spec in found}

@@ -334,6 +334,8 @@ def test_a_plan_run_on_another_card_is_refused_before_anything_is_stored(tmp_pat
     (dict(sm_count=132, compute_capability="9.0", memory_gib=140.4, power_limit_default_w=700), ["h200"]),
     (dict(sm_count=72, compute_capability="8.6", memory_gib=22.2, power_limit_default_w=150), ["a10"]),
     (dict(sm_count=98, compute_capability="9.0", memory_gib=60.0, power_limit_default_w=500), []),  # a MIG-like slice
+    (dict(sm_count=132, compute_capability="9.0", memory_gib=93.1, power_limit_default_w=400), []),  # an H100 NVL
+    (dict(sm_count=108, compute_capability="8.0", memory_gib=79.2, power_limit_default_w=500), []),  # a 500 W A100
 ])
 def test_a_device_is_told_by_its_sms_capability_memory_and_default_power_limit(reported, expected):
     from joulecast.data.collect.device_check import check_device, device_identity, matching_gpus
@@ -348,9 +350,10 @@ def test_a_device_is_told_by_its_sms_capability_memory_and_default_power_limit(r
     check_device("l40s", {"name": "replay"})  # a device that reports no card is not checked
 
 
-def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band():
+def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band_and_each_is_told_alone():
     """Each catalog GPU's memory band (MEMORY_SHARE of its GB) holds no other of its SMs and capability but one of the
-    same memory, which the default power limit tells apart: a device is never two GPUs at once by its memory."""
+    same memory, which the default power limit tells apart; a card reporting a catalog GPU's own figures is that GPU
+    and no other."""
     from joulecast.data.collect.device_check import MEMORY_SHARE
     from joulecast.data.gpus import catalog
 
@@ -361,6 +364,12 @@ def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band(
             if a.name < b.name and (a.sm_count, a.compute_capability) == (b.sm_count, b.compute_capability):
                 apart = a.memory_gb * hi < b.memory_gb * lo or b.memory_gb * hi < a.memory_gb * lo
                 assert apart or (a.memory_gb == b.memory_gb and a.power_limit_w != b.power_limit_w), (a.name, b.name)
+    from joulecast.data.collect.device_check import matching_gpus
+
+    for spec in specs:  # each, reporting what its card would (a little under its GB, its own limit), is itself alone
+        reported = dict(sm_count=spec.sm_count, compute_capability=spec.compute_capability,
+                        memory_gib=0.95 * spec.memory_gb, power_limit_default_w=spec.power_limit_w)
+        assert matching_gpus(reported) == [spec.name]
 
 
 def test_masked_attention_is_causal_attention_given_its_mask_as_a_tensor():

@@ -61,9 +61,9 @@ def matching_gpus(identity: Mapping[str, float | str]) -> list[str]:
     return sorted((name for name, g in gap.items() if g == nearest), key=str)
 
 
-def check_device(gpu: str, device: Mapping[str, str], option: str = "--gpu") -> None:
-    """Raise a one-line InputError (field `gpu`) where the device is not the catalog GPU `gpu`; `option` is how the
-    caller lets one measure it as the GPU it is."""
+def check_device(gpu: str, device: Mapping[str, str]) -> None:
+    """Raise a one-line InputError (field `gpu`) where the device is not the catalog GPU `gpu`, naming the one it is
+    and `collect --gpu`, which measures it as that."""
     identity = device_identity(device)
     if identity is None:
         return
@@ -78,10 +78,10 @@ def check_device(gpu: str, device: Mapping[str, str], option: str = "--gpu") -> 
     planned = (f"{gpu} ({spec.sm_count} SMs, compute {spec.compute_capability}, {spec.memory_gb:g} GB, "
                f"{spec.power_limit_w:g} W)" if spec is not None else gpu)
     if matches:
-        hint = f"it is the catalog's {matches[0]}: measure it as that with {option} {matches[0]}"
+        hint = f"it is the catalog's {matches[0]}: measure it as that with --gpu {matches[0]}"
     else:
-        hint = (f"no catalog GPU matches it: add its spec with 'joulecast gpu add FILE' and measure it as that with "
-                f"{option} NAME")
+        hint = ("no catalog GPU matches it: add its spec with 'joulecast gpu add FILE' and measure it as that with "
+                "--gpu NAME")
     raise InputError("gpu", f"the plan is for {planned}, but the device is {seen}; {hint}. Nothing was measured")
 
 

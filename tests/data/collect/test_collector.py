@@ -354,7 +354,7 @@ def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band_
     """Each catalog GPU's memory band (MEMORY_SHARE of its GB) holds no other of its SMs and capability but one of the
     same memory, which the default power limit tells apart; a card reporting a catalog GPU's own figures is that GPU
     and no other."""
-    from joulecast.data.collect.device_check import MEMORY_SHARE
+    from joulecast.data.collect.device_check import MEMORY_SHARE, matching_gpus
     from joulecast.data.gpus import catalog
 
     lo, hi = MEMORY_SHARE
@@ -364,8 +364,6 @@ def test_no_two_catalog_gpus_of_one_sm_count_and_capability_share_a_memory_band_
             if a.name < b.name and (a.sm_count, a.compute_capability) == (b.sm_count, b.compute_capability):
                 apart = a.memory_gb * hi < b.memory_gb * lo or b.memory_gb * hi < a.memory_gb * lo
                 assert apart or (a.memory_gb == b.memory_gb and a.power_limit_w != b.power_limit_w), (a.name, b.name)
-    from joulecast.data.collect.device_check import matching_gpus
-
     for spec in specs:  # each, reporting what its card would (a little under its GB, its own limit), is itself alone
         reported = dict(sm_count=spec.sm_count, compute_capability=spec.compute_capability,
                         memory_gib=0.95 * spec.memory_gb, power_limit_default_w=spec.power_limit_w)

@@ -114,7 +114,8 @@ class Estimate:
 # gpu_transfer.py --margins, `as estimated`): A10 96.8 -> 88.4 %, A100-PCIe 98.5 -> 97.3 %, H200 92.9 % the same.
 # ML.ENERGY v1's one-request chat (experiments/chat_generations.py, read 12-28 % high on the A100-SXM4 and V100):
 # A100-SXM4 13B / 7B 100 / 100 -> 75.0 / 95.0 %, V100 100 / 95.0 -> 83.3 / 80.0 %, A40 the same. The conformal margins
-# are since calibrated on the interval so joined (`training.residual.CONFORMAL_ON_JOINED`), in quadrature either way.
+# are since calibrated on the interval so joined (`training.residual.CONFORMAL_ON_JOINED`), by the same rule
+# (`past_spread`).
 SPREADS_IN_QUADRATURE = True
 
 
@@ -123,6 +124,15 @@ def join_spreads(reach: np.ndarray, ends: np.ndarray) -> np.ndarray:
     one per range along axis 0), in quadrature, or added under the study setting (`SPREADS_IN_QUADRATURE`)."""
     return (np.sqrt(reach * reach + (ends * ends).sum(axis=0)) if SPREADS_IN_QUADRATURE
             else reach + np.abs(ends).sum(axis=0))
+
+
+def past_spread(miss: np.ndarray, spread: np.ndarray | float) -> np.ndarray:
+    """`join_spreads` undone for one range: how far a miss of the point (log, positive beyond it on the bound's side)
+    lies past `spread`, the bound's own reach that, so joined with it, reaches the miss (0 within the spread); a miss
+    on the other side as it was. The conformal margins are scored by it (`training.residual._misses`)."""
+    beyond = (np.sqrt(np.maximum(miss * miss - np.square(spread), 0.0)) if SPREADS_IN_QUADRATURE
+              else np.maximum(miss - np.abs(spread), 0.0))
+    return np.where(miss > 0, beyond, miss)
 
 
 def _breakdown(features: Mapping[str, np.ndarray], time_s: float, busy_s: float, idle_gap_j: float, energy_j: float,

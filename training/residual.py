@@ -25,6 +25,7 @@ import xgboost as xgb
 from sklearn.model_selection import GroupKFold
 
 from joulecast.data.executors import usable_cores
+from joulecast.estimator.api import past_spread
 from joulecast.estimator.residual import (
     BAG_KEYS,
     DOMAIN_FEATURES,
@@ -149,8 +150,9 @@ BAND_FLOOR_QUANTILE = 0.5
 
 # The conformal margins are calibrated on the interval an estimate gives: where a row's machine states no host
 # dispatch (EnergAIzer's), the estimate joins the measured hosts' spread to the interval's reach in quadrature
-# (`estimator.api.combine`), so a row's score is how far it lies past the band so joined (`_past_spread`), not past
-# the band alone, which counted the host twice: once in the margin its host-bound misses set, once in the spread.
+# (`estimator.api.combine`), so a row's score is how far it lies past the band so joined (`estimator.api.past_spread`),
+# not past the band alone, which counted the host twice: once in the margin its host-bound misses set, once in the
+# spread.
 # Each GPU held out with all its rows (experiments/gpu_transfer.py), coverage as an estimate gives it, before -> now:
 # A10 88.4 % the same, A100-PCIe 97.3 -> 93.2 %, H200 92.9 % the same (its collections state their hosts); whole
 # jobs (experiments/job_coverage.py) generate 93.8 -> 89.3 %, serve 87.5 -> 86.7 %; leave-one-model-out (tree seed 0)
@@ -295,13 +297,6 @@ def _quantiles(level: float) -> list[float]:
     return [(1 - level) / 2, 1 - (1 - level) / 2]
 
 
-def _past_spread(miss: np.ndarray, spread: np.ndarray | float) -> np.ndarray:
-    """How far a miss of the point (log, positive beyond it on its side) lies past a spread that an estimate joins to
-    the interval's reach in quadrature (`estimator.api.combine`): the reach that, joined with it, reaches the miss,
-    sqrt(miss^2 - spread^2) (0 within the spread); a miss on the other side as it was."""
-    return np.where(miss > 0, np.sqrt(np.maximum(miss * miss - np.square(spread), 0.0)), miss)
-
-
 def _misses(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarray,
             reach: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """CQR's scores per side: how far y lies under the band reaching `below` and `above` the point, and how far over
@@ -309,7 +304,7 @@ def _misses(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarr
     `TrainingTable.host_reach` gives), how far past the band joined with it."""
     if reach is None:
         return point - below - y, y - point - above
-    return _past_spread(point - y, reach[:, 0]) - below, _past_spread(y - point, reach[:, 1]) - above
+    return past_spread(point - y, reach[:, 0]) - below, past_spread(y - point, reach[:, 1]) - above
 
 
 def _conformity(point: np.ndarray, below: np.ndarray, above: np.ndarray, y: np.ndarray,

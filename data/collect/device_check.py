@@ -23,8 +23,10 @@ from joulecast.data.gpus import catalog
 # capability overlap (the nearest: the H100-SXM's 80 GB, to 80.8 GiB, and the GH200's 96, from 81.6).
 MEMORY_SHARE = (0.85, 1.01)
 # The default power limit NVML reports is the board's own (its VBIOS'), not one an operator set, and the catalog's
-# `power_limit_w` is that default: a board of another limit is another card (an H100 NVL, 94 GB at 400 W, is not the
-# GH200 its memory would pass for; an HGX A100 80GB at 500 W is not the catalog's 400 W one, but a GPU to add).
+# `power_limit_w` is that default: a board of another limit is another card, a GPU to add (`joulecast gpu add`). By
+# shared/reference/gpus.md: the H100 NVL (94 GB, 310-400 W) is not the GH200 its memory would pass for; an HGX
+# A100-SXM4-80GB capped at 500 W (its custom-thermal SKU, M[16]) is not the catalog's 400 W card; a GH200 whose GPU cap
+# nvidia-smi shows at 900 W (M[17]) is not the catalog's 700 W one.
 LIMIT_SHARE = 0.1
 
 

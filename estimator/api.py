@@ -126,6 +126,14 @@ def join_spreads(reach: np.ndarray, ends: np.ndarray) -> np.ndarray:
             else reach + np.abs(ends).sum(axis=0))
 
 
+def range_reach(ends: np.ndarray, point: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """How far a measured range moves a figure from its point, in log: (below, at most 0; above, at least 0) from its
+    ends (`ends`: (..., n, 2), over `point`: (..., n)); 0 and 0 where the ends are NaN (a row whose machine stated
+    what the range is of). `combine` joins it to an interval, `training.dataset.TrainingTable.host_reach` reads it."""
+    ratio = ends / point[..., None]
+    return np.log(np.fmin(ratio.min(axis=-1), 1.0)), np.log(np.fmax(ratio.max(axis=-1), 1.0))
+
+
 def past_spread(miss: np.ndarray, spread: np.ndarray | float) -> np.ndarray:
     """`join_spreads` undone for one range: how far a miss of the point (log, positive beyond it on the bound's side)
     lies past `spread`, the bound's own reach that, so joined with it, reaches the miss (0 within the spread); a miss
@@ -187,11 +195,10 @@ def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
         ("energy_j", phys_e, "energy"), ("energy_lo_j", phys_e, "energy_lo"), ("energy_hi_j", phys_e, "energy_hi"))}
     if spreads:
         point = np.array([out["time_s"], out["energy_j"]])
-        # every range's (time, energy) ends over physics' own at once: (ranges, 2, n, 2); fmin / fmax: a NaN row (its
-        # host stated) takes 1, no reach
-        ratio = np.array(spreads) / np.array([phys_t, phys_e])[..., None]
-        for side, sign, ends in (("lo", -1.0, np.log(np.fmin(ratio.min(axis=-1), 1.0))),
-                                 ("hi", 1.0, np.log(np.fmax(ratio.max(axis=-1), 1.0)))):
+        # every range's (time, energy) reach below and above physics' own at once: (ranges, 2, n); a NaN row (its host
+        # stated) reaches nothing
+        below, above = range_reach(np.array(spreads), np.array([phys_t, phys_e]))
+        for side, sign, ends in (("lo", -1.0, below), ("hi", 1.0, above)):
             bound = np.array([out[f"time_{side}_s"], out[f"energy_{side}_j"]])
             reach = np.maximum(sign * np.log(bound / point), 0.0)   # the interval's own; each range's: |ends|
             # a row no range reaches keeps its bound

@@ -16,7 +16,7 @@ import pandas as pd
 from joulecast.data.gpus import catalog as gpu_catalog
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.schema import COLLECTOR_SOURCE
-from joulecast.estimator.api import HOST_RANGE_COLUMNS, host_range_of
+from joulecast.estimator.api import HOST_RANGE_COLUMNS, host_range_of, range_reach
 from joulecast.estimator.residual import TARGETS
 from joulecast.features.design import design_matrix, setting_groups
 from joulecast.features.refs import resolve
@@ -49,11 +49,8 @@ class TrainingTable:
         ranges = host_range_of(rows)
         if ranges is None:  # a table of no rows
             return {target: np.zeros((len(rows), 2)) for target in TARGETS}
-        out = {}
-        for target, ends, point in zip(TARGETS, ranges, ("physics_time_s", "physics_energy_j")):
-            log = np.nan_to_num(np.log(ends / rows[point].to_numpy(float)[:, None]))
-            out[target] = np.column_stack([np.minimum(log.min(axis=1), 0.0), np.maximum(log.max(axis=1), 0.0)])
-        return out
+        return {target: np.column_stack(range_reach(ends, rows[point].to_numpy(float)))
+                for target, ends, point in zip(TARGETS, ranges, ("physics_time_s", "physics_energy_j"))}
 
 
 def usable(measurements: pd.DataFrame, *, partial: bool = False) -> tuple[pd.DataFrame, dict[str, int]]:

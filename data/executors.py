@@ -15,6 +15,9 @@ from joulecast.data.errors import InputError, JoulecastError
 # A LocalCluster's workers: one per core this machine has, one thread each (the work is numpy, which holds the GIL
 # between its calls).
 LOCAL_THREADS_PER_WORKER = 1
+# How long a command waits to reach a running cluster (`--scheduler tcp://...`) before it says it cannot: Dask's
+# client retries a refused connection until then, and a scheduler on a busy machine may take seconds to answer.
+CONNECT_TIMEOUT_S = 30
 # The most local worker processes a core (`check_executor`): past one a core they queue for it, which a test of a
 # cluster's behaviour on a small machine may want; thousands of processes are a typo, not a plan.
 OVERSUBSCRIBE = 4
@@ -108,7 +111,7 @@ def executor(scheduler: str | None, workers: int | None = None) -> Iterator[InPr
             cluster.close()
         return
     try:
-        client = Client(scheduler, timeout=30)
+        client = Client(scheduler, timeout=CONNECT_TIMEOUT_S)
     except OSError as exc:
         raise InputError("--scheduler", f"cannot reach {scheduler} ({exc})") from None
     try:

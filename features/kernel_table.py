@@ -84,21 +84,6 @@ def _column(name: str, values: tuple) -> np.ndarray:
                                                  "fields, the batch) are too large") from None
 
 
-def validate_kernel_table(table: pd.DataFrame) -> pd.DataFrame:
-    """Check a kernel table's columns and values; return it unchanged.
-
-    Raises:
-        InputError: naming the row and the field that is wrong, and what is allowed.
-    """
-    missing = [c for c in KERNEL_COLUMNS if c not in table.columns]
-    if missing:
-        raise InputError("kernels", f"missing column(s) {missing}")
-    if table.empty:
-        raise InputError("kernels", "the workload has no kernels")
-    _check_columns({name: table[name].to_numpy() for name in KERNEL_COLUMNS})
-    return table
-
-
 def _check_columns(col: Mapping[str, np.ndarray]) -> None:
     checks = (("kind", kinds.KINDS, ""), ("dtype", DTYPES, "dtype "), ("acc_dtype", DTYPES, "dtype "))
     for name, allowed, what in checks:

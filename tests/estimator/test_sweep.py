@@ -9,6 +9,7 @@ import subprocess
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import require_module
 
 import joulecast
 from joulecast.cli import main
@@ -594,6 +595,55 @@ def test_a_sweep_on_a_local_dask_cluster_equals_the_in_process_one(monkeypatch):
     assert len(finished) == 12
     pd.testing.assert_frame_equal(here.points, there.points)
     assert here.pareto.index.tolist() == there.pareto.index.tolist()
+
+
+def test_a_sweep_runs_on_a_running_cluster_named_by_its_address(monkeypatch, capsys):
+    """`--scheduler tcp://HOST:PORT`: the command connects to a cluster it did not start, runs the grid's partitions
+    there (here four of two points each) and leaves the cluster running; the points are those of the in-process
+    sweep."""
+    require_module("dask.distributed", "dask", "JOULECAST_REQUIRE_DASK")
+    import logging
+
+    from dask.distributed import Client, LocalCluster
+
+    from joulecast.estimator import sweep as sweeping
+
+    monkeypatch.setattr(sweeping, "PART_ROWS", 2)
+    argv = ["sweep", "--model", "gpt2", "--gpu", "a10,h100-sxm", "--batch", "1,4", "--seq", "128,512",
+            "--estimator", "physics", "--json"]
+    assert main(argv) == 0
+    here = json.loads(capsys.readouterr().out)
+    with LocalCluster(n_workers=1, threads_per_worker=1, host="127.0.0.1", dashboard_address="127.0.0.1:0",
+                      silence_logs=logging.CRITICAL) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        assert main([*argv, "--scheduler", cluster.scheduler_address]) == 0
+        there = json.loads(capsys.readouterr().out)
+        with Client(cluster) as client:  # still up, its worker with it, the partitions run there
+            assert len(client.scheduler_info()["workers"]) == 1
+            ran = client.run_on_scheduler(
+                lambda dask_scheduler: sum(p.state_counts["memory"] for p in dask_scheduler.task_prefixes.values()))
+            assert ran == 4
+    assert len(there["points"]) == 8
+    assert there["points"] == here["points"] and there["pareto"] == here["pareto"]
+
+
+def test_a_cluster_that_does_not_answer_is_one_line(monkeypatch, capsys):
+    """A tcp:// address nothing listens on: after the connect timeout, one line naming --scheduler and the address,
+    exit 2, no traceback."""
+    require_module("dask.distributed", "dask", "JOULECAST_REQUIRE_DASK")
+    import socket
+
+    from joulecast.data import executors
+
+    monkeypatch.setattr(executors, "CONNECT_TIMEOUT_S", 1)
+    with socket.socket() as s:  # a port just freed: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--batch", "1,2", "--estimator", "physics",
+                 "--scheduler", address]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"joulecast: error: --scheduler: cannot reach {address} (")
+    assert "Traceback" not in err[0]
 
 
 def test_an_unknown_scheduler_is_one_line():

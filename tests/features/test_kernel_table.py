@@ -88,6 +88,8 @@ def test_kernel_table_validates_sizes_and_fields():
         kernel_table([dict(kind="gemm", m=4, n=4, k=4, colour="red")])
     with pytest.raises(InputError, match="kind: unknown 'fft'"):
         kernel_table([dict(kind="fft", cols=4)])
+    with pytest.raises(InputError, match=r"kernels\[1\].count: must be at least 1, got 0"):
+        kernel_table([dict(kind="gemm", m=4, n=4, k=4), dict(kind="gemm", m=8, n=4, k=4, count=0)])
 
 
 def test_workload_from_file_and_bad_json(tmp_path):

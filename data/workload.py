@@ -35,14 +35,8 @@ def check_sizes(batch: object, seq: object, has_seq: bool = True) -> None:
 
 
 def check_size_columns(batch: np.ndarray, seq: np.ndarray | None) -> None:
-    """`check_sizes` for columns of many configurations (already integers), naming the first row that fails."""
-    for name, values in (("batch", batch), ("seq", seq)):
-        if values is None:
-            continue
-        bad = (values < 1) | (values > MAX_SIZE)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(name, f"row {i}: must be an integer from 1 to {MAX_SIZE:,}, got {values[i]}")
+    """`check_sizes`' limit on tokens a pass for columns of many configurations, naming the first row over it; each
+    size is already a whole number from 1 to MAX_SIZE (`estimator.many` reads the columns so)."""
     if seq is not None and (too := batch.astype(np.float64) * seq > MAX_TOKENS).any():
         i = int(np.flatnonzero(too)[0])
         tokens = int(batch[i]) * int(seq[i])

@@ -115,13 +115,18 @@ def test_estimate_many_refuses_a_negative_clock_or_limit_rather_than_reading_it_
 
 
 def test_estimate_many_shows_a_bad_size_as_the_number_given():
-    """The message shows the value as given (-8), not numpy's repr of it (np.int64(-8))."""
+    """The message shows the value as given (-8), not numpy's repr of it (np.int64(-8)); a row whose batch x seq
+    passes the tokens a pass holds is named too."""
     import pandas as pd
 
     from joulecast.data.errors import InputError
 
     configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "phase": "prefill", "batch": [1, -8], "seq": 64})
     with pytest.raises(InputError, match=r"batch: row 1: must be a whole number .*, got -8$"):
+        joulecast.estimate_many(configs, estimator="physics")
+    configs["batch"] = [1, 2**20]
+    configs["seq"] = [64, 2**12]
+    with pytest.raises(InputError, match=r"^batch: row 1: batch x seq = 4,294,967,296 tokens; at most 2,147,483,648$"):
         joulecast.estimate_many(configs, estimator="physics")
 
 

@@ -116,5 +116,10 @@ def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path,
         with pytest.raises(InputError, match=f"--tracking-uri: no MLflow store at {tmp_path / 'elsewhere.db'}"):
             load_estimator_again(f"models:/{MODEL_NAME}@{CHAMPION}", None)
         assert not any(tmp_path.iterdir())
+        # a model, alias or run the store does not hold: one line naming --estimator, and MLflow's own first line
+        for name in (f"models:/{MODEL_NAME}@nosuchalias", "models:/nosuchmodel@champion",
+                     "runs:/0123456789abcdef/model"):
+            with pytest.raises(InputError, match=f"^--estimator: cannot load '{name}' \\(\\w+: [^\\n]+\\)$"):
+                load_estimator_again(name, uri)
     finally:
         mlflow.set_tracking_uri(uri)

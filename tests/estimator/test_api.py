@@ -166,6 +166,18 @@ def test_an_estimator_that_is_no_name_is_one_line(given, said):
     assert load_estimator(Path("physics")) is None and load_estimator("physics") is None
 
 
+def test_estimate_many_refuses_an_unknown_column_and_names_the_row_of_an_unknown_engine():
+    """A column estimate_many does not read is one line naming it and the columns it takes, not silently dropped
+    (a misspelt `sm_clock` would leave every clock at its default); an engine name it does not know, its row."""
+    import pandas as pd
+
+    configs = pd.DataFrame({"model": "gpt2", "gpu": "a10", "batch": [1, 2], "seq": 64})
+    with pytest.raises(joulecast.InputError, match=r"^sm_clock: unknown column; allowed: model, gpu, phase, "):
+        joulecast.estimate_many(configs.assign(sm_clock=900), estimator="physics")
+    with pytest.raises(joulecast.InputError, match=r"^engine: row 1: unknown 'vllm-9'; did you mean "):
+        joulecast.estimate_many(configs.assign(engine=["vllm-0.5.4", "vllm-9"]), estimator="physics")
+
+
 def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
     """A clock or power limit its GPU does not take is refused as the configurations' column and a row holding it."""
     import pandas as pd

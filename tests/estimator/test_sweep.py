@@ -535,6 +535,12 @@ def test_a_serving_sweep_says_its_points_are_steps_and_its_best_carbon_a_million
      "--lora-targets: has no effect without --lora-rank (the layers LoRA adapters train; full fine-tuning trains"),
     (["--phase", "generate", "--input-len", "64", "--output-len", "8", "--h2d-gbps", "5"],
      "--h2d-gbps: has no effect without --offload-gb (the rate the weights held in host memory are copied at)"),
+    # a grid past what one command estimates, refused before any point is made
+    (["--phase", "generate", "--batch", ",".join(map(str, range(1, 101))), "--input-len",
+      ",".join(map(str, range(64, 64 * 52, 64))), "--output-len", "8"],
+     "sweep: 5,100 configurations; at most 5,000 jobs (narrow the lists)"),
+    (["--batch", ",".join(map(str, range(1, 1001))), "--seq", ",".join(map(str, range(1, 1002)))],
+     "sweep: 1,001,000 configurations; at most 1,000,000 (narrow the lists)"),
 ])
 def test_cli_job_sweep_bad_input(capsys, argv, message):
     assert main(["sweep", "--model", "gpt2", "--gpu", "a10", "--estimator", "physics", *argv]) == 2

@@ -303,6 +303,20 @@ def test_malformed_kernel_json(tmp_path, capsys):
     assert "k.json[0].precM: unknown dtype None" in capsys.readouterr().err
 
 
+def test_a_kernel_list_that_is_no_text_or_too_large_is_one_line(tmp_path, capsys):
+    """A binary file (here a gzip header) and one over MAX_INPUT_BYTES (sparse: nothing written) are refused by
+    name before any parsing, the large one before it is read."""
+    from joulecast.data.files import MAX_INPUT_BYTES
+
+    binary, large = tmp_path / "k.json", tmp_path / "big.json"
+    binary.write_bytes(b"\x1f\x8b\x08\x00\xff\xfe\xfd")
+    with open(large, "wb") as f:
+        f.truncate(MAX_INPUT_BYTES + 1)
+    for path, said in ((binary, "is not a text file"), (large, f"is over {MAX_INPUT_BYTES // 2**20} MB")):
+        assert main(["estimate", "--kernels", str(path), "--gpu", "a10"]) == 2
+        assert capsys.readouterr().err == f"joulecast: error: --kernels: '{path}' {said}\n"
+
+
 def test_a_kernel_lists_whole_floats_are_its_counts(tmp_path, capsys):
     """JSON's 128.0 or 1.28e2 is the count 128 (as the service's bodies and --requests read them); a fraction is
     still refused by name."""

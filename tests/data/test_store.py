@@ -43,6 +43,20 @@ def test_a_file_that_breaks_the_schema_names_file_and_column(tmp_path):
         store.load_store(tmp_path)
 
 
+def test_a_part_cut_short_or_a_card_that_is_no_mapping_names_its_file(tmp_path):
+    """A part cut short (a copy that stopped half-way) is one line naming it, not pyarrow's own exception; so is a
+    dataset card that holds a list."""
+    store.write_part(_rows(3), tmp_path, "h200", "c1")
+    part = next((tmp_path / "h200" / "c1").glob("part-*.parquet"))
+    part.write_bytes(part.read_bytes()[:100])
+    with pytest.raises(DataError, match=rf"^{part}: not a readable Parquet file \(\w+\)$"):
+        store.load_store(tmp_path)
+    card = tmp_path / "h200" / "c1" / "CARD.yaml"
+    card.write_text("- what\n- test\n")
+    with pytest.raises(DataError, match=rf"^{card}: a dataset card must hold a YAML mapping$"):
+        store.read_card(card)
+
+
 def test_duplicate_ids_and_unknown_method_are_rejected():
     with pytest.raises(DataError, match="duplicates"):
         validate_measurements(pd.concat([_rows(2), _rows(1)]))

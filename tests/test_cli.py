@@ -228,6 +228,28 @@ def test_retrain_checks_its_tolerance_and_champion_before_training(tmp_path, cap
     assert not (tmp_path / "report").exists()
 
 
+def test_train_prints_what_it_trained_on_its_cross_validation_and_what_it_held_out(energaizer, tmp_path, capsys):
+    """`joulecast train` without --json: the rows and what was dropped, the grouped cross-validation per estimator,
+    the rows held out (a GPU and a model family excluded) scored by the model trained without them, and where the
+    model went; that folder then estimates as the hybrid."""
+    pytest.importorskip("xgboost", reason="needs the [train] extra")
+    out = tmp_path / "model"
+    assert main(["train", "--import", f"energaizer={energaizer}", "--exclude-gpu", "a100-pcie-40gb",
+                 "--exclude-model", "gpt2", "--quick", "--no-mlflow", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "trained on 434 rows (dropped: failed run: 13)"
+    assert lines[1].startswith("grouped cross-validation by model family (MAPE %; coverage:")
+    cv = {line.split()[0]: line.split() for line in lines[3:6]}
+    assert set(cv) == {"physics", "plain_xgboost", "hybrid"} and cv["hybrid"][1:3] == ["a10", "80"]
+    held = lines.index("held out (excluded from training):")
+    rows = {tuple(line.split()[:2]): int(line.split()[2]) for line in lines[held + 2:-1]}
+    assert rows[("gpu", "a100-pcie-40gb")] == 339 and rows[("model_family", "gpt2")] == 115
+    assert rows[("gpu", "a10")] == 15 and rows[("all", "all")] == 354
+    assert lines[-1] == f"saved to {out} (use --estimator {out})"
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--estimator", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "hybrid"
+
+
 def test_train_names_the_import_flag_of_a_bad_source_or_folder(capsys):
     for spec, line in (("zeuss=x", "unknown 'zeuss'; did you mean 'zeus'?"),
                        ("zeus=nowhere", "nowhere holds none of summary_power_*.csv")):

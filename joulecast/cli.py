@@ -803,11 +803,11 @@ def _train(args: argparse.Namespace) -> int:
           "chance: the coverage chance allows, a family's rows on one GPU sharing an offset; p_in_target: how likely "
           "that coverage would be were the true one within 86-94 %):")
     columns = ["rows", "energy_mape", "time_mape", "power_mape", "coverage", "chance", "p_in_target"]
-    print(render.frame(render.rounded(render.with_chance_text(cv))[["estimator", "value", *columns]].fillna("-")))
+    print(render.frame(render.dashed(render.rounded(render.with_chance_text(cv))[["estimator", "value", *columns]])))
     held = render.with_chance_text(result.partitions[result.partitions["split"] == "held_out"])
     if len(held):
         print("held out (excluded from training):")
-        print(render.frame(render.rounded(held)[["by", "value", *columns]].fillna("-")))
+        print(render.frame(render.dashed(render.rounded(held)[["by", "value", *columns]])))
     if result.run_id:
         print(f"MLflow run {result.run_id}" + (f", model version {result.model_version} is @champion" if result.model_version else ""))
     if result.out:

@@ -506,6 +506,14 @@ def frame(table: pd.DataFrame) -> str:
     return table.to_string(index=False)
 
 
+def dashed(table: pd.DataFrame) -> pd.DataFrame:
+    """`table` with each missing figure shown as "-" (a partition too small to gate, an estimator without an
+    interval): a column holding one made a column of objects first, as pandas 4 will not put text into a float
+    column; the others keep their dtype, and so their printed decimals."""
+    gaps = [c for c in table.columns if table[c].isna().any()]
+    return table.assign(**{c: table[c].astype(object).where(table[c].notna(), "-") for c in gaps})
+
+
 def sweep_payload(result: Any, files: Sequence[str] | None = None) -> dict[str, Any]:
     """A sweep's JSON as the CLI and the service give it: `points` (every configuration, frames for `write_json`),
     `pareto`, `best`, what was skipped, the objective, front, fixed options and constraints, why nothing is best
@@ -592,7 +600,7 @@ def audit_text(result: Any) -> str:
     parts = with_chance_text(rounded(result.partitions))
     columns = [c for c in ("by", "value", "rows", "energy_mape", "energy_p90_ape", "time_mape", "power_mape", "coverage",
                            "chance", "p_in_target", "mean_width", "in_domain", "pass") if c in parts]
-    lines.append(frame(parts[columns].fillna("-")))
+    lines.append(frame(dashed(parts[columns])))
     gate = f"target {s['target_pct']:g} % MAPE on {', '.join(s['gate_on'])}"
     lines += ["", f"PASS: every gated partition within {gate}" if s["pass"]
               else f"FAIL ({gate}): " + ", ".join(s["failed"]), f"report: {', '.join(s['report'])}"]

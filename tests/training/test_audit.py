@@ -129,6 +129,28 @@ def test_cli_json_exit_codes_and_mlflow(a10, tmp_path, capsys):
     assert experiment.artifact_location == (tmp_path / "mlruns").as_uri()
 
 
+def test_cli_text_says_the_verdict_the_note_on_in_sample_data_and_where_the_report_is(a10, tmp_path, capsys):
+    """Without --json: the rows scored, the overall figures, a partition table, PASS or FAIL with the partitions that
+    failed, the in-sample note where the estimator was trained on the set, and the report's files."""
+    store.write_part(a10, tmp_path / "store", "a10", "subset")
+    report = tmp_path / "report"
+    base = ["audit", "--store", str(tmp_path / "store"), "--report", str(report), "--no-mlflow"]
+    assert main([*base, "--estimator", "physics"]) == 3
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "audit of physics" and lines[1].endswith(": 95 rows (dropped: failed run: 2)")
+    assert lines[2].startswith("overall MAPE: energy ") and not any(line.startswith("note:") for line in lines)
+    assert lines[-2].startswith("FAIL (target 8 % MAPE on energy, power): ")
+    assert lines[-1] == f"report: {report / 'report.html'}, {report / 'audit.json'}"
+    table = [line.split() for line in lines if line.split()[:2] == ["gpu", "a10"]]
+    assert len(table) == 1 and table[0][2] == "95"
+    assert main([*base, "--target", "1000"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("audit of shipped default (trained ")
+    assert any(line.startswith("note: the estimator was trained on energaizer: these figures measure its fit")
+               for line in lines)
+    assert "PASS: every gated partition within target 1000 % MAPE on energy, power" in lines
+
+
 def test_cli_audit_needs_one_data_source(capsys):
     assert main(["audit", "--no-mlflow"]) == 2
     assert "--store: give either --store PATH or --source NAME --path PATH" in capsys.readouterr().err

@@ -215,6 +215,22 @@ def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
     assert "--requests row 1:" in capsys.readouterr().err
     assert main([*argv, "--requests", str(listed), "--output-len", "4"]) == 2
     assert "--output-len: has no effect with --phase generate (give --requests alone" in capsys.readouterr().err
+    # the table a person reads: the requests, their mean lengths and batches, the job's figures with the interval's
+    # rule, the padding, one line each, the same figures as the JSON's
+    csv.write_text("input_len,output_len\n128,16\n32,4\n")
+    assert main([*argv[:-1], "--requests", str(csv), "--batch", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "requests   gpt2: 2 (mean 80 in + 10 out tokens) in static batches of 2"
+    assert lines[1:3] == ["gpu        a10", "method     physics"]
+    from joulecast.render import figure
+
+    def g4(value):  # four significant digits, as the table writes them (trailing zeros kept)
+        return figure(value, zeros=True)
+
+    assert f"energy     {g4(out['energy_j'])} J" in lines  # physics: no interval
+    assert f"padding    {100 * out['padding_share']:.1f} % of the tokens the batches computed" in lines
+    assert (f"per token  {g4(out['energy_per_output_token_j'])} J an output token asked for, "
+            f"{g4(out['energy_per_request_j'])} J a request") in lines
 
 
 def test_a_stated_host_dispatch_reaches_every_step_of_a_generation_as_estimate_many_takes_it():

@@ -1,4 +1,5 @@
 import copy
+import re
 
 import pytest
 import yaml
@@ -74,6 +75,24 @@ def test_impossible_values_are_named(raw):
     with pytest.raises(DataError,
                        match=r"tensor_tflops.fp4': unknown dtype 'fp4'; did you mean 'fp64'[?] allowed: fp64, tf32"):
         gpus.GpuSpec.from_dict(bad, "x")
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda r: r.update(tensor_peak_clock_mhz=r["boost_clock_mhz"] + 1), "'tensor_peak_clock_mhz': cannot exceed boost"),
+    (lambda r: r.update(base_clock_mhz=r["boost_clock_mhz"] + 1), "'base_clock_mhz': cannot exceed boost_clock_mhz"),
+    (lambda r: r["tensor_tflops"].update(bf16="fast"), "'tensor_tflops.bf16': must be a number in (0, "),
+    (lambda r: r["tensor_tflops"].update(bf16=True), "'tensor_tflops.bf16': must be a number in (0, "),
+    (lambda r: r["cuda_tflops"].update(fp32=0), "'cuda_tflops.fp32': must be a number in (0, "),
+])
+def test_clocks_out_of_order_and_peaks_that_are_no_rate_are_named(raw, change, said):
+    """A spec whose tensor-peak or base clock passes its boost clock, or a peak that is no positive number: one
+    line naming the field (`joulecast gpu add` shows it)."""
+    bad = copy.deepcopy(raw)
+    change(bad)
+    with pytest.raises(DataError, match=re.escape(f"x.yaml: field {said}")):
+        gpus.GpuSpec.from_dict(bad, "x.yaml")
+    with pytest.raises(DataError, match=r"^x.yaml: expected a mapping of fields, got a list$"):
+        gpus.GpuSpec.from_dict([raw], "x.yaml")
 
 
 def test_a_tensor_gemm_efficiency_is_a_sourced_fraction(raw):
@@ -229,6 +248,12 @@ def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, ra
     (tmp_path / "unsourced.yaml").write_text(yaml.safe_dump(unsourced))
     with pytest.raises(DataError, match="field 'sources': no source given for idle_power_w"):
         gpus.add_gpu(tmp_path / "unsourced.yaml")
+    # the name is the file's: one that is no file name (a path, spaces, capitals) is refused before anything is written
+    for name in ("../a10-mine", "My GPU"):
+        (tmp_path / "named.yaml").write_text(yaml.safe_dump(dict(raw, name=name, aliases=[])))
+        with pytest.raises(InputError, match=rf"^name: {re.escape(repr(name))}: use lower-case letters, digits"):
+            gpus.add_gpu(tmp_path / "named.yaml")
+    assert not list(gpus.user_gpu_dir().glob("*a10-mine*")) and not (user_home / "a10-mine.yaml").exists()
     gpus.remove_gpu("a100-sxm4-80gb-500w")
     assert "a100-sxm4-80gb-500w" not in gpus.catalog()
     with pytest.raises(InputError, match="not a GPU you added; added: none"):
@@ -408,6 +433,10 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
         gpus.gpu("h100-sxm:l2_mb=-1")
     with pytest.raises(InputError, match="memory_bandwidth_gbs': must be between 10 and 200000"):
         gpus.gpu("h100-sxm:memory_bandwidth_gbs*100")
+    for change, said in (("l2_mb*x", "the factor must be a positive number below 1000, got 'x'"),
+                         ("clock=inf", "the value must be a positive number below 1000x h100-sxm's 1980, got 'inf'")):
+        with pytest.raises(InputError, match=re.escape(f"gpu: '{change}' in 'h100-sxm:{change}': {said}")):
+            gpus.gpu(f"h100-sxm:{change}")
     for factor in ("-1", "1e9"):  # a huge factor is refused with the bound it passes, not called "not positive"
         with pytest.raises(InputError, match=f"the factor must be a positive number below 1000, got '{factor}'"):
             gpus.gpu(f"h100-sxm:l2_mb*{factor}")

@@ -172,6 +172,34 @@ def test_bad_requests_get_422_naming_the_field(server, body, field):
     assert status == 422 and out["detail"][0]["loc"] == ["body", field], out
 
 
+@pytest.mark.parametrize("path, body, loc", [
+    ("/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate", "requests": [[8, 2]], "input_len": 8},
+     ["body", "input_len"]),  # a list of requests gives each its own lengths
+    ("/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8}, ["body", "output_len"]),
+    ("/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "serve", "output_len": 8, "concurrency": 4},
+     ["body", "input_len"]),
+    ("/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "train-run", "steps": 2, "global_batch": 4, "seq": 64,
+                      "engine": "vllm-0.5.4"}, ["body", "engine"]),
+    ("/v1/estimate/batch", {}, ["body", "rows"]),
+    ("/v1/estimate/batch", {"rows": [5]}, ["body", "rows[0]"]),
+    ("/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 8,
+                                      "output_len": 2}]}, ["body", "rows[0]"]),  # a batch holds single passes
+    ("/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "colour": "red"}]}, ["body", "rows[0].colour"]),
+    ("/v1/estimate", [{"model": "gpt2", "gpu": "a10"}], ["body"]),  # JSON, but no object
+])
+def test_bodies_the_service_refuses_before_any_estimate_name_their_field(physics_server, path, body, loc):
+    status, out = call(physics_server, path, body)
+    assert status == 422 and out["detail"][0]["loc"] == loc, out
+
+
+def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):
+    status, out = call(physics_server, "/v1/estimate", raw=b'{"model": "gpt2",')  # cut short
+    assert status == 422 and out["detail"] == [{"loc": ["body"], "msg": "expected a JSON object"}], out
+    status, out = call(physics_server, "/v1/plan", {"model": "gpt2", "estimator": "physics"})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "estimator"], out
+    assert "the service answers with its own estimator" in out["detail"][0]["msg"]
+
+
 def test_keys_sizes_and_metrics(server):
     assert call(server, "/v1/gpus", key=None)[0] == 401 and call(server, "/v1/gpus", key="wrong")[0] == 401
     assert call(server, "/healthz", key=None)[0] == 200  # liveness needs no key

@@ -78,7 +78,8 @@ def test_impossible_values_are_named(raw):
 
 
 @pytest.mark.parametrize("change, said", [
-    (lambda r: r.update(tensor_peak_clock_mhz=r["boost_clock_mhz"] + 1), "'tensor_peak_clock_mhz': cannot exceed boost"),
+    (lambda r: r.update(tensor_peak_clock_mhz=r["boost_clock_mhz"] + 1),
+     "'tensor_peak_clock_mhz': cannot exceed boost"),
     (lambda r: r.update(base_clock_mhz=r["boost_clock_mhz"] + 1), "'base_clock_mhz': cannot exceed boost_clock_mhz"),
     (lambda r: r["tensor_tflops"].update(bf16="fast"), "'tensor_tflops.bf16': must be a number in (0, "),
     (lambda r: r["tensor_tflops"].update(bf16=True), "'tensor_tflops.bf16': must be a number in (0, "),

@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -49,11 +51,11 @@ def test_a_part_cut_short_or_a_card_that_is_no_mapping_names_its_file(tmp_path):
     store.write_part(_rows(3), tmp_path, "h200", "c1")
     part = next((tmp_path / "h200" / "c1").glob("part-*.parquet"))
     part.write_bytes(part.read_bytes()[:100])
-    with pytest.raises(DataError, match=rf"^{part}: not a readable Parquet file \(\w+\)$"):
+    with pytest.raises(DataError, match=rf"^{re.escape(str(part))}: not a readable Parquet file \(\w+\)$"):
         store.load_store(tmp_path)
     card = tmp_path / "h200" / "c1" / "CARD.yaml"
     card.write_text("- what\n- test\n")
-    with pytest.raises(DataError, match=rf"^{card}: a dataset card must hold a YAML mapping$"):
+    with pytest.raises(DataError, match=rf"^{re.escape(str(card))}: a dataset card must hold a YAML mapping$"):
         store.read_card(card)
 
 

@@ -1,6 +1,7 @@
 """New-GPU onboarding: the regression rule, and `retrain` on real EnergAIzer rows with the A10 as the new GPU."""
 
 import json
+import re
 
 import mlflow
 import pandas as pd
@@ -119,7 +120,7 @@ def test_a_registered_model_loads_from_the_tracking_uri_given(setting, tmp_path,
         # a model, alias or run the store does not hold: one line naming --estimator, and MLflow's own first line
         for name in (f"models:/{MODEL_NAME}@nosuchalias", "models:/nosuchmodel@champion",
                      "runs:/0123456789abcdef/model"):
-            with pytest.raises(InputError, match=f"^--estimator: cannot load '{name}' \\(\\w+: [^\\n]+\\)$"):
+            with pytest.raises(InputError, match=rf"^--estimator: cannot load '{re.escape(name)}' \(\w+: [^\n]+\)$"):
                 load_estimator_again(name, uri)
     finally:
         mlflow.set_tracking_uri(uri)

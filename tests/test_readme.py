@@ -2,8 +2,10 @@
 has it: the repository's `data/` beside `../shared`. The files it names for the reader to bring (a list of prompts,
 a model's config.json, a traced kernel list) are made from the data at hand; outputs land in a temporary folder.
 Left out, each with its reason in SKIPPED: installs, what needs an NVIDIA GPU, a model registry, a server that keeps
-running, or minutes of training (each has tests of its own)."""
+running, or minutes of training (each has tests of its own). Its Python example runs statement by statement, and
+its job file plans."""
 
+import ast
 import json
 import re
 import shlex
@@ -84,3 +86,32 @@ def test_a_readme_command_runs_as_written(command, reader_folder, tmp_path, monk
     assert out.strip()
     if "--json" in argv:
         json.loads(out)
+
+
+def _blocks(language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", (REPO / "README.md").read_text(), re.S)
+
+
+def test_the_readme_python_example_runs(monkeypatch):
+    """Each statement in turn, in the repository's folder (its job file's path is relative to it); a statement with
+    `...` in place of a list is a shape for the reader to fill, not run (estimate_many has tests of its own)."""
+    monkeypatch.chdir(REPO)
+    (block,) = _blocks("python")
+    namespace = {"pandas": pytest.importorskip("pandas")}
+    ran = 0
+    for node in ast.parse(block).body:
+        if any(isinstance(n, ast.Constant) and n.value is Ellipsis for n in ast.walk(node)):
+            continue
+        exec(compile(ast.Module([node], type_ignores=[]), "README.md", "exec"), namespace)
+        ran += 1
+    assert ran >= 20 and namespace["est"].energy_j > 0 and namespace["sw"].best is not None
+    assert namespace["result"].plans and all(p.energy_j > 0 for p in namespace["result"].plans)
+
+
+def test_the_readme_job_file_plans(tmp_path, capsys):
+    (block,) = _blocks("yaml")
+    job = tmp_path / "job.yaml"
+    job.write_text(block)
+    assert main(["plan", str(job), "--json"]) == 0
+    plans = json.loads(capsys.readouterr().out)["plans"]
+    assert [p["strategy"].split()[0] for p in plans] == ["ddp", "fsdp", "diloco", "streaming-diloco", "fedavg"]

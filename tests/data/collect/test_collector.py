@@ -176,7 +176,8 @@ def test_torch_runners_on_the_cpu(tmp_path):
                          "shapes": [{"batch": 2, "seq_q": 8, "seq_kv": 8}, {"batch": 2, "seq_q": 1, "seq_kv": 8}]},
                         *({"op": op, "shapes": [{"rows": 4, "cols": 32}]} for op in ("rmsnorm", "layernorm", "softmax")),
                         *({"op": op, "shapes": [{"elements": 256}]}
-                          for op in ("add", "mul", "div", "gelu", "silu"))],
+                          for op in ("add", "mul", "div", "gelu", "silu", "scale", "cast_fp32")),
+                        *({"op": op, "shapes": [{"batch": 2, "rows": 8, "cols": 8}]} for op in ("where", "mask_add"))],
                     "models": [{"model": ["gpt2", "llama-3-8b", "opt-1.3b"], "phase": ["prefill", "decode", "training"],
                                 "batch": 2, "seq": 8, "overrides": TINY},
                                {"model": "bert-large", "phase": ["prefill", "training"], "batch": 2, "seq": 8,
@@ -184,13 +185,16 @@ def test_torch_runners_on_the_cpu(tmp_path):
                                {"model": "gpt2", "batch": 2, "seq": 8, "overrides": TINY, "attention": "eager"},
                                {"model": "llama-3-8b", "batch": 2, "seq": 8, "overrides": TINY, "attention": "masked"}],
                     "waits": [{"mode": ["spin", "idle-context"], "us": 100}]})
+    from joulecast.features.kinds import PLAN_OPS
+
+    assert {item.op for item in p.items if item.kind == "kernel"} == set(PLAN_OPS)  # every op a plan may name
     t0 = time.monotonic()
     meter = ReplayMeter(trace(seconds=120.0, step=0.001), clock=lambda: time.monotonic() - t0)
     result = collect(p, tmp_path, meter, torch_runner.TorchRunner("cpu"), progress=False)
     fp8 = "gemm/m16/n16/k16/fp8"
     assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
     rows = load_store(tmp_path)
-    assert len(rows) == len(p.items) - 1 == 27
+    assert len(rows) == len(p.items) - 1 == 31
     device = read_card(tmp_path / "h200" / "cpu" / "CARD.yaml")["device"]
     assert device["host_cpu"].endswith("logical cores") and device["device"] == "cpu"  # the host, for host-bound rows
     eager = rows[rows["measurement_id"].str.contains("/eager")]

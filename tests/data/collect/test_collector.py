@@ -162,7 +162,8 @@ TINY = {"num_hidden_layers": 1, "n_layer": 1, "hidden_size": 64, "n_embd": 64, "
 
 
 def test_torch_runners_on_the_cpu(tmp_path):
-    """Every kernel op and every model phase runs for real on torch's CPU device through the whole loop."""
+    """Every kernel op a plan may name, and every model family, phase and attention the shipped plans measure, runs
+    for real on torch's CPU device through the whole loop: a lent GPU's few minutes meet no runner untried."""
     import time
 
     torch_runner = require_module("joulecast.data.collect.torch_runner", "the [collect] extra (torch)",
@@ -182,23 +183,35 @@ def test_torch_runners_on_the_cpu(tmp_path):
                                 "batch": 2, "seq": 8, "overrides": TINY},
                                {"model": "bert-large", "phase": ["prefill", "training"], "batch": 2, "seq": 8,
                                 "overrides": TINY},
-                               {"model": "gpt2", "batch": 2, "seq": 8, "overrides": TINY, "attention": "eager"},
+                               # the other families the shipped plans measure
+                               {"model": ["qwen2-1.5b", "mistral-7b"], "phase": ["prefill", "decode"], "batch": 2,
+                                "seq": 8, "overrides": TINY},
+                               {"model": ["gpt2", "bert-large", "opt-1.3b", "llama-3-8b", "qwen2-1.5b", "mistral-7b"],
+                                "batch": 2, "seq": 8, "overrides": TINY, "attention": "eager"},
                                {"model": "llama-3-8b", "batch": 2, "seq": 8, "overrides": TINY, "attention": "masked"}],
                     "waits": [{"mode": ["spin", "idle-context"], "us": 100}]})
+    from joulecast.data.collect.plan import PLAN_DIR, load_plan
     from joulecast.features.kinds import PLAN_OPS
+    from joulecast.features.lowering import resolve_model
 
     assert {item.op for item in p.items if item.kind == "kernel"} == set(PLAN_OPS)  # every op a plan may name
+    # every model family and attention a shipped plan measures, so a lent GPU's run meets no runner untried here
+    shipped = [item for plan in PLAN_DIR.glob("*.yaml") for item in load_plan(plan.stem).items if item.kind == "model"]
+    family = {m: resolve_model(m)[0]["model_type"] for m in {item.model for item in [*shipped, *p.items]
+                                                             if item.kind == "model"}}
+    tried = {(family[item.model], item.attention) for item in p.items if item.kind == "model"}
+    assert {(family[item.model], item.attention) for item in shipped} <= tried
     t0 = time.monotonic()
     meter = ReplayMeter(trace(seconds=120.0, step=0.001), clock=lambda: time.monotonic() - t0)
     result = collect(p, tmp_path, meter, torch_runner.TorchRunner("cpu"), progress=False)
     fp8 = "gemm/m16/n16/k16/fp8"
     assert set(result.failed) == {fp8} and "compute capability 8.9" in result.failed[fp8]
     rows = load_store(tmp_path)
-    assert len(rows) == len(p.items) - 1 == 31
+    assert len(rows) == len(p.items) - 1 == 40
     device = read_card(tmp_path / "h200" / "cpu" / "CARD.yaml")["device"]
     assert device["host_cpu"].endswith("logical cores") and device["device"] == "cpu"  # the host, for host-bound rows
     eager = rows[rows["measurement_id"].str.contains("/eager")]
-    assert len(eager) == 1 and eager["attention"].iloc[0] == "eager"  # Hugging Face's eager GPT-2 ran and says so
+    assert len(eager) == 6 and set(eager["attention"]) == {"eager"}  # Hugging Face's eager attention ran and says so
     masked = rows[rows["measurement_id"].str.contains("/masked")]
     assert len(masked) == 1 and masked["attention"].iloc[0] == "masked"
     assert (rows["time_s"] > 0).all() and (rows["iterations"] >= 5).all()

@@ -111,7 +111,7 @@ class Block(nn.Module):
         if self.attention == "eager":
             a = self._eager(q, k, v)
         elif self.attention == "masked":  # SDPA given the causal mask as a tensor: PyTorch's memory-efficient kernel
-            a = F.scaled_dot_product_attention(q, k, v, attn_mask=self._additive_causal(q.shape[-2], k.shape[-2], q),
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=self._kept_mask(q.shape[-2], k.shape[-2], q),
                                                enable_gqa=self.heads != self.kv_heads)
         else:
             a = F.scaled_dot_product_attention(q, k, v, is_causal=cache is None and self.family != "bert",
@@ -128,11 +128,17 @@ class Block(nn.Module):
             y = self.down(F.gelu(self.up(y), approximate="tanh"))
         return x + y
 
-    def _additive_causal(self, s_q: int, s_kv: int, like: torch.Tensor) -> torch.Tensor:
-        """The causal mask as transformers 4.38-4.39's Llama handed it to SDPA (`_additive`); built once, as the
-        models keep theirs."""
+    def _kept_mask(self, s_q: int, s_kv: int, like: torch.Tensor) -> torch.Tensor:
+        """The block's mask for `s_q` queries over `s_kv` keys (in `like`'s dtype and device), built once, as the
+        models keep theirs: GPT-2's eager one boolean and causal, BERT's eager one all zeros (no padding), the others
+        (OPT's and Llama's eager ones, and the causal mask transformers 4.38-4.39's Llama handed SDPA) additive."""
         if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):
-            self._mask = _additive(_causal(s_q, s_kv, like.device), like.dtype)
+            if self.attention == "eager" and self.family == "bert":
+                self._mask = torch.zeros(1, 1, s_q, s_kv, dtype=like.dtype, device=like.device)
+            else:
+                causal = _causal(s_q, s_kv, like.device)
+                boolean = self.attention == "eager" and self.family == "gpt2"
+                self._mask = causal if boolean else _additive(causal, like.dtype)
         return self._mask
 
     def _eager(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -145,25 +151,17 @@ class Block(nn.Module):
             k, v = (x[:, :, None].expand(x.shape[0], self.kv_heads, rep, *x.shape[2:]).reshape(
                 x.shape[0], self.heads, *x.shape[2:]) for x in (k, v))
         scores = torch.matmul(q, k.transpose(-1, -2))
-        s_q, s_kv = scores.shape[-2:]
-        if self._mask is None or self._mask.shape[-2:] != (s_q, s_kv):  # built once, as the models keep theirs
-            causal = _causal(s_q, s_kv, scores.device)
-            if self.family == "gpt2":
-                self._mask = causal
-            elif self.family == "bert":  # no padding: the extended mask is all zeros
-                self._mask = torch.zeros(1, 1, s_q, s_kv, dtype=scores.dtype, device=scores.device)
-            else:  # OPT, Llama: additive
-                self._mask = _additive(causal, scores.dtype)
+        mask = self._kept_mask(*scores.shape[-2:], scores)
         if self.family == "llama":  # Llama / Qwen2 / Mistral: scaled scores, an additive mask, softmax in fp32
-            scores = scores * self.head_dim ** -0.5 + self._mask
+            scores = scores * self.head_dim ** -0.5 + mask
             weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
         elif self.family == "gpt2":
             scores = scores / torch.full([], self.head_dim ** 0.5, dtype=scores.dtype, device=scores.device)
-            weights = F.softmax(torch.where(self._mask, scores, torch.finfo(scores.dtype).min), dim=-1)
+            weights = F.softmax(torch.where(mask, scores, torch.finfo(scores.dtype).min), dim=-1)
         elif self.family == "bert":
-            weights = F.softmax(scores / math.sqrt(self.head_dim) + self._mask, dim=-1)
+            weights = F.softmax(scores / math.sqrt(self.head_dim) + mask, dim=-1)
         else:
-            weights = F.softmax((scores + self._mask).float(), dim=-1).to(scores.dtype)
+            weights = F.softmax((scores + mask).float(), dim=-1).to(scores.dtype)
         return torch.matmul(weights, v)
 
 

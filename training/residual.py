@@ -542,10 +542,10 @@ class ResidualModel(Residual):
     def _physics_margin_by_arch(self, y: np.ndarray, gpus: np.ndarray, kinds: np.ndarray, archs: np.ndarray,
                                 reach: np.ndarray | None = None) -> dict[str, dict[str, float]]:
         """Per architecture code (`arch_key`) and kind of work: how far physics missed the GPUs trained on of that
-        architecture at that kind (the level quantile of |y|, each GPU weighing alike; one GPU is enough, of
-        MIN_ROWS_PER_ARCH_MARGIN rows or more in all). A GPU not trained on reads its architecture's where one was
-        measured (`Residual.physics_new_gpu_by_arch`): physics' misses follow the tiles, tensor cores and power terms
-        an architecture shares, not the pool of every GPU."""
+        architecture at that kind (the level quantile of |y|, past `reach` where given, as `_physics_margin`; each
+        GPU weighing alike; one GPU is enough, of MIN_ROWS_PER_ARCH_MARGIN rows or more in all). A GPU not trained on
+        reads its architecture's where one was measured (`Residual.physics_new_gpu_by_arch`): physics' misses follow
+        the tiles, tensor cores and power terms an architecture shares, not the pool of every GPU."""
         out: dict[str, dict[str, float]] = {}
         misses = _physics_misses(y, reach)
         for code in np.unique(archs):

@@ -135,8 +135,10 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
     short = np.flatnonzero(memory_flag != "")  # only these rows' flags gain one: not a string sum a row
     flags[short] = [f"{f}, {m}" if f else m for f, m in zip(flags[short], memory_flag[short])]
-    return frame.assign(**out, power_w=out["energy_j"] / out["time_s"], in_domain=in_domain, flags=flags,
-                        outside_domain=outside, method="physics" if model is None else "hybrid")
+    # one frame of the new columns joined once: `assign` inserted them one by one, a few ms a call for a job's steps
+    return pd.concat([frame, pd.DataFrame(
+        {**out, "power_w": out["energy_j"] / out["time_s"], "in_domain": in_domain, "flags": flags,
+         "outside_domain": outside, "method": "physics" if model is None else "hybrid"}, index=frame.index)], axis=1)
 
 
 def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], pd.Series, pd.Series]:
@@ -153,8 +155,10 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
             # default filled in as an object, whatever the column's dtype (a column of text takes no 1)
             frame[column] = frame[column].astype(object).where(frame[column].notna(), default)
     # a vision model has no sequence length: its seq may be empty (it is ignored)
-    vision = frame["model"].map({m: _is_vision(m) for m in frame["model"].unique()}).to_numpy(bool)
-    frame["seq"] = frame["seq"].where(~(vision & frame["seq"].isna()), 1)
+    vision = _each_distinct(frame["model"], _is_vision).astype(bool)
+    unsized = vision & frame["seq"].isna().to_numpy()
+    if unsized.any():
+        frame["seq"] = frame["seq"].where(~unsized, 1)
     frame["batch"], frame["seq"], frame["tp"] = (_integers(frame, c) for c in ("batch", "seq", "tp"))
     frame["expert_parallel"] = _truths(frame, "expert_parallel")
     _check_layouts(frame)
@@ -163,7 +167,11 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
         _allowed(frame[column], column, allowed)
     frame["fusions"] = _fusions(frame["fusions"])
     # a list, not a column: pandas would store "no engine" as NaN
-    engines = [normal_engine(e) if isinstance(e, str) else None for e in frame.get("engine", [None] * len(frame))]
+    engines = _each_distinct(frame["engine"], _engine_name).tolist() if "engine" in frame else [None] * len(frame)
+    if _NO_NAME in engines:  # a list, a number: not a name, nor empty (which is none)
+        i = engines.index(_NO_NAME)
+        raise InputError("engine", f"row {i}: a serving engine's name, or empty for none, got "
+                                   f"{kind_of(_shown(frame['engine'].iloc[i]))}")
     for name in dict.fromkeys(e for e in engines if e is not None):  # each distinct name checked once
         try:
             check_engine(name)
@@ -171,7 +179,8 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
             raise _at_row("engine", engines.index(name), exc) from None
     # an engine's pass runs as CUDA graphs where no launch mode was stated (`data.engines.launch_mode_for`)
     engined = np.array([e is not None for e in engines], dtype=bool)
-    frame.loc[engined & ~stated_launch, "launch_mode"] = "graph"
+    if (engined & ~stated_launch).any():
+        frame.loc[engined & ~stated_launch, "launch_mode"] = "graph"
     settings = [_numbers(frame, c) if c in frame else pd.Series(np.nan, index=frame.index)
                 for c in ("sm_clock_mhz", "power_limit_w")]
     if "host_dispatch_s" in frame:
@@ -191,13 +200,34 @@ def _fusions(values: pd.Series) -> pd.Series:
     if pd.api.types.infer_dtype(values, skipna=False) != "string":  # lists and such: comma-separated strings
         values = values.map(lambda v: v if isinstance(v, str) else ",".join(map(str, v)) if isinstance(
             v, (list, tuple, set, frozenset)) else repr(v))
-    canonical = {}
-    for value in pd.unique(values):
+    def canonical(value: str) -> str:
         try:
-            canonical[value] = ",".join(check_fusions(value))
+            return ",".join(check_fusions(value))
         except InputError as exc:
             raise _at_row("fusions", int(np.flatnonzero((values == value).to_numpy())[0]), exc) from None
-    return values.map(canonical)
+    return pd.Series(_each_distinct(values, canonical), index=values.index, dtype=values.dtype)
+
+
+def _each_distinct(values: pd.Series, fn: Any) -> np.ndarray:
+    """`fn` of each row's value, called once a distinct value (in the order they first appear), as an object array:
+    a column's few names looked up once, not once a row."""
+    try:
+        codes, uniques = pd.factorize(values, use_na_sentinel=False)
+    except TypeError:  # unhashable cells (lists): each row on its own, for its check to refuse
+        codes, uniques = np.arange(len(values)), values.tolist()
+    results = np.empty(len(uniques), dtype=object)
+    results[:] = [fn(u) for u in uniques]
+    return results[codes]
+
+
+_NO_NAME = object()  # `_engine_name` of a cell that is neither a name nor empty
+
+
+def _engine_name(cell: object) -> object:
+    """A cell of the engine column as the engine's normal name, None where empty, `_NO_NAME` where it is no name."""
+    if isinstance(cell, str):
+        return normal_engine(cell)
+    return None if cell is None or (pd.api.types.is_scalar(cell) and pd.isna(cell)) else _NO_NAME
 
 
 def _is_vision(model: object) -> bool:
@@ -208,7 +238,7 @@ def _is_vision(model: object) -> bool:
 
 
 def _allowed(values: pd.Series, column: str, allowed: tuple[str, ...]) -> None:
-    bad = ~values.astype(str).isin(allowed).to_numpy()
+    bad = ~_each_distinct(values, lambda v: str(v) in allowed).astype(bool)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(column, f"row {i}: unknown {values.iloc[i]!r}; allowed: "
@@ -217,6 +247,8 @@ def _allowed(values: pd.Series, column: str, allowed: tuple[str, ...]) -> None:
 
 def _numbers(frame: pd.DataFrame, column: str) -> pd.Series:
     """A column of numbers, NaN where the GPU's default applies; text that is no number is an InputError."""
+    if frame[column].isna().all():  # every row the default (a job's steps name none): nothing to read
+        return pd.Series(np.nan, index=frame.index)
     values = pd.to_numeric(frame[column], errors="coerce")
     bad = (values.isna() & frame[column].notna()).to_numpy() | np.isinf(values.to_numpy(dtype=float))
     if bad.any():
@@ -264,7 +296,10 @@ def _integers(frame: pd.DataFrame, column: str) -> pd.Series:
 def _check_layouts(frame: pd.DataFrame) -> None:
     """Every (model, tp) of more than one GPU one its heads divide into and its family has a rule for, and every
     model whose experts are split a mixture of experts, else one InputError naming the column and the first row."""
-    split = frame.loc[(frame["tp"] > 1) | frame["expert_parallel"], ["model", "tp", "expert_parallel"]]
+    split = (frame["tp"].to_numpy() > 1) | frame["expert_parallel"].to_numpy(bool)
+    if not split.any():  # one GPU a row: nothing to check (most configurations)
+        return
+    split = frame.loc[split, ["model", "tp", "expert_parallel"]]
     for i, model, tp, experts in split.drop_duplicates().itertuples():
         try:
             config = resolve_model(model)[0]
@@ -315,9 +350,7 @@ class Lowered:
     def __init__(self, frame: pd.DataFrame, engines: list[str | None]):
         self.batch, self.seq = frame["batch"].to_numpy(np.int64), frame["seq"].to_numpy(np.int64)
         self.engines = np.array([e or "" for e in engines], dtype=object)
-        keys = frame[list(_STRUCTURE)].astype(str).assign(engine=self.engines)
-        self.structure, distinct = pd.MultiIndex.from_frame(keys).factorize()
-        self.keys = list(distinct)
+        self.structure, self.keys = _structures([frame[c].to_numpy(dtype=object) for c in _STRUCTURE] + [self.engines])
         self.templates = [self._template(k) for k in self.keys]
         self.frame = frame
         # read once, not once a GPU setting (a pandas string column converts on every read)
@@ -383,6 +416,18 @@ class Lowered:
                                           launch_mode=r["launch_mode"], engine=self.engines[i] or None,
                                           fusions=_names(r["fusions"]))
         return self._workloads[i]
+
+
+def _structures(columns: list[np.ndarray]) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """(each row's structure code, each structure's values as text), codes in the order structures first appear:
+    the columns' codes combined one column at a time and renumbered, so they stay below the rows' count (a pandas
+    MultiIndex of the text columns did the same at a dozen times the cost, which a job of a few steps paid)."""
+    codes = np.zeros(len(columns[0]), np.int64)
+    for values in columns:
+        column_codes, uniques = pd.factorize(values)
+        codes = pd.factorize(codes * len(uniques) + column_codes)[0]
+    first = np.unique(codes, return_index=True)[1]  # a code's first row; codes count up as structures appear
+    return codes, [tuple(str(column[i]) for column in columns) for i in first.tolist()]
 
 
 def _names(fusions: str) -> tuple[str, ...]:

@@ -6,7 +6,11 @@ each figure beside a reference measured in the same run:
 2. one warm estimate with its interval, median CPU ms (targets: 1 ms for llama-3-8b prefill, 2 ms for llama-3-70b
    training), beside a plain-numpy roofline pass over the same kernel rows (measured between the estimates, which
    leaves each next one colder); and the same estimates back to back, nothing between them;
-3. `estimate_many` over distinct configurations (models x phases x batch x sequence x GPU x clock; target 20,000 per
+3. whole jobs, warm, median CPU ms (no target; each job's steps go through `estimate_many` in one call, so this is
+   mostly its fixed cost a call): the README's `generate` (Llama-3-8B on the H100, 16 x 1,024 tokens in and 256
+   out: 256 passes), a `serve` and a LoRA `train_run`, beside the plain-numpy roofline pass over 40 kernel rows a
+   pass (one for `serve` and `train_run`);
+4. `estimate_many` over distinct configurations (models x phases x batch x sequence x GPU x clock; target 20,000 per
    CPU-second and at most 1 GB peak memory), and over repeated ones, in a child process whose peak resident memory
    is read from the kernel, beside a plain-numpy roofline pass over all their kernel rows.
 
@@ -88,6 +92,33 @@ def warm(repeats: int) -> list[dict[str, float]]:
     return out
 
 
+JOBS = (("generate", dict(model="llama-3-8b", gpu="h100-sxm", batch=16, input_len=1024, output_len=256)),
+        ("serve", dict(model="llama-3-8b", gpu="h100-sxm", input_len=512, output_len=256, concurrency=64)),
+        ("train_run", dict(model="llama-3-8b", gpu="h100-sxm", steps=1000, global_batch=64, seq=2048, micro_batch=4,
+                           lora_rank=16)))
+
+
+def jobs(repeats: int) -> list[dict[str, float]]:
+    """Each of JOBS estimated `repeats` times warm (the shipped model loaded), its median CPU ms, beside the numpy
+    reference over 40 kernel rows for each of the job's steps."""
+    import joulecast
+
+    out = []
+    for name, kwargs in JOBS:
+        call = getattr(joulecast, name)
+        est = call(**kwargs)  # the model and the structure's template loaded
+        steps = len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame) else 1  # a generation's
+        cpu = []
+        for _ in range(repeats):
+            start = time.process_time()
+            call(**kwargs)
+            cpu.append(time.process_time() - start)
+        reference = numpy_reference_rows(steps)["numpy_reference_cpu_s"]
+        out.append({"job": name, "steps": steps, "median_cpu_ms": 1e3 * float(np.median(cpu)),
+                    "numpy_reference_ms": 1e3 * reference})
+    return out
+
+
 def distinct_configurations(n: int, seed: int = 0) -> pd.DataFrame:
     """`n` distinct configurations drawn from models x phases x batch x sequence x GPU x clock."""
     import joulecast
@@ -155,6 +186,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     figures = {"cold": cold_start(max(3, args.repeats // 20)), "warm": warm(args.repeats),
+               "jobs": jobs(max(3, args.repeats // 10)),
                "batch": [batch(args.distinct, "physics"), batch(args.distinct, None),
                          batch(args.distinct, None, repeated=True)],
                "batch_numpy_reference": numpy_reference_rows(args.distinct)}
@@ -169,6 +201,10 @@ def main() -> None:
               f"{w['p95_cpu_ms']:.2f} ms (target {w['target_ms']:g} ms); numpy reference "
               f"{w['numpy_reference_ms']:.3f} ms; back to back, nothing between estimates: median "
               f"{w['back_to_back_median_cpu_ms']:.2f} ms")
+    for j in figures["jobs"]:
+        print(f"warm {j['job']} ({j['steps']} pass{'es' if j['steps'] > 1 else ''} estimated): median "
+              f"{j['median_cpu_ms']:.2f} ms CPU; numpy reference over 40 kernel rows a pass "
+              f"{j['numpy_reference_ms']:.3f} ms")
     for b in figures["batch"]:
         print(f"estimate_many, {b['estimator']}, {b['configurations']:,} {'repeated' if b['repeated'] else 'distinct'} "
               f"configurations: {b['per_cpu_s']:,.0f} per CPU-second, peak {b['peak_mb']:,.0f} MB")

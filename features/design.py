@@ -261,8 +261,19 @@ def setting_groups(gpus: Sequence[str], clocks: np.ndarray, limits: np.ndarray
                    ) -> Iterator[tuple[str, float | None, float | None, np.ndarray]]:
     """Rows grouped by GPU setting (GPU, locked clock, power limit; NaN = the default), one physics pass each:
     yields (gpu, clock or None, limit or None, row indices)."""
+    gpus, clocks, limits = np.asarray(gpus, dtype=str), np.asarray(clocks, float), np.asarray(limits, float)
+    if len(gpus) and (gpus == gpus[0]).all() and _one_value(clocks) and _one_value(limits):
+        # one setting (a job's steps, a single estimate): its rows without grouping, a few ms less a call
+        clock, limit = clocks[0], limits[0]
+        yield str(gpus[0]), None if np.isnan(clock) else float(clock), None if np.isnan(limit) else float(limit), \
+            np.arange(len(gpus))
+        return
     # NaN kept as its own key, not coded as -1: a negative clock or limit given goes on to be refused as out of range
-    key = pd.DataFrame({"gpu": np.asarray(gpus, dtype=str), "clock": np.asarray(clocks, float),
-                        "limit": np.asarray(limits, float)})
+    key = pd.DataFrame({"gpu": gpus, "clock": clocks, "limit": limits})
     for (gpu, clock, limit), idx in key.groupby(["gpu", "clock", "limit"], dropna=False).indices.items():
         yield str(gpu), None if np.isnan(clock) else float(clock), None if np.isnan(limit) else float(limit), idx
+
+
+def _one_value(values: np.ndarray) -> bool:
+    """Whether every value is the first's, NaN counting as one value."""
+    return bool(np.isnan(values).all() or (values == values[0]).all())

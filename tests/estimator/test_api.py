@@ -176,6 +176,15 @@ def test_estimate_many_refuses_an_unknown_column_and_names_the_row_of_an_unknown
         joulecast.estimate_many(configs.assign(sm_clock=900), estimator="physics")
     with pytest.raises(joulecast.InputError, match=r"^engine: row 1: unknown 'vllm-9'; did you mean "):
         joulecast.estimate_many(configs.assign(engine=["vllm-0.5.4", "vllm-9"]), estimator="physics")
+    # a cell that is no name is refused, not read as no engine (as a list or a number once was); empty is none
+    for cell, said in ((["vllm-0.5.4"], "a list"), (3, r"a number \(3\)"), (True, "true or false")):
+        with pytest.raises(joulecast.InputError, match=rf"^engine: row 1: a serving engine's name, or empty for "
+                                                       rf"none, got {said}$"):
+            joulecast.estimate_many(configs.assign(engine=pd.Series(["", cell], dtype=object)), estimator="physics")
+    plain = joulecast.estimate_many(configs, estimator="physics")
+    for empty in (None, float("nan"), "", "none"):
+        same = joulecast.estimate_many(configs.assign(engine=pd.Series([empty, ""], dtype=object)), estimator="physics")
+        assert same["energy_j"].tolist() == plain["energy_j"].tolist()
 
 
 def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
@@ -221,3 +230,21 @@ def test_a_pass_past_its_gpus_memory_names_the_largest_batch_that_fits():
         assert est.fits_batch == (None if fits else 18)
     heavy = joulecast.estimate(joulecast.workload("llama-3-70b", batch=4, **at), "h100-sxm", estimator="physics")
     assert "exceeds-memory" in heavy.flags and heavy.fits_batch is None and heavy.to_dict()["fits_batch"] is None
+
+
+def test_estimate_many_groups_rows_by_their_whole_structure():
+    """Rows with the same model, phase, dtype, attention, launch mode, fusions, layout and engine share one structure
+    (one template, lowered once) and rows differing in any of them do not; structures are numbered as they first
+    appear, and each names its values as text."""
+    import numpy as np
+
+    from joulecast.estimator.many import _structures
+
+    columns = [np.array(["gpt2", "gpt2", "bert-large", "gpt2", "gpt2"], dtype=object),
+               np.array(["prefill", "decode", "prefill", "prefill", "prefill"], dtype=object),
+               np.array([1, 1, 1, 1, 2], dtype=object),
+               np.array([False, False, False, False, False], dtype=object)]
+    codes, keys = _structures(columns)
+    assert codes.tolist() == [0, 1, 2, 0, 3]
+    assert keys == [("gpt2", "prefill", "1", "False"), ("gpt2", "decode", "1", "False"),
+                    ("bert-large", "prefill", "1", "False"), ("gpt2", "prefill", "2", "False")]

@@ -840,3 +840,19 @@ def test_matmul_ceilings_score_each_published_row_and_the_b200_reads_as_the_meas
     assert steady["bf16"]["rows"] == steady["fp8"]["rows"] == 3
     assert steady["bf16"]["tflops_max"] < table["h100-sxm", "bf16"]
     assert steady["fp8"]["tflops_max"] < table["h200", "fp8"]
+
+
+def test_speed_reports_every_figure_beside_its_reference():
+    """experiments/speed.py at small counts: the cold start beside the imports, each warm estimate and each whole job
+    beside its numpy reference, estimate_many's three runs with their peak memory; figures present and positive
+    (how fast is the script's to print, not a test's to judge)."""
+    out = _run_args("speed.py", "--distinct", "200", "--repeats", "20")
+    assert out["cold"]["cold_estimate_cpu_s"] > 0 and out["cold"]["import_numpy_pandas_cpu_s"] > 0
+    assert len(out["warm"]) == 2 and all(w["median_cpu_ms"] > 0 and w["numpy_reference_ms"] > 0
+                                         and w["kernel_rows"] > 0 for w in out["warm"])
+    assert [j["job"] for j in out["jobs"]] == ["generate", "serve", "train_run"]
+    assert out["jobs"][0]["steps"] == 256  # the README's generation: 256 passes, its prefill and 255 decode steps
+    assert all(j["median_cpu_ms"] > 0 and j["numpy_reference_ms"] > 0 for j in out["jobs"])
+    assert [(b["estimator"], b["repeated"]) for b in out["batch"]] == [("physics", False), ("hybrid", False),
+                                                                      ("hybrid", True)]
+    assert all(b["configurations"] == 200 and b["per_cpu_s"] > 0 and b["peak_mb"] > 0 for b in out["batch"])

@@ -21,3 +21,25 @@ def test_one_workloads_design_row_is_its_row_in_a_batch(model, phase, gpu):
     together = design_block([w, other], spec, None, None)[0]
     assert alone.columns == together.columns
     np.testing.assert_array_equal(alone.values[0], together.values[0])
+
+
+@pytest.mark.parametrize("gpus, clocks, limits", [
+    (["a10"] * 3, [np.nan] * 3, [np.nan] * 3),                      # one setting: the default clock and limit
+    (["a10"] * 3, [900.0] * 3, [120.0] * 3),                        # one setting, stated
+    (["a10", "a10", "h200"], [np.nan] * 3, [np.nan] * 3),           # two GPUs
+    (["a10"] * 4, [np.nan, 900.0, np.nan, 900.0], [np.nan] * 4),    # a clock on some rows only
+    (["a10"] * 3, [900.0] * 3, [120.0, np.nan, 120.0]),             # a limit on some rows only
+])
+def test_setting_groups_hold_each_row_once_with_its_own_setting(gpus, clocks, limits):
+    """Every row in exactly one group, whose GPU, clock and limit (None for NaN, the default) are the row's own:
+    the single-setting shortcut and the grouped path alike."""
+    from joulecast.features.design import setting_groups
+
+    seen = []
+    for gpu, clock, limit, idx in setting_groups(gpus, np.array(clocks), np.array(limits)):
+        for i in idx.tolist():
+            assert gpus[i] == gpu
+            assert (clock is None and np.isnan(clocks[i])) or clock == clocks[i]
+            assert (limit is None and np.isnan(limits[i])) or limit == limits[i]
+        seen += idx.tolist()
+    assert sorted(seen) == list(range(len(gpus)))

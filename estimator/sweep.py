@@ -45,9 +45,9 @@ MAX_POINTS = 1_000_000
 # Configurations a partition holds (a task of a Dask sweep): about 10 s of hybrid estimates, 2 of physics.
 PART_ROWS = 20_000
 # Phases whose points are whole jobs (`joulecast.train_run`, `joulecast.generate`, `joulecast.serve`): one job
-# estimate a configuration, each vectorised over its own steps (about 5 ms a training run or a serving load, 0.1 s a
-# generation of 256 tokens, on the 2-core machine), so a job sweep is bounded lower, and partitioned finer for the
-# progress bar to move.
+# estimate a configuration, each vectorised over its own steps (about 2-4 ms CPU a training run or a serving load, 20
+# ms a generation of 256 tokens: experiments/speed.py, 2026-12-06), so a job sweep is bounded lower, and partitioned
+# finer for the progress bar to move.
 JOB_PHASES = ("train-run", "generate", "serve")
 # The jobs whose options JOB_AXES a sweep may take as axes: a generation's and a serving load's tensor-parallel GPUs an
 # instance and output length.

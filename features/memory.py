@@ -7,7 +7,8 @@ Approximations (stated, not measured):
   fp32 master copy: 16 bytes a parameter in mixed precision (ZeRO, Rajbhandari et al. SC'20, section 3.1: 2 + 2 + 12
   bytes per parameter), 16 in fp32 (4 + 4 + 8);
 - activations in training: every forward kernel's output, as autograd saves them for the backward pass (an upper
-  bound where outputs are views or recomputed); in inference, the largest kernel's output and input, live at once;
+  bound where outputs are views or recomputed), but for those it keeps none of (`_NOT_SAVED_OPS`); in inference, the
+  largest kernel's output and input, live at once;
 - KV cache: each fused attention kernel's keys and values (batch x key-value heads x keys x head dim, twice), as
   the cache holds them for decode and a prefill writes them; eager attention's are counted in its activations only;
 - nothing for the CUDA context, the allocator's fragmentation or the framework's workspaces.
@@ -22,8 +23,18 @@ import numpy as np
 
 from joulecast.data.kernels import BACKWARD_SUFFIXES, DTYPE_BYTES
 from joulecast.data.labels import Labels
+from joulecast.features.arch import LIBRARY_LAUNCHED_OPS
 
 _OPTIMIZER_OPS = ("adamw", "sgd_momentum")
+# Forward kernels whose outputs autograd keeps none of (PyTorch, tools/autograd/derivatives.yaml): a library's own
+# kernels inside one call (cuDNN's layout transposes write its workspace, freed when the call returns), and a ReLU's,
+# one tensor with its input: its backward reads its result (`threshold_backward(grad, result, 0)`), and the ops the
+# lowerings put before one (a linear or a convolution, a batch norm, a residual sum) read their inputs, not their
+# outputs, so of a ReLU's input and output one is kept (torchvision overwrites the input in place; Hugging Face's frees
+# it). With both counted, ResNet-50's fp32 training step at a batch of 128 read 23.4 GiB, where NVIDIA trains it at 128
+# on a 16 GB T4 and at 256 on a 32 GB V100 (DeepLearningExamples, PyTorch/Classification/ConvNets/configs.yml, FP32
+# batch sizes); without them 13.8 and 27.1 GiB.
+_NOT_SAVED_OPS = (*LIBRARY_LAUNCHED_OPS, "relu")
 # Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
 # gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
 _FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0
@@ -35,6 +46,13 @@ def _forward(ops: tuple[str, ...]) -> np.ndarray:
     """Per op name, whether its kernel belongs to the forward pass (not a backward kernel or an optimizer step): a
     lowering's few names decided once, not on every estimate."""
     return np.array([not (o.endswith(BACKWARD_SUFFIXES) or o in _OPTIMIZER_OPS) for o in ops] or [False])
+
+
+@functools.lru_cache(maxsize=256)
+def _saved(ops: tuple[str, ...]) -> np.ndarray:
+    """Per op name, whether autograd keeps its kernel's output for the backward pass: a forward kernel's, but for
+    `_NOT_SAVED_OPS`."""
+    return _forward(ops) & np.array([o not in _NOT_SAVED_OPS for o in ops] or [False])
 
 
 def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, phase: np.ndarray,
@@ -53,9 +71,10 @@ def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, ph
             attention, c["batch"] * c["heads"] * c["seq_q"] * c["head_dim"], np.where(
                 kind == "elementwise", c["cols"], c["rows"] * c["cols"]))))
     output = elements * out_bytes
-    forward = _forward(tuple(op.names.tolist()))[op.codes]
+    names = tuple(op.names.tolist())
+    forward = _forward(names)[op.codes]
     training = np.asarray(phase, dtype=str) == "training"
-    saved = np.bincount(wid, np.where(forward, output * c["count"], 0.0), minlength=n)
+    saved = np.bincount(wid, np.where(_saved(names)[op.codes], output * c["count"], 0.0), minlength=n)
     inputs_and_outputs = np.where(forward, 2.0 * output, 0.0)
     if n == 1:  # one workload: its largest (ufunc.at costs several times a max)
         largest = inputs_and_outputs.max(initial=0.0, keepdims=True)

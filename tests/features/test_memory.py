@@ -62,3 +62,33 @@ def test_a_pass_holds_its_models_weights_a_tied_lm_head_once():
         assert held["weights"] == pytest.approx(parameter_count("llama-3-8b") * 2 / GIB, rel=1e-12)
     _, step = parts("llama-3-8b", phase="training", batch=1, seq=128)
     assert step["weights"] == pytest.approx((parameter_count("llama-3-8b") - 128_256 * 4_096) * 2 / GIB, rel=1e-12)
+
+
+@pytest.mark.parametrize("gpu, batch", [("v100-pcie-16gb", 112), ("v100-pcie-16gb", 128), ("v100-sxm2", 256)])
+def test_resnet50_trains_in_fp32_at_the_batches_nvidia_runs_on_cards_of_that_memory(gpu, batch):
+    """NVIDIA's ResNet-50 recipe trains in FP32 at 112 images on a 16 GB V100, 128 on a 16 GB T4 and 256 on a 32 GB V100
+    (DeepLearningExamples, PyTorch/Classification/ConvNets/configs.yml): the step fits, as autograd keeps neither
+    cuDNN's layout transposes nor a ReLU's output beside its input (`features.memory._NOT_SAVED_OPS`); counting every
+    forward output read 20.5, 23.4 and 46.5 GiB."""
+    est = joulecast.estimate(joulecast.workload("resnet-50", phase="training", batch=batch, dtype="fp32"), gpu,
+                             estimator="physics")
+    assert "exceeds-memory" not in est.flags and est.memory_gb < joulecast.gpu(gpu).memory_gb
+    assert est.memory_parts_gb["activation"] > 0.5 * est.memory_gb  # the activations still the bulk of it
+
+
+def test_a_relu_and_a_library_transpose_keep_nothing_of_their_own_in_training():
+    """Their kernels' outputs add nothing to a training step's activations (a ReLU's is its input's tensor, cuDNN's
+    transposes its workspace), while every other forward kernel's output counts, and inference is unchanged."""
+    from joulecast.features.memory import _NOT_SAVED_OPS, need_bytes
+
+    def need(op, phase):
+        columns = {"kind": ["elementwise"], "op": [op], "acc_dtype": ["bf16"], "batch": [1], "m": [0], "n": [0],
+                   "rows": [1], "cols": [1 << 20], "heads": [0], "kv_heads": [0], "seq_q": [0], "seq_kv": [0],
+                   "head_dim": [0], "count": [3], "workload_id": [0]}
+        return need_bytes({k: pd.Series(v).to_numpy() for k, v in columns.items()}, 1, [0], [phase], ["bf16"])
+
+    assert set(_NOT_SAVED_OPS) == {"nchw_to_nhwc", "relu"}
+    for op in _NOT_SAVED_OPS:
+        assert need(op, "training")["activation_bytes"][0] == 0
+        assert need(op, "inference")["activation_bytes"][0] == 2 * 2 * (1 << 20)  # input and output, live at once
+    assert need("gelu", "training")["activation_bytes"][0] == 3 * 2 * (1 << 20)  # three launches' outputs kept

@@ -107,7 +107,8 @@ def jobs(repeats: int) -> list[dict[str, float]]:
     for name, kwargs in JOBS:
         call = getattr(joulecast, name)
         est = call(**kwargs)  # the model and the structure's template loaded
-        steps = len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame) else 1  # a generation's
+        # a generation's passes (its steps table); serve and train_run report none: one
+        steps = len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame) else 1
         cpu = []
         for _ in range(repeats):
             start = time.process_time()

@@ -19,9 +19,9 @@ def si(value: float, unit: str) -> str:
 
 
 def _time_unit(seconds: float) -> tuple[float, str]:
-    """The unit a time reads best in, and its seconds: µs, ms and s, then minutes, hours and days."""
-    for limit, factor, unit in ((1e-3, 1e-6, "µs"), (1.0, 1e-3, "ms"), (120.0, 1.0, "s"), (7200.0, 60.0, "min"),
-                                (172800.0, 3600.0, "h")):
+    """The unit a time reads best in, and its seconds: ns, µs, ms and s, then minutes, hours and days."""
+    for limit, factor, unit in ((1e-6, 1e-9, "ns"), (1e-3, 1e-6, "µs"), (1.0, 1e-3, "ms"), (120.0, 1.0, "s"),
+                                (7200.0, 60.0, "min"), (172800.0, 3600.0, "h")):
         if abs(seconds) < limit:
             return factor, unit
     return 86400.0, "days"

@@ -577,7 +577,8 @@ def test_the_source_tree_imports_as_it_stands():
     assert out.splitlines() == [str(root / "data" / "gpus.py"), "joulecast.estimator.api"]
 
 
-@pytest.mark.parametrize("seconds, text", [(2.5e-6, "2.500 µs"), (0.0104, "10.40 ms"), (59.0, "59.00 s"),
+@pytest.mark.parametrize("seconds, text", [(3.01e-11, "0.03010 ns"), (4.5e-7, "450.0 ns"), (2.5e-6, "2.500 µs"),
+                                           (0.0104, "10.40 ms"), (59.0, "59.00 s"),
                                            (3000.0, "50.00 min"), (11400.0, "3.167 h"), (1.14e7, "131.9 days")])
 def test_times_read_in_the_unit_of_their_size(seconds, text):
     from joulecast.render import duration

@@ -133,7 +133,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             f"{job.global_batch} sequences do not split into {total} replicas x micro-batches of {job.micro_batch}")
     accumulation = job.global_batch // (total * job.micro_batch)
     config = resolve_model(job.model)[0]
-    check_job(config, "train-run", "model", "a training plan")  # the job file's field, not a step's phase
+    check_job(config, "train-plan", "model", "a training plan")  # the job file's field, not a step's phase
     hidden, layers = hidden_size(config), layer_count(config)
     heads = head_count(config)
     kv_heads = int(config.get("num_key_value_heads") or heads)

@@ -167,8 +167,10 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
                                 "sm_clock_mhz"),
                     settings_of(power_limits, *spec.power_limit_whole_range_w, "power_limit_w"))
                 for g, spec in specs.items()}
-    # an image model's pass has no sequence: one configuration, its seq empty, not one a sequence length it ignores
-    images = {m for m in models if phase not in JOB_PHASES and is_vision(resolve_model(m)[0])}
+    # an image model's pass (or training run) has no sequence: one configuration, its seq empty, not one a sequence
+    # length it ignores
+    images = {m for m in models if (phase not in JOB_PHASES or phase == "train-run")
+              and is_vision(resolve_model(m)[0])}
     settings_count = sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus))
     size = (sum(1 if m in images else len(seqs) for m in models) * len(batches) * len(dtypes) * max(1, len(tps))
             * max(1, len(output_lens)) * settings_count)
@@ -262,6 +264,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     out = []
     # a mixture's experts split over the GPUs where the sweep asks: its dense models run as without
     dense = {m: not is_mixture_of_experts(resolve_model(m)[0]) for m in configs["model"].unique()}
+    images = {m: is_vision(resolve_model(m)[0]) for m in configs["model"].unique()}
     split = {k: v for k, v in job.items() if k != "expert_parallel"}
     # a loop over configurations, not kernel rows: each job estimates all its own steps in one vectorised pass
     for c in configs.itertuples(index=False):
@@ -271,8 +274,9 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                        sm_clock_mhz=None if np.isnan(c.sm_clock_mhz) else c.sm_clock_mhz,
                        power_limit_w=None if np.isnan(c.power_limit_w) else c.power_limit_w,
                        host_dispatch_s=None if np.isnan(dispatch) else dispatch)
-        if c.phase == "train-run":
-            r = train_run(c.model, c.gpu, seq=int(c.seq), micro_batch=int(c.batch), **job, **setting)
+        if c.phase == "train-run":  # a vision model's run over images: its seq empty (`grid`)
+            r = train_run(c.model, c.gpu, seq=None if images[c.model] else int(c.seq), micro_batch=int(c.batch),
+                          **job, **setting)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan)
         elif c.phase == "generate":
@@ -299,7 +303,10 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
         lo, hi = figures.pop("band") or (np.nan, np.nan)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
                         flags=",".join(r.flags), outside_domain="; ".join(r.outside_domain), method=r.method))
-    return pd.concat([configs.reset_index(drop=True), pd.DataFrame(out)], axis=1)
+    configs = configs.reset_index(drop=True)
+    if configs["phase"].eq("train-run").any() and any(images.values()):  # an image is one "token", as a pass's seq
+        configs["seq"] = np.where(configs["model"].map(images).to_numpy(bool), 1, configs["seq"]).astype(np.int64)
+    return pd.concat([configs, pd.DataFrame(out)], axis=1)
 
 
 def _axes(config: Any) -> dict[str, int]:
@@ -474,6 +481,9 @@ def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mappi
     line naming the field, not points labelled with what they ignore (`joulecast sweep` names its flags first)."""
     if phase in ("generate", "serve"):
         return
+    if phase == "train-run" and fields.get("seq") is not None and all(is_vision(resolve_model(m)[0]) for m in models):
+        raise InputError("seq", f"has no effect with {' or '.join(models)} (a vision model's run is over images: "
+                                "global_batch images a step); leave it out")
     if phase not in JOB_PHASES:
         given = {k for k in IGNORED_BY if (fields if k == "seq" else job).get(k) is not None}
         ignored = ignored_field(list(models), given)

@@ -2,7 +2,9 @@
 accumulation, an optimizer step each global step, full fine-tuning or LoRA, recomputation, mixed precision with FP8.
 
 One step is two estimates: the micro-step (forward and backward of one micro-batch, `features.train_step`) and the
-optimizer update; the run is `steps` x (`accumulation` x micro-step + optimizer). Interval: the run's steps share the
+optimizer update; the run is `steps` x (`accumulation` x micro-step + optimizer). A vision model's run is over images
+(`global_batch` images a step, `tokens` counting images, no `seq`): its micro-step is the `training` phase's step
+without its AdamW update, its memory the kernel table's (`features.memory`). Interval: the run's steps share the
 model's error offset, so its bounds are the same sums of the parts' bounds (comonotone, as `estimator.jobs`).
 
 Memory per GPU (stated approximations): weights at the compute dtype's width; for trainable parameters a 2-byte
@@ -29,7 +31,7 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import check_job, lm_head_weights, lower, resolve_model
+from joulecast.features.lowering import check_job, is_vision, lm_head_weights, lower, resolve_model
 
 _STATE_BYTES = {"adamw": 4.0 + 8.0, "sgd": 4.0 + 4.0}  # fp32 master copy + moments (AdamW) or momentum (SGD)
 _GRAD_BYTES = 2.0
@@ -152,6 +154,7 @@ class TrainRunEstimate:
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the micro-step's, `Estimate.outside_domain`)
     # where the run exceeds the GPU's memory: what would fit (`memory_fits`), else empty
     fits: tuple[dict[str, Any], ...] = ()
+    unit: str = "token"     # what `tokens` counts: a text model's tokens, or a vision model's images (`seq` 1)
 
     def to_dict(self) -> dict[str, Any]:
         names = [n for n in self.__dataclass_fields__ if n != "step"]
@@ -194,7 +197,7 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     require(attention != "eager" or layout.cp == 1, "attention",
             "eager attention holds a rank's whole sequence: context parallelism needs a fused kernel (flash or masked)")
     config, name, _ = resolve_model(model)
-    check_job(config, "train-run")
+    check_job(config, "train-plan", label="a training step's share of a layout")
     # LoRA's adapters are low-rank: one as wide as the layers adapts each matrix in full, with more weights than it
     require(lora_rank < hidden_size(config), "lora_rank", f"{lora_rank} is not below {name}'s hidden size "
             f"{hidden_size(config)} (a low-rank adapter; 0 fine-tunes every weight)")
@@ -281,7 +284,49 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
             "activations": activations / memory.GIB}
 
 
-def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch: int | None = None,
+# A vision model's run takes none of these, each a text model's: its value if left as is, what it is for
+_TEXT_ONLY = {"lora_rank": (0, "LoRA's adapters on a transformer's linear layers"),
+              "lora_targets": ("all", "LoRA's adapters"), "recompute": ("none", "the layers' activation recomputation"),
+              "head_tokens": (None, "the LM head's tokens"), "head_outputs": (None, "a text model's task head"),
+              "fusions": ((), "a transformer's kernel fusions"),
+              "forward_overhead_s": (0.0, "a transformer layer's framework overhead")}
+
+
+def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
+                 optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
+                 power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None) -> StepEstimate:
+    """One global step of a vision model on one GPU: `accumulation` micro-steps of `micro_batch` images (the
+    `training` phase's step without its AdamW update) and one optimizer update. Memory: the weights at the dtype's
+    width; a gradient at that width, an fp32 master copy for narrower weights and the optimizer's fp32 state (AdamW's
+    two moments, SGD's momentum), as `features.memory` counts them; the activations autograd keeps of one
+    micro-batch, from its kernel table."""
+    require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
+    records, params = lower(config, phase="training", batch=micro_batch, seq=None, dtype=dtype, attention=attention)
+    micro_records = [r for r in records if r["op"] != "adamw"]  # the update runs once a global step, below
+    spec = lookup_gpu(gpu)
+    loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
+              else "physics")
+    common = dict(model=name, phase="training", seq=None, dtype=dtype, source="config", launch_mode=launch_mode,
+                  host_dispatch_s=check_host_dispatch(host_dispatch_s))
+    columns = kernel_columns(micro_records)
+    micro = estimate(Workload.from_table(columns, name=f"{name}/train-step/b{micro_batch}", batch=micro_batch,
+                                         params=params, **common), spec, **kw)
+    opt_records = train_step.optimizer_step(params, optimizer)
+    opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
+                                       **common), spec, **kw)
+    activations = float(memory.need_bytes(columns, 1, [params], ["training"], [dtype])["activation_bytes"][0])
+    width = DTYPE_BYTES[dtype]
+    parts = {"weights": params * width, "gradients": params * max(width, 2.0),
+             "optimizer": params * ((0.0 if width >= 4 else 4.0) + (8.0 if optimizer == "adamw" else 4.0)),
+             "activations": activations}
+    parts = {k: v / memory.GIB for k, v in parts.items()}
+    return StepEstimate(micro=micro, optimizer=opt, forward=None, accumulation=accumulation, params=params,
+                        trainable=params, memory_gb=sum(parts.values()), memory_parts_gb=parts,
+                        activations_gb_a_token={"none": parts["activations"] / micro_batch})
+
+
+def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int, micro_batch: int | None = None,
               steps: int | None = None, tokens: int | None = None, dtype: str = "bf16", lora_rank: int = 0,
               lora_targets: str = "all", recompute: str = "none", optimizer: str = "adamw",
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
@@ -291,12 +336,26 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
     `launch_mode`, `head_tokens`, `head_outputs`, `attention`, `fusions`, `forward_overhead_s` and `host_dispatch_s`
-    as for `step_estimate`.
+    as for `step_estimate`. A vision model's run is over images: `global_batch` images a step, `tokens` the images
+    to train on, no `seq`, and none of the options only a text model has (LoRA, recomputation, heads, fusions, the
+    framework's overhead a layer).
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
-            and tokens both or neither given, an unknown optimizer or recomputation).
+            and tokens both or neither given, an unknown optimizer or recomputation, a text model's option or a
+            sequence length given for a vision model, none given for a text model).
     """
+    config, name, _ = resolve_model(model)
+    images = is_vision(config)
+    if images:
+        require(seq is None, "seq", f"a {name} run is over images ({name} takes no sequence length); give none")
+        given = dict(lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, head_tokens=head_tokens,
+                     head_outputs=head_outputs, fusions=tuple(fusions or ()), forward_overhead_s=forward_overhead_s)
+        for field, (default, what) in _TEXT_ONLY.items():
+            require(given[field] == default, field, f"{what}: has no effect on {name}, a vision model; leave it out")
+        seq = 1  # a step of `global_batch` images: one "token" each
+    else:
+        require(seq is not None, "seq", f"required for {name}'s run: tokens a sequence")
     seq, global_batch = _count("seq", seq), _count("global_batch", global_batch)
     micro_batch = global_batch if micro_batch is None else _count("micro_batch", micro_batch)
     require(global_batch % micro_batch == 0, "micro_batch",
@@ -306,12 +365,19 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
     steps = _count("steps", steps) if steps is not None else math.ceil(_count("tokens", tokens) / (global_batch * seq))
     lora_rank = _count("lora_rank", lora_rank, low=0)
     accumulation = global_batch // micro_batch
-    step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
-                         lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
-                         sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                         launch_mode=launch_mode, head_tokens=head_tokens, head_outputs=head_outputs,
-                         attention=attention, fusions=fusions, forward_overhead_s=forward_overhead_s,
-                         host_dispatch_s=host_dispatch_s)
+    require_choice(optimizer, train_step.OPTIMIZERS, "optimizer")
+    if images:
+        step = _vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
+                            optimizer=optimizer, attention=attention, launch_mode=launch_mode,
+                            sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
+                            host_dispatch_s=host_dispatch_s)
+    else:
+        step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
+                             lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
+                             sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
+                             launch_mode=launch_mode, head_tokens=head_tokens, head_outputs=head_outputs,
+                             attention=attention, fusions=fusions, forward_overhead_s=forward_overhead_s,
+                             host_dispatch_s=host_dispatch_s)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     fits: tuple[dict[str, Any], ...] = ()
@@ -327,13 +393,15 @@ def train_run(model: str, gpu: str, *, seq: int, global_batch: int, micro_batch:
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
         launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens, head_outputs=head_outputs,
-        attention=attention, fusions=step.fusions,
+        attention=attention if not images or step.micro.by_kernel_class["kernel_class"].isin(
+            ("attention", "softmax")).any() else "none",  # a convolutional net runs none
+        fusions=step.fusions,
         forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
         time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
-        fits=fits, outside_domain=tuple(step.micro.outside_domain))
+        fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token")
 
 
 def state_gb(parts: dict[str, float]) -> float:

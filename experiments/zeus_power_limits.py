@@ -2,7 +2,7 @@
 BERT-base fine-tuned on SQuAD on a V100 and an A40, one epoch per (batch size, power limit), energy per epoch by
 power limit.
 
-    python experiments/zeus_power_limits.py [--gpu v100|a40] [--json]
+    python experiments/zeus_power_limits.py [--gpu v100|a40] [--network bert|resnet50] [--json]
 
 Rows: `../shared/data/external/zeus-nsdi23-powerlimit/summary_power_{v100,a40}.csv`, network `bert_base_uncased`,
 dataset `squad` (V100: 49 rows, batch 8-56, power limits 100-250 W; A40: 72 rows, batch 8-72, 100-300 W; measured
@@ -38,6 +38,12 @@ device listing of a 'Tesla V100S-PCIE-32GB', public-repository index id 44478820
 `v100-pcie-16gb:clock*1.1572:memory_bandwidth_gbs*1.26:memory_gb*2`) energy per epoch MAPE 18.0 -> 10.7 % (bias
 -2.7 %), time 16.3 -> 10.6 %, the shape by limit and the limit picked the same; choosing the card by the trace's
 own times would fit it to the rows it is scored on.
+`--network resnet50` scores the trace's other network on both cards, ResNet-50 trained on ImageNet (56 V100 rows,
+81 A40 rows, batch 8-512), by `train_run` over images: the catalog's `resnet-50`, an epoch of ImageNet-1k's
+IMAGENET_IMAGES training images at 224 x 224 (`--tokens`), fp32 on the V100 and TF32 on the A40 as for BERT, and the
+trace's Adadelta priced as AdamW (each keeps two fp32 state tensors a weight and updates it in one pass). Read with
+HISTORY.md's 2026-12-06 twelfth-session entry: the A40's epochs run slower than the V100's from batch 64 up, bound
+outside the GPU (likely by loading and decoding the images), which no GPU estimate holds.
 The epoch's sequence count scales every prediction alike, so the figures that do not depend on it are reported
 beside the absolute ones: per batch size, energy at each limit relative to the 250 W default (the shape an operator
 reads), the energy-optimal limit, and the energy measured at the limit joulecast picks against the best measured one.
@@ -64,22 +70,33 @@ MODEL = "bert-base"
 SEQ, EPOCH_SEQUENCES = 384, 88_000                      # assumptions (module docstring)
 HEAD_OUTPUTS = 2                                        # SQuAD's span head: start and end logits (module docstring)
 ATTENTION = "eager"                                     # BERT's attention before PyTorch's SDPA (module docstring)
+# the trace's (network, dataset) -> the catalog's model; `--network resnet50` (module docstring)
+NETWORKS = {"bert": ("bert_base_uncased", "squad", MODEL), "resnet50": ("resnet50", "imagenet", "resnet-50")}
+IMAGENET_IMAGES = 1_281_167                             # ImageNet-1k's training images: an epoch (module docstring)
 
 
-def rows(token: str) -> pd.DataFrame:
+def rows(token: str, network: str = "bert") -> pd.DataFrame:
+    name, dataset, _ = NETWORKS[network]
     d = pd.read_csv(DATA / f"summary_power_{token}.csv")
-    d = d[(d["network"] == "bert_base_uncased") & (d["dataset"] == "squad")].copy()
+    d = d[(d["network"] == name) & (d["dataset"] == dataset)].copy()
     d["energy_j"] = d["time_per_epoch"] * d["average_power"]
     return d.sort_values(["batch_size", "power_limit"]).reset_index(drop=True)
 
 
-def predict(d: pd.DataFrame, gpu: str, dtype: str, residual) -> pd.DataFrame:
+def _epoch(network: str, gpu: str, dtype: str, batch: int, limit: float, residual):
+    """One epoch of `network` at a batch size and power limit, as `train_run` estimates it."""
+    common = dict(global_batch=batch, dtype=dtype, power_limit_w=limit,
+                  estimator=residual if residual is not None else "physics")
+    if network == "resnet50":
+        return train_run(NETWORKS[network][2], gpu, tokens=IMAGENET_IMAGES, **common)
+    return train_run(MODEL, gpu, seq=SEQ, steps=math.ceil(EPOCH_SEQUENCES / batch), head_outputs=HEAD_OUTPUTS,
+                     attention=ATTENTION, **common)
+
+
+def predict(d: pd.DataFrame, gpu: str, dtype: str, residual, network: str = "bert") -> pd.DataFrame:
     out = []
     for r in d.itertuples():
-        run = train_run(MODEL, gpu, seq=SEQ, global_batch=int(r.batch_size), dtype=dtype,
-                        steps=math.ceil(EPOCH_SEQUENCES / r.batch_size), power_limit_w=float(r.power_limit),
-                        head_outputs=HEAD_OUTPUTS, attention=ATTENTION,
-                        estimator=residual if residual is not None else "physics")
+        run = _epoch(network, gpu, dtype, int(r.batch_size), float(r.power_limit), residual)
         lo, hi = run.energy_interval_j if run.method == "hybrid" else (np.nan, np.nan)  # physics: no interval
         out.append(dict(pred_energy_j=run.energy_j, pred_time_s=run.time_s, pred_power_w=run.power_w,
                         energy_lo_j=lo, energy_hi_j=hi))
@@ -117,13 +134,13 @@ def summary(frame: pd.DataFrame) -> dict:
                 coverage_pct=float(100 * covered.mean()) if frame["energy_lo_j"].notna().all() else None)
 
 
-def score(token: str, residual) -> dict:
+def score(token: str, residual, network: str = "bert") -> dict:
     """Per estimator (the hybrid where one is given, and physics), the summary and the per-batch figures."""
     gpu, default_limit_w, dtype = GPUS[token]
-    d = rows(token)
-    frames = {"hybrid" if residual is not None else "physics": predict(d, gpu, dtype, residual)}
+    d = rows(token, network)
+    frames = {"hybrid" if residual is not None else "physics": predict(d, gpu, dtype, residual, network)}
     if residual is not None:
-        frames["physics"] = predict(d, gpu, dtype, None)
+        frames["physics"] = predict(d, gpu, dtype, None, network)
     return {"gpu": gpu, "dtype": dtype, "default_limit_w": default_limit_w, **{
         name: {"summary": summary(f), "per_batch": per_batch(f, default_limit_w).to_dict(orient="records")}
         for name, f in frames.items()}}
@@ -133,11 +150,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--estimator", default=None, help="as for estimate (default: the shipped model)")
     parser.add_argument("--gpu", choices=sorted(GPUS), action="append", help="the trace's GPU (default: every one)")
+    parser.add_argument("--network", choices=sorted(NETWORKS), default="bert",
+                        help="the trace's network: BERT-base on SQuAD (default) or ResNet-50 on ImageNet")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     residual = load_estimator(args.estimator)
-    result = {token: score(token, residual) for token in (args.gpu or GPUS)}
-    result["assumptions"] = {"seq": SEQ, "epoch_sequences": EPOCH_SEQUENCES,
+    result = {token: score(token, residual, args.network) for token in (args.gpu or GPUS)}
+    epoch = ({"epoch_images": IMAGENET_IMAGES} if args.network == "resnet50"
+             else {"seq": SEQ, "epoch_sequences": EPOCH_SEQUENCES})
+    result["assumptions"] = {"network": args.network, "model": NETWORKS[args.network][2], **epoch,
                              "gpus": {t: dict(gpu=g, default_limit_w=w, dtype=d) for t, (g, w, d) in GPUS.items()}}
     if args.json:
         print(json.dumps(result, indent=1))
@@ -145,8 +166,11 @@ def main() -> None:
     pd.set_option("display.width", 160)
     for token in args.gpu or GPUS:
         r = result[token]
-        print(f"Zeus NSDI'23, BERT-base on SQuAD, {token} ({r['physics']['summary']['rows']} rows; assumed "
-              f"{r['gpu']}, {r['dtype']}, {EPOCH_SEQUENCES:,} sequences of {SEQ} tokens an epoch)")
+        work = (f"ResNet-50 on ImageNet, {token} ({r['physics']['summary']['rows']} rows; assumed {r['gpu']}, "
+                f"{r['dtype']}, {IMAGENET_IMAGES:,} images an epoch, Adadelta as AdamW)" if args.network == "resnet50"
+                else f"BERT-base on SQuAD, {token} ({r['physics']['summary']['rows']} rows; assumed {r['gpu']}, "
+                f"{r['dtype']}, {EPOCH_SEQUENCES:,} sequences of {SEQ} tokens an epoch)")
+        print(f"Zeus NSDI'23, {work}")
         for name in ("hybrid", "physics"):
             if name not in r:
                 continue

@@ -76,15 +76,18 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
 
 def check_job(config: Mapping[str, Any], job: str, field: str = "phase", label: str | None = None) -> None:
     """A whole job's model checked before its steps lower: a generation or serving needs a decoder (tokens
-    generated one at a time), a training run (`job` train-run) a text model (its steps run over tokens); else one
-    line naming `field` and what the model runs instead, the job called `label` (default its kind). Before, the
-    step's phase was named: 'decode' is not available, for --phase generate."""
+    generated one at a time), a training plan over GPUs (`job` train-plan) a text model (its layouts split
+    transformer layers over tokens); a training run on one GPU (train-run) takes any model, a vision model's over
+    images. Else one line naming `field` and what the model runs instead, the job called `label` (default its kind).
+    Before, the step's phase was named: 'decode' is not available, for --phase generate."""
+    if job == "train-run":
+        return
     fam = models.family(config)
-    trains = job == "train-run"
-    if fam in _VISION or (not trains and fam in _ENCODERS):
-        needs = "a text model (its steps run over tokens)" if trains else "a decoder (tokens generated one at a time)"
-        runs = "inference and one training step (--phase inference, training)" if fam in _VISION else \
-            "prefill, training and train-run"
+    plans = job == "train-plan"
+    if fam in _VISION or (not plans and fam in _ENCODERS):
+        needs = "a text model (its steps run over tokens)" if plans else "a decoder (tokens generated one at a time)"
+        runs = "inference, one training step and a training run (--phase inference, training, train-run)" \
+            if fam in _VISION else "prefill, training and train-run"
         raise InputError(field, f"{label or job} needs {needs}; a {fam} model runs {runs}")
 
 

@@ -269,7 +269,18 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     from joulecast import render
     from joulecast.estimator.train_run import train_run
 
-    given = _job_options(args, "train-run", needs=("seq", "global_batch"), needs_why="",
+    from joulecast.features.lowering import is_vision, resolve_model
+
+    config, name, _ = resolve_model(args.model or args.config) if not args.kernels else ({}, "", "")
+    images = bool(config) and is_vision(config)
+    if images:  # a vision model's run is over images: no sequence, none of a text model's options
+        for flag in ("seq", "lora_rank", "lora_targets", "recompute", "head_tokens", "head_outputs", "fusions",
+                     "forward_overhead_s"):
+            if getattr(args, flag) not in (None, False):
+                raise InputError(f"--{flag.replace('_', '-')}", f"has no effect with {name}, a vision model (its run "
+                                                                "is over images: --global-batch images a step)")
+    given = _job_options(args, "train-run", needs=("global_batch",) if images else ("seq", "global_batch"),
+                         needs_why="",
                          refuses=("batch", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
                          optional=("dtype", "attention", "lora_targets", "recompute", "optimizer", "launch_mode",
@@ -446,7 +457,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
     if phase == "train-run":
         if args.global_batch is None:
             raise InputError("--global-batch", "--phase train-run needs it (sequences an optimizer step)")
-        return sizes[0] or [args.global_batch], sizes[1] or [512], job
+        return sizes[0] or [args.global_batch], sizes[1], job  # no --seq: the API's 512 (a vision model takes none)
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
             if not given:

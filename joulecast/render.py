@@ -339,21 +339,31 @@ def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
 def train_run_table(job: Any) -> str:
     how = f"LoRA rank {job.lora_rank}" if job.lora_rank else "full fine-tuning"
     parts = ", ".join(f"{k} {gib(v)}" for k, v in job.memory_parts_gb.items())
-    lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {job.global_batch} x "
-             f"{plural(job.seq, 'token')} ({plural(job.tokens, 'token')}), {how}, {job.dtype}, recompute "
-             f"{job.recompute}, {job.optimizer}",
-             f"gpu        {job.gpu}", f"method     {job.method}",
-             f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
-             f"launches   {'CUDA graphs' if job.launch_mode == 'graph' else 'eager'}; "
-             f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
-             f"{job.head_tokens} of {job.seq} tokens a sequence",
-             f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}; {job.attention} attention", "",
-             f"energy     {_g4(job.energy_j)} J = {_g4(job.energy_j / 3.6e6)} kWh  ({_g4(job.energy_interval_j[0])} - "
-             f"{_g4(job.energy_interval_j[1])} J, steps' errors taken as moving together)",
-             f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
-             f"power      {_g4(job.power_w)} W (average)",
-             f"per token  {_g4(job.energy_per_token_j)} J a token, {_g4(job.tokens_per_s)} tokens/s",
-             f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
+    unit = getattr(job, "unit", "token")
+    launches = "CUDA graphs" if job.launch_mode == "graph" else "eager"
+    if unit == "image":  # a vision model's run: images a step, none of a text model's heads, LoRA or recomputation
+        lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {plural(job.global_batch, 'image')} "
+                 f"({plural(job.tokens, 'image')}), {how}, {job.dtype}, {job.optimizer}",
+                 f"gpu        {job.gpu}", f"method     {job.method}",
+                 f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
+                 f"launches   {launches}" + ("" if job.attention == "none" else f"; {job.attention} attention"), ""]
+    else:
+        lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {job.global_batch} x "
+                 f"{plural(job.seq, 'token')} ({plural(job.tokens, 'token')}), {how}, {job.dtype}, recompute "
+                 f"{job.recompute}, {job.optimizer}",
+                 f"gpu        {job.gpu}", f"method     {job.method}",
+                 f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
+                 f"launches   {launches}; "
+                 f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
+                 f"{job.head_tokens} of {job.seq} tokens a sequence",
+                 f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}; {job.attention} attention", ""]
+    lines += [f"energy     {_g4(job.energy_j)} J = {_g4(job.energy_j / 3.6e6)} kWh  ({_g4(job.energy_interval_j[0])}"
+              f" - {_g4(job.energy_interval_j[1])} J, steps' errors taken as moving together)",
+              f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
+              f"power      {_g4(job.power_w)} W (average)",
+              f"{f'per {unit}':<11}{_g4(job.energy_per_token_j)} J {'an' if unit[0] in 'aeiou' else 'a'} {unit}, "
+              f"{_g4(job.tokens_per_s)} {unit}s/s",
+              f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _fits(job) if "exceeds-memory" in job.flags else ""))
 
@@ -365,6 +375,8 @@ def _fits(job: Any) -> str:
         from joulecast.estimator.train_run import state_gb
 
         fixed = state_gb(job.memory_parts_gb)
+        if getattr(job, "unit", "token") == "image":  # no LoRA, and no plan over GPUs, for a vision model
+            return f"a GPU with more memory (not one image a micro-batch fits: {gib(fixed)} GiB of state beside it)"
         how = ("" if job.lora_rank else "LoRA, --lora-rank; or ") + "shard over GPUs, joulecast plan"
         if fixed > gpu(job.gpu).memory_gb:
             return (f"{how} (no micro-batch on one GPU: weights, gradients and optimizer state alone take "

@@ -125,15 +125,17 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     (["--kernels", "/nonexistent.json", "--gpu", "a100"], "--kernels: '/nonexistent.json' does not exist; give a file"),
     (["--model", "gpt2", "--gpu", "a100", "--sm-clock", "9000"], "--sm-clock: must be between"),
     (["--model", "resnet-101", "--gpu", "l4", "--phase", "generate", "--input-len", "8", "--output-len", "2"],
-     "--phase: generate needs a decoder (tokens generated one at a time); a resnet model runs inference and one"),
+     "--phase: generate needs a decoder (tokens generated one at a time); a resnet model runs inference, one training "
+     "step and a training run (--phase inference, training, train-run)"),
     (["--model", "bert-large", "--gpu", "l4", "--phase", "serve", "--concurrency", "4", "--input-len", "8",
       "--output-len", "2"], "--phase: serve needs a decoder (tokens generated one at a time); a bert model runs "
      "prefill"),
+    # a vision model's training run is over images: a sequence length or a text model's option is refused as such
     (["--model", "vit-large", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8", "--seq",
-      "197"], "--phase: train-run needs a text model (its steps run over tokens); a vit model runs inference"),
-    # the model is checked before the job's flags: not '--seq: --phase train-run needs it' for a model that has none
-    (["--model", "resnet-101", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8"],
-     "--phase: train-run needs a text model (its steps run over tokens); a resnet model runs inference"),
+      "197"], "--seq: has no effect with vit-large, a vision model (its run is over images: --global-batch images a "
+     "step)"),
+    (["--model", "resnet-101", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8",
+      "--lora-rank", "8"], "--lora-rank: has no effect with resnet-101, a vision model"),
     (["--model", "vit-large", "--gpu", "l4", "--phase", "generate"], "--phase: generate needs a decoder"),
     (["--model", "resnet-101", "--gpu", "l4", "--seq", "512"], "--seq: has no effect with resnet (a pass is --batch "
      "images of the size its config sets); leave it out"),
@@ -167,7 +169,7 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
     (["--model", "bert-large", "--gpu", "l4", "--phase", "decode"], "--phase: 'decode' is not available for a bert "
      "model; allowed: prefill, training; or a whole job: train-run"),
     (["--model", "vit-large", "--gpu", "l4", "--phase", "decode"], "--phase: 'decode' is not available for a vit "
-     "model; allowed: inference, training\n"),
+     "model; allowed: inference, training; or a whole job: train-run\n"),
     (["--model", "gpt2", "--gpu", "l4", "--phase", "serve", "--input-len", "8", "--output-len", "2"],
      "--concurrency: --phase serve needs --concurrency or --request-rate, one of them; got neither"),
     (["--model", "gpt2", "--gpu", "l4", "--phase", "serve", "--input-len", "8", "--output-len", "2", "--concurrency",

@@ -319,3 +319,69 @@ def test_a_sequence_too_long_even_fully_recomputed_fits_no_micro_batch(capsys):
                  "--global-batch", "1", "--steps", "1", "--lora-rank", "8", "--estimator", "physics"]) == 0
     assert "Instead: shard over GPUs, joulecast plan (no micro-batch on one GPU, not one sequence fully recomputed)" \
         in capsys.readouterr().out
+
+
+def test_a_vision_models_run_is_over_images_its_memory_from_the_kernel_table():
+    """A vision model trains over images: `global_batch` images a step, `tokens` counting images (`seq` 1), each step
+    its accumulated micro-steps (the `training` phase's kernels less its AdamW update) and one update; its memory the
+    weights, gradients and optimizer state a parameter and the activations the kernel table keeps."""
+    from joulecast.features.memory import GIB
+
+    run = joulecast.train_run("resnet-50", "v100-pcie-16gb", global_batch=128, micro_batch=64, tokens=1000,
+                              dtype="fp32", estimator="physics")
+    step = run.step
+    assert (run.unit, run.seq, run.steps, run.tokens, run.accumulation) == ("image", 1, 8, 8 * 128, 2)
+    assert run.energy_j == pytest.approx(8 * (2 * step.micro.energy_j + step.optimizer.energy_j), rel=1e-12)
+    assert run.energy_per_token_j == pytest.approx(run.energy_j / run.tokens) and run.attention == "none"
+    assert not (step.micro.kernel_columns["op"] == "adamw").any()
+    assert (step.optimizer.kernel_columns["op"] == "adamw").all()
+    # fp32 weights: a 4-byte gradient and AdamW's two fp32 moments, no master copy; SGD's one momentum
+    params = step.params
+    assert run.memory_parts_gb["weights"] == pytest.approx(params * 4 / GIB)
+    assert run.memory_parts_gb["gradients"] == pytest.approx(params * 4 / GIB)
+    assert run.memory_parts_gb["optimizer"] == pytest.approx(params * 8 / GIB)
+    sgd = joulecast.train_run("resnet-50", "v100-pcie-16gb", global_batch=128, micro_batch=64, steps=1, dtype="bf16",
+                              optimizer="sgd", estimator="physics")
+    assert sgd.memory_parts_gb["gradients"] == pytest.approx(params * 2 / GIB)
+    assert sgd.memory_parts_gb["optimizer"] == pytest.approx(params * (4 + 4) / GIB)  # master copy and momentum
+    # one micro-batch's activations, as the training phase's step of that batch keeps them
+    single = joulecast.estimate(joulecast.workload("resnet-50", phase="training", batch=64, dtype="fp32"),
+                                "v100-pcie-16gb", estimator="physics")
+    assert run.memory_parts_gb["activations"] == pytest.approx(single.memory_parts_gb["activation"], rel=1e-12)
+    # a step that does not fit says which micro-batch would: ResNet-50 in fp32 holds 128 images on 16 GB, not 256
+    big = joulecast.train_run("resnet-50", "v100-pcie-16gb", global_batch=512, steps=1, dtype="fp32",
+                              estimator="physics")
+    assert "exceeds-memory" in big.flags and [f["micro_batch"] for f in big.fits] == [128]
+
+
+@pytest.mark.parametrize("kw, field", [(dict(seq=224), "seq"), (dict(lora_rank=8), "lora_rank"),
+                                       (dict(recompute="full"), "recompute"), (dict(head_outputs=2), "head_outputs"),
+                                       (dict(fusions=("norm",)), "fusions"), (dict(lora_targets="attention"),
+                                                                              "lora_targets"),
+                                       (dict(forward_overhead_s=1e-4), "forward_overhead_s")])
+def test_a_vision_run_refuses_a_sequence_and_a_text_models_options(kw, field):
+    with pytest.raises(joulecast.InputError, match=rf"^{field}: "):
+        joulecast.train_run("resnet-50", "a10", global_batch=8, steps=1, estimator="physics", **kw)
+
+
+def test_a_text_models_run_needs_its_sequence_length():
+    with pytest.raises(joulecast.InputError, match=r"^seq: required for gpt2's run: tokens a sequence"):
+        joulecast.train_run("gpt2", "a10", global_batch=8, steps=1, estimator="physics")
+
+
+def test_the_cli_service_and_sweep_run_a_vision_model_over_images(capsys):
+    from joulecast.service import estimate_one
+
+    assert main(["estimate", "--model", "resnet-50", "--gpu", "a10", "--phase", "train-run", "--global-batch", "32",
+                 "--micro-batch", "16", "--steps", "3", "--estimator", "physics"]) == 0
+    out = capsys.readouterr().out
+    assert "3 steps x 32 images (96 images)" in out and " J an image, " in out and "images/s" in out
+    assert "attention" not in out and "LM head" not in out
+    body = {"model": "resnet-50", "gpu": "a10", "phase": "train-run", "global_batch": 32, "steps": 3}
+    assert estimate_one(body, "physics")["unit"] == "image"
+    points = joulecast.sweep("resnet-50", "a10", phase="train-run", global_batch=32, steps=3, micro_batch=[8, 32],
+                             estimator="physics").points
+    assert points["seq"].tolist() == [1, 1] and points["micro_batch"].tolist() == [8, 32]
+    with pytest.raises(joulecast.InputError, match=r"^seq: has no effect with resnet-50"):
+        joulecast.sweep("resnet-50", "a10", phase="train-run", global_batch=32, steps=3, seq=224,
+                        estimator="physics")

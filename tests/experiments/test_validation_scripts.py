@@ -268,6 +268,12 @@ def test_zeus_sweep_scores_energy_per_epoch_and_the_best_power_limit_on_the_v100
     assert result["assumptions"]["gpus"]["v100"]["gpu"] == "v100-pcie-16gb"
     # one GPU on request: the other is not scored
     assert set(_run_args("zeus_power_limits.py", "--gpu", "v100")) == {"v100", "assumptions"}
+    # the trace's other network, ResNet-50 on ImageNet, by `train_run` over images: an epoch of ImageNet-1k
+    resnet = _run_args("zeus_power_limits.py", "--network", "resnet50", "--gpu", "v100")
+    assert resnet["assumptions"]["model"] == "resnet-50" and resnet["assumptions"]["epoch_images"] == 1_281_167
+    s, batches = resnet["v100"]["hybrid"]["summary"], resnet["v100"]["hybrid"]["per_batch"]
+    assert s["rows"] == 56 and [b["batch"] for b in batches] == [8, 16, 32, 64, 128, 192, 256, 360]
+    assert s["energy_mape"] > 0 and all(b["regret_pct"] >= 0 for b in batches)
 
 
 def test_hot_static_power_is_fitted_on_two_gpus_and_scored_on_the_third():

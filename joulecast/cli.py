@@ -1030,7 +1030,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--phase", type=str.lower, help="prefill, decode, training (one step; vision: inference), "
                      "generate (a whole generation: --input-len, --output-len), serve (steady-state serving: "
                      "--concurrency or --request-rate) or train-run (a whole training run: --steps or --tokens, "
-                     "--global-batch, --seq); default prefill")
+                     "--global-batch, --seq; a vision model's over images, no --seq); default prefill")
     est.add_argument("--batch", type=_whole, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=_whole, help="tokens per sequence (KV-cache length for decode); default 512")
     est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
@@ -1089,11 +1089,12 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--sampling", help="how requests pick tokens: greedy, top-p (or top-k) or top-p-penalties "
                      "(repetition, frequency or presence penalties too); an engine whose sampler sorts the "
                      "vocabulary (vLLM) prices it as GPU work a step; default greedy")
-    run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence)")
+    run = est.add_argument_group("--phase train-run (a whole training run; --seq is tokens per sequence; a vision "
+                                 "model's run is over images: no --seq, --global-batch and --tokens count images)")
     run.add_argument("--steps", type=_whole, help="optimizer steps (or give --tokens)")
     run.add_argument("--tokens", type=_whole, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
                      "up)")
-    run.add_argument("--global-batch", type=_whole, help="sequences per optimizer step")
+    run.add_argument("--global-batch", type=_whole, help="sequences (a vision model: images) per optimizer step")
     run.add_argument("--micro-batch", type=_whole, help="sequences per forward/backward pass (gradient accumulation = "
                      "global / micro); default the global batch")
     run.add_argument("--lora-rank", type=_whole, help="LoRA adapters of this rank (weights frozen); default 0: full "
@@ -1184,9 +1185,9 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = sw.add_argument_group("--phase train-run, generate and serve (a whole job a point); --attention, "
                                  "--launch-mode, --fusions and --engine also for a single pass")
     jobs.add_argument("--micro-batch", help="train-run: micro-batches to sweep, e.g. 1,2,4 (default the global batch)")
-    jobs.add_argument("--global-batch", type=_whole, help="train-run: sequences an optimizer step")
+    jobs.add_argument("--global-batch", type=_whole, help="train-run: sequences (images) an optimizer step")
     jobs.add_argument("--steps", type=_whole, help="train-run: optimizer steps (or give --tokens)")
-    jobs.add_argument("--tokens", type=_whole, help="train-run: tokens to train on")
+    jobs.add_argument("--tokens", type=_whole, help="train-run: tokens (a vision model: images) to train on")
     jobs.add_argument("--lora-rank", type=_whole, help="train-run: LoRA adapters of this rank; default 0 (full)")
     jobs.add_argument("--lora-targets", help="train-run: all or attention; default all")
     jobs.add_argument("--recompute", help="train-run: none, selective or full; default none")

@@ -66,6 +66,8 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "output_len": 256, "tp": 8, "expert_parallel": True, "engine": "vllm-0.11.1"},
         "a fine-tuning run": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "train-run", "seq": 2048,
                               "global_batch": 32, "micro_batch": 4, "steps": 1000, "lora_rank": 16},
+        "an image model's epoch": {"model": "resnet-50", "gpu": "a100-sxm4-80gb", "phase": "train-run",
+                                   "global_batch": 256, "tokens": 1_281_167},
     },
     "/v1/estimate/batch": {
         "two GPUs": {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 8, "seq": 512},

@@ -23,6 +23,7 @@ from typing import Any
 from joulecast.data.errors import require, require_choice
 from joulecast.data.files import check_count
 from joulecast.data.fusions import check_fusions, check_overhead
+from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import head_count, hidden_size, layer_count
@@ -239,12 +240,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     else:
         trainable = train_step.lora_params(forward + head, tokens, lora_rank, skip)
     forward = forward + head
-    spec = lookup_gpu(gpu)
-    loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
-    kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
-              else "physics")
-    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config", launch_mode=launch_mode,
-                  host_dispatch_s=check_host_dispatch(host_dispatch_s))
+    spec, kw, common = _step_setting(gpu, name, seq, dtype, launch_mode, host_dispatch_s, sm_clock_mhz,
+                                     power_limit_w, estimator)
     micro = estimate(Workload.from_table(kernel_columns(records), name=f"{name}/train-step/b{micro_batch}/s{seq}",
                                          batch=micro_batch, params=params, **common), spec, **kw)
     opt_records = train_step.optimizer_step(math.ceil(trainable / (layout.dp if layout.zero >= 1 else 1)), optimizer)
@@ -268,6 +265,19 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                         memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
                         overhead_s=layer_count(shard) * overhead, forwards=2 if recompute == "full" else 1,
                         activations_gb_a_token=per_token)
+
+
+def _step_setting(gpu: str, name: str, seq: int | None, dtype: str, launch_mode: str, host_dispatch_s: float | None,
+                  sm_clock_mhz: float | None, power_limit_w: float | None, estimator: Any
+                  ) -> tuple[GpuSpec, dict[str, Any], dict[str, Any]]:
+    """A step's GPU spec, the `estimate` settings of its parts (clock, limit, the estimator loaded once) and the
+    fields their workloads share."""
+    loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
+    kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
+              else "physics")
+    common = dict(model=name, phase="training", seq=seq, dtype=dtype, source="config", launch_mode=launch_mode,
+                  host_dispatch_s=check_host_dispatch(host_dispatch_s))
+    return lookup_gpu(gpu), kw, common
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
@@ -303,12 +313,8 @@ def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: in
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
     records, params = lower(config, phase="training", batch=micro_batch, seq=None, dtype=dtype, attention=attention)
     micro_records = [r for r in records if r["op"] != "adamw"]  # the update runs once a global step, below
-    spec = lookup_gpu(gpu)
-    loaded = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
-    kw = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=loaded if loaded is not None
-              else "physics")
-    common = dict(model=name, phase="training", seq=None, dtype=dtype, source="config", launch_mode=launch_mode,
-                  host_dispatch_s=check_host_dispatch(host_dispatch_s))
+    spec, kw, common = _step_setting(gpu, name, None, dtype, launch_mode, host_dispatch_s, sm_clock_mhz,
+                                     power_limit_w, estimator)
     columns = kernel_columns(micro_records)
     micro = estimate(Workload.from_table(columns, name=f"{name}/train-step/b{micro_batch}", batch=micro_batch,
                                          params=params, **common), spec, **kw)

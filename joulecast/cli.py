@@ -268,7 +268,6 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
 def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
     from joulecast.estimator.train_run import train_run
-
     from joulecast.features.lowering import is_vision, resolve_model
 
     config, name, _ = resolve_model(args.model or args.config) if not args.kernels else ({}, "", "")

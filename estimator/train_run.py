@@ -302,6 +302,16 @@ _TEXT_ONLY = {"lora_rank": (0, "LoRA's adapters on a transformer's linear layers
               "forward_overhead_s": (0.0, "a transformer layer's framework overhead")}
 
 
+def _left_as_is(value: Any, default: Any) -> bool:
+    """Whether an option holds its default (an empty list or text for no fusions); a value of any other kind not."""
+    if default == ():
+        return isinstance(value, (tuple, list, str)) and not value
+    try:
+        return bool(value == default)
+    except (TypeError, ValueError):  # an array's comparison, an object's
+        return False
+
+
 def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
                  optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
                  power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None) -> StepEstimate:
@@ -356,9 +366,10 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     if images:
         require(seq is None, "seq", f"a {name} run is over images ({name} takes no sequence length); give none")
         given = dict(lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, head_tokens=head_tokens,
-                     head_outputs=head_outputs, fusions=tuple(fusions or ()), forward_overhead_s=forward_overhead_s)
+                     head_outputs=head_outputs, fusions=fusions, forward_overhead_s=forward_overhead_s)
         for field, (default, what) in _TEXT_ONLY.items():
-            require(given[field] == default, field, f"{what}: has no effect on {name}, a vision model; leave it out")
+            require(_left_as_is(given[field], default), field,
+                    f"{what}: has no effect on {name}, a vision model; leave it out")
         seq = 1  # a step of `global_batch` images: one "token" each
     else:
         require(seq is not None, "seq", f"required for {name}'s run: tokens a sequence")

@@ -405,6 +405,11 @@ _CALLS = {
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer")),
+    # a vision model's run over images: its text-only options and a sequence length refused, by name
+    "train_run_images": (lambda **k: joulecast.train_run(**{"model": "resnet-50", "gpu": "a10", "global_batch": 4,
+                                                            "steps": 2, "estimator": "physics", **k}),
+                         ("seq", "global_batch", "micro_batch", "tokens", "dtype", "optimizer", "attention",
+                          "launch_mode", "lora_rank", "recompute", "head_outputs", "fusions", "forward_overhead_s")),
     "sweep": (lambda **k: joulecast.sweep(**{"model": "gpt2", "gpu": "a10", "batch": [1, 2], "estimator": "physics",
                                              **k}),
               ("model", "gpu", "phase", "max_points", "seq", "dtype")),

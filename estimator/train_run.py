@@ -410,7 +410,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
         finetune="lora" if lora_rank else "full", lora_rank=lora_rank, recompute=recompute, optimizer=optimizer,
         launch_mode=launch_mode, head_tokens=seq if head_tokens is None else head_tokens, head_outputs=head_outputs,
-        attention=attention if not images or step.micro.by_kernel_class["kernel_class"].isin(
+        attention=attention if not images or step.micro.kernel_columns["kind"].isin(
             ("attention", "softmax")).any() else "none",  # a convolutional net runs none
         fusions=step.fusions,
         forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate

@@ -270,14 +270,8 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     from joulecast.estimator.train_run import train_run
     from joulecast.features.lowering import is_vision, resolve_model
 
-    config, name, _ = resolve_model(args.model or args.config) if not args.kernels else ({}, "", "")
-    images = bool(config) and is_vision(config)
-    if images:  # a vision model's run is over images: no sequence, none of a text model's options
-        for flag in ("seq", "lora_rank", "lora_targets", "recompute", "head_tokens", "head_outputs", "fusions",
-                     "forward_overhead_s"):
-            if getattr(args, flag) not in (None, False):
-                raise InputError(f"--{flag.replace('_', '-')}", f"has no effect with {name}, a vision model (its run "
-                                                                "is over images: --global-batch images a step)")
+    # a vision model's run is over images: no --seq to need (train_run refuses one, and a text model's options)
+    images = not args.kernels and is_vision(resolve_model(args.model or args.config)[0])
     given = _job_options(args, "train-run", needs=("global_batch",) if images else ("seq", "global_batch"),
                          needs_why="",
                          refuses=("batch", "engine", "input_len", "output_len"),

@@ -341,22 +341,20 @@ def train_run_table(job: Any) -> str:
     parts = ", ".join(f"{k} {gib(v)}" for k, v in job.memory_parts_gb.items())
     unit = getattr(job, "unit", "token")
     launches = "CUDA graphs" if job.launch_mode == "graph" else "eager"
-    if unit == "image":  # a vision model's run: images a step, none of a text model's heads, LoRA or recomputation
-        lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {plural(job.global_batch, 'image')} "
-                 f"({plural(job.tokens, 'image')}), {how}, {job.dtype}, {job.optimizer}",
-                 f"gpu        {job.gpu}", f"method     {job.method}",
-                 f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
-                 f"launches   {launches}" + ("" if job.attention == "none" else f"; {job.attention} attention"), ""]
+    images = unit == "image"  # a vision model's run: images a step, none of a text model's heads, LoRA or recompute
+    run = (f"{plural(job.global_batch, 'image')} ({plural(job.tokens, 'image')}), {how}, {job.dtype}" if images else
+           f"{job.global_batch} x {plural(job.seq, 'token')} ({plural(job.tokens, 'token')}), {how}, {job.dtype}, "
+           f"recompute {job.recompute}")
+    lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {run}, {job.optimizer}",
+             f"gpu        {job.gpu}", f"method     {job.method}",
+             f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step"]
+    if images:
+        lines += [f"launches   {launches}" + ("" if job.attention == "none" else f"; {job.attention} attention"), ""]
     else:
-        lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {job.global_batch} x "
-                 f"{plural(job.seq, 'token')} ({plural(job.tokens, 'token')}), {how}, {job.dtype}, recompute "
-                 f"{job.recompute}, {job.optimizer}",
-                 f"gpu        {job.gpu}", f"method     {job.method}",
-                 f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step",
-                 f"launches   {launches}; "
-                 f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
-                 f"{job.head_tokens} of {job.seq} tokens a sequence",
-                 f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}; {job.attention} attention", ""]
+        lines += [f"launches   {launches}; "
+                  f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "
+                  f"{job.head_tokens} of {job.seq} tokens a sequence",
+                  f"kernels    {_kernels(job.fusions, job.forward_overhead_s)}; {job.attention} attention", ""]
     lines += [f"energy     {_g4(job.energy_j)} J = {_g4(job.energy_j / 3.6e6)} kWh  ({_g4(job.energy_interval_j[0])}"
               f" - {_g4(job.energy_interval_j[1])} J, steps' errors taken as moving together)",
               f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",

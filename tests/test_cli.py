@@ -132,10 +132,10 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
      "prefill"),
     # a vision model's training run is over images: a sequence length or a text model's option is refused as such
     (["--model", "vit-large", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8", "--seq",
-      "197"], "--seq: has no effect with vit-large, a vision model (its run is over images: --global-batch images a "
-     "step)"),
+      "197"], "--seq: a vit-large run is over images (vit-large takes no sequence length); give none"),
     (["--model", "resnet-101", "--gpu", "l4", "--phase", "train-run", "--steps", "3", "--global-batch", "8",
-      "--lora-rank", "8"], "--lora-rank: has no effect with resnet-101, a vision model"),
+      "--lora-rank", "8"], "--lora-rank: LoRA's adapters on a transformer's linear layers: has no effect on "
+     "resnet-101, a vision model; leave it out"),
     (["--model", "vit-large", "--gpu", "l4", "--phase", "generate"], "--phase: generate needs a decoder"),
     (["--model", "resnet-101", "--gpu", "l4", "--seq", "512"], "--seq: has no effect with resnet (a pass is --batch "
      "images of the size its config sets); leave it out"),

@@ -72,7 +72,7 @@ HEAD_OUTPUTS = 2                                        # SQuAD's span head: sta
 ATTENTION = "eager"                                     # BERT's attention before PyTorch's SDPA (module docstring)
 # the trace's (network, dataset) -> the catalog's model; `--network resnet50` (module docstring)
 NETWORKS = {"bert": ("bert_base_uncased", "squad", MODEL), "resnet50": ("resnet50", "imagenet", "resnet-50")}
-IMAGENET_IMAGES = 1_281_167                             # ImageNet-1k's training images: an epoch (module docstring)
+IMAGENET_IMAGES = 1_281_167                             # ILSVRC-2012's training images (ImageNet-1k): an epoch
 
 
 def rows(token: str, network: str = "bert") -> pd.DataFrame:

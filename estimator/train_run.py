@@ -7,9 +7,10 @@ optimizer update; the run is `steps` x (`accumulation` x micro-step + optimizer)
 without its AdamW update, its memory the kernel table's (`features.memory`). Interval: the run's steps share the
 model's error offset, so its bounds are the same sums of the parts' bounds (comonotone, as `estimator.jobs`).
 
-Memory per GPU (stated approximations): weights at the compute dtype's width; for trainable parameters a 2-byte
-gradient plus an fp32 master copy and the optimizer's fp32 state (AdamW 12 bytes, SGD 8; ZeRO, Rajbhandari et al.
-2020, section 3.1), sharded over data-parallel ranks by ZeRO stage 1 (optimizer state), 2 (+ gradients) and 3
+Memory per GPU (stated approximations): weights at the compute dtype's width; for trainable parameters a gradient
+at that width (2 bytes at least), an fp32 master copy where the weights are narrower than fp32, and the optimizer's
+fp32 state (AdamW's two moments, 8 bytes, SGD's momentum, 4; ZeRO, Rajbhandari et al. 2020, section 3.1: 16 bytes a
+parameter in mixed precision and in fp32 alike, as `features.memory` counts them), sharded over data-parallel ranks by ZeRO stage 1 (optimizer state), 2 (+ gradients) and 3
 (+ weights); activations by Korthikanti et al.'s count (`_SAVED_BYTES`) for one micro-batch, times the micro-batches
 a first pipeline stage holds in flight (min(pp, accumulation), 1F1B).
 """
@@ -34,8 +35,7 @@ from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import check_job, is_vision, lm_head_weights, lower, resolve_model
 
-_STATE_BYTES = {"adamw": 4.0 + 8.0, "sgd": 4.0 + 4.0}  # fp32 master copy + moments (AdamW) or momentum (SGD)
-_GRAD_BYTES = 2.0
+_MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}  # the optimizer's fp32 state: AdamW's two moments, SGD's momentum
 # Activation bytes saved per token, hidden unit and layer (Korthikanti et al. 2022, arXiv 2205.05198, Table 2): 34
 # with tensor and sequence parallelism dividing all of it by tp, the attention scores' 5as/h term dropped because
 # fused attention saves no scores (eager attention's softmax and dropout save them: the term back, unless selective
@@ -280,14 +280,22 @@ def _step_setting(gpu: str, name: str, seq: int | None, dtype: str, launch_mode:
     return lookup_gpu(gpu), kw, common
 
 
+def _update_bytes(dtype: str, optimizer: str) -> tuple[float, float]:
+    """Bytes a trainable parameter needs for its gradient, and for its optimizer state with the fp32 master copy that
+    weights narrower than fp32 keep (see the module's docstring)."""
+    width = DTYPE_BYTES[dtype]
+    return max(width, 2.0), (0.0 if width >= 4 else 4.0) + _MOMENT_BYTES[optimizer]
+
+
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
             recompute: str, tokens: int, hidden: int, layers: int, scores: float = 0.0) -> dict[str, float]:
     """GiB per GPU by part (see the module's docstring); `scores`, the attention scores a token saves a layer over
     the hidden width, where eager attention saves them."""
     dp = layout.dp
     weights = params * DTYPE_BYTES[dtype] / (dp if layout.zero >= 3 else 1)
-    grads = trainable * _GRAD_BYTES / (dp if layout.zero >= 2 else 1)
-    state = trainable * _STATE_BYTES[optimizer] / (dp if layout.zero >= 1 else 1)
+    grad_bytes, state_bytes = _update_bytes(dtype, optimizer)
+    grads = trainable * grad_bytes / (dp if layout.zero >= 2 else 1)
+    state = trainable * state_bytes / (dp if layout.zero >= 1 else 1)
     per_layer = _FULL_RECOMPUTE_BYTES if recompute == "full" else _SAVED_BYTES / layout.tp + _SCORES_BYTES * scores
     activations = float(tokens) * hidden * layers * per_layer * min(layout.pp, accumulation)
     return {"weights": weights / memory.GIB, "gradients": grads / memory.GIB, "optimizer": state / memory.GIB,
@@ -332,10 +340,9 @@ def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: in
     opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
                                        **common), spec, **kw)
     activations = float(memory.need_bytes(columns, 1, [params], ["training"], [dtype])["activation_bytes"][0])
-    width = DTYPE_BYTES[dtype]
-    parts = {"weights": params * width, "gradients": params * max(width, 2.0),
-             "optimizer": params * ((0.0 if width >= 4 else 4.0) + (8.0 if optimizer == "adamw" else 4.0)),
-             "activations": activations}
+    grad_bytes, state_bytes = _update_bytes(dtype, optimizer)
+    parts = {"weights": params * DTYPE_BYTES[dtype], "gradients": params * grad_bytes,
+             "optimizer": params * state_bytes, "activations": activations}
     parts = {k: v / memory.GIB for k, v in parts.items()}
     return StepEstimate(micro=micro, optimizer=opt, forward=None, accumulation=accumulation, params=params,
                         trainable=params, memory_gb=sum(parts.values()), memory_parts_gb=parts,

@@ -106,6 +106,28 @@ def test_a_full_fine_tune_that_does_not_fit_is_flagged():
     assert "exceeds-memory" in run.flags and run.memory_gb > 80  # 16 bytes a parameter: 128 GB for 8B
 
 
+@pytest.mark.parametrize("dtype, optimizer, grad, state", [
+    ("fp32", "adamw", 4, 8), ("bf16", "adamw", 2, 4 + 8), ("fp32", "sgd", 4, 4), ("bf16", "sgd", 2, 4 + 4)])
+def test_a_text_run_counts_a_parameter_s_bytes_as_a_vision_run_and_the_estimates_do(dtype, optimizer, grad, state):
+    """A gradient at the weights' width, an fp32 master copy only for weights narrower than fp32, the optimizer's
+    fp32 moments: 16 bytes a parameter with AdamW in fp32 and in mixed precision alike (ZeRO section 3.1), as
+    `features.memory` counts a training estimate's (a text run's fp32 read 18, a 2-byte gradient and a master copy
+    it has no use for)."""
+    from joulecast.features.memory import GIB
+    text = _run(dtype=dtype, optimizer=optimizer)
+    vision = joulecast.train_run("resnet-50", "a100-sxm4-80gb", global_batch=8, steps=1, dtype=dtype,
+                                 optimizer=optimizer, estimator="physics")
+    for run in (text, vision):
+        params = run.step.params
+        assert run.memory_parts_gb["gradients"] == pytest.approx(params * grad / GIB, rel=1e-12)
+        assert run.memory_parts_gb["optimizer"] == pytest.approx(params * state / GIB, rel=1e-12)
+    if optimizer == "adamw":
+        work = joulecast.workload("gpt2", phase="training", batch=4, seq=512, dtype=dtype)
+        single = joulecast.estimate(work, "a100-sxm4-80gb", estimator="physics")
+        assert work.params == text.step.params
+        assert single.memory_parts_gb["optimizer"] == pytest.approx(work.params * (grad + state) / GIB, rel=1e-12)
+
+
 def test_a_tensor_parallel_shard_does_a_quarter_of_the_layers_gemm_work():
     config = resolve_model("llama-3-70b")[0]
     shard = train_step.shard_config(config, tp=4, pp=2)

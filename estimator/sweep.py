@@ -87,6 +87,7 @@ class SweepResult:
     sizes: tuple[str, str] = ("batch", "seq")           # the points' two size columns (`SIZES`)
     job: dict[str, Any] = field(default_factory=dict)  # a job sweep's fixed options
     cost: str = "energy"                                # the front's cost axis: energy, or carbon (CARBON_AXES)
+    unit: str = "token"     # what tokens_per_s counts: "image" where every model is a vision model's (seq 1)
 
     @property
     def axes(self) -> tuple[str, str]:
@@ -396,8 +397,9 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
                                      ("max_power_w", max_power_w)) if v is not None}
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
+    images = len(points) > 0 and all(is_vision(resolve_model(m)[0]) for m in points["model"].unique())
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
-                       constraints=constraints, sizes=sizes, job=job, cost=cost)
+                       constraints=constraints, sizes=sizes, job=job, cost=cost, unit="image" if images else "token")
 
 
 # A sweep named by fields (`run_sweep`, `joulecast.sweep`, POST /v1/sweep): those beyond its phase's two sizes

@@ -518,18 +518,21 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.json:
         render.write_json(render.sweep_payload(result, files), sys.stdout)
         return 0
+    headings = sweep_report.headings(result)  # a token column's name in a sweep over images
     serving = ", serving their rate" if "request_rate" in result.points else ""  # a rate past capacity does not
     print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory"
-          f"{serving} and meeting the constraints ({sweep_report.constraints_text(result.constraints)}), "
-          f"{len(result.pareto)} on the Pareto front ({result.axes[1]} against {result.axes[0]})"
+          f"{serving} and meeting the constraints ({sweep_report.constraints_text(result.constraints, result.unit)}), "
+          f"{len(result.pareto)} on the Pareto front ({headings.get(result.axes[1], result.axes[1])} against "
+          f"{headings.get(result.axes[0], result.axes[0])})"
           + "".join(f"; {n} left out: {k}" for k, n in result.skipped.items()))
     if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
         if args.phase == "serve":
             print(sweep_report.point_note(result) + ":")
-        print(render.sweep_front(result.pareto, sweep_report.columns(result)))
+        print(render.sweep_front(result.pareto, sweep_report.columns(result), headings))
     if best is not None:
+        shown = sweep_report.columns(result)  # the model and TP where they vary, an image's seq never
         sizes = " ".join(f"{c.replace('_', '-')} {render.figure(best[c])}" for c in (*result.sizes, "output_len")
-                         if c in best)  # the output length where it is an axis; a rate of 4.0 as 4
+                         if c in best and c in shown)  # the output length where it is an axis; a rate of 4.0 as 4
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
         # a load by its request rate runs around the clock: its day's energy at the GPU's average power
@@ -540,9 +543,8 @@ def _sweep(args: argparse.Namespace) -> int:
                    f"{render.duration(best['time_s'])} a token{day}" if args.phase == "serve"
                    else f"{render.figure(best['energy_j'])} J in {render.duration(best['time_s'])}" + (
                        f", {render.figure(best['energy_per_token_j'])} J and "
-                       f"{render.duration(best['s_per_token'])} a token"
+                       f"{render.duration(best['s_per_token'])} {render.article(result.unit)} {result.unit}"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
-        shown = sweep_report.columns(result)  # the model and TP where they vary
         tp = f", TP {best['tp']:.0f}" if "tp" in shown else ""
         carbon = (f"{render.mass(1e6 * best['carbon_per_token_g'])} CO2e a million output tokens"
                   if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")

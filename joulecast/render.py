@@ -131,6 +131,11 @@ def mass_range(low: float, high: float) -> str:
     return _range_in_unit(low, high, _mass_unit)
 
 
+def article(word: str) -> str:
+    """'an' before a word that starts with a vowel ('an image'), 'a' before others ('a token')."""
+    return "an" if word[:1] in "aeiou" else "a"
+
+
 def carbon_line(figures: Mapping[str, Any]) -> str:
     """A table's carbon line from `joulecast.data.carbon.carbon`'s figures: the whole estimate's (its interval too),
     else a serving load's a million output tokens; the grid and PUE it was read at."""
@@ -359,7 +364,7 @@ def train_run_table(job: Any) -> str:
               f" - {_g4(job.energy_interval_j[1])} J, steps' errors taken as moving together)",
               f"time       {duration(job.time_s)}  ({duration(job.step_time_s)} a step)",
               f"power      {_g4(job.power_w)} W (average)",
-              f"{f'per {unit}':<11}{_g4(job.energy_per_token_j)} J {'an' if unit[0] in 'aeiou' else 'a'} {unit}, "
+              f"{f'per {unit}':<11}{_g4(job.energy_per_token_j)} J {article(unit)} {unit}, "
               f"{_g4(job.tokens_per_s)} {unit}s/s",
               f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
@@ -476,10 +481,10 @@ def unmet_text(points: pd.DataFrame) -> str:
     return "no configuration meets the constraints: " + "; ".join(said)
 
 
-def sweep_front(pareto: pd.DataFrame, columns: list[str]) -> str:
-    """A sweep's Pareto front in the terminal: settings as `settings_shown` has them, figures to four significant
-    digits."""
-    return settings_shown(pareto, columns).to_string(index=False, float_format=figure)
+def sweep_front(pareto: pd.DataFrame, columns: list[str], headings: Mapping[str, str] | None = None) -> str:
+    """A sweep's Pareto front in the terminal: settings as `settings_shown` has them, columns renamed by `headings`,
+    figures to four significant digits."""
+    return settings_shown(pareto, columns).rename(columns=headings or {}).to_string(index=False, float_format=figure)
 
 
 def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
@@ -526,12 +531,13 @@ def dashed(table: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_payload(result: Any, files: Sequence[str] | None = None) -> dict[str, Any]:
     """A sweep's JSON as the CLI and the service give it: `points` (every configuration, frames for `write_json`),
-    `pareto`, `best`, what was skipped, the objective, front, fixed options and constraints, why nothing is best
+    `pareto`, `best`, what was skipped, the objective, front, fixed options and constraints, what its token columns
+    count (`unit`: "token", or "image" where every model is a vision model's), why nothing is best
     where nothing is (`unmet`), and the files written where the CLI wrote some."""
     best = result.best
     payload = {"points": result.points, "pareto": result.pareto, "best": None if best is None else best.to_dict(),
                "skipped": result.skipped, "objective": result.objective, "front": result.front, "job": result.job,
-               "constraints": result.constraints}
+               "constraints": result.constraints, "unit": result.unit}
     if files is not None:
         payload["files"] = list(files)
     return {**payload, "unmet": None if best is not None else unmet_text(result.points)}

@@ -27,10 +27,27 @@ COLUMNS = ("model", "gpu", "batch", "seq", "output_len", "dtype", "tp", "sm_cloc
 
 
 def columns(result: Any) -> list[str]:
-    """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`), those the
-    points have (the model and tensor parallelism where they vary; the output length where it is an axis)."""
+    """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`; the one of a
+    sweep over images, whose seq is 1), those the points have (the model and tensor parallelism where they vary; the
+    output length where it is an axis)."""
     named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
-    return [c for c in named if c in result.points and (c not in ("model", "tp") or varies(result.points, c))]
+    return [c for c in named if c in result.points and (c not in ("model", "tp") or varies(result.points, c))
+            and (c != result.sizes[1] or result.unit != "image")]
+
+
+def headings(result: Any) -> dict[str, str]:
+    """The shown name of a column whose name counts tokens, in a sweep over images (`SweepResult.unit`): its
+    images."""
+    if result.unit != "image":
+        return {}
+    return {c: c.replace("token", "image") for c in ("tokens_per_s", "energy_per_token_j", "s_per_token",
+                                                     "carbon_per_token_g")}
+
+
+def shown_table(frame: pd.DataFrame, result: Any) -> pd.DataFrame:
+    """A sweep's points as its tables show them: its columns (`columns`), settings as `settings_shown` has them,
+    token columns named for the sweep's unit (`headings`)."""
+    return settings_shown(frame, columns(result)).rename(columns=headings(result))
 
 
 def varies(points: pd.DataFrame, column: str) -> bool:
@@ -79,6 +96,7 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     others grey, the Pareto front red and joined. `names` label the points (default: a sweep's configuration, its
     size columns `sizes`), `labels` the axes (default: a sweep's)."""
     labels = labels or _LABELS
+    sizes_shown = [c.replace("_", "-") for c in sizes]
     drawn_at = np.isfinite(points[axes[0]].to_numpy(float)) & np.isfinite(points[axes[1]].to_numpy(float))
     undrawn = int((~drawn_at).sum())  # points without figures (a request rate past its GPU's capacity): no place
     if not drawn_at.any():
@@ -114,14 +132,15 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         tp = points["tp"] if varies(points, "tp") else pd.Series(np.nan, index=points.index)
         out = points["output_len"] if "output_len" in points else pd.Series(np.nan, index=points.index)
         model = points["model"] + " on " if varies(points, "model") else pd.Series("", index=points.index)
-        names = [f"{r.model}{r.gpu} {sizes[0].replace('_', '-')} {r.b} {sizes[1].replace('_', '-')} {r.s}"
+        shape = [" ".join(f"{name} {v}" for name, v in zip(sizes_shown, values))
+                 for values in zip(*(points[c].astype(str) for c in sizes))]
+        names = [f"{r.model}{r.gpu} {r.shape}"
                  + (f" output-len {r.out:.0f}" if r.out == r.out else "") + f" {r.dtype}"
                  + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
                  f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {figure(r.energy_j)} J in {figure(r.time_s)} s"
                  + (f", {figure(r.carbon_g)} g CO2e {grid_place(r.grid)}" if r.grid else "")
-                 for r in points[["gpu", *sizes, "dtype", "energy_j", "time_s"]]
-                 .set_axis(["gpu", "b", "s", "dtype", "energy_j", "time_s"], axis=1)
-                 .assign(sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
+                 for r in points[["gpu", "dtype", "energy_j", "time_s"]]
+                 .assign(shape=shape, sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
                          power_limit_w=setting_text(points["power_limit_w"]), grid=grid,
                          carbon_g=points.get("carbon_g", np.nan), tp=tp, out=out, model=model).itertuples()]
     names = [html.escape(n) for n in names]
@@ -198,9 +217,10 @@ _BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:
            "max_power_w": "power at most {:g} W"}
 
 
-def constraints_text(constraints: dict[str, float]) -> str:
-    """A sweep's constraints as a reader writes them ('time at most 6000 s'), 'none' where there are none."""
-    return ", ".join(_BOUNDS[k].format(v) for k, v in constraints.items()) or "none"
+def constraints_text(constraints: dict[str, float], unit: str = "token") -> str:
+    """A sweep's constraints as a reader writes them ('time at most 6000 s'; throughput in its `unit`s), 'none' where
+    there are none."""
+    return ", ".join(_BOUNDS[k].replace("tokens", f"{unit}s").format(v) for k, v in constraints.items()) or "none"
 
 
 def counted(points: Any) -> str:
@@ -227,28 +247,34 @@ def _colour_by(points: pd.DataFrame) -> str:
     return "model" if varies(points, "model") and not varies(points, "gpu") else "gpu"
 
 
+def _in_images(labels: dict[str, str]) -> dict[str, str]:
+    """Axis labels for a sweep over images: a token's figures an image's."""
+    return {k: v.replace("tokens", "images").replace("a token", "an image") for k, v in labels.items()}
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
-    shown = columns(result)
     job = ", ".join(f"{k.replace('_', ' ')} {({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
                     for k, v in result.job.items())  # kv cache on, not True
     phases = set(result.points["phase"])  # a single pass's fixed options (result.job) make no job of it
     labels = (_SERVE_LABELS if "serve" in phases else _JOB_LABELS if phases & {"train-run", "generate"}
               else _LABELS)
+    labels = _in_images(labels) if result.unit == "image" else labels
+    sizes = result.sizes[:1] if result.unit == "image" else result.sizes  # an image's seq is 1 (`columns`)
     lines = [f"<h1>{html.escape(title)}</h1>",
              f"<p>{counted(result.points)} estimated; {int(result.points['feasible'].sum()):,} fit in "
              f"memory{', serve their rate' if 'request_rate' in result.points else ''} and meet the constraints "
-             f"({html.escape(constraints_text(result.constraints))}); "
+             f"({html.escape(constraints_text(result.constraints, result.unit))}); "
              f"{len(result.pareto):,} on the Pareto "
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
              f"<p>{html.escape(point_note(result))}: {html.escape(job)}.</p>" if result.job else "",
-             "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=result.sizes,
+             "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=sizes,
                                               group=_colour_by(result.points)),
              f"<h2>Best by {html.escape(result.objective)}</h2>",
-             table(settings_shown(best.to_frame().T, shown)) if best is not None
+             table(shown_table(best.to_frame().T, result)) if best is not None
              else f"<p>{html.escape(unmet_text(result.points))}</p>",
-             "<h2>Its points</h2>", table(settings_shown(result.pareto, shown))]
+             "<h2>Its points</h2>", table(shown_table(result.pareto, result))]
     return page(title, "".join(lines))
 
 

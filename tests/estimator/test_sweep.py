@@ -15,6 +15,7 @@ import joulecast
 from joulecast.cli import main
 from joulecast.data.fusions import FUSIONS
 from joulecast.estimator.sweep import grid, pareto_mask, sweep
+from joulecast import sweep_report
 from joulecast.sweep_report import constraints_text
 
 
@@ -371,6 +372,33 @@ def test_an_image_model_is_swept_without_a_sequence_its_images_its_tokens(capsys
                                        "backend; resnet: no attention); leave it out\n")
     assert main(["sweep", "--model", "resnet-101,vit-large", "--gpu", "a100", "--attention", "eager", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["points"]) == 2  # ViT's attention takes it
+
+
+def test_a_sweep_over_images_counts_images_where_it_shows_its_figures(capsys, tmp_path):
+    """Where every model is a vision model's, a sweep's throughput and energy a token are an image's: its table, best
+    line, constraints and report say images and show no seq (1 on every point); its JSON and points keep their
+    columns' names and say what they count (`unit`). Beside a text model they stay tokens."""
+    args = ["sweep", "--model", "resnet-50,vit-large", "--gpu", "a100-sxm4-80gb", "--batch", "8,64",
+            "--phase", "inference", "--min-throughput", "100", "--estimator", "physics"]
+    assert main([*args, "--report", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    head, table = out.splitlines()[:2]
+    assert "(at least 100 images/s)" in head and "(energy_per_image_j against s_per_image)" in head
+    assert table.split()[:4] == ["model", "gpu", "batch", "dtype"]
+    assert "images_per_s" in table and "energy_per_image_j" in table and "token" not in out and " seq " not in out
+    assert re.search(r"^best by energy: \S+ on a100-sxm4-80gb batch 64 bf16, .* J and .* an image ", out, re.M)
+    report = (tmp_path / "report.html").read_text()
+    assert "energy an image (J)" in report and "<th>images_per_s</th>" in report and "token" not in report
+    assert " seq " not in report
+    assert main([*args, "--json"]) == 0
+    payload = json.loads(capsys.readouterr().out)
+    assert payload["unit"] == "image" and {p["seq"] for p in payload["points"]} == {1}
+    assert all(p["tokens_per_s"] == pytest.approx(p["batch"] / p["time_s"]) for p in payload["points"])
+    run = joulecast.sweep("resnet-50", "a100-sxm4-80gb", phase="train-run", global_batch=256, tokens=2560,
+                          estimator="physics")
+    assert run.unit == "image" and sweep_report.columns(run)[:3] == ["gpu", "micro_batch", "dtype"]
+    mixed = joulecast.sweep(["resnet-50", "gpt2"], "a100-sxm4-80gb", batch=[8], seq=[128], estimator="physics")
+    assert mixed.unit == "token" and "seq" in sweep_report.columns(mixed) and not sweep_report.headings(mixed)
 
 
 @pytest.mark.parametrize("models, fields, refused", [

@@ -138,8 +138,16 @@ SERVING_ENGINES = {name: {"host_s_per_sequence": e.host_s_per_sequence,
 # 1.77 to 1.54x on the A100 (geometric mean of measured/physics time; bf16 rows at 900 MHz with the GPU busy over
 # 85 % of the time).
 LAYOUT_TRANSPOSE_OP = "nchw_to_nhwc"
-# Kernels a library launches from C++ inside one dispatched call (cuDNN's transposes): no host dispatch of their own.
-LIBRARY_LAUNCHED_OPS = (LAYOUT_TRANSPOSE_OP,)
+# The transposes of a convolution's forward and backward (`train_step.backward` names the latter op + "_bwd"). Only a
+# tensor-core kernel reads NHWC: where the GPU has no tensor cores for the convolution's dtype (fp32 on Volta, whose
+# tensor cores take fp16 alone; bf16 on Volta), cuDNN's CUDA-core kernels read NCHW as it is and launch none
+# (`physics._static_features` drops them there). ResNet-50's fp32 training step on a V100 spent 57 of its 425 ms of
+# physics time in them, and read 1.26-1.28x slower than Zeus' epochs and NVIDIA's own FP32 figure for the card (367
+# images a second, DeepLearningExamples' ConvNets README); without them its time reads about 1.06x.
+LAYOUT_TRANSPOSE_OPS = (LAYOUT_TRANSPOSE_OP, LAYOUT_TRANSPOSE_OP + "_bwd")
+# Kernels a library launches from C++ inside one dispatched call (cuDNN's transposes, a convolution's backward's too:
+# `convolution_backward` is one ATen call): no host dispatch of their own.
+LIBRARY_LAUNCHED_OPS = LAYOUT_TRANSPOSE_OPS
 # Host dispatch and GPU work overlap only in part: within a layer some kernels outlast their dispatch and some do
 # not, so neither side keeps its lead throughout. A workload takes the 2-norm of the two, not their maximum
 # (assumption; EnergAIzer runs near the crossover take the host's time plus 30-50 % of the GPU's, e.g. BERT-large,

@@ -23,7 +23,7 @@ import numpy as np
 
 from joulecast.data.kernels import BACKWARD_SUFFIXES, DTYPE_BYTES
 from joulecast.data.labels import Labels
-from joulecast.features.arch import LIBRARY_LAUNCHED_OPS
+from joulecast.features.arch import LAYOUT_TRANSPOSE_OP
 
 _OPTIMIZER_OPS = ("adamw", "sgd_momentum")
 # Forward kernels whose outputs autograd keeps none of (PyTorch, tools/autograd/derivatives.yaml): a library's own
@@ -34,7 +34,7 @@ _OPTIMIZER_OPS = ("adamw", "sgd_momentum")
 # it). With both counted, ResNet-50's fp32 training step at a batch of 128 read 23.4 GiB, where NVIDIA trains it at 128
 # on a 16 GB T4 and at 256 on a 32 GB V100 (DeepLearningExamples, PyTorch/Classification/ConvNets/configs.yml, FP32
 # batch sizes); without them 13.8 and 27.1 GiB.
-_NOT_SAVED_OPS = (*LIBRARY_LAUNCHED_OPS, "relu")
+_NOT_SAVED_OPS = (LAYOUT_TRANSPOSE_OP, "relu")
 # Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
 # gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
 _FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0

@@ -72,6 +72,7 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     for c in STRING_COLUMNS:  # compared and looked up as codes, not as Python strings
         k[c] = Labels.of(k[c])
     s = _structure(k, gpu)
+    k["count"] = _without_idle_transposes(k, gpu)
     traits = arch.traits(gpu.architecture)
     b_in, is_gemm, is_attn, on_tensor, rule_rows = s["b_in"], s["is_gemm"], s["is_attn"], s["on_tensor"], s["rules"]
     k["tensor_core"] = s["tensor_core"].copy()  # the features' own: a caller may write into them
@@ -93,6 +94,16 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
     return dict(k, **t, **moved, on_tensor=on_tensor, misaligned=misaligned, peak_flops_ref=s["peak_flops_ref"],
                 peak_clock_ref=s["peak_clock_ref"], cuda_flops_ref=s["cuda_flops_ref"], efficiency=efficiency,
                 b_in=b_in, **_clock_free(t["tiles"], moved["exec_flops"], moved["stall_flops"], on_tensor, gpu))
+
+
+def _without_idle_transposes(k: Mapping[str, Any], gpu: GpuSpec) -> np.ndarray:
+    """Each row's launches, none for cuDNN's layout transposes where the GPU has no tensor cores for their
+    convolution's dtype (fp32 storage multiplies in TF32): its CUDA-core kernels read NCHW (`arch.LAYOUT_TRANSPOSE_OPS`)."""
+    transposes = k["op"].isin(arch.LAYOUT_TRANSPOSE_OPS)
+    if not transposes.any():
+        return k["count"]
+    tensor = {d: float(("tf32" if d == "fp32" else d) in gpu.tensor_tflops) for d in DTYPE_BYTES}
+    return np.where(transposes & (k["dtype"].lookup(tensor, 0.0) == 0), 0, k["count"])
 
 
 def _cuda_core_fp32_tflops(gpu: GpuSpec) -> float:

@@ -54,6 +54,26 @@ def test_cuda_core_gemms_on_dual_fp32_parts_get_the_fp32_only_half():
     assert on[0].bound == "dram"
 
 
+@pytest.mark.parametrize("gpu, dtype, transposed", [
+    ("v100-sxm2", "fp32", False), ("v100-sxm2", "bf16", False), ("v100-sxm2", "fp16", True),
+    ("a100-sxm4-80gb", "fp32", True), ("a100-sxm4-80gb", "bf16", True)])
+def test_cudnn_transposes_a_convolutions_layout_only_where_it_runs_on_tensor_cores(gpu, dtype, transposed):
+    """A convolution's NCHW -> NHWC transposes, forward and backward, run where its dtype has tensor cores (fp32
+    multiplies in TF32): none on a V100 in fp32 or bf16, whose CUDA-core kernels read NCHW. Launched inside cuDNN's
+    call, they cost no host dispatch of their own either way."""
+    work = joulecast.workload("resnet-50", phase="training", batch=8, dtype=dtype)
+    columns, _ = physics.analyze_arrays(work.kernels, joulecast.gpu(gpu))
+    ops, count = np.asarray(columns["op"]).astype(str), np.asarray(columns["count"])
+    transposes = np.isin(ops, arch.LAYOUT_TRANSPOSE_OPS)
+    convs = int(work.kernels.loc[work.kernels["op"] == "conv2d", "count"].sum())
+    assert int(count[ops == arch.LAYOUT_TRANSPOSE_OP].sum()) == (convs if transposed else 0)
+    assert int(count[transposes].sum()) == (3 * convs if transposed else 0)  # the backward's two a convolution
+    time = np.asarray(columns["time_s"]) * count
+    assert (time[transposes] > 0).all() == transposed and time[transposes].sum() < 0.5 * time.sum()
+    dispatched = physics.analyze_arrays(work.kernels, joulecast.gpu(gpu), host_dispatch_s=25e-6)[1]
+    assert dispatched.host_s[0] == pytest.approx(count[~transposes].sum() * 25e-6 * arch.TRAINING_DISPATCH_FACTOR)
+
+
 def test_bf16_gemms_without_bf16_hardware_run_at_the_emulated_fraction_of_the_cuda_core_rate(monkeypatch):
     """Volta has no bf16 tensor cores or arithmetic: a bf16 GEMM runs on the CUDA cores at
     `EMULATED_BF16_GEMM_RATE` of their rate; where the GPU has bf16 tensor peaks the rate plays no part."""

@@ -98,7 +98,8 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
 
 def _without_idle_transposes(k: Mapping[str, Any], gpu: GpuSpec) -> np.ndarray:
     """Each row's launches, none for cuDNN's layout transposes where the GPU has no tensor cores for their
-    convolution's dtype (fp32 storage multiplies in TF32): its CUDA-core kernels read NCHW (`arch.LAYOUT_TRANSPOSE_OPS`)."""
+    convolution's dtype (fp32 storage multiplies in TF32): its CUDA-core kernels read NCHW
+    (`arch.LAYOUT_TRANSPOSE_OPS`)."""
     transposes = k["op"].isin(arch.LAYOUT_TRANSPOSE_OPS)
     if not transposes.any():
         return k["count"]

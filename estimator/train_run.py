@@ -39,7 +39,9 @@ _MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}  # the optimizer's fp32 state: AdamW'
 # Activation bytes saved per token, hidden unit and layer (Korthikanti et al. 2022, arXiv 2205.05198, Table 2): 34
 # with tensor and sequence parallelism dividing all of it by tp, the attention scores' 5as/h term dropped because
 # fused attention saves no scores (eager attention's softmax and dropout save them: the term back, unless selective
-# recomputation runs the attention again); 2 (each layer's input) with full recomputation.
+# recomputation runs the attention again); 2 (each layer's input) with full recomputation. Counted for 16-bit
+# activations (2 bytes an element, 1 a dropout mask): an fp32 run's, twice each (`_memory`; the masks' share, 2 of
+# the 34, taken as wide too).
 _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 
 
@@ -297,7 +299,8 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
     grads = trainable * grad_bytes / (dp if layout.zero >= 2 else 1)
     state = trainable * state_bytes / (dp if layout.zero >= 1 else 1)
     per_layer = _FULL_RECOMPUTE_BYTES if recompute == "full" else _SAVED_BYTES / layout.tp + _SCORES_BYTES * scores
-    activations = float(tokens) * hidden * layers * per_layer * min(layout.pp, accumulation)
+    widths = max(DTYPE_BYTES[dtype] / 2.0, 1.0)  # the counts are of 16-bit activations: fp32's twice as wide
+    activations = float(tokens) * hidden * layers * per_layer * widths * min(layout.pp, accumulation)
     return {"weights": weights / memory.GIB, "gradients": grads / memory.GIB, "optimizer": state / memory.GIB,
             "activations": activations / memory.GIB}
 

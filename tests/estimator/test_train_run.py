@@ -128,6 +128,20 @@ def test_a_text_run_counts_a_parameter_s_bytes_as_a_vision_run_and_the_estimates
         assert single.memory_parts_gb["optimizer"] == pytest.approx(work.params * (grad + state) / GIB, rel=1e-12)
 
 
+def test_an_fp32_runs_activations_are_twice_as_wide_as_a_16_bit_runs():
+    """Korthikanti et al.'s bytes a token are of 16-bit activations: an fp32 run keeps each at 4 bytes, every
+    recomputation alike; fp16 and fp8 runs keep bf16's count."""
+    for recompute in ("none", "selective", "full"):
+        runs = {d: _run(dtype=d, recompute=recompute, attention="eager") for d in ("bf16", "fp16", "fp32")}
+        bf16 = runs["bf16"].memory_parts_gb["activations"]
+        assert runs["fp32"].memory_parts_gb["activations"] == pytest.approx(2 * bf16, rel=1e-12)
+        assert runs["fp16"].memory_parts_gb["activations"] == pytest.approx(bf16, rel=1e-12)
+    fp8 = joulecast.train_run("llama-3-8b", "h100-sxm", seq=512, global_batch=4, steps=1, dtype="fp8",
+                              estimator="physics")
+    bf16 = joulecast.train_run("llama-3-8b", "h100-sxm", seq=512, global_batch=4, steps=1, estimator="physics")
+    assert fp8.memory_parts_gb["activations"] == pytest.approx(bf16.memory_parts_gb["activations"], rel=1e-12)
+
+
 def test_a_tensor_parallel_shard_does_a_quarter_of_the_layers_gemm_work():
     config = resolve_model("llama-3-70b")[0]
     shard = train_step.shard_config(config, tp=4, pp=2)

@@ -450,6 +450,9 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
     if phase == "train-run":
         if args.global_batch is None:
             raise InputError("--global-batch", "--phase train-run needs it (sequences an optimizer step)")
+        if (args.steps is None) == (args.tokens is None):  # as estimate says it, by the flags
+            raise InputError("--steps", "--phase train-run needs --steps or --tokens, one of them; got "
+                                        f"{'neither' if args.steps is None else 'both'}")
         return sizes[0] or [args.global_batch], sizes[1], job  # no --seq: the API's 512 (a vision model takes none)
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):

@@ -544,6 +544,10 @@ def test_a_serving_sweep_says_its_points_are_steps_and_its_best_carbon_a_million
     (["--phase", "serve", "--concurrency", "4", "--input-len", "64", "--output-len", "8", "--batch", "2"],
      "--batch: has no effect with --phase serve (give --concurrency)"),
     (["--phase", "train-run", "--steps", "10"], "--global-batch: --phase train-run needs it"),
+    (["--phase", "train-run", "--global-batch", "8"], "--steps: --phase train-run needs --steps or --tokens, one of "
+                                                      "them; got neither"),
+    (["--phase", "train-run", "--global-batch", "8", "--steps", "2", "--tokens", "1e6"],
+     "--steps: --phase train-run needs --steps or --tokens, one of them; got both"),
     (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--batch", "2"],
      "--batch: has no effect with --phase train-run (give --micro-batch)"),
     (["--phase", "train-run", "--global-batch", "8", "--steps", "10", "--output-len", "9"],

@@ -12,7 +12,8 @@ at that width (2 bytes at least), an fp32 master copy where the weights are narr
 fp32 state (AdamW's two moments, 8 bytes, SGD's momentum, 4; ZeRO, Rajbhandari et al. 2020, section 3.1: 16 bytes a
 parameter in mixed precision and in fp32 alike, as `features.memory` counts them), sharded over data-parallel ranks by ZeRO stage 1 (optimizer state), 2 (+ gradients) and 3
 (+ weights); activations by Korthikanti et al.'s count (`_SAVED_BYTES`) for one micro-batch, times the micro-batches
-a first pipeline stage holds in flight (min(pp, accumulation), 1F1B).
+a first pipeline stage holds in flight (min(pp, accumulation), 1F1B), or the last stage's one and its loss's fp32
+log-probabilities (`_LOSS_BYTES`), whichever is more.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ _MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}  # the optimizer's fp32 state: AdamW'
 # activations (2 bytes an element, 1 a dropout mask): an fp32 run's, twice each (`_memory`; the masks' share, 2 of
 # the 34, taken as wide too).
 _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
+# The loss's bytes a head token and output its autograd keeps, whatever the layers recompute: the cross-entropy's
+# fp32 log-probabilities (log_softmax saves its result; Korthikanti et al. section 4.3: 4sbv/t). A floor: Hugging
+# Face's models also return their logits (and upcast them), which the training loop holds through the backward.
+_LOSS_BYTES = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,10 +260,12 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     # eager attention's saved scores, a token's per layer: heads x keys, over the hidden width (`_SCORES_BYTES`)
     saved = head_count(shard) * seq / hidden if attention == "eager" else 0.0
 
+    loss = _LOSS_BYTES * width * head_rows / tokens  # a token's share of the loss's log-probabilities
+
     def memory_parts(tokens_held: int, how: str) -> dict[str, float]:
         scores = saved if how == "none" else 0.0  # recomputation runs the attention again: its scores not saved
         return _memory(params, trainable, dtype, optimizer, layout, accumulation, how, tokens_held, hidden,
-                       layer_count(shard), scores)
+                       layer_count(shard), scores, loss)
 
     parts = memory_parts(tokens, recompute)
     per_token = {how: memory_parts(1, how)["activations"] for how in train_step.RECOMPUTE}
@@ -290,9 +297,11 @@ def _update_bytes(dtype: str, optimizer: str) -> tuple[float, float]:
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,
-            recompute: str, tokens: int, hidden: int, layers: int, scores: float = 0.0) -> dict[str, float]:
+            recompute: str, tokens: int, hidden: int, layers: int, scores: float = 0.0,
+            loss: float = 0.0) -> dict[str, float]:
     """GiB per GPU by part (see the module's docstring); `scores`, the attention scores a token saves a layer over
-    the hidden width, where eager attention saves them."""
+    the hidden width, where eager attention saves them; `loss`, the bytes a token the loss keeps (`_LOSS_BYTES`), on
+    the last pipeline stage, whose one micro-batch in flight a first stage's several may outweigh."""
     dp = layout.dp
     weights = params * DTYPE_BYTES[dtype] / (dp if layout.zero >= 3 else 1)
     grad_bytes, state_bytes = _update_bytes(dtype, optimizer)
@@ -300,7 +309,8 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
     state = trainable * state_bytes / (dp if layout.zero >= 1 else 1)
     per_layer = _FULL_RECOMPUTE_BYTES if recompute == "full" else _SAVED_BYTES / layout.tp + _SCORES_BYTES * scores
     widths = max(DTYPE_BYTES[dtype] / 2.0, 1.0)  # the counts are of 16-bit activations: fp32's twice as wide
-    activations = float(tokens) * hidden * layers * per_layer * widths * min(layout.pp, accumulation)
+    stage = float(tokens) * hidden * layers * per_layer * widths  # one micro-batch's, a stage's layers
+    activations = max(stage * min(layout.pp, accumulation), stage + float(tokens) * loss)
     return {"weights": weights / memory.GIB, "gradients": grads / memory.GIB, "optimizer": state / memory.GIB,
             "activations": activations / memory.GIB}
 

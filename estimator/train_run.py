@@ -10,10 +10,11 @@ model's error offset, so its bounds are the same sums of the parts' bounds (como
 Memory per GPU (stated approximations): weights at the compute dtype's width; for trainable parameters a gradient
 at that width (2 bytes at least), an fp32 master copy where the weights are narrower than fp32, and the optimizer's
 fp32 state (AdamW's two moments, 8 bytes, SGD's momentum, 4; ZeRO, Rajbhandari et al. 2020, section 3.1: 16 bytes a
-parameter in mixed precision and in fp32 alike, as `features.memory` counts them), sharded over data-parallel ranks by ZeRO stage 1 (optimizer state), 2 (+ gradients) and 3
-(+ weights); activations by Korthikanti et al.'s count (`_SAVED_BYTES`) for one micro-batch, times the micro-batches
-a first pipeline stage holds in flight (min(pp, accumulation), 1F1B), or the last stage's one and its loss's fp32
-log-probabilities (`_LOSS_BYTES`), whichever is more.
+parameter in mixed precision and in fp32 alike, as `features.memory` counts them), sharded over data-parallel ranks
+by ZeRO stage 1 (optimizer state), 2 (+ gradients) and 3 (+ weights); activations by Korthikanti et al.'s count
+(`_SAVED_BYTES`) for one micro-batch, times the micro-batches a first pipeline stage holds in flight
+(min(pp, accumulation), 1F1B), or the last stage's one and its loss's fp32 log-probabilities (`_LOSS_BYTES`),
+whichever is more.
 """
 
 from __future__ import annotations

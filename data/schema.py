@@ -54,6 +54,9 @@ MEASUREMENT_COLUMNS: Mapping[str, tuple[str, bool]] = {
     "idle_power_w": ("float", True),
     "method": ("str", False),            # energy_counter or power_samples
     "spread_rel": ("float", True),       # (max - min) / median of the repeats' energy
+    # GiB the item's work held on the device at its peak, its weights, inputs and optimizer state with it (PyTorch's
+    # caching allocator's `max_memory_allocated`, reset before the item was built); missing where not measured
+    "peak_memory_gb": ("float", True),
     "flag_throttled": ("bool", False),
     "flag_clock_moved": ("bool", False),
     "flag_window_short": ("bool", False),

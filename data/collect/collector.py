@@ -48,6 +48,7 @@ FLUSH_S = 20.0              # most seconds of finished rows a hard kill can lose
 class Step(Protocol):
     def run(self, iterations: int) -> float: ...
     def close(self) -> None: ...
+    # optional: GiB the work held on the device at its peak (`peak_memory_gb`), None where not counted
 
 
 class Runner(Protocol):
@@ -109,8 +110,8 @@ RECALIBRATIONS = 2  # times a window shorter than min_window_s, or one of no ene
 
 def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float,
                  keep: list[list[Sample]] | None = None) -> dict[str, Any]:
-    """Warm up, then measure `settings.repeats` windows; returns the row's measured fields. `keep` receives the
-    samples of the windows the row is made of."""
+    """Warm up, then measure `settings.repeats` windows; returns the row's measured fields (its peak device memory
+    too, where the step counts it). `keep` receives the samples of the windows the row is made of."""
     elapsed, its, per_iter = 0.0, 1, 0.0
     while True:  # warm-up: doubling runs until warmup_s has passed (at least two runs: the first allocates)
         seconds = step.run(its)
@@ -140,7 +141,9 @@ def measure_item(step: Step, meter: Meter, settings: Any, idle_power_w: float,
                              f"({min(w.time_s for w, _ in windows):.3g} s), after {RECALIBRATIONS} longer tries")
     if keep is not None:
         keep.extend(samples for _, samples in windows)
-    return _row_fields(n, device_s, windows, settings)
+    # the device memory the work held at its peak, where the step counts it (a GPU's allocator)
+    return {**_row_fields(n, device_s, windows, settings),
+            "peak_memory_gb": getattr(step, "peak_memory_gb", lambda: None)()}
 
 
 def _row_fields(n: int, device_s: Sequence[float], windows: Sequence[tuple[WindowResult, list[Sample]]],

@@ -57,6 +57,13 @@ class Step:
             self._fn()
         return time.perf_counter() - t0
 
+    def peak_memory_gb(self) -> float | None:
+        """GiB the work has held on the device at its peak since it was built (`TorchRunner.prepare` resets the
+        count); None off a GPU, whose allocator keeps no such count."""
+        if self._device.type != "cuda":
+            return None
+        return torch.cuda.max_memory_allocated(self._device) / 2**30
+
     def close(self) -> None:
         self._fn = self._keep = None  # type: ignore[assignment]
         gc.collect()
@@ -104,6 +111,8 @@ class TorchRunner:
         return info
 
     def prepare(self, item: PlanItem) -> Step:
+        if self.device.type == "cuda":  # the item's peak memory counts from here, its weights and inputs with it
+            torch.cuda.reset_peak_memory_stats(self.device)
         if item.kind == "kernel":
             return self._kernel(item)
         if item.kind == "wait":

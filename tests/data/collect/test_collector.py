@@ -4,6 +4,7 @@ import dataclasses
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import require_module
 
@@ -220,6 +221,43 @@ def test_torch_runners_on_the_cpu(tmp_path):
     assert waits["time_s"].between(90e-6, 5e-3).all()  # a launch lasts about its 100 us
     assert waits["workload_ref"].isna().all() and set(waits["kernel_list"]) == {"none"}
     assert set(rows.loc[rows["model_family"] == "llama", "phase"]) == {"prefill", "decode", "training"}
+    assert rows["peak_memory_gb"].isna().all()  # the CPU's allocator keeps no peak: nothing is made up
+
+
+class PeakStep(FakeStep):
+    """A step whose device counts the memory its work held at its peak, as a GPU's allocator does."""
+
+    def __init__(self, clock, seconds, peak_gb):
+        super().__init__(clock, seconds)
+        self.peak_gb = peak_gb
+
+    def peak_memory_gb(self):
+        return self.peak_gb
+
+
+def test_a_rows_peak_device_memory_is_kept_where_its_step_counts_it(tmp_path):
+    """Each row keeps the GiB its work held at its peak where the runner counts it (a GPU's `max_memory_allocated`,
+    reset before the item was built), to check an estimate's memory against; a step that counts none, and a
+    collection stored before the column, read as missing."""
+    clock = Clock()
+
+    class Runner(FakeRunner):
+        def prepare(self, item):
+            self.prepared.append(item.id)
+            return PeakStep(self.clock, 0.002, 1.5 * len(self.prepared))
+
+    collect(plan(), tmp_path, ReplayMeter(trace(), clock), Runner(clock), progress=False, sleep=clock.sleep,
+            clock=clock)
+    rows = load_store(tmp_path).sort_values("measurement_id")
+    assert sorted(rows["peak_memory_gb"]) == [1.5, 3.0, 4.5]
+    collect(plan(elements=(8192,)), tmp_path / "other", ReplayMeter(trace(), clock), FakeRunner(clock),
+            progress=False, sleep=clock.sleep, clock=clock)
+    assert load_store(tmp_path / "other")["peak_memory_gb"].isna().all()
+    parts = list((tmp_path / "h200" / "test").glob("part-*.parquet"))
+    assert parts
+    for part in parts:  # as a collection written before the column was
+        pd.read_parquet(part).drop(columns="peak_memory_gb").to_parquet(part)
+    assert load_store(tmp_path)["peak_memory_gb"].isna().all()
 
 
 class HiccupStep(FakeStep):

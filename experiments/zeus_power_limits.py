@@ -33,7 +33,8 @@ of the PCIe card's 14.1 fp32 peak (its catalog entry's, sourced there) with ever
 10.8, 77 %); physics gives the step 195 ms, 45 of them outside GEMMs, and reads the V100's time 1.18-1.36x the
 measured at 250 W. Memory points the same way: `train_run`'s check has batches of 48-56 at fp32 need 23.5-27.2 GB
 (32: 16.2), over the 16 GB card (21-36 GB when first measured; since 2026-12-06's thirteenth session a run in fp32
-counts its gradients at 4 bytes, its state without a master copy, its activations at 4 bytes and its loss). So the trace's card, precision or epoch is likely not quite as assumed (the A40's time MAPE is 9.1 %).
+counts its gradients at 4 bytes, its state without a master copy, its activations at 4 bytes and its loss). So the
+trace's card, precision or epoch is likely not quite as assumed (the A40's time MAPE is 9.1 %).
 Measured, not adopted: as a V100S-PCIe-32GB (80 SMs at 1,597 MHz, 1.03 TiB/s = 1,134 GB/s, 31.75 GiB: TensorFlow's
 device listing of a 'Tesla V100S-PCIE-32GB', public-repository index id 44478820372; the hypothetical
 `v100-pcie-16gb:clock*1.1572:memory_bandwidth_gbs*1.26:memory_gb*2`) energy per epoch MAPE 18.0 -> 10.7 % (bias

@@ -531,7 +531,7 @@ def _sweep(args: argparse.Namespace) -> int:
     if len(result.pareto):  # an empty front is said below, not printed as pandas' 'Empty DataFrame'
         if args.phase == "serve":
             print(sweep_report.point_note(result) + ":")
-        print(render.sweep_front(result.pareto, sweep_report.columns(result), headings))
+        print(render.sweep_front(sweep_report.shown_table(result.pareto, result)))
     if best is not None:
         shown = sweep_report.columns(result)  # the model and TP where they vary, an image's seq never
         sizes = " ".join(f"{c.replace('_', '-')} {render.figure(best[c])}" for c in (*result.sizes, "output_len")

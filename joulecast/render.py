@@ -481,10 +481,10 @@ def unmet_text(points: pd.DataFrame) -> str:
     return "no configuration meets the constraints: " + "; ".join(said)
 
 
-def sweep_front(pareto: pd.DataFrame, columns: list[str], headings: Mapping[str, str] | None = None) -> str:
-    """A sweep's Pareto front in the terminal: settings as `settings_shown` has them, columns renamed by `headings`,
-    figures to four significant digits."""
-    return settings_shown(pareto, columns).rename(columns=headings or {}).to_string(index=False, float_format=figure)
+def sweep_front(shown: pd.DataFrame) -> str:
+    """A sweep's Pareto front in the terminal, as `sweep_report.shown_table` shows it: figures to four significant
+    digits."""
+    return shown.to_string(index=False, float_format=figure)
 
 
 def plan_sweep_table(points: pd.DataFrame, front: str) -> str:

@@ -37,7 +37,6 @@ from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import check_job, is_vision, lm_head_weights, lower, resolve_model
 
-_MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}  # the optimizer's fp32 state: AdamW's two moments, SGD's momentum
 # Activation bytes saved per token, hidden unit and layer (Korthikanti et al. 2022, arXiv 2205.05198, Table 2): 34
 # with tensor and sequence parallelism dividing all of it by tp, the attention scores' 5as/h term dropped because
 # fused attention saves no scores (eager attention's softmax and dropout save them: the term back, unless selective
@@ -291,10 +290,9 @@ def _step_setting(gpu: str, name: str, seq: int | None, dtype: str, launch_mode:
 
 
 def _update_bytes(dtype: str, optimizer: str) -> tuple[float, float]:
-    """Bytes a trainable parameter needs for its gradient, and for its optimizer state with the fp32 master copy that
-    weights narrower than fp32 keep (see the module's docstring)."""
-    width = DTYPE_BYTES[dtype]
-    return max(width, 2.0), (0.0 if width >= 4 else 4.0) + _MOMENT_BYTES[optimizer]
+    """`features.memory.update_bytes` of a dtype's weights, as numbers."""
+    grad, state = memory.update_bytes(DTYPE_BYTES[dtype], optimizer)
+    return float(grad), float(state)
 
 
 def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Layout, accumulation: int,

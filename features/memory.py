@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -35,9 +36,8 @@ _OPTIMIZER_OPS = ("adamw", "sgd_momentum")
 # on a 16 GB T4 and at 256 on a 32 GB V100 (DeepLearningExamples, PyTorch/Classification/ConvNets/configs.yml, FP32
 # batch sizes); without them 13.8 and 27.1 GiB.
 _NOT_SAVED_OPS = (LAYOUT_TRANSPOSE_OP, "relu")
-# Bytes a parameter needs beyond its weight in training with AdamW (ZeRO section 3.1): fp32 weights, an fp32
-# gradient and two fp32 moments (4 + 8); narrower weights, a 2-byte gradient, an fp32 master copy and the moments.
-_FP32_EXTRA, _MIXED_EXTRA = 4.0 + 8.0, 2.0 + 4.0 + 8.0
+# The optimizer's fp32 state a parameter (ZeRO section 3.1): AdamW's two moments, SGD's momentum
+MOMENT_BYTES = {"adamw": 8.0, "sgd": 4.0}
 GIB = 2**30
 
 
@@ -53,6 +53,15 @@ def _saved(ops: tuple[str, ...]) -> np.ndarray:
     """Per op name, whether autograd keeps its kernel's output for the backward pass: a forward kernel's, but for
     `_NOT_SAVED_OPS`."""
     return _forward(ops) & np.array([o not in _NOT_SAVED_OPS for o in ops] or [False])
+
+
+def update_bytes(width: Any, optimizer: str = "adamw") -> tuple[Any, Any]:
+    """Bytes a trainable parameter of `width`-byte weights (a number or an array) needs for its gradient, and for its
+    optimizer state: a gradient at the weights' width (2 bytes at least), an fp32 master copy where the weights are
+    narrower than fp32, the optimizer's fp32 state (`MOMENT_BYTES`). With AdamW, 16 bytes a parameter in fp32
+    (4 + 4 + 8) and in mixed precision (2 + 2 + 12) alike (ZeRO section 3.1)."""
+    width = np.asarray(width, dtype=float)
+    return np.maximum(width, 2.0), np.where(width >= 4, 0.0, 4.0) + MOMENT_BYTES[optimizer]
 
 
 def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, phase: np.ndarray,
@@ -85,9 +94,9 @@ def need_bytes(columns: Mapping[str, np.ndarray], n: int, params: np.ndarray, ph
                   * c["count"], 0.0)
     weight_width = Labels.of(dtype).lookup(DTYPE_BYTES, 2.0)
     weights = np.asarray(params, float) * weight_width
-    extra = np.where(weight_width >= 4, _FP32_EXTRA, _MIXED_EXTRA)
+    grad, state = update_bytes(weight_width)
     out = {"weights_bytes": weights,
-           "optimizer_bytes": np.where(training, np.asarray(params, float) * extra, 0.0),
+           "optimizer_bytes": np.where(training, np.asarray(params, float) * (grad + state), 0.0),
            "activation_bytes": np.where(training, saved, largest),
            "kv_cache_bytes": np.where(training, 0.0, np.bincount(wid, kv, minlength=n))}
     out["total_bytes"] = sum(out.values())

@@ -45,8 +45,9 @@ from joulecast.features.lowering import check_job, is_vision, lm_head_weights, l
 # the 34, taken as wide too).
 _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 # The loss's bytes a head token and output its autograd keeps, whatever the layers recompute: the cross-entropy's
-# fp32 log-probabilities (log_softmax saves its result; Korthikanti et al. section 4.3: 4sbv/t). A floor: Hugging
-# Face's models also return their logits (and upcast them), which the training loop holds through the backward.
+# fp32 log-probabilities (PyTorch's tools/autograd/derivatives.yaml: `_log_softmax`'s backward reads its `result`).
+# A floor: Hugging Face's models also return their logits (and upcast them), which the training loop holds through
+# the backward.
 _LOSS_BYTES = 4.0
 
 

@@ -146,8 +146,8 @@ def test_an_fp32_runs_activations_are_twice_as_wide_as_a_16_bit_runs():
 
 
 def test_the_loss_keeps_its_fp32_log_probabilities_a_head_token_on_the_last_stage():
-    """The cross-entropy's log-probabilities (4 bytes a head token and output, Korthikanti et al.'s 4sbv/t) join the
-    activations whatever the layers recompute: an LM head's over the vocabulary (its shard under tensor parallelism),
+    """The cross-entropy's log-probabilities (4 bytes a head token and output: `_log_softmax` keeps its result) join
+    the activations whatever the layers recompute: an LM head's over the vocabulary (its shard under tensor parallelism),
     over the head's tokens alone; a task head's over its few outputs. Under a pipeline they sit on the last stage,
     beside its one micro-batch, where the first stage's several in flight outweigh them."""
     from joulecast.features.memory import GIB

@@ -6,6 +6,8 @@ optimizer update; the run is `steps` x (`accumulation` x micro-step + optimizer)
 (`global_batch` images a step, `tokens` counting images, no `seq`): its micro-step is the `training` phase's step
 without its AdamW update, its memory the kernel table's (`features.memory`). Interval: the run's steps share the
 model's error offset, so its bounds are the same sums of the parts' bounds (comonotone, as `estimator.jobs`).
+Where the host's input pipeline is slower than the GPU (`loader_rate`), a step takes the pipeline's time, the GPU
+waiting out the rest at idle power (`_fed_by_loader`).
 
 Memory per GPU (stated approximations): weights at the compute dtype's width; for trainable parameters a gradient
 at that width (2 bytes at least), an fp32 master copy where the weights are narrower than fp32, and the optimizer's
@@ -23,7 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from joulecast.data.errors import require, require_choice
+from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import check_count
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import GpuSpec
@@ -36,6 +38,8 @@ from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import check_job, is_vision, lm_head_weights, lower, resolve_model
+from joulecast.features.physics import check_setting
+from joulecast.features.power import idle_power_w
 
 # Activation bytes saved per token, hidden unit and layer (Korthikanti et al. 2022, arXiv 2205.05198, Table 2): 34
 # with tensor and sequence parallelism dividing all of it by tp, the attention scores' 5as/h term dropped because
@@ -49,6 +53,14 @@ _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 # A floor: Hugging Face's models also return their logits (and upcast them), which the training loop holds through
 # the backward.
 _LOSS_BYTES = 4.0
+# The host's input pipeline (PyTorch DataLoader's workers: reading, decoding, augmenting) prepares the next batches
+# while the GPU runs this one, so a step takes the longer of the two. Where the pipeline is the slower, the GPU waits
+# for each batch at its idle power at the run's clock, as it waits out the gaps between host-dispatched kernels
+# (`features.power.idle_power_w`). The rate is the user's to state (samples a second, as iterating the loader alone
+# measures it); None, the default, is a pipeline that keeps up. Why it matters: Zeus' ResNet-50 epochs ran slower on
+# an A40 than on a V100, a fifth of its tensor peak (311-343 against 341-364 images a second at batch 64 and up,
+# experiments/zeus_power_limits.py --network resnet50): bound by something other than the GPU.
+MAX_LOADER_RATE = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +176,8 @@ class TrainRunEstimate:
     # where the run exceeds the GPU's memory: what would fit (`memory_fits`), else empty
     fits: tuple[dict[str, Any], ...] = ()
     unit: str = "token"     # what `tokens` counts: a text model's tokens, or a vision model's images (`seq` 1)
+    loader_rate: float | None = None  # samples (sequences or images) a second the host's input pipeline delivers
+    loader_wait_s: float = 0.0  # seconds of the run the GPU waits for its input (`_fed_by_loader`)
 
     def to_dict(self) -> dict[str, Any]:
         names = [n for n in self.__dataclass_fields__ if n != "step"]
@@ -172,6 +186,46 @@ class TrainRunEstimate:
 
 def _count(name: str, value: object, low: int = 1) -> int:
     return check_count(value, name, 2**53, low=low, high_text="2^53")
+
+
+def check_loader_rate(value: object, where: str = "loader_rate") -> float | None:
+    """An input pipeline's rate: None (one that keeps up), or samples a second, above 0 and at most
+    MAX_LOADER_RATE."""
+    if value is None:
+        return None
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not 0.0 < float(value) <= MAX_LOADER_RATE:
+        raise InputError(where, f"must be samples a second the input pipeline delivers, above 0 and at most "
+                                f"{MAX_LOADER_RATE:g}, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Fed:
+    """A global step as the input pipeline paces it: its time and energy, their intervals, and the GPU's wait."""
+
+    time_s: float
+    energy_j: float
+    time_interval_s: tuple[float, float]
+    energy_interval_j: tuple[float, float]
+    wait_s: float
+
+
+def _fed_by_loader(step: StepEstimate, samples: int, rate: float | None, idle_w: float) -> _Fed:
+    """`step` (of `samples` sequences or images) fed by a pipeline of `rate` samples a second: it takes at least
+    samples / rate, the GPU idling at `idle_w` for what its work leaves of that. Each end of the interval waits for
+    its own time (a faster GPU waits longer), the point kept inside."""
+    floor = samples / rate if rate else 0.0
+
+    def fed(time_s: float, energy_j: float) -> tuple[float, float]:
+        wait = max(floor - time_s, 0.0)
+        return time_s + wait, energy_j + idle_w * wait
+
+    time_s, energy_j = fed(step.time_s, step.energy_j)
+    ends = [fed(t, e) for t, e in zip(step.time_interval_s, step.energy_interval_j)]
+    return _Fed(time_s=time_s, energy_j=energy_j, wait_s=time_s - step.time_s,
+                time_interval_s=(min(ends[0][0], time_s), max(ends[1][0], time_s)),
+                energy_interval_j=(min(ends[0][1], ends[1][1], energy_j), max(ends[0][1], ends[1][1], energy_j)))
 
 
 def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulation: int, dtype: str = "bf16",
@@ -368,13 +422,14 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
               launch_mode: str = "eager", head_tokens: int | None = None, head_outputs: int | None = None,
               attention: str = "flash", fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
-              host_dispatch_s: float | None = None) -> TrainRunEstimate:
+              host_dispatch_s: float | None = None, loader_rate: float | None = None) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
     `launch_mode`, `head_tokens`, `head_outputs`, `attention`, `fusions`, `forward_overhead_s` and `host_dispatch_s`
     as for `step_estimate`. A vision model's run is over images: `global_batch` images a step, `tokens` the images
     to train on, no `seq`, and none of the options only a text model has (LoRA, recomputation, heads, fusions, the
-    framework's overhead a layer).
+    framework's overhead a layer). `loader_rate`: the samples (sequences or images) a second the host's input
+    pipeline delivers, where it may not keep up with the GPU (`_fed_by_loader`); None for one that does.
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -403,6 +458,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     lora_rank = _count("lora_rank", lora_rank, low=0)
     accumulation = global_batch // micro_batch
     require_choice(optimizer, train_step.OPTIMIZERS, "optimizer")
+    loader_rate = check_loader_rate(loader_rate)
     if images:
         step = _vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                             optimizer=optimizer, attention=attention, launch_mode=launch_mode,
@@ -421,10 +477,15 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     if step.memory_gb > spec.memory_gb:
         flags.add("exceeds-memory")
         fits = memory_fits(step, spec.memory_gb, global_batch, seq)
+    idle_w = 0.0 if loader_rate is None else float(idle_power_w(spec, check_setting(spec, sm_clock_mhz,
+                                                                                   power_limit_w)[0]))
+    fed = _fed_by_loader(step, global_batch, loader_rate, idle_w)
+    if fed.wait_s > 0:
+        flags.add("input-bound")
     run_tokens = steps * global_batch * seq
-    e, t = steps * step.energy_j, steps * step.time_s
-    lo_e, hi_e = step.energy_interval_j
-    lo_t, hi_t = step.time_interval_s
+    e, t = steps * fed.energy_j, steps * fed.time_s
+    lo_e, hi_e = fed.energy_interval_j
+    lo_t, hi_t = fed.time_interval_s
     return TrainRunEstimate(
         model=step.micro.workload.split("/")[0], gpu=spec.name, steps=steps, tokens=run_tokens,
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
@@ -435,10 +496,11 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         fusions=step.fusions,
         forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
         energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
-        time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=step.time_s, step_energy_j=step.energy_j,
+        time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=fed.time_s, step_energy_j=fed.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
-        fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token")
+        fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token",
+        loader_rate=loader_rate, loader_wait_s=steps * fed.wait_s)
 
 
 def state_gb(parts: dict[str, float]) -> float:

@@ -6,7 +6,8 @@
 Rows and assumptions are each set's script's own: Wilkins' generations (`generation_jobs.py`, at the default host
 dispatch), ML.ENERGY v2 and v3 serving runs (`serving_jobs.py`, every configuration at the assumed mean prompt
 `--input-len`: 192 tokens by default, the longest that v2's batches leave room for; the quantity is J an output
-token), and Zeus' power-limit sweeps (`zeus_power_limits.py`, energy an epoch). Per kind and GPU: the rows, the
+token), and Zeus' power-limit sweeps of both its networks (`zeus_power_limits.py`: BERT-base on SQuAD and ResNet-50
+on ImageNet, energy an epoch). Per kind and GPU: the rows, the
 share inside the interval and the shares measured below and above it (which side the misses fall: a point that
 leans), the mean width (% of the estimate), and p_in_target (`training.evaluate.coverage_p_value`): how likely a
 count as far from the 86-94 % target band would be, were the true coverage in it, the rows taken as independent
@@ -44,22 +45,27 @@ def serve_rows(residual, input_len: int) -> pd.DataFrame:
 
 
 def train_rows(residual) -> pd.DataFrame:
+    """Zeus' epochs of both its networks (BERT on SQuAD, ResNet-50 on ImageNet), each its own set."""
     parts = []
-    for token, (gpu, _, dtype) in zeus_power_limits.GPUS.items():
-        f = zeus_power_limits.predict(zeus_power_limits.rows(token), gpu, dtype, residual)
-        parts.append(pd.DataFrame(dict(kind="train-run", gpu=gpu, set="zeus", measured=f["energy_j"],
-                                       point=f["pred_energy_j"], lo=f["energy_lo_j"], hi=f["energy_hi_j"])))
+    for network in zeus_power_limits.NETWORKS:
+        for token, (gpu, _, dtype) in zeus_power_limits.GPUS.items():
+            f = zeus_power_limits.predict(zeus_power_limits.rows(token, network), gpu, dtype, residual, network)
+            parts.append(pd.DataFrame(dict(kind="train-run", gpu=gpu, set=f"zeus-{network}", measured=f["energy_j"],
+                                           point=f["pred_energy_j"], lo=f["energy_lo_j"], hi=f["energy_hi_j"])))
     return pd.concat(parts, ignore_index=True)
 
 
-def coverage(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per kind of job and GPU, then per kind over every GPU: rows, coverage, the shares below and above, mean width,
-    and p_in_target."""
+def coverage(frame: pd.DataFrame, by_set: bool = False) -> pd.DataFrame:
+    """Per kind of job and GPU, then per kind over every GPU (`by_set`: per kind, set and GPU instead): rows,
+    coverage, the shares below and above, mean width, and p_in_target."""
     frame = frame.assign(inside=(frame["lo"] <= frame["measured"]) & (frame["measured"] <= frame["hi"]),
                          below=frame["measured"] < frame["lo"], above=frame["measured"] > frame["hi"],
                          width_pct=100 * (frame["hi"] - frame["lo"]) / frame["point"])
     out = []
-    groups = [*frame.groupby(["kind", "gpu"]), *(((k, "all"), p) for k, p in frame.groupby("kind"))]
+    if by_set:
+        groups = [((kind, gpu), part) for (kind, _, gpu), part in frame.groupby(["kind", "set", "gpu"])]
+    else:
+        groups = [*frame.groupby(["kind", "gpu"]), *(((k, "all"), p) for k, p in frame.groupby("kind"))]
     for keys, part in groups:
         kind, gpu = keys
         covered = int(part["inside"].sum())
@@ -91,13 +97,18 @@ def main() -> int:
         return 2
     makers = {"generate": lambda: generate_rows(residual), "serve": lambda: serve_rows(residual, args.input_len),
               "train-run": lambda: train_rows(residual)}
-    table = coverage(pd.concat([makers[k]() for k in kinds], ignore_index=True))
+    frame = pd.concat([makers[k]() for k in kinds], ignore_index=True)
+    table, by_set = coverage(frame), coverage(frame, by_set=True)
     if args.json:
-        print(json.dumps(table.replace({np.nan: None}).to_dict(orient="records"), indent=1))
+        print(json.dumps({"by_gpu": table.replace({np.nan: None}).to_dict(orient="records"),
+                          "by_set": by_set.replace({np.nan: None}).to_dict(orient="records")}, indent=1))
         return 0
+    shown = lambda t: t.to_string(index=False, float_format=lambda v: f"{v:.3g}" if v < 0.01 else f"{v:.1f}")  # noqa
     print(f"90 % energy interval of whole jobs, per kind and GPU (serving at {args.input_len}-token prompts); "
           f"target {COVERAGE_TARGET[0]:.0f}-{COVERAGE_TARGET[1]:.0f} %:")
-    print(table.to_string(index=False, float_format=lambda v: f"{v:.3g}" if v < 0.01 else f"{v:.1f}"))
+    print(shown(table))
+    print("\nper kind, set and GPU:")
+    print(shown(by_set))
     return 0
 
 

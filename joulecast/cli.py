@@ -277,7 +277,7 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                          refuses=("batch", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
                          optional=("dtype", "attention", "lora_targets", "recompute", "optimizer", "launch_mode",
-                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s"),
+                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s", "loader_rate"),
                          one_of=("steps", "tokens"))
     if "fusions" in given:  # judged on one training pass of the run's shape, as for a single pass
         import joulecast
@@ -570,7 +570,7 @@ JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", 
              "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                        "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
-                           "optimizer", "head_tokens", "head_outputs", "forward_overhead_s")}
+                           "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -1107,6 +1107,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "label count for classification")
     run.add_argument("--forward-overhead-s", type=float, help="seconds a layer and forward pass the framework adds to "
                      "the kernels (host-side work they do not hide); default 0; NeMo's eager FP8 stack about 0.003")
+    run.add_argument("--loader-rate", type=float, help="samples (sequences; a vision model: images) a second your "
+                     "input pipeline delivers (iterate the data loader alone to measure it): where the GPU is faster, "
+                     "each step waits for its batch at idle power; default: one that keeps up")
     _carbon_flags(est.add_argument_group("carbon of the energy (every phase; the GPU's energy x PUE, the host's not "
                                          "counted)"),
                   "a country's annual average grid intensity: FR, FI, BR, CA, DE, AU, CN, IN or WORLD "
@@ -1196,6 +1199,8 @@ def build_parser() -> argparse.ArgumentParser:
                                         f"({', '.join(FUSIONS)}); default none")
     jobs.add_argument("--forward-overhead-s", type=float, help="train-run: the framework's seconds a layer and "
                       "forward pass")
+    jobs.add_argument("--loader-rate", type=float, help="train-run: samples (images) a second the input pipeline "
+                      "delivers; default: one that keeps up")
     jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default graph where --engine names one, "
                                             "else eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")

@@ -367,6 +367,13 @@ def train_run_table(job: Any) -> str:
               f"{f'per {unit}':<11}{_g4(job.energy_per_token_j)} J {article(unit)} {unit}, "
               f"{_g4(job.tokens_per_s)} {unit}s/s",
               f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
+    rate = getattr(job, "loader_rate", None)
+    if rate is not None:  # samples a second: images, or a text model's sequences
+        share, sample = job.loader_wait_s / job.time_s, "image" if images else "sequence"
+        lines.append(f"input      {_g4(rate)} {sample}s/s from the input pipeline; the GPU waits for it "
+                     f"{duration(job.loader_wait_s)} ({100 * share:.3g} % of the run) at idle power"
+                     if job.loader_wait_s > 0 else
+                     f"input      {_g4(rate)} {sample}s/s from the input pipeline, which keeps up with the GPU")
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _fits(job) if "exceeds-memory" in job.flags else ""))
 
@@ -507,7 +514,8 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
 
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
-                 "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)"}
+                 "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)",
+                 "input-bound": "the input pipeline is slower than the GPU: each step waits for its batch (see input)"}
 
 
 def _flag_lines(est: Any) -> list[str]:

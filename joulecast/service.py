@@ -38,7 +38,7 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                    "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
-                       "forward_overhead_s")}
+                       "forward_overhead_s", "loader_rate")}
 _GENERATE = _JOBS["generate"]
 # /v1/estimate's carbon fields, for every phase, in `data.carbon.grid_at`'s order (the series a list of numbers)
 _CARBON = ("grid", "carbon_intensity", "pue", "carbon_series")

@@ -33,7 +33,8 @@ JOBS = {
                                            "2", "--dtype", "fp16", "--lora-rank", "4", "--lora-targets", "attention",
                                            "--recompute", "selective", "--optimizer", "sgd", "--launch-mode", "graph",
                                            "--head-tokens", "64", "--head-outputs", "2", "--attention", "eager",
-                                           "--fusions", "activation", "--forward-overhead-s", "0.001"]),
+                                           "--fusions", "activation", "--forward-overhead-s", "0.001",
+                                           "--loader-rate", "500"]),
 }
 
 

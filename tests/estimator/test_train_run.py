@@ -449,3 +449,63 @@ def test_the_cli_service_and_sweep_run_a_vision_model_over_images(capsys):
     with pytest.raises(joulecast.InputError, match=r"^seq: has no effect with resnet-50"):
         joulecast.sweep("resnet-50", "a10", phase="train-run", global_batch=32, steps=3, seq=224,
                         estimator="physics")
+
+
+def test_a_slow_input_pipeline_paces_each_step_and_the_gpu_waits_at_idle_power():
+    from joulecast.features.power import idle_power_w
+
+    base = dict(global_batch=64, micro_batch=32, steps=5, dtype="bf16")
+    fed = joulecast.train_run("resnet-50", "a100-pcie-40gb", **base)  # the shipped model: an interval
+    assert (fed.loader_rate, fed.loader_wait_s) == (None, 0.0) and "input-bound" not in fed.flags
+    rate = 0.5 * base["global_batch"] / fed.step_time_s  # half the images a second the GPU takes
+    slow = joulecast.train_run("resnet-50", "a100-pcie-40gb", loader_rate=rate, **base)
+    floor = base["global_batch"] / rate
+    idle = float(idle_power_w(joulecast.gpu("a100-pcie-40gb"), joulecast.gpu("a100-pcie-40gb").boost_clock_mhz))
+    assert slow.step_time_s == pytest.approx(floor, rel=1e-12) and slow.time_s == pytest.approx(5 * floor, rel=1e-12)
+    assert slow.loader_wait_s == pytest.approx(slow.time_s - fed.time_s, rel=1e-9)
+    assert slow.energy_j - fed.energy_j == pytest.approx(idle * slow.loader_wait_s, rel=1e-9)
+    assert slow.tokens_per_s == pytest.approx(rate, rel=1e-9) and "input-bound" in slow.flags
+    assert slow.energy_interval_j[0] <= slow.energy_j <= slow.energy_interval_j[1]
+    # the faster end of the interval waits longer: neither end's time below the pipeline's
+    assert slow.time_interval_s == (pytest.approx(5 * floor), pytest.approx(5 * floor))
+    assert slow.energy_interval_j[0] > fed.energy_interval_j[0]
+    # a pipeline that keeps up changes nothing, to the bit
+    quick = joulecast.train_run("resnet-50", "a100-pcie-40gb", loader_rate=4 * rate, **base)
+    assert (quick.energy_j, quick.time_s, quick.energy_interval_j, quick.loader_wait_s) == (
+        fed.energy_j, fed.time_s, fed.energy_interval_j, 0.0) and "input-bound" not in quick.flags
+    # at a lower locked clock the GPU idles lower
+    locked = joulecast.train_run("resnet-50", "a100-pcie-40gb", loader_rate=rate / 4, sm_clock_mhz=900, **base)
+    bare = joulecast.train_run("resnet-50", "a100-pcie-40gb", sm_clock_mhz=900, **base)
+    idle_900 = float(idle_power_w(joulecast.gpu("a100-pcie-40gb"), 900.0))
+    assert idle_900 < idle
+    assert locked.energy_j - bare.energy_j == pytest.approx(idle_900 * locked.loader_wait_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("rate", [0, -3.0, float("nan"), float("inf"), 2e9, True, "fast", [100]])
+def test_a_bad_input_pipeline_rate_names_its_field(rate):
+    with pytest.raises(joulecast.InputError, match="^loader_rate: must be samples a second"):
+        _run(loader_rate=rate)
+
+
+def test_the_cli_service_and_sweep_take_an_input_pipeline_rate(capsys):
+    from joulecast.service import estimate_one
+
+    argv = ["estimate", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--seq", "256", "--global-batch",
+            "8", "--steps", "3", "--estimator", "physics"]
+    assert main([*argv, "--loader-rate", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["loader_rate"] == 2.0 and out["step_time_s"] == pytest.approx(4.0) and "input-bound" in out["flags"]
+    assert main([*argv, "--loader-rate", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "input      2.000 sequences/s from the input pipeline; the GPU waits for it" in text and "input-bound: the input pipeline is slower than the GPU" in text
+    assert main([*argv, "--loader-rate", "0"]) == 2
+    assert "--loader-rate: must be samples a second" in capsys.readouterr().err
+    assert main(["estimate", "--model", "gpt2", "--gpu", "a10", "--loader-rate", "5"]) == 2
+    assert "--loader-rate: applies to --phase train-run only" in capsys.readouterr().err
+    body = {"model": "resnet-50", "gpu": "a10", "phase": "train-run", "global_batch": 32, "steps": 3,
+            "loader_rate": 16.0}
+    http = estimate_one(body, "physics")
+    assert http["step_time_s"] == pytest.approx(2.0) and http["loader_rate"] == 16.0
+    points = joulecast.sweep("resnet-50", "a10", phase="train-run", global_batch=32, steps=3, micro_batch=[8, 32],
+                             loader_rate=16.0, estimator="physics").points
+    assert points["time_s"].tolist() == pytest.approx([6.0, 6.0]) and points["flags"].str.contains("input-bound").all()

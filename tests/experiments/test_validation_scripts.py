@@ -607,15 +607,18 @@ def test_gpu_transfer_host_spread_reaches_an_unstated_host_s_range_and_nothing_f
 def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
     """experiments/job_coverage.py: per kind of job and GPU the 90 % interval's coverage, and the shares measured
     below and above it, which with it make every row; a kind's rows over its GPUs are its `all` row's; a kind it
-    does not know, or physics alone (no interval), is one line and exit 2."""
+    does not know, or physics alone (no interval), is one line and exit 2. Per kind, set and GPU too: Zeus' two
+    networks' epochs apart, their rows the GPU's."""
     require_path(EXTERNAL / "zeus-nsdi23-powerlimit" / "summary_power_a40.csv")
     require_path(EXTERNAL / "mlenergy-v3")
     require_path(EXTERNAL / "wilkins-llm-inference-energy")
-    table = _run_args("job_coverage.py")
+    out = _run_args("job_coverage.py")
+    table, by_set = out["by_gpu"], out["by_set"]
     assert {r["kind"] for r in table} == {"generate", "serve", "train-run"}
     assert {r["gpu"] for r in table if r["kind"] == "generate"} == {"a100-pcie-40gb", "a100-sxm4-40gb",
                                                                     "v100-pcie-16gb", "all"}
-    assert _run_args("job_coverage.py", "--kinds", "train-run") == [r for r in table if r["kind"] == "train-run"]
+    assert _run_args("job_coverage.py", "--kinds", "train-run")["by_gpu"] == [r for r in table
+                                                                               if r["kind"] == "train-run"]
     for r in table:
         assert r["coverage_pct"] + r["measured_below_pct"] + r["measured_above_pct"] == pytest.approx(100)
         assert r["mean_width_pct"] > 0 and 0 <= r["p_in_target"] <= 1
@@ -628,7 +631,16 @@ def test_job_coverage_counts_every_row_of_each_kind_once_per_gpu_and_in_all():
         covered = sum(r["rows"] * r["coverage_pct"] for r in per_gpu) / whole["rows"]
         assert covered == pytest.approx(whole["coverage_pct"])
     assert {r["gpu"] for r in table if r["kind"] == "train-run"} == {"a40", "v100-pcie-16gb", "all"}
-    assert sum(r["rows"] for r in table if r["kind"] == "train-run" and r["gpu"] != "all") == 49 + 72
+    # BERT's epochs (V100 49, A40 72) and ResNet-50's (56, 81)
+    assert sum(r["rows"] for r in table if r["kind"] == "train-run" and r["gpu"] != "all") == 49 + 72 + 56 + 81
+    assert {(r["sets"], r["gpu"], r["rows"]) for r in by_set if r["kind"] == "train-run"} == {
+        ("zeus-bert", "v100-pcie-16gb", 49), ("zeus-bert", "a40", 72), ("zeus-resnet50", "v100-pcie-16gb", 56),
+        ("zeus-resnet50", "a40", 81)}
+    for r in table:
+        if r["gpu"] != "all":
+            parts = [p for p in by_set if (p["kind"], p["gpu"]) == (r["kind"], r["gpu"])]
+            assert sum(p["rows"] for p in parts) == r["rows"]
+            assert sum(p["rows"] * p["coverage_pct"] for p in parts) / r["rows"] == pytest.approx(r["coverage_pct"])
     for bad in (["--kinds", "pretrain"], ["--estimator", "physics"]):
         out = subprocess.run([sys.executable, str(REPO / "experiments" / "job_coverage.py"), *bad], capture_output=True,
                              text=True, timeout=600, cwd=REPO)

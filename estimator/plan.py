@@ -67,7 +67,7 @@ from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
 from joulecast.features import collectives
-from joulecast.features.lowering import check_job, resolve_model
+from joulecast.features.lowering import check_job, ignored_fusions, resolve_model, workload
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 
@@ -134,6 +134,11 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
     accumulation = job.global_batch // (total * job.micro_batch)
     config = resolve_model(job.model)[0]
     check_job(config, "train-plan", "model", "a training plan")  # the job file's field, not a step's phase
+    if job.fusions:  # one that changes none of the model's kernels refused, as `estimate` refuses it
+        fields = dict(model=job.model, phase="training", batch=job.micro_batch, seq=job.seq, dtype=job.dtype,
+                      fusions=list(job.fusions))
+        refused = ignored_fusions(workload(**fields), **fields)
+        require(refused is None, "fusions", refused or "")
     hidden, layers = hidden_size(config), layer_count(config)
     heads = head_count(config)
     kv_heads = int(config.get("num_key_value_heads") or heads)

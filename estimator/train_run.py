@@ -37,7 +37,8 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import check_job, is_vision, lm_head_weights, lower, resolve_model
+from joulecast.features.lowering import (check_job, fusions_refusal, idle_fusions, is_vision, lm_head_weights, lower,
+                                         resolve_model, workload)
 from joulecast.features.physics import check_setting
 from joulecast.features.power import idle_power_w
 
@@ -373,7 +374,6 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
 _TEXT_ONLY = {"lora_rank": (0, "LoRA's adapters on a transformer's linear layers"),
               "lora_targets": ("all", "LoRA's adapters"), "recompute": ("none", "the layers' activation recomputation"),
               "head_tokens": (None, "the LM head's tokens"), "head_outputs": (None, "a text model's task head"),
-              "fusions": ((), "a transformer's kernel fusions"),
               "forward_overhead_s": (0.0, "a transformer layer's framework overhead")}
 
 
@@ -389,14 +389,23 @@ def _left_as_is(value: Any, default: Any) -> bool:
 
 def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
                  optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
-                 power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None) -> StepEstimate:
+                 power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None,
+                 fusions: tuple[str, ...] = ()) -> StepEstimate:
     """One global step of a vision model on one GPU: `accumulation` micro-steps of `micro_batch` images (the
-    `training` phase's step without its AdamW update) and one optimizer update. Memory: the weights at the dtype's
-    width; a gradient at that width, an fp32 master copy for narrower weights and the optimizer's fp32 state (AdamW's
-    two moments, SGD's momentum), as `features.memory` counts them; the activations autograd keeps of one
-    micro-batch, from its kernel table."""
+    `training` phase's step without its AdamW update, with the kernel `fusions`: channels_last, or a transformer
+    block's) and one optimizer update. Memory: the weights at the dtype's width; a gradient at that width, an fp32
+    master copy for narrower weights and the optimizer's fp32 state (AdamW's two moments, SGD's momentum), as
+    `features.memory` counts them; the activations autograd keeps of one micro-batch, from its kernel table."""
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
-    records, params = lower(config, phase="training", batch=micro_batch, seq=None, dtype=dtype, attention=attention)
+    given, fusions = fusions, check_fusions(fusions)
+    if fusions:  # one that changes none of its kernels (a transformer's on a ResNet) refused, as the CLI refuses it
+        fields = dict(model=config, phase="training", batch=micro_batch, dtype=dtype, attention=attention,
+                      fusions=fusions)
+        idle = idle_fusions(workload(**fields), **fields)
+        if idle:
+            raise InputError("fusions", fusions_refusal(idle, given, [name], "training"))
+    records, params = lower(config, phase="training", batch=micro_batch, seq=None, dtype=dtype, attention=attention,
+                            fusions=fusions)
     micro_records = [r for r in records if r["op"] != "adamw"]  # the update runs once a global step, below
     spec, kw, common = _step_setting(gpu, name, None, dtype, launch_mode, host_dispatch_s, sm_clock_mhz,
                                      power_limit_w, estimator)
@@ -412,7 +421,7 @@ def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: in
              "optimizer": params * state_bytes, "activations": activations}
     parts = {k: v / memory.GIB for k, v in parts.items()}
     return StepEstimate(micro=micro, optimizer=opt, forward=None, accumulation=accumulation, params=params,
-                        trainable=params, memory_gb=sum(parts.values()), memory_parts_gb=parts,
+                        trainable=params, memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
                         activations_gb_a_token={"none": parts["activations"] / micro_batch})
 
 
@@ -428,7 +437,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     `launch_mode`, `head_tokens`, `head_outputs`, `attention`, `fusions`, `forward_overhead_s` and `host_dispatch_s`
     as for `step_estimate`. A vision model's run is over images: `global_batch` images a step, `tokens` the images
     to train on, no `seq`, and none of the options only a text model has (LoRA, recomputation, heads, fusions, the
-    framework's overhead a layer). `loader_rate`: the samples (sequences or images) a second the host's input
+    framework's overhead a layer; its `fusions`, channels_last or its transformer blocks'). `loader_rate`: the samples (sequences or images) a second the host's input
     pipeline delivers, where it may not keep up with the GPU (`_fed_by_loader`); None for one that does.
 
     Raises:
@@ -441,7 +450,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     if images:
         require(seq is None, "seq", f"a {name} run is over images ({name} takes no sequence length); give none")
         given = dict(lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, head_tokens=head_tokens,
-                     head_outputs=head_outputs, fusions=fusions, forward_overhead_s=forward_overhead_s)
+                     head_outputs=head_outputs, forward_overhead_s=forward_overhead_s)
         for field, (default, what) in _TEXT_ONLY.items():
             require(_left_as_is(given[field], default), field,
                     f"{what}: has no effect on {name}, a vision model; leave it out")
@@ -463,7 +472,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         step = _vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                             optimizer=optimizer, attention=attention, launch_mode=launch_mode,
                             sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                            host_dispatch_s=host_dispatch_s)
+                            host_dispatch_s=host_dispatch_s, fusions=fusions)
     else:
         step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                              lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,

@@ -128,8 +128,8 @@ class KernelBuilder:
             dtypes.update(dtype="tf32", tensor_core=True)  # by default, unlike matmuls; PyTorch docs, "TF32 on Ampere")
         if depthwise:  # depthwise convolutions have no reduction across channels: CUDA cores, not tensor cores
             dtypes["tensor_core"] = False
-        else:  # cuDNN's tensor-core kernels read NHWC: an NCHW input is transposed first (arch.LAYOUT_TRANSPOSE_OP)
-            self.ew(arch.LAYOUT_TRANSPOSE_OP, batch * c_in * hw_in * hw_in)
+        elif "channels_last" not in self.fusions:  # cuDNN's tensor-core kernels read NHWC: an NCHW input is
+            self.ew(arch.LAYOUT_TRANSPOSE_OP, batch * c_in * hw_in * hw_in)  # transposed first (arch's comment)
         self._add(kind="conv2d", op="depthwise" if depthwise else "conv2d", batch=1, m=batch * hw_out * hw_out,
                   n=c_out, k=k, conv_in_elements=batch * c_in * hw_in * hw_in, **dtypes)
         return hw_out

@@ -183,8 +183,7 @@ def model_listing() -> list[dict[str, Any]]:
 _IMAGES = "a pass is {batch} images of the size its config sets"
 IGNORED_BY = {"seq": {"vit": _IMAGES, "resnet": _IMAGES, "mobilevit": _IMAGES},
               "attention": {"resnet": "no attention", "mobilevit": "transformers' MobileViT runs its attention "
-                                                                  "unfused whatever the backend"},
-              "fusions": {"resnet": "none of the fusions applies to its convolutions, batch norms and ReLUs"}}
+                                                                  "unfused whatever the backend"}}
 
 
 def ignored_field(names: list[Any], given: set[str]) -> tuple[str, str] | None:

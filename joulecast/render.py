@@ -336,8 +336,12 @@ def serve_table(job: Any) -> str:
 
 
 def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:
-    """A training job's kernels beyond Hugging Face's eager ones: its fusions and its framework's own time."""
-    return (("fused: " + ", ".join(fusions) if fusions else "Hugging Face eager (no fusions)")
+    """A training job's kernels beyond Hugging Face's eager ones: its fusions, a convolution's layout (channels_last)
+    apart, and its framework's own time."""
+    fused = [f for f in fusions if f != "channels_last"]
+    text = "; ".join([*(["fused: " + ", ".join(fused)] if fused else []),
+                      *(["NHWC layout (channels_last)"] if "channels_last" in fusions else [])])
+    return ((text or "Hugging Face eager (no fusions)")
             + (f"; the framework's {1e3 * overhead_s:.3g} ms a layer and forward pass" if overhead_s else ""))
 
 
@@ -354,7 +358,8 @@ def train_run_table(job: Any) -> str:
              f"gpu        {job.gpu}", f"method     {job.method}",
              f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step"]
     if images:
-        lines += [f"launches   {launches}" + ("" if job.attention == "none" else f"; {job.attention} attention"), ""]
+        lines += [f"launches   {launches}" + ("" if job.attention == "none" else f"; {job.attention} attention"),
+                  f"kernels    {_kernels(job.fusions, 0.0)}", ""]
     else:
         lines += [f"launches   {launches}; "
                   f"{'LM head' if job.head_outputs is None else f'task head of {job.head_outputs} outputs'} over "

@@ -161,8 +161,8 @@ def test_a_kernel_mix_the_default_model_never_saw_is_flagged(tmp_path, capsys):
      "none of llama-3-8b's kernels in prefill beside rope (residual_norm applies only with norm); leave it out"),
     (["--model", "gpt2", "--gpu", "l4", "--phase", "train-run", "--seq", "64", "--global-batch", "8", "--steps", "2",
       "--fusions", "rope"], "--fusions: 'rope' changes none of gpt2's kernels in training; leave it out"),
-    (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: has no effect with resnet (none of "
-     "the fusions applies to its convolutions, batch norms and ReLUs); leave it out"),
+    (["--model", "resnet-101", "--gpu", "l4", "--fusions", "norm"], "--fusions: 'norm' changes none of resnet-101's "
+     "kernels in inference; leave it out"),
     # --phase names the whole jobs the model runs too (the API's phases are a pass's); the flags, not the API's fields
     (["--model", "llama-3-8b", "--gpu", "l4", "--phase", "serving"], "--phase: 'serving' is not available for a llama "
      "model; allowed: prefill, decode, training; or a whole job: generate, serve, train-run"),

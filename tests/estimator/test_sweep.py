@@ -410,8 +410,12 @@ def test_a_sweep_over_images_counts_images_where_it_shows_its_figures(capsys, tm
     (["gpt2", "bert-base"], {"fusions": "rope,activation"}, ("fusions", "rope changes none of gpt2's or bert-base's "
                                                                         "kernels in prefill beside activation; leave "
                                                                         "it out")),
-    (["resnet-101", "vit-large"], {"fusions": "rope"}, ("fusions", "'rope' changes none of vit-large's kernels in "
-                                                                   "prefill; leave it out")),
+    (["resnet-101", "vit-large"], {"fusions": "rope"}, ("fusions", "'rope' changes none of resnet-101's or "
+                                                                   "vit-large's kernels in prefill; leave it out")),
+    # a layout that only a convolutional model takes
+    (["gpt2", "bert-base"], {"fusions": "channels_last"}, ("fusions", "'channels_last' changes none of gpt2's or "
+                                                                      "bert-base's kernels in prefill; leave it out")),
+    (["resnet-101", "gpt2"], {"fusions": "channels_last"}, None),
     ("llama-3-8b", {"phase": "train-run", "global_batch": 8, "fusions": "residual_norm"},
      ("fusions", "'residual_norm' changes none of llama-3-8b's kernels in training (residual_norm applies only with "
                  "norm); leave it out")),

@@ -409,10 +409,22 @@ def test_a_framework_overhead_adds_to_every_forward_on_every_layer_at_the_step_s
 
 
 def test_a_job_with_fused_kernels_plans_faster_and_its_steps_are_those_of_a_fused_run():
-    eager, fused = _job(strategies=["ddp"]), _job(strategies=["ddp"], fusions=["norm", "activation", "norm"])
-    assert (eager.fusions, fused.fusions) == ((), ("activation", "norm"))
+    eager = _job(strategies=["ddp"])
+    fused = _job(strategies=["ddp"], fusions=["attention_layout", "activation", "attention_layout"])
+    assert (eager.fusions, fused.fusions) == ((), ("activation", "attention_layout"))
     fast, slow = planner.plan(fused).plans[0], planner.plan(eager).plans[0]
     assert fast.time_s < slow.time_s and fast.energy_j < slow.energy_j
+
+
+@pytest.mark.parametrize("fusions, message", [
+    (["channels_last"], "['channels_last'] changes none of gpt2's kernels in training; leave it out"),
+    (["norm", "activation"], "norm changes none of gpt2's kernels in training beside activation; leave it out")])
+def test_a_plan_refuses_a_fusion_that_changes_none_of_its_models_kernels(fusions, message):
+    """As `estimate` refuses it: GPT-2 has no convolution and no RMSNorm (before, planned as if eager, the fusion
+    named on its report)."""
+    with pytest.raises(joulecast.InputError) as err:
+        planner.plan(_job(strategies=["ddp"], fusions=fusions))
+    assert (err.value.field, err.value.message) == ("fusions", message)
 
 
 def test_cli_plan_json_and_its_report(tmp_path, capsys):

@@ -2,12 +2,14 @@ import json
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import joulecast
 from joulecast.data.errors import InputError
 from joulecast.data.fusions import FUSIONS, check_fusions
 from joulecast.data.kernels import KERNEL_COLUMNS
+from joulecast.features import arch
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lowering import lower, resolve_model
 from joulecast.features.physics import analyze
@@ -263,6 +265,33 @@ def test_nchw_convolutions_transpose_their_input_for_cudnn_and_depthwise_ones_do
     m = joulecast.workload("mobilevit-small", batch=8).kernels
     dense = int(m.loc[(m.kind == "conv2d") & (m.op == "conv2d"), "count"].sum())
     assert (m.op == "depthwise").any() and int(m.loc[m.op == "nchw_to_nhwc", "count"].sum()) == dense
+
+
+@pytest.mark.parametrize("model", ["resnet-50", "mobilevit-small", "vit-large"])
+def test_channels_last_drops_every_layout_transpose_and_nothing_else(model):
+    """`channels_last` (NHWC activations, as cuDNN's tensor-core kernels read them): no transpose before a convolution
+    nor in its backward; every other kernel of the pass and of the training step as it was."""
+    for phase in ("inference", "training"):
+        plain = joulecast.workload(model, phase=phase, batch=8).kernels
+        nhwc = joulecast.workload(model, phase=phase, batch=8, fusions=["channels_last"]).kernels
+        transposes = plain["op"].isin(arch.LAYOUT_TRANSPOSE_OPS)
+        assert transposes.any() and not nhwc["op"].isin(arch.LAYOUT_TRANSPOSE_OPS).any()
+        kept = plain[~transposes].reset_index(drop=True)
+        pd.testing.assert_frame_equal(kept, nhwc.reset_index(drop=True), check_dtype=False)
+
+
+def test_channels_last_is_refused_where_a_model_has_no_convolution():
+    from joulecast.features.lowering import ignored_fusions
+
+    fields = dict(model="gpt2", phase="training", batch=4, seq=128, fusions=["channels_last"])
+    assert ignored_fusions(joulecast.workload(**fields), **fields) == (
+        "['channels_last'] changes none of gpt2's kernels in training; leave it out")
+    with pytest.raises(joulecast.InputError, match="^fusions: 'norm' changes none of resnet-50's kernels in training"):
+        joulecast.train_run("resnet-50", "a10", global_batch=8, steps=1, fusions="norm", estimator="physics")
+    run = joulecast.train_run("resnet-50", "a10", global_batch=8, steps=1, fusions="channels_last",
+                              estimator="physics")
+    bare = joulecast.train_run("resnet-50", "a10", global_batch=8, steps=1, estimator="physics")
+    assert run.fusions == ("channels_last",) and bare.fusions == () and run.time_s < bare.time_s
 
 
 def test_fp32_convolutions_use_tf32_tensor_cores_and_matmuls_do_not():

@@ -74,6 +74,24 @@ def test_cudnn_transposes_a_convolutions_layout_only_where_it_runs_on_tensor_cor
     assert dispatched.host_s[0] == pytest.approx(count[~transposes].sum() * 25e-6 * arch.TRAINING_DISPATCH_FACTOR)
 
 
+@pytest.mark.parametrize("gpu, dtype, faster", [("a100-sxm4-80gb", "bf16", True), ("v100-sxm2", "fp16", True),
+                                                ("v100-sxm2", "fp32", False)])
+def test_channels_last_saves_what_the_layout_transposes_cost_and_nothing_where_cudnn_runs_none(gpu, dtype, faster):
+    """A ResNet-50 training step in NHWC (`channels_last`) takes the NCHW step's time less its transposes' (GPU-bound
+    at 256 images); on a V100 in fp32, whose CUDA-core convolutions read NCHW and launch none, it is the same step."""
+    spec = joulecast.gpu(gpu)
+    nchw = joulecast.workload("resnet-50", phase="training", batch=256, dtype=dtype)
+    nhwc = joulecast.workload("resnet-50", phase="training", batch=256, dtype=dtype, fusions=["channels_last"])
+    columns, totals = physics.analyze_arrays(nchw.kernels, spec)
+    _, fused = physics.analyze_arrays(nhwc.kernels, spec)
+    ops = np.asarray(columns["op"]).astype(str)
+    spent = float(np.sum((np.asarray(columns["time_s"]) * np.asarray(columns["count"]))[
+        np.isin(ops, arch.LAYOUT_TRANSPOSE_OPS)]))
+    assert (spent > 0) == faster
+    assert fused.gpu_busy_s[0] == pytest.approx(totals.gpu_busy_s[0] - spent, rel=1e-9)
+    assert (fused.energy_j[0] < totals.energy_j[0]) == faster
+
+
 def test_bf16_gemms_without_bf16_hardware_run_at_the_emulated_fraction_of_the_cuda_core_rate(monkeypatch):
     """Volta has no bf16 tensor cores or arithmetic: a bf16 GEMM runs on the CUDA cores at
     `EMULATED_BF16_GEMM_RATE` of their rate; where the GPU has bf16 tensor peaks the rate plays no part."""

@@ -60,7 +60,7 @@ JOB_PART_ROWS = 50
 # for serving, the requests kept in flight and their mean prompt length).
 JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lora_targets", "recompute", "optimizer",
                              "launch_mode", "head_tokens", "head_outputs", "attention", "fusions",
-                             "forward_overhead_s", "loader_rate"),
+                             "forward_overhead_s", "loader_rate", "eval_tokens", "evals"),
                "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine",
                             "tp", "expert_parallel"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",

@@ -179,6 +179,10 @@ class TrainRunEstimate:
     unit: str = "token"     # what `tokens` counts: a text model's tokens, or a vision model's images (`seq` 1)
     loader_rate: float | None = None  # samples (sequences or images) a second the host's input pipeline delivers
     loader_wait_s: float = 0.0  # seconds of the run the GPU waits for its input (`_fed_by_loader`)
+    eval_tokens: int = 0        # tokens (images) evaluated over the run, forward only
+    evals: int = 1              # evaluations they are split into, each in whole global batches
+    eval_time_s: float = 0.0    # the evaluations' share of time_s
+    eval_energy_j: float = 0.0  # and of energy_j
 
     def to_dict(self) -> dict[str, Any]:
         names = [n for n in self.__dataclass_fields__ if n != "step"]
@@ -212,10 +216,10 @@ class _Fed:
     wait_s: float
 
 
-def _fed_by_loader(step: StepEstimate, samples: int, rate: float | None, idle_w: float) -> _Fed:
-    """`step` (of `samples` sequences or images) fed by a pipeline of `rate` samples a second: it takes at least
-    samples / rate, the GPU idling at `idle_w` for what its work leaves of that. Each end of the interval waits for
-    its own time (a faster GPU waits longer), the point kept inside."""
+def _fed_by_loader(step: _Fed, samples: int, rate: float | None, idle_w: float) -> _Fed:
+    """A global batch's work `step` (of `samples` sequences or images) fed by a pipeline of `rate` samples a second:
+    it takes at least samples / rate, the GPU idling at `idle_w` for what its work leaves of that. Each end of the
+    interval waits for its own time (a faster GPU waits longer), the point kept inside."""
     floor = samples / rate if rate else 0.0
 
     def fed(time_s: float, energy_j: float) -> tuple[float, float]:
@@ -224,9 +228,25 @@ def _fed_by_loader(step: StepEstimate, samples: int, rate: float | None, idle_w:
 
     time_s, energy_j = fed(step.time_s, step.energy_j)
     ends = [fed(t, e) for t, e in zip(step.time_interval_s, step.energy_interval_j)]
-    return _Fed(time_s=time_s, energy_j=energy_j, wait_s=time_s - step.time_s,
+    return _Fed(time_s=time_s, energy_j=energy_j, wait_s=step.wait_s + time_s - step.time_s,
                 time_interval_s=(min(ends[0][0], time_s), max(ends[1][0], time_s)),
                 energy_interval_j=(min(ends[0][1], ends[1][1], energy_j), max(ends[0][1], ends[1][1], energy_j)))
+
+
+def _global_step(step: StepEstimate) -> _Fed:
+    """A training step's time and energy with their intervals, before its input pipeline paces it."""
+    return _Fed(step.time_s, step.energy_j, step.time_interval_s, step.energy_interval_j, 0.0)
+
+
+def _eval_batch(step: StepEstimate) -> _Fed:
+    """One evaluation global batch: `step.accumulation` forward passes of a micro-batch (`step.forward`), each
+    waiting out the framework's overhead a forward at the forward's power (as `joulecast plan` evaluates)."""
+    fwd, n = step.forward, step.accumulation
+    extra_s, extra_j = step.overhead_s, step.overhead_s * fwd.power_w
+    bounds = lambda e, point: e if e is not None else (point, point)  # noqa: E731  physics: no interval
+    (lo_t, hi_t), (lo_e, hi_e) = bounds(fwd.time_interval_s, fwd.time_s), bounds(fwd.energy_interval_j, fwd.energy_j)
+    return _Fed(n * (fwd.time_s + extra_s), n * (fwd.energy_j + extra_j), (n * (lo_t + extra_s), n * (hi_t + extra_s)),
+                (n * (lo_e + extra_j), n * (hi_e + extra_j)), 0.0)
 
 
 def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulation: int, dtype: str = "bf16",
@@ -390,12 +410,13 @@ def _left_as_is(value: Any, default: Any) -> bool:
 def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
                  optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
                  power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None,
-                 fusions: tuple[str, ...] = ()) -> StepEstimate:
+                 fusions: tuple[str, ...] = (), with_forward: bool = False) -> StepEstimate:
     """One global step of a vision model on one GPU: `accumulation` micro-steps of `micro_batch` images (the
     `training` phase's step without its AdamW update, with the kernel `fusions`: channels_last, or a transformer
     block's) and one optimizer update. Memory: the weights at the dtype's width; a gradient at that width, an fp32
     master copy for narrower weights and the optimizer's fp32 state (AdamW's two moments, SGD's momentum), as
-    `features.memory` counts them; the activations autograd keeps of one micro-batch, from its kernel table."""
+    `features.memory` counts them; the activations autograd keeps of one micro-batch, from its kernel table.
+    `with_forward`: one micro-batch's inference pass too (evaluation)."""
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
     given, fusions = fusions, check_fusions(fusions)
     if fusions:  # one that changes none of its kernels (a transformer's on a ResNet) refused, as the CLI refuses it
@@ -415,12 +436,19 @@ def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: in
     opt_records = train_step.optimizer_step(params, optimizer)
     opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
                                        **common), spec, **kw)
+    fwd = None
+    if with_forward:
+        inference, _ = lower(config, phase="inference", batch=micro_batch, seq=None, dtype=dtype,
+                             attention=attention, fusions=fusions)
+        fwd = estimate(Workload.from_table(kernel_columns(inference), name=f"{name}/forward/b{micro_batch}",
+                                           batch=micro_batch, params=params, **{**common, "phase": "inference"}),
+                       spec, **kw)
     activations = float(memory.need_bytes(columns, 1, [params], ["training"], [dtype])["activation_bytes"][0])
     grad_bytes, state_bytes = _update_bytes(dtype, optimizer)
     parts = {"weights": params * DTYPE_BYTES[dtype], "gradients": params * grad_bytes,
              "optimizer": params * state_bytes, "activations": activations}
     parts = {k: v / memory.GIB for k, v in parts.items()}
-    return StepEstimate(micro=micro, optimizer=opt, forward=None, accumulation=accumulation, params=params,
+    return StepEstimate(micro=micro, optimizer=opt, forward=fwd, accumulation=accumulation, params=params,
                         trainable=params, memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
                         activations_gb_a_token={"none": parts["activations"] / micro_batch})
 
@@ -431,14 +459,18 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None, estimator: Any = None,
               launch_mode: str = "eager", head_tokens: int | None = None, head_outputs: int | None = None,
               attention: str = "flash", fusions: tuple[str, ...] = (), forward_overhead_s: float = 0.0,
-              host_dispatch_s: float | None = None, loader_rate: float | None = None) -> TrainRunEstimate:
+              host_dispatch_s: float | None = None, loader_rate: float | None = None, eval_tokens: int = 0,
+              evals: int = 1) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
     sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
     `launch_mode`, `head_tokens`, `head_outputs`, `attention`, `fusions`, `forward_overhead_s` and `host_dispatch_s`
     as for `step_estimate`. A vision model's run is over images: `global_batch` images a step, `tokens` the images
-    to train on, no `seq`, and none of the options only a text model has (LoRA, recomputation, heads, fusions, the
-    framework's overhead a layer; its `fusions`, channels_last or its transformer blocks'). `loader_rate`: the samples (sequences or images) a second the host's input
-    pipeline delivers, where it may not keep up with the GPU (`_fed_by_loader`); None for one that does.
+    to train on, no `seq`, and none of the options only a text model has (LoRA, recomputation, heads, the
+    framework's overhead a layer; its `fusions`: channels_last, or its transformer blocks'). `loader_rate`: the
+    samples (sequences or images) a second the host's input pipeline delivers, where it may not keep up with the GPU
+    (`_fed_by_loader`); None for one that does. `eval_tokens` (a vision model: images) are evaluated over the run in
+    `evals` evaluations, each in whole global batches of forward passes of micro-batches (as `joulecast plan`'s job
+    file evaluates; the loader paces them too).
 
     Raises:
         InputError: naming the field that is wrong (sizes, a global batch the micro-batch does not divide, steps
@@ -468,18 +500,22 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     accumulation = global_batch // micro_batch
     require_choice(optimizer, train_step.OPTIMIZERS, "optimizer")
     loader_rate = check_loader_rate(loader_rate)
+    eval_tokens, evals = _count("eval_tokens", eval_tokens, low=0), _count("evals", evals)
+    require(evals == 1 or eval_tokens > 0, "evals", "splits eval_tokens, which the run does not give")
+    # each evaluation in whole global batches: its share of the eval sequences (images), rounded up
+    eval_batches = evals * math.ceil(eval_tokens / (evals * seq * global_batch))
     if images:
         step = _vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                             optimizer=optimizer, attention=attention, launch_mode=launch_mode,
                             sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                            host_dispatch_s=host_dispatch_s, fusions=fusions)
+                            host_dispatch_s=host_dispatch_s, fusions=fusions, with_forward=eval_batches > 0)
     else:
         step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                              lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
                              sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
                              launch_mode=launch_mode, head_tokens=head_tokens, head_outputs=head_outputs,
                              attention=attention, fusions=fusions, forward_overhead_s=forward_overhead_s,
-                             host_dispatch_s=host_dispatch_s)
+                             host_dispatch_s=host_dispatch_s, with_forward=eval_batches > 0)
     spec = lookup_gpu(gpu)
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     fits: tuple[dict[str, Any], ...] = ()
@@ -488,13 +524,20 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         fits = memory_fits(step, spec.memory_gb, global_batch, seq)
     idle_w = 0.0 if loader_rate is None else float(idle_power_w(spec, check_setting(spec, sm_clock_mhz,
                                                                                    power_limit_w)[0]))
-    fed = _fed_by_loader(step, global_batch, loader_rate, idle_w)
-    if fed.wait_s > 0:
+    fed = _fed_by_loader(_global_step(step), global_batch, loader_rate, idle_w)
+    judged = _fed_by_loader(_eval_batch(step), global_batch, loader_rate, idle_w) if eval_batches else None
+    parts = [(steps, fed), *([(eval_batches, judged)] if judged else [])]
+    if any(part.wait_s > 0 for _, part in parts):
         flags.add("input-bound")
     run_tokens = steps * global_batch * seq
-    e, t = steps * fed.energy_j, steps * fed.time_s
-    lo_e, hi_e = fed.energy_interval_j
-    lo_t, hi_t = fed.time_interval_s
+
+    def total(of: Any) -> Any:  # the run's sum of a figure (or of an interval's ends) over its steps and evaluations
+        values = [(n, of(part)) for n, part in parts]
+        if isinstance(values[0][1], tuple):
+            return tuple(sum(n * v[i] for n, v in values) for i in (0, 1))
+        return sum(n * v for n, v in values)
+
+    e, t = total(lambda p: p.energy_j), total(lambda p: p.time_s)
     return TrainRunEstimate(
         model=step.micro.workload.split("/")[0], gpu=spec.name, steps=steps, tokens=run_tokens,
         global_batch=global_batch, micro_batch=micro_batch, accumulation=accumulation, seq=seq, dtype=dtype,
@@ -504,12 +547,14 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
             ("attention", "softmax")).any() else "none",  # a convolutional net runs none
         fusions=step.fusions,
         forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
-        energy_j=e, time_s=t, power_w=e / t, energy_interval_j=(steps * lo_e, steps * hi_e),
-        time_interval_s=(steps * lo_t, steps * hi_t), step_time_s=fed.time_s, step_energy_j=fed.energy_j,
+        energy_j=e, time_s=t, power_w=e / t, energy_interval_j=total(lambda p: p.energy_interval_j),
+        time_interval_s=total(lambda p: p.time_interval_s), step_time_s=fed.time_s, step_energy_j=fed.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
         fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token",
-        loader_rate=loader_rate, loader_wait_s=steps * fed.wait_s)
+        loader_rate=loader_rate, loader_wait_s=total(lambda p: p.wait_s), eval_tokens=eval_tokens, evals=evals,
+        eval_time_s=eval_batches * judged.time_s if judged else 0.0,
+        eval_energy_j=eval_batches * judged.energy_j if judged else 0.0)
 
 
 def state_gb(parts: dict[str, float]) -> float:

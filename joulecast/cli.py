@@ -277,7 +277,8 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                          refuses=("batch", "engine", "input_len", "output_len"),
                          instead="--global-batch and --micro-batch",
                          optional=("dtype", "attention", "lora_targets", "recompute", "optimizer", "launch_mode",
-                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s", "loader_rate"),
+                                   "head_tokens", "head_outputs", "fusions", "forward_overhead_s", "loader_rate",
+                                   "eval_tokens", "evals"),
                          one_of=("steps", "tokens"))
     if "fusions" in given:  # judged on one training pass of the run's shape, as for a single pass
         import joulecast
@@ -570,7 +571,8 @@ JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", 
              "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                        "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
-                           "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate")}
+                           "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
+                           "eval_tokens", "evals")}
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -1110,6 +1112,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--loader-rate", type=float, help="samples (sequences; a vision model: images) a second your "
                      "input pipeline delivers (iterate the data loader alone to measure it): where the GPU is faster, "
                      "each step waits for its batch at idle power; default: one that keeps up")
+    run.add_argument("--eval-tokens", type=_whole, help="tokens (a vision model: images) evaluated over the run, "
+                     "forward only, in whole global batches; default 0")
+    run.add_argument("--evals", type=_whole, help="evaluations --eval-tokens is split into; default 1")
     _carbon_flags(est.add_argument_group("carbon of the energy (every phase; the GPU's energy x PUE, the host's not "
                                          "counted)"),
                   "a country's annual average grid intensity: FR, FI, BR, CA, DE, AU, CN, IN or WORLD "
@@ -1201,6 +1206,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "forward pass")
     jobs.add_argument("--loader-rate", type=float, help="train-run: samples (images) a second the input pipeline "
                       "delivers; default: one that keeps up")
+    jobs.add_argument("--eval-tokens", type=_whole, help="train-run: tokens (images) evaluated over the run")
+    jobs.add_argument("--evals", type=_whole, help="train-run: evaluations --eval-tokens is split into")
     jobs.add_argument("--launch-mode", help="eager or graph (CUDA graphs); default graph where --engine names one, "
                                             "else eager")
     jobs.add_argument("--input-len", help="generate, serve: prompt lengths to sweep (serve: means), e.g. 128,1024")

@@ -372,6 +372,9 @@ def train_run_table(job: Any) -> str:
               f"{f'per {unit}':<11}{_g4(job.energy_per_token_j)} J {article(unit)} {unit}, "
               f"{_g4(job.tokens_per_s)} {unit}s/s",
               f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
+    if getattr(job, "eval_tokens", 0):
+        lines.append(f"eval       {plural(job.eval_tokens, unit)} in {plural(job.evals, 'evaluation')}, forward only: "
+                     f"{duration(job.eval_time_s)}, {_g4(job.eval_energy_j)} J of the run")
     rate = getattr(job, "loader_rate", None)
     if rate is not None:  # samples a second: images, or a text model's sequences
         share, sample = job.loader_wait_s / job.time_s, "image" if images else "sequence"

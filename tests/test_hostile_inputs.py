@@ -302,7 +302,8 @@ def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
                                       "--output-len", "8", "--concurrency", "4", "--power-limit", "100,2000",
                                       "--request-rate", "0.5,1e9", "8,16",
                                       "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json", "--grid",
-                                      "FR,in", "--objective", "carbon", "--pue", "hyperscale"]), max_size=12))
+                                      "FR,in", "--objective", "carbon", "--pue", "hyperscale", "--loader-rate", "0",
+                                      "--fusions", "channels_last"]), max_size=12))
 def test_cli_sweep_of_jobs(argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -342,7 +343,7 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
               "max_batch", "output_len_cv", "sampling", "expert_parallel", "steps", "tokens", "global_batch",
               "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s",
-              "grid", "carbon_intensity", "pue"]
+              "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -365,7 +366,7 @@ def test_service_bodies(phase, needs, extra):
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
-               "expert_parallel"]
+               "expert_parallel", "loader_rate", "fusions"]
 
 
 @SETTINGS
@@ -404,12 +405,14 @@ _CALLS = {
                "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
-                  ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer")),
+                  ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",
+                   "loader_rate", "eval_tokens", "evals")),
     # a vision model's run over images: its text-only options and a sequence length refused, by name
     "train_run_images": (lambda **k: joulecast.train_run(**{"model": "resnet-50", "gpu": "a10", "global_batch": 4,
                                                             "steps": 2, "estimator": "physics", **k}),
                          ("seq", "global_batch", "micro_batch", "tokens", "dtype", "optimizer", "attention",
-                          "launch_mode", "lora_rank", "recompute", "head_outputs", "fusions", "forward_overhead_s")),
+                          "launch_mode", "lora_rank", "recompute", "head_outputs", "fusions", "forward_overhead_s",
+                          "loader_rate", "eval_tokens")),
     "sweep": (lambda **k: joulecast.sweep(**{"model": "gpt2", "gpu": "a10", "batch": [1, 2], "estimator": "physics",
                                              **k}),
               ("model", "gpu", "phase", "max_points", "seq", "dtype")),

@@ -34,7 +34,7 @@ JOBS = {
                                            "--recompute", "selective", "--optimizer", "sgd", "--launch-mode", "graph",
                                            "--head-tokens", "64", "--head-outputs", "2", "--attention", "eager",
                                            "--fusions", "activation", "--forward-overhead-s", "0.001",
-                                           "--loader-rate", "500"]),
+                                           "--loader-rate", "500", "--eval-tokens", "4096", "--evals", "2"]),
 }
 
 

@@ -509,3 +509,45 @@ def test_the_cli_service_and_sweep_take_an_input_pipeline_rate(capsys):
     points = joulecast.sweep("resnet-50", "a10", phase="train-run", global_batch=32, steps=3, micro_batch=[8, 32],
                              loader_rate=16.0, estimator="physics").points
     assert points["time_s"].tolist() == pytest.approx([6.0, 6.0]) and points["flags"].str.contains("input-bound").all()
+
+
+def test_evaluations_run_whole_global_batches_of_forward_passes_and_add_to_the_run():
+    base = dict(seq=512, global_batch=16, micro_batch=4, steps=20)
+    bare = joulecast.train_run("gpt2", "a100-pcie-40gb", **base)
+    # 10 global batches' worth and one sequence more, over two evaluations: each rounds up to 6 global batches
+    run = joulecast.train_run("gpt2", "a100-pcie-40gb", eval_tokens=16 * 512 * 10 + 512, evals=2,
+                              forward_overhead_s=1e-4, **base)
+    fwd, passes = run.step.forward, 2 * 6 * 4  # evaluations x global batches x micro-batches
+    overhead = 12 * 1e-4  # GPT-2's layers x the framework's overhead a layer, each forward
+    assert run.eval_time_s == pytest.approx(passes * (fwd.time_s + overhead), rel=1e-12)
+    assert run.eval_energy_j == pytest.approx(passes * (fwd.time_s + overhead) * fwd.power_w, rel=1e-12)
+    trained = joulecast.train_run("gpt2", "a100-pcie-40gb", forward_overhead_s=1e-4, **base)
+    assert run.time_s == pytest.approx(trained.time_s + run.eval_time_s, rel=1e-12)
+    assert run.energy_j == pytest.approx(trained.energy_j + run.eval_energy_j, rel=1e-12)
+    for got, train, part in ((run.energy_interval_j, trained.energy_interval_j, fwd.energy_interval_j),
+                             (run.time_interval_s, trained.time_interval_s, fwd.time_interval_s)):
+        for end in (0, 1):
+            extra = passes * (part[end] + overhead * (fwd.power_w if got is run.energy_interval_j else 1.0))
+            assert got[end] == pytest.approx(train[end] + extra, rel=1e-9)
+    assert (run.step_time_s, run.tokens, run.eval_tokens, run.evals) == (trained.step_time_s, bare.tokens,
+                                                                         16 * 512 * 10 + 512, 2)
+    assert bare.eval_time_s == bare.eval_energy_j == 0.0 and bare.step.forward is None
+
+
+def test_a_vision_run_evaluates_with_inference_passes_which_its_input_pipeline_paces_too():
+    base = dict(global_batch=64, micro_batch=32, steps=4, estimator="physics")
+    run = joulecast.train_run("resnet-50", "a10", eval_tokens=640, **base)
+    fwd = run.step.forward
+    assert fwd.workload == "resnet-50/forward/b32" and run.eval_time_s == pytest.approx(10 * 2 * fwd.time_s)
+    inference = joulecast.estimate(joulecast.workload("resnet-50", phase="inference", batch=32), "a10",
+                                   estimator="physics")
+    assert fwd.energy_j == pytest.approx(inference.energy_j, rel=1e-12)
+    slow = joulecast.train_run("resnet-50", "a10", eval_tokens=640, loader_rate=16.0, **base)
+    assert slow.eval_time_s == pytest.approx(10 * 64 / 16.0) and slow.time_s == pytest.approx(14 * 64 / 16.0)
+
+
+@pytest.mark.parametrize("kw, field", [(dict(evals=0), "evals"), (dict(evals=2), "evals: splits eval_tokens"),
+                                       (dict(eval_tokens=-1), "eval_tokens"), (dict(eval_tokens=1.5), "eval_tokens")])
+def test_bad_evaluations_name_their_field(kw, field):
+    with pytest.raises(joulecast.InputError, match=f"^{field}"):
+        _run(**kw)

@@ -58,9 +58,8 @@ _LOSS_BYTES = 4.0
 # while the GPU runs this one, so a step takes the longer of the two. Where the pipeline is the slower, the GPU waits
 # for each batch at its idle power at the run's clock, as it waits out the gaps between host-dispatched kernels
 # (`features.power.idle_power_w`). The rate is the user's to state (samples a second, as iterating the loader alone
-# measures it); None, the default, is a pipeline that keeps up. Why it matters: Zeus' ResNet-50 epochs ran slower on
-# an A40 than on a V100, a fifth of its tensor peak (311-343 against 341-364 images a second at batch 64 and up,
-# experiments/zeus_power_limits.py --network resnet50): bound by something other than the GPU.
+# measures it); None, the default, is a pipeline that keeps up (a vision model's JPEG decoding on too few CPU cores
+# is the usual case that does not).
 MAX_LOADER_RATE = 1e9
 
 

@@ -1,8 +1,8 @@
 """Fused attention (FlashAttention-2; PyTorch's memory-efficient kernel given an explicit mask, op `masked`; a serving
 engine's paged decode kernel): the attention rule's grid and traffic, for every attention row at once. A masked row
-is lowered non-causal, as its kernel runs (`lower_transformers._attention_core`): every key block is computed, at
-FlashAttention-2's rate and with its tiles (assumptions: the mask's own reads, from L2 across heads, are not
-counted)."""
+is lowered non-causal, as its kernel runs (`lower_transformers._attention_core`): every key block is computed, with
+FlashAttention-2's tiles at MEMORY_EFFICIENT_RATE of its rate (assumptions: the tiles, and the mask's own reads, from
+L2 across heads, not counted)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ EFFICIENCY = arch.ATTENTION_EFFICIENCY
 # physics energy MAPE of all its rows 11.4 -> 10.4 %, power 7.4 -> 7.0 %; of its 32 held-out rows (h200-holdout,
 # never trained on) 9.7 -> 8.8 %, their decode steps 12.6 -> 10.6 % (experiments/h200_holdout.py).
 SPLIT_KV_BLOCK_ROWS = 64.0
+# PyTorch's memory-efficient SDPA kernel, which runs attention given an explicit mask (op `masked`), is xFormers'
+# CUTLASS kernel (aten/src/ATen/native/transformers/cuda/mem_eff_attention): on an A100 its forward ran 5 % slower
+# than FlashAttention (v1) on average (xFormers PR #362), and FlashAttention-2 runs about twice FlashAttention's rate
+# (Dao 2023, arXiv 2307.08691: 50-73 % of the A100's peak against 25-40 %); xFormers issue #1074 measured the CUTLASS
+# forward 2x slower than FlashAttention-2's on an A40 at 512-65,536 tokens. A masked forward runs at this share of
+# FlashAttention-2's rate. Its backward stays priced as FlashAttention-2's (`flash_bwd`; not measured here).
+MEMORY_EFFICIENT_RATE = 0.5
 # FlashAttention-2's backward does 2.5x the forward's FLOPs (five matmuls against two; Dao 2023, arXiv 2307.08691,
 # section 3.2): lowered as BACKWARD_PASSES records of the forward kernel (op `flash_bwd`), each doing
 # BACKWARD_FLOPS_PER_PASS of its FLOPs at the forward's rate (an assumption: its measured rate is lower still).
@@ -95,7 +102,8 @@ def efficiency(k: Columns, t: Columns) -> np.ndarray:
     511-619. Physics energy MAPE of those four rows and six decode ones 19.4 -> 13.2 %, of all H200 rows 16.7 ->
     15.6 %; EnergAIzer's rows (eager attention) do not move."""
     blocks = t["k_iters"] * visible_fraction(k)
-    return EFFICIENCY * blocks / (blocks + arch.GEMM_TILE_OVERHEAD_K_STEPS)
+    rate = np.where(k["op"] == "masked", MEMORY_EFFICIENT_RATE, 1.0)
+    return EFFICIENCY * rate * blocks / (blocks + arch.GEMM_TILE_OVERHEAD_K_STEPS)
 
 
 def _check(s: dict[str, Any], given: Mapping[str, Any], field: str) -> None:

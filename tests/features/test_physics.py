@@ -228,10 +228,12 @@ def test_a_gemm_streaming_a_long_k_reads_each_operand_once_and_a_wide_one_reads_
 def test_fused_attention_pays_for_each_ctas_prologue_against_its_key_blocks():
     """A CTA of 128 queries over 512 keys (8 blocks of 64) runs at 8/12 of the long-run efficiency; a causal one sees
     about half its keys, (512 - 255.5) / 512 of 8 blocks; 8,192 keys come close to the long-run figure."""
-    def eff(seq, causal):
-        k = dict(seq_q=np.array([seq]), seq_kv=np.array([seq]), causal=np.array([causal]))
+    def eff(seq, causal, op="flash"):
+        k = dict(seq_q=np.array([seq]), seq_kv=np.array([seq]), causal=np.array([causal]), op=np.array([op]))
         return attention.efficiency(k, dict(k_iters=np.array([seq // 64])))[0]
     assert eff(512, False) == pytest.approx(arch.ATTENTION_EFFICIENCY * 8 / 12)
+    # PyTorch's memory-efficient kernel (an explicit mask) at its share of FlashAttention-2's rate
+    assert eff(512, False, "masked") == pytest.approx(attention.MEMORY_EFFICIENT_RATE * eff(512, False))
     blocks = 8 * (512 - 255.5) / 512
     assert eff(512, True) == pytest.approx(arch.ATTENTION_EFFICIENCY * blocks / (blocks + 4))
     # and physics times them so: 2,048 CTAs either way, 512 keys each (batch 16) against 8,192 (batch 1)

@@ -138,7 +138,8 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         fields = dict(model=job.model, phase="training", batch=job.micro_batch, seq=job.seq, dtype=job.dtype,
                       fusions=list(job.fusions))
         refused = ignored_fusions(workload(**fields), **fields)
-        require(refused is None, "fusions", refused or "")
+        if refused:
+            raise InputError("fusions", refused)
     hidden, layers = hidden_size(config), layer_count(config)
     heads = head_count(config)
     kv_heads = int(config.get("num_key_value_heads") or heads)

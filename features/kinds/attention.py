@@ -1,8 +1,8 @@
 """Fused attention (FlashAttention-2; PyTorch's memory-efficient kernel given an explicit mask, op `masked`; a serving
 engine's paged decode kernel): the attention rule's grid and traffic, for every attention row at once. A masked row
-is lowered non-causal, as its kernel runs (`lower_transformers._attention_core`): every key block is computed, with
-FlashAttention-2's tiles at MEMORY_EFFICIENT_RATE of its rate (assumptions: the tiles, and the mask's own reads, from
-L2 across heads, not counted)."""
+is lowered non-causal, as its kernel runs (`lower_transformers._attention_core`): every key block is computed, at
+MEMORY_EFFICIENT_RATE of FlashAttention-2's rate (assumptions: FlashAttention-2's tiles; the mask's own reads, from L2
+across heads, not counted)."""
 
 from __future__ import annotations
 

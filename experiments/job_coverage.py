@@ -7,9 +7,9 @@ Rows and assumptions are each set's script's own: Wilkins' generations (`generat
 dispatch), ML.ENERGY v2 and v3 serving runs (`serving_jobs.py`, every configuration at the assumed mean prompt
 `--input-len`: 192 tokens by default, the longest that v2's batches leave room for; the quantity is J an output
 token), and Zeus' power-limit sweeps of both its networks (`zeus_power_limits.py`: BERT-base on SQuAD and ResNet-50
-on ImageNet, energy an epoch). Per kind and GPU: the rows, the
-share inside the interval and the shares measured below and above it (which side the misses fall: a point that
-leans), the mean width (% of the estimate), and p_in_target (`training.evaluate.coverage_p_value`): how likely a
+on ImageNet, energy an epoch). Per kind and GPU (then per kind, set and GPU; `--json`: `by_gpu` and `by_set`): the
+rows, the share inside the interval and the shares measured below and above it (which side the misses fall: a point
+that leans), the mean width (% of the estimate), and p_in_target (`training.evaluate.coverage_p_value`): how likely a
 count as far from the 86-94 % target band would be, were the true coverage in it, the rows taken as independent
 (they are not: a configuration's rows share its model's and workload's offset, so a small p overstates the evidence
 against the band).

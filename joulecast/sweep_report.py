@@ -252,10 +252,36 @@ def _in_images(labels: dict[str, str]) -> dict[str, str]:
     return {k: v.replace("tokens", "images").replace("a token", "an image") for k, v in labels.items()}
 
 
+# A job's fixed options shown with their units, named without them ("{sample}": an image or a text model's sequence)
+_JOB_UNITS = {"loader_rate": ("loader rate", "{sample}s a second"),
+              "forward_overhead_s": ("forward overhead", "s a layer and forward pass"),
+              "offload_gb": ("offload", "GiB"), "h2d_gbps": ("host-to-device copies", "GB/s")}
+
+
+def job_text(job: dict[str, Any], unit: str) -> str:
+    """A sweep's fixed job options as words: kv cache on (not True), fusions a, b (not a list), counts whole with
+    their thousands, the rest with their units; over images, tokens named images."""
+    sample = "image" if unit == "image" else "sequence"
+
+    def shown(k: str, v: Any) -> str:
+        name, after = _JOB_UNITS.get(k, (k.replace("_", " "), ""))
+        name = name.replace("tokens", "images") if unit == "image" else name  # a vision run counts images
+        if isinstance(v, bool):
+            text = "on" if v else "off"
+        elif isinstance(v, (list, tuple)):
+            text = ", ".join(map(str, v))
+        elif isinstance(v, int):
+            text = f"{v:,}"
+        else:
+            text = figure(float(v)) if isinstance(v, float) else str(v)
+        return f"{name} {text}" + (f" {after.format(sample=sample)}" if after else "")
+
+    return ", ".join(shown(k, v) for k, v in job.items())
+
+
 def render(result: Any, title: str) -> str:
     best = result.best
-    job = ", ".join(f"{k.replace('_', ' ')} {({True: 'on', False: 'off'}[v] if isinstance(v, bool) else v)}"
-                    for k, v in result.job.items())  # kv cache on, not True
+    job = job_text(result.job, result.unit)
     phases = set(result.points["phase"])  # a single pass's fixed options (result.job) make no job of it
     labels = (_SERVE_LABELS if "serve" in phases else _JOB_LABELS if phases & {"train-run", "generate"}
               else _LABELS)

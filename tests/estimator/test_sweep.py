@@ -828,3 +828,17 @@ def test_a_job_sweep_asks_no_point_for_the_fewest_gpus_that_would_hold_it():
     assert not point["feasible"] and alone.fits_tp == 8 and point["energy_j"] == alone.energy_j
     assert joulecast.generate("llama-3-70b", "a10", batch=4, input_len=512, output_len=8, estimator="physics",
                               suggest_tp=False).fits_tp is None
+
+
+def test_a_reports_job_options_read_as_words_with_their_units():
+    """The report's line of fixed options: counts whole with their thousands, lists as names, switches on or off,
+    rates and sizes with their units; over images, the tokens named images."""
+    from joulecast.sweep_report import job_text
+
+    job = {"global_batch": 256, "tokens": 1281167, "fusions": ["channels_last"], "loader_rate": 1500.0,
+           "eval_tokens": 50000, "forward_overhead_s": 0.003, "kv_cache": False, "offload_gb": 1.5}
+    assert job_text(job, "image") == ("global batch 256, images 1,281,167, fusions channels_last, loader rate 1,500 "
+                                      "images a second, eval images 50,000, forward overhead 0.003 s a layer and "
+                                      "forward pass, kv cache off, offload 1.5 GiB")
+    assert job_text({"tokens": 10**9, "loader_rate": 12.5}, "token") == ("tokens 1,000,000,000, loader rate 12.5 "
+                                                                         "sequences a second")

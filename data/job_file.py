@@ -22,7 +22,7 @@ from joulecast.data.errors import InputError, UnknownFieldError, fields_under, r
 from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.models import check_config
+from joulecast.data.models import check_config, is_vision, model_entry
 from joulecast.data.workload import LAUNCH_MODES, check_host_dispatch
 
 DATA_DIR = Path(__file__).parent / "distributed"
@@ -144,6 +144,7 @@ class Job:
     # micro-batches): each synchronous step waits for its latest rank (`estimator.plan`, method 2b)
     step_jitter: float = 0.0
     source: str = field(default="", compare=False)
+    unit: str = "token"               # what `seq` and `tokens` count: a text model's tokens, or images (`seq` 1)
 
     @property
     def tokens(self) -> int:
@@ -315,6 +316,9 @@ def _strategy(raw: Any, i: int) -> Strategy:
     return Strategy(kind=kind, name=name, H=H, P=P, tau=tau, bits=bits, participation=participation)
 
 
+# A text model's job options, none of which a vision model's plan takes.
+_TEXT_ONLY = ("lora_rank", "lora_targets", "recompute", "head_tokens", "head_outputs", "tp_overlap", "fp8_attention",
+              "forward_overhead_s")
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
@@ -336,7 +340,13 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     else:
         require(isinstance(model, str) and model, "model", "a catalog model name or {name, config}")
         model_name = str(model)
-    seq = _number(raw, "seq", "", integer=True, low=1)
+    # a vision model's plan is over images: no sequence, none of a text model's options, data-parallel only
+    images = is_vision(model if isinstance(model, Mapping) else model_entry(model)["config"])
+    if images:
+        for key in ("seq", *_TEXT_ONLY):
+            require(key not in raw, key, f"has no effect on {model_name}, a vision model (a plan over images: "
+                                         f"global_batch images a step); leave it out")
+    seq = 1 if images else _number(raw, "seq", "", integer=True, low=1)
     global_batch = _number(raw, "global_batch", "", integer=True, low=1)
     micro_batch = _number(raw, "micro_batch", "", 1, integer=True, low=1)
     require(("steps" in raw) != ("tokens" in raw), "steps", "give steps or tokens, one of them")
@@ -350,6 +360,9 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     _known(layout, {"tp", "pp", "cp", "vpp", "zero"}, "layout")
     lay = {k: _number(layout, k, "layout", 1, integer=True, low=1) for k in ("tp", "pp", "cp", "vpp")}
     lay["zero"] = _number(layout, "zero", "layout", 0, integer=True, low=0, high=3)
+    require(not images or (lay["tp"], lay["pp"], lay["cp"], lay["zero"]) == (1, 1, 1, 0), "layout",
+            f"{model_name}'s plan is data-parallel: tp, pp and cp 1, zero 0 (its layers split over no tokens), got "
+            f"tp {lay['tp']}, pp {lay['pp']}, cp {lay['cp']}, zero {lay['zero']}")
     sites_raw = raw.get("sites")
     require(isinstance(sites_raw, list) and sites_raw, "sites", "a list of at least one site")
     sites = tuple(_site(s, i, base) for i, s in enumerate(sites_raw))
@@ -401,7 +414,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         start_hour=_number(raw, "start_hour", "", 0.0, high=24.0), estimator=raw.get("estimator"),
         launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
         head_outputs=head_outputs, fusions=check_fusions(raw.get("fusions")),
-        forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source)
+        forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source,
+        unit="image" if images else "token")
 
 
 def connected(names: list[str], links: list[Link]) -> None:

@@ -18,6 +18,7 @@ MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "
                "mixtral": "llama", "qwen3": "llama", "qwen3_moe": "llama", "vit": "vit", "resnet": "resnet",
                "mobilevit": "mobilevit"}
 CONVOLUTIONAL = ("resnet", "mobilevit")  # lowering families whose configs give no transformer width or depth
+VISION = frozenset({"vit", "resnet", "mobilevit"})  # lowering families over images: no sequence length
 # Llama-family types that normalise each head's queries and keys (RMSNorm over head_dim) before the rotary embedding
 # (transformers' Qwen3Attention: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")
@@ -135,6 +136,11 @@ def family(config: Mapping[str, Any]) -> str:
         said = repr(model_type) if isinstance(model_type, str) else kind_of(model_type)
         raise InputError("config.model_type", f"{said} is not supported; allowed: {', '.join(MODEL_TYPES)}")
     return MODEL_TYPES[model_type]
+
+
+def is_vision(config: Mapping[str, Any]) -> bool:
+    """Whether a config's model runs over images (`VISION`): a batch of images, no sequence length."""
+    return family(config) in VISION
 
 
 def hidden_size(config: Mapping[str, Any]) -> int:

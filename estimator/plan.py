@@ -65,9 +65,9 @@ from joulecast.data.job_file import (
 )
 from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate
+from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate, vision_step
 from joulecast.features import collectives
-from joulecast.features.lowering import check_job, ignored_fusions, resolve_model, workload
+from joulecast.features.lowering import ignored_fusions, is_vision, resolve_model, workload
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 
@@ -130,20 +130,22 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
     replicas = [s.gpus // per_replica for s in job.sites]
     total = sum(replicas)
     require(job.global_batch % (total * job.micro_batch) == 0, "global_batch",
-            f"{job.global_batch} sequences do not split into {total} replicas x micro-batches of {job.micro_batch}")
+            f"{job.global_batch} {'images' if job.unit == 'image' else 'sequences'} do not split into {total} "
+            f"replicas x micro-batches of {job.micro_batch}")
     accumulation = job.global_batch // (total * job.micro_batch)
-    config = resolve_model(job.model)[0]
-    check_job(config, "train-plan", "model", "a training plan")  # the job file's field, not a step's phase
+    config = resolve_model(job.model)[0]  # any model: a vision model's plan is data-parallel (its job file checks)
     if job.fusions:  # one that changes none of the model's kernels refused, as `estimate` refuses it
         fields = dict(model=job.model, phase="training", batch=job.micro_batch, seq=job.seq, dtype=job.dtype,
                       fusions=list(job.fusions))
         refused = ignored_fusions(workload(**fields), **fields)
         if refused:
             raise InputError("fusions", refused)
-    hidden, layers = hidden_size(config), layer_count(config)
-    heads = head_count(config)
-    kv_heads = int(config.get("num_key_value_heads") or heads)
-    head_dim = int(config.get("head_dim") or hidden // heads)
+    images = is_vision(config)  # data-parallel over images (the job file checks its layout): no activations sent
+    if not images:
+        hidden, layers = hidden_size(config), layer_count(config)
+        heads = head_count(config)
+        kv_heads = int(config.get("num_key_value_heads") or heads)
+        head_dim = int(config.get("head_dim") or hidden // heads)
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator or job.estimator)
     out = []
     for i, (site, r) in enumerate(zip(job.sites, replicas)):
@@ -153,20 +155,26 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             check_setting(spec, site.sm_clock_mhz, site.power_limit_w)
         except InputError as exc:
             raise InputError(f"sites[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
-        step = step_estimate(job.model, site.gpu, seq=job.seq, micro_batch=job.micro_batch, accumulation=accumulation,
-                             dtype=job.dtype, lora_rank=job.lora_rank, lora_targets=job.lora_targets,
-                             recompute=job.recompute, optimizer=job.optimizer, layout=layout,
-                             sm_clock_mhz=site.sm_clock_mhz, power_limit_w=site.power_limit_w,
-                             estimator=model if model is not None else "physics", with_forward=job.eval_tokens > 0,
-                             fp8_attention=job.fp8_attention, launch_mode=job.launch_mode,
-                             head_tokens=job.head_tokens, head_outputs=job.head_outputs, fusions=job.fusions,
-                             forward_overhead_s=job.forward_overhead_s, host_dispatch_s=site.host_dispatch_s)
+        setting = dict(micro_batch=job.micro_batch, accumulation=accumulation, dtype=job.dtype,
+                       optimizer=job.optimizer, sm_clock_mhz=site.sm_clock_mhz, power_limit_w=site.power_limit_w,
+                       estimator=model if model is not None else "physics", launch_mode=job.launch_mode,
+                       fusions=job.fusions, host_dispatch_s=site.host_dispatch_s, with_forward=job.eval_tokens > 0)
+        if images:  # each GPU a whole replica: its step is a one-GPU run's (`train_run`)
+            step = vision_step(config, job.model_name, site.gpu, attention="flash", **setting)
+        else:
+            step = step_estimate(job.model, site.gpu, seq=job.seq, lora_rank=job.lora_rank,
+                                 lora_targets=job.lora_targets, recompute=job.recompute, layout=layout,
+                                 fp8_attention=job.fp8_attention, head_tokens=job.head_tokens,
+                                 head_outputs=job.head_outputs, forward_overhead_s=job.forward_overhead_s, **setting)
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
+            how = "lower micro_batch" if images else "raise TP or PP, use ZeRO (layout.zero) or recompute"
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
-                             f"{spec.name}; raise TP or PP, use ZeRO (layout.zero) or recompute")
+                             f"{spec.name}; {how}")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
+        if images:  # no tensor, context or pipeline parallelism: nothing sent within a replica
+            hidden = layers = kv_heads = head_dim = 0
         tokens = job.micro_batch * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
         layers_stage = -(-layers // lay["pp"])
@@ -457,6 +465,7 @@ class Plan:
                       flags=[str(f) for f in s.step.micro.flags if f != "exceeds-memory"])  # memory: checked above
                  for s in self.sites]
         return {"job": j.name, "model": j.model_name, "gpus": j.gpus, "steps": j.steps, "tokens": j.tokens,
+                "unit": j.unit,
                 "layout": j.layout, "fusions": list(j.fusions), "forward_overhead_s": j.forward_overhead_s,
                 "evals": j.evals, "eval_steps": eval_steps(j), "eval_overhead_s": j.eval_overhead_s,
                 "sites": sites, "plans": [p.to_dict() for p in self.plans]}

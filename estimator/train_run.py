@@ -37,7 +37,7 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import (check_job, fusions_refusal, idle_fusions, is_vision, lm_head_weights, lower,
+from joulecast.features.lowering import (fusions_refusal, idle_fusions, is_vision, lm_head_weights, lower,
                                          resolve_model, workload)
 from joulecast.features.physics import check_setting
 from joulecast.features.power import idle_power_w
@@ -280,7 +280,8 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     require(attention != "eager" or layout.cp == 1, "attention",
             "eager attention holds a rank's whole sequence: context parallelism needs a fused kernel (flash or masked)")
     config, name, _ = resolve_model(model)
-    check_job(config, "train-plan", label="a training step's share of a layout")
+    require(not is_vision(config), "model", f"a training step's share of a layout needs a text model (its steps run "
+            f"over tokens); {name} runs over images (train_run, or a plan's data-parallel vision step)")
     # LoRA's adapters are low-rank: one as wide as the layers adapts each matrix in full, with more weights than it
     require(lora_rank < hidden_size(config), "lora_rank", f"{lora_rank} is not below {name}'s hidden size "
             f"{hidden_size(config)} (a low-rank adapter; 0 fine-tunes every weight)")
@@ -406,7 +407,7 @@ def _left_as_is(value: Any, default: Any) -> bool:
         return False
 
 
-def _vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
+def vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
                  optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
                  power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None,
                  fusions: tuple[str, ...] = (), with_forward: bool = False) -> StepEstimate:
@@ -504,7 +505,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     # each evaluation in whole global batches: its share of the eval sequences (images), rounded up
     eval_batches = evals * math.ceil(eval_tokens / (evals * seq * global_batch))
     if images:
-        step = _vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
+        step = vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                             optimizer=optimizer, attention=attention, launch_mode=launch_mode,
                             sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
                             host_dispatch_s=host_dispatch_s, fusions=fusions, with_forward=eval_batches > 0)

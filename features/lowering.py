@@ -36,7 +36,7 @@ _LOWERINGS: dict[str, Callable[..., None]] = {
     "gpt2": lt.gpt2, "bert": lt.bert, "opt": lt.opt, "llama": lt.llama, "vit": lt.vit,
     "resnet": lv.resnet, "mobilevit": lv.mobilevit,
 }
-_VISION = {"vit", "resnet", "mobilevit"}
+_VISION = models.VISION
 _ENCODERS = {"bert"} | _VISION
 
 # AdamW step (PyTorch fused/foreach): reads param, grad, exp_avg, exp_avg_sq; writes param, exp_avg, exp_avg_sq.
@@ -76,19 +76,17 @@ def lower(config: Mapping[str, Any], *, phase: str, batch: int, seq: int, dtype:
 
 def check_job(config: Mapping[str, Any], job: str, field: str = "phase", label: str | None = None) -> None:
     """A whole job's model checked before its steps lower: a generation or serving needs a decoder (tokens
-    generated one at a time), a training plan over GPUs (`job` train-plan) a text model (its layouts split
-    transformer layers over tokens); a training run on one GPU (train-run) takes any model, a vision model's over
-    images. Else one line naming `field` and what the model runs instead, the job called `label` (default its kind).
-    Before, the step's phase was named: 'decode' is not available, for --phase generate."""
+    generated one at a time); a training run (train-run) takes any model, a vision model's over images. Else one
+    line naming `field` and what the model runs instead, the job called `label` (default its kind). Before, the
+    step's phase was named: 'decode' is not available, for --phase generate."""
     if job == "train-run":
         return
     fam = models.family(config)
-    plans = job == "train-plan"
-    if fam in _VISION or (not plans and fam in _ENCODERS):
-        needs = "a text model (its steps run over tokens)" if plans else "a decoder (tokens generated one at a time)"
+    if fam in _ENCODERS:
         runs = "inference, one training step and a training run (--phase inference, training, train-run)" \
             if fam in _VISION else "prefill, training and train-run"
-        raise InputError(field, f"{label or job} needs {needs}; a {fam} model runs {runs}")
+        raise InputError(field, f"{label or job} needs a decoder (tokens generated one at a time); a {fam} model "
+                                f"runs {runs}")
 
 
 def check_lowering(config: Mapping[str, Any], *, phase: str, batch: int, seq: int | None, dtype: str,
@@ -242,8 +240,7 @@ def ignored_fusions(fused: Workload, **fields: Any) -> str | None:
     return fusions_refusal(idle_fusions(fused, **fields), fields["fusions"], [fused.model], fused.phase)
 
 
-def is_vision(config: Mapping[str, Any]) -> bool:
-    return models.family(config) in _VISION
+is_vision = models.is_vision
 
 
 def normal_phase(config: Mapping[str, Any], phase: str) -> str:

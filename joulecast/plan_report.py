@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import bandwidth_text, plural, settings_shown
+from joulecast.render import bandwidth_text, plan_batch_text, plural, settings_shown
 from joulecast.sweep_report import page, svg, table
 
 
@@ -26,15 +26,15 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                            "energy (kWh)": p.energy_j / 3.6e6,
                            "energy low (kWh)": p.energy_interval_j[0] / 3.6e6,
                            "energy high (kWh)": p.energy_interval_j[1] / 3.6e6, "carbon (kg)": p.carbon_kg,
-                           "compute utilisation": p.compute_utilisation, "J a token": p.energy_per_token_j,
+                           "compute utilisation": p.compute_utilisation,
+                           "J an image" if job.unit == "image" else "J a token": p.energy_per_token_j,
                            "locally met": p.locally_met_share,
                            "inter-site (GB)": p.bytes_per_link["inter_site"] / 1e9,
                            "Gbit/s for 90 %": bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)),
                            **{f"{k} (kWh)": v / 3.6e6 for k, v in p.energy_split_j.items()}} for p in result.plans])
     parts = [f"<h1>joulecast plan: {html.escape(job.name)}</h1>",
              f"<p>{html.escape(job.model_name)}, {plural(job.gpus, 'GPU')} on {plural(len(job.sites), 'site')}, "
-             f"{plural(job.steps, 'step')} of {job.global_batch} x {job.seq} tokens ({plural(job.tokens, 'token')})."
-             "</p>",
+             f"{plural(job.steps, 'step')} of {plan_batch_text(job)}.</p>",
              "<h2>Strategies</h2>", table(plans, "plans")]
     if points is not None and len(points):
         # in the strategies table's units: hours and kWh, not seconds and joules

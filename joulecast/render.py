@@ -405,11 +405,20 @@ def _fits(job: Any) -> str:
                      for f in job.fits)
 
 
+def plan_batch_text(job: Any) -> str:
+    """A plan's global step and its total: 64 x 512 tokens (1,000 tokens), or over images 256 images (1,000
+    images)."""
+    if getattr(job, "unit", "token") == "image":
+        return f"{plural(job.global_batch, 'image')} ({plural(job.tokens, 'image')})"
+    return f"{job.global_batch} x {job.seq} tokens ({plural(job.tokens, 'token')})"
+
+
 def plan_table(result: Any) -> str:
     """The job's strategies side by side, then each one's energy split."""
     job = result.job
+    unit = getattr(job, "unit", "token")  # a vision model's plan counts images
     head = (f"plan {job.name}: {job.model_name}, {plural(job.gpus, 'GPU')} on {plural(len(job.sites), 'site')}, "
-            f"{plural(job.steps, 'step')}, {plural(job.tokens, 'token')}, layout TP {job.layout['tp']} PP "
+            f"{plural(job.steps, 'step')}, {plural(job.tokens, unit)}, layout TP {job.layout['tp']} PP "
             f"{job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
@@ -420,13 +429,14 @@ def plan_table(result: Any) -> str:
         from joulecast.estimator.plan import eval_steps
 
         wait = f", each waiting {job.eval_overhead_s:g} s more" if job.eval_overhead_s else ""
-        head += (f"\nevaluation: {job.eval_tokens:,} tokens in {job.evals:,} evaluation(s) of {eval_steps(job):,} "
+        head += (f"\nevaluation: {job.eval_tokens:,} {unit}s in {job.evals:,} evaluation(s) of {eval_steps(job):,} "
                  f"global batch(es){wait}")
     rows = [dict(strategy=p.strategy, time=duration(p.time_s),
                  time_interval=duration_range(*p.time_interval_s),
                  energy_kwh=p.energy_j / 3.6e6,
                  interval_kwh=f"{figure(p.energy_interval_j[0] / 3.6e6)} - {figure(p.energy_interval_j[1] / 3.6e6)}",
-                 carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation, j_per_token=p.energy_per_token_j,
+                 carbon_kg=p.carbon_kg, utilisation=p.compute_utilisation,
+                 **{f"j_per_{unit}": p.energy_per_token_j},  # j_per_image over images
                  local_share=p.locally_met_share, inter_site_gb=p.bytes_per_link["inter_site"] / 1e9,
                  gbps_for_90pct=bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)))
             for p in result.plans]

@@ -73,8 +73,18 @@ def reader_folder(tmp_path_factory):
     return work
 
 
+@pytest.fixture
+def own_catalog():
+    """A command's user catalog (`gpu add` into this test's JOULECAST_HOME) forgotten after it: the loaded catalog
+    is cached, and a later test would see the added GPU once its home was gone."""
+    yield
+    from joulecast.data.gpus import reload_catalog
+
+    reload_catalog()
+
+
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_readme_command_runs_as_written(command, reader_folder, tmp_path, monkeypatch, capsys):
+def test_a_readme_command_runs_as_written(command, reader_folder, tmp_path, monkeypatch, capsys, own_catalog):
     monkeypatch.chdir(reader_folder)
     monkeypatch.setenv("JOULECAST_HOME", str(tmp_path / "home"))  # `gpu add` writes the user's catalog there
     # outputs the command names by an absolute path (/tmp/store) go to this test's own folder; the others stay in

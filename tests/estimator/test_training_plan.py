@@ -299,7 +299,8 @@ def test_a_sweep_of_caps_over_the_range_every_gpu_of_a_site_set_takes():
     (lambda j: j["sites"][0].update(power_limit_w=-5), "sites[0].power_limit_w"),
     (lambda j: j["sites"][1].update(power_limit_w=5000), "sites[1].power_limit_w"),  # beyond what an H100 takes
     (lambda j: j["sites"][0].update(sm_clock_mhz=9000), "sites[0].sm_clock_mhz"),
-    (lambda j: j.update(model="vit-large"), "model"),  # a training plan needs a text model: the file's field named
+    (lambda j: j.update(model="vit-large"), "seq"),  # a vision model's plan is over images: its seq named
+    (lambda j: j.update(model="gpt-5"), "model"),
     (lambda j: j["sites"][1].update(host_dispatch_s=-1e-6), "sites[1].host_dispatch_s"),
 ])
 def test_a_bad_job_file_gets_one_line_naming_the_field(tmp_path, capsys, change, field):
@@ -614,3 +615,36 @@ def test_a_job_files_inline_config_is_checked_as_a_config_is(change, line):
     with pytest.raises(joulecast.InputError) as caught:
         joulecast.plan(raw)
     assert str(caught.value).startswith(line)
+
+
+def test_a_vision_models_plan_is_data_parallel_over_images_each_gpu_a_one_gpu_runs_step():
+    """A ResNet trains data-parallel over images: each GPU's step is `train_run`'s at its share of the global batch,
+    nothing sent within a replica, the gradients all-reduced; the job file refuses a sequence, a text model's options
+    and any other layout by name, and the plan counts images."""
+    from joulecast import render
+
+    base = dict(name="v", model="resnet-50", global_batch=256, micro_batch=32, steps=100, dtype="bf16",
+                fusions=["channels_last"], estimator="physics",
+                sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="FR")], strategies=["ddp"])
+    job = parse_job(base)
+    assert (job.unit, job.seq, job.tokens) == ("image", 1, 100 * 256)
+    (site,) = planner.site_compute(job)
+    one = joulecast.train_run("resnet-50", "a100-sxm4-80gb", global_batch=32, steps=1, fusions=["channels_last"],
+                              estimator="physics")
+    assert site.step.time_s == pytest.approx(one.step_time_s, rel=1e-12)
+    assert site.intra_bytes == 0 and site.dp_bytes == pytest.approx(one.step.trainable * 2.0)
+    result = planner.plan(job)
+    # its 51 MB of gradients all-reduced over NVLink under the last micro-batch's backward: hidden
+    assert result.plans[0].time_s == pytest.approx(100 * one.step_time_s, rel=1e-9)
+    far = planner.plan(parse_job({**base, "global_batch": 512,
+                                  "sites": [*base["sites"], dict(name="b", gpu="a100-sxm4-80gb", gpus=8)],
+                                  "links": [dict(between=["a", "b"], gbps=1.0, rtt_ms=20.0)]}))
+    assert far.plans[0].time_s > 100 * one.step_time_s  # over a 1 Gbit/s link between sites: exposed
+    text = render.plan_table(result)
+    assert "100 steps, 25,600 images" in text and "j_per_image" in text and "NHWC layout (channels_last)" in text
+    assert result.to_dict()["unit"] == "image"
+    for bad, field in ((dict(seq=224), "seq"), (dict(lora_rank=4), "lora_rank"), (dict(layout={"tp": 2}), "layout"),
+                       (dict(layout={"zero": 1}), "layout"), (dict(forward_overhead_s=1e-3), "forward_overhead_s")):
+        with pytest.raises(joulecast.InputError) as err:
+            parse_job({**base, **bad})
+        assert err.value.field == field

@@ -408,9 +408,9 @@ def _left_as_is(value: Any, default: Any) -> bool:
 
 
 def vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int, accumulation: int, dtype: str,
-                 optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
-                 power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None,
-                 fusions: tuple[str, ...] = (), with_forward: bool = False) -> StepEstimate:
+                optimizer: str, attention: str, launch_mode: str, sm_clock_mhz: float | None,
+                power_limit_w: float | None, estimator: Any, host_dispatch_s: float | None,
+                fusions: tuple[str, ...] = (), with_forward: bool = False) -> StepEstimate:
     """One global step of a vision model on one GPU: `accumulation` micro-steps of `micro_batch` images (the
     `training` phase's step without its AdamW update, with the kernel `fusions`: channels_last, or a transformer
     block's) and one optimizer update. Memory: the weights at the dtype's width; a gradient at that width, an fp32
@@ -506,9 +506,9 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     eval_batches = evals * math.ceil(eval_tokens / (evals * seq * global_batch))
     if images:
         step = vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
-                            optimizer=optimizer, attention=attention, launch_mode=launch_mode,
-                            sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                            host_dispatch_s=host_dispatch_s, fusions=fusions, with_forward=eval_batches > 0)
+                           optimizer=optimizer, attention=attention, launch_mode=launch_mode,
+                           sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
+                           host_dispatch_s=host_dispatch_s, fusions=fusions, with_forward=eval_batches > 0)
     else:
         step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
                              lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,

@@ -25,7 +25,7 @@ stacks.
 - channels_last: a convolutional model's activations and weights in NHWC (PyTorch's `torch.channels_last`, the
   PyTorch performance tuning guide's advice for vision models), which cuDNN's tensor-core kernels read as they are:
   no layout transpose before each convolution (`features.arch.LAYOUT_TRANSPOSE_OP`), nor its backward's. Physics
-  then runs ResNet-50's training step 1.27-1.29x faster on a V100 (fp16) and on A100s (bf16) at 128-256 images a
+  then runs ResNet-50's training step 1.26-1.29x faster on a V100 (fp16) and on A100s (bf16) at 128-256 images a
   GPU; MosaicML's Composer method card for it reports about 30 % on ResNet-50 ImageNet training on V100 and A100
   (docs.mosaicml.com, composer v0.3.0, method_cards/channels_last).
 """

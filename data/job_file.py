@@ -145,6 +145,8 @@ class Job:
     step_jitter: float = 0.0
     source: str = field(default="", compare=False)
     unit: str = "token"               # what `seq` and `tokens` count: a text model's tokens, or images (`seq` 1)
+    # samples (sequences, images) a second a replica's input pipeline delivers; None: one that keeps up
+    loader_rate: float | None = None
 
     @property
     def tokens(self) -> int:
@@ -323,7 +325,7 @@ _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",
                "launch_mode", "head_tokens", "head_outputs", "fusions", "forward_overhead_s", "evals",
-               "eval_overhead_s", "step_jitter"}
+               "eval_overhead_s", "step_jitter", "loader_rate"}
 
 
 def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
@@ -415,7 +417,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
         head_outputs=head_outputs, fusions=check_fusions(raw.get("fusions")),
         forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source,
-        unit="image" if images else "token")
+        unit="image" if images else "token",
+        loader_rate=_number(raw, "loader_rate", "", strict=True, high=1e9) if "loader_rate" in raw else None)
 
 
 def connected(names: list[str], links: list[Link]) -> None:

@@ -117,6 +117,8 @@ class SiteCompute:
     overhead_s: float           # a step's framework overhead (`Job.forward_overhead_s`), within compute_s
     dp_bytes: float             # gradient bytes a GPU holds (its shard's trainable parameters)
     dp_link: dict[str, float]   # the site's data-parallel link: gbytes_per_s, latency_us, pj_per_bit
+    input_floor_s: float = 0.0  # a replica's input pipeline's time for its share of a global step (`Job.loader_rate`)
+    eval_floor_s: float = 0.0   # and for every evaluation global batch of the job, together
 
 
 def _link(name: str) -> dict[str, float]:
@@ -210,14 +212,19 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         eval_s = passes_eval * (forward.time_s + step.overhead_s) * (
             1 + (lay["pp"] - 1) / (lay["vpp"] * accumulation)) if forward else 0.0
         eval_j = passes_eval * forward.energy_j * (1 + step.overhead_s / forward.time_s) if forward else 0.0
+        # a replica's input pipeline (`Job.loader_rate`) prepares its share of the next global batch meanwhile: a
+        # step takes at least that long (`evaluate`), an evaluation batch too, the GPUs waiting at their waiting power
+        input_floor = accumulation * job.micro_batch / job.loader_rate if job.loader_rate else 0.0
+        wait_w = site.wait_w if site.wait_w is not None else waiting_power_w(spec, site.sm_clock_mhz)
+        eval_floor = job.evals * eval_steps(job) * input_floor if forward else 0.0
         out.append(SiteCompute(
             site=site, replicas=r, step=step, eval_s=eval_s, eval_j=eval_j,
             overhead_s=step.accumulation * step.forwards * step.overhead_s, compute_s=step.time_s + bubble,
-            bubble_s=bubble, busy_w=step.energy_j / step.time_s,
-            wait_w=site.wait_w if site.wait_w is not None else waiting_power_w(spec, site.sm_clock_mhz),
+            bubble_s=bubble, busy_w=step.energy_j / step.time_s, wait_w=wait_w,
             intra_exposed_s=exposed, intra_bytes=intra_bytes,
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
-            dp_bytes=step.trainable * grad_width, dp_link=dp_link))
+            dp_bytes=step.trainable * grad_width, dp_link=dp_link, input_floor_s=input_floor,
+            eval_floor_s=eval_floor))
     return out
 
 
@@ -257,6 +264,7 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
     alpha = 0.0 if link is None else link.rtt_s / 2.0
     t_c = np.array([s.compute_s for s in sites])                 # [M] one step's compute with bubble
     t_intra = np.array([s.intra_exposed_s for s in sites])
+    floor = np.array([s.input_floor_s for s in sites])          # [M] a step's input, where the pipeline is slower
     # the full model's trainable bytes in 16 bits (a replica's shards together), what crosses the WAN
     params_full = sites[0].step.trainable * job.layout["tp"] * job.layout["pp"]
     sync = kind in ("ddp", "fsdp")
@@ -280,10 +288,11 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
         # every step waits for the slowest site, its latest rank and the last all-reduce
         late = _lateness_s(job, sites, int(gpus.sum()))
         period = np.max((t_c + t_intra + late)[None, :] + np.maximum(0.0, comm - win[None, :]), axis=1)
+        period = np.maximum(period, np.max(floor))  # nor faster than the slowest input pipeline
         share = np.ones(M)
     else:
         late = _lateness_s(job, sites, gpus)   # each island waits for its own latest rank
-        u = t_c + t_intra + late + np.maximum(0.0, site_dp - window)  # [M] one inner step, per site
+        u = np.maximum(t_c + t_intra + late + np.maximum(0.0, site_dp - window), floor)  # [M] an inner step a site
         if job.stragglers == "wait":
             pace, share = np.max(u), np.ones(M)
         else:  # slower islands run fewer inner steps in the fastest island's time
@@ -317,9 +326,10 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
         time_s = time_s / (1.0 - lost)
     site_steps = (periods * work / (1.0 - lost))[:, None] * share[None, :]   # [K, M] steps each site computes
     eval_s = np.array([s.eval_s for s in sites])
-    # evaluation pauses training, everywhere, and so do its switches in and out and the warm-up before the steady
-    # state, each waiting at every GPU
-    time_s = time_s + np.max(eval_s) + job.evals * job.eval_overhead_s + job.startup_s
+    # evaluation pauses training, everywhere (its batches paced by the input pipeline too, the GPUs waiting for it),
+    # and so do its switches in and out and the warm-up before the steady state, each waiting at every GPU
+    paced = np.maximum(eval_s, np.array([s.eval_floor_s for s in sites]))
+    time_s = time_s + np.max(paced) + job.evals * job.eval_overhead_s + job.startup_s
     compute_s = np.minimum(site_steps * t_c[None, :] + eval_s[None, :], time_s[:, None])
     nodes = np.array([s.site.nodes for s in sites], float)
     train_s = compute_s - eval_s[None, :]
@@ -460,12 +470,13 @@ class Plan:
         j = self.job
         sites = [dict(name=s.site.name, gpu=s.site.gpu, gpus=s.site.gpus, replicas=s.replicas,
                       step_compute_s=s.compute_s, bubble_s=s.bubble_s, step_overhead_s=s.overhead_s,
+                      step_input_s=s.input_floor_s,
                       gpu_busy_w=s.busy_w, gpu_wait_w=s.wait_w,
                       memory_gb=s.step.memory_gb, method=s.step.micro.method,
                       flags=[str(f) for f in s.step.micro.flags if f != "exceeds-memory"])  # memory: checked above
                  for s in self.sites]
         return {"job": j.name, "model": j.model_name, "gpus": j.gpus, "steps": j.steps, "tokens": j.tokens,
-                "unit": j.unit,
+                "unit": j.unit, "loader_rate": j.loader_rate,
                 "layout": j.layout, "fusions": list(j.fusions), "forward_overhead_s": j.forward_overhead_s,
                 "evals": j.evals, "eval_steps": eval_steps(j), "eval_overhead_s": j.eval_overhead_s,
                 "sites": sites, "plans": [p.to_dict() for p in self.plans]}

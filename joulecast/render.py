@@ -422,6 +422,12 @@ def plan_table(result: Any) -> str:
             f"{job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
+    if getattr(job, "loader_rate", None):
+        slow = [s for s in result.sites if s.input_floor_s > s.compute_s]
+        head += (f"\ninput: {figure(job.loader_rate)} {'image' if unit == 'image' else 'sequence'}s a second a replica"
+                 + ("; " + ", ".join(f"{s.site.name}'s steps take {duration(s.input_floor_s)} for their input, their "
+                                     f"GPUs' {duration(s.compute_s)}" for s in slow) if slow
+                    else ", which keeps up with every site's GPUs"))
     if job.step_jitter:
         head += (f"\nstragglers: step jitter {100 * job.step_jitter:.3g} % of a rank's micro-batch, each synchronous "
                  f"step waiting for its latest GPU")

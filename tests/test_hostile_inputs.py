@@ -238,12 +238,14 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
                               ("links", 0, "between"), ("strategies", 1, "H"), ("strategies", 1, "bits"),
                               ("strategies", 0), ("failures",), ("stragglers",), ("start_hour",), ("sites",),
                               ("sites", 0, "power_limit_w"), ("sites", 1, "sm_clock_mhz"), ("fusions",),
-                              ("forward_overhead_s",), ("links",), ("strategies",)]),
+                              ("forward_overhead_s",), ("links",), ("strategies",), ("loader_rate",)]),
        value=anything)
 @example(path=("steps",), value=20)  # valid replacements, whatever the draws: the plan is reached and checked
 @example(path=("sites", 0, "power_limit_w"), value=100.0)
 @example(path=("fusions",), value=["activation", "attention_layout"])
 @example(path=("forward_overhead_s",), value=0.003)
+@example(path=("loader_rate",), value=5.0)  # a pipeline far slower than the GPUs: every step waits for it
+@example(path=("model",), value="resnet-50")  # a vision model in a text model's job: its seq named
 @example(path=("links", 0, "rtt_ms"), value=1.797693134862316e+305)  # once overflowed the plan's hours of carbon
 @example(path=("links", 0, "gbps"), value=2.2250738585072014e-308)  # once did too: an infinite time
 @example(path=("links",), value=5)  # once a TypeError iterating it

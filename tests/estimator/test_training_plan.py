@@ -648,3 +648,27 @@ def test_a_vision_models_plan_is_data_parallel_over_images_each_gpu_a_one_gpu_ru
         with pytest.raises(joulecast.InputError) as err:
             parse_job({**base, **bad})
         assert err.value.field == field
+
+
+def test_an_input_pipeline_slower_than_the_gpus_paces_every_step_and_evaluation_batch_at_waiting_power():
+    """`loader_rate`, samples a second a replica's input pipeline delivers: a global step takes at least its share of
+    the batch over it, an evaluation batch too; the GPUs wait the rest at their waiting power (the energy split's
+    gpu_wait), and their compute is what it was."""
+    base = dict(name="v", model="resnet-50", global_batch=256, micro_batch=32, steps=100, dtype="bf16",
+                estimator="physics", eval_tokens=2560, sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8)],
+                strategies=["ddp"])
+    fed, slow = planner.plan(parse_job(base)), planner.plan(parse_job({**base, "loader_rate": 100.0}))
+    (site,) = slow.sites
+    assert site.input_floor_s == pytest.approx(32 / 100.0) and site.input_floor_s > site.compute_s
+    a, b = fed.plans[0], slow.plans[0]
+    # 100 steps and 10 evaluation batches, each 0.32 s
+    assert b.time_s == pytest.approx(110 * 0.32, rel=1e-9) and b.time_interval_s == pytest.approx((b.time_s,) * 2)
+    assert b.energy_split_j["gpu_compute"] == pytest.approx(a.energy_split_j["gpu_compute"], rel=1e-9)
+    waited = 8 * (b.time_s - a.time_s) * site.wait_w
+    assert b.energy_split_j["gpu_wait"] - a.energy_split_j["gpu_wait"] == pytest.approx(waited, rel=1e-6)
+    assert "input: 100 images a second a replica; a's steps take 320.0 ms" in render.plan_table(slow)
+    assert slow.to_dict()["loader_rate"] == 100.0 and slow.to_dict()["sites"][0]["step_input_s"] == pytest.approx(0.32)
+    keeps_up = planner.plan(parse_job({**base, "loader_rate": 1e6}))
+    assert keeps_up.plans[0].time_s == a.time_s and "which keeps up" in render.plan_table(keeps_up)
+    with pytest.raises(joulecast.InputError, match="^loader_rate: must be above 0"):
+        parse_job({**base, "loader_rate": 0})

@@ -143,7 +143,9 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         if refused:
             raise InputError("fusions", refused)
     images = is_vision(config)  # data-parallel over images (the job file checks its layout): no activations sent
-    if not images:
+    if images:  # no tensor, context or pipeline parallelism: nothing sent within a replica
+        hidden = layers = kv_heads = head_dim = 0
+    else:
         hidden, layers = hidden_size(config), layer_count(config)
         heads = head_count(config)
         kv_heads = int(config.get("num_key_value_heads") or heads)
@@ -175,8 +177,6 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
                              f"{spec.name}; {how}")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
-        if images:  # no tensor, context or pipeline parallelism: nothing sent within a replica
-            hidden = layers = kv_heads = head_dim = 0
         tokens = job.micro_batch * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
         layers_stage = -(-layers // lay["pp"])

@@ -21,6 +21,7 @@ whichever is more.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -37,8 +38,7 @@ from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import (fusions_refusal, idle_fusions, is_vision, lm_head_weights, lower,
-                                         resolve_model, workload)
+from joulecast.features.lowering import ignored_fusions, is_vision, lm_head_weights, lower, resolve_model, workload
 from joulecast.features.physics import check_setting
 from joulecast.features.power import idle_power_w
 
@@ -239,13 +239,9 @@ def _global_step(step: StepEstimate) -> _Fed:
 
 def _eval_batch(step: StepEstimate) -> _Fed:
     """One evaluation global batch: `step.accumulation` forward passes of a micro-batch (`step.forward`), each
-    waiting out the framework's overhead a forward at the forward's power (as `joulecast plan` evaluates)."""
-    fwd, n = step.forward, step.accumulation
-    extra_s, extra_j = step.overhead_s, step.overhead_s * fwd.power_w
-    bounds = lambda e, point: e if e is not None else (point, point)  # noqa: E731  physics: no interval
-    (lo_t, hi_t), (lo_e, hi_e) = bounds(fwd.time_interval_s, fwd.time_s), bounds(fwd.energy_interval_j, fwd.energy_j)
-    return _Fed(n * (fwd.time_s + extra_s), n * (fwd.energy_j + extra_j), (n * (lo_t + extra_s), n * (hi_t + extra_s)),
-                (n * (lo_e + extra_j), n * (hi_e + extra_j)), 0.0)
+    waiting out the framework's overhead a forward at the forward's power (as `joulecast plan` evaluates): the step's
+    own sums (`StepEstimate._sum`) with the forward in the micro-step's place and no update."""
+    return _global_step(dataclasses.replace(step, micro=step.forward, optimizer=None, forwards=1))
 
 
 def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulation: int, dtype: str = "bf16",
@@ -421,10 +417,10 @@ def vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int
     given, fusions = fusions, check_fusions(fusions)
     if fusions:  # one that changes none of its kernels (a transformer's on a ResNet) refused, as the CLI refuses it
         fields = dict(model=config, phase="training", batch=micro_batch, dtype=dtype, attention=attention,
-                      fusions=fusions)
-        idle = idle_fusions(workload(**fields), **fields)
-        if idle:
-            raise InputError("fusions", fusions_refusal(idle, given, [name], "training"))
+                      fusions=given)
+        refused = ignored_fusions(workload(**fields), **fields)
+        if refused:
+            raise InputError("fusions", refused)
     records, params = lower(config, phase="training", batch=micro_batch, seq=None, dtype=dtype, attention=attention,
                             fusions=fusions)
     micro_records = [r for r in records if r["op"] != "adamw"]  # the update runs once a global step, below
@@ -531,11 +527,8 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         flags.add("input-bound")
     run_tokens = steps * global_batch * seq
 
-    def total(of: Any) -> Any:  # the run's sum of a figure (or of an interval's ends) over its steps and evaluations
-        values = [(n, of(part)) for n, part in parts]
-        if isinstance(values[0][1], tuple):
-            return tuple(sum(n * v[i] for n, v in values) for i in (0, 1))
-        return sum(n * v for n, v in values)
+    def total(of: Any) -> float:  # the run's sum of a figure over its steps and evaluations
+        return sum(n * of(part) for n, part in parts)
 
     e, t = total(lambda p: p.energy_j), total(lambda p: p.time_s)
     return TrainRunEstimate(
@@ -547,8 +540,10 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
             ("attention", "softmax")).any() else "none",  # a convolutional net runs none
         fusions=step.fusions,
         forward_overhead_s=float(forward_overhead_s),  # checked by step_estimate
-        energy_j=e, time_s=t, power_w=e / t, energy_interval_j=total(lambda p: p.energy_interval_j),
-        time_interval_s=total(lambda p: p.time_interval_s), step_time_s=fed.time_s, step_energy_j=fed.energy_j,
+        energy_j=e, time_s=t, power_w=e / t,
+        energy_interval_j=(total(lambda p: p.energy_interval_j[0]), total(lambda p: p.energy_interval_j[1])),
+        time_interval_s=(total(lambda p: p.time_interval_s[0]), total(lambda p: p.time_interval_s[1])),
+        step_time_s=fed.time_s, step_energy_j=fed.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
         fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token",

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import bandwidth_text, plan_batch_text, plural, settings_shown
+from joulecast.render import article, bandwidth_text, plan_batch_text, plural, settings_shown
 from joulecast.sweep_report import page, svg, table
 
 
@@ -27,7 +27,7 @@ def render(result: Any, points: pd.DataFrame | None, front: str = "energy") -> s
                            "energy low (kWh)": p.energy_interval_j[0] / 3.6e6,
                            "energy high (kWh)": p.energy_interval_j[1] / 3.6e6, "carbon (kg)": p.carbon_kg,
                            "compute utilisation": p.compute_utilisation,
-                           "J an image" if job.unit == "image" else "J a token": p.energy_per_token_j,
+                           f"J {article(job.unit)} {job.unit}": p.energy_per_token_j,
                            "locally met": p.locally_met_share,
                            "inter-site (GB)": p.bytes_per_link["inter_site"] / 1e9,
                            "Gbit/s for 90 %": bandwidth_text(p.bandwidth_for_90pct_gbps, len(job.sites)),

@@ -131,6 +131,11 @@ def mass_range(low: float, high: float) -> str:
     return _range_in_unit(low, high, _mass_unit)
 
 
+def sample_of(unit: str) -> str:
+    """What a training job's batch holds, for a job counting `unit`s: images, or a text model's sequences."""
+    return "image" if unit == "image" else "sequence"
+
+
 def article(word: str) -> str:
     """'an' before a word that starts with a vowel ('an image'), 'a' before others ('a token')."""
     return "an" if word[:1] in "aeiou" else "a"
@@ -377,7 +382,7 @@ def train_run_table(job: Any) -> str:
                      f"{duration(job.eval_time_s)}, {_g4(job.eval_energy_j)} J of the run")
     rate = getattr(job, "loader_rate", None)
     if rate is not None:  # samples a second: images, or a text model's sequences
-        share, sample = job.loader_wait_s / job.time_s, "image" if images else "sequence"
+        share, sample = job.loader_wait_s / job.time_s, sample_of(unit)
         lines.append(f"input      {_g4(rate)} {sample}s/s from the input pipeline; the GPU waits for it "
                      f"{duration(job.loader_wait_s)} ({100 * share:.3g} % of the run) at idle power"
                      if job.loader_wait_s > 0 else
@@ -424,7 +429,7 @@ def plan_table(result: Any) -> str:
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
     if getattr(job, "loader_rate", None):
         slow = [s for s in result.sites if s.input_floor_s > s.compute_s]
-        head += (f"\ninput: {figure(job.loader_rate)} {'image' if unit == 'image' else 'sequence'}s a second a replica"
+        head += (f"\ninput: {figure(job.loader_rate)} {sample_of(unit)}s a second a replica"
                  + ("; " + ", ".join(f"{s.site.name}'s steps take {duration(s.input_floor_s)} for their input, their "
                                      f"GPUs' {duration(s.compute_s)}" for s in slow) if slow
                     else ", which keeps up with every site's GPUs"))

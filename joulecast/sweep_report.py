@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.files import write_atomic
-from joulecast.render import figure, grid_place, plural, setting_text, settings_shown, si, unmet_text
+from joulecast.render import (figure, grid_place, plural, sample_of, setting_text, settings_shown, si,
+                              unmet_text)
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -261,7 +262,7 @@ _JOB_UNITS = {"loader_rate": ("loader rate", "{sample}s a second"),
 def job_text(job: dict[str, Any], unit: str) -> str:
     """A sweep's fixed job options as words: kv cache on (not True), fusions a, b (not a list), counts whole with
     their thousands, the rest with their units; over images, tokens named images."""
-    sample = "image" if unit == "image" else "sequence"
+    sample = sample_of(unit)
 
     def shown(k: str, v: Any) -> str:
         name, after = _JOB_UNITS.get(k, (k.replace("_", " "), ""))

@@ -860,6 +860,32 @@ def test_matmul_ceilings_score_each_published_row_and_the_b200_reads_as_the_meas
     assert steady["fp8"]["tflops_max"] < table["h200", "fp8"]
 
 
+def test_resnet_throughput_scores_each_published_row_and_only_saturated_rows_in_its_summary():
+    """experiments/resnet_throughput.py: every published ResNet-50 row (NVIDIA's DeepLearningExamples) once, with
+    joulecast's images a second; a training row's step is the vision `train-run`'s (within a third of the published
+    time either way on both GPUs); the summary scores only the rows whose published throughput saturates the GPU,
+    every training row and the inference rows at large batches, whose small-batch rows sit on the benchmark's host
+    floor."""
+    import yaml
+
+    out = _run_args("resnet_throughput.py")
+    published = yaml.safe_load((REPO / "data" / "published" / "resnet50_throughput.yaml").read_text())
+    for kind in ("training", "inference"):
+        rows = out[kind]["rows"]
+        assert [(r["gpu"], r["precision"], r["batch"]) for r in rows] == [
+            (r["gpu"], r["precision"], r["batch"]) for r in published[kind]]
+        assert all(r["hybrid_images_per_s"] > 0 and r["physics_images_per_s"] > 0 for r in rows)
+        assert all(r["time_ratio"] == pytest.approx(r["hybrid_images_per_s"] / r["images_per_s"]) for r in rows)
+        scored = sum(s["rows"] for s in out[kind]["summary"])
+        assert scored == sum(r["saturated"] for r in rows)
+    assert all(r["saturated"] and 0.75 < r["time_ratio"] < 1.33 for r in out["training"]["rows"])
+    inference = out["inference"]["rows"]
+    best = {p: max(r["images_per_s"] for r in inference if r["precision"] == p) for p in ("FP32", "AMP")}
+    assert [r["saturated"] for r in inference] == [r["images_per_s"] >= 0.85 * best[r["precision"]]
+                                                    for r in inference]
+    assert not any(r["saturated"] for r in inference if r["batch"] == 1)
+
+
 def test_speed_reports_every_figure_beside_its_reference():
     """experiments/speed.py at small counts: the cold start beside the imports, each warm estimate and each whole job
     beside its numpy reference, estimate_many's three runs with their peak memory; figures present and positive

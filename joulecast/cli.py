@@ -947,6 +947,8 @@ class _Parser(argparse.ArgumentParser):
     usage is one --help away: printed whole, it buried the line under 30 of the estimate's options)."""
 
     def error(self, message: str) -> NoReturn:
+        if self.prog.endswith(" sweep"):  # a flag sweep takes one value of: its own hint points nowhere else
+            message = message.replace(_SWEEP_HINT, _SWEEP_FIXED)
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
     def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
@@ -1009,6 +1011,8 @@ def _number(text: str) -> float:
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).
 _SWEEP_HINT = "; for a list, each a point, use joulecast sweep with the same flags"
+# The same list given to one of sweep's own fixed flags (a train-run's --global-batch, --steps): one value a sweep.
+_SWEEP_FIXED = "; a sweep takes one value of this flag (the flags it sweeps take lists)"
 
 
 def _csv(value: str) -> tuple[str, ...]:

@@ -374,6 +374,17 @@ def test_a_list_given_to_a_single_estimate_points_to_sweep(capsys):
     assert "'abc' is not a number (see" in capsys.readouterr().err
 
 
+def test_a_list_given_to_a_fixed_flag_of_sweep_says_it_takes_one_value(capsys):
+    """Inside sweep, a list for a flag it holds fixed (a train-run's --global-batch) is one line saying so, not a
+    pointer back to sweep itself."""
+    with pytest.raises(SystemExit):
+        main(["sweep", "--model", "resnet-50", "--phase", "train-run", "--gpu", "a100", "--global-batch", "64,256",
+              "--steps", "10"])
+    err = capsys.readouterr().err
+    assert "argument --global-batch: '64,256' is not a whole number" in err
+    assert "a sweep takes one value of this flag" in err and "use joulecast sweep" not in err
+
+
 def test_listings(capsys):
     assert main(["gpus"]) == 0
     lines = capsys.readouterr().out.splitlines()

@@ -22,7 +22,7 @@ from joulecast.data.errors import InputError, UnknownFieldError, fields_under, r
 from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.models import check_config, is_vision, model_entry
+from joulecast.data.models import TEXT_TRAINING_OPTIONS, check_config, is_vision, model_entry
 from joulecast.data.workload import LAUNCH_MODES, check_host_dispatch
 
 DATA_DIR = Path(__file__).parent / "distributed"
@@ -318,9 +318,9 @@ def _strategy(raw: Any, i: int) -> Strategy:
     return Strategy(kind=kind, name=name, H=H, P=P, tau=tau, bits=bits, participation=participation)
 
 
-# A text model's job options, none of which a vision model's plan takes.
-_TEXT_ONLY = ("lora_rank", "lora_targets", "recompute", "head_tokens", "head_outputs", "tp_overlap", "fp8_attention",
-              "forward_overhead_s")
+# A text model's job options, none of which a vision model's plan takes: its training options and a tensor-parallel
+# layout's
+_TEXT_ONLY = (*TEXT_TRAINING_OPTIONS, "tp_overlap", "fp8_attention")
 _JOB_FIELDS = {"name", "model", "seq", "global_batch", "micro_batch", "steps", "tokens", "dtype", "lora_rank",
                "lora_targets", "recompute", "optimizer", "layout", "tp_overlap", "fp8_attention", "eval_tokens",
                "startup_s", "sites", "links", "strategies", "stragglers", "failures", "start_hour", "estimator",

@@ -19,6 +19,13 @@ MODEL_TYPES = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": "llama", "
                "mobilevit": "mobilevit"}
 CONVOLUTIONAL = ("resnet", "mobilevit")  # lowering families whose configs give no transformer width or depth
 VISION = frozenset({"vit", "resnet", "mobilevit"})  # lowering families over images: no sequence length
+# A text model's training options, which a vision model's run (or plan) takes none of: each one's value when left as
+# is, and what it is for
+TEXT_TRAINING_OPTIONS = {"lora_rank": (0, "LoRA's adapters on a transformer's linear layers"),
+                         "lora_targets": ("all", "LoRA's adapters"),
+                         "recompute": ("none", "the layers' activation recomputation"),
+                         "head_tokens": (None, "the LM head's tokens"), "head_outputs": (None, "a text model's task head"),
+                         "forward_overhead_s": (0.0, "a transformer layer's framework overhead")}
 # Llama-family types that normalise each head's queries and keys (RMSNorm over head_dim) before the rotary embedding
 # (transformers' Qwen3Attention: q_norm, k_norm)
 QK_NORM_TYPES = ("qwen3", "qwen3_moe")

@@ -32,7 +32,7 @@ from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
-from joulecast.data.models import head_count, hidden_size, layer_count
+from joulecast.data.models import TEXT_TRAINING_OPTIONS, head_count, hidden_size, layer_count
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -386,17 +386,8 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
             "activations": activations / memory.GIB}
 
 
-# A vision model's run takes none of these, each a text model's: its value if left as is, what it is for
-_TEXT_ONLY = {"lora_rank": (0, "LoRA's adapters on a transformer's linear layers"),
-              "lora_targets": ("all", "LoRA's adapters"), "recompute": ("none", "the layers' activation recomputation"),
-              "head_tokens": (None, "the LM head's tokens"), "head_outputs": (None, "a text model's task head"),
-              "forward_overhead_s": (0.0, "a transformer layer's framework overhead")}
-
-
 def _left_as_is(value: Any, default: Any) -> bool:
-    """Whether an option holds its default (an empty list or text for no fusions); a value of any other kind not."""
-    if default == ():
-        return isinstance(value, (tuple, list, str)) and not value
+    """Whether an option holds its default; a value of another kind (an array, an object) not."""
     try:
         return bool(value == default)
     except (TypeError, ValueError):  # an array's comparison, an object's
@@ -479,7 +470,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         require(seq is None, "seq", f"a {name} run is over images ({name} takes no sequence length); give none")
         given = dict(lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, head_tokens=head_tokens,
                      head_outputs=head_outputs, forward_overhead_s=forward_overhead_s)
-        for field, (default, what) in _TEXT_ONLY.items():
+        for field, (default, what) in TEXT_TRAINING_OPTIONS.items():
             require(_left_as_is(given[field], default), field,
                     f"{what}: has no effect on {name}, a vision model; leave it out")
         seq = 1  # a step of `global_batch` images: one "token" each

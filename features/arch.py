@@ -56,6 +56,19 @@ MISALIGNED_GEMM_RATE = 1 / 3
 # zzc0721/torch-performance-test-data issue #140, M); 0.69 on a V100-PCIe at m = 2,048 (9.6 against 14.0 TFLOP/s,
 # GitHub lablup/mlxcel issue #1654, M). The SXM2 card's median over its five shapes, 0.737:
 EMULATED_BF16_GEMM_RATE = 0.74
+# A 3x3, stride-1 convolution in fp32 on CUDA cores (a GPU with no tensor cores for it: Volta, which has no TF32)
+# runs Winograd's minimal filtering (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks", CVPR 2016,
+# arXiv 1509.09308): F(2x2, 3x3) computes each 2x2 output tile's 3x3 window with 16 multiplies instead of 36, almost
+# all of them a batched GEMM. cuDNN has it for the forward pass and the data gradient as fused kernels
+# (CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, which "requires 3x3 filter" (NVIDIA developer forum), and
+# CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD), the weight gradient only unfused, through memory; its fp32 Winograd
+# kernels of 2x2 and 4x4 tiles are what cudnnFind picks on ImageNet models' 3x3 layers (Gray and Koester, "Still not
+# slowing down: Benchmarking optimized Winograd implementations", Intel AI blog, 2016), as PyTorch's
+# cudnn.benchmark finds them. Physics issues such a forward or data-gradient GEMM's multiplies over this, 2x2 tiles'
+# reduction (the smaller; transforms in registers, no traffic of their own). Measured after: NVIDIA's published V100
+# FP32 ResNet-50 rates (experiments/resnet_throughput.py) and Zeus' V100 ResNet-50 epochs (zeus_power_limits.py),
+# experiments/HISTORY.md; a tensor-core convolution is left as it was (cuDNN's tensor-core kernels are implicit GEMMs).
+WINOGRAD_MULTIPLY_REDUCTION = 36 / 16
 # Nor do those 16-bit GEMMs off the tensor cores split K to fill a skinny grid, as cuBLAS's tensor-core and fp32 ones,
 # and cuDNN's convolutions (a depthwise one's weight gradient reduces over every pixel), do (assumption, from a public
 # report and one set of rows). Report: on sm_75 parts without tensor cores, an fp16 matmul of 2-16 rows ran at about 4 %

@@ -19,7 +19,7 @@ from joulecast.data.kept import kept_for
 from joulecast.data.kernels import BACKWARD_SUFFIXES, DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
 from joulecast.features import arch, kinds, tiles
-from joulecast.features.kinds import attention, gemm, streaming
+from joulecast.features.kinds import attention, conv2d, gemm, streaming
 from joulecast.features.power import MIN_CLOCK_RATIO, idle_power_w, power_w
 
 BOUNDS = ("compute", "dram", "l2", "latency")  # what bounds a kernel's time (the `bound` column's labels)
@@ -86,6 +86,10 @@ def _static_features(kernels: Mapping[str, np.ndarray], gpu: GpuSpec) -> dict[st
                                traits.tc_cluster),
         lambda r: attention.traffic(r, r, r["b_in"]),
         lambda r: streaming.traffic(r, r["b_in"], r["b_out"], gpu.l2_bytes, _fp32_lanes_per_sm(gpu))), s["which"])
+    winograd = conv2d.winograd(k, on_tensor)  # fewer multiplies issued: the same utilisation, less time
+    if winograd.any():
+        moved["exec_flops"] = np.where(winograd, moved["exec_flops"] / arch.WINOGRAD_MULTIPLY_REDUCTION,
+                                       moved["exec_flops"])
     gemm_efficiency, misaligned = gemm.efficiency(k, t, b_in, on_tensor, gpu.tensor_gemm_efficiency)
     if "bf16" not in gpu.tensor_tflops:  # no bf16 hardware: converted to fp32 on the CUDA cores
         gemm_efficiency = np.where(k["dtype"] == "bf16", gemm_efficiency * arch.EMULATED_BF16_GEMM_RATE,

@@ -15,9 +15,10 @@ def winograd(k: Mapping[str, Any], on_tensor: np.ndarray) -> np.ndarray:
     cores, which cuDNN runs as a fused Winograd kernel (`arch.WINOGRAD_MULTIPLY_REDUCTION`). A stride-1 "same"
     convolution has as many output pixels as input ones, so its K is nine times the input's channels: K x M = 9 x the
     input's elements (the data gradient's N holds the forward's K)."""
-    rows = (k["kind"] == "conv2d") & ~on_tensor & k["dtype"].isin(("fp32", "tf32"))
-    if not rows.any():
+    rows = (k["kind"] == "conv2d") & ~on_tensor
+    if not rows.any():  # a transformer's table (every estimate of one): nothing more to look at
         return rows
+    rows &= k["dtype"].isin(("fp32", "tf32"))
     m, inputs = k["m"].astype(float), 9.0 * k["conv_in_elements"]
     forward = (k["op"] == "conv2d") & (k["k"] * m == inputs)
     data_gradient = (k["op"] == "conv2d_dgrad") & (k["n"] * m == inputs)

@@ -24,7 +24,8 @@ VISION = frozenset({"vit", "resnet", "mobilevit"})  # lowering families over ima
 TEXT_TRAINING_OPTIONS = {"lora_rank": (0, "LoRA's adapters on a transformer's linear layers"),
                          "lora_targets": ("all", "LoRA's adapters"),
                          "recompute": ("none", "the layers' activation recomputation"),
-                         "head_tokens": (None, "the LM head's tokens"), "head_outputs": (None, "a text model's task head"),
+                         "head_tokens": (None, "the LM head's tokens"),
+                         "head_outputs": (None, "a text model's task head"),
                          "forward_overhead_s": (0.0, "a transformer layer's framework overhead")}
 # Llama-family types that normalise each head's queries and keys (RMSNorm over head_dim) before the rotary embedding
 # (transformers' Qwen3Attention: q_norm, k_norm)

@@ -10,7 +10,9 @@ microsoft/resnet-50, is v1.5), SGD with momentum, TF32 for the A100's fp32 run (
 fp16 kernels, NHWC (`channels_last`) where the configuration sets it. Approximations: AMP's casts of fp32 master
 weights and its loss scaling are not priced (weights 25.6 M parameters: under 1 % of a step's bytes at 256 images);
 the published figures are means over 100 iterations with DALI feeding the GPU, taken as GPU-bound (no loader rate);
-the 16 GB and 32 GB V100s are one catalog card. No energy is published: time only.
+the 16 GB and 32 GB V100s are one catalog card. No energy is published: time only. The 8-GPU rows are planned as
+`joulecast plan` plans a job (one site of the DGX's GPUs, data-parallel, the per-GPU batch as the micro-batch), and
+scored on their scaling too: their rate over eight times the one-GPU rate, published against planned.
 
 The inference benchmark times whole iterations: at small batches its latency stays at a floor (10.2-10.5 ms at 1-4
 images in FP32, 12.8-14.0 ms at 1-16 in AMP) that is the host's (the loop, its copies and synchronisation), which
@@ -31,6 +33,7 @@ import yaml
 from shared_data import PUBLISHED
 
 from joulecast.estimator.api import estimate
+from joulecast.estimator.plan import plan
 from joulecast.estimator.train_run import train_run
 from joulecast.features.lowering import workload
 
@@ -59,17 +62,40 @@ def _inference_rate(r, estimator: str | None) -> float:
     return int(r.batch) / float(estimate(w, r.gpu, estimator=estimator).time_s)
 
 
+def _data_parallel_rate(r, estimator: str | None) -> float:
+    job = dict(name=f"{r.platform} {r.precision}", model=MODEL, steps=STEPS, global_batch=int(r.gpus * r.batch),
+               micro_batch=int(r.batch), dtype=r.dtype, optimizer="sgd", fusions=list(_fusions(r.layout)),
+               sites=[dict(name="dgx", gpu=r.gpu, gpus=int(r.gpus), grid="WORLD")], strategies=["ddp"])
+    return job["global_batch"] * STEPS / plan(job, estimator=estimator).plans[0].time_s
+
+
+_RATES = {"training": _training_rate, "inference": _inference_rate, "data_parallel": _data_parallel_rate}
+
+
 def score(kind: str) -> pd.DataFrame:
     """Each published row with joulecast's images a second (the shipped model's and physics'), and measured over
     estimated time (above 1: the GPU took longer than estimated)."""
     table = rows(kind)
-    rate = _training_rate if kind == "training" else _inference_rate
+    rate = _RATES[kind]
     out = table.assign(hybrid_images_per_s=[rate(r, None) for r in table.itertuples()],
                        physics_images_per_s=[rate(r, "physics") for r in table.itertuples()])
     best = out.groupby(["gpu", "precision"])["images_per_s"].transform("max")
     return out.assign(time_ratio=out["hybrid_images_per_s"] / out["images_per_s"],
                       physics_time_ratio=out["physics_images_per_s"] / out["images_per_s"],
                       saturated=out["images_per_s"] >= SATURATED * best)
+
+
+def scaling(data_parallel: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame:
+    """Each 8-GPU row's rate over its GPUs times its one-GPU row's (same platform and precision), published and as
+    the plan and `train-run` give them (the shipped model's)."""
+    one = training.set_index(["platform", "precision"])
+    rows = []
+    for r in data_parallel.itertuples():
+        single = one.loc[(r.platform, r.precision)]
+        rows.append(dict(platform=r.platform, precision=r.precision, gpus=r.gpus,
+                         published=r.images_per_s / (r.gpus * single["images_per_s"]),
+                         planned=r.hybrid_images_per_s / (r.gpus * single["hybrid_images_per_s"])))
+    return pd.DataFrame(rows)
 
 
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
@@ -87,11 +113,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    scored = {kind: score(kind) for kind in ("training", "inference")}
+    scored = {kind: score(kind) for kind in ("training", "data_parallel", "inference")}
+    scale = scaling(scored["data_parallel"], scored["training"])
     if args.json:
-        print(json.dumps({kind: dict(rows=frame.to_dict(orient="records"),
-                                     summary=summary(frame).to_dict(orient="records"))
-                          for kind, frame in scored.items()}))
+        print(json.dumps({**{kind: dict(rows=frame.to_dict(orient="records"),
+                                        summary=summary(frame).to_dict(orient="records"))
+                             for kind, frame in scored.items()}, "scaling": scale.to_dict(orient="records")}))
         return 0
     for kind, frame in scored.items():
         shown = frame[["platform", "precision", "batch", "images_per_s", "hybrid_images_per_s",
@@ -100,6 +127,7 @@ def main() -> int:
               f"measured over estimated time\n{shown.round(3).to_string(index=False)}\n\n"
               f"scored where the GPU is saturated (throughput >= {SATURATED:.2f} x its best published):\n"
               f"{summary(frame).round(3).to_string(index=False)}\n")
+    print(f"8 GPUs' rate over 8 x one GPU's, published and planned:\n{scale.round(3).to_string(index=False)}")
     return 0
 
 

@@ -863,14 +863,14 @@ def test_matmul_ceilings_score_each_published_row_and_the_b200_reads_as_the_meas
 def test_resnet_throughput_scores_each_published_row_and_only_saturated_rows_in_its_summary():
     """experiments/resnet_throughput.py: every published ResNet-50 row (NVIDIA's DeepLearningExamples) once, with
     joulecast's images a second; a training row's step is the vision `train-run`'s (within a third of the published
-    time either way on both GPUs); the summary scores only the rows whose published throughput saturates the GPU,
-    every training row and the inference rows at large batches, whose small-batch rows sit on the benchmark's host
-    floor."""
+    time either way on both GPUs), an 8-GPU row's a data-parallel plan's; the summary scores only the rows whose
+    published throughput saturates the GPU, every training row and the inference rows at large batches, whose
+    small-batch rows sit on the benchmark's host floor."""
     import yaml
 
     out = _run_args("resnet_throughput.py")
     published = yaml.safe_load((REPO / "data" / "published" / "resnet50_throughput.yaml").read_text())
-    for kind in ("training", "inference"):
+    for kind in ("training", "data_parallel", "inference"):
         rows = out[kind]["rows"]
         assert [(r["gpu"], r["precision"], r["batch"]) for r in rows] == [
             (r["gpu"], r["precision"], r["batch"]) for r in published[kind]]
@@ -884,6 +884,14 @@ def test_resnet_throughput_scores_each_published_row_and_only_saturated_rows_in_
     assert [r["saturated"] for r in inference] == [r["images_per_s"] >= 0.85 * best[r["precision"]]
                                                     for r in inference]
     assert not any(r["saturated"] for r in inference if r["batch"] == 1)
+    # 8 GPUs: each row's rate over eight one-GPU rates, published and planned; a plan's data-parallel step is never
+    # faster than its GPUs' one-GPU step, nor here much slower (its gradients' all-reduce under the backward pass)
+    single = {(r["platform"], r["precision"]): r for r in out["training"]["rows"]}
+    for r, s in zip(out["data_parallel"]["rows"], out["scaling"]):
+        one = single[r["platform"], r["precision"]]
+        assert s["published"] == pytest.approx(r["images_per_s"] / (8 * one["images_per_s"]))
+        assert s["planned"] == pytest.approx(r["hybrid_images_per_s"] / (8 * one["hybrid_images_per_s"]))
+        assert 0.9 < s["planned"] <= 1 + 1e-9 and s["published"] < 1
 
 
 def test_speed_reports_every_figure_beside_its_reference():

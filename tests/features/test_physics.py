@@ -108,7 +108,7 @@ def test_fp32_cuda_core_3x3_convolutions_issue_winograds_multiplies_forward_and_
     columns, totals = physics.analyze_arrays(work.kernels, spec, sm_clock_mhz=900)  # locked: no cap solve moves it
     ops, count = np.asarray(columns["op"]).astype(str), np.asarray(columns["count"])
     labelled = {**columns, **{c: Labels.of(np.asarray(columns[c]).astype(str)) for c in ("kind", "op", "dtype")}}
-    rows = conv2d.winograd(labelled, np.asarray(columns["tensor_core"]).astype(bool))  # a convolution's: on tensor
+    rows = conv2d.winograd(labelled, np.asarray(columns["tensor_core"]).astype(bool))  # a conv row: on_tensor
     assert int(count[rows & (ops == "conv2d")].sum()) == (13 if winograd else 0)
     assert int(count[rows & (ops == "conv2d_dgrad")].sum()) == (13 if winograd else 0)
     assert not (rows & (ops == "conv2d_wgrad")).any()

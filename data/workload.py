@@ -19,6 +19,9 @@ LAUNCH_MODES = ("eager", "graph")
 # 2^31 tokens a pass (a trillion-parameter model's activations at that many tokens would fill thousands of GPUs; the
 # memory check says where a workload stops fitting one).
 MAX_SIZE = 2**24
+# The highest input-pipeline rate a training run or a plan's job file may state, samples a second (`loader_rate`):
+# far past any host's loader, a bound on what a typo can ask for
+MAX_LOADER_RATE = 1e9
 MAX_TOKENS = 2**31
 
 

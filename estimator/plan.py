@@ -67,7 +67,7 @@ from joulecast.data.models import head_count, hidden_size, layer_count
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate, vision_step
 from joulecast.features import collectives
-from joulecast.features.lowering import ignored_fusions, is_vision, resolve_model, workload
+from joulecast.features.lowering import is_vision, refuse_idle_fusions, resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import waiting_power_w
 
@@ -137,11 +137,8 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
     accumulation = job.global_batch // (total * job.micro_batch)
     config = resolve_model(job.model)[0]  # any model: a vision model's plan is data-parallel (its job file checks)
     if job.fusions:  # one that changes none of the model's kernels refused, as `estimate` refuses it
-        fields = dict(model=job.model, phase="training", batch=job.micro_batch, seq=job.seq, dtype=job.dtype,
-                      fusions=list(job.fusions))
-        refused = ignored_fusions(workload(**fields), **fields)
-        if refused:
-            raise InputError("fusions", refused)
+        refuse_idle_fusions(model=job.model, phase="training", batch=job.micro_batch, seq=job.seq, dtype=job.dtype,
+                            fusions=list(job.fusions))
     images = is_vision(config)  # data-parallel over images (the job file checks its layout): no activations sent
     if images:  # no tensor, context or pipeline parallelism: nothing sent within a replica
         hidden = layers = kv_heads = head_dim = 0

@@ -33,12 +33,13 @@ from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, head_count, hidden_size, layer_count
-from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, Workload, check_host_dispatch
+from joulecast.data.workload import (LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, Workload,
+                                     check_host_dispatch)
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
-from joulecast.features.lowering import ignored_fusions, is_vision, lm_head_weights, lower, resolve_model, workload
+from joulecast.features.lowering import is_vision, lm_head_weights, lower, refuse_idle_fusions, resolve_model
 from joulecast.features.physics import check_setting
 from joulecast.features.power import idle_power_w
 
@@ -54,13 +55,6 @@ _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 # A floor: Hugging Face's models also return their logits (and upcast them), which the training loop holds through
 # the backward.
 _LOSS_BYTES = 4.0
-# The host's input pipeline (PyTorch DataLoader's workers: reading, decoding, augmenting) prepares the next batches
-# while the GPU runs this one, so a step takes the longer of the two. Where the pipeline is the slower, the GPU waits
-# for each batch at its idle power at the run's clock, as it waits out the gaps between host-dispatched kernels
-# (`features.power.idle_power_w`). The rate is the user's to state (samples a second, as iterating the loader alone
-# measures it); None, the default, is a pipeline that keeps up (a vision model's JPEG decoding on too few CPU cores
-# is the usual case that does not).
-MAX_LOADER_RATE = 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +186,12 @@ def _count(name: str, value: object, low: int = 1) -> int:
     return check_count(value, name, 2**53, low=low, high_text="2^53")
 
 
+# The host's input pipeline (PyTorch DataLoader's workers: reading, decoding, augmenting) prepares the next batches
+# while the GPU runs this one, so a step takes the longer of the two. Where the pipeline is the slower, the GPU waits
+# for each batch at its idle power at the run's clock, as it waits out the gaps between host-dispatched kernels
+# (`features.power.idle_power_w`). The rate is the user's to state (samples a second, as iterating the loader alone
+# measures it); None, the default, is a pipeline that keeps up (a vision model's JPEG decoding on too few CPU cores
+# is the usual case that does not).
 def check_loader_rate(value: object, where: str = "loader_rate") -> float | None:
     """An input pipeline's rate: None (one that keeps up), or samples a second, above 0 and at most
     MAX_LOADER_RATE."""
@@ -407,11 +407,8 @@ def vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
     given, fusions = fusions, check_fusions(fusions)
     if fusions:  # one that changes none of its kernels (a transformer's on a ResNet) refused, as the CLI refuses it
-        fields = dict(model=config, phase="training", batch=micro_batch, dtype=dtype, attention=attention,
-                      fusions=given)
-        refused = ignored_fusions(workload(**fields), **fields)
-        if refused:
-            raise InputError("fusions", refused)
+        refuse_idle_fusions(model=config, phase="training", batch=micro_batch, dtype=dtype, attention=attention,
+                            fusions=given)
     records, params = lower(config, phase="training", batch=micro_batch, seq=None, dtype=dtype, attention=attention,
                             fusions=fusions)
     micro_records = [r for r in records if r["op"] != "adamw"]  # the update runs once a global step, below

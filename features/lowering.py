@@ -240,6 +240,14 @@ def ignored_fusions(fused: Workload, **fields: Any) -> str | None:
     return fusions_refusal(idle_fusions(fused, **fields), fields["fusions"], [fused.model], fused.phase)
 
 
+def refuse_idle_fusions(**fields: Any) -> None:
+    """`ignored_fusions` of the workload `fields` build, raised as one line naming `fusions` (a plan's and a vision
+    run's check, as `estimate` makes it)."""
+    message = ignored_fusions(workload(**fields), **fields)
+    if message:
+        raise InputError("fusions", message)
+
+
 is_vision = models.is_vision
 
 

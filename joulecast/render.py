@@ -377,10 +377,10 @@ def train_run_table(job: Any) -> str:
               f"{f'per {unit}':<11}{_g4(job.energy_per_token_j)} J {article(unit)} {unit}, "
               f"{_g4(job.tokens_per_s)} {unit}s/s",
               f"memory     {gib(job.memory_gb)} GiB ({parts}){_has(job.gpu)}"]
-    if getattr(job, "eval_tokens", 0):
+    if job.eval_tokens:
         lines.append(f"eval       {plural(job.eval_tokens, unit)} in {plural(job.evals, 'evaluation')}, forward only: "
                      f"{duration(job.eval_time_s)}, {_g4(job.eval_energy_j)} J of the run")
-    rate = getattr(job, "loader_rate", None)
+    rate = job.loader_rate
     if rate is not None:  # samples a second: images, or a text model's sequences
         share, sample = job.loader_wait_s / job.time_s, sample_of(unit)
         lines.append(f"input      {_g4(rate)} {sample}s/s from the input pipeline; the GPU waits for it "
@@ -413,7 +413,7 @@ def _fits(job: Any) -> str:
 def plan_batch_text(job: Any) -> str:
     """A plan's global step and its total: 64 x 512 tokens (1,000 tokens), or over images 256 images (1,000
     images)."""
-    if getattr(job, "unit", "token") == "image":
+    if job.unit == "image":
         return f"{plural(job.global_batch, 'image')} ({plural(job.tokens, 'image')})"
     return f"{job.global_batch} x {job.seq} tokens ({plural(job.tokens, 'token')})"
 
@@ -421,13 +421,13 @@ def plan_batch_text(job: Any) -> str:
 def plan_table(result: Any) -> str:
     """The job's strategies side by side, then each one's energy split."""
     job = result.job
-    unit = getattr(job, "unit", "token")  # a vision model's plan counts images
+    unit = job.unit  # a vision model's plan counts images
     head = (f"plan {job.name}: {job.model_name}, {plural(job.gpus, 'GPU')} on {plural(len(job.sites), 'site')}, "
             f"{plural(job.steps, 'step')}, {plural(job.tokens, unit)}, layout TP {job.layout['tp']} PP "
             f"{job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
-    if getattr(job, "loader_rate", None):
+    if job.loader_rate:
         slow = [s for s in result.sites if s.input_floor_s > s.compute_s]
         head += (f"\ninput: {figure(job.loader_rate)} {sample_of(unit)}s a second a replica"
                  + ("; " + ", ".join(f"{s.site.name}'s steps take {duration(s.input_floor_s)} for their input, their "

@@ -44,9 +44,10 @@ own times would fit it to the rows it is scored on.
 81 A40 rows, batch 8-512), by `train_run` over images: the catalog's `resnet-50`, an epoch of ImageNet-1k's
 IMAGENET_IMAGES training images at 224 x 224 (`--tokens`), fp32 on the V100 and TF32 on the A40 as for BERT, and the
 trace's Adadelta priced as AdamW (each keeps two fp32 state tensors a weight and updates it in one pass). Read with
-HISTORY.md's 2026-12-06 twelfth- and fourteenth-session entries: the A40's epochs run slower than the V100's from
-batch 64 up, and 1.17-1.51x physics' time at every limit from 125 W, their rate rising with the limit up to 225 W (so
-not an input pipeline's bound, as the twelfth session read them).
+HISTORY.md's 2026-12-06 twelfth-, fourteenth- and fifteenth-session entries: the A40's epochs run slower than the
+V100's from batch 64 up, and 1.17-1.51x physics' time at every limit from 125 W, their rate rising with the limit up
+to 225 W (the GPU's pace, not an input pipeline's, as the twelfth session read them) and flat above it at about 330
+images a second whatever the batch (possibly a bound outside the GPU there).
 The epoch's sequence count scales every prediction alike, so the figures that do not depend on it are reported
 beside the absolute ones: per batch size, energy at each limit relative to the 250 W default (the shape an operator
 reads), the energy-optimal limit, and the energy measured at the limit joulecast picks against the best measured one.

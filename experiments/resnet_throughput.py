@@ -14,6 +14,12 @@ the 16 GB and 32 GB V100s are one catalog card. No energy is published: time onl
 `joulecast plan` plans a job (one site of the DGX's GPUs, data-parallel, the per-GPU batch as the micro-batch), and
 scored on their scaling too: their rate over eight times the one-GPU rate, published against planned.
 
+The `layout` pair (PyTorch's channels-last tutorial: apex AMP training on a V100, NCHW and NHWC, the YAML's header)
+checks what the NCHW default costs a tensor-core network, cuDNN's transposes of each convolution's input and
+gradient (`features.arch.LAYOUT_TRANSPOSE_OP`): it is scored on the NHWC run's rate over the NCHW run's, published
+against estimated. Its runs fed the GPU from a PyTorch DataLoader of 16 workers: their absolute rates are printed,
+not scored.
+
 The inference benchmark times whole iterations: at small batches its latency stays at a floor (10.2-10.5 ms at 1-4
 images in FP32, 12.8-14.0 ms at 1-16 in AMP) that is the host's (the loop, its copies and synchronisation), which
 the table does not state and an estimate at the default host dispatch does not know. The summary scores the rows that
@@ -69,7 +75,9 @@ def _data_parallel_rate(r, estimator: str | None) -> float:
     return job["global_batch"] * STEPS / plan(job, estimator=estimator).plans[0].time_s
 
 
-_RATES = {"training": _training_rate, "inference": _inference_rate, "data_parallel": _data_parallel_rate}
+_RATES = {"training": _training_rate, "layout": _training_rate, "inference": _inference_rate,
+          "data_parallel": _data_parallel_rate}
+KINDS = ("training", "data_parallel", "layout", "inference")
 
 
 def score(kind: str) -> pd.DataFrame:
@@ -98,6 +106,19 @@ def scaling(data_parallel: pd.DataFrame, training: pd.DataFrame) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
+def layout_gain(layout: pd.DataFrame) -> pd.DataFrame:
+    """Each platform's NHWC rate over its NCHW rate (same precision and batch), published and as `train-run` gives
+    them (the shipped model's and physics')."""
+    rows = []
+    for (platform, precision), g in layout.groupby(["platform", "precision"], sort=False):
+        by = g.set_index("layout")
+        gain = lambda col: float(by.loc["nhwc", col] / by.loc["nchw", col])  # noqa: E731 - one ratio a column
+        rows.append(dict(platform=platform, precision=precision, batch=int(by.loc["nchw", "batch"]),
+                         published=gain("images_per_s"), estimated=gain("hybrid_images_per_s"),
+                         physics=gain("physics_images_per_s")))
+    return pd.DataFrame(rows)
+
+
 def summary(frame: pd.DataFrame) -> pd.DataFrame:
     """Time MAPE and the median of measured over estimated time, by GPU and precision, over the rows that saturate
     the GPU (every training row does: one batch a configuration)."""
@@ -113,12 +134,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    scored = {kind: score(kind) for kind in ("training", "data_parallel", "inference")}
+    scored = {kind: score(kind) for kind in KINDS}
     scale = scaling(scored["data_parallel"], scored["training"])
+    layout_rows = scored.pop("layout")
+    layout = layout_gain(layout_rows)
     if args.json:
         print(json.dumps({**{kind: dict(rows=frame.to_dict(orient="records"),
                                         summary=summary(frame).to_dict(orient="records"))
-                             for kind, frame in scored.items()}, "scaling": scale.to_dict(orient="records")}))
+                             for kind, frame in scored.items()}, "scaling": scale.to_dict(orient="records"),
+                          "layout": dict(rows=layout_rows.to_dict(orient="records"),
+                                         gain=layout.to_dict(orient="records"))}))
         return 0
     for kind, frame in scored.items():
         shown = frame[["platform", "precision", "batch", "images_per_s", "hybrid_images_per_s",
@@ -127,7 +152,11 @@ def main() -> int:
               f"measured over estimated time\n{shown.round(3).to_string(index=False)}\n\n"
               f"scored where the GPU is saturated (throughput >= {SATURATED:.2f} x its best published):\n"
               f"{summary(frame).round(3).to_string(index=False)}\n")
-    print(f"8 GPUs' rate over 8 x one GPU's, published and planned:\n{scale.round(3).to_string(index=False)}")
+    print(f"8 GPUs' rate over 8 x one GPU's, published and planned:\n{scale.round(3).to_string(index=False)}\n")
+    shown = layout_rows[["platform", "layout", "batch", "images_per_s", "hybrid_images_per_s", "physics_images_per_s"]]
+    print(f"ResNet-50 layout pair, images a second: published, joulecast (shipped model, physics)\n"
+          f"{shown.round(1).to_string(index=False)}\n\nNHWC (channels_last) over NCHW, published and estimated (shipped "
+          f"model, physics):\n{layout.round(3).to_string(index=False)}")
     return 0
 
 

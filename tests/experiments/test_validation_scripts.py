@@ -865,7 +865,7 @@ def test_resnet_throughput_scores_each_published_row_and_only_saturated_rows_in_
     joulecast's images a second; a training row's step is the vision `train-run`'s (within a third of the published
     time either way on both GPUs), an 8-GPU row's a data-parallel plan's; the summary scores only the rows whose
     published throughput saturates the GPU, every training row and the inference rows at large batches, whose
-    small-batch rows sit on the benchmark's host floor."""
+    small-batch rows sit on the benchmark's host floor; the layout pair is scored on NHWC's gain over NCHW."""
     import yaml
 
     out = _run_args("resnet_throughput.py")
@@ -892,6 +892,16 @@ def test_resnet_throughput_scores_each_published_row_and_only_saturated_rows_in_
         assert s["published"] == pytest.approx(r["images_per_s"] / (8 * one["images_per_s"]))
         assert s["planned"] == pytest.approx(r["hybrid_images_per_s"] / (8 * one["hybrid_images_per_s"]))
         assert 0.9 < s["planned"] <= 1 + 1e-9 and s["published"] < 1
+    # the layout pair: its rows as published, and NHWC's gain over NCHW (cuDNN's transposes spared) a ratio of the
+    # rows' own rates, more than 1 both published and estimated
+    layout = out["layout"]
+    assert [(r["layout"], r["images_per_s"]) for r in layout["rows"]] == [
+        (r["layout"], r["images_per_s"]) for r in published["layout"]]
+    (gain,) = layout["gain"]
+    by = {r["layout"]: r for r in layout["rows"]}
+    assert gain["published"] == pytest.approx(by["nhwc"]["images_per_s"] / by["nchw"]["images_per_s"])
+    assert gain["estimated"] == pytest.approx(by["nhwc"]["hybrid_images_per_s"] / by["nchw"]["hybrid_images_per_s"])
+    assert gain["published"] > 1 and gain["estimated"] > 1
 
 
 def test_speed_reports_every_figure_beside_its_reference():

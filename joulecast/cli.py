@@ -959,11 +959,27 @@ class _Parser(argparse.ArgumentParser):
         if extras:  # with the command's flag nearest a misspelt one (--bacth: --batch)
             command = _command_parser(self, parsed)
             typed = next((e for e in extras if e.startswith("-")), "").split("=")[0]
-            close = difflib.get_close_matches(typed, [o for a in command._actions for o in a.option_strings], n=1,
-                                              cutoff=0.75)
+            meant = _flags_meant(typed, [o for a in command._actions for o in a.option_strings])
             command.error(f"unrecognized arguments: {' '.join(extras)}"
-                          + (f" (did you mean {close[0]}?)" if close else ""))
+                          + (f" (did you mean {' or '.join(meant)}?)" if meant else ""))
         return parsed
+
+
+_MOST_FLAGS_MEANT = 3  # a word that many flags hold names none of them (--len: --input-len, --output-len, ...)
+
+
+def _flags_meant(typed: str, flags: Sequence[str]) -> list[str]:
+    """The flag nearest a misspelt one (--bacth: --batch); else the flags holding the typed name as whole words
+    (--rate: --request-rate; --limit: --power-limit), where only a few do."""
+    if not typed.startswith("--") or len(typed) < 4:
+        return []
+    close = difflib.get_close_matches(typed, flags, n=1, cutoff=0.75)
+    if close:
+        return close
+    words = typed[2:].split("-")
+    holding = [f for f in flags if f.startswith("--") and any(
+        f[2:].split("-")[i:i + len(words)] == words for i in range(f.count("-") - 1))]
+    return holding if len(holding) <= _MOST_FLAGS_MEANT else []
 
 
 def _carbon_flags(parser: Any, grid_help: str) -> None:

@@ -758,6 +758,18 @@ def test_a_misspelt_flag_names_the_one_meant(capsys):
     assert "unrecognized arguments: stray" in err and "did you mean" not in err
 
 
+@pytest.mark.parametrize("typed, line", [
+    ("--rate", "(did you mean --request-rate or --loader-rate?)"),  # a word of the flags meant, not a misspelling
+    ("--clock", "(did you mean --sm-clock?)"),
+    ("--len", "unrecognized arguments: --len 5 (see"),  # a word too many flags hold: none named
+])
+def test_a_flag_named_by_a_word_of_its_name_is_suggested(capsys, typed, line):
+    with pytest.raises(SystemExit) as exit_:
+        main(["estimate", "--model", "gpt2", "--gpu", "a10", typed, "5"])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and line in err and err.count("\n") == 1
+
+
 def test_a_pass_past_memory_suggests_the_largest_batch(capsys):
     assert main(["estimate", "--model", "llama-3-8b", "--gpu", "a10", "--phase", "decode", "--batch", "256", "--seq",
                  "4096", "--estimator", "physics"]) == 0

@@ -15,8 +15,8 @@ the half-width about physics' point that holds 90 % of each GPU's rows.
 A GPU held out is scored on its training-set rows and, where data/holdout has a set of it that no model trains on
 (the H200's 32 rows, `experiments/h200_holdout.py`), on every row of both sets: the issue holds out each GPU "with all
 its rows". The GPUs whose rows are serving steps (A100-SXM4, H100: `SERVING_GPUS`) are held out the same way. Only
-the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter
-set, bags of two, five folds) instead of the full one.
+the H200 has rows of several kinds here. `--quick` trains the quick profile (one hyper-parameter set, bags of two,
+five folds) instead of the full one.
 
 `--margins` trains nothing: for every GPU held out, the coverage of the interval the rule gives about physics' point
 (the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows

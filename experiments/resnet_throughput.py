@@ -155,8 +155,8 @@ def main() -> int:
     print(f"8 GPUs' rate over 8 x one GPU's, published and planned:\n{scale.round(3).to_string(index=False)}\n")
     shown = layout_rows[["platform", "layout", "batch", "images_per_s", "hybrid_images_per_s", "physics_images_per_s"]]
     print(f"ResNet-50 layout pair, images a second: published, joulecast (shipped model, physics)\n"
-          f"{shown.round(1).to_string(index=False)}\n\nNHWC (channels_last) over NCHW, published and estimated (shipped "
-          f"model, physics):\n{layout.round(3).to_string(index=False)}")
+          f"{shown.round(1).to_string(index=False)}\n\nNHWC (channels_last) over NCHW, published and estimated "
+          f"(shipped model, physics):\n{layout.round(3).to_string(index=False)}")
     return 0
 
 

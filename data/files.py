@@ -39,11 +39,16 @@ def read_text(path: str | Path, field: str) -> str:
         raise InputError(field, f"{str(path)!r} is not a text file") from None
 
 
+_BOOL_TAG = "tag:yaml.org,2002:bool"
+
+
 @functools.cache
 def yaml_loader() -> type:
-    """PyYAML's SafeLoader, but a number in exponent form is a float as written (`tokens: 1e10`, `3.35e3`): YAML 1.1,
-    which PyYAML follows, wants a dot and a signed exponent (1.0e+10) and reads the others as strings, so a user's
-    file said 'must be an integer, got '1e10''."""
+    """PyYAML's SafeLoader with two of YAML 1.2's readings where PyYAML follows YAML 1.1:
+    - a number in exponent form is a float as written (`tokens: 1e10`, `3.35e3`). YAML 1.1 wants a dot and a signed
+      exponent (1.0e+10) and reads the others as strings, so a user's file said 'must be an integer, got '1e10''.
+    - only true and false are booleans. YAML 1.1's yes, no, on, off, y and n are text, so Norway's grid code (`grid:
+      NO`) or a site named `on` stays as written; a flag given `no` says it takes true or false."""
     import re
 
     import yaml
@@ -54,6 +59,10 @@ def yaml_loader() -> type:
     Loader.add_implicit_resolver("tag:yaml.org,2002:float",
                                  re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
                                  list("-+0123456789."))
+    Loader.yaml_implicit_resolvers = {  # the subclass's own copy since the call above: YAML 1.1's booleans out
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != _BOOL_TAG]
+        for first, resolvers in Loader.yaml_implicit_resolvers.items()}
+    Loader.add_implicit_resolver(_BOOL_TAG, re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF"))
     return Loader
 
 

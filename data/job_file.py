@@ -18,7 +18,7 @@ from typing import Any, Mapping
 import numpy as np
 import yaml
 
-from joulecast.data.errors import InputError, UnknownFieldError, fields_under, require
+from joulecast.data.errors import InputError, UnknownFieldError, fields_under, require, require_switch
 from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
@@ -404,7 +404,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         global_batch=global_batch, micro_batch=micro_batch, steps=steps, dtype=str(raw.get("dtype", "bf16")),
         lora_rank=_number(raw, "lora_rank", "", 0, integer=True), lora_targets=str(raw.get("lora_targets", "all")),
         recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
-        tp_overlap=bool(raw.get("tp_overlap", False)), fp8_attention=bool(raw.get("fp8_attention", False)),
+        tp_overlap=require_switch(raw.get("tp_overlap", False), "tp_overlap"),
+        fp8_attention=require_switch(raw.get("fp8_attention", False), "fp8_attention"),
         eval_tokens=eval_tokens, evals=evals, eval_overhead_s=eval_overhead_s,
         step_jitter=_number(raw, "step_jitter", "", 0.0, high=0.5),
         startup_s=_number(raw, "startup_s", "", 0.0, high=86400.0),

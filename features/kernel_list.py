@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import pandas as pd
 
-from joulecast.data.errors import InputError, require_choice
+from joulecast.data.errors import InputError, require_choice, require_switch
 from joulecast.data.files import kind_of, read_json
 from joulecast.data.kernels import DTYPES, check_kernel_size
 from joulecast.data.workload import Workload
@@ -37,10 +37,15 @@ def _int(params: dict, key: str, where: str) -> int:
     return check_kernel_size(params.get(key), f"{where}.{key}")
 
 
+def _switch(params: dict, key: str, where: str, default: bool) -> bool:
+    """A flag as JSON's true or false (not a string's truth: "false" is no tensor core's yes), else one error."""
+    return require_switch(params.get(key, default), f"{where}.{key}")
+
+
 def _gemm(p: dict, w: str) -> dict:
     dtype, acc = _dtype(p.get("precM"), f"{w}.precM"), _dtype(p.get("precA", p.get("precM")), f"{w}.precA")
     batch = _int(p, "batch", w)  # checked before it names the op
-    return dict(kind="gemm", op="bmm" if batch > 1 else "linear", tensor_core=bool(p.get("useTensorCore", True)),
+    return dict(kind="gemm", op="bmm" if batch > 1 else "linear", tensor_core=_switch(p, "useTensorCore", w, True),
                 dtype=dtype, acc_dtype=acc, batch=batch, m=_int(p, "dimM", w), n=_int(p, "dimN", w),
                 k=_int(p, "dimK", w))
 
@@ -48,7 +53,7 @@ def _gemm(p: dict, w: str) -> dict:
 def _conv(p: dict, w: str) -> dict:
     # dimM = N*P*Q output pixels, dimN = output channels, dimK = C*R*S (implicit GEMM, as cuDNN lowers it).
     inputs = _int(p, "b", w) * _int(p, "c", w) * _int(p, "hw", w) ** 2
-    return dict(kind="conv2d", op="conv2d", tensor_core=bool(p.get("useTensorCore", True)),
+    return dict(kind="conv2d", op="conv2d", tensor_core=_switch(p, "useTensorCore", w, True),
                 dtype=_dtype(p.get("precM"), f"{w}.precM"), acc_dtype=_dtype(p.get("precA", p.get("precM")), f"{w}.precA"),
                 batch=1, m=_int(p, "dimM", w), n=_int(p, "dimN", w), k=_int(p, "dimK", w), conv_in_elements=inputs)
 
@@ -71,8 +76,8 @@ def _attention(p: dict, w: str) -> dict:
     dtype = _dtype(p.get("prec"), f"{w}.prec")
     heads = _int(p, "heads", w)
     return dict(kind="attention", op="flash", dtype=dtype, acc_dtype=dtype, tensor_core=True, batch=_int(p, "batch", w),
-                heads=heads, kv_heads=p.get("kv_heads", heads), seq_q=_int(p, "seq_q", w), seq_kv=_int(p, "seq_kv", w),
-                head_dim=_int(p, "head_dim", w), causal=bool(p.get("causal", False)))
+                heads=heads, kv_heads=_int(p, "kv_heads", w) if "kv_heads" in p else heads, seq_q=_int(p, "seq_q", w),
+                seq_kv=_int(p, "seq_kv", w), head_dim=_int(p, "head_dim", w), causal=_switch(p, "causal", w, False))
 
 
 def _embedding(p: dict, w: str) -> dict:

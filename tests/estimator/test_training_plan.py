@@ -600,6 +600,27 @@ def test_a_job_file_reads_a_count_in_exponent_form(tmp_path):
         load_job(path)
 
 
+def test_a_job_files_yes_no_on_and_off_are_text_and_its_flags_true_or_false(tmp_path):
+    """YAML 1.1 reads an unquoted NO, yes, on or off as a boolean: Norway's grid code said "unknown False". A job file
+    reads them as written, as YAML 1.2 does (only true and false are booleans); a flag takes true or false, not a
+    string's truth ("false" read as yes)."""
+    from joulecast.data.files import load_yaml
+    from joulecast.data.job_file import load_job
+
+    assert load_yaml("a: NO\nb: yes\nc: off\nd: true\ne: False\nf: 1e3\ng: ~") == dict(
+        a="NO", b="yes", c="off", d=True, e=False, f=1000.0, g=None)
+    assert yaml.safe_load("a: NO")["a"] is False  # PyYAML's own loader keeps YAML 1.1: the change is joulecast's
+    text = open(EXAMPLE).read()
+    path = tmp_path / "job.yaml"
+    path.write_text(text.replace("grid: FI", "grid: NO", 1))
+    with pytest.raises(joulecast.InputError, match=r"grid: unknown 'NO'; allowed: "):
+        load_job(path)
+    for flag, value in (("tp_overlap", "no"), ("tp_overlap", '"false"'), ("fp8_attention", "yes")):
+        path.write_text(f"{text}\n{flag}: {value}\n")
+        with pytest.raises(joulecast.InputError, match=rf"^{flag}: must be true or false, got '(no|false|yes)'$"):
+            load_job(path)
+
+
 @pytest.mark.parametrize("change, line", [
     ({"head_dim": "64"}, "model.config.head_dim: must be a whole number from 1 to 16,777,216, got text ('64')"),
     ({"hidden_size": None}, "model.config.hidden_size: missing from the model config"),

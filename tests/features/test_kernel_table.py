@@ -12,6 +12,7 @@ GEMM = [{"batch": 1, "dimM": 128, "dimN": 2304, "dimK": 768, "precM": "bf16", "p
         ["gemm", "tc", "bf16_bf16"]]
 ADD = [{"dim": 98304, "op": "pointwise_add", "prec": "bf16"}, ["elementwise"]]
 NORM = [{"batch": 128, "dim": 768, "prec": "bf16"}, ["layernorm", "bf16"]]
+ATTENTION = [{"batch": 1, "heads": 12, "seq_q": 128, "seq_kv": 128, "head_dim": 64, "prec": "bf16"}, ["attention"]]
 
 
 def test_identical_kernels_merge_into_counts():
@@ -75,10 +76,26 @@ def test_hash_ignores_order_and_sees_content():
     ([[{**GEMM[0], "dimM": 10**30}, GEMM[1]]],
      r"kernels\[0\].dimM: must be a whole number from 1 to 2\^40, got a number"),
     ([ADD, [{**ADD[0], "prec": "fp4"}, ["elementwise"]]], r"kernels\[1\].prec: unknown dtype 'fp4'"),
+    # a flag is JSON's true or false: the string "false" was a string's truth, a tensor core and a causal mask
+    ([[{**GEMM[0], "useTensorCore": "false"}, GEMM[1]]],
+     r"kernels\[0\].useTensorCore: must be true or false, got 'false'"),
+    ([[{**ATTENTION[0], "causal": "false"}, ATTENTION[1]]], r"kernels\[0\].causal: must be true or false"),
+    # kv_heads a size like the others (text was a ValueError from the kernel table's integer column)
+    ([[{**ATTENTION[0], "kv_heads": "x"}, ATTENTION[1]]],
+     r"kernels\[0\].kv_heads: must be a whole number from 1 to 2\^40, got text \('x'\)"),
 ])
 def test_malformed_kernel_lists_name_the_entry(entries, match):
     with pytest.raises(InputError, match=match):
         parse_kernel_list(entries)
+
+
+def test_a_kernel_lists_flags_and_kv_heads_read_as_given():
+    table = parse_kernel_list([[{**GEMM[0], "useTensorCore": False}, GEMM[1]],
+                               [{**ATTENTION[0], "causal": True, "kv_heads": 4}, ATTENTION[1]]])
+    gemm, attention = table.iloc[0], table.iloc[-1]
+    assert not gemm["tensor_core"] and attention["causal"] and attention["kv_heads"] == 4
+    plain = parse_kernel_list([ATTENTION]).iloc[-1]  # the defaults: no causal mask, as many key heads as heads
+    assert not plain["causal"] and plain["kv_heads"] == 12
 
 
 def test_kernel_table_validates_sizes_and_fields():

@@ -104,11 +104,21 @@ def check_count(value: Any, field: str, high: int, *, low: int = 1, high_text: s
     return int(value)
 
 
+REQUEST_LENGTHS = ("input_len", "output_len")
+
+
 def request_pairs(pairs: Any) -> Any:
-    """A JSON list of [input_len, output_len] requests, their lengths `whole_number`s; anything else as given."""
-    if not isinstance(pairs, list):
-        return pairs
-    return [[whole_number(v) for v in pair] if isinstance(pair, list) else pair for pair in pairs]
+    """A JSON list of requests, [input_len, output_len] pairs or objects with those keys, their lengths
+    `whole_number`s; anything else as given."""
+    return [_request_lengths(r) for r in pairs] if isinstance(pairs, list) else pairs
+
+
+def _request_lengths(request: Any) -> Any:
+    if isinstance(request, list):
+        return [whole_number(v) for v in request]
+    if isinstance(request, dict):
+        return {k: whole_number(v) if k in REQUEST_LENGTHS else v for k, v in request.items()}
+    return request
 
 
 def read_json(path: str | Path, field: str) -> Any:

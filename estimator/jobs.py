@@ -19,7 +19,7 @@ import pandas as pd
 
 from joulecast.data.engines import check_engine, launch_mode_for
 from joulecast.data.errors import InputError, require, require_choice, require_switch
-from joulecast.data.files import check_count, request_pairs
+from joulecast.data.files import REQUEST_LENGTHS, check_count, request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
@@ -293,6 +293,17 @@ class RequestsEstimate:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
 
 
+def _request_pair(request: Any, i: int) -> tuple:
+    """A request as its (input_len, output_len): a pair, or an object with those two keys (a JSON list of request
+    objects, as a CSV's columns: other keys, such as an id, left as they are)."""
+    if isinstance(request, Mapping):
+        missing = [key for key in REQUEST_LENGTHS if key not in request]
+        require(not missing, f"requests[{i}]", f"an object needs input_len and output_len; it has no "
+                                               f"{' or '.join(missing)}")
+        return request["input_len"], request["output_len"]
+    return tuple(request)
+
+
 def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dtype: str = "bf16",
                       kv_cache: bool = True, attention: str = "flash", launch_mode: str | None = None,
                       engine: str | None = None, sm_clock_mhz: float | None = None,
@@ -315,7 +326,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
                 f"a frame needs input_len and output_len columns; it has {', '.join(map(str, requests.columns))}")
         requests = request_pairs(requests[["input_len", "output_len"]].to_numpy(dtype=object).tolist())
     try:
-        pairs = [tuple(r) for r in requests]
+        pairs = [_request_pair(r, i) for i, r in enumerate(requests)]
     except TypeError:
         raise InputError("requests", "must be a list of [input_len, output_len] pairs") from None
     if not pairs:

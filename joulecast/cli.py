@@ -189,7 +189,8 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
 
 
 def _read_requests(path: str) -> list[list[int]]:
-    """A requests file: CSV with input_len and output_len columns, or JSON, a list of [input_len, output_len]."""
+    """A requests file: CSV with input_len and output_len columns, or JSON, a list of [input_len, output_len] (or of
+    objects with those keys)."""
     from joulecast.data.files import read_text, request_pairs
 
     text = read_text(Path(path), "--requests")
@@ -1078,8 +1079,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--input-len", type=_whole, help="prompt tokens per sequence")
     gen.add_argument("--output-len", type=_whole, help="generated tokens per sequence")
     gen.add_argument("--requests", help="a list of requests instead: CSV (input_len, output_len columns) or JSON "
-                     "([[input_len, output_len], ...]), generated in static batches of --batch in the file's order, "
-                     "each padded to its longest prompt and answer")
+                     "([[input_len, output_len], ...], or objects with those keys), generated in static batches of "
+                     "--batch in the file's order, each padded to its longest prompt and answer")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
     gen.add_argument("--offload-gb", type=float, help="GiB of weights kept in host memory and copied in before every "

@@ -203,6 +203,13 @@ def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
     listed.write_text("[[128, 16], [32, 4]]")
     assert main([*argv, "--requests", str(listed), "--batch", "2"]) == 0
     assert json.loads(capsys.readouterr().out)["energy_j"] == pytest.approx(out["energy_j"])
+    # a list of request objects as the pairs' (other keys left as they are); counts as the flags take them
+    listed.write_text('[{"id": "a", "input_len": 128, "output_len": 1.6e1}, {"output_len": 4, "input_len": 32}]')
+    assert main([*argv, "--requests", str(listed), "--batch", "2"]) == 0
+    assert json.loads(capsys.readouterr().out) == out
+    listed.write_text('[{"input_len": 128, "output_length": 16}]')
+    assert main([*argv, "--requests", str(listed)]) == 2
+    assert "requests[0]: an object needs input_len and output_len; it has no output_len" in capsys.readouterr().err
     for path, text in ((csv, "input_len,output_len\n1.28e2,16\n32,4.0\n"), (listed, "[[1.28e2, 16], [32, 4.0]]")):
         path.write_text(text)  # counts as the flags take them: 1.28e2 is 128
         assert main([*argv, "--requests", str(path), "--batch", "2"]) == 0

@@ -136,9 +136,9 @@ def test_a_physics_service_answers_in_strict_json_and_serves_at_a_power_cap(phys
     status, floats = call(physics_server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate",
                                                           "batch": 2.0, "requests": [[1.28e2, 16.0], [32, 4]]})
     assert status == 200 and floats == listed  # JSON's whole floats are the counts they name
+    objects = [{"input_len": 128, "output_len": 16}, {"input_len": 32, "output_len": 4.0}]
     status, objects = call(physics_server, "/v1/estimate", {"model": "gpt2", "gpu": "a10", "phase": "generate",
-                                                           "batch": 2, "requests": [{"input_len": 128, "output_len": 16},
-                                                                                    {"input_len": 32, "output_len": 4.0}]})
+                                                           "batch": 2, "requests": objects})
     assert status == 200 and objects == listed  # request objects, as the CLI's JSON file takes them
     gen = {"model": "gpt2", "gpu": "a10", "phase": "generate", "input_len": 32, "output_len": 4}
     status, plain = call(physics_server, "/v1/estimate", gen)

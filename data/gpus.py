@@ -20,7 +20,7 @@ import yaml
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
 from joulecast.data.errors import (DataError, InputError, JoulecastError, UnknownNameError, choice_message,
-                                   is_choice)
+                                   is_choice, require)
 from joulecast.data.files import check_output_folder, kind_of, load_yaml, read_text, write_atomic
 
 log = logging.getLogger(__name__)
@@ -403,13 +403,16 @@ def hypothetical(name: str) -> GpuSpec:
             what = (f"the value must be a positive number below {MAX_SCALE_FACTOR:g}x {base}'s {now:g}" if op == "="
                     else f"the factor must be a positive number below {MAX_SCALE_FACTOR:g}")
             raise InputError("gpu", f"{change!r} in {name!r}: {what}, got {given!r}")
+        if primary == "sm_count":  # whole SMs, and the peaks scaled by the SMs there are (73 of 72, not 1.01x)
+            value = round(now * value) / now
+            require(value > 0, "gpu", f"{change!r} in {name!r}: leaves {base} no SM")
         for key in SCALABLE[field_name]:
             if isinstance(raw.get(key), dict):
                 raw[key] = {dtype: peak * value for dtype, peak in raw[key].items()}
             elif raw.get(key) is not None:
                 raw[key] = round(raw[key] * value) if key == "sm_count" else raw[key] * value
-        if op == "=":  # the value as given, not its factor's product (8000, not 7999.999999999999)
-            raw[primary] = round(number) if primary == "sm_count" else number
+        if op == "=" and primary != "sm_count":  # the value as given, not its factor's product (8000, not 7999.99...)
+            raw[primary] = number
         if field_name == "clock" and raw.get("idle_power_table"):  # the measured idle curve moves with the clocks
             raw["idle_power_table"] = {mhz * value: w for mhz, w in raw["idle_power_table"].items()}
     raw.update(name=name.lower(), display_name=f"{raw['display_name']} ({', '.join(changes)})", aliases=[])

@@ -441,6 +441,13 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
     for factor in ("-1", "1e9"):  # a huge factor is refused with the bound it passes, not called "not positive"
         with pytest.raises(InputError, match=f"the factor must be a positive number below 1000, got '{factor}'"):
             gpus.gpu(f"h100-sxm:l2_mb*{factor}")
+    # SMs are whole: the peaks follow the SMs there are (133 of 132 at 1.01x), an SM's rate as the card's
+    for name in ("h100-sxm:sm_count*1.01", "h100-sxm:sm_count=133", "h100-sxm:sm_count=133.4"):
+        more = gpus.gpu(name)
+        assert more.sm_count == 133
+        assert more.tensor_tflops["bf16"] / 133 == pytest.approx(base.tensor_tflops["bf16"] / 132)
+    with pytest.raises(InputError, match="'sm_count\\*0.001' in 'h100-sxm:sm_count\\*0.001': leaves h100-sxm no SM"):
+        gpus.gpu("h100-sxm:sm_count*0.001")
 
 
 def test_a_measured_idle_table_sets_idle_power_between_its_clocks(raw):

@@ -38,7 +38,7 @@ def _int(params: dict, key: str, where: str) -> int:
 
 
 def _switch(params: dict, key: str, where: str, default: bool) -> bool:
-    """A flag as JSON's true or false (not a string's truth: "false" is no tensor core's yes), else one error."""
+    """A flag as JSON's true or false, else one error (a string's truth read "false" as true)."""
     return require_switch(params.get(key, default), f"{where}.{key}")
 
 

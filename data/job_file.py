@@ -23,7 +23,7 @@ from joulecast.data.files import kind_of, load_yaml, read_text
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, check_config, is_vision, model_entry
-from joulecast.data.workload import LAUNCH_MODES, MAX_LOADER_RATE, check_host_dispatch
+from joulecast.data.workload import LAUNCH_MODES, MAX_LOADER_RATE, MIN_LOADER_RATE, check_host_dispatch
 
 DATA_DIR = Path(__file__).parent / "distributed"
 STRATEGIES = ("ddp", "fsdp", "diloco", "streaming-diloco", "fedavg")
@@ -419,8 +419,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         head_outputs=head_outputs, fusions=check_fusions(raw.get("fusions")),
         forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source,
         unit="image" if images else "token",
-        loader_rate=(_number(raw, "loader_rate", "", strict=True, high=MAX_LOADER_RATE) if "loader_rate" in raw
-                     else None))
+        loader_rate=(_number(raw, "loader_rate", "", low=MIN_LOADER_RATE, high=MAX_LOADER_RATE)
+                     if "loader_rate" in raw else None))
 
 
 def connected(names: list[str], links: list[Link]) -> None:

@@ -19,9 +19,11 @@ LAUNCH_MODES = ("eager", "graph")
 # 2^31 tokens a pass (a trillion-parameter model's activations at that many tokens would fill thousands of GPUs; the
 # memory check says where a workload stops fitting one).
 MAX_SIZE = 2**24
-# The highest input-pipeline rate a training run or a plan's job file may state, samples a second (`loader_rate`):
-# far past any host's loader, a bound on what a typo can ask for
+# The highest and lowest input-pipeline rates a training run or a plan's job file may state, samples a second
+# (`loader_rate`): far past any host's loader, and one sample in over a quarter of an hour, bounds on what a typo can
+# ask for (a rate of 1e-311 made a run's time infinite)
 MAX_LOADER_RATE = 1e9
+MIN_LOADER_RATE = 1e-3
 MAX_TOKENS = 2**31
 
 

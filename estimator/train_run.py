@@ -33,7 +33,7 @@ from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, head_count, hidden_size, layer_count
-from joulecast.data.workload import (LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, Workload,
+from joulecast.data.workload import (LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, MIN_LOADER_RATE, Workload,
                                      check_host_dispatch)
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -193,14 +193,14 @@ def _count(name: str, value: object, low: int = 1) -> int:
 # measures it); None, the default, is a pipeline that keeps up (a vision model's JPEG decoding on too few CPU cores
 # is the usual case that does not).
 def check_loader_rate(value: object, where: str = "loader_rate") -> float | None:
-    """An input pipeline's rate: None (one that keeps up), or samples a second, above 0 and at most
+    """An input pipeline's rate: None (one that keeps up), or samples a second, from MIN_LOADER_RATE to
     MAX_LOADER_RATE."""
     if value is None:
         return None
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not 0.0 < float(value) <= MAX_LOADER_RATE:
-        raise InputError(where, f"must be samples a second the input pipeline delivers, above 0 and at most "
-                                f"{MAX_LOADER_RATE:g}, got {value!r}")
+    if not number or not MIN_LOADER_RATE <= float(value) <= MAX_LOADER_RATE:
+        raise InputError(where, f"must be samples a second the input pipeline delivers, at least {MIN_LOADER_RATE:g} "
+                                f"and at most {MAX_LOADER_RATE:g}, got {value!r}")
     return float(value)
 
 

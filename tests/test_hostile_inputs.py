@@ -249,6 +249,7 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
 @example(path=("links", 0, "rtt_ms"), value=1.797693134862316e+305)  # once overflowed the plan's hours of carbon
 @example(path=("links", 0, "gbps"), value=2.2250738585072014e-308)  # once did too: an infinite time
 @example(path=("links",), value=5)  # once a TypeError iterating it
+@example(path=("loader_rate",), value=2.225073858507e-311)  # once an infinite time too, the input pipeline's
 def test_job_file(path, value):
     """A job file with one field replaced by a hostile value: a plan with finite, positive figures, or one line
     naming the field (as the CLI prints it, exit 2)."""

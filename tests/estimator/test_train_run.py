@@ -481,7 +481,7 @@ def test_a_slow_input_pipeline_paces_each_step_and_the_gpu_waits_at_idle_power()
     assert locked.energy_j - bare.energy_j == pytest.approx(idle_900 * locked.loader_wait_s, rel=1e-9)
 
 
-@pytest.mark.parametrize("rate", [0, -3.0, float("nan"), float("inf"), 2e9, True, "fast", [100]])
+@pytest.mark.parametrize("rate", [0, 1e-300, -3.0, float("nan"), float("inf"), 2e9, True, "fast", [100]])
 def test_a_bad_input_pipeline_rate_names_its_field(rate):
     with pytest.raises(joulecast.InputError, match="^loader_rate: must be samples a second"):
         _run(loader_rate=rate)

@@ -81,7 +81,10 @@ def _estimate(args: argparse.Namespace) -> int:
     for flag in dict.fromkeys(f for flags in JOB_FLAGS.values() for f in flags):
         if flag not in own and getattr(args, flag) not in (None, False):
             phases = ", ".join(p for p, flags in JOB_FLAGS.items() if flag in flags)
-            raise joulecast.InputError(f"--{flag.replace('_', '-')}", f"applies to --phase {phases} only")
+            given = f"--{flag.replace('_', '-')}"  # and the flag of this phase it may stand for (--tokens: serve's
+            meant = _flags_meant(given, [f"--{f.replace('_', '-')}" for f in own])  # --output-tokens)
+            raise joulecast.InputError(given, f"applies to --phase {phases} only" + (
+                f"; --phase {args.phase} takes {' or '.join(meant)}" if meant else ""))
     _check_tracking_uri(args)
     if args.phase in JOB_FLAGS:
         if args.tracking_uri:  # a job's steps load the estimator by name: from the store named, not the process's

@@ -97,6 +97,9 @@ def test_without_a_kv_cache_every_step_recomputes_the_sequence():
     (["--phase", "generate", "--input-len", "8", "--output-len", "4", "--seq", "9"], "--seq: has no effect with"),
     (["--input-len", "8"], "--input-len: applies to --phase generate, serve only"),
     (["--phase", "generate", "--input-len", "0", "--output-len", "4"], "--input-len: must be an integer from 1"),
+    # another phase's flag, with this phase's flags of its name (a run's --tokens; serving totals --output-tokens)
+    (["--phase", "serve", "--concurrency", "4", "--input-len", "8", "--output-len", "8", "--tokens", "1000"],
+     "--tokens: applies to --phase train-run only; --phase serve takes --chunk-tokens or --output-tokens"),
 ])
 def test_cli_generation_flags(capsys, argv, message):
     assert main(["estimate", "--model", "gpt2", "--gpu", "a10", *argv]) == 2

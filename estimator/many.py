@@ -44,8 +44,9 @@ _DEFAULTS: Mapping[str, Any] = {"phase": "prefill", "batch": 1, "seq": 512, "dty
 _TRUTHS = {"true": True, "false": False, "1": True, "0": False, "": False}
 
 
-def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
-    """Estimates for a DataFrame of configurations, one row each (vectorised).
+def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.DataFrame:
+    """Estimates for a DataFrame of configurations, one row each (vectorised); a list of rows (dicts) or a dict of
+    columns is read as pandas reads it.
 
     Columns: `model` and `gpu` (required), `phase`, `batch`, `seq`, `dtype`, `attention`, `launch_mode` (empty:
     `graph` where the row names an engine, else `eager`), `engine` (a serving engine, empty or "none" for none),
@@ -64,9 +65,17 @@ def estimate_many(configs: pd.DataFrame, estimator: Any = None) -> pd.DataFrame:
     configurations go through physics in chunks of CHUNK_CONFIGS, and their residual corrections are taken about
     CORRECT_CONFIGS at a time across settings, so memory stays bounded.
     """
+    if not isinstance(configs, pd.DataFrame):  # a list of rows (dicts) or a dict of columns, as pandas reads them
+        try:
+            configs = pd.DataFrame(configs)
+        except (ValueError, TypeError):
+            raise InputError("configs", f"expected a DataFrame, a list of rows (dicts) or a dict of columns, got "
+                                        f"{kind_of(configs)}") from None
     for column in ("model", "gpu"):
         if column not in configs:
-            raise InputError(column, f"estimate_many needs a '{column}' column; columns: {', '.join(CONFIG_COLUMNS)}")
+            has = ", ".join(map(str, configs.columns)) or "none"
+            raise InputError(column, f"estimate_many needs a '{column}' column; it has {has} (allowed: "
+                                     f"{', '.join(CONFIG_COLUMNS)})")
     extra = sorted(set(configs.columns) - set(CONFIG_COLUMNS))
     if extra:
         raise InputError(extra[0], f"unknown column; allowed: {', '.join(CONFIG_COLUMNS)}")

@@ -187,6 +187,22 @@ def test_estimate_many_refuses_an_unknown_column_and_names_the_row_of_an_unknown
         assert same["energy_j"].tolist() == plain["energy_j"].tolist()
 
 
+def test_estimate_many_reads_a_list_of_rows_or_a_dict_of_columns_as_a_frame():
+    """Rows as dicts, or columns as lists, estimate as the DataFrame pandas makes of them (a list once said it
+    needed a 'model' column it had); anything else is one line naming what it takes."""
+    import pandas as pd
+
+    rows = [{"model": "gpt2", "gpu": "a10", "batch": 1}, {"model": "gpt2", "gpu": "h100-sxm", "batch": 4}]
+    frame = joulecast.estimate_many(pd.DataFrame(rows), estimator="physics")
+    for given in (rows, {k: [r[k] for r in rows] for k in rows[0]}):
+        pd.testing.assert_frame_equal(joulecast.estimate_many(given, estimator="physics"), frame)
+    with pytest.raises(joulecast.InputError, match=r"^configs: expected a DataFrame, a list of rows \(dicts\) or a "
+                                                   r"dict of columns, got text \('gpt2'\)$"):
+        joulecast.estimate_many("gpt2")
+    with pytest.raises(joulecast.InputError, match=r"^gpu: estimate_many needs a 'gpu' column; it has model \("):
+        joulecast.estimate_many([{"model": "gpt2"}])
+
+
 def test_estimate_many_names_the_row_of_a_setting_its_gpu_refuses():
     """A clock or power limit its GPU does not take is refused as the configurations' column and a row holding it."""
     import pandas as pd

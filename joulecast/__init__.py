@@ -56,4 +56,6 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    """The API and the version (not this module's own imports, `importlib`, `Path`, `Any`: tab completion shows what
+    a user calls)."""
+    return sorted([*__all__, "__version__"])

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 ROOM_DIRS = {"data": "data", "features": "features", "estimator": "estimator", "training": "training",
              "joulecast": "joulecast"}
@@ -86,3 +88,16 @@ def test_an_estimate_imports_no_training_stack():
             "sorted(m for m in sys.modules if m.startswith(('joulecast.training.', 'joulecast.data.collect'))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd="/")
     assert out.stdout.strip().splitlines()[-1] == "[] ['joulecast.training.gates']", out.stdout
+
+
+def test_the_package_lists_its_api_and_loads_each_name_on_use():
+    """`dir(joulecast)` is the API (`__all__`) and the version, not the facade's own imports; each name loads its
+    room on first use (PEP 562) and is what that room defines."""
+    import joulecast
+    from joulecast.estimator import api
+
+    assert dir(joulecast) == sorted([*joulecast.__all__, "__version__"])
+    assert not {"importlib", "Path", "Any", "annotations"} & set(dir(joulecast))
+    assert joulecast.estimate is api.estimate
+    with pytest.raises(AttributeError, match="has no attribute 'estimat'"):
+        joulecast.estimat  # noqa: B018 - the attribute lookup is the test

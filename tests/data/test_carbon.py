@@ -60,6 +60,8 @@ def test_on_an_hourly_series_the_energy_is_spread_over_the_job_s_time_from_its_s
 
 @pytest.mark.parametrize("kw, message", [
     (dict(name="mars"), "grid: unknown 'mars'; known: FR, FI, "),
+    # a number where the grid goes (carbon(est, 300)) is the intensity meant: its field named
+    (dict(name=300), "grid: a country code, got the number 300; a grid's gCO2e a kWh is carbon_intensity"),
     (dict(name="DE", carbon_intensity=300), "carbon_intensity: give one of grid, carbon_intensity and carbon_series, "
                                             "not grid and carbon_intensity"),
     (dict(carbon_series=[100, -1]), "carbon_series[1]: must be gCO2e a kWh from 0 to 2,000, got -1"),

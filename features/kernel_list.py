@@ -168,7 +168,7 @@ def workload_from_kernels(source: str | os.PathLike | list, name: str | None = N
         table, name = parse_kernel_list(source), name or "kernels"
     elif isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        table, name = parse_kernel_list(read_json(path, "--kernels"), origin=path.name), name or path.stem
+        table, name = parse_kernel_list(read_json(path, "kernels"), origin=path.name), name or path.stem
     else:
         raise InputError("kernels", f"a kernel-list file's path or its list of [params, tags] pairs, got "
                                     f"{kind_of(source)}")

@@ -287,8 +287,8 @@ def catalog() -> Mapping[str, GpuSpec]:
             own = {spec.name, *(a.lower() for a in spec.aliases)}
             if own & taken.keys():
                 clash = min(own & taken.keys(), key=lambda c: (c != spec.name, c))
-                raise DataError(f"{path}: field 'name': {clash!r} is already in the catalog as {taken[clash]!r}; "
-                                "remove the file or rename it")
+                raise DataError(f"{path}: field '{'name' if clash == spec.name else 'aliases'}': {clash!r} is already "
+                                f"in the catalog as {taken[clash]!r}; remove the file or rename it")
         except JoulecastError as exc:
             _SKIPPED[path.stem] = f"{exc}"
             log.warning(f"skipped a GPU you added: {exc} (fix the file, or run 'joulecast gpu remove {path.stem}')")
@@ -336,8 +336,9 @@ def add_gpu(path: str | Path, replace: bool = False) -> GpuSpec:
         clash = own & {other.name, *[a.lower() for a in other.aliases]}
         if clash:
             hint = " (pass --replace to update a GPU you added)" if target.exists() else ""
-            raise InputError("name", f"{min(clash, key=lambda c: (c != spec.name, c))!r} is already in the catalog as "
-                                     f"{other.name!r}{hint}")
+            first = min(clash, key=lambda c: (c != spec.name, c))  # its own name first, else an alias
+            raise InputError("name" if first == spec.name else "aliases",
+                             f"{first!r} is already in the catalog as {other.name!r}{hint}")
     if target.exists() and not replace:  # a file the catalog skips (`catalog`) is not overwritten unasked
         raise InputError("name", f"{spec.name!r} is already added as {target}, which does not load; pass --replace "
                                  "to overwrite it")

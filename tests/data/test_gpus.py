@@ -243,7 +243,7 @@ def test_gpu_add_refuses_clashes_and_replaces_on_request(user_home, tmp_path, ra
     assert gpus.add_gpu(EXAMPLE, replace=True).name == "a100-sxm4-80gb-500w"
     clash = dict(raw, name="my-a10", aliases=["nvidia-a10"])  # an alias of the shipped A10
     (tmp_path / "clash.yaml").write_text(yaml.safe_dump(clash))
-    with pytest.raises(InputError, match="'nvidia-a10' is already in the catalog as 'a10'"):
+    with pytest.raises(InputError, match="^aliases: 'nvidia-a10' is already in the catalog as 'a10'"):  # the field
         gpus.add_gpu(tmp_path / "clash.yaml")
     unsourced = dict(raw, name="my-gpu", aliases=[], sources={k: v for k, v in raw["sources"].items() if "idle" not in k})
     (tmp_path / "unsourced.yaml").write_text(yaml.safe_dump(unsourced))
@@ -289,7 +289,7 @@ def test_a_user_gpu_file_that_does_not_load_is_skipped_by_name(user_home, raw, c
     assert len(said) == 3 and all(m.startswith("skipped a GPU you added: ") for m in said)
     assert f"{folder / 'broken.yaml'}: not valid YAML" in said[0] and "gpu remove broken" in said[0]
     assert "field 'display_name'" in said[1]
-    assert "'nvidia-a10' is already in the catalog as 'a10'" in said[2]
+    assert "field 'aliases': 'nvidia-a10' is already in the catalog as 'a10'" in said[2]
     assert set(gpus.skipped_gpu_files()) == {"broken", "fieldless", "twin"}
     with pytest.raises(InputError, match=r"gpu: 'broken' was added, but its file is skipped: .*not valid YAML"):
         gpus.gpu("broken")

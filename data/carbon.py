@@ -81,11 +81,11 @@ def grid_at(name: str | None = None, carbon_intensity: float | None = None, pue:
                                                  f"{carbon_intensity!r}")
         where, intensity = "given", float(carbon_intensity)
     else:
-        known = table["g_per_kwh"]
-        where = DEFAULT_GRID if name is None else str(name).upper()
         if isinstance(name, (int, float)) and not isinstance(name, bool):  # carbon(est, 300): meant the intensity
             raise InputError("grid", f"a country code, got the number {name!r}; a grid's gCO2e a kWh is "
                                      "carbon_intensity (--carbon-intensity)")
+        known = table["g_per_kwh"]
+        where = DEFAULT_GRID if name is None else str(name).upper()
         if where not in known:
             raise InputError("grid", f"unknown {name!r}; known: {', '.join(known)} (or give a carbon intensity, "
                                      "gCO2e a kWh)")

@@ -298,9 +298,9 @@ def _request_pair(request: Any, i: int) -> tuple:
     objects, as a CSV's columns: other keys, such as an id, left as they are)."""
     if isinstance(request, Mapping):
         missing = [key for key in REQUEST_LENGTHS if key not in request]
-        require(not missing, f"requests[{i}]", f"an object needs input_len and output_len; it has no "
+        require(not missing, f"requests[{i}]", f"an object needs {' and '.join(REQUEST_LENGTHS)}; it has no "
                                                f"{' or '.join(missing)}")
-        return request["input_len"], request["output_len"]
+        return tuple(request[key] for key in REQUEST_LENGTHS)
     return tuple(request)
 
 

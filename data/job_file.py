@@ -49,7 +49,8 @@ def reference(name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class LocalEnergy:
-    """Energy available on site, e.g. solar: `kw` from hour `start_hour` to `end_hour` each day (local time)."""
+    """Energy available on site, e.g. solar: `kw` from hour `start_hour` to `end_hour` each day (local time); an
+    end before the start runs over midnight (night wind: 22 to 6)."""
 
     kw: float
     start_hour: float
@@ -277,9 +278,11 @@ def _site(raw: Any, i: int, base: Path) -> Site:
         le = _mapping(raw["local_energy"], f"{where}.local_energy")
         _known(le, {"kw", "hours"}, f"{where}.local_energy")
         hours = le.get("hours", [0, 24])
-        require(isinstance(hours, list) and len(hours) == 2 and all(isinstance(h, (int, float)) for h in hours)
-                and 0 <= hours[0] < hours[1] <= 24, f"{where}.local_energy.hours",
-                f"must be [start, end] hours of the day with 0 <= start < end <= 24, got {hours!r}")
+        require(isinstance(hours, list) and len(hours) == 2
+                and all(isinstance(h, (int, float)) and not isinstance(h, bool) for h in hours)
+                and 0 <= hours[0] < 24 and 0 <= hours[1] <= 24 and hours[0] != hours[1], f"{where}.local_energy.hours",
+                f"must be [start, end] hours of the day, 0 <= start < 24, 0 <= end <= 24, start != end (an end "
+                f"before the start runs over midnight), got {hours!r}")
         local = LocalEnergy(_number(le, "kw", f"{where}.local_energy"), float(hours[0]), float(hours[1]))
     gpus = _number(raw, "gpus", where, integer=True, low=1)
     return Site(name=name, gpu=spec.name, gpus=gpus,

@@ -391,27 +391,36 @@ def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np
 def _carbon_block(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray, hours: int
                   ) -> tuple[np.ndarray, np.ndarray]:
     K, M = energy_j.shape
-    starts = job.start_hour + np.arange(hours)                      # each hour of the run, or of one period
+    day = np.mod(job.start_hour + np.arange(hours), 24.0)          # each hour of the run, or of one period
     run_h = time_s[:, None] / 3600.0
     laps = np.floor(run_h / hours)                                  # whole periods (none where the run is shorter)
-    cover = laps + np.clip(run_h - laps * hours - np.arange(hours)[None, :], 0.0, 1.0)   # [K, hours] uses of each
+    rest = np.clip(run_h - laps * hours - np.arange(hours)[None, :], 0.0, 1.0)   # [K, hours] the last lap's part
+    cover = laps + rest                                             # hours the run spends in each
     local = np.zeros((K, M))
     carbon = np.zeros((K, M))
     for m, s in enumerate(sites):  # a loop over sites (few), each vectorised over points and hours
         site = s.site
         power_w = energy_j[:, m] / time_s                            # average wall power
-        kw = np.zeros(hours)
-        if site.local_energy is not None:
-            day = np.mod(starts, 24.0)
+        met_j = np.zeros((K, hours))
+        if site.local_energy is not None:  # up to its kW while its window is open: the hours of each both share
             le = site.local_energy
-            kw = np.clip(np.minimum(day + 1.0, le.end_hour) - np.maximum(day, le.start_hour), 0.0, 1.0) * le.kw
-        met_w = np.minimum(power_w[:, None], kw[None, :] * 1e3)          # [K, hours]
-        local[:, m] = np.sum(met_w * cover, axis=1) * 3600.0
-        grid_w = power_w[:, None] - met_w
+            lit_h = (laps * _window_hours(day, day + 1.0, le.start_hour, le.end_hour)
+                     + _window_hours(day, day + rest, le.start_hour, le.end_hour))
+            met_j = np.minimum(power_w, le.kw * 1e3)[:, None] * lit_h * 3600.0
+        local[:, m] = met_j.sum(axis=1)
         ci = (np.resize(np.asarray(site.carbon_series), hours) if site.carbon_series
               else np.full(hours, site.carbon_g_per_kwh))
-        carbon[:, m] = np.sum(grid_w * cover * 3600.0 / _J_PER_KWH * ci[None, :], axis=1) / 1e3
+        grid_j = power_w[:, None] * cover * 3600.0 - met_j
+        carbon[:, m] = np.sum(grid_j / _J_PER_KWH * ci[None, :], axis=1) / 1e3
     return local, carbon
+
+
+def _window_hours(a: np.ndarray, b: np.ndarray, start: float, end: float) -> np.ndarray:
+    """Hours of [a, b] (hours of the day, 0 <= a < 24, b <= a + 1) inside a daily window from `start` to `end`, one
+    that runs over midnight where the end comes first: its spans on the day before, that day and the next."""
+    spans = [(start + d, end + d) for d in (-24.0, 0.0, 24.0)] if start < end else \
+        [(start + d, end + d + 24.0) for d in (-24.0, 0.0)]
+    return sum(np.clip(np.minimum(b, e) - np.maximum(a, s), 0.0, None) for s, e in spans)
 
 
 def bandwidth_for_utilisation(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np.ndarray,

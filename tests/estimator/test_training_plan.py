@@ -520,25 +520,43 @@ def test_carbon_is_the_same_computed_in_blocks_of_points(monkeypatch):
     np.testing.assert_allclose(blocks["local_j"], whole["local_j"], rtol=1e-12)
 
 
-def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest():
-    """Hour by hour over the whole run, against the planner's one period of hours times its laps."""
-    job = _job(sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=0.5, hours=[8, 18])),
+@pytest.mark.parametrize("hours", [[8, 18], [8.5, 17.25], [22, 6.5]])
+def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest(hours):
+    """Minute by minute over the whole run, against the planner's one period of hours times its laps. Local energy
+    meets the site's power while its window is open: a window opening half an hour in meets half an hour's energy
+    (before, that hour's kW was halved and still met all of a site drawing less); one over midnight wraps."""
+    job = _job(sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=0.5, hours=hours)),
                       dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="FR")], start_hour=5.5)
     sites = planner.site_compute(job)
     energy, time = np.array([[5e6, 4e6], [9e9, 8e9]]), np.array([3600 * 30.0, 3600 * 1000.5])
     local, carbon = planner._carbon(job, sites, energy, time)
+    start, end = hours
     for k in range(2):
+        minutes = np.arange(int(time[k] / 60)) + 0.5                 # each minute's middle, from the run's start
+        clock = np.mod(job.start_hour + minutes / 60, 24)
+        lit = (clock >= start) & (clock < end) if start < end else (clock >= start) | (clock < end)
         for m, site in enumerate(job.sites):
-            hours = np.arange(int(np.ceil(time[k] / 3600)) + 1)
-            cover = np.clip(time[k] / 3600 - hours, 0, 1)
-            day, le = np.mod(job.start_hour + hours, 24), site.local_energy
-            kw = (np.zeros(len(hours)) if le is None else
-                  np.clip(np.minimum(day + 1, le.end_hour) - np.maximum(day, le.start_hour), 0, 1) * le.kw)
             power = energy[k, m] / time[k]
-            met = np.minimum(power, kw * 1e3)
-            assert local[k, m] == pytest.approx((met * cover).sum() * 3600, rel=1e-9)
-            expected = ((power - met) * cover * 3600 / 3.6e6 * site.carbon_g_per_kwh).sum() / 1e3
+            met = np.minimum(power, 500.0) * lit if site.local_energy is not None else np.zeros(len(minutes))
+            assert local[k, m] == pytest.approx(met.sum() * 60, rel=1e-9)
+            expected = ((power - met) * 60 / 3.6e6 * site.carbon_g_per_kwh).sum() / 1e3
             assert carbon[k, m] == pytest.approx(expected, rel=1e-9)
+    assert local[0, 0] > 0
+
+
+@pytest.mark.parametrize("hours, allowed", [([18, 8], True), ([8, 8], False), ([24, 6], False), ([6, 24.5], False),
+                                            ([True, 8], False)])
+def test_a_local_energy_window_may_run_over_midnight(hours, allowed):
+    sites = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=1000, hours=hours)),
+             dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE")]
+    if not allowed:
+        with pytest.raises(joulecast.InputError, match=re.escape("sites[0].local_energy.hours: must be [start, end]")):
+            _job(sites=sites)
+        return
+    night = planner.plan(_job(sites=sites, start_hour=20.0)).plans[2]   # runs well within the night
+    day = planner.plan(_job(sites=sites, start_hour=9.0)).plans[2]
+    by_night, by_day = ({s["site"]: s for s in p.per_site} for p in (night, day))
+    assert by_night["a"]["locally_met_share"] == pytest.approx(1.0) and by_day["a"]["locally_met_share"] == 0.0
 
 
 @pytest.mark.parametrize("axes, message", [

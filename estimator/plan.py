@@ -354,7 +354,7 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
     data_j = wait_j + host_j + switch_j + net_j
     lo_j = ((busy_j * lo_c[None, :] + data_j * (1 - _DATA_BAND)) * pue[None, :]).sum(axis=1)
     hi_j = ((busy_j * hi_c[None, :] + data_j * (1 + _DATA_BAND)) * pue[None, :]).sum(axis=1)
-    local_j, carbon_kg = _carbon(job, sites, total_j, time_s)
+    local_j, carbon_kg = _carbon(job, sites, total_j, time_s, work)
     internet_kwh = (wan_bits.sum(axis=1) / 8e9 * reference("links")["wan-internet"]["allocational_kwh_per_gb"]
                     if link is not None and link.internet else np.zeros(K))
     utilisation = np.sum(compute_s * gpus[None, :], axis=1) / (time_s * gpus.sum() * work)  # of GPUs in the job
@@ -370,10 +370,12 @@ def evaluate(job: Job, sites: list[SiteCompute], kind: str, H: np.ndarray, P: np
 _CARBON_BLOCK = 20_000_000  # points x hours evaluated at once (160 MB of float64 a term)
 
 
-def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray]:
+def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray,
+            active: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(locally met J, kg CO2) per point and site: the site's energy spread evenly over the run, hour by hour from
-    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest. The hours
+    the job's start hour; local energy meets up to its kW in its daily hours; the grid supplies the rest. A site
+    running the job a share `active` of the time (a federated client in a share of the rounds, at random) draws its
+    power over that share: local energy meets that share of min(its power while running, the kW). The hours
     repeat (the day, each site's hourly series), so a run longer than one period of them is its whole periods plus
     the rest; points go in blocks, so that the hours times many points stay within memory."""
     period = 24
@@ -381,15 +383,16 @@ def _carbon(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np
         period = math.lcm(period, len(s.site.carbon_series) or 1)
     hours = min(int(np.ceil(np.max(time_s) / 3600.0)) + 1, period)
     step = max(1, _CARBON_BLOCK // hours)
+    active = np.ones(len(time_s)) if active is None else np.broadcast_to(np.asarray(active, float), time_s.shape)
     if len(time_s) > step:
-        parts = [_carbon_block(job, sites, energy_j[i:i + step], time_s[i:i + step], hours)
+        parts = [_carbon_block(job, sites, energy_j[i:i + step], time_s[i:i + step], active[i:i + step], hours)
                  for i in range(0, len(time_s), step)]
         return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-    return _carbon_block(job, sites, energy_j, time_s, hours)
+    return _carbon_block(job, sites, energy_j, time_s, active, hours)
 
 
-def _carbon_block(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray, hours: int
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def _carbon_block(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time_s: np.ndarray, active: np.ndarray,
+                  hours: int) -> tuple[np.ndarray, np.ndarray]:
     K, M = energy_j.shape
     day = np.mod(job.start_hour + np.arange(hours), 24.0)          # each hour of the run, or of one period
     run_h = time_s[:, None] / 3600.0
@@ -406,7 +409,7 @@ def _carbon_block(job: Job, sites: list[SiteCompute], energy_j: np.ndarray, time
             le = site.local_energy
             lit_h = (laps * _window_hours(day, day + 1.0, le.start_hour, le.end_hour)
                      + _window_hours(day, day + rest, le.start_hour, le.end_hour))
-            met_j = np.minimum(power_w, le.kw * 1e3)[:, None] * lit_h * 3600.0
+            met_j = (active * np.minimum(power_w / active, le.kw * 1e3))[:, None] * lit_h * 3600.0
         local[:, m] = met_j.sum(axis=1)
         ci = (np.resize(np.asarray(site.carbon_series), hours) if site.carbon_series
               else np.full(hours, site.carbon_g_per_kwh))

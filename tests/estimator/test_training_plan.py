@@ -544,6 +544,23 @@ def test_carbon_of_a_run_longer_than_a_day_counts_its_whole_days_and_the_rest(ho
     assert local[0, 0] > 0
 
 
+def test_a_client_in_a_share_of_the_rounds_draws_its_power_over_that_share():
+    """A federated client runs a share of the time at its full power: local energy of 0.5 kW meets 0.5 kW while it
+    runs (2 kW), not its 0.5 kW average over the run (which it would meet whole)."""
+    job = _job(sites=[dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=0.5, hours=[0, 24])),
+                      dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE")])
+    sites = planner.site_compute(job)
+    energy, time = np.array([[0.5e3 * 7200, 1e6]] * 2), np.full(2, 7200.0)
+    local, carbon = planner._carbon(job, sites, energy, time, np.array([1.0, 0.25]))
+    assert local[0, 0] == pytest.approx(energy[0, 0]) and local[1, 0] == pytest.approx(0.25 * energy[1, 0])
+    assert carbon[1, 0] == pytest.approx(0.75 * energy[1, 0] / 3.6e6 * job.sites[0].carbon_g_per_kwh / 1e3)
+    lit = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=1e-3, hours=[0, 24])),
+           dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE")]
+    fed = planner.plan(_job(sites=lit)).plans[4]   # half the clients a round: 1 W met half the run
+    a = next(s for s in fed.per_site if s["site"] == "a")
+    assert fed.kind == "fedavg" and a["locally_met_share"] * a["energy_j"] == pytest.approx(0.5 * 1.0 * fed.time_s)
+
+
 @pytest.mark.parametrize("hours, allowed", [([18, 8], True), ([8, 8], False), ([24, 6], False), ([6, 24.5], False),
                                             ([True, 8], False)])
 def test_a_local_energy_window_may_run_over_midnight(hours, allowed):

@@ -173,7 +173,8 @@ class GpuSpec:
         if numbers["base_clock_mhz"] and numbers["base_clock_mhz"] > numbers["boost_clock_mhz"]:
             raise fail("base_clock_mhz", "cannot exceed boost_clock_mhz")
         if numbers["idle_power_w"] >= numbers["power_limit_w"]:
-            raise fail("idle_power_w", "must be below power_limit_w")
+            raise fail("idle_power_w", f"must be below power_limit_w ({numbers['idle_power_w']:g} W against "
+                                       f"{numbers['power_limit_w']:g} W)")
         if (numbers["power_limit_min_w"] or 0) > numbers["power_limit_w"]:
             raise fail("power_limit_min_w", "cannot exceed power_limit_w (the default limit)")
         if (numbers["power_limit_max_w"] or math.inf) < numbers["power_limit_w"]:

@@ -448,6 +448,10 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
         assert more.tensor_tflops["bf16"] / 133 == pytest.approx(base.tensor_tflops["bf16"] / 132)
     with pytest.raises(InputError, match="'sm_count\\*0.001' in 'h100-sxm:sm_count\\*0.001': leaves h100-sxm no SM"):
         gpus.gpu("h100-sxm:sm_count*0.001")
+    # a limit scaled under the card's idle says both figures (before, only "must be below power_limit_w")
+    with pytest.raises(InputError, match=re.escape("field 'idle_power_w': must be below power_limit_w (73.5 W against "
+                                                   "70 W)")):
+        gpus.gpu("h100-sxm:power_limit_w*0.1")
 
 
 def test_a_measured_idle_table_sets_idle_power_between_its_clocks(raw):

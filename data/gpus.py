@@ -5,6 +5,7 @@ Loaded once, validated at the door (`GpuSpec.from_dict`), then trusted by every 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import math
@@ -101,6 +102,9 @@ class GpuSpec:
     peer_link: str = "nvlink4"
     aliases: tuple[str, ...] = ()
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    # A hypothetical GPU's (`hypothetical`): the catalog GPU it scales, whose learned correction its estimates take
+    # where that GPU runs the same setting (`features.physics.what_if_base`); None on a real GPU.
+    what_if_of: str | None = None
 
     @property
     def l2_bytes(self) -> float:
@@ -233,6 +237,7 @@ class GpuSpec:
         for derived in ("idle_power_max_clock_w", "peer_link"):  # from idle_power_w or the architecture, not cited
             if derived not in self.sources:
                 out[derived] = None
+        del out["what_if_of"]  # a hypothetical's, not a catalog entry's
         return out
 
 
@@ -384,9 +389,13 @@ SCALABLE = {"sm_count": ("sm_count", "tensor_tflops", "cuda_tflops"),
 def hypothetical(name: str) -> GpuSpec:
     """A catalog GPU with specs scaled, named `BASE:FIELD*FACTOR[:FIELD*FACTOR...]` (fields: SCALABLE), or set,
     `FIELD=VALUE` (`h200:memory_bandwidth_gbs=8000`: the factor that takes the field's first key, SCALABLE, there),
-    for what-ifs; validated as any spec (physical bounds included) and flagged spec-only by the residual."""
+    for what-ifs; validated as any spec (physical bounds included). A power limit scaled is the card's rating: its
+    chip's budget follows it as every catalog card's does (`features.power.power_w`); to cap the card itself, its
+    estimate's power limit. Its estimates take its base's learned correction where the base runs the same setting
+    (`features.physics.what_if_base`)."""
     base, *changes = name.split(":")
-    raw = gpu(base).to_dict()
+    real = gpu(base)
+    raw = real.to_dict()
     for change in changes:
         field_name, op, given = re.fullmatch(r"([^*=]*)([*=]?)(.*)", change, re.S).groups()  # always matches
         if field_name not in SCALABLE or not op:
@@ -419,9 +428,10 @@ def hypothetical(name: str) -> GpuSpec:
             raw["idle_power_table"] = {mhz * value: w for mhz, w in raw["idle_power_table"].items()}
     raw.update(name=name.lower(), display_name=f"{raw['display_name']} ({', '.join(changes)})", aliases=[])
     try:
-        return GpuSpec.from_dict(raw, origin=f"hypothetical GPU {name!r}")
+        spec = GpuSpec.from_dict(raw, origin=f"hypothetical GPU {name!r}")
     except DataError as exc:
         raise InputError("gpu", str(exc)) from None
+    return dataclasses.replace(spec, what_if_of=real.name)
 
 
 def gpu(name: str | GpuSpec) -> GpuSpec:

@@ -22,7 +22,7 @@ from joulecast.data.workload import Workload
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory
 from joulecast.features.design import design_block, host_stated
-from joulecast.features.physics import check_setting
+from joulecast.features.physics import check_setting, what_if_base
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +181,20 @@ def _explained(estimator: Any, X: pd.DataFrame, gpus: list[str]
     return explain(X, gpus) if explain is not None else (_corrections(estimator, X, gpus), None)
 
 
+# A hypothetical GPU's estimate (`joulecast.data.gpus.hypothetical`): physics on its specs, corrected as its base
+# catalog GPU's same configuration is where the base runs that setting (`features.physics.what_if_base`), so that a
+# what-if changed by nothing reads as its base does; else physics' point, as a GPU never trained on reads.
+WHAT_IF_FLAG = "what-if"
+
+
+def what_if_reason(base: str, corrected: bool) -> str:
+    """Why a hypothetical GPU's estimate is outside the domain: no such hardware was measured."""
+    if corrected:
+        return (f"a hypothetical GPU: physics on its specs, corrected as {base} is at the same setting; the interval "
+                f"is {base}'s, not physics' error in the change")
+    return f"a hypothetical GPU at a setting {base} cannot run: physics' point, as a GPU never trained on reads"
+
+
 def _cap(energy: np.ndarray, time_s: np.ndarray, limit_w: np.ndarray | float) -> np.ndarray:
     """Average board power never exceeds the power limit: a learned correction may not claim otherwise."""
     return np.minimum(energy, np.asarray(limit_w, dtype=float) * time_s)
@@ -279,7 +293,12 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
     stated = host_stated(workload.host_dispatch_s, float(totals.host_dispatch_s[0]))
-    corr, reasons = _explained(model, X, [spec.name])
+    what_if = what_if_base(spec, sm_clock_mhz, power_limit_w) if model is not None else None
+    learned = spec.name
+    if what_if is not None:  # the correction its base's same configuration takes
+        base, base_clock, base_limit = what_if
+        X, learned = design_block([workload], base, base_clock, base_limit)[0], base.name
+    corr, reasons = _explained(model, X, [learned])
     # the physics pass's columns: its labels already encoded
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
                              np.array([workload.dtype or "bf16"]))
@@ -296,13 +315,16 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         t, e = h["time_s"], h["energy_j"]
         e_band = (h["energy_lo_j"], h["energy_hi_j"])
         inside = bool(corr["in_domain"][0])
+        flags = tuple(str(f) for f in model.flags(corr["in_domain"], [learned]) if f)
+        outside = () if inside else tuple((reasons or model.outside_domain(X, [learned]))[0])
+        if spec.what_if_of is not None:
+            why = what_if_reason(spec.what_if_of, what_if is not None)
+            inside, flags, outside = False, (*flags, WHAT_IF_FLAG), (*outside, why)
         kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
                   time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
                   # the average board power never passes the limit, however long the pass
                   power_interval_w=(e_band[0] / t, min(e_band[1] / t, limit)), interval_level=model.level,
-                  in_domain=inside,
-                  flags=tuple(str(f) for f in model.flags(corr["in_domain"], [spec.name]) if f) + kw["flags"],
-                  outside_domain=() if inside else (reasons or model.outside_domain(X, [spec.name]))[0])
+                  in_domain=inside, flags=flags + kw["flags"], outside_domain=outside)
     return Estimate(
         workload=workload.name, gpu=spec.name,
         sm_clock_mhz=clock, power_limit_w=limit,

@@ -27,13 +27,13 @@ from joulecast.data.workload import (
     check_size_columns,
     host_dispatch_outside,
 )
-from joulecast.estimator.api import _explained, combine, memory_flags
+from joulecast.estimator.api import WHAT_IF_FLAG, _explained, combine, memory_flags, what_if_reason
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
 from joulecast.features import lower_many, memory
 from joulecast.features.design import Design, design_from_physics, physics_columns, setting_groups
 from joulecast.features.lowering import ATTENTION_BACKENDS, is_vision, resolve_model, warn_positions, workload
-from joulecast.features.physics import PhysicsTotals, check_setting
+from joulecast.features.physics import PhysicsTotals, check_setting, what_if_base
 from joulecast.features.train_step import shard_config
 
 CONFIG_COLUMNS = ("model", "gpu", "phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine",
@@ -57,7 +57,7 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
     of experts' experts split whole over the `tp` GPUs, a share each, as vLLM's --enable-expert-parallel, not each
     expert's width; default false) (optional). Returns energy_j,
     time_s, power_w, physics_*, the interval bounds, in_domain, flags (as `Estimate.flags`, joined by ", ":
-    spec-only or out-of-domain, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by
+    spec-only or out-of-domain, what-if, exceeds-memory, or empty), outside_domain (`Estimate.outside_domain` joined by
     "; ") and memory_gb (GiB the workload needs on the GPU).
     `estimator`: None (shipped default), "physics", a folder, an MLflow URI, or a loaded `Residual`.
 
@@ -89,6 +89,7 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
     out["memory_gb"], memory_flag = np.full(n, np.nan), np.full(n, "", dtype=object)
     in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
     gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
+    specs_of = {spec.name: spec for spec in specs.values()}
     pending: list[tuple[Design, np.ndarray, str, PhysicsTotals, float]] = []
 
     def correct() -> None:
@@ -122,12 +123,14 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
             outside[idx[away]] = ["; ".join(r) for r in reasons]
         pending.clear()
 
+    learned = gpu_names.copy()   # the GPU whose learned correction each row takes: a what-if's base (`what_if_base`)
     for gpu_name, clock, limit, rows in setting_groups(gpu_names, clocks, limits):
         spec = lookup_gpu(gpu_name)
         try:  # the group's clock and limit, refused as its first row's (as the other columns' checks say)
             check_setting(spec, clock, limit)
         except InputError as exc:
             raise _at_row(exc.field, int(rows[0]), exc) from None
+        what_if = what_if_base(spec, clock, limit) if model is not None else None
         for start in range(0, len(rows), CHUNK_CONFIGS):
             idx = rows[start:start + CHUNK_CONFIGS]
             X, totals, idx, need = lowered.design(idx, spec, clock, limit)
@@ -136,12 +139,25 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
             if model is None:
                 out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
                 continue
-            pending.append((X, idx, spec.name, totals, spec.power_limit_w if limit is None else limit))
+            name = spec.name
+            if what_if is not None:  # the same configurations on the base, whose correction they take
+                X, _, same, _ = lowered.design(idx, *what_if)
+                assert np.array_equal(same, idx)  # the rows' order is their structures', whatever the GPU
+                name = learned[idx] = what_if[0].name
+            pending.append((X, idx, name, totals, spec.power_limit_w if limit is None else limit))
             if sum(len(p[1]) for p in pending) >= CORRECT_CONFIGS:
                 correct()
     if pending:
         correct()
-    flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, gpu_names).astype(object)
+    flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, learned).astype(object)
+    what_ifs = np.flatnonzero(gpu_names.map(lambda g: specs_of[g].what_if_of is not None).to_numpy()) \
+        if model is not None else []
+    if len(what_ifs):  # hardware no one measured: outside the domain, whatever its base's correction says
+        why = [what_if_reason(specs_of[g].what_if_of, g != b)
+               for g, b in zip(gpu_names.to_numpy()[what_ifs], learned.to_numpy()[what_ifs])]
+        flags[what_ifs] = [f"{f}, {WHAT_IF_FLAG}" if f else WHAT_IF_FLAG for f in flags[what_ifs]]
+        outside[what_ifs] = [f"{o}; {w}" if o else w for o, w in zip(outside[what_ifs], why)]
+        in_domain[what_ifs] = False
     short = np.flatnonzero(memory_flag != "")  # only these rows' flags gain one: not a string sum a row
     flags[short] = [f"{f}, {m}" if f else m for f, m in zip(flags[short], memory_flag[short])]
     # one frame of the new columns joined once: `assign` inserted them one by one, a few ms a call for a job's steps

@@ -57,6 +57,16 @@ budget, where on work far under both limits the die's own power would be the sam
 the SXM4 (183 W over idle) puts those rows right (165 W against 166 at 16 answer tokens) but reads its heavy ones
 far low (302 W against 389 at 2,048; energy MAPE 10.8-13.5 -> 14.0-21.4 %): power rises with the work more steeply than
 physics' utilisation terms have it, which the 250 W card's cap hides. Not modelled yet.
+
+The same rows check a hypothetical GPU (`WHAT_IF`): the A100-PCIe rated at the SXM4's 400 W, one die under a higher
+limit, is the one what-if these sets measured (`joulecast.data.gpus.hypothetical`). No A100-PCIe runs 400 W, so it
+reads physics' point on the PCIe card's specs, its budget its rating's (`features.physics.what_if_base`): energy MAPE
+Llama-2 6.9 / 7.5 %, Mistral 11.1 / 11.0 % (input / output sweeps), every row covered, against the catalog's
+A100-SXM4 9.5 / 10.1 and 13.3 / 13.6 %; it reads the light rows about 5 points lower, the PCIe card's measured idle
+(67.3 W at 1,410 MHz) under the SXM4 entry's 75. Measured, not shipped (2026-12-07): the PCIe card's correction at
+250 W carried to it, 14.6 / 15.6 and 21.3 / 23.2 % (a correction learned under a cap does not carry past it); that
+and the PCIe's budget kept (its limit only capping), 14.4 / 14.1 and 9.8 / 9.1 %, light rows within 1 % but heavy ones
+20-27 % low (the convex power above).
 """
 
 from __future__ import annotations
@@ -93,6 +103,9 @@ MODELS = {"Mistral (7B)": "mistral-7b", "Llama-2 (7B)": "llama-2-7b"}
 # mask within its 4,096-token window and called SDPA with is_causal, its flash kernel (issue #30461: 4.39.3 fell
 # back to the kernel's own causal mask, 4.40.0 passed the window's mask)
 ATTENTION = {"llama-2-7b": "masked", "mistral-7b": "flash"}
+# The SXM4's rows scored on a what-if of the PCIe card: the same GA100 die (108 SMs, 1,410 MHz, 1,555 GB/s, 40 GB;
+# data/gpus/) with the SXM4's power limit
+WHAT_IF = {"a100-sxm4-40gb": "a100-pcie-40gb:power_limit_w=400"}
 METER_MARGIN = 1.05  # a run's mean NVML power may pass its limit a little (boost transients, the meter's averaging)
 HOST_BOUND = 2 ** 0.5  # physics at the default dispatch over the GPU alone beyond which the host sets the time
 # A model's load gap past the cards' median (`weights_off_gpu_mib`) taken as weights left in host memory above this:
@@ -260,10 +273,13 @@ def main() -> int:
     table = rows()
     dispatch = system_dispatch(table)
     frames = {"default": score(table, residual, {}), "cross_sweep": score(table, residual, dispatch)}
+    measured = table[table["gpu"].isin(WHAT_IF)]
+    frames["what_if"] = score(measured.assign(gpu=measured["gpu"].map(WHAT_IF)), residual, {})
     summaries = {name: summarise(f) for name, f in frames.items()}
     if args.json:
         print(json.dumps({"summary": summaries["default"].to_dict(orient="records"),
                           "summary_cross_sweep_dispatch": summaries["cross_sweep"].to_dict(orient="records"),
+                          "summary_what_if": summaries["what_if"].to_dict(orient="records"),
                           "dispatch_us": {f"{s} / {w}": 1e6 * d for (s, w), d in sorted(dispatch.items())},
                           "v100_weights_off_gpu_mib": weights_off_gpu_mib(),
                           "rows": frames["default"].to_dict(orient="records"),
@@ -275,6 +291,9 @@ def main() -> int:
     for (system, sweep), d in sorted(dispatch.items()):
         print(f"  {system:24s} scoring the {sweep} sweep: {1e6 * d:.1f}")
     print(summaries["cross_sweep"].to_string(index=False, float_format=lambda v: f"{v:.1f}"))
+    print(f"\nThe same rows as a what-if of another card ({', '.join(f'{k} as {v}' for k, v in WHAT_IF.items())}), at "
+          f"the default dispatch:")
+    print(summaries["what_if"].to_string(index=False, float_format=lambda v: f"{v:.1f}"))
     print("\nMiB less that Palmetto's V100 holds after loading each model than its A100, beyond the cards' context "
           "gap:")
     for model, mib in weights_off_gpu_mib().items():

@@ -15,6 +15,7 @@ import pandas as pd
 
 from joulecast.data.errors import InputError
 from joulecast.data.gpus import GpuSpec
+from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kept import kept_for
 from joulecast.data.kernels import BACKWARD_SUFFIXES, DTYPE_BYTES, DTYPES, STRING_COLUMNS, as_columns
 from joulecast.data.labels import Labels, plain
@@ -378,6 +379,25 @@ def check_setting(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float
                                           f"the card takes; a what-if beyond it: a hypothetical GPU, "
                                           f"'{gpu.name}:power_limit_w*1.2'), got {limit:g}")
     return clock, limit
+
+
+def what_if_base(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float | None
+                 ) -> tuple[GpuSpec, float | None, float | None] | None:
+    """A hypothetical GPU's base (the catalog GPU it scales) at the same setting: the same SM clock and power limit
+    (the what-if's defaults where none is given; None where that is the base's default), the configuration whose
+    learned correction the what-if's estimate takes. None for a real GPU, and where the base cannot run that
+    setting (a clock*1.2 what-if at its maximum clock, an A100-PCIe rated 400 W at 400): a correction learned under
+    another clock or cap does not carry over (the A100-PCIe's at 250 W read Wilkins' generations on the 400 W
+    A100-SXM4, one die, 9.1 -> 18.7 % in energy, `experiments/generation_jobs.py`)."""
+    if gpu.what_if_of is None:
+        return None
+    base = lookup_gpu(gpu.what_if_of)
+    clock = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
+    limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
+    if not (MIN_CLOCK_RATIO * base.boost_clock_mhz <= clock <= base.boost_clock_mhz and base.power_limit_allowed(limit)):
+        return None
+    return (base, None if clock == base.boost_clock_mhz else clock,
+            None if limit == base.power_limit_w else limit)
 
 
 def check_dtypes(gpu: GpuSpec, dtypes: Labels) -> None:

@@ -544,7 +544,8 @@ def plan_sweep_table(points: pd.DataFrame, front: str) -> str:
 FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its specs only: wider interval",
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)",
-                 "input-bound": "the input pipeline is slower than the GPU: each step waits for its batch (see input)"}
+                 "input-bound": "the input pipeline is slower than the GPU: each step waits for its batch (see input)",
+                 "what-if": "a hypothetical GPU: physics on its specs, with its base GPU's learned correction"}
 
 
 def _flag_lines(est: Any) -> list[str]:

@@ -410,7 +410,7 @@ def test_serving_engines_are_validated_data_with_sources():
     with pytest.raises(InputError, match="engine: unknown 'sglang'; did you mean 'sglang-0.4'"):
         engines.engine("sglang")
 
-def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
+def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_flagged_a_what_if():
     import joulecast
 
     base, twice = gpus.gpu("h100-sxm"), gpus.gpu("H100-SXM:memory_bandwidth_gbs*2")
@@ -421,7 +421,7 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
     # as CUDA graphs: eager, this decode step is host-bound (1,002 launches x 25 us), where bandwidth does not matter
     decode = joulecast.workload("llama-3-8b", phase="decode", batch=16, seq=2048, launch_mode="graph")
     faster = joulecast.estimate(decode, twice.name)
-    assert faster.time_s < joulecast.estimate(decode, "h100-sxm").time_s and "spec-only" in faster.flags
+    assert faster.time_s < joulecast.estimate(decode, "h100-sxm").time_s and "what-if" in faster.flags
     with pytest.raises(InputError, match="give FIELD\\*FACTOR or FIELD=VALUE with FIELD one of sm_count, clock"):
         gpus.gpu("h100-sxm:hbm*2")
     # a field set: the factor that takes it there, its peaks following, the value as given
@@ -452,6 +452,40 @@ def test_a_hypothetical_gpu_scales_a_catalog_one_and_is_estimated_spec_only():
     with pytest.raises(InputError, match=re.escape("field 'idle_power_w': must be below power_limit_w (73.5 W against "
                                                    "70 W)")):
         gpus.gpu("h100-sxm:power_limit_w*0.1")
+
+
+def test_a_what_if_reads_as_its_base_but_for_the_change_physics_gives():
+    """A hypothetical GPU takes its base's learned correction at the same setting (before, physics' point: an A100
+    with its L2 scaled by 1 read GPT-2's prefill 5 % under the A100's own estimate); at a setting the base cannot run
+    (a 400 W limit on the 250 W A100-PCIe), physics' point, as a GPU never trained on reads."""
+    import joulecast
+
+    work = joulecast.workload("gpt2", batch=8, seq=512)
+    real = joulecast.estimate(work, "a100")
+    same = joulecast.estimate(work, "a100:l2_mb*1")
+    assert (same.energy_j, same.time_s, same.energy_interval_j) == (real.energy_j, real.time_s, real.energy_interval_j)
+    assert same.flags == ("what-if",) and not same.in_domain and "as a100-pcie-40gb is" in same.outside_domain[-1]
+    assert real.flags == () and real.in_domain
+    # physics moves it: twice the L2 keeps more of the pass's traffic; the correction is the base's
+    wider = joulecast.estimate(work, "a100:l2_mb*2")
+    assert wider.physics_energy_j < real.physics_energy_j
+    assert wider.time_s / wider.physics_time_s == pytest.approx(real.time_s / real.physics_time_s, rel=1e-12)
+    # rated 200 W: the base's correction capped at 200 W, on physics of a card whose budget is its rating's
+    rated = joulecast.estimate(work, "a100:power_limit_w*0.8")
+    capped = joulecast.estimate(work, "a100", power_limit_w=200)
+    assert rated.time_s / rated.physics_time_s == pytest.approx(capped.time_s / capped.physics_time_s, rel=1e-12)
+    beyond = joulecast.estimate(work, "a100:power_limit_w*1.6")   # 400 W: no A100-PCIe runs it
+    assert beyond.time_s == beyond.physics_time_s and beyond.flags == ("spec-only", "what-if")
+    assert "a setting a100-pcie-40gb cannot run" in beyond.outside_domain[-1]
+    assert gpus.gpu("a100:l2_mb*2").what_if_of == "a100-pcie-40gb" and gpus.gpu("a100").what_if_of is None
+    # estimate_many and a sweep take the same correction, row by row
+    names = ("a100", "a100:l2_mb*1", "a100:l2_mb*2", "a100:power_limit_w*0.8", "a100:power_limit_w*1.6")
+    rows = joulecast.estimate_many([{"model": "gpt2", "gpu": g, "batch": 8, "seq": 512} for g in names])
+    assert rows["energy_j"].tolist() == pytest.approx(
+        [e.energy_j for e in (real, same, wider, rated, beyond)], rel=1e-12)
+    assert rows["flags"].tolist() == ["", "what-if", "what-if", "what-if", "spec-only, what-if"]
+    assert rows["in_domain"].tolist() == [True, False, False, False, False]
+    assert rows["outside_domain"].iloc[1] == same.outside_domain[-1]
 
 
 def test_a_measured_idle_table_sets_idle_power_between_its_clocks(raw):

@@ -106,8 +106,13 @@ def read_card(path: str | Path) -> dict[str, Any]:
     return loaded
 
 
+# Where a folder's part files lie: a store's (GPU/COLLECTION/), one GPU's folder's (COLLECTION/), one collection's
+STORE_DEPTHS = ("*/*/part-*.parquet", "*/part-*.parquet", "part-*.parquet")
+
+
 def load_store(root: str | Path) -> pd.DataFrame:
-    """All measurements under `root`, validated file by file.
+    """All measurements under `root`, validated file by file: a store, or one GPU's folder of it, or one collection
+    (the first of STORE_DEPTHS that holds part files).
 
     Raises:
         InputError: `root` does not exist.
@@ -116,7 +121,8 @@ def load_store(root: str | Path) -> pd.DataFrame:
     root = Path(root)
     if not root.exists():
         raise InputError("--store", f"{root} does not exist")
-    return _load_parts(sorted(root.glob("*/*/part-*.parquet")), root)
+    parts = next((found for found in (sorted(root.glob(p)) for p in STORE_DEPTHS) if found), [])
+    return _load_parts(parts, root)
 
 
 def load_collection(root: str | Path, gpu: str, collection_id: str) -> pd.DataFrame:

@@ -781,6 +781,9 @@ def load_measurements(stores: list[str] | None, imports: list[str] | None, *, st
         with field_renamed({"SOURCE": "--import", "PATH": "--import"}):
             frames.append(import_source(name, path))
     frames = [f for f in frames if len(f)]
+    if not frames and stores:
+        raise InputError("--store", f"no measurements in {', '.join(stores)}: a store holds "
+                                    f"GPU/COLLECTION/part-*.parquet files (one GPU's folder or collection is read too)")
     if not frames:
         raise InputError("--store", "no measurements found: give --store DIR or --import SOURCE=PATH")
     return pd.concat(frames, ignore_index=True)

@@ -32,6 +32,18 @@ def test_round_trip_and_resume_ids(tmp_path):
     assert not list(tmp_path.rglob(".part-*"))  # no temporary files left behind
 
 
+def test_a_store_is_read_from_its_root_a_gpu_s_folder_or_one_collection(tmp_path):
+    """Before, only a store's root: a GPU's folder or a collection's (data/holdout/h200) held "no measurements"."""
+    store.write_part(_rows(3), tmp_path, "h200", "c1")
+    store.write_part(_rows(2, start=3), tmp_path, "h200", "c2")
+    store.write_card(tmp_path, "h200", "c1", {"what": "test", "host_dispatch_s": 18e-6})
+    assert len(store.load_store(tmp_path)) == 5 and len(store.load_store(tmp_path / "h200")) == 5
+    one = store.load_store(tmp_path / "h200" / "c1")
+    assert one["measurement_id"].tolist() == ["m0", "m1", "m2"] and (one["host_dispatch_s"] == 18e-6).all()
+    (tmp_path / "h200" / "c3").mkdir()
+    assert store.load_store(tmp_path / "h200" / "c3").empty   # a collection with no part yet
+
+
 def test_a_file_that_breaks_the_schema_names_file_and_column(tmp_path):
     path = tmp_path / "h200" / "c1" / "part-00000.parquet"
     path.parent.mkdir(parents=True)

@@ -171,7 +171,9 @@ def test_cli_audit_names_its_data_flags_and_leaves_no_tracking_store_for_data_th
     monkeypatch.chdir(tmp_path)  # the default tracking store, mlflow.db, would be made here
     for argv, line in ([["--store", "nowhere"], "--store: nowhere does not exist"],
                        [["--source", "zeuss", "--path", "x"], "--source: unknown 'zeuss'; did you mean 'zeus'?"],
-                       [["--source", "zeus", "--path", "x"], "--path: x holds none of summary_power_*.csv"]):
+                       [["--source", "zeus", "--path", "x"], "--path: x holds none of summary_power_*.csv"],
+                       [["--store", "."], "--store: no measurements in .: a store holds GPU/COLLECTION/part-*.parquet "
+                                          "files (one GPU's folder or collection is read too)"]):
         assert main(["audit", *argv]) == 2
         err = capsys.readouterr().err
         assert err.startswith(f"joulecast: error: {line}") and err.count("\n") == 1

@@ -394,7 +394,8 @@ def what_if_base(gpu: GpuSpec, sm_clock_mhz: float | None, power_limit_w: float 
     base = lookup_gpu(gpu.what_if_of)
     clock = gpu.boost_clock_mhz if sm_clock_mhz is None else float(sm_clock_mhz)
     limit = gpu.power_limit_w if power_limit_w is None else float(power_limit_w)
-    if not (MIN_CLOCK_RATIO * base.boost_clock_mhz <= clock <= base.boost_clock_mhz and base.power_limit_allowed(limit)):
+    runs = MIN_CLOCK_RATIO * base.boost_clock_mhz <= clock <= base.boost_clock_mhz and base.power_limit_allowed(limit)
+    if not runs:
         return None
     return (base, None if clock == base.boost_clock_mhz else clock,
             None if limit == base.power_limit_w else limit)

@@ -545,8 +545,8 @@ FLAG_MEANINGS = {"spec-only": "a GPU the model was not trained on, known by its 
                  "out-of-domain": "outside the training data: wider interval",
                  "exceeds-memory": "needs more memory than the GPU has: it would not run as given (see memory)",
                  "input-bound": "the input pipeline is slower than the GPU: each step waits for its batch (see input)",
-                 "what-if": "a hypothetical GPU: physics on its specs, with its base GPU's learned correction where the "
-                            "base runs the setting (see below)"}
+                 "what-if": "a hypothetical GPU: physics on its specs, with its base GPU's learned correction "
+                            "where the base runs the setting (see below)"}
 
 
 def _flag_lines(est: Any) -> list[str]:

@@ -967,8 +967,11 @@ class _Parser(argparse.ArgumentParser):
             command = _command_parser(self, parsed)
             typed = next((e for e in extras if e.startswith("-")), "").split("=")[0]
             meant = _flags_meant(typed, [o for a in command._actions for o in a.option_strings])
-            command.error(f"unrecognized arguments: {' '.join(extras)}"
-                          + (f" (did you mean {' or '.join(meant)}?)" if meant else ""))
+            hint = f" (did you mean {' or '.join(meant)}?)" if meant else ""
+            if not meant and typed[2:].replace("-", "_") in {a.dest for a in command._actions if not a.option_strings}:
+                # an argument given as a flag (import --source zeus, as audit takes it): its place, not a flag
+                hint = f" ({typed[2:]} is given without a flag: {' '.join(command.format_usage().split())})"
+            command.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
         return parsed
 
 

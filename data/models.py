@@ -72,18 +72,32 @@ def check_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Lowering families whose Hugging Face attention splits the width into its heads and refuses a width they do not
+# divide (GPT2Attention, OPTAttention: "embed_dim must be divisible by num_heads"; BertSelfAttention,
+# ViTSelfAttention: "The hidden size ... is not a multiple of the number of attention heads"); Llama's takes
+# hidden_size // heads where head_dim is not given, as the lowering does
+WHOLE_HEADS = ("gpt2", "bert", "opt", "vit")
+
+
 def _check_heads(config: Mapping[str, Any]) -> None:
     """A transformer's width, depth and heads there (every use of it reads them), its heads as wide as a head can be
-    where head_dim does not say (hidden_size / heads, none where heads outnumber the width), its key-value heads no
-    more than its heads (each serves a group of them)."""
+    where head_dim does not say (hidden_size / heads, none where heads outnumber the width; a whole share of it where
+    its attention needs one, WHOLE_HEADS), its key-value heads a divisor of its heads (each serves a group of them:
+    transformers' repeat_kv repeats each heads // key-value heads times)."""
     width, _, heads = hidden_size(config), layer_count(config), head_count(config)
+    field = "num_attention_heads" if config.get("num_attention_heads") else "n_head"  # as the config names it
     if heads > width and config.get("head_dim") is None:
-        field = "num_attention_heads" if config.get("num_attention_heads") else "n_head"  # as the config names it
         raise InputError(f"config.{field}", f"must be at most the width ({width}) where head_dim is not given, got "
                                             f"{heads}")
+    if family(config) in WHOLE_HEADS and width % heads:
+        raise InputError(f"config.{field}", f"must divide the width ({width}), as {config['model_type']}'s attention "
+                                            f"splits it into its heads, got {heads}")
     kv_heads = config.get("num_key_value_heads")
     if kv_heads and kv_heads > heads:
         raise InputError("config.num_key_value_heads", f"must be at most the attention heads ({heads}), got {kv_heads}")
+    if kv_heads and heads % kv_heads:
+        raise InputError("config.num_key_value_heads", f"must divide the attention heads ({heads}): each key-value "
+                                                       f"head serves a group of them, got {kv_heads}")
 
 
 def check_size(value: Any, field: str) -> int:

@@ -569,6 +569,9 @@ def test_a_mobilevit_for_segmentation_dilates_and_lowers_deeplab_v3():
     ({"num_attention_heads": 8192}, "config.num_attention_heads: must be at most the width (4096) where head_dim is "
                                     "not given, got 8192"),
     ({"num_key_value_heads": 64}, "config.num_key_value_heads: must be at most the attention heads (32), got 64"),
+    # transformers' repeat_kv gives each key-value head heads // key-value heads queries: 32 over 5 builds no model
+    ({"num_key_value_heads": 5}, "config.num_key_value_heads: must divide the attention heads (32): each key-value "
+                                 "head serves a group of them, got 5"),
     ({"max_position_embeddings": [8192]}, "config.max_position_embeddings: must be a whole number"),
 ])
 def test_a_configs_shape_fields_are_checked_before_it_lowers(change, line):
@@ -578,3 +581,21 @@ def test_a_configs_shape_fields_are_checked_before_it_lowers(change, line):
     with pytest.raises(InputError) as caught:
         joulecast.workload({**model_entry("llama-3-8b")["config"], **change}, batch=1, seq=64)
     assert str(caught.value).startswith(line)
+
+
+
+@pytest.mark.parametrize("name, heads, allowed", [("gpt2", 7, False), ("bert-large", 12 + 1, False),
+                                                  ("llama-3-8b", 30, True)])
+def test_heads_that_do_not_divide_the_width_as_transformers_takes_them(name, heads, allowed):
+    """GPT-2's, OPT's, BERT's and ViT's attention refuses a width its heads do not divide; Llama's takes
+    hidden_size // heads (before, every family took it)."""
+    from joulecast.data.models import model_entry
+
+    config = dict(model_entry(name)["config"])
+    config["n_head" if "n_head" in config else "num_attention_heads"] = heads
+    config.pop("num_key_value_heads", None)
+    if allowed:
+        assert joulecast.workload(config, batch=1, seq=64).params > 0
+        return
+    with pytest.raises(InputError, match=r"config\.(n_head|num_attention_heads): must divide the width \((768|1024)\)"):
+        joulecast.workload(config, batch=1, seq=64)

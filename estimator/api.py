@@ -183,15 +183,28 @@ def _explained(estimator: Any, X: pd.DataFrame, gpus: list[str]
 
 # A hypothetical GPU's estimate (`joulecast.data.gpus.hypothetical`): physics on its specs, corrected as its base
 # catalog GPU's same configuration is where the base runs that setting (`features.physics.what_if_base`), so that a
-# what-if changed by nothing reads as its base does; else physics' point, as a GPU never trained on reads.
+# what-if changed by nothing reads as its base does, its interval the base's widened for its change
+# (`what_if_spread`); else physics' point, as a GPU never trained on reads.
 WHAT_IF_FLAG = "what-if"
+# How far physics' own change may be off, per unit of it (log): a what-if that physics moves by d from its base
+# reaches WHAT_IF_REACH x |d| each way, joined in quadrature with the base's interval. The 90 % quantile of
+# |error| / |change| over the workloads two real GPUs ran alike (EnergAIzer's A10 and A100-PCIe, 82 workloads at 900
+# MHz: energy 0.50, time 0.73; `experiments/what_if_reach.py`)
+WHAT_IF_REACH = {"energy": 0.50, "time": 0.73}
+
+
+def what_if_spread(physics: np.ndarray, base: np.ndarray, quantity: str) -> np.ndarray:
+    """A what-if's reach for its change as a range's ends (n x 2, `combine`'s spreads): physics' point moved
+    WHAT_IF_REACH x |log(physics / its base's physics)| each way; NaN where `base` is (no what-if)."""
+    reach = WHAT_IF_REACH[quantity] * np.abs(np.log(physics / base))
+    return physics[:, None] * np.exp(np.stack([-reach, reach], axis=1))
 
 
 def what_if_reason(base: str, corrected: bool) -> str:
     """Why a hypothetical GPU's estimate is outside the domain: no such hardware was measured."""
     if corrected:
         return (f"a hypothetical GPU: physics on its specs, corrected as {base} is at the same setting; the interval "
-                f"is {base}'s, not physics' error in the change")
+                f"{base}'s, widened by {WHAT_IF_REACH['energy']:g}x physics' change in energy")
     return f"a hypothetical GPU at a setting {base} cannot run: physics' point, as a GPU never trained on reads"
 
 
@@ -294,10 +307,10 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
     stated = host_stated(workload.host_dispatch_s, float(totals.host_dispatch_s[0]))
     what_if = what_if_base(spec, sm_clock_mhz, power_limit_w) if model is not None else None
-    learned = spec.name
+    learned, base_totals = spec.name, None
     if what_if is not None:  # the correction its base's same configuration takes
         base, base_clock, base_limit = what_if
-        X, learned = design_block([workload], base, base_clock, base_limit)[0], base.name
+        (X, base_totals, _), learned = design_block([workload], base, base_clock, base_limit), base.name
     corr, reasons = _explained(model, X, [learned])
     # the physics pass's columns: its labels already encoded
     need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
@@ -311,6 +324,9 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
         spreads = [(totals.engine_range_time_s, totals.engine_range_energy_j)]
         if not stated:
             spreads.append((totals.host_range_time_s, totals.host_range_energy_j))
+        if base_totals is not None:  # how far physics' own change may be off
+            spreads.append((what_if_spread(totals.time_s, base_totals.time_s, "time"),
+                            what_if_spread(totals.energy_j, base_totals.energy_j, "energy")))
         h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit, spreads).items()}
         t, e = h["time_s"], h["energy_j"]
         e_band = (h["energy_lo_j"], h["energy_hi_j"])

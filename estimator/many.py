@@ -27,7 +27,8 @@ from joulecast.data.workload import (
     check_size_columns,
     host_dispatch_outside,
 )
-from joulecast.estimator.api import WHAT_IF_FLAG, _explained, combine, memory_flags, what_if_reason
+from joulecast.estimator.api import (WHAT_IF_FLAG, _explained, combine, memory_flags, what_if_reason,
+                                     what_if_spread)
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
 from joulecast.features import lower_many, memory
@@ -90,7 +91,7 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
     in_domain, outside = np.ones(n, bool), np.full(n, "", dtype=object)
     gpu_names = frame["gpu"].map(lambda g: specs[g].name)  # aliases resolved
     specs_of = {spec.name: spec for spec in specs.values()}
-    pending: list[tuple[Design, np.ndarray, str, PhysicsTotals, float]] = []
+    pending: list[tuple[Design, np.ndarray, str, PhysicsTotals, float, np.ndarray | None]] = []
 
     def correct() -> None:
         """The residual over the pending chunks at once: its trees walked in one long pass, not one per GPU setting
@@ -108,9 +109,13 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
         stated = np.zeros(len(idx), bool) if lowered.dispatch is None else ~np.isnan(lowered.dispatch[idx])
         host = tuple(np.where(stated[:, None], np.nan, totals(a)) for a in ("host_range_time_s", "host_range_energy_j"))
         engine = (totals("engine_range_time_s"), totals("engine_range_energy_j"))
+        spreads = [engine, host]
+        if any(p[5] is not None for p in pending):  # the what-ifs' change, NaN (none) on real GPUs' rows
+            base = np.concatenate([np.full((2, len(p[1])), np.nan) if p[5] is None else p[5] for p in pending], axis=1)
+            spreads.append((what_if_spread(time_s, base[0], "time"), what_if_spread(energy_j, base[1], "energy")))
         corr, reasons = _explained(model, X, gpus)
         hybrid = combine(time_s, energy_j, corr, np.concatenate([np.full(len(p[1]), p[4]) for p in pending]),
-                         (engine, host))
+                         spreads)
         for name, values in hybrid.items():
             out[name][idx] = values
         in_domain[idx] = corr["in_domain"]
@@ -139,12 +144,13 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
             if model is None:
                 out["time_s"][idx], out["energy_j"][idx] = totals.time_s, totals.energy_j
                 continue
-            name = spec.name
+            name, base = spec.name, None
             if what_if is not None:  # the same configurations on the base, whose correction they take
-                X, _, same, _ = lowered.design(idx, *what_if)
+                X, base_totals, same, _ = lowered.design(idx, *what_if)
                 assert np.array_equal(same, idx)  # the rows' order is their structures', whatever the GPU
                 name = learned[idx] = what_if[0].name
-            pending.append((X, idx, name, totals, spec.power_limit_w if limit is None else limit))
+                base = np.array([base_totals.time_s, base_totals.energy_j])
+            pending.append((X, idx, name, totals, spec.power_limit_w if limit is None else limit, base))
             if sum(len(p[1]) for p in pending) >= CORRECT_CONFIGS:
                 correct()
     if pending:

@@ -1,4 +1,5 @@
 import copy
+import math
 import re
 
 import pytest
@@ -470,6 +471,16 @@ def test_a_what_if_reads_as_its_base_but_for_the_change_physics_gives():
     wider = joulecast.estimate(work, "a100:l2_mb*2")
     assert wider.physics_energy_j < real.physics_energy_j
     assert wider.time_s / wider.physics_time_s == pytest.approx(real.time_s / real.physics_time_s, rel=1e-12)
+    # its interval the base's, widened for the change: half physics' move in energy each way, in quadrature
+    from joulecast.estimator.api import WHAT_IF_REACH
+    # (a pass under the limit, its host stated: no cap on the point, no host's range joined)
+    stated = joulecast.workload("bert-large", batch=8, seq=128, host_dispatch_s=25e-6)
+    ends = [joulecast.estimate(stated, g) for g in ("a100", "a100:memory_bandwidth_gbs*2")]
+    assert max(e.power_w for e in ends) < 0.9 * 250
+    change = abs(math.log(ends[1].physics_energy_j / ends[0].physics_energy_j))
+    reach = [abs(math.log(e.energy_interval_j[0] / e.energy_j)) for e in ends]
+    assert reach[1] == pytest.approx(math.hypot(reach[0], WHAT_IF_REACH["energy"] * change), rel=1e-9)
+    assert wider.energy_interval_j[1] / wider.energy_j > real.energy_interval_j[1] / real.energy_j
     # rated 200 W: the base's correction capped at 200 W, on physics of a card whose budget is its rating's
     rated = joulecast.estimate(work, "a100:power_limit_w*0.8")
     capped = joulecast.estimate(work, "a100", power_limit_w=200)
@@ -483,6 +494,8 @@ def test_a_what_if_reads_as_its_base_but_for_the_change_physics_gives():
     rows = joulecast.estimate_many([{"model": "gpt2", "gpu": g, "batch": 8, "seq": 512} for g in names])
     assert rows["energy_j"].tolist() == pytest.approx(
         [e.energy_j for e in (real, same, wider, rated, beyond)], rel=1e-12)
+    assert rows["energy_hi_j"].tolist() == pytest.approx(
+        [e.energy_interval_j[1] for e in (real, same, wider, rated, beyond)], rel=1e-12)
     assert rows["flags"].tolist() == ["", "what-if", "what-if", "what-if", "spec-only, what-if"]
     assert rows["in_domain"].tolist() == [True, False, False, False, False]
     assert rows["outside_domain"].iloc[1] == same.outside_domain[-1]

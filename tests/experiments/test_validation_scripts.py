@@ -163,6 +163,23 @@ def test_job_validation_scripts_score_every_set_they_name():
     off = generation["v100_weights_off_gpu_mib"]
     assert set(off) == {"Falcon (7B)", "Llama-2 (7B)", "Mistral (7B)"}
     assert 800 < off["Mistral (7B)"] < 1400 and abs(off["Llama-2 (7B)"]) < 100 and abs(off["Falcon (7B)"]) < 100
+    # the A100-SXM4's rows as a what-if of the PCIe card rated at its 400 W, which no PCIe card runs: physics' point
+    what_if = {(r["model"], r["sweep"]): r for r in generation["summary_what_if"]}
+    assert set(what_if) == {(m, w) for m in ("mistral-7b", "llama-2-7b") for w in ("input", "output")}
+    assert all(r["gpu"] == "a100-pcie-40gb:power_limit_w=400" and r["rows"] == default[(m, "a100-sxm4-40gb", w)]["rows"]
+               for (m, w), r in what_if.items())
+
+
+def test_what_if_reach_is_read_off_the_workloads_two_gpus_ran_and_shipped_as_read():
+    """Physics' error in a change of hardware per unit of that change, over the workloads EnergAIzer's A10 and
+    A100-PCIe both ran: the reach a what-if's interval takes (`estimator.api.WHAT_IF_REACH`)."""
+    require_path(EXTERNAL / "energaizer-artifact")
+    result = _run_args("what_if_reach.py")
+    pairs = {(r["gpus"], r["quantity"]): r for r in result["pairs"]}
+    assert {"a10 / a100-pcie-40gb"} <= {g for g, _ in pairs}
+    for quantity, shipped in result["shipped"].items():
+        row = pairs["a10 / a100-pcie-40gb", quantity]
+        assert row["workloads"] >= 80 and row["error_q90"] > 0 and round(row["reach"], 2) == pytest.approx(shipped)
 
 
 def test_leave_one_model_out_splits_a_gpus_mape_by_family(monkeypatch):

@@ -19,6 +19,8 @@ from joulecast.data.errors import JoulecastError
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODELS = ["gpt2", "bert-large", "llama-3-8b", "llama-3-70b", "vit-large", "resnet-101", "qwen2-1.5b"]
 GPUS = ["a10", "a100-pcie-40gb", "h100-sxm", "h200", "l4", "l40s", "v100-sxm2", "b200"]
+# hypothetical GPUs, whose estimates read their base's correction where the base runs the setting, physics' elsewhere
+WHAT_IFS = ["h100-sxm:memory_bandwidth_gbs*2", "a100:power_limit_w*1.6", "a10:clock*0.5:l2_mb*3", "h200:sm_count=66"]
 anything = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True),
                      st.text(max_size=12))
 
@@ -59,7 +61,8 @@ def outcome(call):
 @given(model=names(MODELS), phase=names(["prefill", "decode", "training", "inference"]), batch=sizes, seq=sizes,
        dtype=names(["bf16", "fp16", "fp32", "fp8", "int8", "tf32"]), attention=names(["flash", "eager"]),
        launch_mode=names(["eager", "graph"]), engine=st.one_of(st.none(), names(["vllm-0.5.4"])),
-       gpu=names(GPUS), clock=mostly(st.none(), st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**6))),
+       gpu=names(GPUS + WHAT_IFS), clock=mostly(st.none(), st.one_of(st.floats(allow_nan=True),
+                                                                        st.integers(-10, 10**6))),
        limit=mostly(st.none(), st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**6))))
 def test_workload_and_estimate(model, phase, batch, seq, dtype, attention, launch_mode, engine, gpu, clock, limit):
     reached["estimate"] = reached.get("estimate", 0)
@@ -90,7 +93,7 @@ def test_estimate_refuses_what_is_no_workload(workload, gpu):
 
 @SETTINGS
 @given(rows=st.lists(st.fixed_dictionaries({
-    "model": names([*MODELS, "qwen3-30b-a3b"]), "gpu": names(GPUS), "batch": sizes, "seq": sizes,
+    "model": names([*MODELS, "qwen3-30b-a3b"]), "gpu": names(GPUS + WHAT_IFS), "batch": sizes, "seq": sizes,
     "phase": names(["prefill", "decode"]), "dtype": names(["bf16", "fp8"]),
     "engine": st.one_of(st.none(), names(["vllm-0.5.4"])),
     "sm_clock_mhz": st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=4)),

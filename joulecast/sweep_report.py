@@ -1,6 +1,6 @@
 """A sweep's self-contained HTML report: the Pareto front of energy against time as an inline SVG (log axes, every
-point, or past the points it labels one circle a pixel and colour; the frontier joined), and the frontier's points
-in a table. No script, no external file, no plotting library: the core install renders it."""
+point, or past the points it labels one circle a pixel and colour; the frontier joined, each of its points with its
+90 % interval), and the frontier's points in a table. No script, no external file, no plotting library: the core install renders it."""
 
 from __future__ import annotations
 
@@ -66,6 +66,26 @@ def _scale(values: np.ndarray, size: float, flip: bool) -> tuple[np.ndarray, flo
     return (size - pos if flip else pos), lo, hi
 
 
+# A vertical axis' interval columns and the column they bound: a point's bars are its axis value scaled as its bounds
+# scale that column (energy a token: energy_lo_j / energy_j of the same point)
+_INTERVAL_COLUMNS = {"carbon": ("carbon_lo_g", "carbon_hi_g", "carbon_g"),
+                     "energy": ("energy_lo_j", "energy_hi_j", "energy_j")}
+
+
+def _front_interval(points: pd.DataFrame, axis: str, values: np.ndarray, front: np.ndarray) -> np.ndarray:
+    """The front's points' 90 % interval on the vertical `axis` (n x 2, NaN off the front or where the points carry
+    no bounds for it)."""
+    out = np.full((len(values), 2), np.nan)
+    lo, hi, of = _INTERVAL_COLUMNS["carbon" if axis.startswith("carbon") else "energy"]
+    if not {lo, hi, of} <= set(points.columns) or not front.any():
+        return out
+    base = points[of].to_numpy(float)[front]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bounds = values[front, None] * points[[lo, hi]].to_numpy(float)[front] / base[:, None]
+    out[front] = np.where((bounds > 0) & np.isfinite(bounds), bounds, np.nan)
+    return out
+
+
 def _ticks(lo: float, hi: float) -> list[float]:
     """Ticks at 1, 2 and 5 of each decade within [10^lo, 10^hi]; at each whole digit where fewer than three fall
     inside (an axis within a decade: 3, 4, 5, 6 M); the two ends where even those are fewer."""
@@ -94,7 +114,8 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         labels: dict[str, str] | None = None, sizes: tuple[str, str] = ("batch", "seq"), group: str = "gpu") -> str:
     """Energy (vertical) against time (horizontal), a pass's or a token's, log-log; feasible points blue (coloured
     by their `group` column, with a legend, where it has two to nine values: a sweep's GPUs, a plan's strategies),
-    others grey, the Pareto front red and joined. `names` label the points (default: a sweep's configuration, its
+    others grey, the Pareto front red and joined, each of its points with its 90 % interval where the points carry
+    the bounds (`_front_interval`). `names` label the points (default: a sweep's configuration, its
     size columns `sizes`), `labels` the axes (default: a sweep's)."""
     labels = labels or _LABELS
     sizes_shown = [c.replace("_", "-") for c in sizes]
@@ -105,8 +126,13 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     if undrawn:
         points, names = points[drawn_at], None if names is None else [n for n, k in zip(names, drawn_at) if k]
     t, e = points[axes[0]].to_numpy(float), points[axes[1]].to_numpy(float)
+    front = points["pareto"].to_numpy(bool)
+    bars = _front_interval(points, axes[1], e, front)  # (n, 2) of the front's points, NaN elsewhere
     x, xlo, xhi = _scale(t, _W, False)
-    y, ylo, yhi = _scale(e, _H, True)
+    drawn_bars = np.isfinite(bars).all(axis=1)
+    every, ylo, yhi = _scale(np.concatenate([e, bars[drawn_bars].ravel()]), _H, True)  # the axis holds the bars too
+    y, bar_y = every[:len(e)], np.full(bars.shape, np.nan)
+    bar_y[drawn_bars] = every[len(e):].reshape(-1, 2)
     parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{_W}' height='{_H}' role='img' "
              "aria-label='energy against time, Pareto front'>",
              f"<rect x='0' y='0' width='{_W}' height='{_H}' fill='white'/>",
@@ -125,7 +151,7 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
     parts.append(f"<text x='{_W / 2}' y='{_H - 12}' font-size='13' text-anchor='middle'>{labels[axes[0]]}</text>"
                  f"<text x='16' y='{_H / 2}' font-size='13' text-anchor='middle' "
                  f"transform='rotate(-90 16 {_H / 2})'>{labels[axes[1]]}</text>")
-    feasible, front = points["feasible"].to_numpy(bool), points["pareto"].to_numpy(bool)
+    feasible = points["feasible"].to_numpy(bool)
     if len(points) > _LABELLED:
         names = [""] * len(points)
     elif names is None:
@@ -164,7 +190,7 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         legend, lx, ly = ["<g class='legend'>"], float(_PAD), 14.0
         met = set(points.loc[feasible, group]) if by_group else set()  # a group all grey says so: its colour unseen
         shown = [*((g if g in met else f"{g} (none feasible)", c) for g, c in zip(groups, _GROUP_COLOURS) if by_group),
-                 ("Pareto front", "#d62728"), *outside]
+                 ("Pareto front (90 % interval)" if drawn_bars.any() else "Pareto front", "#d62728"), *outside]
         for name, colour in shown:
             width = 22 + 6.5 * len(str(name))   # the 11 px font's width, about
             if lx + width > _W - _PAD:
@@ -174,6 +200,10 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
             lx += width
         parts.append("".join(legend) + "</g>")
     order = np.flatnonzero(front)[np.argsort(t[front])]
+    for i in order[drawn_bars[order]]:  # each front point's 90 % interval on the vertical axis, capped
+        lo, hi = bar_y[i]
+        parts.append(f"<path class='interval' d='M{x[i]:.1f},{lo:.1f}V{hi:.1f}M{x[i] - 3:.1f},{lo:.1f}h6"
+                     f"M{x[i] - 3:.1f},{hi:.1f}h6' stroke='#d62728' stroke-opacity='0.5' fill='none'/>")
     if len(order):
         path = " ".join(f"{x[i]:.1f},{y[i]:.1f}" for i in order)
         parts.append(f"<polyline class='pareto-line' points='{path}' fill='none' stroke='#d62728' stroke-width='2'/>")

@@ -72,7 +72,14 @@ def test_cli_sweep_json_parquet_and_report_in_a_browser(tmp_path, capsys):
     # two GPUs: their points coloured apart, named in a legend beside the front's
     legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
     assert [t.split("<", 1)[0] for t in legend.split(">")[1:] if t and not t.startswith("<")] == \
-        ["h100-sxm", "a100-sxm4-80gb", "Pareto front"]
+        ["h100-sxm", "a100-sxm4-80gb", "Pareto front (90 % interval)"]
+    # each front point's 90 % energy interval, a bar through it from its upper bound (above) to its lower
+    bars = re.findall(r"<path class='interval' d='M([\d.]+),([\d.]+)V([\d.]+)", page)
+    front = {(float(x), float(y)) for x, y in re.findall(r"<circle class='pareto' cx='([\d.]+)' cy='([\d.]+)'", page)}
+    assert len(bars) == len(front) == len(payload["pareto"])
+    for x, low, high in ((float(x), float(lo), float(hi)) for x, lo, hi in bars):
+        (y,) = [y for fx, y in front if fx == x]
+        assert high < y < low and sr._PAD <= high and low <= sr._H - sr._PAD  # (pixels grow downwards)
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed: the report was checked as text only")

@@ -445,7 +445,9 @@ def test_cli_plan_json_and_its_report(tmp_path, capsys):
     assert "<svg" in page and "class='plans'" in page and "<script" not in page
     # the strategies' points coloured apart, named in a legend; no bandwidth reaches 90 % on the example's link
     legend = page.split("<g class='legend'>", 1)[1].split("</g>", 1)[0]
-    assert all(f">{kind}</text>" in legend for kind in ("ddp", "diloco", "streaming-diloco", "fedavg", "Pareto front"))
+    assert all(f">{kind}</text>" in legend for kind in ("ddp", "diloco", "streaming-diloco", "fedavg",
+                                                       "Pareto front (90 % interval)"))
+    assert page.count("class='interval'") == page.count("class='pareto'")  # each front point's energy interval
     assert page.count("<td>not reached</td>") == len(out["plans"])
     # the front in the strategies table's units (hours, kWh), its ticks as written (2,000, not 2e+03)
     assert "time to finish (h)</text>" in page and "energy (kWh)</text>" in page and "e+03<" not in page

@@ -1,6 +1,7 @@
 """A sweep's self-contained HTML report: the Pareto front of energy against time as an inline SVG (log axes, every
 point, or past the points it labels one circle a pixel and colour; the frontier joined, each of its points with its
-90 % interval), and the frontier's points in a table. No script, no external file, no plotting library: the core install renders it."""
+90 % interval), and the frontier's points in a table. No script, no external file, no plotting library: the core
+install renders it."""
 
 from __future__ import annotations
 

@@ -546,10 +546,16 @@ def _sweep(args: argparse.Namespace) -> int:
         # a load by its request rate runs around the clock: its day's energy at the GPU's average power
         day = (f", {render.kwh_a_day(best['power_w'])} at {render.figure(best['power_w'])} W"
                if "request_rate" in best else "")
-        figures = (f"{render.figure(best['energy_per_token_j'])} J an output token at "
+        def band(value: float) -> str:
+            """The best point's 90 % energy interval around `value` (its energy, or a token's), where it has one."""
+            lo, hi = (best.get(k, math.nan) * value / best["energy_j"] for k in ("energy_lo_j", "energy_hi_j"))
+            return f" ({render.figure(lo)} - {render.figure(hi)})" if lo == lo and hi == hi else ""
+
+        figures = (f"{render.figure(best['energy_per_token_j'])}{band(best['energy_per_token_j'])} J an output token at "
                    f"{render.figure(best['tokens_per_s'])} tokens/s, "
                    f"{render.duration(best['time_s'])} a token{day}" if args.phase == "serve"
-                   else f"{render.figure(best['energy_j'])} J in {render.duration(best['time_s'])}" + (
+                   else f"{render.figure(best['energy_j'])}{band(best['energy_j'])} J in "
+                        f"{render.duration(best['time_s'])}" + (
                        f", {render.figure(best['energy_per_token_j'])} J and "
                        f"{render.duration(best['s_per_token'])} {render.article(result.unit)} {result.unit}"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))

@@ -849,3 +849,19 @@ def test_a_reports_job_options_read_as_words_with_their_units():
                                       "forward pass, kv cache off, offload 1.5 GiB")
     assert job_text({"tokens": 10**9, "loader_rate": 12.5}, "token") == ("tokens 1,000,000,000, loader rate 12.5 "
                                                                          "sequences a second")
+
+
+def test_the_best_line_gives_its_energy_interval_where_the_estimate_has_one(capsys):
+    """The best point's 90 % interval beside its energy (a token's for serving), as its JSON has it; physics alone
+    has none."""
+    args = ["sweep", "--model", "gpt2", "--gpu", "a100", "--batch", "8,32", "--seq", "512"]
+    assert main(args) == 0
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert main([*args, "--json"]) == 0
+    best = json.loads(capsys.readouterr().out)["best"]
+    shown = re.search(r"bf16, ([\d.,]+) \(([\d.,]+) - ([\d.,]+)\) J in ", line)
+    assert shown, line
+    for text, value in zip(shown.groups(), (best["energy_j"], best["energy_lo_j"], best["energy_hi_j"])):
+        assert float(text.replace(",", "")) == pytest.approx(value, rel=1e-3)
+    assert main([*args, "--estimator", "physics"]) == 0
+    assert re.search(r"bf16, [\d.,]+ J in ", capsys.readouterr().out.splitlines()[-1])

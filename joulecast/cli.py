@@ -551,7 +551,8 @@ def _sweep(args: argparse.Namespace) -> int:
             lo, hi = (best.get(k, math.nan) * value / best["energy_j"] for k in ("energy_lo_j", "energy_hi_j"))
             return f" ({render.figure(lo)} - {render.figure(hi)})" if lo == lo and hi == hi else ""
 
-        figures = (f"{render.figure(best['energy_per_token_j'])}{band(best['energy_per_token_j'])} J an output token at "
+        per_token = best["energy_per_token_j"]
+        figures = (f"{render.figure(per_token)}{band(per_token)} J an output token at "
                    f"{render.figure(best['tokens_per_s'])} tokens/s, "
                    f"{render.duration(best['time_s'])} a token{day}" if args.phase == "serve"
                    else f"{render.figure(best['energy_j'])}{band(best['energy_j'])} J in "

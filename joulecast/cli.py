@@ -982,6 +982,9 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
 
+# A hypothetical GPU's fields, as `joulecast.data.gpus.SCALABLE` has them (a test holds them equal; named here, so
+# that a parser is built without loading the catalog's module)
+WHAT_IF_FIELDS = ("sm_count", "clock", "memory_bandwidth_gbs", "l2_mb", "memory_gb", "power_limit_w")
 _MOST_FLAGS_MEANT = 3  # a word that many flags hold names none of them (--len: --input-len, --output-len, ...)
 
 
@@ -1063,7 +1066,8 @@ def build_parser() -> argparse.ArgumentParser:
     src.add_argument("--config", help="a Hugging Face style config.json (any file name), or the model folder "
                                       "holding one")
     src.add_argument("--kernels", help="path to a kernel-list JSON file (EnergAIzer format)")
-    est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus')")
+    est.add_argument("--gpu", required=True, help="catalog GPU name (see 'joulecast gpus'), or a what-if of one: "
+                     f"h100-sxm:memory_bandwidth_gbs*2 (fields {', '.join(WHAT_IF_FIELDS)}; *FACTOR or =VALUE)")
     est.add_argument("--phase", type=str.lower, help="prefill, decode, training (one step; vision: inference), "
                      "generate (a whole generation: --input-len, --output-len), serve (steady-state serving: "
                      "--concurrency or --request-rate) or train-run (a whole training run: --steps or --tokens, "
@@ -1195,7 +1199,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--micro-batch and --seq), generate (--output-len; its axes --batch and --input-len, and "
                     "--output-len or --tp where several are given) or serve (--output-len; its axes --concurrency and "
                     "--input-len, the same two too; a point one engine step); default prefill")
-    sw.add_argument("--gpu", required=True, help="GPUs, e.g. h100-sxm,a100-sxm4-80gb")
+    sw.add_argument("--gpu", required=True, help="GPUs, e.g. h100-sxm,a100-sxm4-80gb; a what-if of one beside it, "
+                    "h100-sxm:memory_bandwidth_gbs*2 (as estimate takes it)")
     sw.add_argument("--batch", help="batch sizes, e.g. 1,8,64 (default 1)")
     sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")
     sw.add_argument("--dtype", help="dtypes, e.g. bf16,fp8 (default bf16)")

@@ -779,3 +779,14 @@ def test_a_pass_past_memory_suggests_the_largest_batch(capsys):
     assert main(["estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--phase", "decode", "--estimator",
                  "physics"]) == 0
     assert "Instead: a GPU with more memory (the weights alone take 131 GiB)" in capsys.readouterr().out
+
+
+def test_the_gpu_flags_name_the_what_if_fields_a_hypothetical_gpu_takes(capsys):
+    from joulecast.cli import WHAT_IF_FIELDS
+    from joulecast.data.gpus import SCALABLE
+
+    assert WHAT_IF_FIELDS == tuple(SCALABLE)
+    for command in ("estimate", "sweep"):
+        with pytest.raises(SystemExit):
+            main([command, "--help"])
+        assert "h100-sxm:memory_bandwidth_gbs*2" in " ".join(capsys.readouterr().out.split())

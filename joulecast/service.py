@@ -83,6 +83,9 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "a dense model or a mixture of experts": {"model": ["qwen3-8b", "qwen3-30b-a3b"], "phase": "serve",
                                                   "gpu": "h100-sxm", "concurrency": [8, 64], "input_len": 512,
                                                   "output_len": 256},
+        "an architect's what-if beside its GPU": {"model": "llama-3-8b", "phase": "decode",
+                                                  "gpu": ["h200", "h200:memory_bandwidth_gbs*2"], "batch": [1, 16, 64],
+                                                  "seq": 4096},
     },
     "/v1/plan": {
         "two sites": {"name": "two sites", "model": "llama-3-8b", "tokens": 1_000_000_000, "seq": 2048,

@@ -156,8 +156,8 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
     if pending:
         correct()
     flags = np.full(n, "", dtype=object) if model is None else model.flags(in_domain, learned).astype(object)
-    what_ifs = np.flatnonzero(gpu_names.map(lambda g: specs_of[g].what_if_of is not None).to_numpy()) \
-        if model is not None else []
+    hypothetical = {name for name, spec in specs_of.items() if spec.what_if_of is not None}  # a name, not a row, each
+    what_ifs = np.flatnonzero(gpu_names.isin(hypothetical).to_numpy()) if model is not None and hypothetical else []
     if len(what_ifs):  # hardware no one measured: outside the domain, whatever its base's correction says
         why = [what_if_reason(specs_of[g].what_if_of, g != b)
                for g, b in zip(gpu_names.to_numpy()[what_ifs], learned.to_numpy()[what_ifs])]

@@ -123,7 +123,15 @@ def catalog() -> Mapping[str, Mapping[str, Any]]:
 
 @functools.cache
 def _alias_index() -> Mapping[str, str]:
-    return MappingProxyType({a.lower(): e["name"] for e in catalog().values() for a in (e["name"], *e["aliases"])})
+    """Every name and alias, lower-case, to its entry; a Hugging Face id's repository name alone too (its organisation
+    left off, as people write it: Meta-Llama-3.1-70B-Instruct), where no other entry claims it."""
+    named = {a.lower(): e["name"] for e in catalog().values() for a in (e["name"], *e["aliases"], e.get("hf_id", ""))
+             if a}
+    bare: dict[str, set[str]] = {}
+    for alias, name in named.items():
+        if "/" in alias:
+            bare.setdefault(alias.rsplit("/", 1)[1], set()).add(name)
+    return MappingProxyType({**{a: next(iter(n)) for a, n in bare.items() if len(n) == 1}, **named})
 
 
 def is_model_name(name: object) -> bool:

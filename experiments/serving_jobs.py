@@ -109,11 +109,11 @@ HOST_BOUND_RATIO, HOST_FLOOR_PROMPT = 1.5, 192
 # a token on the B200 16.2 -> 16.6 %, Qwen3-30B-A3B's 17.2 -> 15.9 %: not adopted); with their gpqa rows 0.163 ms,
 # but those hold a step at 31-45 ms at 8-32 sequences on the B200 whatever the model, three times the H100's same
 # work: a floor a step, not host work a sequence, which this derivation does not model.
-HOST_FLOOR_MODELS = ("llama-3-8b", "llama-3-70b")
+HOST_FLOOR_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b")
 # `--tp-host`'s rows: v2's dense models on several GPUs (Llama-3-70B on 8 A100-SXM4s and on 4 H100s) set vLLM
 # 0.5.4's host work a step per GPU beyond the first; its Mixtral-8x7B rows on 4 of each check it. Prompts of 192
 # tokens, the figures' default.
-TP_HOST_MODELS, TP_HOST_PROMPT = ("llama-3-70b",), 192
+TP_HOST_MODELS, TP_HOST_PROMPT = ("llama-3.1-70b",), 192
 
 
 @functools.cache

@@ -37,13 +37,14 @@ from joulecast.data.schema import conform
 from joulecast.data.workload_ref import catalog_ref, serve_ref
 
 GPUS = {"NVIDIA A100-SXM4-40GB": "a100-sxm4-40gb", "NVIDIA H100 80GB HBM3": "h100-sxm", "H100": "h100-sxm", "B200": "b200"}
-# Hugging Face ids whose shapes equal a catalog model (Llama 3.1/3.3 keep Llama 3's shapes; Mistral v0.3 differs from
-# the catalog's v0.1 only in vocabulary, 32,768 against 32,000 tokens; Qwen3-30B-A3B's and Qwen3-235B-A22B's 2507
-# releases keep their shapes, with a longer context, and their FP8 checkpoints too, the weights in fp8; Llama-3.1-405B
-# has its own entry, its FP8 checkpoint too).
-CATALOG = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3-8b",
-           "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3-70b", "meta-llama/Llama-3.1-70B-Instruct": "llama-3-70b",
-           "meta-llama/Llama-3.3-70B-Instruct": "llama-3-70b", "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b",
+# Hugging Face ids whose shapes equal a catalog model (Llama 3.1 and 3.3 have entries of their own, Llama 3's shapes
+# with a longer context; Mistral v0.3 differs from the catalog's v0.1 only in vocabulary, 32,768 against 32,000
+# tokens; Qwen3-30B-A3B's and Qwen3-235B-A22B's 2507 releases keep their shapes, with a longer context, and their FP8
+# checkpoints too, the weights in fp8; Llama-3.1-405B's FP8 checkpoint is its entry's).
+CATALOG = {"meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b", "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+           "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
+           "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+           "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b", "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b",
            "meta-llama/Llama-3.1-405B-Instruct-FP8": "llama-3.1-405b",
            "mistralai/Mistral-7B-Instruct-v0.3": "mistral-7b",
            "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b", "Qwen/Qwen3-8B": "qwen3-8b",

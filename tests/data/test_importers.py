@@ -35,13 +35,14 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
 
     t = import_source("mlenergy", external / "mlenergy-v2")
     lowered = t[t["kernel_list"] == "lowered"]
-    assert set(lowered["model"]) == {"llama-3-8b", "llama-3-70b", "mistral-7b", "mixtral-8x7b"}
+    # Llama-3.1's Instruct models, each its own catalog entry (Llama 3's shapes, a longer context)
+    assert set(lowered["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "mistral-7b", "mixtral-8x7b"}
     # Mixtral-8x7B's 18 rows all ran on 4 GPUs: scored (experiments/serving_jobs.py), never trained on
     assert lowered.loc[lowered["model"] == "mixtral-8x7b", "num_gpus"].tolist() == [4] * 18
     # v2's rows are serving steps: the decodes and the arriving prompts, of an assumed mean length the provenance says
     row = lowered.set_index("provenance").loc[f"mlenergy-v2/llm_mllm_runs.csv row 25; mean prompt assumed = "
                                               f"{V2_PROMPT_TOKENS} tokens (prompts not recorded)"]
-    assert row.workload_ref == (f"serve:llama-3-70b?batch=128&input_len={V2_PROMPT_TOKENS}&output_len=455.8&dtype=bf16"
+    assert row.workload_ref == (f"serve:llama-3.1-70b?batch=128&input_len={V2_PROMPT_TOKENS}&output_len=455.8&dtype=bf16"
                                 "&engine=vllm-0.5.4&tp=8")
     assert row.seq == round(V2_PROMPT_TOKENS + 455.8 / 2)  # the running requests' mean context
     w = resolve(row.workload_ref)
@@ -52,7 +53,7 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
     # v3's steps also ran prompts that are not recorded: its references are partial, and no engine stands for them
     assert set(v3["kernel_list"]) == {"partial", "none"}
     partial = v3[v3["kernel_list"] == "partial"]
-    assert set(partial["model"]) == {"llama-3-8b", "llama-3-70b", "llama-3.1-405b", "qwen3-8b", "qwen3-14b",
+    assert set(partial["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b", "llama-3.1-405b", "qwen3-8b", "qwen3-14b",
                                      "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b"}
     # Llama-3.1-405B: bf16 on 8 B200s, Meta's FP8 checkpoint on 4 B200s and 8 H100s, its weights fp8
     big = partial[partial["model"] == "llama-3.1-405b"].groupby(["gpu", "num_gpus", "dtype"]).size()

@@ -132,7 +132,7 @@ def test_job_validation_scripts_score_every_set_they_name():
     tp_host = _run_args("serving_jobs.py", "--tp-host")
     assert round(tp_host["derived_ms_per_worker"], 2) == pytest.approx(tp_host["shipped_ms_per_worker"])
     assert {(r["gpu"], r["model"], r["tp"]) for r in tp_host["rows"]} == {
-        ("a100-sxm4-40gb", "llama-3-70b", 8), ("h100-sxm", "llama-3-70b", 4), ("a100-sxm4-40gb", "mixtral-8x7b", 4),
+        ("a100-sxm4-40gb", "llama-3.1-70b", 8), ("h100-sxm", "llama-3.1-70b", 4), ("a100-sxm4-40gb", "mixtral-8x7b", 4),
         ("h100-sxm", "mixtral-8x7b", 4)}
     generation = _run_args("generation_jobs.py")
     assert {(r["model"], r["gpu"], r["sweep"]) for r in generation["summary"]} == {

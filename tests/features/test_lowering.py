@@ -139,6 +139,31 @@ def test_llama_3_1_405b_holds_its_weights_and_fits_eight_h100s_only_in_fp8():
     assert "exceeds-memory" not in fp8.flags and "exceeds-memory" in bf16.flags and bf16.fits_tp is None
 
 
+@pytest.mark.parametrize("asked, entry, same_as", [
+    ("meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", "llama-3-8b"),
+    ("Meta-Llama-3.1-70B-Instruct", "llama-3.1-70b", "llama-3-70b"),
+    ("meta-llama/Llama-3.3-70B-Instruct", "llama-3.3-70b", "llama-3-70b"),
+    ("meta-llama/Meta-Llama-3-8B-Instruct", "llama-3-8b", "llama-3-8b"),
+    ("meta-llama/Llama-2-7b-chat-hf", "llama-2-7b", "llama-2-7b"),
+])
+def test_instruct_and_llama_3_1_names_lower_as_the_shapes_they_share(asked, entry, same_as, caplog, monkeypatch):
+    """A chat or Instruct model is its base's shapes, and Llama 3.1 and 3.3 are Llama 3's with 131,072 positions:
+    the same kernels, and a 32,768-token context past Llama 3's 8,192 warns only there."""
+    from joulecast.data.models import model_entry
+
+    assert model_entry(asked)["name"] == entry
+    records = [lower(resolve_model(m)[0], phase="prefill", batch=1, seq=256, dtype="bf16") for m in (asked, same_as)]
+    assert records[0] == records[1] and len(records[0][0]) > 0
+    if entry != same_as:
+        assert resolve_model(entry)[0]["max_position_embeddings"] == 131072
+        monkeypatch.setattr("joulecast.features.lowering._WARNED", set())  # each model warns once a process
+        with caplog.at_level("WARNING"):
+            lower(resolve_model(entry)[0], phase="decode", batch=1, seq=32768, dtype="bf16")
+            assert "trained context" not in caplog.text
+            lower(resolve_model(same_as)[0], phase="decode", batch=1, seq=32768, dtype="bf16")
+            assert "exceeds this model's 8192 trained context" in caplog.text
+
+
 def test_an_8_bit_gemms_input_is_quantized_by_a_kernel_of_its_own():
     """fp8 weights: each linear layer's bf16 input quantized to fp8 first (vLLM's scaled_fp8_quant), as many launches
     as the layers and as many elements as their inputs; a mixture's tokens once before its first grouped GEMM and each

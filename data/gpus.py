@@ -374,6 +374,18 @@ def _alias_index() -> Mapping[str, str]:
     return MappingProxyType(index)
 
 
+# Words a board's name may open with, as nvidia-smi and NVML report it ("NVIDIA A100-SXM4-80GB", "Tesla V100-PCIE-16GB"),
+# that no catalog name carries
+_MAKER_WORDS = ("nvidia-", "tesla-")
+
+
+def _spellings(key: str) -> list[str]:
+    """A lower-case GPU name as given, then with its spaces and underscores as hyphens, then without a maker's word
+    before it: "NVIDIA H100 PCIe" is h100-pcie, as nvidia-smi's names are the catalog's written otherwise."""
+    dashed = re.sub(r"[\s_]+", "-", key)
+    return [key, dashed, *(dashed[len(w):] for w in _MAKER_WORDS if dashed.startswith(w))]
+
+
 # A what-if's factor lies below this: a coarse check before the fields' own physical bounds, which any field scaled
 # this far has long left.
 MAX_SCALE_FACTOR = 1e3
@@ -442,8 +454,9 @@ def gpu(name: str | GpuSpec) -> GpuSpec:
     key = str(name).strip().lower()
     if ":" in key:
         return hypothetical(key)
-    if key in _alias_index():
-        return catalog()[_alias_index()[key]]
+    for spelling in _spellings(key):
+        if spelling in _alias_index():
+            return catalog()[_alias_index()[spelling]]
     if key in skipped_gpu_files():  # its file is there but does not load: say why, not 'unknown'
         raise InputError("gpu", f"{name!r} was added, but its file is skipped: {_SKIPPED[key]}")
     raise UnknownNameError("gpu", name, _alias_index().keys(), "Run 'joulecast gpus' for their specs and aliases.",

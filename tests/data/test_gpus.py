@@ -45,6 +45,23 @@ def test_lookup_by_alias_is_case_insensitive():
     assert gpus.gpu("H100-SXM5").name == "h100-sxm"
 
 
+@pytest.mark.parametrize("reported, name", [
+    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA A100-SXM4-80GB", "a100-sxm4-80gb"), ("NVIDIA A10", "a10"),
+    ("NVIDIA A100-PCIE-40GB", "a100-pcie-40gb"), ("Tesla V100-PCIE-16GB", "v100-pcie-16gb"), ("H100 PCIe", "h100-pcie"),
+    ("nvidia_h200", "h200"),
+])
+def test_a_gpu_is_found_by_the_name_nvidia_smi_gives_it(reported, name):
+    """nvidia-smi's and NVML's names, spaces and a maker's word included, are the catalog's written otherwise."""
+    assert gpus.gpu(reported).name == name
+
+
+@pytest.mark.parametrize("other", ["NVIDIA H100 NVL", "NVIDIA H200 NVL", "Tesla V100-SXM2-16GB"])
+def test_a_board_the_catalog_lacks_is_not_taken_for_one_it_resembles(other):
+    """An H100 NVL (94 GB, 400 W), an H200 NVL (600 W) or a 16 GB V100-SXM2 is another card than the catalog's."""
+    with pytest.raises(InputError, match=f"^gpu: unknown {other!r}"):
+        gpus.gpu(other)
+
+
 def test_unknown_gpu_lists_close_names():
     with pytest.raises(InputError, match=r"gpu: unknown 'h100-sxm6'; did you mean 'h100-sxm'"):
         gpus.gpu("h100-sxm6")

@@ -140,9 +140,25 @@ def engine(name: str) -> ServingEngine:
 
 
 def normal_engine(name: object) -> object:
-    """None for no engine, as each entry point's help says it ("none", any case, or empty); anything else as given,
-    for the caller's check to name."""
-    return None if name is None or (isinstance(name, str) and name.strip().lower() in ("", "none")) else name
+    """None for no engine, as each entry point's help says it ("none", any case, or empty); a catalog engine by its
+    name as people write it (`catalog_name`); anything else as given, for the caller's check to name."""
+    if name is None or (isinstance(name, str) and name.strip().lower() in ("", "none")):
+        return None
+    return catalog_name(name) or name if isinstance(name, str) else name
+
+
+# The engines' names as their projects write them, to the catalog's spelling
+_SPELLINGS = {"tensorrt-llm": "trt-llm", "trtllm": "trt-llm"}
+
+
+@functools.cache
+def catalog_name(name: str) -> str | None:
+    """The catalog engine a name means, in any case, with spaces or underscores for hyphens ('vLLM 0.5.4' is
+    vllm-0.5.4, 'TensorRT_LLM' trt-llm); None where it names none. An engine named without its release ('vllm') names
+    none: its releases' host work differs fivefold, so the error lists them to pick from."""
+    key = re.sub(r"[\s_]+", "-", name.strip().lower())
+    key = _SPELLINGS.get(key, key)
+    return key if key in catalog() else None
 
 
 def launch_mode_for(launch_mode: str | None, engine: object) -> str | None:

@@ -245,8 +245,10 @@ def check_job(phase: str, job: Mapping[str, Any] | None) -> dict[str, Any]:
         job["expert_parallel"] = check_expert_parallel(job["expert_parallel"])
     if "fusions" in job:  # checked once, and written as the list the job reports
         job["fusions"] = list(check_fusions(job["fusions"]))
-    if "engine" in job and normal_engine(job["engine"]) is None:  # "none" is the default: no engine
-        del job["engine"]
+    if "engine" in job:  # "none" is the default, no engine; else the engine as the catalog names it
+        job["engine"] = normal_engine(job["engine"])
+        if job["engine"] is None:
+            del job["engine"]
     return job
 
 

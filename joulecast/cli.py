@@ -1087,8 +1087,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "18-30")
     est.add_argument("--engine", help="serving engine whose host work per step adds to the GPU's, and whose own "
                      "one- or two-shot kernels sum a tensor-parallel step: "
-                     f"{', '.join(engines.catalog())} (data/serving_engines.yaml); default none: the kernels alone, "
-                     "NCCL's ring")
+                     f"{', '.join(engines.catalog())} (data/serving_engines.yaml; as their projects write them "
+                     "too, 'vLLM 0.5.4', 'TensorRT-LLM'); default none: the kernels alone, NCCL's ring")
     est.add_argument("--fusions", help="kernel fusions of the stack, comma-separated: "
                      f"{', '.join(FUSIONS)}; default none (Hugging Face's eager kernels); single passes and "
                      "--phase train-run")

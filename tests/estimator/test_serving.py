@@ -186,6 +186,21 @@ def test_an_engine_that_overlaps_its_host_work_adds_nothing_to_the_kernels():
         serve("llama-3-8b", "h100-sxm", engine="tgi", **kw)
 
 
+@pytest.mark.parametrize("written, name", [("vLLM 0.5.4", "vllm-0.5.4"), ("TensorRT-LLM", "trt-llm"),
+                                           ("tensorrt_llm", "trt-llm"), ("SGLang-0.4", "sglang-0.4"),
+                                           ("VLLM_0.11.1", "vllm-0.11.1")])
+def test_an_engine_is_named_as_its_project_writes_it(written, name):
+    """An engine's name in any case, with spaces or underscores, or as its project spells it: the same estimate as
+    the catalog's name, which the estimate reports (without its release it names none: test_jobs)."""
+    kw = dict(input_len=512, output_len=256, concurrency=8, estimator="physics")
+    given, named = (serve("llama-3-8b", "h100-sxm", engine=e, **kw) for e in (written, name))
+    assert given.engine == name and given.energy_per_output_token_j == named.energy_per_output_token_j
+    assert joulecast.generate("llama-3-8b", "h100-sxm", batch=4, input_len=64, output_len=8, engine=written,
+                              estimator="physics").energy_j == pytest.approx(
+        joulecast.generate("llama-3-8b", "h100-sxm", batch=4, input_len=64, output_len=8, engine=name,
+                           estimator="physics").energy_j, rel=1e-12)
+
+
 @pytest.mark.parametrize("name", ["hf-transformers", "HF", "huggingface", "transformers"])
 def test_hugging_face_transformers_as_an_engine_points_to_the_generate_job(name):
     """Hugging Face transformers' own generate has no continuous batching, so it is no serving engine: a user naming

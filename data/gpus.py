@@ -374,8 +374,8 @@ def _alias_index() -> Mapping[str, str]:
     return MappingProxyType(index)
 
 
-# Words a board's name may open with, as nvidia-smi and NVML report it ("NVIDIA A100-SXM4-80GB", "Tesla V100-PCIE-16GB"),
-# that no catalog name carries
+# Words a board's name may open with, as nvidia-smi and NVML report it ("NVIDIA A100-SXM4-80GB",
+# "Tesla V100-PCIE-16GB"), that no catalog name carries
 _MAKER_WORDS = ("nvidia-", "tesla-")
 
 

@@ -42,8 +42,8 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
     # v2's rows are serving steps: the decodes and the arriving prompts, of an assumed mean length the provenance says
     row = lowered.set_index("provenance").loc[f"mlenergy-v2/llm_mllm_runs.csv row 25; mean prompt assumed = "
                                               f"{V2_PROMPT_TOKENS} tokens (prompts not recorded)"]
-    assert row.workload_ref == (f"serve:llama-3.1-70b?batch=128&input_len={V2_PROMPT_TOKENS}&output_len=455.8&dtype=bf16"
-                                "&engine=vllm-0.5.4&tp=8")
+    assert row.workload_ref == (f"serve:llama-3.1-70b?batch=128&input_len={V2_PROMPT_TOKENS}&output_len=455.8"
+                                "&dtype=bf16&engine=vllm-0.5.4&tp=8")
     assert row.seq == round(V2_PROMPT_TOKENS + 455.8 / 2)  # the running requests' mean context
     w = resolve(row.workload_ref)
     assert w.phase == "decode" and w.kernel_count > 0 and w.seq == row.seq
@@ -53,8 +53,8 @@ def test_mlenergy_catalog_models_rebuild_as_serving_steps(external):
     # v3's steps also ran prompts that are not recorded: its references are partial, and no engine stands for them
     assert set(v3["kernel_list"]) == {"partial", "none"}
     partial = v3[v3["kernel_list"] == "partial"]
-    assert set(partial["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b", "llama-3.1-405b", "qwen3-8b", "qwen3-14b",
-                                     "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b"}
+    assert set(partial["model"]) == {"llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b", "llama-3.1-405b", "qwen3-8b",
+                                     "qwen3-14b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b"}
     # Llama-3.1-405B: bf16 on 8 B200s, Meta's FP8 checkpoint on 4 B200s and 8 H100s, its weights fp8
     big = partial[partial["model"] == "llama-3.1-405b"].groupby(["gpu", "num_gpus", "dtype"]).size()
     assert big.to_dict() == {("b200", 4, "fp8"): 7, ("b200", 8, "bf16"): 12, ("h100-sxm", 8, "fp8"): 8}

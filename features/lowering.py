@@ -170,9 +170,13 @@ def active_parameter_count(model: str) -> int:
 
 def model_listing() -> list[dict[str, Any]]:
     """The model catalog as `joulecast models` and GET /v1/models list it: name, family, weights
-    (`parameter_count`), the weights a token runs (`active_parameter_count`), Hugging Face id and aliases."""
+    (`parameter_count`), the weights a token runs (`active_parameter_count`), the tokens its positions reach (a text
+    model's context: past it an estimate warns; None for a vision model), Hugging Face id and aliases."""
     return [dict(name=e["name"], family=e["family"], params=parameter_count(e["name"]),
-                 active_params=active_parameter_count(e["name"]), hf_id=e["hf_id"], aliases=list(e["aliases"]))
+                 active_params=active_parameter_count(e["name"]),
+                 context=None if models.is_vision(e["config"]) else
+                 e["config"].get("max_position_embeddings") or e["config"].get("n_positions"),
+                 hf_id=e["hf_id"], aliases=list(e["aliases"]))
             for e in models.catalog().values()]
 
 

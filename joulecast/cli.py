@@ -636,6 +636,7 @@ def _models(args: argparse.Namespace) -> int:
         import pandas as pd
         print(render.frame(pd.DataFrame([{**e, "params": render.count_text(e["params"]),
                                           "active_params": render.count_text(e["active_params"]),
+                                          "context": "-" if e["context"] is None else f"{e['context']:,}",
                                           "aliases": ", ".join(e["aliases"])} for e in entries])))
     return 0
 

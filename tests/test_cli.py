@@ -409,6 +409,10 @@ def test_listings(capsys):
     # model runs all it holds
     assert " 46.7 B " in rows["mixtral-8x7b"] and " 12.9 B " in rows["mixtral-8x7b"]
     assert listed["llama-3-8b"]["active_params"] == listed["llama-3-8b"]["params"]
+    # the context each text model's positions reach (Llama 3's 8,192, 3.1's 131,072); none for a vision model
+    assert (listed["llama-3-8b"]["context"], listed["llama-3.1-8b"]["context"], listed["resnet-101"]["context"]) == (
+        8192, 131072, None)
+    assert " 131,072 " in rows["llama-3.1-8b"] and " 1,024 " in rows["gpt2"]
 
 
 def test_gpu_add_prints_spec_only_examples_and_remove(user_home, capsys):

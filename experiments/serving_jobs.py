@@ -26,7 +26,7 @@ its weights by row, Qwen3's FP8 releases by 128 x 128 block; `serve` prices neit
 input quantized by a kernel of its own, `joulecast.features.builder`); the default power limit. The shipped
 estimator was trained on v2's single-GPU rows as serving steps with prompts of an assumed 128 tokens
 (`joulecast.data.importers.mlenergy.V2_PROMPT_TOKENS`), so those figures are in-sample for its residual at that
-length; v2's tensor-parallel rows (Llama-3-70B on 8 A100s or 4 H100s) and v3's (`kernel_list = partial`) are not
+length; v2's tensor-parallel rows (Llama-3.1-70B on 8 A100s or 4 H100s) and v3's (`kernel_list = partial`) are not
 trained on. The table splits each release and GPU by tensor parallelism (`tp`).
 
 `--itl` checks the decode step on its own, apart from the unrecorded prompts: v3 records each configuration's median
@@ -58,7 +58,7 @@ check it.
 `--tp-host` derives vLLM 0.5.4's host work a step per tensor-parallel GPU beyond the first (its driver broadcasting
 each step's inputs to the other workers, `data/serving_engines.yaml`): per v2 row on several GPUs, the measured step
 less physics' step without that work, over the GPUs beyond the first; the median over the rows of TP_HOST_MODELS
-(Llama-3-70B on 8 A100-SXM4s and 4 H100s) is the catalog's figure, and the Mixtral rows, printed beside, check it.
+(Llama-3.1-70B on 8 A100-SXM4s and 4 H100s) is the catalog's figure, and the Mixtral rows, printed beside, check it.
 
 `--by-task` summarises the scores per release, GPU and task instead of per layout: v3's gpqa rows (reasoning, answers of
 7,000-9,500 tokens) apart from its lm-arena-chat rows; v2's are all chat.
@@ -110,7 +110,7 @@ HOST_BOUND_RATIO, HOST_FLOOR_PROMPT = 1.5, 192
 # but those hold a step at 31-45 ms at 8-32 sequences on the B200 whatever the model, three times the H100's same
 # work: a floor a step, not host work a sequence, which this derivation does not model.
 HOST_FLOOR_MODELS = ("llama-3.1-8b", "llama-3.1-70b", "llama-3.3-70b")
-# `--tp-host`'s rows: v2's dense models on several GPUs (Llama-3-70B on 8 A100-SXM4s and on 4 H100s) set vLLM
+# `--tp-host`'s rows: v2's dense models on several GPUs (Llama-3.1-70B on 8 A100-SXM4s and on 4 H100s) set vLLM
 # 0.5.4's host work a step per GPU beyond the first; its Mixtral-8x7B rows on 4 of each check it. Prompts of 192
 # tokens, the figures' default.
 TP_HOST_MODELS, TP_HOST_PROMPT = ("llama-3.1-70b",), 192

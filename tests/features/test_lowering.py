@@ -164,6 +164,16 @@ def test_instruct_and_llama_3_1_names_lower_as_the_shapes_they_share(asked, entr
             assert "exceeds this model's 8192 trained context" in caplog.text
 
 
+@pytest.mark.parametrize("name, card", [("llama-3.2-1b", 1.23e9), ("llama-3.2-3b", 3.21e9), ("qwen2.5-7b", 7.61e9),
+                                        ("qwen2.5-14b", 14.7e9), ("qwen2.5-72b", 72.7e9)])
+def test_llama_3_2_and_qwen2_5_hold_the_weights_their_model_cards_state(name, card):
+    """torchtune's builders give the shapes; the weights they make come to the model cards' counts (Llama 3.2's
+    1.23 and 3.21 B with tied embeddings, Qwen2.5's 7.61, 14.7 and 72.7 B), each card rounding to its last digit."""
+    from joulecast.features.lowering import parameter_count
+
+    assert parameter_count(name) == pytest.approx(card, rel=0.01)
+
+
 def test_an_8_bit_gemms_input_is_quantized_by_a_kernel_of_its_own():
     """fp8 weights: each linear layer's bf16 input quantized to fp8 first (vLLM's scaled_fp8_quant), as many launches
     as the layers and as many elements as their inputs; a mixture's tokens once before its first grouped GEMM and each

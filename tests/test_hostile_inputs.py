@@ -17,8 +17,11 @@ from joulecast.cli import main
 from joulecast.data.errors import JoulecastError
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-MODELS = ["gpt2", "bert-large", "llama-3-8b", "llama-3-70b", "vit-large", "resnet-101", "qwen2-1.5b"]
-GPUS = ["a10", "a100-pcie-40gb", "h100-sxm", "h200", "l4", "l40s", "v100-sxm2", "b200"]
+# catalog names, and names as people write them: a Hugging Face id without its organisation, nvidia-smi's board names
+MODELS = ["gpt2", "bert-large", "llama-3-8b", "llama-3-70b", "vit-large", "resnet-101", "qwen2-1.5b",
+          "Llama-3.1-8B-Instruct", "qwen/qwen2.5-7b"]
+GPUS = ["a10", "a100-pcie-40gb", "h100-sxm", "h200", "l4", "l40s", "v100-sxm2", "b200", "NVIDIA H100 80GB HBM3",
+        "Tesla V100-PCIE-16GB"]
 # hypothetical GPUs, whose estimates read their base's correction where the base runs the setting, physics' elsewhere
 WHAT_IFS = ["h100-sxm:memory_bandwidth_gbs*2", "a100:power_limit_w*1.6", "a10:clock*0.5:l2_mb*3", "h200:sm_count=66"]
 anything = st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True),
@@ -60,7 +63,7 @@ def outcome(call):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=names(MODELS), phase=names(["prefill", "decode", "training", "inference"]), batch=sizes, seq=sizes,
        dtype=names(["bf16", "fp16", "fp32", "fp8", "int8", "tf32"]), attention=names(["flash", "eager"]),
-       launch_mode=names(["eager", "graph"]), engine=st.one_of(st.none(), names(["vllm-0.5.4"])),
+       launch_mode=names(["eager", "graph"]), engine=st.one_of(st.none(), names(["vllm-0.5.4", "TensorRT-LLM"])),
        gpu=names(GPUS + WHAT_IFS), clock=mostly(st.none(), st.one_of(st.floats(allow_nan=True),
                                                                         st.integers(-10, 10**6))),
        limit=mostly(st.none(), st.one_of(st.floats(allow_nan=True), st.integers(-10, 10**6))))

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import yaml
 
@@ -379,11 +379,14 @@ def _alias_index() -> Mapping[str, str]:
 _MAKER_WORDS = ("nvidia-", "tesla-")
 
 
-def _spellings(key: str) -> list[str]:
+def _spellings(key: str) -> Iterator[str]:
     """A lower-case GPU name as given, then with its spaces and underscores as hyphens, then without a maker's word
-    before it: "NVIDIA H100 PCIe" is h100-pcie, as nvidia-smi's names are the catalog's written otherwise."""
+    before it: "NVIDIA H100 PCIe" is h100-pcie, as nvidia-smi's names are the catalog's written otherwise (lazily:
+    a catalog name, the common case, costs one look-up)."""
+    yield key
     dashed = re.sub(r"[\s_]+", "-", key)
-    return [key, dashed, *(dashed[len(w):] for w in _MAKER_WORDS if dashed.startswith(w))]
+    yield dashed
+    yield from (dashed[len(w):] for w in _MAKER_WORDS if dashed.startswith(w))
 
 
 # A what-if's factor lies below this: a coarse check before the fields' own physical bounds, which any field scaled

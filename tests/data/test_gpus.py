@@ -40,6 +40,18 @@ def test_the_v100_pcie_card_is_the_sxm2_die_at_its_own_clock_limit_and_memory():
     assert [getattr(pcie, k) for k in same] == [getattr(sxm2, k) for k in same]
 
 
+def test_the_gh200s_idle_at_its_maximum_clock_rises_by_the_watts_its_die_rises_on_the_h100_and_h200():
+    """GH200's GPU is the GH100 die of the H100-SXM and the H200 (132 SMs, 1,980 MHz): its idle at the maximum clock
+    is its own idle plus the watts those boards rise by (46.5 and 49 W), not 1.5x its idle (120 W)."""
+    gh200, h100, h200 = (gpus.gpu(n) for n in ("gh200", "h100-sxm", "h200"))
+    assert (gh200.sm_count, gh200.boost_clock_mhz) == (h100.sm_count, h100.boost_clock_mhz) == (
+        h200.sm_count, h200.boost_clock_mhz)
+    rise = [g.idle_power_max_clock_w - g.idle_power_w for g in (h100, h200)]
+    assert rise == pytest.approx([46.5, 49.0])
+    assert gh200.idle_power_max_clock_w == pytest.approx(gh200.idle_power_w + sum(rise) / 2, abs=0.5)
+    assert gh200.idle_power_max_clock_w > gh200.idle_power_w * gpus.IDLE_MAX_CLOCK_RATIO
+
+
 def test_lookup_by_alias_is_case_insensitive():
     assert gpus.gpu("A100").name == "a100-pcie-40gb"
     assert gpus.gpu("H100-SXM5").name == "h100-sxm"

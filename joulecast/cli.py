@@ -617,7 +617,8 @@ def _gpus(args: argparse.Namespace) -> int:
                               for s in catalog().values()]))
         return 0
     print(render.frame(pd.DataFrame(rows)))
-    print("shipped_model: 'trained on' where the shipped model was trained on that GPU's measurements; 'spec-only' "
+    print("--gpu takes a name, an alias or the name nvidia-smi gives the board ('NVIDIA H100 80GB HBM3'). "
+          "shipped_model: 'trained on' where the shipped model was trained on that GPU's measurements; 'spec-only' "
           "GPUs are estimated from their specs (flagged, with wider intervals); limits_w: the power limits an "
           "estimate takes (--power-limit); link: what a node's GPUs reach each other by (--tp, a site's intra). "
           f"Any of them scaled, as --gpu NAME:FIELD*FACTOR (or =VALUE; fields {', '.join(WHAT_IF_FIELDS)}), is a "

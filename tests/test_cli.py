@@ -394,6 +394,7 @@ def test_listings(capsys):
     assert " 200-700 " in h100  # the power limits it takes
     v100 = next(line for line in lines if line.lstrip().startswith("v100-sxm2 "))
     assert " none " in v100 and "NaN" not in v100  # no bf16 hardware, said so
+    assert "the name nvidia-smi gives the board ('NVIDIA H100 80GB HBM3')" in lines[-1]  # the footer says so
     assert main(["models", "--json"]) == 0
     listed = {m["name"]: m for m in json.loads(capsys.readouterr().out)}
     assert set(listed) >= {"gpt2", "llama-3-70b", "resnet-101"}

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from joulecast.data.architectures import expand_sources
-from joulecast.data.errors import DataError, UnknownNameError, choice_message, is_choice
+from joulecast.data.errors import DataError, UnknownNameError, choice_message, hyphenated, is_choice
 
 ENGINES_FILE = Path(__file__).parent / "serving_engines.yaml"
 # The decode attention kernels the physics knows besides FlashAttention's (`joulecast.features.kinds.attention`).
@@ -156,7 +156,7 @@ def catalog_name(name: str) -> str | None:
     """The catalog engine a name means, in any case, with spaces or underscores for hyphens ('vLLM 0.5.4' is
     vllm-0.5.4, 'TensorRT_LLM' trt-llm); None where it names none. An engine named without its release ('vllm') names
     none: its releases' host work differs fivefold, so the error lists them to pick from."""
-    key = re.sub(r"[\s_]+", "-", name.strip().lower())
+    key = hyphenated(name)
     key = _SPELLINGS.get(key, key)
     return key if key in catalog() else None
 

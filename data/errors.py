@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
@@ -93,6 +94,12 @@ def is_choice(value: object, allowed: Iterable[str]) -> bool:
     """Whether `value` is a name among `allowed` (a name only: an array's `in` would compare it elementwise, a list's
     would be no name)."""
     return isinstance(value, str) and value in tuple(allowed)
+
+
+def hyphenated(name: str) -> str:
+    """A catalog name as people write it, read the catalog's way: lower case, spaces and underscores as hyphens
+    ('NVIDIA H100 PCIe' -> 'nvidia-h100-pcie', 'TensorRT_LLM' -> 'tensorrt-llm')."""
+    return re.sub(r"[\s_]+", "-", name.strip().lower())
 
 
 def choice_message(value: object, allowed: Iterable[str], what: str = "") -> str:

@@ -21,7 +21,7 @@ import yaml
 from joulecast.data import architectures
 from joulecast.data.architectures import expand_sources
 from joulecast.data.errors import (DataError, InputError, JoulecastError, UnknownNameError, choice_message,
-                                   is_choice, require)
+                                   hyphenated, is_choice, require)
 from joulecast.data.files import check_output_folder, kind_of, load_yaml, read_text, write_atomic
 
 log = logging.getLogger(__name__)
@@ -384,7 +384,7 @@ def _spellings(key: str) -> Iterator[str]:
     before it: "NVIDIA H100 PCIe" is h100-pcie, as nvidia-smi's names are the catalog's written otherwise (lazily:
     a catalog name, the common case, costs one look-up)."""
     yield key
-    dashed = re.sub(r"[\s_]+", "-", key)
+    dashed = hyphenated(key)
     yield dashed
     yield from (dashed[len(w):] for w in _MAKER_WORDS if dashed.startswith(w))
 

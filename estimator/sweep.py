@@ -549,10 +549,14 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     gpus, models = listed(gpu, "gpu", []), listed(model, "model", [])
     require(gpus, "gpu", "required: a GPU's name or a list of them (joulecast gpus)")
     require(models, "model", "required: a model's name or a list of them (joulecast models)")
-    for name in models:  # an unknown name, or a config that cannot run the phase, before any estimate
-        config = resolve_model(name)[0]
+    resolved = {name: resolve_model(name) for name in models}  # an unknown name before any estimate
+    for config, _, _ in resolved.values():  # or a config that cannot run the phase
         if phase in JOB_PHASES:
             check_model_job(config, phase)
+    # each model and GPU by its catalog name, as an estimate names them, so that two spellings of one ("h100",
+    # "NVIDIA H100 80GB HBM3") are one, as a name given twice is; a config file keeps its path
+    models = list(dict.fromkeys(named if source == "catalog" else name for name, (_, named, source) in resolved.items()))
+    gpus = list(dict.fromkeys(lookup_gpu(g).name for g in gpus))
     dtypes = listed(fields.get("dtype"), "dtype", ["bf16"])
     configs, skipped = grid(models, phase, gpus=gpus, batches=batches, seqs=seqs, dtypes=dtypes,
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),

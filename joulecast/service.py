@@ -25,6 +25,7 @@ from typing import Any
 
 from joulecast.data.errors import InputError, JoulecastError, UnknownFieldError
 from joulecast.data.files import request_pairs, whole_number
+from joulecast.data.models import is_model_name
 from joulecast.render import finite
 
 MAX_BATCH_ROWS = 10_000
@@ -147,8 +148,9 @@ class ModelHolder:
 
 
 def _is_path(name: str) -> bool:
-    """A name that would be read as a file (a config or kernel list) rather than looked up in a catalog."""
-    return "/" in name or "\\" in name or name.endswith(".json")
+    """A name that would be read as a file (a config or kernel list) rather than looked up in a catalog: a Hugging
+    Face id the catalog knows ("meta-llama/Llama-3.1-8B-Instruct") is looked up, as the CLI looks it up."""
+    return ("/" in name or "\\" in name or name.endswith(".json")) and not is_model_name(name)
 
 
 def _catalog_name(key: str, value: Any, where: str) -> None:

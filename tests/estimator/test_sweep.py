@@ -267,6 +267,22 @@ def test_joulecast_sweep_takes_the_fields_the_cli_and_the_service_take(capsys):
             joulecast.sweep("gpt2", "a10", batch=[1, 2], max_points=bound)
 
 
+
+def test_a_sweep_names_models_and_gpus_as_the_catalog_does_and_two_spellings_of_one_are_one():
+    """A model by its Hugging Face id and a GPU by nvidia-smi's name are their catalog entries in the points (as an
+    estimate names them); given beside their catalog names, they are not swept twice. A what-if keeps its changes,
+    on its base's catalog name."""
+    sw = joulecast.sweep(["meta-llama/Llama-3.1-8B-Instruct", "llama-3.1-8b", "gpt2"],
+                         ["NVIDIA H100 80GB HBM3", "h100-sxm", "A100:clock*0.9"], batch=[1, 8], seq=128,
+                         estimator="physics")
+    keys = sw.points[["model", "gpu", "batch"]].apply(tuple, axis=1).tolist()
+    assert sorted(keys) == sorted((m, g, b) for m in ("llama-3.1-8b", "gpt2")
+                                  for g in ("h100-sxm", "a100-pcie-40gb:clock*0.9") for b in (1, 8))
+    alone = joulecast.sweep("llama-3.1-8b", "h100-sxm", batch=8, seq=128, estimator="physics").points
+    mine = sw.points[(sw.points["model"] == "llama-3.1-8b") & (sw.points["gpu"] == "h100-sxm")
+                     & (sw.points["batch"] == 8)]
+    assert mine["energy_j"].tolist() == pytest.approx(alone["energy_j"].tolist())
+
 def test_a_serving_sweep_by_request_rate_prices_each_gpu_at_the_load_and_flags_a_rate_past_capacity(tmp_path,
                                                                                                      capsys):
     """--request-rate 1,4 in place of --concurrency: each point serve's estimate at that rate (its idle time in its

@@ -344,7 +344,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
             model = {**check_config(model["config"]), "name": model_name}
     else:
         require(isinstance(model, str) and model, "model", "a catalog model name or {name, config}")
-        model_name = str(model)
+        model = model_name = str(model_entry(model)["name"])  # by its catalog name, as an estimate names it
     # a vision model's plan is over images: no sequence, none of a text model's options, data-parallel only
     images = is_vision(model if isinstance(model, Mapping) else model_entry(model)["config"])
     if images:

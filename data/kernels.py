@@ -21,6 +21,22 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 # `features.train_step`): the input and weight gradients, a streaming op's and attention's backward, a recomputed op.
 BACKWARD_SUFFIXES = ("_dgrad", "_wgrad", "_bwd", "_recompute")
 DTYPE_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+# The dtypes as the projects people copy them from write them: PyTorch's names (`torch.bfloat16`, a Hugging Face
+# config's `torch_dtype`), vLLM's `--dtype` (half, float) and its FP8 formats, each at its catalog name's rate (both
+# FP8 formats run on the same tensor-core path, data/gpus/*.yaml's fp8 peak).
+_DTYPE_SPELLINGS = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32",
+                    "float64": "fp64", "double": "fp64", "tfloat32": "tf32", "float8": "fp8", "float8_e4m3fn": "fp8",
+                    "float8_e4m3": "fp8", "float8_e5m2": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8", "e4m3": "fp8",
+                    "e5m2": "fp8"}
+
+
+def dtype_name(value: object) -> object:
+    """A dtype by its catalog name (`DTYPES`) as people write it: any case, PyTorch's and vLLM's names ("bfloat16",
+    "torch.float16", "half", "float8_e4m3fn"); anything else as given, for the caller's check to name."""
+    if not isinstance(value, str):
+        return value
+    key = value.strip().lower().removeprefix("torch.")
+    return key if key in DTYPE_BYTES else _DTYPE_SPELLINGS.get(key, value)
 # A kernel's largest size (a GEMM's M, N or K, a tensor's elements): 2^40 (1.1e12), six times the largest catalog
 # GPU's memory in bytes (the B200's 180 GB, data/gpus/b200.yaml, its datasheet), so that the kernel table's 64-bit
 # integers hold it (10^30 raised numpy's OverflowError).

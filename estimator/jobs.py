@@ -21,6 +21,7 @@ from joulecast.data.engines import check_engine, launch_mode_for
 from joulecast.data.errors import InputError, require, require_choice, require_switch
 from joulecast.data.files import REQUEST_LENGTHS, check_count, request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.kernels import dtype_name
 from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
@@ -186,6 +187,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     kv_cache = require_switch(kv_cache, "kv_cache")
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)  # an engine's steps: CUDA graphs
+    dtype = dtype_name(dtype)
     setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
     steps = _steps(model, gpu, batch, input_len, output_len, kv_cache, setting)
@@ -341,6 +343,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     kv_cache = require_switch(kv_cache, "kv_cache")
     launch_mode = launch_mode_for(launch_mode, engine if kv_cache else None)
+    dtype = dtype_name(dtype)
     setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
     groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]

@@ -17,7 +17,7 @@ from joulecast.data.files import kind_of
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.kernels import STRING_COLUMNS, stack
+from joulecast.data.kernels import STRING_COLUMNS, dtype_name, stack
 from joulecast.data.labels import Labels
 from joulecast.data.workload import (
     LAUNCH_MODES,
@@ -185,6 +185,7 @@ def _normalised(configs: pd.DataFrame) -> tuple[pd.DataFrame, list[str | None], 
             # a missing size is an error, not a default (`_integers`); an empty truth is false (`_truths`); the
             # default filled in as an object, whatever the column's dtype (a column of text takes no 1)
             frame[column] = frame[column].astype(object).where(frame[column].notna(), default)
+    frame["dtype"] = _each_distinct(frame["dtype"], dtype_name)  # "bfloat16" is bf16 (`data.kernels.dtype_name`)
     # a vision model has no sequence length: its seq may be empty (it is ignored)
     vision = _each_distinct(frame["model"], _is_vision).astype(bool)
     unsized = vision & frame["seq"].isna().to_numpy()

@@ -46,6 +46,7 @@ import numpy as np
 from joulecast.data import engines
 from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.kernels import dtype_name
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -235,6 +236,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         concurrency = int(_positive("concurrency", concurrency, integer=True))
     _check_context(input_len, output_len, output_len_cv, concurrency, max_batch, chunk_tokens)
     engine = engines.check_engine(engine) or "none"
+    dtype = dtype_name(dtype)
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")  # before: another name priced every step as NaN
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     config = resolve_model(model)[0]

@@ -21,6 +21,7 @@ from joulecast.data.errors import InputError, UnknownFieldError, require, requir
 from joulecast.data.files import kind_of, whole_number
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
+from joulecast.data.kernels import dtype_name
 from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
@@ -557,7 +558,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     # "NVIDIA H100 80GB HBM3") are one, as a name given twice is; a config file keeps its path
     models = list(dict.fromkeys(named if source == "catalog" else name for name, (_, named, source) in resolved.items()))
     gpus = list(dict.fromkeys(lookup_gpu(g).name for g in gpus))
-    dtypes = listed(fields.get("dtype"), "dtype", ["bf16"])
+    dtypes = list(dict.fromkeys(dtype_name(d) for d in listed(fields.get("dtype"), "dtype", ["bf16"])))
     configs, skipped = grid(models, phase, gpus=gpus, batches=batches, seqs=seqs, dtypes=dtypes,
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),

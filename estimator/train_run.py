@@ -31,7 +31,7 @@ from joulecast.data.files import check_count
 from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.kernels import DTYPE_BYTES
+from joulecast.data.kernels import DTYPE_BYTES, dtype_name
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, head_count, hidden_size, layer_count
 from joulecast.data.workload import (LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, MIN_LOADER_RATE, Workload,
                                      check_host_dispatch)
@@ -481,6 +481,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
             f"{'neither' if steps is None else 'both'}")
     steps = _count("steps", steps) if steps is not None else math.ceil(_count("tokens", tokens) / (global_batch * seq))
     lora_rank = _count("lora_rank", lora_rank, low=0)
+    dtype = dtype_name(dtype)
     accumulation = global_batch // micro_batch
     require_choice(optimizer, train_step.OPTIMIZERS, "optimizer")
     loader_rate = check_loader_rate(loader_rate)

@@ -17,7 +17,7 @@ from joulecast.data import engines, models
 from joulecast.data.errors import InputError, require, require_choice
 from joulecast.data.files import kind_of
 from joulecast.data.fusions import NEEDS, check_fusions
-from joulecast.data.kernels import DTYPES
+from joulecast.data.kernels import DTYPES, dtype_name
 from joulecast.data.workload import LAUNCH_MODES, PHASES, Workload, check_host_dispatch, check_sizes
 from joulecast.features import arch
 from joulecast.features import lower_transformers as lt
@@ -329,6 +329,7 @@ def workload(model: str | Mapping[str, Any], *, phase: str = "prefill", batch: i
     engine = engines.check_engine(engine)
     launch_mode = engines.launch_mode_for(launch_mode, engine)
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")
+    dtype = dtype_name(dtype)
     fusions = check_fusions(fusions)
     host_dispatch_s = check_host_dispatch(host_dispatch_s)
     config, name, source = resolve_model(model)

@@ -1078,7 +1078,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--global-batch, --seq; a vision model's over images, no --seq); default prefill")
     est.add_argument("--batch", type=_whole, help="batch size (sequences or images); default 1")
     est.add_argument("--seq", type=_whole, help="tokens per sequence (KV-cache length for decode); default 512")
-    est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8; default bf16")
+    est.add_argument("--dtype", help="fp32, tf32, bf16, fp16, fp8, int8, in any case, or by PyTorch's and vLLM's "
+                     "names (bfloat16, half, float8_e4m3fn); default bf16")
     est.add_argument("--attention", help="flash (fused), eager, or masked (fused, given an explicit mask: every key "
                      "block computed); default flash")
     est.add_argument("--launch-mode", help="eager (PyTorch) or graph (CUDA graphs); default graph where --engine "
@@ -1207,7 +1208,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "h100-sxm:memory_bandwidth_gbs*2 (as estimate takes it)")
     sw.add_argument("--batch", help="batch sizes, e.g. 1,8,64 (default 1)")
     sw.add_argument("--seq", help="tokens per sequence (decode: KV-cache length), e.g. 512,2048 (default 512)")
-    sw.add_argument("--dtype", help="dtypes, e.g. bf16,fp8 (default bf16)")
+    sw.add_argument("--dtype", help="dtypes, e.g. bf16,fp8 (default bf16; bfloat16 and such as --dtype of estimate)")
     sw.add_argument("--sm-clock", help="locked SM clocks in MHz (default: the maximum); a GPU's out-of-range ones "
                     "are left out; 'range' (or range:N) for 8 (N) clocks over each GPU's span")
     sw.add_argument("--power-limit", help="power limits in W (default: each GPU's); out-of-range ones are left out "

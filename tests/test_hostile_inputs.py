@@ -62,7 +62,8 @@ def outcome(call):
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=names(MODELS), phase=names(["prefill", "decode", "training", "inference"]), batch=sizes, seq=sizes,
-       dtype=names(["bf16", "fp16", "fp32", "fp8", "int8", "tf32"]), attention=names(["flash", "eager"]),
+       dtype=names(["bf16", "fp16", "fp32", "fp8", "int8", "tf32", "bfloat16", "torch.float16"]),
+       attention=names(["flash", "eager"]),
        launch_mode=names(["eager", "graph"]), engine=st.one_of(st.none(), names(["vllm-0.5.4", "TensorRT-LLM"])),
        gpu=names(GPUS + WHAT_IFS), clock=mostly(st.none(), st.one_of(st.floats(allow_nan=True),
                                                                         st.integers(-10, 10**6))),
@@ -97,7 +98,7 @@ def test_estimate_refuses_what_is_no_workload(workload, gpu):
 @SETTINGS
 @given(rows=st.lists(st.fixed_dictionaries({
     "model": names([*MODELS, "qwen3-30b-a3b"]), "gpu": names(GPUS + WHAT_IFS), "batch": sizes, "seq": sizes,
-    "phase": names(["prefill", "decode"]), "dtype": names(["bf16", "fp8"]),
+    "phase": names(["prefill", "decode"]), "dtype": names(["bf16", "fp8", "Float8_E4M3FN"]),
     "engine": st.one_of(st.none(), names(["vllm-0.5.4"])),
     "sm_clock_mhz": st.one_of(st.none(), st.floats(allow_nan=True), st.text(max_size=4)),
     "tp": st.one_of(st.none(), mostly(st.sampled_from([1, 2, 4]), anything)),

@@ -1,6 +1,7 @@
 import json
 import re
 
+import pandas as pd
 import pytest
 
 import joulecast
@@ -264,3 +265,29 @@ def test_estimate_many_groups_rows_by_their_whole_structure():
     assert codes.tolist() == [0, 1, 2, 0, 3]
     assert keys == [("gpt2", "prefill", "1", "False"), ("gpt2", "decode", "1", "False"),
                     ("bert-large", "prefill", "1", "False"), ("gpt2", "prefill", "2", "False")]
+
+
+@pytest.mark.parametrize("spelt, name", [("bfloat16", "bf16"), ("torch.float16", "fp16"), ("half", "fp16"),
+                                         ("FP8", "fp8"), ("float8_e4m3fn", "fp8"), ("float32", "fp32")])
+def test_a_dtype_as_pytorch_and_vllm_write_it_is_the_catalog_s(spelt, name):
+    """Every entry point reads PyTorch's and vLLM's dtype names (a config's torch_dtype, vLLM's --dtype) as the
+    catalog's: the same figures, and the catalog's name where a result names it."""
+    one = dict(estimator="physics")
+    spelt_pass = joulecast.estimate(joulecast.workload("gpt2", batch=2, seq=64, dtype=spelt), "h100-sxm", **one)
+    named_pass = joulecast.estimate(joulecast.workload("gpt2", batch=2, seq=64, dtype=name), "h100-sxm", **one)
+    assert spelt_pass.workload.endswith(f"/{name}") and spelt_pass.energy_j == named_pass.energy_j
+    job = dict(batch=2, input_len=64, output_len=3, **one)
+    assert (joulecast.generate("gpt2", "h100-sxm", dtype=spelt, **job).energy_j
+            == joulecast.generate("gpt2", "h100-sxm", dtype=name, **job).energy_j)
+    load = dict(input_len=64, output_len=16, concurrency=4, **one)
+    served = joulecast.serve("gpt2", "h100-sxm", dtype=spelt, **load)
+    assert served.dtype == name and served.energy_j == joulecast.serve("gpt2", "h100-sxm", dtype=name, **load).energy_j
+    rows = joulecast.estimate_many(pd.DataFrame({"model": "gpt2", "gpu": "h100-sxm", "dtype": [spelt, name]}), **one)
+    assert rows["dtype"].tolist() == [name, name] and rows["energy_j"].nunique() == 1
+    swept = joulecast.sweep("gpt2", "h100-sxm", batch=1, seq=64, dtype=[spelt, name], **one).points
+    assert swept["dtype"].tolist() == [name]  # two spellings of one dtype: one point
+    run = dict(seq=64, global_batch=4, steps=2, **one)
+    assert (joulecast.train_run("gpt2", "h100-sxm", dtype=spelt, **run).energy_j
+            == joulecast.train_run("gpt2", "h100-sxm", dtype=name, **run).energy_j)
+    with pytest.raises(joulecast.InputError, match="^dtype: unknown 'bfloat17'"):
+        joulecast.workload("gpt2", dtype="bfloat17")

@@ -131,10 +131,13 @@ def test_a_plan_splits_its_energy_and_reports_every_strategy():
 
 
 def test_a_job_file_names_its_model_and_gpus_as_the_catalog_does():
-    """A model by its Hugging Face id and a GPU by nvidia-smi's name plan as their catalog entries and are named so."""
+    """A model by its Hugging Face id, a GPU by nvidia-smi's name and a dtype by PyTorch's plan as their catalog
+    entries and are named so."""
     sites = [dict(name="a", gpu="NVIDIA A100-SXM4-80GB", gpus=8, grid="FR", pue=1.1),
              dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE")]
-    spelt = planner.plan(_job(model="openai-community/gpt2", sites=sites)).to_dict()
+    job = _job(model="openai-community/gpt2", sites=sites, dtype="torch.bfloat16")
+    assert job.dtype == "bf16"
+    spelt = planner.plan(job).to_dict()
     plain = planner.plan(_job()).to_dict()
     assert spelt["model"] == "gpt2" and [s["gpu"] for s in spelt["sites"]] == ["a100-sxm4-80gb"] * 2
     assert [p["energy_j"] for p in spelt["plans"]] == pytest.approx([p["energy_j"] for p in plain["plans"]])

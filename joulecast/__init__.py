@@ -35,7 +35,7 @@ _EXPORTS = {
     "train_run": "joulecast.estimator.train_run", "TrainRunEstimate": "joulecast.estimator.train_run",
     "plan": "joulecast.estimator.plan", "load_job": "joulecast.data.job_file",
     "serve": "joulecast.estimator.serving", "ServeEstimate": "joulecast.estimator.serving",
-    "carbon": "joulecast.data.carbon",
+    "carbon": "joulecast.data.carbon", "read_requests": "joulecast.data.requests",
 }
 _RENAMED = {"gpu_catalog": ("joulecast.data.gpus", "catalog"), "sweep": ("joulecast.estimator.sweep", "run_sweep"),
             "SweepResult": ("joulecast.estimator.sweep", "SweepResult"),

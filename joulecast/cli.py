@@ -134,14 +134,19 @@ def _carbon_series(args: argparse.Namespace) -> tuple[float, ...] | None:
     return None if args.carbon_series is None else read_carbon_series(args.carbon_series, "--carbon-series")
 
 
-def _show(record: Any, table: Any, args: argparse.Namespace, where: Any) -> None:
-    """An estimate as --json or its `table`, with the carbon of its energy at `where` (`joulecast.data.carbon`)."""
+def _show(record: Any, table: Any, args: argparse.Namespace, where: Any, trace: Any = None) -> None:
+    """An estimate as --json or its `table`, with the carbon of its energy at `where` (`joulecast.data.carbon`), and
+    the requests file it was read from (`trace`, a `data.requests.RequestTrace`) where there is one."""
     from joulecast import render
     from joulecast.data.carbon import carbon
 
     figures = carbon(record, where)
-    print(render.to_json({**record.to_dict(), **figures}) if args.json
-          else render.with_line(table(record), render.carbon_line(figures)))
+    if args.json:
+        print(render.to_json({**record.to_dict(), **figures,
+                              **({"requests_file": trace.to_dict()} if trace is not None else {})}))
+        return
+    text = render.with_line(table(record), render.carbon_line(figures))
+    print(text if trace is None else render.with_line(text, render.trace_line(args.requests, trace)))
 
 
 def _jobs_of(model: str) -> list[str]:
@@ -191,41 +196,9 @@ def _job_options(args: argparse.Namespace, phase: str, *, needs: tuple[str, ...]
     return {flag: getattr(args, flag) for flag in optional if getattr(args, flag) is not None}
 
 
-def _read_requests(path: str) -> list[list[int]]:
-    """A requests file: CSV with input_len and output_len columns, or JSON, a list of [input_len, output_len] (or of
-    objects with those keys)."""
-    from joulecast.data.files import read_text, request_pairs
-
-    text = read_text(Path(path), "--requests")
-    if path.endswith(".json"):
-        import json
-
-        try:
-            pairs = json.loads(text)
-        except ValueError as exc:
-            raise InputError("--requests", f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
-        return request_pairs(pairs)  # 1e3 or 1000.0 is the length 1000, as the flags read counts
-    import csv
-    import io
-
-    reader = csv.DictReader(io.StringIO(text))
-    if not {"input_len", "output_len"} <= set(reader.fieldnames or ()):
-        raise InputError("--requests", f"{path}: a CSV needs input_len and output_len columns (or give .json)")
-    rows = list(reader)
-    if not rows:
-        raise InputError("--requests", f"{path}: holds no requests, only its header")
-    out = []
-    for i, row in enumerate(rows):
-        try:  # as the flags read counts: 512, or 1e3
-            out.append([_whole(row["input_len"]), _whole(row["output_len"])])
-        except (TypeError, argparse.ArgumentTypeError):
-            raise InputError(f"--requests row {i + 1}", f"{path}: input_len and output_len must be whole numbers, got "
-                                                        f"{row['input_len']!r}, {row['output_len']!r}") from None
-    return out
-
-
 def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
+    from joulecast.data.requests import read_requests
     from joulecast.estimator.jobs import generate, generate_requests
 
     batch = 1 if args.batch is None else args.batch  # not `or 1`: --batch 0 is refused, not read as 1
@@ -234,11 +207,12 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: An
                              instead="--requests alone: each request its own lengths",
                              optional=("dtype", "attention", "launch_mode", "engine", "offload_gb", "h2d_gbps",
                                        "tp", "expert_parallel"))
-        job = generate_requests(args.model, args.gpu, _read_requests(args.requests), batch=batch,
+        trace = read_requests(args.requests)
+        job = generate_requests(args.model, args.gpu, trace.pairs(), batch=batch,
                                 kv_cache=not args.no_kv_cache, sm_clock_mhz=args.sm_clock,
                                 power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
                                 estimator=args.estimator, **given)
-        _show(job, render.requests_table, args, where)
+        _show(job, render.requests_table, args, where, trace)
         return 0
     given = _job_options(args, "generate", needs=("input_len", "output_len"), needs_why=" (tokens per sequence)",
                          refuses=("seq",), instead="--input-len and --output-len",
@@ -253,19 +227,38 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: An
 
 def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
+    from joulecast.data.requests import read_requests
     from joulecast.estimator.serving import serve
 
-    given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
-                         refuses=("batch", "seq", "attention", "no_kv_cache"),
-                         instead="--concurrency or --request-rate",
-                         optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "output_len_cv",
-                                   "input_len_cv", "sampling", "expert_parallel"),
-                         one_of=("concurrency", "request_rate"))
-    job = serve(args.model, args.gpu, input_len=args.input_len, output_len=args.output_len,
-                concurrency=args.concurrency, request_rate=args.request_rate, engine=args.engine or "none",
-                duration_s=args.duration, output_tokens=args.output_tokens, sm_clock_mhz=args.sm_clock,
-                power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
-    _show(job, render.serve_table, args, where)
+    lengths = ("input_len", "output_len", "output_len_cv", "input_len_cv")
+    trace = None
+    if args.requests:  # a trace's load: its mean lengths and their spread, its arrival rate unless a load is given
+        given = _job_options(args, "serve", needs=(), needs_why="",
+                             refuses=("batch", "seq", "attention", "no_kv_cache", *lengths),
+                             instead="--requests alone: its lengths are the file's",
+                             optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "sampling",
+                                       "expert_parallel"))
+        trace = read_requests(args.requests)
+        if args.concurrency is not None and args.request_rate is not None:
+            raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
+        if args.concurrency is None and args.request_rate is None:
+            if trace.request_rate is None:
+                raise InputError("--request-rate", f"{args.requests} has no arrival times (or all at one instant); "
+                                                   "give --request-rate or --concurrency")
+            args.request_rate = trace.request_rate
+        given.update(trace.load())
+    else:
+        given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
+                             refuses=("batch", "seq", "attention", "no_kv_cache"),
+                             instead="--concurrency or --request-rate",
+                             optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", *lengths,
+                                       "sampling", "expert_parallel"),
+                             one_of=("concurrency", "request_rate"))
+    job = serve(args.model, args.gpu, concurrency=args.concurrency, request_rate=args.request_rate,
+                engine=args.engine or "none", duration_s=args.duration, output_tokens=args.output_tokens,
+                sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
+                estimator=args.estimator, **given)
+    _show(job, render.serve_table, args, where, trace)
     return 0
 
 
@@ -579,7 +572,7 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
-             "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
+             "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
                        "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
@@ -1103,9 +1096,13 @@ def build_parser() -> argparse.ArgumentParser:
     gen = est.add_argument_group("--phase generate")
     gen.add_argument("--input-len", type=_whole, help="prompt tokens per sequence")
     gen.add_argument("--output-len", type=_whole, help="generated tokens per sequence")
-    gen.add_argument("--requests", help="a list of requests instead: CSV (input_len, output_len columns) or JSON "
-                     "([[input_len, output_len], ...], or objects with those keys), generated in static batches of "
-                     "--batch in the file's order, each padded to its longest prompt and answer")
+    gen.add_argument("--requests", help="a file of requests instead of the lengths: CSV (input_len, output_len "
+                     "columns, arrival_s optional), JSON ([[input_len, output_len], ...] or objects), JSON lines, or a "
+                     "public trace as published (Azure LLM inference, BurstGPT, Mooncake; OpenAI usage's "
+                     "prompt_tokens and completion_tokens); rows asking no output token are left out. generate: in "
+                     "static batches of --batch in the file's order, each padded to its longest prompt and answer. "
+                     "serve: their mean lengths and spread, and their arrival rate unless --request-rate or "
+                     "--concurrency is given (as Poisson arrivals: a trace's bursts are not modelled)")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
     gen.add_argument("--offload-gb", type=float, help="GiB of weights kept in host memory and copied in before every "

@@ -157,6 +157,18 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
             + f", at {figure(grid['g_per_kwh'])} g/kWh ({where}) x PUE {grid['pue']:g}: the GPU's energy alone")
 
 
+def trace_line(path: str, trace: Any) -> str:
+    """A table's line for the requests file a load was read from (`data.requests.RequestTrace`): how many, over how
+    long, at what rate, and their mean lengths with their spread."""
+    load = trace.load()
+    span = (f" over {duration(trace.span_s)}, {figure(trace.request_rate)} a second" if trace.request_rate
+            else ", no arrival times")
+    left = f"; {trace.left_out:,} asking no output token left out" if trace.left_out else ""
+    return (f"file       {path} ({trace.format}): {len(trace.input_len):,} requests{span}; prompts "
+            f"{figure(load['input_len'])} tokens mean (CV {load['input_len_cv']:.2f}), answers "
+            f"{figure(load['output_len'])} (CV {load['output_len_cv']:.2f}){left}")
+
+
 def with_line(table: str, line: str) -> str:
     """A table with `line` after its figures: before its flags or its kernel classes."""
     lines = table.split("\n")

@@ -1,0 +1,177 @@
+"""A file of requests: each one's prompt and answer lengths in tokens, and where the file has them its arrival times.
+
+`generate --requests` runs the requests in static batches; `serve --requests` takes their load: the mean lengths,
+their spread and, from the arrival times, the request rate. Besides joulecast's own columns (`input_len`,
+`output_len`, optionally `arrival_s`), the public serving traces read as their publishers wrote them (`FORMATS`), so
+a trace can be pointed at as downloaded.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from joulecast.data.errors import InputError
+from joulecast.data.files import read_text
+from joulecast.data.workload import MAX_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class Format:
+    """How a trace names its lengths and arrival times; `time_unit`: "s", "ms", or "datetime" (a date and time)."""
+    name: str
+    input: str
+    output: str
+    time: str | None = None
+    time_unit: str = "s"
+
+
+# Each trace's columns as its publisher documents them.
+FORMATS = (
+    Format("joulecast", "input_len", "output_len", "arrival_s", "s"),
+    # github.com/Azure/AzurePublicDataset, AzureLLMInferenceTrace_{code,conv}.csv (2023, Splitwise) and the 2024
+    # week-long traces (DynamoLLM): TIMESTAMP,ContextTokens,GeneratedTokens
+    Format("Azure LLM inference trace", "ContextTokens", "GeneratedTokens", "TIMESTAMP", "datetime"),
+    # github.com/HPMLL/BurstGPT: Timestamp (seconds from the collection's start),Model,Request tokens,Response tokens,
+    # Total tokens,Log Type
+    Format("BurstGPT", "Request tokens", "Response tokens", "Timestamp", "s"),
+    # Mooncake's traces (github.com/kvcache-ai/Mooncake, JSON lines): timestamp (ms), input_length, output_length
+    Format("Mooncake", "input_length", "output_length", "timestamp", "ms"),
+    # an OpenAI-compatible API's usage objects (vLLM's and SGLang's servers return them too)
+    Format("OpenAI usage", "prompt_tokens", "completion_tokens"),
+)
+_SECONDS = {"s": 1.0, "ms": 1e-3}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTrace:
+    """Requests read from a file: lengths in tokens, arrival times in seconds from the first (None where the file has
+    none), the format read, and how many rows were left out for asking no output token (a failed request's row)."""
+    input_len: np.ndarray
+    output_len: np.ndarray
+    arrival_s: np.ndarray | None
+    format: str
+    left_out: int = 0
+
+    def pairs(self) -> list[list[int]]:
+        """[[input_len, output_len], ...] in the file's order (`estimator.jobs.generate_requests`)."""
+        return np.stack([self.input_len, self.output_len], axis=1).tolist()
+
+    @property
+    def span_s(self) -> float | None:
+        """Seconds from the first arrival to the last, where the file has times."""
+        return None if self.arrival_s is None else float(self.arrival_s.max() - self.arrival_s.min())
+
+    @property
+    def request_rate(self) -> float | None:
+        """The mean arrival rate (requests a second: the gaps between the arrivals, over their span); None without
+        times or with every request at one instant."""
+        span = self.span_s
+        return None if not span else (len(self.input_len) - 1) / span
+
+    def load(self) -> dict[str, float]:
+        """`serve`'s length options: the mean lengths and each one's standard deviation over its mean."""
+        ins, outs = self.input_len.astype(float), self.output_len.astype(float)
+        return {"input_len": float(ins.mean()), "output_len": float(outs.mean()),
+                "input_len_cv": float(ins.std() / ins.mean()), "output_len_cv": float(outs.std() / outs.mean())}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": self.format, "requests": int(len(self.input_len)), "left_out": self.left_out,
+                "span_s": self.span_s, "request_rate": self.request_rate, **self.load()}
+
+
+def read_requests(path: str | Path, field: str = "--requests") -> RequestTrace:
+    """A requests file: CSV (`.csv`, else anything not JSON), JSON (`.json`: a list of [input_len, output_len] pairs
+    or of objects) or JSON lines (`.jsonl`: an object a line), its columns or keys those of one of `FORMATS`. Rows
+    asking no output token are left out and counted; anything else wrong is one line naming `field` and the row."""
+    path = Path(path)
+    text = read_text(path, field)
+    table = _table(text, path, field)
+    if table.empty:
+        raise InputError(field, f"{path}: holds no requests{', only its header' if len(table.columns) else ''}")
+    form = next((f for f in FORMATS if {f.input, f.output} <= set(table.columns)), None)
+    if form is None:
+        names = "; ".join(f"{f.input} and {f.output} ({f.name})" for f in FORMATS)
+        raise InputError(field, f"{path}: needs a prompt and an answer length a request, as columns or keys: {names}")
+    ins, outs = (_lengths(table[c], path, field, low) for c, low in ((form.input, 1), (form.output, 0)))
+    times = _times(table[form.time], form, path, field) if form.time in table.columns else None
+    kept = outs > 0  # a failed request asked no answer (BurstGPT's failure rows): nothing to generate or serve
+    if not kept.any():
+        raise InputError(field, f"{path}: every request asks no output token")
+    if times is not None:
+        times = times[kept] - times[kept].min()
+    return RequestTrace(ins[kept], outs[kept], times, form.name, int((~kept).sum()))
+
+
+def _table(text: str, path: Path, field: str) -> pd.DataFrame:
+    """The file's rows as a table, one column a length or time (a JSON pair: input_len and output_len)."""
+    suffix = path.suffix.lower()
+    if suffix not in (".json", ".jsonl"):
+        try:
+            return pd.read_csv(io.StringIO(text), skipinitialspace=True)
+        except pd.errors.EmptyDataError:
+            return pd.DataFrame()
+        except (pd.errors.ParserError, UnicodeError) as exc:
+            raise InputError(field, f"{path}: not a CSV ({str(exc).splitlines()[0] if str(exc) else exc})") from None
+    if suffix == ".jsonl":  # an object a line: parsed as one array, in one call
+        lines = [line for line in text.splitlines() if line.strip()]
+        try:
+            rows = json.loads("[" + ",".join(lines) + "]")
+        except json.JSONDecodeError:
+            for n, line in enumerate(text.splitlines(), 1):  # only to name the line that is not JSON
+                try:
+                    json.loads(line) if line.strip() else None
+                except json.JSONDecodeError as exc:
+                    raise InputError(field, f"{path}: not JSON lines ({exc.msg}, line {n})") from None
+            raise InputError(field, f"{path}: not JSON lines") from None  # not reached: some line failed
+    else:
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(field, f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(rows, list):
+        raise InputError(field, f"{path}: a list of requests, got a JSON {type(rows).__name__}")
+    for i, row in enumerate(rows):
+        if not (isinstance(row, dict) or isinstance(row, list) and len(row) == 2):
+            raise InputError(f"{field} row {i + 1}", f"{path}: an [input_len, output_len] pair or an object, got "
+                                                     f"{json.dumps(row)[:40]}")
+    return pd.DataFrame([dict(zip(("input_len", "output_len"), r)) if isinstance(r, list) else r for r in rows])
+
+
+def _lengths(values: pd.Series, path: Path, field: str, low: int) -> np.ndarray:
+    """A column of lengths as whole numbers from `low` to MAX_SIZE (512, 512.0 or 1e3), else one line naming the
+    first bad row (in one pass over the column: a week's trace has millions of rows)."""
+    numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+    ok = np.isfinite(numbers) & (numbers == np.round(numbers)) & (numbers >= low) & (numbers <= MAX_SIZE)
+    if values.dtype == object:  # JSON's true is no length, though pandas reads it as 1
+        ok &= ~values.map(lambda v: isinstance(v, bool)).to_numpy(dtype=bool)
+    elif values.dtype == bool:
+        ok[:] = False
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        raise InputError(f"{field} row {i + 1}", f"{path}: {values.name} must be a whole number from {low} to "
+                                                 f"{MAX_SIZE:,}, got {values.iloc[i]!r}")
+    return numbers.astype(np.int64)
+
+
+def _times(values: pd.Series, form: Format, path: Path, field: str) -> np.ndarray:
+    """A column of arrival times in seconds, else one line naming the first bad row."""
+    if form.time_unit == "datetime":
+        stamps = pd.to_datetime(values, errors="coerce", format="mixed")
+        bad = stamps.isna().to_numpy()
+        seconds = (stamps - stamps.min()).dt.total_seconds().to_numpy() if not bad.all() else None
+    else:
+        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+        bad = ~np.isfinite(numbers)
+        seconds = numbers * _SECONDS[form.time_unit]
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        what = "a date and time" if form.time_unit == "datetime" else f"a number ({form.time_unit})"
+        raise InputError(f"{field} row {i + 1}", f"{path}: {values.name} must be {what}, got {values.iloc[i]!r}")
+    return seconds

@@ -1,0 +1,92 @@
+"""Requests files: joulecast's own columns and the public serving traces as published (`data.requests`)."""
+
+import json
+
+import pytest
+
+import joulecast
+from joulecast.cli import main
+from joulecast.data.requests import FORMATS, read_requests
+
+AZURE = ("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+         "2023-11-16 18:15:46.6805900,374,44\n"
+         "2023-11-16 18:15:50.9951690,396,109\n"
+         "2023-11-16 18:15:56.6805900,879,55\n")
+
+
+def test_each_public_trace_reads_as_published(tmp_path):
+    """Azure's datetimes, BurstGPT's seconds (a failure row asking no answer left out and counted), Mooncake's JSON
+    lines in milliseconds, OpenAI usage objects without times, and joulecast's own columns with arrival_s."""
+    files = {
+        "azure.csv": AZURE,
+        "burst.csv": ("Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+                      "5,ChatGPT,472,18,490,Conversation log\n45,ChatGPT,1087,0,1087,Conversation log\n"
+                      "25,GPT-4,417,276,693,Conversation log\n"),
+        "mooncake.jsonl": "\n".join(json.dumps(r) for r in (
+            {"timestamp": 0, "input_length": 6955, "output_length": 52, "hash_ids": [1, 2]},
+            {"timestamp": 1500, "input_length": 100, "output_length": 4, "hash_ids": []},
+            {"timestamp": 4000, "input_length": 3000, "output_length": 10, "hash_ids": [3]})) + "\n",
+        "usage.json": json.dumps([{"prompt_tokens": 12, "completion_tokens": 30, "total_tokens": 42},
+                                  {"prompt_tokens": 8, "completion_tokens": 2.0e1, "total_tokens": 28}]),
+        "own.csv": "input_len,output_len,arrival_s\n100,10,0.5\n300,30,2.5\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    azure, burst, moon, usage, own = (read_requests(tmp_path / n) for n in files)
+    assert [t.format for t in (own, azure, burst, moon, usage)] == [f.name for f in FORMATS]
+    assert azure.pairs() == [[374, 44], [396, 109], [879, 55]] and azure.span_s == pytest.approx(10.0)
+    assert azure.request_rate == pytest.approx(2 / 10.0) and azure.left_out == 0
+    assert burst.pairs() == [[472, 18], [417, 276]] and burst.left_out == 1
+    assert burst.arrival_s.tolist() == [0.0, 20.0] and burst.request_rate == pytest.approx(1 / 20)
+    assert moon.pairs() == [[6955, 52], [100, 4], [3000, 10]] and moon.span_s == pytest.approx(4.0)
+    assert usage.pairs() == [[12, 30], [8, 20]] and usage.arrival_s is None and usage.request_rate is None
+    assert own.request_rate == pytest.approx(0.5)
+    load = own.load()
+    assert load == pytest.approx({"input_len": 200.0, "output_len": 20.0, "input_len_cv": 0.5, "output_len_cv": 0.5})
+
+
+@pytest.mark.parametrize("name, text, field, message", [
+    ("a.csv", "input_len,output_len\n10,5\n10,2.5\n", "--requests row 2", "output_len must be a whole number"),
+    ("a.csv", "input_len,output_len\n0,5\n", "--requests row 1", "input_len must be a whole number from 1"),
+    ("a.csv", AZURE.replace("2023-11-16 18:15:50.9951690", "yesterday"), "--requests row 2",
+     "TIMESTAMP must be a date and time, got 'yesterday'"),
+    ("a.jsonl", '{"input_length": 1, "output_length": 2}\n{"input_length": 1,\n', "--requests",
+     "not JSON lines (Expecting property name enclosed in double quotes, line 2)"),
+    ("a.json", '[{"input_len": 5, "output_len": true}]', "--requests row 1", "output_len must be a whole number"),
+    ("a.json", '{"input_len": 5}', "--requests", "a list of requests, got a JSON dict"),
+    ("a.csv", "input_len,output_len\n10,0\n", "--requests", "every request asks no output token"),
+    ("a.csv", "prompt,answer\n10,5\n", "--requests", "needs a prompt and an answer length a request"),
+    ("a.csv", "", "--requests", "holds no requests"),
+])
+def test_a_bad_requests_file_is_one_line_naming_the_row(tmp_path, name, text, field, message):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(joulecast.InputError) as caught:
+        read_requests(tmp_path / name)
+    assert caught.value.field == field and message in str(caught.value), caught.value
+
+
+def test_serve_takes_a_trace_s_load_and_a_load_given_beside_it(tmp_path, capsys):
+    """`serve --requests`: the trace's mean lengths, their spread and its arrival rate, the same figures as the API
+    given them; --concurrency or --request-rate in place of its rate; its lengths are the file's alone."""
+    (tmp_path / "azure.csv").write_text(AZURE)
+    trace = joulecast.read_requests(tmp_path / "azure.csv")  # the API of it: its load given to serve
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--estimator", "physics",
+            "--requests", str(tmp_path / "azure.csv")]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    api = joulecast.serve("llama-3-8b", "h100-sxm", request_rate=trace.request_rate, estimator="physics",
+                          **trace.load())
+    assert out["energy_per_output_token_j"] == pytest.approx(api.energy_per_output_token_j)
+    assert out["requests_file"]["format"] == "Azure LLM inference trace" and out["requests_file"]["requests"] == 3
+    assert main([*argv, "--concurrency", "8", "--json"]) == 0
+    eight = json.loads(capsys.readouterr().out)
+    api = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=8, estimator="physics", **trace.load())
+    assert eight["energy_per_output_token_j"] == pytest.approx(api.energy_per_output_token_j)
+    assert main(argv) == 0
+    assert any(line.startswith("file       ") and "3 requests over 10.00 s, 0.2 a second" in line
+               for line in capsys.readouterr().out.splitlines())
+    assert main([*argv, "--input-len", "512"]) == 2
+    assert "--input-len: has no effect with --phase serve (give --requests alone" in capsys.readouterr().err
+    (tmp_path / "usage.json").write_text('[{"prompt_tokens": 12, "completion_tokens": 30}]')
+    assert main([*argv[:-1], str(tmp_path / "usage.json")]) == 2
+    assert "--request-rate: " in capsys.readouterr().err

@@ -572,8 +572,9 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
-             "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
-                       "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
+             "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
+                       "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling",
+                       "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}

@@ -246,6 +246,8 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                 raise InputError("--request-rate", f"{args.requests} has no arrival times (or all at one instant); "
                                                    "give --request-rate or --concurrency")
             args.request_rate = trace.request_rate
+        if args.duration is None and args.output_tokens is None:  # totalled over the file's work, as it asks
+            args.output_tokens = float(trace.output_len.sum())
         given.update(trace.load())
     else:
         given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
@@ -1103,7 +1105,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "prompt_tokens and completion_tokens); rows asking no output token are left out. generate: in "
                      "static batches of --batch in the file's order, each padded to its longest prompt and answer. "
                      "serve: their mean lengths and spread, and their arrival rate unless --request-rate or "
-                     "--concurrency is given (as Poisson arrivals: a trace's bursts are not modelled)")
+                     "--concurrency is given (as Poisson arrivals: a trace's bursts are not modelled), totalled over "
+                     "their output tokens unless --duration or --output-tokens is given")
     gen.add_argument("--no-kv-cache", action="store_true", help="recompute every token each step (HF transformers' "
                      "use_cache=False)")
     gen.add_argument("--offload-gb", type=float, help="GiB of weights kept in host memory and copied in before every "

@@ -323,8 +323,8 @@ def serve_table(job: Any) -> str:
     from joulecast.estimator.serving import HOST_BOUND_SHARE  # loaded already: `job` is its ServeEstimate
 
     band = job.energy_per_output_token_interval_j
-    lines = [f"serving {job.model}: {job.input_len:g} token{'' if job.input_len == 1 else 's'} in, "
-             f"{job.output_len:g} out a request, "
+    lines = [f"serving {job.model}: {figure(job.input_len)} token{'' if job.input_len == 1 else 's'} in, "
+             f"{figure(job.output_len)} out a request, "
              f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else "")
              + (", experts split over the GPUs" if job.expert_parallel and job.tp > 1 else "")
              + (f", {job.sampling} sampling" if job.sampling != "greedy" else ""),

@@ -77,6 +77,10 @@ def test_serve_takes_a_trace_s_load_and_a_load_given_beside_it(tmp_path, capsys)
     api = joulecast.serve("llama-3-8b", "h100-sxm", request_rate=trace.request_rate, estimator="physics",
                           **trace.load())
     assert out["energy_per_output_token_j"] == pytest.approx(api.energy_per_output_token_j)
+    # totalled over the file's work where no --duration or --output-tokens says otherwise: its 208 output tokens,
+    # in about its span at its rate
+    assert out["output_tokens"] == 208 and out["energy_j"] == pytest.approx(208 * out["energy_per_output_token_j"])
+    assert out["duration_s"] == pytest.approx(3 / trace.request_rate)
     assert out["requests_file"]["format"] == "Azure LLM inference trace" and out["requests_file"]["requests"] == 3
     assert main([*argv, "--concurrency", "8", "--json"]) == 0
     eight = json.loads(capsys.readouterr().out)

@@ -34,7 +34,7 @@ class Format:
 
 # Each trace's columns as its publisher documents them.
 FORMATS = (
-    Format("joulecast", "input_len", "output_len", "arrival_s", "s"),
+    Format("joulecast's columns", "input_len", "output_len", "arrival_s", "s"),
     # github.com/Azure/AzurePublicDataset, AzureLLMInferenceTrace_{code,conv}.csv (2023, Splitwise) and the 2024
     # week-long traces (DynamoLLM): TIMESTAMP,ContextTokens,GeneratedTokens
     Format("Azure LLM inference trace", "ContextTokens", "GeneratedTokens", "TIMESTAMP", "datetime"),

@@ -214,8 +214,8 @@ def test_cli_requests_from_a_csv_or_json(tmp_path, capsys):
     assert main([*argv, "--requests", str(listed)]) == 2
     # one trace's key beside another's: no format's two names (before: "requests[0]: an object needs input_len and
     # output_len")
-    assert "needs a prompt and an answer length a request, as columns or keys: input_len and output_len (joulecast)" \
-        in capsys.readouterr().err
+    assert ("needs a prompt and an answer length a request, as columns or keys: input_len and output_len "
+            "(joulecast's columns)") in capsys.readouterr().err
     for path, text in ((csv, "input_len,output_len\n1.28e2,16\n32,4.0\n"), (listed, "[[1.28e2, 16], [32, 4.0]]")):
         path.write_text(text)  # counts as the flags take them: 1.28e2 is 128
         assert main([*argv, "--requests", str(path), "--batch", "2"]) == 0

@@ -420,16 +420,17 @@ def _refuse_flags_without_effect(args: argparse.Namespace, models: list[str]) ->
         raise InputError(f"--{ignored[0].replace('_', '-')}", ignored[1].replace("{batch}", "--batch"))
 
 
-def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
-    """(batch axis, sequence axis, the job's fixed options) of a sweep: for a training run its micro-batches and
-    sequence lengths, for a generation its batch sizes and prompt lengths, for serving its requests in flight and
-    mean prompt lengths (`estimator.sweep.SIZES`; the fixed options `JOB_OPTIONS`, --no-kv-cache for `kv_cache`); a
-    flag its phase does not take is one line naming it."""
+def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, Any]:
+    """(batch axis, sequence axis, the job's fixed options, the requests file read or None) of a sweep: for a
+    training run its micro-batches and sequence lengths, for a generation its batch sizes and prompt lengths, for
+    serving its requests in flight and mean prompt lengths (`estimator.sweep.SIZES`; the fixed options
+    `JOB_OPTIONS`, --no-kv-cache for `kv_cache`), or a requests file's load (`_trace_load`); a flag its phase does
+    not take is one line naming it."""
     from joulecast.estimator.sweep import JOB_OPTIONS, PASS_OPTIONS, SIZES
 
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
                 for p, options in JOB_OPTIONS.items()}
-    flags_of["serve"] += ("request_rate",)  # in place of --concurrency (estimator.sweep.RATE_SIZES)
+    flags_of["serve"] += ("request_rate", "requests")  # in place of --concurrency (estimator.sweep.RATE_SIZES)
     phase = args.phase
     axes = SIZES.get(phase, ("batch", "seq"))
     flags_of.setdefault(phase, PASS_OPTIONS)  # a single pass: the settings estimate takes for one
@@ -453,7 +454,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
         if (args.steps is None) == (args.tokens is None):  # as estimate says it, by the flags
             raise InputError("--steps", "--phase train-run needs --steps or --tokens, one of them; got "
                                         f"{'neither' if args.steps is None else 'both'}")
-        return sizes[0] or [args.global_batch], sizes[1], job  # no --seq: the API's 512 (a vision model takes none)
+        return sizes[0] or [args.global_batch], sizes[1], job, None  # no --seq: the API's 512 (images take none)
+    trace = _trace_load(args, sizes, job) if job.pop("requests", None) else None
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
             if not given:
@@ -467,10 +469,34 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict]:
                                                   "--request-rate (requests a second)")
             if rates:  # the load by its arrivals (estimator.sweep.RATE_SIZES)
                 job["request_rate"] = rates
-            return sizes[0], sizes[1], job
+            return sizes[0], sizes[1], job, trace
         job["kv_cache"] = not job.pop("no_kv_cache", False)
-        return sizes[0] or [1], sizes[1], job
-    return sizes[0] or [1], sizes[1], job  # no --seq: the API's default (an image model takes none)
+        return sizes[0] or [1], sizes[1], job, None
+    return sizes[0] or [1], sizes[1], job, None  # no --seq: the API's default (an image model takes none)
+
+
+def _trace_load(args: argparse.Namespace, sizes: list[list[int]], job: dict) -> Any:
+    """A serving sweep's load from --requests (`data.requests.read_requests`), set in `sizes` and `job` as the flags
+    would set it: its mean lengths to the whole token (a sweep's lengths are whole), their spread, and its arrival
+    rate unless --concurrency or --request-rate is given. The file read."""
+    from joulecast.data.requests import read_requests
+
+    for flag in ("input_len", "output_len", "input_len_cv", "output_len_cv"):
+        if getattr(args, flag) is not None:
+            raise InputError(f"--{flag.replace('_', '-')}", "has no effect with --requests (its lengths are the "
+                                                            "file's)")
+    trace = read_requests(args.requests)
+    load = trace.load()
+    sizes[1] = [max(1, round(load["input_len"]))]
+    job.update(output_len=str(max(1, round(load["output_len"]))), input_len_cv=load["input_len_cv"],
+               output_len_cv=load["output_len_cv"])
+    args.output_len = job["output_len"]  # given, for the check that a serving sweep has one
+    if not sizes[0] and args.request_rate is None:
+        if trace.request_rate is None:
+            raise InputError("--request-rate", f"{args.requests} has no arrival times (or all at one instant); "
+                                               "give --request-rate or --concurrency")
+        args.request_rate = repr(trace.request_rate)
+    return trace
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -479,7 +505,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
-    batches, seqs, job = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
+    batches, seqs, job, trace = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
@@ -519,8 +545,11 @@ def _sweep(args: argparse.Namespace) -> int:
                                             f"joulecast sweep: {', '.join(models)} {args.phase}")))
     best = result.best
     if args.json:
-        render.write_json(render.sweep_payload(result, files), sys.stdout)
+        render.write_json({**render.sweep_payload(result, files),
+                           **({"requests_file": trace.to_dict()} if trace is not None else {})}, sys.stdout)
         return 0
+    if trace is not None:
+        print(render.trace_line(args.requests, trace))
     headings = sweep_report.headings(result)  # a token column's name in a sweep over images
     serving = ", serving their rate" if "request_rate" in result.points else ""  # a rate past capacity does not
     print(f"{sweep_report.counted(result.points)}, {int(result.points['feasible'].sum()):,} fitting in memory"
@@ -1264,6 +1293,9 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--concurrency", help="serve: requests kept in flight to sweep, e.g. 8,64,256")
     jobs.add_argument("--request-rate", help="serve: requests arriving a second to sweep, e.g. 1,4,16, in place of "
                                              "--concurrency (a rate past a GPU's capacity: an infeasible point)")
+    jobs.add_argument("--requests", help="serve: a file of requests (as estimate's --requests reads it) for the load: "
+                                         "its mean lengths to the whole token, their spread, and its arrival rate "
+                                         "unless --concurrency or --request-rate is given")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "

@@ -94,3 +94,29 @@ def test_serve_takes_a_trace_s_load_and_a_load_given_beside_it(tmp_path, capsys)
     (tmp_path / "usage.json").write_text('[{"prompt_tokens": 12, "completion_tokens": 30}]')
     assert main([*argv[:-1], str(tmp_path / "usage.json")]) == 2
     assert "--request-rate: " in capsys.readouterr().err
+
+
+def test_a_serving_sweep_takes_a_trace_s_load(tmp_path, capsys):
+    """`sweep --phase serve --requests`: every point at the file's load (mean lengths to the whole token, their
+    spread, its rate), the points `joulecast.sweep` gives that load; a length beside the file, or the file with
+    another phase, is refused by name."""
+    (tmp_path / "azure.csv").write_text(AZURE)
+    trace = joulecast.read_requests(tmp_path / "azure.csv")
+    argv = ["sweep", "--model", "llama-3-8b", "--phase", "serve", "--gpu", "h100-sxm,a100-sxm4-80gb",
+            "--estimator", "physics", "--requests", str(tmp_path / "azure.csv")]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    load = trace.load()
+    api = joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="serve", estimator="physics",
+                          request_rate=trace.request_rate, input_len=550, output_len=69,
+                          input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
+    assert [p["energy_per_token_j"] for p in out["points"]] == pytest.approx(
+        api.points["energy_per_token_j"].tolist())
+    assert out["requests_file"]["requests"] == 3 and {p["request_rate"] for p in out["points"]} == {0.2}
+    assert main([*argv, "--concurrency", "4,16", "--json"]) == 0
+    assert sorted(p["concurrency"] for p in json.loads(capsys.readouterr().out)["points"]) == [4, 4, 16, 16]
+    assert main([*argv, "--input-len", "512"]) == 2
+    assert "--input-len: has no effect with --requests" in capsys.readouterr().err
+    argv[argv.index("serve")] = "generate"
+    assert main([*argv, "--input-len", "512", "--output-len", "8"]) == 2
+    assert "--requests: has no effect with --phase generate" in capsys.readouterr().err

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from joulecast.data.errors import InputError
-from joulecast.data.files import read_text
+from joulecast.data.files import kind_of, read_text
 from joulecast.data.workload import MAX_SIZE
 
 
@@ -81,6 +81,22 @@ class RequestTrace:
         return {"input_len": float(ins.mean()), "output_len": float(outs.mean()),
                 "input_len_cv": float(ins.std() / ins.mean()), "output_len_cv": float(outs.std() / outs.mean())}
 
+    def serving(self, *, concurrency: Any = None, request_rate: Any = None, duration_s: Any = None,
+                output_tokens: Any = None, rate_field: str = "request_rate") -> dict[str, Any]:
+        """`serve`'s options for this load (`load`), given the caller's: its arrival rate where neither a concurrency
+        nor a rate is given (none in the file: one line naming `rate_field`), totalled over its output tokens where
+        neither a duration nor a token count is given."""
+        out: dict[str, Any] = {**self.load(), "concurrency": concurrency, "request_rate": request_rate,
+                               "duration_s": duration_s, "output_tokens": output_tokens}
+        if concurrency is None and request_rate is None:
+            if self.request_rate is None:
+                raise InputError(rate_field, "the requests have no arrival times (or all at one instant); give "
+                                             "a request rate or a concurrency")
+            out["request_rate"] = self.request_rate
+        if duration_s is None and output_tokens is None:  # the requests' own work
+            out["output_tokens"] = float(self.output_len.sum())
+        return out
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "requests": int(len(self.input_len)), "left_out": self.left_out,
                 "span_s": self.span_s, "request_rate": self.request_rate, **self.load()}
@@ -91,19 +107,28 @@ def read_requests(path: str | Path, field: str = "--requests") -> RequestTrace:
     or of objects) or JSON lines (`.jsonl`: an object a line), its columns or keys those of one of `FORMATS`. Rows
     asking no output token are left out and counted; anything else wrong is one line naming `field` and the row."""
     path = Path(path)
-    text = read_text(path, field)
-    table = _table(text, path, field)
+    return _trace(_table(read_text(path, field), path, field), f"{path}: ", field)
+
+
+def requests_from_rows(rows: Any, field: str = "requests") -> RequestTrace:
+    """`read_requests` of a JSON file's content, as a service's body sends it: a list of [input_len, output_len]
+    pairs or of objects with one format's keys (`FORMATS`)."""
+    return _trace(_rows_table(rows, "", field), "", field)
+
+
+def _trace(table: pd.DataFrame, where: str, field: str) -> RequestTrace:
+    """`read_requests` of a table read (`where`: the file's name and a colon, for its messages)."""
     if table.empty:
-        raise InputError(field, f"{path}: holds no requests{', only its header' if len(table.columns) else ''}")
+        raise InputError(field, f"{where}holds no requests{', only its header' if len(table.columns) else ''}")
     form = next((f for f in FORMATS if {f.input, f.output} <= set(table.columns)), None)
     if form is None:
         names = "; ".join(f"{f.input} and {f.output} ({f.name})" for f in FORMATS)
-        raise InputError(field, f"{path}: needs a prompt and an answer length a request, as columns or keys: {names}")
-    ins, outs = (_lengths(table[c], path, field, low) for c, low in ((form.input, 1), (form.output, 0)))
-    times = _times(table[form.time], form, path, field) if form.time in table.columns else None
+        raise InputError(field, f"{where}needs a prompt and an answer length a request, as columns or keys: {names}")
+    ins, outs = (_lengths(table[c], where, field, low) for c, low in ((form.input, 1), (form.output, 0)))
+    times = _times(table[form.time], form, where, field) if form.time in table.columns else None
     kept = outs > 0  # a failed request asked no answer (BurstGPT's failure rows): nothing to generate or serve
     if not kept.any():
-        raise InputError(field, f"{path}: every request asks no output token")
+        raise InputError(field, f"{where}every request asks no output token")
     if times is not None:
         times = times[kept] - times[kept].min()
     return RequestTrace(ins[kept], outs[kept], times, form.name, int((~kept).sum()))
@@ -135,16 +160,21 @@ def _table(text: str, path: Path, field: str) -> pd.DataFrame:
             rows = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(field, f"{path}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    return _rows_table(rows, f"{path}: ", field)
+
+
+def _rows_table(rows: Any, where: str, field: str) -> pd.DataFrame:
+    """A JSON list of requests as a table: a pair's two lengths as input_len and output_len, an object's keys."""
     if not isinstance(rows, list):
-        raise InputError(field, f"{path}: a list of requests, got a JSON {type(rows).__name__}")
+        raise InputError(field, f"{where}a list of requests, got {kind_of(rows)}")
     for i, row in enumerate(rows):
         if not (isinstance(row, dict) or isinstance(row, list) and len(row) == 2):
-            raise InputError(f"{field} row {i + 1}", f"{path}: an [input_len, output_len] pair or an object, got "
-                                                     f"{json.dumps(row)[:40]}")
+            raise InputError(f"{field} row {i + 1}", f"{where}an [input_len, output_len] pair or an object, got "
+                                                     f"{json.dumps(row, default=str)[:40]}")
     return pd.DataFrame([dict(zip(("input_len", "output_len"), r)) if isinstance(r, list) else r for r in rows])
 
 
-def _lengths(values: pd.Series, path: Path, field: str, low: int) -> np.ndarray:
+def _lengths(values: pd.Series, where: str, field: str, low: int) -> np.ndarray:
     """A column of lengths as whole numbers from `low` to MAX_SIZE (512, 512.0 or 1e3), else one line naming the
     first bad row (in one pass over the column: a week's trace has millions of rows)."""
     numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
@@ -155,12 +185,12 @@ def _lengths(values: pd.Series, path: Path, field: str, low: int) -> np.ndarray:
         ok[:] = False
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
-        raise InputError(f"{field} row {i + 1}", f"{path}: {values.name} must be a whole number from {low} to "
+        raise InputError(f"{field} row {i + 1}", f"{where}{values.name} must be a whole number from {low} to "
                                                  f"{MAX_SIZE:,}, got {values.iloc[i]!r}")
     return numbers.astype(np.int64)
 
 
-def _times(values: pd.Series, form: Format, path: Path, field: str) -> np.ndarray:
+def _times(values: pd.Series, form: Format, where: str, field: str) -> np.ndarray:
     """A column of arrival times in seconds, else one line naming the first bad row."""
     if form.time_unit == "datetime":
         stamps = pd.to_datetime(values, errors="coerce", format="mixed")
@@ -173,5 +203,5 @@ def _times(values: pd.Series, form: Format, path: Path, field: str) -> np.ndarra
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         what = "a date and time" if form.time_unit == "datetime" else f"a number ({form.time_unit})"
-        raise InputError(f"{field} row {i + 1}", f"{path}: {values.name} must be {what}, got {values.iloc[i]!r}")
+        raise InputError(f"{field} row {i + 1}", f"{where}{values.name} must be {what}, got {values.iloc[i]!r}")
     return seconds

@@ -143,7 +143,7 @@ def _show(record: Any, table: Any, args: argparse.Namespace, where: Any, trace: 
     figures = carbon(record, where)
     if args.json:
         print(render.to_json({**record.to_dict(), **figures,
-                              **({"requests_file": trace.to_dict()} if trace is not None else {})}))
+                              **({"trace": trace.to_dict()} if trace is not None else {})}))
         return
     text = render.with_line(table(record), render.carbon_line(figures))
     print(text if trace is None else render.with_line(text, render.trace_line(args.requests, trace)))
@@ -241,14 +241,9 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         trace = read_requests(args.requests)
         if args.concurrency is not None and args.request_rate is not None:
             raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
-        if args.concurrency is None and args.request_rate is None:
-            if trace.request_rate is None:
-                raise InputError("--request-rate", f"{args.requests} has no arrival times (or all at one instant); "
-                                                   "give --request-rate or --concurrency")
-            args.request_rate = trace.request_rate
-        if args.duration is None and args.output_tokens is None:  # totalled over the file's work, as it asks
-            args.output_tokens = float(trace.output_len.sum())
-        given.update(trace.load())
+        given.update(trace.serving(concurrency=args.concurrency, request_rate=args.request_rate,
+                                   duration_s=args.duration, output_tokens=args.output_tokens,
+                                   rate_field="--request-rate"))
     else:
         given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
                              refuses=("batch", "seq", "attention", "no_kv_cache"),
@@ -256,10 +251,10 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                              optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", *lengths,
                                        "sampling", "expert_parallel"),
                              one_of=("concurrency", "request_rate"))
-    job = serve(args.model, args.gpu, concurrency=args.concurrency, request_rate=args.request_rate,
-                engine=args.engine or "none", duration_s=args.duration, output_tokens=args.output_tokens,
-                sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s,
-                estimator=args.estimator, **given)
+        given.update(concurrency=args.concurrency, request_rate=args.request_rate, duration_s=args.duration,
+                     output_tokens=args.output_tokens)
+    job = serve(args.model, args.gpu, engine=args.engine or "none", sm_clock_mhz=args.sm_clock,
+                power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
     _show(job, render.serve_table, args, where, trace)
     return 0
 
@@ -486,16 +481,13 @@ def _trace_load(args: argparse.Namespace, sizes: list[list[int]], job: dict) -> 
             raise InputError(f"--{flag.replace('_', '-')}", "has no effect with --requests (its lengths are the "
                                                             "file's)")
     trace = read_requests(args.requests)
-    load = trace.load()
+    load = trace.serving(concurrency=sizes[0] or None, request_rate=args.request_rate, rate_field="--request-rate")
     sizes[1] = [max(1, round(load["input_len"]))]
     job.update(output_len=str(max(1, round(load["output_len"]))), input_len_cv=load["input_len_cv"],
                output_len_cv=load["output_len_cv"])
     args.output_len = job["output_len"]  # given, for the check that a serving sweep has one
-    if not sizes[0] and args.request_rate is None:
-        if trace.request_rate is None:
-            raise InputError("--request-rate", f"{args.requests} has no arrival times (or all at one instant); "
-                                               "give --request-rate or --concurrency")
-        args.request_rate = repr(trace.request_rate)
+    if not sizes[0] and args.request_rate is None:  # the file's own rate
+        args.request_rate = repr(load["request_rate"])
     return trace
 
 
@@ -546,7 +538,7 @@ def _sweep(args: argparse.Namespace) -> int:
     best = result.best
     if args.json:
         render.write_json({**render.sweep_payload(result, files),
-                           **({"requests_file": trace.to_dict()} if trace is not None else {})}, sys.stdout)
+                           **({"trace": trace.to_dict()} if trace is not None else {})}, sys.stdout)
         return 0
     if trace is not None:
         print(render.trace_line(args.requests, trace))

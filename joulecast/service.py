@@ -35,8 +35,9 @@ _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram b
 # The job phases' fields (the Python API's names; `--phase serve` and `--phase train-run` of the CLI).
 _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                       "expert_parallel"),
-         "serve": ("input_len", "output_len", "concurrency", "request_rate", "max_batch", "tp", "chunk_tokens",
-                   "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling", "expert_parallel"),
+         "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
+                   "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling",
+                   "expert_parallel"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}
@@ -59,6 +60,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
                          "input_len": 1024, "output_len": 256},
         "a serving load": {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "input_len": 512,
                            "output_len": 256, "request_rate": 4, "duration_s": 3600, "grid": "FR"},
+        "serving a trace's requests (its lengths and arrival times)": {
+            "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4",
+            "requests": [{"ContextTokens": 374, "GeneratedTokens": 44, "TIMESTAMP": "2023-11-16 18:15:46.68"},
+                         {"ContextTokens": 396, "GeneratedTokens": 109, "TIMESTAMP": "2023-11-16 18:15:50.99"},
+                         {"ContextTokens": 879, "GeneratedTokens": 55, "TIMESTAMP": "2023-11-16 18:15:56.68"}]},
         "a mixture of experts, its experts split over the GPUs": {"model": "qwen3-30b-a3b", "gpu": "h100-sxm",
                                                                   "phase": "serve", "input_len": 512,
                                                                   "output_len": 256, "concurrency": 64, "tp": 2,
@@ -274,10 +280,22 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
         raise InputError(extra[0], f"not a field of phase {phase}; allowed: {', '.join(sorted(allowed))}")
     args = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase") and v is not None}
     if phase == "serve":
+        lengths = ("input_len", "output_len", "input_len_cv", "output_len_cv")
+        trace = None
+        if "requests" in args:  # a list of requests' load, as `serve --requests` reads a file's
+            from joulecast.data.requests import requests_from_rows
+
+            given = next((k for k in lengths if k in args), None)
+            if given:
+                raise InputError(given, "not with requests: their lengths are the requests'")
+            trace = requests_from_rows(args.pop("requests"))
+            args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
+                                                                         "output_tokens")}))
         for key in ("input_len", "output_len"):
             if key not in args:
-                raise InputError(key, "required with phase serve")
-        return serve(body["model"], body["gpu"], estimator=model, **args).to_dict()
+                raise InputError(key, "required with phase serve (or requests)")
+        out = serve(body["model"], body["gpu"], estimator=model, **args).to_dict()
+        return out if trace is None else {**out, "trace": trace.to_dict()}
     if "engine" in args:
         raise InputError("engine", "not taken by phase train-run")
     if "global_batch" not in args:

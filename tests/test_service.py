@@ -208,6 +208,29 @@ def test_a_hugging_face_id_is_a_catalog_name_over_http_as_on_the_command_line(ph
     assert status == 422 and out["detail"][0]["loc"] == ["body", "model"], out
 
 
+def test_serving_a_list_of_requests_over_http_is_its_load(physics_server):
+    """phase serve with `requests` (pairs, or objects with a trace's keys and times): the load `serve --requests`
+    reads from a file, totalled over its output tokens; a length beside them is a 422 naming it."""
+    rows = [{"ContextTokens": 374, "GeneratedTokens": 44, "TIMESTAMP": "2023-11-16 18:15:46.68"},
+            {"ContextTokens": 396, "GeneratedTokens": 109, "TIMESTAMP": "2023-11-16 18:15:50.99"},
+            {"ContextTokens": 879, "GeneratedTokens": 55, "TIMESTAMP": "2023-11-16 18:15:56.68"}]
+    body = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve"}
+    status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows})
+    assert status == 200 and out["trace"]["format"] == "Azure LLM inference trace", out
+    load = {k: out["trace"][k] for k in ("input_len", "output_len", "input_len_cv", "output_len_cv")}
+    import joulecast
+
+    expected = joulecast.serve("llama-3-8b", "h100-sxm", request_rate=out["trace"]["request_rate"],
+                               output_tokens=208, estimator="physics", **load)
+    assert out["energy_j"] == pytest.approx(expected.energy_j) and out["output_tokens"] == 208
+    status, out = call(physics_server, "/v1/estimate", {**body, "requests": [[100, 10], [300, 30]],
+                                                        "concurrency": 4})
+    assert status == 200 and out["trace"]["input_len"] == 200 and out["batch"] == 4, out
+    for extra, loc in (({"input_len": 512}, "input_len"), ({}, "request_rate")):  # pairs have no times
+        status, out = call(physics_server, "/v1/estimate", {**body, "requests": [[100, 10]], **extra})
+        assert status == 422 and out["detail"][0]["loc"] == ["body", loc], out
+
+
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):
     status, out = call(physics_server, "/v1/estimate", raw=b'{"model": "gpt2",')  # cut short
     assert status == 422 and out["detail"] == [{"loc": ["body"], "msg": "expected a JSON object"}], out

@@ -53,7 +53,7 @@ def test_each_public_trace_reads_as_published(tmp_path):
     ("a.jsonl", '{"input_length": 1, "output_length": 2}\n{"input_length": 1,\n', "--requests",
      "not JSON lines (Expecting property name enclosed in double quotes, line 2)"),
     ("a.json", '[{"input_len": 5, "output_len": true}]', "--requests row 1", "output_len must be a whole number"),
-    ("a.json", '{"input_len": 5}', "--requests", "a list of requests, got a JSON dict"),
+    ("a.json", '{"input_len": 5}', "--requests", "a list of requests, got a mapping"),
     ("a.csv", "input_len,output_len\n10,0\n", "--requests", "every request asks no output token"),
     ("a.csv", "prompt,answer\n10,5\n", "--requests", "needs a prompt and an answer length a request"),
     ("a.csv", "", "--requests", "holds no requests"),
@@ -81,7 +81,7 @@ def test_serve_takes_a_trace_s_load_and_a_load_given_beside_it(tmp_path, capsys)
     # in about its span at its rate
     assert out["output_tokens"] == 208 and out["energy_j"] == pytest.approx(208 * out["energy_per_output_token_j"])
     assert out["duration_s"] == pytest.approx(3 / trace.request_rate)
-    assert out["requests_file"]["format"] == "Azure LLM inference trace" and out["requests_file"]["requests"] == 3
+    assert out["trace"]["format"] == "Azure LLM inference trace" and out["trace"]["requests"] == 3
     assert main([*argv, "--concurrency", "8", "--json"]) == 0
     eight = json.loads(capsys.readouterr().out)
     api = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=8, estimator="physics", **trace.load())
@@ -112,7 +112,7 @@ def test_a_serving_sweep_takes_a_trace_s_load(tmp_path, capsys):
                           input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
     assert [p["energy_per_token_j"] for p in out["points"]] == pytest.approx(
         api.points["energy_per_token_j"].tolist())
-    assert out["requests_file"]["requests"] == 3 and {p["request_rate"] for p in out["points"]} == {0.2}
+    assert out["trace"]["requests"] == 3 and {p["request_rate"] for p in out["points"]} == {0.2}
     assert main([*argv, "--concurrency", "4,16", "--json"]) == 0
     assert sorted(p["concurrency"] for p in json.loads(capsys.readouterr().out)["points"]) == [4, 4, 16, 16]
     assert main([*argv, "--input-len", "512"]) == 2

@@ -47,6 +47,9 @@ FORMATS = (
     Format("OpenAI usage", "prompt_tokens", "completion_tokens"),
 )
 _SECONDS = {"s": 1.0, "ms": 1e-3}
+# An arrival time's bound, in seconds either way of the file's zero: past a million years, no trace; it keeps the
+# times' span finite (1e308 and -1e308 spanned infinity, a rate of zero).
+MAX_TIME_S = 3.2e13
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +189,7 @@ def _lengths(values: pd.Series, where: str, field: str, low: int) -> np.ndarray:
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
         raise InputError(f"{field} row {i + 1}", f"{where}{values.name} must be a whole number from {low} to "
-                                                 f"{MAX_SIZE:,}, got {values.iloc[i]!r}")
+                                                 f"{MAX_SIZE:,}, got {_shown(values.iloc[i])!r}")
     return numbers.astype(np.int64)
 
 
@@ -197,11 +200,16 @@ def _times(values: pd.Series, form: Format, where: str, field: str) -> np.ndarra
         bad = stamps.isna().to_numpy()
         seconds = (stamps - stamps.min()).dt.total_seconds().to_numpy() if not bad.all() else None
     else:
-        numbers = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
-        bad = ~np.isfinite(numbers)
-        seconds = numbers * _SECONDS[form.time_unit]
+        seconds = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float) * _SECONDS[form.time_unit]
+        bad = ~(np.abs(seconds) <= MAX_TIME_S)  # NaN too
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        what = "a date and time" if form.time_unit == "datetime" else f"a number ({form.time_unit})"
-        raise InputError(f"{field} row {i + 1}", f"{where}{values.name} must be {what}, got {values.iloc[i]!r}")
+        what = ("a date and time" if form.time_unit == "datetime"
+                else f"a number ({form.time_unit}) within {MAX_TIME_S:g} s of zero")
+        raise InputError(f"{field} row {i + 1}", f"{where}{values.name} must be {what}, got {_shown(values.iloc[i])!r}")
     return seconds
+
+
+def _shown(value: Any) -> Any:
+    """A cell as its writer wrote it: numpy's scalars as Python's (1e+30, not np.float64(1e+30))."""
+    return value.item() if isinstance(value, np.generic) else value

@@ -373,6 +373,29 @@ def test_service_bodies(phase, needs, extra):
     assert result is None or isinstance(result, dict)
 
 
+_TRACE_KEYS = ["input_len", "output_len", "arrival_s", "ContextTokens", "GeneratedTokens", "TIMESTAMP",
+               "prompt_tokens", "completion_tokens"]
+_request = st.one_of(st.lists(st.one_of(st.integers(-2, 2**25), anything), min_size=2, max_size=3),
+                     st.dictionaries(st.sampled_from(_TRACE_KEYS),
+                                     st.one_of(st.integers(-2, 2**25), anything, st.sampled_from(["2024-05-10 08:00"])),
+                                     max_size=4),
+                     anything)
+
+
+@SETTINGS
+@given(rows=st.one_of(st.lists(_request, max_size=4), anything), rate=st.one_of(st.none(), anything))
+def test_service_serving_a_list_of_requests(rows, rate):
+    """A serving body's `requests` (pairs, a trace's objects, anything): its load served, its figures finite, or one
+    line naming a field; never a traceback."""
+    from joulecast.service import estimate_one
+
+    body = {"model": "gpt2", "gpu": "a10", "phase": "serve", "requests": rows,
+            **({"request_rate": rate} if rate is not None else {})}
+    result = outcome(lambda: estimate_one(body, "physics"))
+    if result is not None:
+        assert numbers_ok(result["energy_j"], result["trace"]["input_len"], result["power_w"]), result
+
+
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",

@@ -196,9 +196,13 @@ def _lengths(values: pd.Series, where: str, field: str, low: int) -> np.ndarray:
 def _times(values: pd.Series, form: Format, where: str, field: str) -> np.ndarray:
     """A column of arrival times in seconds, else one line naming the first bad row."""
     if form.time_unit == "datetime":
-        stamps = pd.to_datetime(values, errors="coerce", format="mixed")
-        bad = stamps.isna().to_numpy()
-        seconds = (stamps - stamps.min()).dt.total_seconds().to_numpy() if not bad.all() else None
+        # seconds since 1970 in UTC, a time without its zone's offset taken as UTC; ISO 8601 first (the traces'
+        # form, twice mixed's speed), then each cell written otherwise ("11/16/2023 18:15") by its own form
+        seconds = _epoch_s(pd.to_datetime(values, errors="coerce", format="ISO8601", utc=True))
+        odd = np.isnan(seconds)
+        if odd.any():
+            seconds[odd] = _epoch_s(pd.to_datetime(values[odd], errors="coerce", format="mixed", utc=True))
+        bad = np.isnan(seconds)
     else:
         seconds = pd.to_numeric(values, errors="coerce").to_numpy(dtype=float) * _SECONDS[form.time_unit]
         bad = ~(np.abs(seconds) <= MAX_TIME_S)  # NaN too
@@ -208,6 +212,11 @@ def _times(values: pd.Series, form: Format, where: str, field: str) -> np.ndarra
                 else f"a number ({form.time_unit}) within {MAX_TIME_S:g} s of zero")
         raise InputError(f"{field} row {i + 1}", f"{where}{values.name} must be {what}, got {_shown(values.iloc[i])!r}")
     return seconds
+
+
+def _epoch_s(stamps: pd.Series) -> np.ndarray:
+    """UTC times as seconds since 1970 (NaN for none), whatever unit pandas holds them in."""
+    return (stamps - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy(dtype=float, copy=True)
 
 
 def _shown(value: Any) -> Any:

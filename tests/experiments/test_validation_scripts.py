@@ -803,6 +803,12 @@ def test_a_sweep_s_json_in_chunks_is_the_same_text_in_less_memory():
     assert result["chunked_peak_mb"] < 0.6 * result["whole_peak_mb"]
 
 
+def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
+    result = _run_args("trace_reading.py", "--rows", "2000")
+    assert result["rows"] == 2000 and result["kept"] + result["left_out"] == 2000 and result["left_out"] > 0
+    assert result["request_rate"] > 0 and result["read_requests_cpu_s"] > 0 and result["energy_kwh"] > 0
+
+
 def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():
     """`sweep_scaleout.py` in-process and on a two-worker LocalCluster (it once failed before either: in-process work
     was handed a worker count, which the executor refuses)."""

@@ -30,6 +30,10 @@ from joulecast.features.design import host_dispatch, host_stated
 from joulecast.features.lowering import ATTENTION_BACKENDS, check_job, resolve_model
 from joulecast.features.physics import check_setting
 
+# The most steps a list of requests may take in all (each batch its longest answer's): 50,000 steps took 8 CPU-s and
+# 135 MB at their peak on the 2-core machine (1,000 requests of Llama-3-8B in batches of 8, 2026-12-07), so this bound
+# about 80 s and 1.3 GB. A trace of millions of requests is a serving load (`serve` of its `RequestTrace.serving`).
+MAX_REQUEST_STEPS = 500_000
 
 @dataclass(frozen=True, slots=True)
 class GenerationEstimate:
@@ -346,7 +350,13 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     dtype = dtype_name(dtype)
     setting = _setting(gpu, dtype, attention, launch_mode, engine, sm_clock_mhz, power_limit_w, host_dispatch_s, tp,
                        expert_parallel)
-    groups = [lengths[i:i + batch] for i in range(0, len(lengths), batch)]
+    starts = np.arange(0, len(lengths), batch)
+    steps_needed = int(np.maximum.reduceat(lengths[:, 1], starts).sum())  # each batch decodes to its longest answer
+    if steps_needed > MAX_REQUEST_STEPS:
+        raise InputError("requests", f"{len(lengths):,} requests in batches of {batch} take {steps_needed:,} steps; at "
+                                     f"most {MAX_REQUEST_STEPS:,} (about 80 s of CPU): give fewer, or serve them as "
+                                     "a load (phase serve with the requests)")
+    groups = [lengths[i:i + batch] for i in starts]
     frames = [_steps(model, gpu, len(g), int(g[:, 0].max()), int(g[:, 1].max()), kv_cache, setting) for g in groups]
     steps = pd.concat(frames, ignore_index=True)
     out = with_copies(estimate_many(steps, estimator=estimator), gpu, offload_gb, h2d_gbps, sm_clock_mhz)

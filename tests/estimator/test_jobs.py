@@ -556,3 +556,15 @@ def test_a_list_of_requests_past_its_gpus_memory_names_the_fewest_gpus_too():
     assert "exceeds-memory" not in joulecast.generate_requests("llama-3-70b", "h100-sxm", pairs, batch=2, tp=2,
                                                                estimator="physics").flags
     assert joulecast.generate_requests("llama-3-8b", "h100-sxm", pairs, batch=2, estimator="physics").fits_tp is None
+
+
+def test_a_list_of_requests_past_the_step_bound_is_refused_before_any_estimate():
+    """Steps are each batch's longest answer, summed: 5,000 answers of 101 tokens one at a time are 505,000, over
+    MAX_REQUEST_STEPS, refused at once naming the requests and the serving load instead."""
+    from joulecast.estimator.jobs import MAX_REQUEST_STEPS
+
+    over = [[16, 101]] * 5_000
+    assert 5_000 * 101 > MAX_REQUEST_STEPS
+    with pytest.raises(joulecast.InputError, match="^requests: 5,000 requests in batches of 1 take 505,000 steps; "
+                                                   "at most 500,000 .*serve them as a load"):
+        joulecast.generate_requests("gpt2", "a10", over, estimator="physics")

@@ -6,6 +6,7 @@ least energy by a deadline, or serve a load at the least energy a token within a
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -23,6 +24,7 @@ from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.models import is_mixture_of_experts
+from joulecast.data.requests import RequestTrace, requests_from_rows
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
@@ -89,6 +91,7 @@ class SweepResult:
     job: dict[str, Any] = field(default_factory=dict)  # a job sweep's fixed options
     cost: str = "energy"                                # the front's cost axis: energy, or carbon (CARBON_AXES)
     unit: str = "token"     # what tokens_per_s counts: "image" where every model is a vision model's (seq 1)
+    trace: dict[str, Any] | None = None  # a serving sweep's requests read (`RequestTrace.to_dict`), where it had some
 
     @property
     def axes(self) -> tuple[str, str]:
@@ -520,7 +523,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     `output_len` (one output_len: every job's; several: an axis), and the carbon `grid` (or `carbon_intensity` or
     `carbon_series`, at `pue`), each a value or a list; the phase's fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`) as
     its job takes them; the `objective`, `front` and constraints (`max_time_s`, `min_tokens_per_s`, `max_power_w`) as
-    `sweep` takes them. Refused before any estimate: a field it does not take (naming the closest), a bad value, and
+    `sweep` takes them; a serving sweep's `requests` (a `joulecast.read_requests` result, or its rows) in place of
+    its lengths, their spread and, unless a load is given, its rate (`_trace_fields`). Refused before any estimate: a field it does not take (naming the closest), a bad value, and
     more configurations than MAX_JOB_POINTS jobs or MAX_POINTS passes (on their grids), or than `max_points` where
     given.
 
@@ -532,10 +536,12 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     phases = (*PHASES, *JOB_PHASES)
     require_choice(phase, phases, "phase")
     fixed = JOB_OPTIONS.get(phase, PASS_OPTIONS)
-    allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *(RATE_SIZES[:1] if phase == "serve" else ()), *fixed]
+    allowed = [*FIELDS, *SIZES.get(phase, ("batch", "seq")), *(RATE_SIZES[:1] if phase == "serve" else ()), *fixed,
+               *(("requests",) if phase == "serve" else ())]
     unknown = sorted(set(fields) - set(allowed))
     if unknown:
         raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
+    trace, fields = _trace_fields(fields) if fields.get("requests") is not None else (None, fields)
     require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
@@ -571,10 +577,32 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
         reasons = "; ".join(f"{n:,} left out: {k}" for k, n in skipped.items())
         raise InputError("sweep", f"no configuration left ({reasons})")
     _refuse_what_no_model_takes(models, phase, fields, job, batches, seqs, dtypes)
-    return sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
-                 max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
-                 max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,
-                 progress=progress, job=job, grids=grids)
+    result = sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
+                   max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
+                   max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,
+                   progress=progress, job=job, grids=grids)
+    return result if trace is None else dataclasses.replace(result, trace=trace.to_dict())
+
+
+def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, Any]]:
+    """A serving sweep's `requests` (a `RequestTrace`, or rows as a requests JSON file holds them) as the fields its
+    load sets (`RequestTrace.serving`): its mean lengths to the whole token (a sweep's lengths are whole), their
+    spread, and its arrival rate where neither concurrency nor request_rate is given; a length given beside it is
+    one line naming it."""
+    requests = fields["requests"]
+    trace = requests if isinstance(requests, RequestTrace) else requests_from_rows(requests)
+    given = next((k for k in ("input_len", "output_len", "input_len_cv", "output_len_cv") if fields.get(k) is not None),
+                 None)
+    if given:
+        raise InputError(given, "not with requests: their lengths are the requests'")
+    load = trace.serving(concurrency=fields.get("concurrency"), request_rate=fields.get("request_rate"))
+    out = {k: v for k, v in fields.items() if k not in ("requests", "concurrency", "request_rate")}
+    out.update({k: fields[k] for k in ("concurrency", "request_rate") if fields.get(k) is not None},
+               input_len=max(1, round(load["input_len"])), output_len=max(1, round(load["output_len"])),
+               input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
+    if "concurrency" not in out and "request_rate" not in out:  # the requests' own rate
+        out["request_rate"] = load["request_rate"]
+    return trace, out
 
 
 def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None) -> pd.DataFrame:

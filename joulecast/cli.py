@@ -450,16 +450,16 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
             raise InputError("--steps", "--phase train-run needs --steps or --tokens, one of them; got "
                                         f"{'neither' if args.steps is None else 'both'}")
         return sizes[0] or [args.global_batch], sizes[1], job, None  # no --seq: the API's 512 (images take none)
-    trace = _trace_load(args, sizes, job) if job.pop("requests", None) else None
+    trace = _trace_load(args) if job.pop("requests", None) else None
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
-            if not given:
+            if not given and trace is None:  # a file's requests give their own
                 raise InputError(flag, f"--phase {phase} needs it (tokens per sequence)")
         if phase == "serve":
             rates = _listed(args.request_rate, float, "--request-rate", [])
             if sizes[0] and rates:
                 raise InputError("--request-rate", "give --concurrency or --request-rate, not both")
-            if not (sizes[0] or rates):
+            if not (sizes[0] or rates or trace):
                 raise InputError("--concurrency", "--phase serve needs it (requests kept in flight) or "
                                                   "--request-rate (requests a second)")
             if rates:  # the load by its arrivals (estimator.sweep.RATE_SIZES)
@@ -470,25 +470,16 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
     return sizes[0] or [1], sizes[1], job, None  # no --seq: the API's default (an image model takes none)
 
 
-def _trace_load(args: argparse.Namespace, sizes: list[list[int]], job: dict) -> Any:
-    """A serving sweep's load from --requests (`data.requests.read_requests`), set in `sizes` and `job` as the flags
-    would set it: its mean lengths to the whole token (a sweep's lengths are whole), their spread, and its arrival
-    rate unless --concurrency or --request-rate is given. The file read."""
+def _trace_load(args: argparse.Namespace) -> Any:
+    """A serving sweep's --requests file read (`data.requests.read_requests`), for its load (`run_sweep`'s
+    `requests`); a length flag beside it is one line naming the flag."""
     from joulecast.data.requests import read_requests
 
     for flag in ("input_len", "output_len", "input_len_cv", "output_len_cv"):
         if getattr(args, flag) is not None:
             raise InputError(f"--{flag.replace('_', '-')}", "has no effect with --requests (its lengths are the "
                                                             "file's)")
-    trace = read_requests(args.requests)
-    load = trace.serving(concurrency=sizes[0] or None, request_rate=args.request_rate, rate_field="--request-rate")
-    sizes[1] = [max(1, round(load["input_len"]))]
-    job.update(output_len=str(max(1, round(load["output_len"]))), input_len_cv=load["input_len_cv"],
-               output_len_cv=load["output_len_cv"])
-    args.output_len = job["output_len"]  # given, for the check that a serving sweep has one
-    if not sizes[0] and args.request_rate is None:  # the file's own rate
-        args.request_rate = repr(load["request_rate"])
-    return trace
+    return read_requests(args.requests)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -504,7 +495,7 @@ def _sweep(args: argparse.Namespace) -> int:
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))
              if values}  # a serving load by its request rate has no concurrency
-    fields = dict(sizes, **job, **axes,
+    fields = dict(sizes, **job, **axes, **({"requests": trace} if trace is not None else {}),
                   dtype=_listed(args.dtype, str, "--dtype", ["bf16"]),
                   sm_clock_mhz=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
                   power_limit_w=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
@@ -537,8 +528,7 @@ def _sweep(args: argparse.Namespace) -> int:
                                             f"joulecast sweep: {', '.join(models)} {args.phase}")))
     best = result.best
     if args.json:
-        render.write_json({**render.sweep_payload(result, files),
-                           **({"trace": trace.to_dict()} if trace is not None else {})}, sys.stdout)
+        render.write_json(render.sweep_payload(result, files), sys.stdout)
         return 0
     if trace is not None:
         print(render.trace_line(args.requests, trace))

@@ -589,6 +589,8 @@ def sweep_payload(result: Any, files: Sequence[str] | None = None) -> dict[str, 
     payload = {"points": result.points, "pareto": result.pareto, "best": None if best is None else best.to_dict(),
                "skipped": result.skipped, "objective": result.objective, "front": result.front, "job": result.job,
                "constraints": result.constraints, "unit": result.unit}
+    if result.trace is not None:  # the requests a serving sweep's load was read from
+        payload["trace"] = result.trace
     if files is not None:
         payload["files"] = list(files)
     return {**payload, "unmet": None if best is not None else unmet_text(result.points)}

@@ -229,6 +229,10 @@ def test_serving_a_list_of_requests_over_http_is_its_load(physics_server):
     for extra, loc in (({"input_len": 512}, "input_len"), ({}, "request_rate")):  # pairs have no times
         status, out = call(physics_server, "/v1/estimate", {**body, "requests": [[100, 10]], **extra})
         assert status == 422 and out["detail"][0]["loc"] == ["body", loc], out
+    # a sweep over GPUs at the requests' load: each point at their rate and whole-token mean lengths
+    status, swept = call(physics_server, "/v1/sweep", {**body, "gpu": ["h100-sxm", "a100-sxm4-80gb"], "requests": rows})
+    assert status == 200 and swept["trace"]["requests"] == 3, swept
+    assert {(p["request_rate"], p["input_len"]) for p in swept["points"]} == {(0.2, 550)}
 
 
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):

@@ -113,6 +113,11 @@ def test_a_serving_sweep_takes_a_trace_s_load(tmp_path, capsys):
     assert [p["energy_per_token_j"] for p in out["points"]] == pytest.approx(
         api.points["energy_per_token_j"].tolist())
     assert out["trace"]["requests"] == 3 and {p["request_rate"] for p in out["points"]} == {0.2}
+    given = joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="serve", estimator="physics",
+                            requests=trace)  # the API takes the file read (or its rows) as the CLI does
+    assert given.points["energy_per_token_j"].tolist() == pytest.approx(api.points["energy_per_token_j"].tolist())
+    with pytest.raises(joulecast.InputError, match="^input_len: not with requests"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, input_len=512)
     assert main([*argv, "--concurrency", "4,16", "--json"]) == 0
     assert sorted(p["concurrency"] for p in json.loads(capsys.readouterr().out)["points"]) == [4, 4, 16, 16]
     assert main([*argv, "--input-len", "512"]) == 2

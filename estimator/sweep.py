@@ -524,9 +524,9 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     `carbon_series`, at `pue`), each a value or a list; the phase's fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`) as
     its job takes them; the `objective`, `front` and constraints (`max_time_s`, `min_tokens_per_s`, `max_power_w`) as
     `sweep` takes them; a serving sweep's `requests` (a `joulecast.read_requests` result, or its rows) in place of
-    its lengths, their spread and, unless a load is given, its rate (`_trace_fields`). Refused before any estimate: a field it does not take (naming the closest), a bad value, and
-    more configurations than MAX_JOB_POINTS jobs or MAX_POINTS passes (on their grids), or than `max_points` where
-    given.
+    its lengths, their spread and, unless a load is given, its rate (`_trace_fields`). Refused before any estimate:
+    a field it does not take (naming the closest), a bad value, and more configurations than MAX_JOB_POINTS jobs or
+    MAX_POINTS passes (on their grids), or than `max_points` where given.
 
         >>> joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="generate", batch=[1, 16],
         ...                 input_len=512, output_len=[64, 256], power_limit_w="range:4").best"""

@@ -399,7 +399,7 @@ def test_service_serving_a_list_of_requests(rows, rate):
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
-               "expert_parallel", "loader_rate", "fusions"]
+               "expert_parallel", "loader_rate", "fusions", "requests"]
 
 
 @SETTINGS

@@ -158,15 +158,19 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
 
 
 def trace_line(path: str, trace: Any) -> str:
-    """A table's line for the requests file a load was read from (`data.requests.RequestTrace`): how many, over how
-    long, at what rate, and their mean lengths with their spread."""
-    load = trace.load()
-    span = (f" over {duration(trace.span_s)}, {figure(trace.request_rate)} a second" if trace.request_rate
+    """A table's line for the requests file a load was read from (`data.requests.RequestTrace`)."""
+    return f"file       {path} ({trace.format}): {trace_text(trace.to_dict())}"
+
+
+def trace_text(trace: Mapping[str, Any]) -> str:
+    """Requests read (`RequestTrace.to_dict`) in words: how many, over how long, at what rate, and their mean
+    lengths with their spread."""
+    span = (f" over {duration(trace['span_s'])}, {figure(trace['request_rate'])} a second" if trace["request_rate"]
             else ", no arrival times")
-    left = f"; {trace.left_out:,} asking no output token left out" if trace.left_out else ""
-    return (f"file       {path} ({trace.format}): {len(trace.input_len):,} requests{span}; prompts "
-            f"{figure(load['input_len'])} tokens mean (CV {load['input_len_cv']:.2f}), answers "
-            f"{figure(load['output_len'])} (CV {load['output_len_cv']:.2f}){left}")
+    left = f"; {trace['left_out']:,} asking no output token left out" if trace["left_out"] else ""
+    return (f"{trace['requests']:,} requests{span}; prompts {figure(trace['input_len'])} tokens mean (CV "
+            f"{trace['input_len_cv']:.2f}), answers {figure(trace['output_len'])} (CV {trace['output_len_cv']:.2f})"
+            + left)
 
 
 def with_line(table: str, line: str) -> str:

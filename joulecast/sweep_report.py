@@ -16,7 +16,7 @@ import pandas as pd
 
 from joulecast.data.files import write_atomic
 from joulecast.render import (figure, grid_place, plural, sample_of, setting_text, settings_shown, si,
-                              unmet_text)
+                              trace_text, unmet_text)
 
 _W, _H, _PAD = 760, 460, 60
 _INSET = 0.04  # of an axis' span, each end
@@ -327,6 +327,8 @@ def render(result: Any, title: str) -> str:
              f"front of {labels[result.axes[1]]} against {labels[result.axes[0]]}"
              + "".join(f"; {n:,} left out: {html.escape(k)}" for k, n in result.skipped.items()) + ".</p>",
              f"<p>{html.escape(point_note(result))}: {html.escape(job)}.</p>" if result.job else "",
+             f"<p>The load read from {html.escape(result.trace['format'])}: {html.escape(trace_text(result.trace))}."
+             "</p>" if result.trace else "",
              "<h2>The Pareto front</h2>", svg(result.points, result.axes, labels=labels, sizes=sizes,
                                               group=_colour_by(result.points)),
              f"<h2>Best by {html.escape(result.objective)}</h2>",

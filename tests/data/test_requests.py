@@ -118,6 +118,10 @@ def test_a_serving_sweep_takes_a_trace_s_load(tmp_path, capsys):
     assert given.points["energy_per_token_j"].tolist() == pytest.approx(api.points["energy_per_token_j"].tolist())
     with pytest.raises(joulecast.InputError, match="^input_len: not with requests"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, input_len=512)
+    assert main([*argv, "--report", str(tmp_path / "report")]) == 0  # the report says the load it was read as
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert "The load read from Azure LLM inference trace: 3 requests over 10.00 s, 0.2 a second" in page
+    capsys.readouterr()
     assert main([*argv, "--concurrency", "4,16", "--json"]) == 0
     assert sorted(p["concurrency"] for p in json.loads(capsys.readouterr().out)["points"]) == [4, 4, 16, 16]
     assert main([*argv, "--input-len", "512"]) == 2

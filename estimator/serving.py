@@ -85,9 +85,10 @@ def reaches_bf16(dtype: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class ServeEstimate:
-    """Steady-state serving of one model on `tp` GPUs (SI units in the names): a step's time and energy, tokens and
-    requests a second, J an output token (with its interval) and a request, power with idle time counted, and the
-    totals over `duration_s` or `output_tokens` where given."""
+    """Steady-state serving of one model on `instances` instances of `tp` GPUs each (SI units in the names): a step's
+    time and energy (one instance's), tokens and requests a second, J an output token (with its interval) and a
+    request, power with idle time counted (all instances'), and the totals over `duration_s` or `output_tokens`
+    where given."""
 
     model: str
     gpu: str
@@ -105,7 +106,7 @@ class ServeEstimate:
     step_energy_j: float          # all tp GPUs
     tokens_per_s: float
     requests_per_s: float
-    power_w: float                # all tp GPUs, idle time included
+    power_w: float                # all tp GPUs of every instance, idle time included
     energy_per_output_token_j: float
     energy_per_request_j: float
     energy_per_output_token_interval_j: tuple[float, float] | None
@@ -123,6 +124,7 @@ class ServeEstimate:
     output_tokens: float | None = None  # output tokens served in duration_s
     energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
+    instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
 
     @property
     def tpot_s(self) -> float:
@@ -131,6 +133,10 @@ class ServeEstimate:
 
     def to_dict(self) -> dict[str, Any]:
         return {**{name: getattr(self, name) for name in self.__dataclass_fields__}, "tpot_s": self.tpot_s}
+
+
+# The most instances one serving estimate spreads a load over: a 100,000-GPU fleet at 8 GPUs an instance is 12,500.
+MAX_INSTANCES = 100_000
 
 
 class BeyondCapacityError(InputError):
@@ -197,7 +203,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
-          sampling: str = "greedy", expert_parallel: bool = False,
+          sampling: str = "greedy", expert_parallel: bool = False, instances: int = 1,
           estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
@@ -209,11 +215,15 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     `expert_parallel`: a mixture of experts' experts split whole over the `tp` GPUs (vLLM's --enable-expert-parallel:
     each GPU a tp-th of them, attention still split by heads, the same two all-reduces a layer) instead of each
     expert's width split `tp` ways.
+    `instances`: identical instances (each `tp` GPUs) behind a load balancer, the load spread evenly over them (a
+    Poisson stream split at random is Poisson at its share of the rate; a concurrency a whole number each): each
+    serves its share as one instance alone would, and the figures of the whole (tokens and requests a second,
+    power, totals) are theirs together; a step's time and energy, and memory, one instance's.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
-            serves, an unknown engine, a layout the model's heads do not divide, experts split where the model has
+            serves (naming the fewest instances that would), an unknown engine, a layout the model's heads do not divide, experts split where the model has
             none, a clock or a limit the GPU does not allow).
     """
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
@@ -232,8 +242,12 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                                                                             "every prompt")):
         require(isinstance(cv, (int, float)) and not isinstance(cv, bool) and 0.0 <= cv <= 10.0, name,
                 f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
+    instances = int(_positive("instances", instances, integer=True, high=MAX_INSTANCES, high_text=f"{MAX_INSTANCES:,}"))
     if concurrency is not None:
         concurrency = int(_positive("concurrency", concurrency, integer=True))
+        require(concurrency % instances == 0, "concurrency", f"{concurrency} in flight over {instances} instances: "
+                f"give a multiple of instances (each keeps its whole share in flight)")
+        concurrency //= instances  # one instance's
     _check_context(input_len, output_len, output_len_cv, concurrency, max_batch, chunk_tokens)
     engine = engines.check_engine(engine) or "none"
     dtype = dtype_name(dtype)
@@ -259,7 +273,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
     else:
-        rate = _positive("request_rate", request_rate)
+        rate = _positive("request_rate", request_rate) / instances  # one instance's share
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
         steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
                           residual, **setting)
@@ -268,8 +282,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rate > capacity[-1]:
-            raise BeyondCapacityError("request_rate", f"{rate:g} requests/s is beyond what {max_batch} in flight "
-                                      f"serve ({capacity[-1]:.4g}/s); " + _beyond_advice(steps[-1], spec, tp))
+            each = f" an instance ({rate * instances:g} over {instances})" if instances > 1 else ""
+            raise BeyondCapacityError("request_rate", f"{rate:g} requests/s{each} is beyond what {max_batch} in "
+                                      f"flight serve ({capacity[-1]:.4g}/s); " + _beyond_advice(
+                                          steps[-1], spec, tp, math.ceil(rate * instances / capacity[-1])))
         step_j_grid = np.array([tp * (e.energy_j + j) for e, _, j, _ in steps])
         # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
         # rate, interpolated from the one below
@@ -286,6 +302,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         busy_share = _busy_share(est, wait_s)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     per_token = power / tokens_per_s
+    power, tokens_per_s = power * instances, tokens_per_s * instances  # every instance's, each at its share
     band = None
     if est.energy_interval_j is not None:  # the step's relative band on the per-token figure
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
@@ -309,21 +326,23 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
-        sm_clock_mhz=clock, power_limit_w=limit,
+        sm_clock_mhz=clock, power_limit_w=limit, instances=instances,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
 
 
-def _beyond_advice(largest: tuple[Estimate, float, float, float], spec: Any, tp: int) -> str:
+def _beyond_advice(largest: tuple[Estimate, float, float, float], spec: Any, tp: int, fewest: int) -> str:
     """What serves a rate past `max_batch` in flight, judged at that batch's step: not a larger batch where that step
-    already exceeds the GPU's memory, nor where the engine's host work sets it; else either."""
+    already exceeds the GPU's memory, nor where the engine's host work sets it; else either; and the `fewest`
+    instances that serve it at this batch bound."""
     est, wait_s = largest[:2]
+    spread = f"at least {fewest} instances of this size for the rate"
     if "exceeds-memory" in est.flags:
         return (f"{est.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s {spec.memory_gb:g} GiB, so add "
-                f"GPUs{' (tp)' if tp == 1 else ''}, not max_batch")
+                f"GPUs{' (tp)' if tp == 1 else ''} or instances, not max_batch ({spread})")
     if _busy_share(est, wait_s) < HOST_BOUND_SHARE:
-        return "the engine's host work sets the step at that batch, so add instances (GPUs), not max_batch"
-    return "raise max_batch or add GPUs"
+        return f"the engine's host work sets the step at that batch, so add instances, not max_batch ({spread})"
+    return f"raise max_batch or add GPUs ({spread})"
 
 
 def _bf16_reach(est: Estimate, wait_j: float, bf16: tuple[Estimate, float, float, float]) -> float:

@@ -236,8 +236,8 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         given = _job_options(args, "serve", needs=(), needs_why="",
                              refuses=("batch", "seq", "attention", "no_kv_cache", *lengths),
                              instead="--requests alone: its lengths are the file's",
-                             optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", "sampling",
-                                       "expert_parallel"))
+                             optional=("dtype", "launch_mode", "max_batch", "tp", "instances", "chunk_tokens",
+                                       "sampling", "expert_parallel"))
         trace = read_requests(args.requests)
         if args.concurrency is not None and args.request_rate is not None:
             raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
@@ -248,13 +248,17 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
                              refuses=("batch", "seq", "attention", "no_kv_cache"),
                              instead="--concurrency or --request-rate",
-                             optional=("dtype", "launch_mode", "max_batch", "tp", "chunk_tokens", *lengths,
-                                       "sampling", "expert_parallel"),
+                             optional=("dtype", "launch_mode", "max_batch", "tp", "instances", "chunk_tokens",
+                                       *lengths, "sampling", "expert_parallel"),
                              one_of=("concurrency", "request_rate"))
         given.update(concurrency=args.concurrency, request_rate=args.request_rate, duration_s=args.duration,
                      output_tokens=args.output_tokens)
-    job = serve(args.model, args.gpu, engine=args.engine or "none", sm_clock_mhz=args.sm_clock,
-                power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator, **given)
+    # a rate the file set is the file's to name (its arrivals beyond what the GPU serves), not a flag's
+    renamed = {"request_rate": "--requests"} if trace is not None and args.request_rate is None else {}
+    with field_renamed(renamed):
+        job = serve(args.model, args.gpu, engine=args.engine or "none", sm_clock_mhz=args.sm_clock,
+                    power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
+                    **given)
     _show(job, render.serve_table, args, where, trace)
     return 0
 
@@ -586,8 +590,8 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
              "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
-                       "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv", "sampling",
-                       "expert_parallel"),
+                       "instances", "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv",
+                       "sampling", "expert_parallel"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}
@@ -1135,6 +1139,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--expert-parallel", action="store_true", help="a mixture of experts' experts split whole over "
                      "the --tp GPUs, a share each (vLLM's --enable-expert-parallel), not each expert's width split "
                      "(--phase generate too)")
+    srv.add_argument("--instances", type=_whole, help="identical instances (each --tp GPUs) the load is spread "
+                     "over evenly behind a load balancer: each serves its share, the figures are all of theirs "
+                     "(a --concurrency a multiple of it); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
@@ -1283,6 +1290,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "
                                    "default 1")
     jobs.add_argument("--max-batch", type=_whole, help="serve: the engine's most requests in flight; default 256")
+    jobs.add_argument("--instances", type=_whole, help="serve: identical instances the load is spread over (each "
+                                                       "--tp GPUs); default 1")
     jobs.add_argument("--chunk-tokens", type=_whole, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--input-len-cv", type=float, help="serve: the prompt lengths' spread (std / mean); default 0")

@@ -329,10 +329,12 @@ def serve_table(job: Any) -> str:
     band = job.energy_per_output_token_interval_j
     lines = [f"serving {job.model}: {figure(job.input_len)} token{'' if job.input_len == 1 else 's'} in, "
              f"{figure(job.output_len)} out a request, "
-             f"{job.batch:.3g} in flight, engine {job.engine}" + (f", TP {job.tp}" if job.tp > 1 else "")
+             f"{job.batch:.3g} in flight{' an instance' if job.instances > 1 else ''}, engine {job.engine}"
+             + (f", TP {job.tp}" if job.tp > 1 else "")
              + (", experts split over the GPUs" if job.expert_parallel and job.tp > 1 else "")
              + (f", {job.sampling} sampling" if job.sampling != "greedy" else ""),
-             f"gpu        {job.gpu}" + (f" x {job.tp}" if job.tp > 1 else "")
+             f"gpu        {job.gpu}" + (f" x {job.tp * job.instances}" if job.tp * job.instances > 1 else "")
+             + (f" ({job.instances} instances of {job.tp}, the load spread evenly)" if job.instances > 1 else "")
              + f" at {job.sm_clock_mhz:.0f} MHz, {job.power_limit_w:.0f} W limit", f"method     {job.method}", "",
              f"per token  {_g4(job.energy_per_output_token_j)} J an output token"
              + (f"  ({_g4(band[0])} - {_g4(band[1])} J{_engine_spread(job.engine)}{_fp8_reach(job.dtype)})"

@@ -36,8 +36,8 @@ _BUCKETS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0)  # latency histogram b
 _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                       "expert_parallel"),
          "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
-                   "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv", "sampling",
-                   "expert_parallel"),
+                   "instances", "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv",
+                   "sampling", "expert_parallel"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}
@@ -47,8 +47,8 @@ _CARBON = ("grid", "carbon_intensity", "pue", "carbon_series")
 # The fields that count (sizes, lengths, steps, tokens, ranks, GPUs): JSON has one number type, so 1e9 or 8.0 sent
 # for one is the integer it names (`_as_read`), as the CLI reads --tokens 1e9.
 _COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens", "global_batch", "micro_batch",
-                     "lora_rank", "head_tokens", "head_outputs", "concurrency", "max_batch", "tp", "chunk_tokens",
-                     "eval_tokens", "evals"})
+                     "lora_rank", "head_tokens", "head_outputs", "concurrency", "max_batch", "tp", "instances",
+                     "chunk_tokens", "eval_tokens", "evals"})
 
 
 # Bodies each POST route takes, shown by /docs ("Try it out") and checked to answer by the tests: the fields are

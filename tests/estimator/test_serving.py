@@ -41,7 +41,8 @@ def test_a_request_rate_follows_littles_law_and_idles_at_light_load():
     assert light.energy_per_output_token_j > 10 * busy.energy_per_output_token_j  # idle power over few tokens
     spec = joulecast.gpu("h100-sxm")
     assert spec.idle_power_w < light.power_w < busy.power_w
-    with pytest.raises(joulecast.InputError, match="request_rate: .* raise max_batch or add GPUs$"):
+    with pytest.raises(joulecast.InputError, match=r"request_rate: .* raise max_batch or add GPUs \(at least \d+ "
+                                                   "instances of this size for the rate\)$"):
         serve("llama-3-8b", "h100-sxm", input_len=256, output_len=200, request_rate=1e4, estimator="physics")
 
 
@@ -56,8 +57,8 @@ def test_a_rate_past_a_batch_the_gpu_cannot_hold_asks_for_gpus_not_a_larger_batc
         serve(model, gpu, input_len=512, output_len=256, request_rate=rate, tp=tp, estimator="physics")
     spec, said = joulecast.gpu(gpu), str(refused.value)
     assert said.startswith(f"request_rate: {rate:g} requests/s is beyond what 256 in flight serve (")
-    assert said.endswith(f"/s); {at_max.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s "
-                         f"{spec.memory_gb:g} GiB, so add GPUs{' (tp)' if tp == 1 else ''}, not max_batch")
+    assert f"/s); {at_max.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s {spec.memory_gb:g} GiB, so add " \
+           f"GPUs{' (tp)' if tp == 1 else ''} or instances, not max_batch (at least " in said
 
 
 def test_tensor_parallel_instances_share_a_step_and_pay_its_all_reduces():
@@ -503,3 +504,32 @@ def test_a_serving_load_past_its_gpus_memory_names_the_fewest_gpus_whose_shards_
     assert "exceeds-memory" in wide.flags and wide.fits_tp == 2
     assert "exceeds-memory" not in serve("llama-3-70b", "h100-sxm", tp=2, **kw).flags
     assert serve("llama-3-8b", "h100-sxm", **kw).fits_tp is None
+
+
+def test_instances_spread_a_load_each_serving_its_share(capsys):
+    """`instances` N behind a load balancer: a rate R is N instances at R / N each (Poisson split at random), a
+    concurrency C is C / N each; per token and a step as one instance's, tokens a second, power and totals N
+    times; a concurrency that N does not divide, and a rate past N instances' capacity, name their field (the
+    latter with the fewest instances that could serve it, which then do)."""
+    kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4")
+    one, four = (serve("llama-3-8b", "h100-sxm", request_rate=rate, instances=n, **kw) for rate, n in ((1.5, 1), (6, 4)))
+    assert four.instances == 4 and four.batch == pytest.approx(one.batch) and four.step_time_s == one.step_time_s
+    assert four.energy_per_output_token_j == pytest.approx(one.energy_per_output_token_j)
+    assert (four.tokens_per_s, four.power_w) == pytest.approx((4 * one.tokens_per_s, 4 * one.power_w))
+    by_count = serve("llama-3-8b", "h100-sxm", concurrency=64, instances=4, duration_s=60, **kw)
+    each = serve("llama-3-8b", "h100-sxm", concurrency=16, duration_s=60, **kw)
+    assert by_count.energy_j == pytest.approx(4 * each.energy_j) and by_count.busy_batch == 16
+    with pytest.raises(joulecast.InputError, match="^concurrency: 10 in flight over 4 instances: give a multiple"):
+        serve("llama-3-8b", "h100-sxm", concurrency=10, instances=4, **kw)
+    with pytest.raises(joulecast.InputError, match="^instances: "):
+        serve("llama-3-8b", "h100-sxm", concurrency=8, instances=0, **kw)
+    with pytest.raises(joulecast.InputError) as refused:
+        serve("llama-3-8b", "h100-sxm", request_rate=40, **kw)
+    fewest = int(re.search(r"at least (\d+) instances", str(refused.value)).group(1))
+    assert fewest > 1 and serve("llama-3-8b", "h100-sxm", request_rate=40, instances=fewest, **kw).tokens_per_s \
+        == pytest.approx(40 * 128)
+    assert main(["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+                 "--output-len", "128", "--request-rate", "6", "--instances", "4", "--engine", "vllm-0.5.4",
+                 "--estimator", "physics", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["instances"] == 4 and out["tokens_per_s"] == pytest.approx(four.tokens_per_s)

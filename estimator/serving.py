@@ -223,8 +223,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
-            serves (naming the fewest instances that would), an unknown engine, a layout the model's heads do not divide, experts split where the model has
-            none, a clock or a limit the GPU does not allow).
+            serves (naming the fewest instances that would), an unknown engine, a layout the model's heads do not
+            divide, experts split where the model has none, a clock or a limit the GPU does not allow).
     """
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
     max_batch = int(_positive("max_batch", max_batch, integer=True))

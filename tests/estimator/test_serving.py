@@ -57,8 +57,8 @@ def test_a_rate_past_a_batch_the_gpu_cannot_hold_asks_for_gpus_not_a_larger_batc
         serve(model, gpu, input_len=512, output_len=256, request_rate=rate, tp=tp, estimator="physics")
     spec, said = joulecast.gpu(gpu), str(refused.value)
     assert said.startswith(f"request_rate: {rate:g} requests/s is beyond what 256 in flight serve (")
-    assert f"/s); {at_max.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s {spec.memory_gb:g} GiB, so add " \
-           f"GPUs{' (tp)' if tp == 1 else ''} or instances, not max_batch (at least " in said
+    assert (f"/s); {at_max.memory_gb:.3g} GiB a GPU at that batch, more than {spec.name}'s {spec.memory_gb:g} GiB, so "
+            f"add GPUs{' (tp)' if tp == 1 else ''} or instances, not max_batch (at least ") in said
 
 
 def test_tensor_parallel_instances_share_a_step_and_pay_its_all_reduces():
@@ -512,7 +512,8 @@ def test_instances_spread_a_load_each_serving_its_share(capsys):
     times; a concurrency that N does not divide, and a rate past N instances' capacity, name their field (the
     latter with the fewest instances that could serve it, which then do)."""
     kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4")
-    one, four = (serve("llama-3-8b", "h100-sxm", request_rate=rate, instances=n, **kw) for rate, n in ((1.5, 1), (6, 4)))
+    one, four = (serve("llama-3-8b", "h100-sxm", request_rate=rate, instances=n, **kw)
+                 for rate, n in ((1.5, 1), (6, 4)))
     assert four.instances == 4 and four.batch == pytest.approx(one.batch) and four.step_time_s == one.step_time_s
     assert four.energy_per_output_token_j == pytest.approx(one.energy_per_output_token_j)
     assert (four.tokens_per_s, four.power_w) == pytest.approx((4 * one.tokens_per_s, 4 * one.power_w))

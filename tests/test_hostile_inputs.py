@@ -351,8 +351,8 @@ def test_cli_plan_sweep(argv, tmp_path_factory):
 
 _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz", "power_limit_w",
               "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
-              "max_batch", "output_len_cv", "sampling", "expert_parallel", "steps", "tokens", "global_batch",
-              "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s",
+              "max_batch", "output_len_cv", "sampling", "expert_parallel", "instances", "steps", "tokens",
+              "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s",
               "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
@@ -399,7 +399,7 @@ def test_service_serving_a_list_of_requests(rows, rate):
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
-               "expert_parallel", "loader_rate", "fusions", "requests"]
+               "expert_parallel", "loader_rate", "fusions", "requests", "instances"]
 
 
 @SETTINGS
@@ -435,7 +435,7 @@ _CALLS = {
     "serve": (lambda **k: joulecast.serve(**{"model": "gpt2", "gpu": "a10", "input_len": 16, "output_len": 4,
                                              "concurrency": 2, "estimator": "physics", **k}),
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
-               "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype")),
+               "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

@@ -87,6 +87,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "a serving load's GPU and cap": {"model": "llama-3-8b", "phase": "serve", "gpu": ["h100-sxm", "l40s"],
                                          "request_rate": 4, "input_len": 512, "output_len": 256,
                                          "power_limit_w": "range:4", "max_time_s": 0.05},
+        "a list of requests' load over two GPUs, on 2 instances each": {
+            "model": "llama-3-8b", "phase": "serve", "gpu": ["h100-sxm", "a100-sxm4-80gb"], "instances": 2,
+            "engine": "vllm-0.5.4", "requests": [{"input_len": 2048, "output_len": 256, "arrival_s": 0.0},
+                                                 {"input_len": 512, "output_len": 64, "arrival_s": 0.4},
+                                                 {"input_len": 1024, "output_len": 512, "arrival_s": 1.0}]},
         "a dense model or a mixture of experts": {"model": ["qwen3-8b", "qwen3-30b-a3b"], "phase": "serve",
                                                   "gpu": "h100-sxm", "concurrency": [8, 64], "input_len": 512,
                                                   "output_len": 256},

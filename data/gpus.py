@@ -442,7 +442,8 @@ def hypothetical(name: str) -> GpuSpec:
         if field_name == "clock" and raw.get("idle_power_table"):  # the measured idle curve moves with the clocks
             raw["idle_power_table"] = {mhz * value: w for mhz, w in raw["idle_power_table"].items()}
     # named by its base's catalog name ("a100" -> "a100-pcie-40gb:clock*0.9"), as every estimate names a GPU
-    raw.update(name=":".join((real.name, *changes)), display_name=f"{raw['display_name']} ({', '.join(changes)})", aliases=[])
+    raw.update(name=":".join((real.name, *changes)), display_name=f"{raw['display_name']} ({', '.join(changes)})",
+               aliases=[])
     try:
         spec = GpuSpec.from_dict(raw, origin=f"hypothetical GPU {name!r}")
     except DataError as exc:

@@ -405,7 +405,8 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     require(eval_overhead_s == 0 or eval_tokens > 0, "eval_overhead_s", "needs eval_tokens (the job evaluates)")
     return Job(
         name=str(raw.get("name") or model_name), model=model, model_name=model_name, seq=seq,
-        global_batch=global_batch, micro_batch=micro_batch, steps=steps, dtype=str(dtype_name(raw.get("dtype", "bf16"))),
+        global_batch=global_batch, micro_batch=micro_batch, steps=steps,
+        dtype=str(dtype_name(raw.get("dtype", "bf16"))),
         lora_rank=_number(raw, "lora_rank", "", 0, integer=True), lora_targets=str(raw.get("lora_targets", "all")),
         recompute=str(raw.get("recompute", "none")), optimizer=str(raw.get("optimizer", "adamw")), layout=lay,
         tp_overlap=require_switch(raw.get("tp_overlap", False), "tp_overlap"),

@@ -37,6 +37,8 @@ def dtype_name(value: object) -> object:
         return value
     key = value.strip().lower().removeprefix("torch.")
     return key if key in DTYPE_BYTES else _DTYPE_SPELLINGS.get(key, value)
+
+
 # A kernel's largest size (a GEMM's M, N or K, a tensor's elements): 2^40 (1.1e12), six times the largest catalog
 # GPU's memory in bytes (the B200's 180 GB, data/gpus/b200.yaml, its datasheet), so that the kernel table's 64-bit
 # integers hold it (10^30 raised numpy's OverflowError).

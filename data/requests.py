@@ -105,6 +105,17 @@ class RequestTrace:
                 "span_s": self.span_s, "request_rate": self.request_rate, **self.load()}
 
 
+# The serving options a list of requests sets, and so refuses beside it
+LENGTH_FIELDS = ("input_len", "output_len", "input_len_cv", "output_len_cv")
+
+
+def refuse_lengths(fields: Any) -> None:
+    """One line naming the first of LENGTH_FIELDS given (not None) in `fields` beside a list of requests."""
+    given = next((k for k in LENGTH_FIELDS if fields.get(k) is not None), None)
+    if given:
+        raise InputError(given, "not with requests: their lengths are the requests'")
+
+
 def read_requests(path: str | Path, field: str = "--requests") -> RequestTrace:
     """A requests file: CSV (`.csv`, else anything not JSON), JSON (`.json`: a list of [input_len, output_len] pairs
     or of objects) or JSON lines (`.jsonl`: an object a line), its columns or keys those of one of `FORMATS`. Rows

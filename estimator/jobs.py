@@ -35,6 +35,7 @@ from joulecast.features.physics import check_setting
 # about 80 s and 1.3 GB. A trace of millions of requests is a serving load (`serve` of its `RequestTrace.serving`).
 MAX_REQUEST_STEPS = 500_000
 
+
 @dataclass(frozen=True, slots=True)
 class GenerationEstimate:
     """A generation of `output_len` tokens after `input_len` prompt tokens, for each of `batch` sequences."""

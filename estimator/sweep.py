@@ -24,7 +24,7 @@ from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.models import is_mixture_of_experts
-from joulecast.data.requests import RequestTrace, requests_from_rows
+from joulecast.data.requests import RequestTrace, refuse_lengths, requests_from_rows
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
@@ -562,7 +562,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
             check_model_job(config, phase)
     # each model and GPU by its catalog name, as an estimate names them, so that two spellings of one ("h100",
     # "NVIDIA H100 80GB HBM3") are one, as a name given twice is; a config file keeps its path
-    models = list(dict.fromkeys(named if source == "catalog" else name for name, (_, named, source) in resolved.items()))
+    models = list(dict.fromkeys(named if source == "catalog" else name
+                                for name, (_, named, source) in resolved.items()))
     gpus = list(dict.fromkeys(lookup_gpu(g).name for g in gpus))
     dtypes = list(dict.fromkeys(dtype_name(d) for d in listed(fields.get("dtype"), "dtype", ["bf16"])))
     configs, skipped = grid(models, phase, gpus=gpus, batches=batches, seqs=seqs, dtypes=dtypes,
@@ -591,10 +592,7 @@ def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, An
     one line naming it."""
     requests = fields["requests"]
     trace = requests if isinstance(requests, RequestTrace) else requests_from_rows(requests)
-    given = next((k for k in ("input_len", "output_len", "input_len_cv", "output_len_cv") if fields.get(k) is not None),
-                 None)
-    if given:
-        raise InputError(given, "not with requests: their lengths are the requests'")
+    refuse_lengths(fields)
     load = trace.serving(concurrency=fields.get("concurrency"), request_rate=fields.get("request_rate"))
     out = {k: v for k, v in fields.items() if k not in ("requests", "concurrency", "request_rate")}
     out.update({k: fields[k] for k in ("concurrency", "request_rate") if fields.get(k) is not None},

@@ -227,10 +227,10 @@ def _generate(args: argparse.Namespace, host_dispatch_s: float | None, where: An
 
 def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
     from joulecast import render
+    from joulecast.data.requests import LENGTH_FIELDS as lengths
     from joulecast.data.requests import read_requests
     from joulecast.estimator.serving import serve
 
-    lengths = ("input_len", "output_len", "output_len_cv", "input_len_cv")
     trace = None
     if args.requests:  # a trace's load: its mean lengths and their spread, its arrival rate unless a load is given
         given = _job_options(args, "serve", needs=(), needs_why="",
@@ -477,9 +477,9 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
 def _trace_load(args: argparse.Namespace) -> Any:
     """A serving sweep's --requests file read (`data.requests.read_requests`), for its load (`run_sweep`'s
     `requests`); a length flag beside it is one line naming the flag."""
-    from joulecast.data.requests import read_requests
+    from joulecast.data.requests import LENGTH_FIELDS, read_requests
 
-    for flag in ("input_len", "output_len", "input_len_cv", "output_len_cv"):
+    for flag in LENGTH_FIELDS:
         if getattr(args, flag) is not None:
             raise InputError(f"--{flag.replace('_', '-')}", "has no effect with --requests (its lengths are the "
                                                             "file's)")

@@ -285,14 +285,11 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
         raise InputError(extra[0], f"not a field of phase {phase}; allowed: {', '.join(sorted(allowed))}")
     args = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase") and v is not None}
     if phase == "serve":
-        lengths = ("input_len", "output_len", "input_len_cv", "output_len_cv")
         trace = None
         if "requests" in args:  # a list of requests' load, as `serve --requests` reads a file's
-            from joulecast.data.requests import requests_from_rows
+            from joulecast.data.requests import refuse_lengths, requests_from_rows
 
-            given = next((k for k in lengths if k in args), None)
-            if given:
-                raise InputError(given, "not with requests: their lengths are the requests'")
+            refuse_lengths(args)
             trace = requests_from_rows(args.pop("requests"))
             args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
                                                                          "output_tokens")}))

@@ -352,8 +352,8 @@ def test_cli_plan_sweep(argv, tmp_path_factory):
 _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "sm_clock_mhz", "power_limit_w",
               "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
               "max_batch", "output_len_cv", "sampling", "expert_parallel", "instances", "steps", "tokens",
-              "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions", "host_dispatch_s",
-              "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals"]
+              "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
+              "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 

@@ -27,7 +27,7 @@ JOBS = {
     "serve": (serving, "serve", ["--input-len", "64", "--output-len", "16", "--concurrency", "4", "--max-batch", "8",
                                  "--engine", "vllm-0.5.4", "--tp", "1", "--dtype", "fp16", "--launch-mode", "graph",
                                  "--chunk-tokens", "256", "--duration", "10", "--output-len-cv", "0.5",
-                                 "--input-len-cv", "0.7",
+                                 "--input-len-cv", "0.7", "--instances", "2",
                                  "--sampling", "greedy"]),
     "train-run": (train_run, "train_run", ["--seq", "128", "--global-batch", "8", "--micro-batch", "4", "--steps",
                                            "2", "--dtype", "fp16", "--lora-rank", "4", "--lora-targets", "attention",

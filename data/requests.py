@@ -100,11 +100,26 @@ class RequestTrace:
             out["output_tokens"] = float(self.output_len.sum())
         return out
 
+    @property
+    def peak_hour_rate(self) -> float | None:
+        """The busiest whole hour's arrivals a second, where the times span two hours or more (None otherwise): a
+        load served at the mean rate averages a trace's daily peaks away, and instances sized for the mean do not
+        serve them."""
+        span = self.span_s
+        if not span or span < 2 * PEAK_WINDOW_S:
+            return None
+        counts = np.bincount((self.arrival_s // PEAK_WINDOW_S).astype(np.int64))
+        return float(counts[:int(span // PEAK_WINDOW_S)].max()) / PEAK_WINDOW_S  # whole hours: the last is cut short
+
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "requests": int(len(self.input_len)), "left_out": self.left_out,
-                "span_s": self.span_s, "request_rate": self.request_rate, **self.load()}
+                "span_s": self.span_s, "request_rate": self.request_rate, "peak_hour_rate": self.peak_hour_rate,
+                **self.load()}
 
 
+# The window a trace's busiest arrivals are counted in (`RequestTrace.peak_hour_rate`): an hour, as a grid's carbon
+# intensity and a datacenter's load are read.
+PEAK_WINDOW_S = 3600.0
 # The serving options a list of requests sets, and so refuses beside it
 LENGTH_FIELDS = ("input_len", "output_len", "input_len_cv", "output_len_cv")
 

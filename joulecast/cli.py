@@ -254,12 +254,20 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         given.update(concurrency=args.concurrency, request_rate=args.request_rate, duration_s=args.duration,
                      output_tokens=args.output_tokens)
     # a rate the file set is the file's to name (its arrivals beyond what the GPU serves), not a flag's
-    renamed = {"request_rate": "--requests"} if trace is not None and args.request_rate is None else {}
-    with field_renamed(renamed):
-        job = serve(args.model, args.gpu, engine=args.engine or "none", sm_clock_mhz=args.sm_clock,
-                    power_limit_w=args.power_limit, host_dispatch_s=host_dispatch_s, estimator=args.estimator,
-                    **given)
+    by_file = trace is not None and args.request_rate is None and args.concurrency is None
+    settings = dict(engine=args.engine or "none", sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
+                    host_dispatch_s=host_dispatch_s, estimator=args.estimator)
+    with field_renamed({"request_rate": "--requests"} if by_file else {}):
+        job = serve(args.model, args.gpu, **settings, **given)
     _show(job, render.serve_table, args, where, trace)
+    if by_file and trace.peak_hour_rate:  # served at its mean: say where its busiest hour is past what serves it
+        from joulecast.estimator.serving import BeyondCapacityError
+
+        try:
+            serve(args.model, args.gpu, **settings, **{**given, "request_rate": trace.peak_hour_rate,
+                                                       "duration_s": None, "output_tokens": None})
+        except BeyondCapacityError as exc:
+            print(f"joulecast: note: at the mean rate; its busiest hour, {exc.message}", file=sys.stderr)
     return 0
 
 

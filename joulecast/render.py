@@ -167,6 +167,9 @@ def trace_text(trace: Mapping[str, Any]) -> str:
     lengths with their spread."""
     span = (f" over {duration(trace['span_s'])}, {figure(trace['request_rate'])} a second" if trace["request_rate"]
             else ", no arrival times")
+    if trace.get("peak_hour_rate"):  # a bursty trace's busiest hour, which a load served at the mean averages away
+        span += (f" (its busiest hour {figure(trace['peak_hour_rate'])}, "
+                 f"{trace['peak_hour_rate'] / trace['request_rate']:.2g}x)")
     left = f"; {trace['left_out']:,} asking no output token left out" if trace["left_out"] else ""
     return (f"{trace['requests']:,} requests{span}; prompts {figure(trace['input_len'])} tokens mean (CV "
             f"{trace['input_len_cv']:.2f}), answers {figure(trace['output_len'])} (CV {trace['output_len_cv']:.2f})"

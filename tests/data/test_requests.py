@@ -1,12 +1,15 @@
 """Requests files: joulecast's own columns and the public serving traces as published (`data.requests`)."""
 
 import json
+import re
 
+import numpy as np
+import pandas as pd
 import pytest
 
 import joulecast
 from joulecast.cli import main
-from joulecast.data.requests import FORMATS, read_requests
+from joulecast.data.requests import FORMATS, read_requests, requests_from_rows
 
 AZURE = ("TIMESTAMP,ContextTokens,GeneratedTokens\n"
          "2023-11-16 18:15:46.6805900,374,44\n"
@@ -129,3 +132,25 @@ def test_a_serving_sweep_takes_a_trace_s_load(tmp_path, capsys):
     argv[argv.index("serve")] = "generate"
     assert main([*argv, "--input-len", "512", "--output-len", "8"]) == 2
     assert "--requests: has no effect with --phase generate" in capsys.readouterr().err
+
+
+def test_a_bursty_trace_names_its_busiest_hour_and_where_it_is_past_what_serves_it(tmp_path, capsys):
+    """A trace of two hours or more counts its busiest whole hour (`peak_hour_rate`); served at its mean rate, the
+    CLI says so, and where that hour is past what the instances serve, a note names it with the instances that
+    would (the figures stay the mean's)."""
+    starts = np.concatenate([np.linspace(0, 3599, 100), np.linspace(3600, 7199, 18_000),
+                             np.linspace(7200, 10_799, 100)])  # hours from the first arrival
+    rows = pd.DataFrame({"input_len": 1000, "output_len": 150, "arrival_s": np.sort(starts)})
+    rows.to_csv(tmp_path / "bursty.csv", index=False)
+    trace = joulecast.read_requests(tmp_path / "bursty.csv")
+    assert trace.peak_hour_rate == pytest.approx(18_000 / 3600) and trace.request_rate < 2
+    assert trace.to_dict()["peak_hour_rate"] == trace.peak_hour_rate
+    assert requests_from_rows([[5, 2], [6, 3]]).peak_hour_rate is None  # no times
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "l4", "--phase", "serve", "--engine", "vllm-0.5.4",
+            "--estimator", "physics", "--requests", str(tmp_path / "bursty.csv")]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert "(its busiest hour 5, 3x)" in out
+    assert re.search(r"^joulecast: note: at the mean rate; its busiest hour, 5 requests/s is beyond .* \(at least "
+                     r"\d+ instances of this size for the rate\)$", err.strip())
+    assert main([*argv, "--instances", "4"]) == 0 and "note" not in capsys.readouterr().err

@@ -108,8 +108,10 @@ class RequestTrace:
         span = self.span_s
         if not span or span < 2 * PEAK_WINDOW_S:
             return None
-        counts = np.bincount((self.arrival_s // PEAK_WINDOW_S).astype(np.int64))
-        return float(counts[:int(span // PEAK_WINDOW_S)].max()) / PEAK_WINDOW_S  # whole hours: the last is cut short
+        # whole hours only (the last is cut short), counted by value: a bin an hour of a span of years would not fit
+        hours = self.arrival_s // PEAK_WINDOW_S
+        _, counts = np.unique(hours[hours < span // PEAK_WINDOW_S], return_counts=True)
+        return float(counts.max()) / PEAK_WINDOW_S
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "requests": int(len(self.input_len)), "left_out": self.left_out,

@@ -50,6 +50,11 @@ _SECONDS = {"s": 1.0, "ms": 1e-3}
 # An arrival time's bound, in seconds either way of the file's zero: past a million years, no trace; it keeps the
 # times' span finite (1e308 and -1e308 spanned infinity, a rate of zero).
 MAX_TIME_S = 3.2e13
+# The window a trace's busiest arrivals are counted in (`RequestTrace.peak_hour_rate`): an hour, as a grid's carbon
+# intensity and a datacenter's load are read.
+PEAK_WINDOW_S = 3600.0
+# The serving options a list of requests sets, and so refuses beside it
+LENGTH_FIELDS = ("input_len", "output_len", "input_len_cv", "output_len_cv")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,13 +122,6 @@ class RequestTrace:
         return {"format": self.format, "requests": int(len(self.input_len)), "left_out": self.left_out,
                 "span_s": self.span_s, "request_rate": self.request_rate, "peak_hour_rate": self.peak_hour_rate,
                 **self.load()}
-
-
-# The window a trace's busiest arrivals are counted in (`RequestTrace.peak_hour_rate`): an hour, as a grid's carbon
-# intensity and a datacenter's load are read.
-PEAK_WINDOW_S = 3600.0
-# The serving options a list of requests sets, and so refuses beside it
-LENGTH_FIELDS = ("input_len", "output_len", "input_len_cv", "output_len_cv")
 
 
 def refuse_lengths(fields: Any) -> None:

@@ -3,7 +3,8 @@ data/distributed/grid_carbon.yaml, one given, or an hourly series from the job's
 take it) times the datacenter's PUE (its average or hyperscale figure there, or one given), the GPU's energy only: the
 host's and the network's power are not counted (a plan's sites count them, `joulecast.estimator.plan`). On a series
 the energy is spread evenly over the job's time (a serving load without a duration: around the clock, the series'
-mean). An interval of energy is one of carbon, the intensity and PUE taken as given."""
+mean; a load served window by window: each window's energy over its own hours). An interval of energy is one of
+carbon, the intensity and PUE taken as given."""
 
 from __future__ import annotations
 
@@ -49,6 +50,13 @@ class Grid:
         whole = np.floor(rest).astype(int)
         done = np.concatenate([[0.0], np.cumsum(series)])  # the series summed to each whole hour
         return (laps * done[-1] + done[whole] + (rest - whole) * series[np.minimum(whole, len(series) - 1)]) / hours
+
+    def mean_between(self, start_s: Any, end_s: Any) -> Any:
+        """gCO2e a kWh over each span of a job's time from `start_s` to `end_s` seconds (arrays; each end after its
+        start): the series' integral over the span, over its length."""
+        start, end = np.asarray(start_s, float), np.asarray(end_s, float)
+        summed = [np.where(t > 0, self.intensity(t) * t, 0.0) for t in (start, end)]  # the integral from the start
+        return (summed[1] - summed[0]) / (end - start)
 
     def grams(self, joules: Any, seconds: Any = None) -> Any:
         """gCO2e of `joules` drawn evenly over `seconds` from the job's start (`intensity`)."""
@@ -133,14 +141,19 @@ def carbon(estimate: Any, grid: Grid | str | None = None, carbon_intensity: floa
                                      f"got {kind_of(estimate)}")
     figures = estimate if isinstance(estimate, Mapping) else estimate.to_dict()
     seconds = figures.get("duration_s") or figures.get("time_s")
-    factor = float(where.grams(1.0, seconds))
-    out: dict[str, Any] = {}
+    factor, out = float(where.grams(1.0, seconds)), {}
+    windows = figures.get("windows")
+    if windows:  # a load served window by window (`estimator.serving.ServeWindows`): each window's energy at its hours
+        start, energy = np.asarray(windows["start_s"], float), np.asarray(windows["energy_j"], float)
+        grams = energy / 3.6e6 * where.pue * where.mean_between(start, start + windows["window_s"])
+        factor, out["window_carbon_g"] = float(grams.sum() / energy.sum()), grams.tolist()
     for energy, grams in CARBON_FIGURES.items():
         if energy in figures:
             value = figures[energy]
             out[grams] = (None if value is None else [factor * float(v) for v in value]
                           if isinstance(value, (list, tuple)) else factor * float(value))
-    return {**out, "carbon": {**where.to_dict(), "g_per_kwh": float(where.intensity(seconds))}}
+    intensity = factor * 3.6e6 / where.pue if windows else float(where.intensity(seconds))
+    return {**out, "carbon": {**where.to_dict(), "g_per_kwh": intensity}}
 
 
 # A table's energy columns (J) and the carbon columns (g) they give (`with_carbon`).

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -53,6 +54,11 @@ MAX_TIME_S = 3.2e13
 # The window a trace's busiest arrivals are counted in (`RequestTrace.peak_hour_rate`): an hour, as a grid's carbon
 # intensity and a datacenter's load are read.
 PEAK_WINDOW_S = 3600.0
+# A load priced window by window (`RequestTrace.window_rates`): each window is served as a steady state, which a
+# window shorter than its requests last never reaches, hence a minute at least; and at most a million windows (a
+# year's trace at 32 s), each a few numbers in the estimate.
+MIN_WINDOW_S = 60.0
+MAX_WINDOWS = 1_000_000
 # The serving options a list of requests sets, and so refuses beside it
 LENGTH_FIELDS = ("input_len", "output_len", "input_len_cv", "output_len_cv")
 
@@ -66,6 +72,7 @@ class RequestTrace:
     arrival_s: np.ndarray | None
     format: str
     left_out: int = 0
+    origin_s: float | None = None  # the first arrival, seconds since 1970 (UTC), where the file gives dates
 
     def pairs(self) -> list[list[int]]:
         """[[input_len, output_len], ...] in the file's order (`estimator.jobs.generate_requests`)."""
@@ -89,11 +96,44 @@ class RequestTrace:
         return {"input_len": float(ins.mean()), "output_len": float(outs.mean()),
                 "input_len_cv": float(ins.std() / ins.mean()), "output_len_cv": float(outs.std() / outs.mean())}
 
+    def window_rates(self, window_s: Any, field: str = "window_s") -> np.ndarray:
+        """The arrivals a second in each `window_s` seconds from the first arrival to the last, for `serve`'s
+        `window_rates`: as many windows as cover the span (one at least), the last arrival in the last, and the
+        last counted whole where the file stops within it (so every request is served, its window's rate read low
+        rather than a sliver's high); one line naming `field` where the file has no times or the window is not
+        from MIN_WINDOW_S to the file's span (MAX_WINDOWS windows at most)."""
+        if self.arrival_s is None:
+            raise InputError(field, "the requests have no arrival times to count in windows")
+        if self.span_s < MIN_WINDOW_S:
+            raise InputError(field, f"the requests arrive within {self.span_s:.3g} s, under the shortest window's "
+                                    f"{MIN_WINDOW_S:g} s: serve them without one (the file's mean rate)")
+        number = isinstance(window_s, (int, float, np.integer, np.floating)) and not isinstance(window_s, bool)
+        if not (number and MIN_WINDOW_S <= window_s <= self.span_s):  # NaN fails the range; one window longer than
+            # the file would read its rate low
+            raise InputError(field, f"must be seconds from {MIN_WINDOW_S:g} (a window is served as a steady state) to "
+                                    f"the requests' span, {self.span_s:,.0f} s, got {window_s!r}")
+        count = max(1, int(np.ceil(self.span_s / window_s)))
+        if count > MAX_WINDOWS:
+            raise InputError(field, f"{window_s:g} s over the requests' {self.span_s:,.0f} s is {count:,} windows, "
+                                    f"more than {MAX_WINDOWS:,}; give at least "
+                                    f"{math.ceil(self.span_s / MAX_WINDOWS):,} s")
+        which = np.minimum(self.arrival_s // window_s, count - 1).astype(np.int64)
+        return np.bincount(which, minlength=count) / float(window_s)
+
     def serving(self, *, concurrency: Any = None, request_rate: Any = None, duration_s: Any = None,
-                output_tokens: Any = None, rate_field: str = "request_rate") -> dict[str, Any]:
+                output_tokens: Any = None, window_s: Any = None, rate_field: str = "request_rate") -> dict[str, Any]:
         """`serve`'s options for this load (`load`), given the caller's: its arrival rate where neither a concurrency
         nor a rate is given (none in the file: one line naming `rate_field`), totalled over its output tokens where
-        neither a duration nor a token count is given."""
+        neither a duration nor a token count is given; with `window_s`, its rate window by window (`window_rates`)
+        and its totals theirs, so none of those four beside it."""
+        if window_s is not None:
+            given = next((k for k, v in (("concurrency", concurrency), ("request_rate", request_rate),
+                                         ("duration_s", duration_s), ("output_tokens", output_tokens))
+                          if v is not None), None)
+            if given:
+                raise InputError(given, "not with a window: the requests' arrivals set each window's rate, and "
+                                        "its totals are theirs")
+            return {**self.load(), "window_rates": self.window_rates(window_s), "window_s": float(window_s)}
         out: dict[str, Any] = {**self.load(), "concurrency": concurrency, "request_rate": request_rate,
                                "duration_s": duration_s, "output_tokens": output_tokens}
         if concurrency is None and request_rate is None:
@@ -120,7 +160,8 @@ class RequestTrace:
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": self.format, "requests": int(len(self.input_len)), "left_out": self.left_out,
-                "span_s": self.span_s, "request_rate": self.request_rate, "peak_hour_rate": self.peak_hour_rate,
+                "first_arrival": None if self.origin_s is None else utc_text(self.origin_s), "span_s": self.span_s,
+                "request_rate": self.request_rate, "peak_hour_rate": self.peak_hour_rate,
                 **self.load()}
 
 
@@ -158,9 +199,17 @@ def _trace(table: pd.DataFrame, where: str, field: str) -> RequestTrace:
     kept = outs > 0  # a failed request asked no answer (BurstGPT's failure rows): nothing to generate or serve
     if not kept.any():
         raise InputError(field, f"{where}every request asks no output token")
+    origin = None
     if times is not None:
-        times = times[kept] - times[kept].min()
-    return RequestTrace(ins[kept], outs[kept], times, form.name, int((~kept).sum()))
+        origin = float(times[kept].min())
+        times = times[kept] - origin
+    return RequestTrace(ins[kept], outs[kept], times, form.name, int((~kept).sum()),
+                        origin if form.time_unit == "datetime" else None)
+
+
+def utc_text(epoch_s: float) -> str:
+    """Seconds since 1970 as an ISO 8601 UTC time to the second ('2023-11-16T18:15:46Z')."""
+    return pd.Timestamp(epoch_s, unit="s", tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _table(text: str, path: Path, field: str) -> pd.DataFrame:

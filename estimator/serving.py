@@ -30,7 +30,11 @@ The engine step (stated approximations):
 Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `request_rate` (requests/s, Poisson)
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
-catalog idle power. A rate above what max_batch serves is an error naming the most it serves.
+catalog idle power. A rate above what max_batch serves is an error naming the most it serves. A load that varies
+(`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.window_rates`)
+is priced window by window on the same steps, each window a steady state at its own rate (a window without arrivals
+at idle power), all of them at the trace's mean lengths: its bursts cost what their batches draw, which the mean
+rate averages away.
 Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`). Serving fp8 weights, it
 reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 """
@@ -45,8 +49,10 @@ import numpy as np
 
 from joulecast.data import engines
 from joulecast.data.errors import InputError, require, require_choice
+from joulecast.data.files import kind_of
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
+from joulecast.data.requests import MAX_TIME_S, MAX_WINDOWS, MIN_WINDOW_S
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
@@ -125,6 +131,7 @@ class ServeEstimate:
     energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
     instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
+    windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
 
     @property
     def tpot_s(self) -> float:
@@ -132,7 +139,34 @@ class ServeEstimate:
         return self.step_time_s
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{name: getattr(self, name) for name in self.__dataclass_fields__}, "tpot_s": self.tpot_s}
+        out = {**{name: getattr(self, name) for name in self.__dataclass_fields__}, "tpot_s": self.tpot_s}
+        return {**out, "windows": None if self.windows is None else self.windows.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class ServeWindows:
+    """A load served window by window (`serve`'s `window_rates`): each window's arrivals a second (every instance's),
+    requests in flight an instance, share of time idle, seconds a token, average power and energy (all instances'),
+    and output tokens; a window's interval is the whole load's relative band (its steps share one error)."""
+
+    window_s: float
+    request_rate: np.ndarray
+    batch: np.ndarray
+    idle_share: np.ndarray
+    step_time_s: np.ndarray
+    power_w: np.ndarray
+    energy_j: np.ndarray
+    output_tokens: np.ndarray
+
+    @property
+    def start_s(self) -> np.ndarray:
+        """Each window's start, seconds from the first arrival."""
+        return self.window_s * np.arange(len(self.request_rate))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Columns, a value a window (JSON's lists), and the start of each."""
+        return {"window_s": self.window_s, "start_s": self.start_s.tolist(),
+                **{name: getattr(self, name).tolist() for name in self.__dataclass_fields__ if name != "window_s"}}
 
 
 # The most instances one serving estimate spreads a load over: a 100,000-GPU fleet at 8 GPUs an instance is 12,500.
@@ -204,6 +238,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
           sampling: str = "greedy", expert_parallel: bool = False, instances: int = 1,
+          window_rates: Any = None, window_s: float | None = None,
           estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
@@ -219,6 +254,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     Poisson stream split at random is Poisson at its share of the rate; a concurrency a whole number each): each
     serves its share as one instance alone would, and the figures of the whole (tokens and requests a second,
     power, totals) are theirs together; a step's time and energy, and memory, one instance's.
+    `window_rates`: in place of a rate, the load's requests a second window by window (a list or an array, a figure
+    for each `window_s` seconds, zero for a window without arrivals; `data.requests.RequestTrace.serving` reads a
+    trace's), each served as a steady state on the same steps (see the module's docstring): `windows` holds each
+    one's figures, and the whole's are theirs over all of them (no `duration_s` or `output_tokens` beside them);
+    memory, flags and the interval at the busiest window's step.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
@@ -229,6 +269,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
     max_batch = int(_positive("max_batch", max_batch, integer=True))
     chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
+    windows, spread = None, None
+    if window_rates is not None or window_s is not None:
+        windows, window_s = check_windows(window_rates, window_s, concurrency, request_rate, duration_s,
+                                          output_tokens)
+        request_rate = float(windows.mean())  # its place in the checks below
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
             f"them; got {'neither' if concurrency is None else 'both'}")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
@@ -273,7 +318,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
     else:
-        rate = _positive("request_rate", request_rate) / instances  # one instance's share
+        rates = ([_positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
         steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
                           residual, **setting)
@@ -281,26 +326,31 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
-        if rate > capacity[-1]:
-            each = f" an instance ({rate * instances:g} over {instances})" if instances > 1 else ""
-            raise BeyondCapacityError("request_rate", f"{rate:g} requests/s{each} is beyond what {max_batch} in "
-                                      f"flight serve ({capacity[-1]:.4g}/s); " + _beyond_advice(
-                                          steps[-1], spec, tp, math.ceil(rate * instances / capacity[-1])))
+        if rates.max() > capacity[-1]:
+            raise _beyond(rates, capacity[-1], instances, max_batch, window_s,
+                          _beyond_advice(steps[-1], spec, tp, math.ceil(rates.max() * instances / capacity[-1])))
         step_j_grid = np.array([tp * (e.energy_j + j) for e, _, j, _ in steps])
-        # Little's law: in flight B = rate x output_len x step time(B): the first batch whose capacity reaches the
-        # rate, interpolated from the one below
-        j = int(np.searchsorted(capacity, rate))
-        mean_batch = (float(np.interp(rate, capacity[max(j - 1, 0):j + 1], grid[max(j - 1, 0):j + 1]))
-                      if rate >= capacity[0] else rate * output_len * step_s[0])  # under one in flight: idles between
-        i = int(np.searchsorted(grid, mean_batch))        # the grid's batch at or above it (its flags, interval)
-        est, wait_s, wait_j, _ = steps[i]
+        batches = _in_flight(rates, grid, capacity, output_len, step_s[0])
+        i = int(np.searchsorted(grid, batches.max()))     # the grid's batch at or above it (its flags, interval):
+        est, wait_s, wait_j, _ = steps[i]                  # a window's load, the busiest
         busy = int(grid[i])
-        step_s, step_j = (float(np.interp(mean_batch, grid, step_s)),
-                          float(np.interp(mean_batch, grid, step_j_grid)))
-        idle = math.exp(-mean_batch)
-        tokens_per_s = rate * output_len
+        step_s, step_j = np.interp(batches, grid, step_s), np.interp(batches, grid, step_j_grid)
+        idle = np.exp(-batches)
+        tokens_per_s = rates * output_len
         busy_share = _busy_share(est, wait_s)
+        if windows is None:  # one rate: its figures as numbers (its idle share by math's exp, as ever)
+            mean_batch, step_s, step_j, tokens_per_s = (float(a[0]) for a in (batches, step_s, step_j, tokens_per_s))
+            idle = math.exp(-mean_batch)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
+    if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
+        # a token's time and step over the tokens
+        spread = ServeWindows(window_s, rates * instances, batches, idle, step_s, power * instances,
+                              power * instances * window_s, tokens_per_s * instances * window_s)
+        tokens = spread.output_tokens.sum()
+        mean_batch, idle = float(batches.mean()), float(idle.mean())
+        step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
+        duration_s = window_s * len(rates)
+        power, tokens_per_s = (float(a) / duration_s / instances for a in (spread.energy_j.sum(), tokens))
     per_token = power / tokens_per_s
     power, tokens_per_s = power * instances, tokens_per_s * instances  # every instance's, each at its share
     band = None
@@ -326,9 +376,65 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
-        sm_clock_mhz=clock, power_limit_w=limit, instances=instances,
+        sm_clock_mhz=clock, power_limit_w=limit, instances=instances, windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
+
+
+def check_windows(rates: Any, window_s: Any, *others: Any) -> tuple[np.ndarray, float]:
+    """`serve`'s window_rates as an array of requests a second from 0 to 2^24, at most MAX_WINDOWS of them and some
+    above 0, and window_s from MIN_WINDOW_S to MAX_TIME_S, given together with none of `others` (a concurrency, a
+    rate, a duration, a token count); else one line naming the field."""
+    require(rates is not None and window_s is not None, "window_s" if window_s is None else "window_rates",
+            "give window_rates and window_s together (a rate for each window of window_s seconds)")
+    require(all(v is None for v in others), "window_rates", "the load window by window: give no concurrency, "
+            "request_rate, duration_s or output_tokens beside it (its totals are its windows')")
+    window_s = _positive("window_s", window_s, low=MIN_WINDOW_S, high=MAX_TIME_S, high_text=f"{MAX_TIME_S:g} s")
+    array = _numbers(rates)
+    if array is None or array.ndim != 1 or not 0 < len(array) <= MAX_WINDOWS or not (
+            (array >= 0) & (array <= 2**24)).all():  # NaN fails the range
+        raise InputError("window_rates", f"must be 1 to {MAX_WINDOWS:,} requests a second from 0 to 2^24, one a "
+                                         f"window, got {kind_of(rates)}")
+    require(array.max() > 0, "window_rates", "every window is empty: some window must have arrivals")
+    return array, window_s
+
+
+def _numbers(values: Any) -> np.ndarray | None:
+    """A numpy array of numbers, or a list or tuple of them (not true or false), as float64; else None."""
+    if isinstance(values, np.ndarray):
+        return values.astype(np.float64) if values.dtype.kind in "iuf" else None
+    if isinstance(values, (list, tuple)) and all(isinstance(v, (int, float, np.integer, np.floating))
+                                                 and not isinstance(v, bool) for v in values):
+        return np.asarray(values, dtype=np.float64)
+    return None
+
+
+def _beyond(rates: np.ndarray, capacity: float, instances: int, max_batch: int, window_s: float | None,
+            advice: str) -> BeyondCapacityError:
+    """The error of a load past what `max_batch` in flight serve (`capacity` requests a second an instance): its
+    rate's, or its first window's past it (a window's start, seconds from the first arrival)."""
+    k = int(np.argmax(rates > capacity))
+    rate = float(rates[k])
+    each = f" an instance ({rate * instances:g} over {instances})" if instances > 1 else ""
+    where = "" if window_s is None else (f" in window {k + 1:,} of {len(rates):,} (its arrivals from "
+                                         f"{k * window_s:,.0f} s after the first)")
+    return BeyondCapacityError("window_rates" if window_s is not None else "request_rate",
+                               f"{rate:g} requests/s{each}{where} is beyond what {max_batch} in flight serve "
+                               f"({capacity:.4g}/s); {advice}")
+
+
+def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output_len: float,
+               first_step_s: float) -> np.ndarray:
+    """Requests in flight at each rate (Little's law: B = rate x output_len x step time(B)): the first batch of the
+    grid whose capacity reaches the rate, interpolated from the one below; under the smallest batch's capacity,
+    rate x a request's time at it (`first_step_s` a step), the GPU idling between requests."""
+    j = np.searchsorted(capacity, rates)
+    low = np.maximum(j - 1, 0)
+    gap = capacity[j] - capacity[low]  # 0 only where the rate is the smallest batch's capacity
+    slope = np.divide(grid[j] - grid[low], gap, out=np.zeros_like(rates), where=gap > 0)
+    # as np.interp computes it between the two (a rate at a batch's capacity: that batch)
+    between = np.where(rates == capacity[j], grid[j], slope * (rates - capacity[low]) + grid[low])
+    return np.where(rates >= capacity[0], between, rates * output_len * first_step_s)
 
 
 def _beyond_advice(largest: tuple[Estimate, float, float, float], spec: Any, tp: int, fewest: int) -> str:

@@ -67,7 +67,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                "generate": ("output_len", "kv_cache", "attention", "launch_mode", "offload_gb", "h2d_gbps", "engine",
                             "tp", "expert_parallel"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
-                         "input_len_cv", "sampling", "expert_parallel", "instances")}
+                         "input_len_cv", "sampling", "expert_parallel", "instances", "window_rates", "window_s")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
@@ -292,7 +292,8 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
                            band=r.energy_interval_j, gpu_busy_share=np.nan)
         else:  # a step: its output tokens at the estimate's throughput and energy a token
-            load = ({"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
+            load = ({} if "window_rates" in own  # a load window by window (`_window_fields`): the job's
+                    else {"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
                     else {"concurrency": int(c.batch)})
             try:
                 r = serve(c.model, c.gpu, **load, input_len=float(c.seq), **own, **setting, **_axes(c),
@@ -404,6 +405,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     images = len(points) > 0 and all(is_vision(resolve_model(m)[0]) for m in points["model"].unique())
+    if "window_rates" in job:  # the result says how many windows; their rates are the caller's (a year's: 8,760)
+        job = {**{k: v for k, v in job.items() if k != "window_rates"}, "windows": len(job["window_rates"])}
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
                        constraints=constraints, sizes=sizes, job=job, cost=cost, unit="image" if images else "token")
 
@@ -542,6 +545,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     if unknown:
         raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
     trace, fields = _trace_fields(fields) if fields.get("requests") is not None else (None, fields)
+    if phase == "serve" and (fields.get("window_rates") is not None or fields.get("window_s") is not None):
+        fields = _window_fields(fields)
     require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
@@ -593,14 +598,29 @@ def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, An
     requests = fields["requests"]
     trace = requests if isinstance(requests, RequestTrace) else requests_from_rows(requests)
     refuse_lengths(fields)
-    load = trace.serving(concurrency=fields.get("concurrency"), request_rate=fields.get("request_rate"))
+    require(fields.get("window_rates") is None, "window_rates", "not with requests: their arrivals set each window's "
+                                                                "rate (give window_s)")
+    load = trace.serving(concurrency=fields.get("concurrency"), request_rate=fields.get("request_rate"),
+                         window_s=fields.get("window_s"))
     out = {k: v for k, v in fields.items() if k not in ("requests", "concurrency", "request_rate")}
     out.update({k: fields[k] for k in ("concurrency", "request_rate") if fields.get(k) is not None},
                input_len=max(1, round(load["input_len"])), output_len=max(1, round(load["output_len"])),
                input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
-    if "concurrency" not in out and "request_rate" not in out:  # the requests' own rate
+    if "window_rates" in load:  # its load window by window (`_window_fields`)
+        out["window_rates"] = load["window_rates"]
+    elif "concurrency" not in out and "request_rate" not in out:  # the requests' own rate
         out["request_rate"] = load["request_rate"]
     return trace, out
+
+
+def _window_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """A serving sweep's load window by window (`serve`'s window_rates and window_s, checked as it checks them),
+    every point at it: the grid's request rate its mean, for the points' columns and the front."""
+    from joulecast.estimator.serving import check_windows
+
+    rates, window_s = check_windows(fields.get("window_rates"), fields.get("window_s"), fields.get("concurrency"),
+                                    fields.get("request_rate"))
+    return {**fields, "window_rates": rates, "window_s": window_s, "request_rate": float(rates.mean())}
 
 
 def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None) -> pd.DataFrame:

@@ -1,8 +1,10 @@
 """A public serving trace read as `serve --requests` reads it: the CPU time of `joulecast.read_requests` on a
 trace in the Azure LLM inference trace's form (TIMESTAMP,ContextTokens,GeneratedTokens; the 2024 week-long traces
-hold 17-27 million rows) beside pandas reading the same file alone, and of the serving estimate its load then takes.
-The trace is synthetic, written here (no trace is in ../shared): arrivals uniform over a week, prompt lengths 1-8,000
-tokens, answers 0-800 (a row of 0, a failed request, left out). Usage:
+hold 17-27 million rows) beside pandas reading the same file alone, and of the serving estimate its load then takes:
+at its mean rate, and window by window (`--window`: each hour, and each minute, at its own rate), with the CPU time
+of each. The trace is synthetic, written here (no trace is in ../shared): arrivals over a week with a daily cycle
+(the rate 1 + 0.6 sin(2 pi t / day) times its mean, as production LLM traffic follows the day: the Azure traces'
+own plots), prompt lengths 1-8,000 tokens, answers 0-800 (a row of 0, a failed request, left out). Usage:
 python experiments/trace_reading.py [--rows N] [--json]"""
 
 from __future__ import annotations
@@ -19,9 +21,15 @@ import pandas as pd
 import joulecast
 
 
+DAILY_SWING = 0.6  # the rate's daily amplitude over its mean
+INSTANCES = 2  # H100s the load is spread over (the busiest hours past one's capacity)
+
+
 def write_trace(path: Path, rows: int) -> None:
     rng = np.random.default_rng(0)
-    stamps = pd.Timestamp("2024-05-10") + pd.to_timedelta(np.sort(rng.uniform(0, 7 * 86_400, rows)), unit="s")
+    drawn = rng.uniform(0, 7 * 86_400, 2 * rows)  # thinned to the daily cycle: about 1 / (1 + swing) kept
+    kept = drawn[rng.uniform(0, 1 + DAILY_SWING, drawn.size) < 1 + DAILY_SWING * np.sin(2 * np.pi * drawn / 86_400)]
+    stamps = pd.Timestamp("2024-05-10") + pd.to_timedelta(np.sort(kept[:rows]), unit="s")
     pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"), "ContextTokens": rng.integers(1, 8_000, rows),
                   "GeneratedTokens": rng.integers(0, 800, rows)}).to_csv(path, index=False)
 
@@ -43,22 +51,36 @@ def main() -> None:
         write_trace(path, args.rows)
         _, reference_s = cpu(lambda: pd.read_csv(path))
         trace, read_s = cpu(lambda: joulecast.read_requests(path))
-    job, serve_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4",
-                                               **trace.serving()))
+    joulecast.serve("llama-3-8b", "h100-sxm", input_len=64, output_len=8, concurrency=1)  # the model loaded, untimed
+    jobs = {}
+    for window in (None, 3600, 60):  # on 2 instances: the busiest hours are past what one H100 serves
+        jobs[window] = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", instances=INSTANCES,
+                                                   **trace.serving(window_s=window)))
+    job, serve_s = jobs[None]
     figures = {"rows": args.rows, "kept": int(len(trace.input_len)), "left_out": trace.left_out,
-               "request_rate": trace.request_rate, "read_requests_cpu_s": read_s, "pandas_read_csv_cpu_s": reference_s,
+               "request_rate": trace.request_rate, "peak_hour_rate": trace.peak_hour_rate,
+               "read_requests_cpu_s": read_s, "pandas_read_csv_cpu_s": reference_s,
                "serve_cpu_s": serve_s, "energy_kwh": job.energy_j / 3.6e6,
-               "j_per_output_token": job.energy_per_output_token_j}
+               "j_per_output_token": job.energy_per_output_token_j,
+               "windows": {str(w): {"windows": len(j.windows.request_rate), "serve_cpu_s": t,
+                                    "energy_kwh": j.energy_j / 3.6e6, "j_per_output_token": j.energy_per_output_token_j,
+                                    "idle_share": j.idle_share}
+                           for w, (j, t) in jobs.items() if w is not None}}
     if args.json:
         print(json.dumps(figures, indent=1))
         return
     print(f"{args.rows:,} rows ({trace.left_out:,} asking no output token left out), "
-          f"{trace.request_rate:.2f} requests a second over {trace.span_s / 3600:.1f} h")
+          f"{trace.request_rate:.2f} requests a second over {trace.span_s / 3600:.1f} h (its busiest hour "
+          f"{trace.peak_hour_rate:.2f})")
     print(f"read_requests: {read_s:.2f} CPU-s; pandas.read_csv of the same file alone: {reference_s:.2f} CPU-s "
           f"({read_s / reference_s:.1f}x: the times parsed, the lengths checked)")
-    print(f"serve at its load (llama-3-8b, h100-sxm, vllm-0.5.4): {serve_s:.2f} CPU-s; "
+    print(f"serve at its mean rate (llama-3-8b, {INSTANCES} x h100-sxm, vllm-0.5.4): {serve_s:.2f} CPU-s; "
           f"{job.energy_j / 3.6e6:.2f} kWh for the week's {trace.output_len.sum():,} output tokens, "
           f"{job.energy_per_output_token_j:.3f} J each")
+    for window, each in figures["windows"].items():
+        print(f"  window by window, {each['windows']:,} windows of {window} s: {each['serve_cpu_s']:.2f} CPU-s; "
+              f"{each['energy_kwh']:.2f} kWh, {each['j_per_output_token']:.3f} J an output token, idle "
+              f"{100 * each['idle_share']:.1f} % of the time")
 
 
 if __name__ == "__main__":

@@ -243,8 +243,10 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
             raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
         given.update(trace.serving(concurrency=args.concurrency, request_rate=args.request_rate,
                                    duration_s=args.duration, output_tokens=args.output_tokens,
-                                   rate_field="--request-rate"))
+                                   window_s=args.window, rate_field="--request-rate"))
     else:
+        if args.window is not None:
+            raise InputError("--window", WINDOW_NEEDS_REQUESTS)
         given = _job_options(args, "serve", needs=("input_len", "output_len"), needs_why=" (mean tokens a request)",
                              refuses=("batch", "seq", "attention", "no_kv_cache"),
                              instead="--concurrency or --request-rate",
@@ -257,10 +259,11 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     by_file = trace is not None and args.request_rate is None and args.concurrency is None
     settings = dict(engine=args.engine or "none", sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                     host_dispatch_s=host_dispatch_s, estimator=args.estimator)
-    with field_renamed({"request_rate": "--requests"} if by_file else {}):
+    with field_renamed({"request_rate": "--requests", "window_rates": "--requests"} if by_file else {}):
         job = serve(args.model, args.gpu, **settings, **given)
-    _show(job, render.serve_table, args, where, trace)
-    if by_file and trace.peak_hour_rate:  # served at its mean: say where its busiest hour is past what serves it
+    _show(job, lambda j: render.serve_table(j, None if trace is None else trace.origin_s), args, where, trace)
+    # served at its mean: say where its busiest hour is past what serves it
+    if by_file and trace.peak_hour_rate and job.windows is None:
         from joulecast.estimator.serving import BeyondCapacityError
 
         try:
@@ -437,7 +440,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
 
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
                 for p, options in JOB_OPTIONS.items()}
-    flags_of["serve"] += ("request_rate", "requests")  # in place of --concurrency (estimator.sweep.RATE_SIZES)
+    flags_of["serve"] = tuple(f for f in flags_of["serve"] if not f.startswith("window_"))  # --window below
+    flags_of["serve"] += ("request_rate", "requests", "window")  # in place of --concurrency (RATE_SIZES)
     phase = args.phase
     axes = SIZES.get(phase, ("batch", "seq"))
     flags_of.setdefault(phase, PASS_OPTIONS)  # a single pass: the settings estimate takes for one
@@ -463,6 +467,10 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
                                         f"{'neither' if args.steps is None else 'both'}")
         return sizes[0] or [args.global_batch], sizes[1], job, None  # no --seq: the API's 512 (images take none)
     trace = _trace_load(args) if job.pop("requests", None) else None
+    if "window" in job:  # the file's load window by window
+        if trace is None:
+            raise InputError("--window", WINDOW_NEEDS_REQUESTS)
+        job["window_s"] = job.pop("window")
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
             if not given and trace is None:  # a file's requests give their own
@@ -594,12 +602,14 @@ def _sweep(args: argparse.Namespace) -> int:
 # `estimate`'s workload flags: None in the parser, so that one given with --kernels is seen, and `workload` sets the
 # defaults of those not given
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
+# --window without --requests (estimate's and sweep's)
+WINDOW_NEEDS_REQUESTS = "applies to --requests (the file's arrival times set each window's rate)"
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
              "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                        "instances", "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv",
-                       "sampling", "expert_parallel"),
+                       "sampling", "expert_parallel", "window"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}
@@ -1151,6 +1161,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "over evenly behind a load balancer: each serves its share, the figures are all of theirs "
                      "(a --concurrency a multiple of it); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
+    srv.add_argument("--window", type=float, help="with --requests: its load priced window by window, each window "
+                     "of this many seconds at its own arrival rate (e.g. 3600: hour by hour; at least 60), the "
+                     "figures theirs together: a bursty trace's peaks cost what their batches draw")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
                      "time they take at this load (or give --duration)")
@@ -1293,6 +1306,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--requests", help="serve: a file of requests (as estimate's --requests reads it) for the load: "
                                          "its mean lengths to the whole token, their spread, and its arrival rate "
                                          "unless --concurrency or --request-rate is given")
+    jobs.add_argument("--window", type=float, help="serve: --requests' load priced window by window, each window of "
+                      "this many seconds at its own arrival rate (e.g. 3600; at least 60)")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+import numpy as np
 import pandas as pd
 
 
@@ -145,7 +146,9 @@ def carbon_line(figures: Mapping[str, Any]) -> str:
     """A table's carbon line from `joulecast.data.carbon.carbon`'s figures: the whole estimate's (its interval too),
     else a serving load's a million output tokens; the grid and PUE it was read at."""
     grid = figures["carbon"]
-    where = {"given": "given", "series": f"a {grid.get('series_hours')}-hour series' mean over the job's time"}.get(
+    over = (", weighted by each window's energy" if figures.get("window_carbon_g") is not None
+            else "' mean over the job's time")
+    where = {"given": "given", "series": f"a {grid.get('series_hours')}-hour series{over}"}.get(
         grid["grid"], f"{grid['grid']} annual average")
     scale, what, band = 1.0, "", figures.get("carbon_interval_g")
     head = figures.get("carbon_g")
@@ -326,7 +329,35 @@ def requests_table(job: Any) -> str:
     return "\n".join(_fit_first(lines, job, _split_hint(job)))
 
 
-def serve_table(job: Any) -> str:
+SPARKS = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 72  # the profile's characters at most: a window each, or the mean of as many as fit in one
+
+
+def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
+    """A load served window by window (`estimator.serving.ServeWindows`): how many, the busiest and how many idle,
+    and its power's profile over time as a line of bars."""
+    from joulecast.data.requests import utc_text  # loaded already: the windows were read from a trace
+
+    rate, power = windows.request_rate, windows.power_w
+    k = int(np.argmax(rate))
+    start = (utc_text(origin_s + k * windows.window_s) if origin_s is not None
+             else f"{duration(k * windows.window_s)} after the first request" if k else "the first request")
+    idle = int((rate == 0).sum())
+    bins = np.array_split(power, min(len(power), SPARK_WIDTH))
+    means = np.array([b.mean() for b in bins])  # at most SPARK_WIDTH bins
+    span = power.max() - power.min()
+    level = np.zeros(len(means), int) if span <= 0 else np.round((means - power.min()) / span * 7).astype(int)
+    each = "a window" if len(bins) == len(power) else f"{len(power) / len(bins):.3g} windows a bar"
+    return [f"windows    {plural(len(rate), 'window')} of {duration(windows.window_s)}, each served at its own "
+            f"arrival rate: busiest {figure(rate[k])} requests/s (from {start}) at {_g4(power[k])} W"
+            + (f"; {idle:,} without arrivals" if idle else ""),
+            f"profile    {''.join(SPARKS[v] for v in level)}  power {_g4(power.min())} - {_g4(power.max())} W "
+            f"({each})"]
+
+
+def serve_table(job: Any, origin_s: float | None = None) -> str:
+    """A serving estimate's table; a load given window by window gets a line of its windows (their starts as UTC
+    times where `origin_s`, the first arrival's, is known) and its power's profile."""
     from joulecast.estimator.serving import HOST_BOUND_SHARE  # loaded already: `job` is its ServeEstimate
 
     band = job.energy_per_output_token_interval_j
@@ -346,7 +377,10 @@ def serve_table(job: Any) -> str:
              f"throughput {_g4(job.tokens_per_s)} output tokens/s, {_g4(job.requests_per_s)} requests/s",
              f"power      {_g4(job.power_w)} W (average, idle {100 * job.idle_share:.1f} % of the time; "
              f"{kwh_a_day(job.power_w)} at this load)",
-             f"latency    {duration(job.step_time_s)} a token (a step of {job.busy_batch})",
+             f"latency    {duration(job.step_time_s)} a token " + (
+                 f"(a step of {job.busy_batch})" if job.windows is None else
+                 f"on average; {duration(job.windows.step_time_s.max())} in the busiest window (a step of "
+                 f"{job.busy_batch})"),
              f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"
                  if job.gpu_busy_share < HOST_BOUND_SHARE else "")]
@@ -357,6 +391,8 @@ def serve_table(job: Any) -> str:
         lines.append(f"energy     {_g4(job.energy_j)} J ({_g4(job.energy_j / 3.6e6)} kWh) over "
                      f"{duration(job.duration_s)}, {job.output_tokens:,.0f} output tokens"
                      + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
+    if job.windows is not None:
+        lines += _window_lines(job.windows, origin_s)
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _split_hint(job)))
 

@@ -37,7 +37,7 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                       "expert_parallel"),
          "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                    "instances", "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv",
-                   "sampling", "expert_parallel"),
+                   "sampling", "expert_parallel", "window_rates", "window_s"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}
@@ -65,6 +65,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "requests": [{"ContextTokens": 374, "GeneratedTokens": 44, "TIMESTAMP": "2023-11-16 18:15:46.68"},
                          {"ContextTokens": 396, "GeneratedTokens": 109, "TIMESTAMP": "2023-11-16 18:15:50.99"},
                          {"ContextTokens": 879, "GeneratedTokens": 55, "TIMESTAMP": "2023-11-16 18:15:56.68"}]},
+        "a load hour by hour (requests a second in each hour)": {
+            "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4", "input_len": 1024,
+            "output_len": 256, "window_rates": [0.5, 2.0, 4.0, 0.0], "window_s": 3600,
+            "carbon_series": [300, 250, 200, 400]},
         "a mixture of experts, its experts split over the GPUs": {"model": "qwen3-30b-a3b", "gpu": "h100-sxm",
                                                                   "phase": "serve", "input_len": 512,
                                                                   "output_len": 256, "concurrency": 64, "tp": 2,
@@ -290,9 +294,12 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
             from joulecast.data.requests import refuse_lengths, requests_from_rows
 
             refuse_lengths(args)
+            if "window_rates" in args:
+                raise InputError("window_rates", "not with requests: their arrivals set each window's rate (give "
+                                                 "window_s)")
             trace = requests_from_rows(args.pop("requests"))
             args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
-                                                                         "output_tokens")}))
+                                                                         "output_tokens", "window_s")}))
         for key in ("input_len", "output_len"):
             if key not in args:
                 raise InputError(key, "required with phase serve (or requests)")

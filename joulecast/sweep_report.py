@@ -287,7 +287,8 @@ def _in_images(labels: dict[str, str]) -> dict[str, str]:
 # A job's fixed options shown with their units, named without them ("{sample}": an image or a text model's sequence)
 _JOB_UNITS = {"loader_rate": ("loader rate", "{sample}s a second"),
               "forward_overhead_s": ("forward overhead", "s a layer and forward pass"),
-              "offload_gb": ("offload", "GiB"), "h2d_gbps": ("host-to-device copies", "GB/s")}
+              "offload_gb": ("offload", "GiB"), "h2d_gbps": ("host-to-device copies", "GB/s"),
+              "window_s": ("windows of", "s, each at its own arrival rate")}
 
 
 def job_text(job: dict[str, Any], unit: str) -> str:

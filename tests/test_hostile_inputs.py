@@ -353,7 +353,8 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "input_len", "output_len", "kv_cache", "requests", "offload_gb", "tp", "concurrency", "request_rate",
               "max_batch", "output_len_cv", "sampling", "expert_parallel", "instances", "steps", "tokens",
               "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
-              "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals"]
+              "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
+              "window_rates", "window_s"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -383,23 +384,39 @@ _request = st.one_of(st.lists(st.one_of(st.integers(-2, 2**25), anything), min_s
 
 
 @SETTINGS
-@given(rows=st.one_of(st.lists(_request, max_size=4), anything), rate=st.one_of(st.none(), anything))
-def test_service_serving_a_list_of_requests(rows, rate):
-    """A serving body's `requests` (pairs, a trace's objects, anything): its load served, its figures finite, or one
-    line naming a field; never a traceback."""
+@given(rows=st.one_of(st.lists(_request, max_size=4), anything), rate=st.one_of(st.none(), anything),
+       window=st.one_of(st.none(), st.floats(0, 1e6), anything))
+def test_service_serving_a_list_of_requests(rows, rate, window):
+    """A serving body's `requests` (pairs, a trace's objects, anything), window by window or not: its load served,
+    its figures finite, or one line naming a field; never a traceback."""
     from joulecast.service import estimate_one
 
     body = {"model": "gpt2", "gpu": "a10", "phase": "serve", "requests": rows,
-            **({"request_rate": rate} if rate is not None else {})}
+            **({"request_rate": rate} if rate is not None else {}), **({"window_s": window} if window is not None
+                                                                        else {})}
     result = outcome(lambda: estimate_one(body, "physics"))
     if result is not None:
         assert numbers_ok(result["energy_j"], result["trace"]["input_len"], result["power_w"]), result
 
 
+@SETTINGS
+@given(rates=st.lists(st.one_of(st.floats(0, 60), st.just(0.0)), min_size=1, max_size=40),
+       window=st.floats(30, 1e9), instances=st.integers(1, 3))
+def test_a_load_window_by_window(rates, window, instances):
+    """Any windows' rates and length: the windows' energy summed, every figure finite and the idle ones at idle
+    power, or one line naming a field (a window past capacity: window_rates)."""
+    job = outcome(lambda: joulecast.serve("gpt2", "a10", input_len=64, output_len=32, window_rates=rates,
+                                          window_s=window, instances=instances, estimator="physics"))
+    if job is not None:
+        w = job.windows
+        assert numbers_ok(job.energy_j, job.power_w, job.step_time_s, *w.energy_j, *w.power_w), job
+        assert job.energy_j == pytest.approx(w.energy_j.sum()) and (w.idle_share[w.request_rate == 0] == 1).all()
+
+
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
-               "expert_parallel", "loader_rate", "fusions", "requests", "instances"]
+               "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates", "window_s"]
 
 
 @SETTINGS
@@ -435,7 +452,8 @@ _CALLS = {
     "serve": (lambda **k: joulecast.serve(**{"model": "gpt2", "gpu": "a10", "input_len": 16, "output_len": 4,
                                              "concurrency": 2, "estimator": "physics", **k}),
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
-               "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances")),
+               "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances", "window_rates",
+               "window_s")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

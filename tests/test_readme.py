@@ -65,6 +65,12 @@ def reader_folder(tmp_path_factory):
     (work / "data").symlink_to(REPO / "data")
     (root / "shared").symlink_to(SHARED)
     (work / "prompts.csv").write_text("input_len,output_len\n128,32\n512,64\n64,16\n")
+    # a trace as Azure publishes it: three hours, the second the busiest
+    stamps = [f"2023-11-16 {h:02d}:{m:02d}:{s:02d}" for h, step in ((10, 60), (11, 6), (12, 120))
+              for t in range(0, 3600, step) for m, s in [divmod(t, 60)]]
+    (work / "trace.csv").write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n"
+                                    + "".join(f"{t},{300 + 7 * i % 900},{20 + 13 * i % 300}\n"
+                                              for i, t in enumerate(stamps)))
     (work / "path" / "to").mkdir(parents=True)
     config = json.loads((SHARED / "reference" / "models" / "Qwen--Qwen2-1.5B.json").read_text())["config"]
     (work / "path" / "to" / "config.json").write_text(json.dumps(config))

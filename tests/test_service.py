@@ -235,6 +235,28 @@ def test_serving_a_list_of_requests_over_http_is_its_load(physics_server):
     assert {(p["request_rate"], p["input_len"]) for p in swept["points"]} == {(0.2, 550)}
 
 
+def test_serving_requests_window_by_window_over_http(physics_server):
+    """phase serve with `requests` and `window_s`: the trace's load window by window, as the API gives it; or a
+    load's `window_rates` themselves; rates beside requests are a 422 naming them."""
+    import joulecast
+
+    times = [k * 4.0 for k in range(300)] + [1200.0 + k for k in range(30)]  # 300 in the first 20 minutes, 30 after
+    rows = [{"input_len": 600, "output_len": 100, "arrival_s": t} for t in times]
+    body = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4"}
+    status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows, "window_s": 1200})
+    from joulecast.data.requests import requests_from_rows
+
+    one = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
+                          **requests_from_rows(rows).serving(window_s=1200))
+    assert status == 200 and out["energy_j"] == pytest.approx(one.energy_j), out
+    assert out["windows"]["request_rate"] == pytest.approx([300 / 1200, 30 / 1200])
+    status, out = call(physics_server, "/v1/estimate", {**body, "input_len": 600, "output_len": 100,
+                                                        "window_rates": [0.25, 0.025], "window_s": 1200})
+    assert status == 200 and out["energy_j"] == pytest.approx(one.energy_j), out
+    status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows, "window_rates": [1.0]})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "window_rates"], out
+
+
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):
     status, out = call(physics_server, "/v1/estimate", raw=b'{"model": "gpt2",')  # cut short
     assert status == 422 and out["detail"] == [{"loc": ["body"], "msg": "expected a JSON object"}], out

@@ -154,3 +154,104 @@ def test_a_bursty_trace_names_its_busiest_hour_and_where_it_is_past_what_serves_
     assert re.search(r"^joulecast: note: at the mean rate; its busiest hour, 5 requests/s is beyond .* \(at least "
                      r"\d+ instances of this size for the rate\)$", err.strip())
     assert main([*argv, "--instances", "4"]) == 0 and "note" not in capsys.readouterr().err
+
+
+def test_a_trace_s_arrivals_counted_window_by_window(tmp_path):
+    """`window_rates`: arrivals a second in each window from the first arrival, the last arrival in the last window
+    (counted whole), every request in one; a window longer than the file, shorter than a minute, too many windows, or
+    a file without times, is one line naming the field."""
+    rows = pd.DataFrame({"input_len": 10, "output_len": 5, "arrival_s": [100.0, 150.0, 700.0, 705.0, 710.0, 1300.0]})
+    rows.to_csv(tmp_path / "own.csv", index=False)
+    trace = read_requests(tmp_path / "own.csv")
+    # from the first arrival: 0, 50, 600, 605, 610 and 1,200 s, the last in the last window
+    assert trace.window_rates(600).tolist() == pytest.approx([2 / 600, 4 / 600])
+    assert trace.window_rates(400).tolist() == pytest.approx([2 / 400, 3 / 400, 1 / 400])
+    load = trace.serving(window_s=400)
+    assert load["window_s"] == 400 and "request_rate" not in load
+    assert load["window_rates"].sum() * 400 == pytest.approx(6)  # every request in a window
+    for window, message in ((1200.5, "to the requests' span, 1,200 s, got 1200.5"), (59, "must be seconds from 60"),
+                            (float("nan"), "must be seconds from 60"), (True, "must be seconds from 60")):
+        with pytest.raises(joulecast.InputError, match="^window_s: ") as refused:
+            trace.window_rates(window)
+        assert message in str(refused.value)
+    with pytest.raises(joulecast.InputError, match="^request_rate: not with a window"):
+        trace.serving(window_s=600, request_rate=1.0)
+    with pytest.raises(joulecast.InputError, match="^window_s: the requests have no arrival times"):
+        requests_from_rows([[5, 2], [6, 3]]).window_rates(600)
+    short = requests_from_rows([{"input_len": 5, "output_len": 2, "arrival_s": t} for t in (0, 30)])
+    with pytest.raises(joulecast.InputError, match="^window_s: the requests arrive within 30 s, under the shortest"):
+        short.window_rates(60)
+    far = requests_from_rows([{"input_len": 5, "output_len": 2, "arrival_s": t} for t in (0, 1e9)])
+    with pytest.raises(joulecast.InputError, match="^window_s: 60 s over the requests' 1,000,000,000 s is "
+                                                   "16,666,667 windows, more than 1,000,000; give at least 1,000 s"):
+        far.window_rates(60)
+    assert len(far.window_rates(1000)) == 1_000_000
+
+
+def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
+    """`estimate --phase serve --requests FILE --window S`: the API's windowed serving of the file's load (its mean
+    lengths, each window's rate); the table names the busiest window by its UTC time and draws the power's profile;
+    its carbon on an hourly series weighs each window's energy by its hour's intensity."""
+    stamps = pd.Timestamp("2024-05-12T00:00:00Z") + pd.to_timedelta(
+        np.concatenate([np.linspace(0, 3599, 900), np.linspace(3600, 7199, 9000), np.linspace(7200, 10_799, 90)]),
+        unit="s")
+    pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"), "ContextTokens": 800,
+                  "GeneratedTokens": 200}).to_csv(tmp_path / "azure.csv", index=False)
+    trace = joulecast.read_requests(tmp_path / "azure.csv")
+    assert trace.to_dict()["first_arrival"] == "2024-05-12T00:00:00Z"
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--engine", "vllm-0.5.4",
+            "--estimator", "physics", "--requests", str(tmp_path / "azure.csv"), "--window", "3600"]
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    api = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
+                          **trace.serving(window_s=3600))
+    assert out["energy_j"] == pytest.approx(api.energy_j) and out["windows"]["request_rate"] == pytest.approx(
+        [0.25, 2.5, 0.025])
+    assert out["output_tokens"] == pytest.approx(9990 * 200) and out["duration_s"] == 3 * 3600
+    # bursts cost what their batches draw: the mean rate, served steady, prices the same tokens otherwise
+    mean = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
+                           **trace.serving())
+    assert mean.output_tokens == out["output_tokens"] and mean.energy_j != pytest.approx(out["energy_j"], rel=0.01)
+    assert main(argv) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"^windows    3 windows of 60\.00 min, each served at its own arrival rate: busiest 2\.5 "
+                     r"requests/s \(from 2024-05-12T01:00:00Z\) at [\d.]+ W$", table, re.M), table
+    profile = next(line for line in table.splitlines() if line.startswith("profile"))
+    assert profile.split()[1][1] == "█" and "(a window)" in profile  # the busy hour's bar the highest
+    (tmp_path / "series.csv").write_text("g_per_kwh\n100\n500\n100\n")
+    assert main([*argv, "--carbon-series", str(tmp_path / "series.csv"), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    energy = np.array(out["windows"]["energy_j"])
+    expected = energy / 3.6e6 * out["carbon"]["pue"] * np.array([100, 500, 100])
+    assert out["window_carbon_g"] == pytest.approx(expected.tolist()) and out["carbon_g"] == pytest.approx(
+        expected.sum())
+    assert out["carbon"]["g_per_kwh"] > 300  # the busy hour's intensity weighs most, not the series' mean (233)
+    for extra, message in ((["--request-rate", "2"], "--request-rate: not with a window"),
+                           (["--duration", "60"], "--duration: not with a window"),
+                           (["--window", "30"], "--window: must be seconds from 60")):
+        assert main([*argv, *extra]) == 2
+        assert message in capsys.readouterr().err
+    assert main([*argv[:-4], "--input-len", "64", "--output-len", "16", "--request-rate", "1", "--window",
+                 "600"]) == 2
+    assert "--window: applies to --requests" in capsys.readouterr().err
+
+
+def test_a_serving_sweep_takes_a_trace_window_by_window():
+    """A sweep's `window_s` beside its requests: each point the trace's windows (as `serve` gives them), the
+    result naming how many (not their rates); rates beside requests, or beside a concurrency, named."""
+    rows = [{"input_len": 600, "output_len": 100, "arrival_s": float(t)} for t in np.linspace(0, 1199, 600)]
+    rows += [{"input_len": 600, "output_len": 100, "arrival_s": float(t)} for t in np.linspace(1200, 2399, 60)]
+    trace = requests_from_rows(rows)
+    result = joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="serve", estimator="physics",
+                             engine="vllm-0.5.4", requests=trace, window_s=1200)
+    assert result.job["windows"] == 2 and result.job["window_s"] == 1200 and "window_rates" not in result.job
+    for point in result.points.itertuples():
+        one = joulecast.serve("llama-3-8b", point.gpu, engine="vllm-0.5.4", estimator="physics",
+                              **trace.serving(window_s=1200))
+        assert point.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
+        assert point.request_rate == pytest.approx(660 / 2400)
+    with pytest.raises(joulecast.InputError, match="^window_rates: not with requests"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, window_rates=[1.0], window_s=600)
+    with pytest.raises(joulecast.InputError, match="^window_rates: the load window by window: give no concurrency"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", input_len=64, output_len=16, concurrency=4,
+                        window_rates=[1.0], window_s=600)

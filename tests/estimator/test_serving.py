@@ -12,6 +12,7 @@ import pytest
 
 import joulecast
 from joulecast.cli import main
+from joulecast.data.gpus import gpu as lookup
 from joulecast.estimator.serving import serve
 from joulecast.features import arch
 
@@ -42,7 +43,7 @@ def test_a_request_rate_follows_littles_law_and_idles_at_light_load():
     spec = joulecast.gpu("h100-sxm")
     assert spec.idle_power_w < light.power_w < busy.power_w
     with pytest.raises(joulecast.InputError, match=r"request_rate: .* raise max_batch or add GPUs \(at least \d+ "
-                                                   "instances of this size for the rate\)$"):
+                                                   r"instances of this size for the rate\)$"):
         serve("llama-3-8b", "h100-sxm", input_len=256, output_len=200, request_rate=1e4, estimator="physics")
 
 
@@ -534,3 +535,80 @@ def test_instances_spread_a_load_each_serving_its_share(capsys):
                  "--estimator", "physics", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["instances"] == 4 and out["tokens_per_s"] == pytest.approx(four.tokens_per_s)
+
+
+def test_a_load_window_by_window_is_each_window_served_at_its_rate_and_summed():
+    """`window_rates`: each window a steady state at its own rate on the same steps, its energy and tokens summed;
+    windows all at one rate are that rate served over their time, to the digit; an empty window draws idle power;
+    with `instances`, each window's rate is spread as a single rate is."""
+    kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4", output_len_cv=0.6)
+    steady = serve("llama-3-8b", "h100-sxm", request_rate=2.0, duration_s=3 * 600, **kw)
+    flat = serve("llama-3-8b", "h100-sxm", window_rates=[2.0, 2.0, 2.0], window_s=600, **kw)
+    for name in ("energy_j", "power_w", "energy_per_output_token_j", "batch", "step_time_s", "idle_share",
+                 "output_tokens", "duration_s", "tokens_per_s"):
+        assert getattr(flat, name) == pytest.approx(getattr(steady, name), rel=1e-12), name
+    assert flat.energy_interval_j == pytest.approx(steady.energy_interval_j, rel=1e-12)
+
+    rates = [0.5, 4.0, 0.0, 1.0]
+    job = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, **kw)
+    alone = [serve("llama-3-8b", "h100-sxm", request_rate=r, duration_s=600, **kw) if r else None for r in rates]
+    windows = job.windows
+    assert windows.start_s.tolist() == [0, 600, 1200, 1800] and windows.request_rate.tolist() == rates
+    for k, one in enumerate(alone):
+        if one is None:  # no arrivals: the GPU idles the whole window
+            assert windows.power_w[k] == pytest.approx(lookup("h100-sxm").idle_power_w) and windows.batch[k] == 0
+            continue
+        assert windows.energy_j[k] == pytest.approx(one.energy_j, rel=1e-12)
+        assert windows.step_time_s[k] == pytest.approx(one.step_time_s, rel=1e-12)
+    assert job.energy_j == pytest.approx(windows.energy_j.sum()) and job.duration_s == 2400
+    assert job.output_tokens == pytest.approx(sum(rates) * 600 * 128)
+    assert job.energy_per_output_token_j == pytest.approx(job.energy_j / job.output_tokens)
+    assert job.power_w == pytest.approx(job.energy_j / 2400)
+    assert job.idle_share == pytest.approx(windows.idle_share.mean())
+    # a token's time, over the tokens; memory and flags at the busiest window's step
+    assert job.step_time_s == pytest.approx(np.dot(windows.step_time_s, windows.output_tokens) / job.output_tokens)
+    assert job.busy_batch == serve("llama-3-8b", "h100-sxm", request_rate=4.0, **kw).busy_batch
+    hybrid = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, **{**kw, "estimator": None})
+    band = np.array(hybrid.energy_interval_j) / hybrid.energy_j  # the steps' one error, the whole's band
+    assert band[0] < 1 < band[1] and band == pytest.approx(np.array(hybrid.energy_per_output_token_interval_j)
+                                                           / hybrid.energy_per_output_token_j)
+    # spread over instances: each window's rate as one rate is
+    spread = serve("llama-3-8b", "h100-sxm", window_rates=[2 * r for r in rates], window_s=600, instances=2, **kw)
+    assert spread.energy_j == pytest.approx(2 * job.energy_j) and spread.windows.request_rate.tolist() == [
+        2 * r for r in rates]
+    out = job.to_dict()["windows"]
+    assert out["window_s"] == 600 and out["energy_j"] == pytest.approx(windows.energy_j.tolist())
+
+
+def test_a_window_past_capacity_is_named_with_the_fewest_instances_for_the_busiest():
+    kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4", window_s=3600)
+    with pytest.raises(joulecast.InputError) as refused:
+        serve("llama-3-8b", "h100-sxm", window_rates=[1.0, 30.0, 60.0], **kw)
+    said = str(refused.value)
+    assert said.startswith("window_rates: 30 requests/s in window 2 of 3 (its arrivals from 3,600 s after the first) "
+                           "is beyond what 256 in flight serve (")
+    fewest = int(re.search(r"at least (\d+) instances", said).group(1))
+    served = serve("llama-3-8b", "h100-sxm", window_rates=[1.0, 30.0, 60.0], instances=fewest, **kw)
+    assert served.windows.request_rate[2] == 60.0
+    with pytest.raises(joulecast.InputError):
+        serve("llama-3-8b", "h100-sxm", window_rates=[1.0, 30.0, 60.0], instances=fewest - 1, **kw)
+
+
+@pytest.mark.parametrize("kw, field, message", [
+    (dict(window_rates=[1.0]), "window_s", "give window_rates and window_s together"),
+    (dict(window_s=600), "window_rates", "give window_rates and window_s together"),
+    (dict(window_rates=[1.0], window_s=600, request_rate=1.0), "window_rates", "give no concurrency, request_rate"),
+    (dict(window_rates=[1.0], window_s=600, duration_s=60), "window_rates", "give no concurrency, request_rate"),
+    (dict(window_rates=[1.0], window_s=30), "window_s", "must be a positive number from 60"),
+    (dict(window_rates=[0.0, 0.0], window_s=600), "window_rates", "every window is empty"),
+    (dict(window_rates=[1.0, -1.0], window_s=600), "window_rates", "must be 1 to 1,000,000 requests a second"),
+    (dict(window_rates=[1.0, float("nan")], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),
+    (dict(window_rates=[True, 1.0], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),
+    (dict(window_rates="1,2", window_s=600), "window_rates", "got text"),
+    (dict(window_rates=[], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),
+    (dict(window_rates=np.ones((2, 2)), window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),
+])
+def test_bad_windows_name_their_field(kw, field, message):
+    with pytest.raises(joulecast.InputError) as refused:
+        serve("llama-3-8b", "h100-sxm", input_len=64, output_len=16, estimator="physics", **kw)
+    assert refused.value.field == field and message in refused.value.message

@@ -807,6 +807,10 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     result = _run_args("trace_reading.py", "--rows", "2000")
     assert result["rows"] == 2000 and result["kept"] + result["left_out"] == 2000 and result["left_out"] > 0
     assert result["request_rate"] > 0 and result["read_requests_cpu_s"] > 0 and result["energy_kwh"] > 0
+    # its week (to its last arrival) hour by hour and minute by minute, each window at its own rate
+    windows = result["windows"]
+    assert windows["3600"]["windows"] == 168 and 167 * 60 < windows["60"]["windows"] <= 168 * 60
+    assert all(v["energy_kwh"] > 0 and v["j_per_output_token"] > 0 for v in result["windows"].values())
 
 
 def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():

@@ -355,9 +355,8 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
             raise InputError(key, "not taken here: the service sweeps with its own estimator, bound and workers")
     fields = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase")}
     phase = body.get("phase", "prefill")
-    # a load by its rate: given, or a list of requests' own where no concurrency is
-    by_rate = body.get("request_rate") is not None or (body.get("requests") is not None
-                                                       and body.get("concurrency") is None)
+    # a serving load without a concurrency is one by rate (given, a list of requests' own, or window by window)
+    by_rate = str(phase).lower() == "serve" and body.get("concurrency") is None
     most = (MAX_SWEEP_RATES if by_rate else MAX_SWEEP_JOBS if str(phase).lower() in JOB_PHASES else MAX_BATCH_ROWS)
     result = run_sweep(body.get("model"), body.get("gpu"), phase=phase, estimator=model, max_points=most, **fields)
     payload = sweep_payload(result)

@@ -534,3 +534,24 @@ def test_each_route_s_docs_show_bodies_that_answer(physics_server, tmp_path):
                           "--virtual-time-budget=10000", "--dump-dom", physics_server + "/docs"],
                          capture_output=True, text=True, timeout=120).stdout
     assert "/v1/sweep" in dom and "/v1/estimate/batch" in dom  # Swagger UI drew the routes from the schema
+
+
+def test_a_serving_sweep_by_rate_is_bounded_tighter_than_one_by_concurrency():
+    """A serving load without a concurrency (a rate, a list of requests, or window by window) finds each point's
+    batch among 24 steps, so the service takes at most MAX_SWEEP_RATES of its points; by concurrency,
+    MAX_SWEEP_JOBS."""
+    import joulecast
+    from joulecast.service import MAX_SWEEP_JOBS, MAX_SWEEP_RATES, sweep_points
+
+    body = {"model": "gpt2", "gpu": "h100-sxm", "phase": "serve", "input_len": 64, "output_len": 16,
+            "power_limit_w": f"range:{MAX_SWEEP_RATES + 1}"}
+    for load in ({"request_rate": 1.0}, {"window_rates": [1.0, 0.5], "window_s": 600},
+                 {"requests": [{"input_len": 64, "output_len": 16, "arrival_s": t} for t in (0, 60, 120)]}):
+        given = {**body, **load}
+        if "requests" in load:
+            del given["input_len"], given["output_len"]
+        with pytest.raises(joulecast.InputError, match=f"^sweep: {MAX_SWEEP_RATES + 1} points; at most "
+                                                       f"{MAX_SWEEP_RATES} here"):
+            sweep_points(given, "physics")
+    assert MAX_SWEEP_RATES + 1 <= MAX_SWEEP_JOBS  # by concurrency, the same points are taken
+    assert len(sweep_points({**body, "concurrency": 4}, "physics")["points"]) == MAX_SWEEP_RATES + 1

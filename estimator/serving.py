@@ -48,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from joulecast.data import engines
-from joulecast.data.errors import InputError, require, require_choice
+from joulecast.data.errors import InputError, require, require_choice, require_switch
 from joulecast.data.files import kind_of
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
@@ -131,6 +131,7 @@ class ServeEstimate:
     energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
     instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
+    autoscale: bool = False       # window by window, as few of the instances as serve each window (`windows`)
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
 
     @property
@@ -146,8 +147,9 @@ class ServeEstimate:
 @dataclass(frozen=True, slots=True)
 class ServeWindows:
     """A load served window by window (`serve`'s `window_rates`): each window's arrivals a second (every instance's),
-    requests in flight an instance, share of time idle, seconds a token, average power and energy (all instances'),
-    and output tokens; a window's interval is the whole load's relative band (its steps share one error)."""
+    requests in flight an instance, share of time idle, seconds a token, average power and energy (all instances
+    serving it), output tokens, and the instances serving it; a window's interval is the whole load's relative band
+    (its steps share one error)."""
 
     window_s: float
     request_rate: np.ndarray
@@ -157,6 +159,7 @@ class ServeWindows:
     power_w: np.ndarray
     energy_j: np.ndarray
     output_tokens: np.ndarray
+    instances: np.ndarray         # serving the window: all of them, or as few as serve it where autoscaled
 
     @property
     def start_s(self) -> np.ndarray:
@@ -238,7 +241,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
           sampling: str = "greedy", expert_parallel: bool = False, instances: int = 1,
-          window_rates: Any = None, window_s: float | None = None,
+          window_rates: Any = None, window_s: float | None = None, autoscale: bool = False,
           estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
@@ -258,7 +261,9 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     for each `window_s` seconds, zero for a window without arrivals; `data.requests.RequestTrace.serving` reads a
     trace's), each served as a steady state on the same steps (see the module's docstring): `windows` holds each
     one's figures, and the whole's are theirs over all of them (no `duration_s` or `output_tokens` beside them);
-    memory, flags and the interval at the busiest window's step.
+    memory, flags and the interval at the busiest window's step. `autoscale`: each window served by the fewest of the
+    `instances` that serve its rate within `max_batch` in flight (one at least), the others off, drawing nothing (an
+    autoscaler releasing them); `instances` then the most it may use.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
@@ -274,6 +279,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         windows, window_s = check_windows(window_rates, window_s, concurrency, request_rate, duration_s,
                                           output_tokens)
         request_rate = float(windows.mean())  # its place in the checks below
+    require(not require_switch(autoscale, "autoscale") or windows is not None, "autoscale",
+            "applies to a load window by window (window_rates and window_s)")
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
             f"them; got {'neither' if concurrency is None else 'both'}")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
@@ -329,6 +336,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         if rates.max() > capacity[-1]:
             raise _beyond(rates, capacity[-1], instances, max_batch, window_s,
                           _beyond_advice(steps[-1], spec, tp, math.ceil(rates.max() * instances / capacity[-1])))
+        serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
+        if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
+            serving = np.clip(np.ceil(windows / capacity[-1]), 1.0, instances)
+            rates = np.minimum(windows / serving, capacity[-1])  # within it but for rounding
         step_j_grid = np.array([tp * (e.energy_j + j) for e, _, j, _ in steps])
         batches = _in_flight(rates, grid, capacity, output_len, step_s[0])
         i = int(np.searchsorted(grid, batches.max()))     # the grid's batch at or above it (its flags, interval):
@@ -344,8 +355,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
         # a token's time and step over the tokens
-        spread = ServeWindows(window_s, rates * instances, batches, idle, step_s, power * instances,
-                              power * instances * window_s, tokens_per_s * instances * window_s)
+        spread = ServeWindows(window_s, rates * serving, batches, idle, step_s, power * serving,
+                              power * serving * window_s, tokens_per_s * serving * window_s, serving)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = float(batches.mean()), float(idle.mean())
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -376,7 +387,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
-        sm_clock_mhz=clock, power_limit_w=limit, instances=instances, windows=spread,
+        sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
 

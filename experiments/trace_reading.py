@@ -2,9 +2,10 @@
 trace in the Azure LLM inference trace's form (TIMESTAMP,ContextTokens,GeneratedTokens; the 2024 week-long traces
 hold 17-27 million rows) beside pandas reading the same file alone, and of the serving estimate its load then takes:
 at its mean rate, and window by window (`--window`: each hour, and each minute, at its own rate), with the CPU time
-of each. The trace is synthetic, written here (no trace is in ../shared): arrivals over a week with a daily cycle
-(the rate 1 + 0.6 sin(2 pi t / day) times its mean, as production LLM traffic follows the day: the Azure traces'
-own plots), prompt lengths 1-8,000 tokens, answers 0-800 (a row of 0, a failed request, left out). Usage:
+of each; and hour by hour autoscaled over 4 instances (each hour the fewest that serve it). The trace is synthetic,
+written here (no trace is in ../shared): arrivals over a week with a daily cycle (the rate 1 + 0.6 sin(2 pi t / day)
+times its mean, as production LLM traffic follows the day: the Azure traces' own plots), prompt lengths 1-8,000
+tokens, answers 0-800 (a row of 0, a failed request, left out). Usage:
 python experiments/trace_reading.py [--rows N] [--json]"""
 
 from __future__ import annotations
@@ -56,6 +57,8 @@ def main() -> None:
     for window in (None, 3600, 60):  # on 2 instances: the busiest hours are past what one H100 serves
         jobs[window] = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", instances=INSTANCES,
                                                    **trace.serving(window_s=window)))
+    auto, auto_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", instances=4,
+                                                autoscale=True, **trace.serving(window_s=3600)))
     job, serve_s = jobs[None]
     figures = {"rows": args.rows, "kept": int(len(trace.input_len)), "left_out": trace.left_out,
                "request_rate": trace.request_rate, "peak_hour_rate": trace.peak_hour_rate,
@@ -65,7 +68,10 @@ def main() -> None:
                "windows": {str(w): {"windows": len(j.windows.request_rate), "serve_cpu_s": t,
                                     "energy_kwh": j.energy_j / 3.6e6, "j_per_output_token": j.energy_per_output_token_j,
                                     "idle_share": j.idle_share}
-                           for w, (j, t) in jobs.items() if w is not None}}
+                           for w, (j, t) in jobs.items() if w is not None},
+               "autoscaled": {"fleet": 4, "serve_cpu_s": auto_s, "energy_kwh": auto.energy_j / 3.6e6,
+                              "j_per_output_token": auto.energy_per_output_token_j,
+                              "instance_hours": float(auto.windows.instances.sum())}}
     if args.json:
         print(json.dumps(figures, indent=1))
         return
@@ -81,6 +87,10 @@ def main() -> None:
         print(f"  window by window, {each['windows']:,} windows of {window} s: {each['serve_cpu_s']:.2f} CPU-s; "
               f"{each['energy_kwh']:.2f} kWh, {each['j_per_output_token']:.3f} J an output token, idle "
               f"{100 * each['idle_share']:.1f} % of the time")
+    scaled = figures["autoscaled"]
+    print(f"  hour by hour on as few of {scaled['fleet']} instances as serve each hour: {scaled['serve_cpu_s']:.2f} "
+          f"CPU-s; {scaled['energy_kwh']:.2f} kWh, {scaled['j_per_output_token']:.3f} J an output token, "
+          f"{scaled['instance_hours']:.0f} instance-hours")
 
 
 if __name__ == "__main__":

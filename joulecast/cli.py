@@ -232,12 +232,14 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     from joulecast.estimator.serving import serve
 
     trace = None
+    if args.autoscale and args.window is None:
+        raise InputError("--autoscale", AUTOSCALE_NEEDS_WINDOW)
     if args.requests:  # a trace's load: its mean lengths and their spread, its arrival rate unless a load is given
         given = _job_options(args, "serve", needs=(), needs_why="",
                              refuses=("batch", "seq", "attention", "no_kv_cache", *lengths),
                              instead="--requests alone: its lengths are the file's",
                              optional=("dtype", "launch_mode", "max_batch", "tp", "instances", "chunk_tokens",
-                                       "sampling", "expert_parallel"))
+                                       "sampling", "expert_parallel", "autoscale"))
         trace = read_requests(args.requests)
         if args.concurrency is not None and args.request_rate is not None:
             raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
@@ -471,6 +473,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
         if trace is None:
             raise InputError("--window", WINDOW_NEEDS_REQUESTS)
         job["window_s"] = job.pop("window")
+    elif job.get("autoscale"):
+        raise InputError("--autoscale", AUTOSCALE_NEEDS_WINDOW)
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
             if not given and trace is None:  # a file's requests give their own
@@ -604,12 +608,13 @@ def _sweep(args: argparse.Namespace) -> int:
 WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", "engine", "fusions")
 # --window without --requests (estimate's and sweep's)
 WINDOW_NEEDS_REQUESTS = "applies to --requests (the file's arrival times set each window's rate)"
+AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest of --instances that serve it)"
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
              "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                        "instances", "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv",
-                       "sampling", "expert_parallel", "window"),
+                       "sampling", "expert_parallel", "window", "autoscale"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}
@@ -1164,6 +1169,8 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--window", type=float, help="with --requests: its load priced window by window, each window "
                      "of this many seconds at its own arrival rate (e.g. 3600: hour by hour; at least 60), the "
                      "figures theirs together: a bursty trace's peaks cost what their batches draw")
+    srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
+                     "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
                      "time they take at this load (or give --duration)")
@@ -1308,6 +1315,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "unless --concurrency or --request-rate is given")
     jobs.add_argument("--window", type=float, help="serve: --requests' load priced window by window, each window of "
                       "this many seconds at its own arrival rate (e.g. 3600; at least 60)")
+    jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
+                      "fewest of --instances that serve it, the rest off")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "

@@ -355,6 +355,15 @@ def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
             f"({each})"]
 
 
+def _autoscale_line(windows: Any, fleet: int) -> str:
+    """How many of the `fleet`'s instances an autoscaled load kept serving, window by window."""
+    used = windows.instances
+    hours = used.sum() * windows.window_s / 3600
+    return (f"autoscale  {used.min():.0f} - {used.max():.0f} of {fleet} instances serving by window "
+            f"({figure(used.mean())} on average; {figure(hours)} instance-hours of the "
+            f"{figure(fleet * len(used) * windows.window_s / 3600)} the whole fleet would run)")
+
+
 def serve_table(job: Any, origin_s: float | None = None) -> str:
     """A serving estimate's table; a load given window by window gets a line of its windows (their starts as UTC
     times where `origin_s`, the first arrival's, is known) and its power's profile."""
@@ -393,6 +402,8 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
                      + (f"  ({_g4(total[0])} - {_g4(total[1])} J)" if total else ""))
     if job.windows is not None:
         lines += _window_lines(job.windows, origin_s)
+        if job.autoscale:
+            lines.append(_autoscale_line(job.windows, job.instances))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _split_hint(job)))
 

@@ -234,6 +234,13 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
     assert main([*argv[:-4], "--input-len", "64", "--output-len", "16", "--request-rate", "1", "--window",
                  "600"]) == 2
     assert "--window: applies to --requests" in capsys.readouterr().err
+    # autoscaled over 4 instances: each hour the fewest that serve it, the table saying how many
+    assert main([*argv, "--instances", "4", "--autoscale"]) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"^autoscale  1 - 1 of 4 instances serving by window \(1 on average; 3 instance-hours of the 12 "
+                     r"the whole fleet would run\)$", table, re.M), table
+    assert main([*argv[:-2], "--autoscale"]) == 2
+    assert "--autoscale: applies to --window" in capsys.readouterr().err
 
 
 def test_a_serving_sweep_takes_a_trace_window_by_window():

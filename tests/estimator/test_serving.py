@@ -612,3 +612,28 @@ def test_bad_windows_name_their_field(kw, field, message):
     with pytest.raises(joulecast.InputError) as refused:
         serve("llama-3-8b", "h100-sxm", input_len=64, output_len=16, estimator="physics", **kw)
     assert refused.value.field == field and message in refused.value.message
+
+
+def test_autoscaled_windows_run_the_fewest_instances_that_serve_each_and_the_rest_draw_nothing():
+    """`autoscale`: each window served by the fewest of `instances` that serve its rate within max_batch (one at
+    least), each window as that many instances alone would serve it; the whole no dearer than every instance on."""
+    kw = dict(input_len=1000, output_len=250, estimator="physics", engine="vllm-0.5.4", window_s=600)
+    one = serve("llama-3-8b", "h100-sxm", input_len=1000, output_len=250, estimator="physics", engine="vllm-0.5.4",
+                concurrency=256)  # an instance's capacity: max_batch in flight
+    most = one.requests_per_s
+    rates = [0.2 * most, 1.5 * most, 3.5 * most, 0.0]
+    fixed = serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, **kw)
+    auto = serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, **kw)
+    assert auto.autoscale and auto.windows.instances.tolist() == [1, 2, 4, 1]
+    assert fixed.windows.instances.tolist() == [4, 4, 4, 4] and not fixed.autoscale
+    for k, n in enumerate(auto.windows.instances[:3]):
+        alone = serve("llama-3-8b", "h100-sxm", window_rates=[rates[k]], instances=int(n), **kw)
+        assert auto.windows.energy_j[k] == pytest.approx(alone.energy_j, rel=1e-12)
+    assert auto.output_tokens == pytest.approx(fixed.output_tokens) and auto.energy_j < fixed.energy_j
+    assert auto.windows.power_w[3] == pytest.approx(lookup("h100-sxm").idle_power_w)  # one instance kept, idle
+    with pytest.raises(joulecast.InputError, match=r"^window_rates: .*\(at least 4 instances"):
+        serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=3, autoscale=True, **kw)
+    with pytest.raises(joulecast.InputError, match="^autoscale: applies to a load window by window"):
+        serve("llama-3-8b", "h100-sxm", input_len=64, output_len=16, request_rate=1.0, autoscale=True)
+    with pytest.raises(joulecast.InputError, match="^autoscale: must be true or false"):
+        serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale="yes", **kw)

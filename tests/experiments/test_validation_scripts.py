@@ -811,6 +811,8 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     windows = result["windows"]
     assert windows["3600"]["windows"] == 168 and 167 * 60 < windows["60"]["windows"] <= 168 * 60
     assert all(v["energy_kwh"] > 0 and v["j_per_output_token"] > 0 for v in result["windows"].values())
+    # autoscaled, each hour on one instance at least and at most the fleet
+    assert 168 <= result["autoscaled"]["instance_hours"] <= 168 * result["autoscaled"]["fleet"]
 
 
 def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():

@@ -406,7 +406,9 @@ def check_windows(rates: Any, window_s: Any, *others: Any) -> tuple[np.ndarray, 
             (array >= 0) & (array <= 2**24)).all():  # NaN fails the range
         raise InputError("window_rates", f"must be 1 to {MAX_WINDOWS:,} requests a second from 0 to 2^24, one a "
                                          f"window, got {kind_of(rates)}")
-    require(array.max() > 0, "window_rates", "every window is empty: some window must have arrivals")
+    # a request in all at least (a rate too small for one made no output token, and its J a token 0 / 0)
+    require(array.sum() * window_s >= 1.0, "window_rates", "every window is empty (under one request in all): some "
+                                                           "window must have arrivals")
     return array, window_s
 
 

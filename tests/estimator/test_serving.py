@@ -601,6 +601,7 @@ def test_a_window_past_capacity_is_named_with_the_fewest_instances_for_the_busie
     (dict(window_rates=[1.0], window_s=600, duration_s=60), "window_rates", "give no concurrency, request_rate"),
     (dict(window_rates=[1.0], window_s=30), "window_s", "must be a positive number from 60"),
     (dict(window_rates=[0.0, 0.0], window_s=600), "window_rates", "every window is empty"),
+    (dict(window_rates=[1e-3, 0.0], window_s=600), "window_rates", "under one request in all"),
     (dict(window_rates=[1.0, -1.0], window_s=600), "window_rates", "must be 1 to 1,000,000 requests a second"),
     (dict(window_rates=[1.0, float("nan")], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),
     (dict(window_rates=[True, 1.0], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),

@@ -333,6 +333,11 @@ SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_WIDTH = 72  # the profile's characters at most: a window each, or the mean of as many as fit in one
 
 
+def binned(values: np.ndarray, bins: int) -> np.ndarray:
+    """`values` as `bins` means of consecutive runs (each value its own where they are as many): a chart's bars."""
+    return np.array([b.mean() for b in np.array_split(values, bins)])  # a loop over the bars, a few hundred at most
+
+
 def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
     """A load served window by window (`estimator.serving.ServeWindows`): how many, the busiest and how many idle,
     and its power's profile over time as a line of bars."""
@@ -343,11 +348,10 @@ def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
     start = (utc_text(origin_s + k * windows.window_s) if origin_s is not None
              else f"{duration(k * windows.window_s)} after the first request" if k else "the first request")
     idle = int((rate == 0).sum())
-    bins = np.array_split(power, min(len(power), SPARK_WIDTH))
-    means = np.array([b.mean() for b in bins])  # at most SPARK_WIDTH bins
+    means = binned(power, min(len(power), SPARK_WIDTH))
     span = power.max() - power.min()
     level = np.zeros(len(means), int) if span <= 0 else np.round((means - power.min()) / span * 7).astype(int)
-    each = "a window" if len(bins) == len(power) else f"{len(power) / len(bins):.3g} windows a bar"
+    each = "a window" if len(means) == len(power) else f"{len(power) / len(means):.3g} windows a bar"
     return [f"windows    {plural(len(rate), 'window')} of {duration(windows.window_s)}, each served at its own "
             f"arrival rate: busiest {figure(rate[k])} requests/s (from {start}) at {_g4(power[k])} W"
             + (f"; {idle:,} without arrivals" if idle else ""),

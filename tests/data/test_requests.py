@@ -262,3 +262,40 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
     with pytest.raises(joulecast.InputError, match="^window_rates: the load window by window: give no concurrency"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", input_len=64, output_len=16, concurrency=4,
                         window_rates=[1.0], window_s=600)
+
+
+def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
+    """`--report DIR` beside `--window`: a self-contained page with a bar a window of its power and arrivals (its
+    instances where autoscaled, its carbon on an hourly series), the busiest windows by their UTC times; a real
+    browser draws it where one is installed. Without --window, one line naming --report."""
+    import shutil
+    import subprocess
+
+    stamps = pd.Timestamp("2024-05-12T00:00:00Z") + pd.to_timedelta(
+        np.concatenate([np.linspace(0, 3599, 300), np.linspace(3600, 7199, 3000), np.linspace(7200, 10_799, 30)]),
+        unit="s")
+    pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"), "ContextTokens": 800,
+                  "GeneratedTokens": 200}).to_csv(tmp_path / "azure.csv", index=False)
+    (tmp_path / "series.csv").write_text("g_per_kwh\n100\n500\n100\n")
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--engine", "vllm-0.5.4",
+            "--estimator", "physics", "--requests", str(tmp_path / "azure.csv"), "--window", "900"]
+    report = tmp_path / "report"
+    assert main([*argv, "--instances", "2", "--autoscale", "--carbon-series", str(tmp_path / "series.csv"),
+                 "--report", str(report)]) == 0
+    assert f"wrote {report / 'report.html'}" in capsys.readouterr().out
+    page = (report / "report.html").read_text()
+    assert page.count("<svg") == 4 and "<script" not in page
+    for cls in ("power", "rate", "instances", "carbon"):
+        assert page.count(f"<rect class='{cls}'") == 12, cls  # a bar a window: 3 hours of 15 minutes
+    busiest = page.split("<table class='busiest'>", 1)[1]
+    assert busiest.count("<tr>") == 1 + 10 and "<td>2024-05-12T01:00:00Z</td>" in busiest
+    assert main([*argv[:-2], "--report", str(tmp_path / "other")]) == 2
+    assert "--report: applies to --window" in capsys.readouterr().err and not (tmp_path / "other").exists()
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.skip("Debian's chromium is not installed: the report was checked as text only")
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                          f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom", (report / "report.html").as_uri()],
+                         capture_output=True, text=True, timeout=120).stdout
+    assert dom.count("<svg") == 4 and dom.count('class="power"') == 12

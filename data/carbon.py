@@ -161,10 +161,15 @@ CARBON_COLUMNS = {"energy_j": "carbon_g", "energy_lo_j": "carbon_lo_g", "energy_
                   "energy_per_token_j": "carbon_per_token_g"}
 
 
-def with_carbon(table: Any, where: Grid, seconds: Any = None) -> Any:
+def with_carbon(table: Any, where: Grid, seconds: Any = None, intensity: Any = None) -> Any:
     """A table of estimates (`estimate_many`'s, a sweep's points) with the grid, the intensity applied and PUE, and
     the carbon of each energy column it has (CARBON_COLUMNS), each column scaled at once; on a series over each row's
-    `seconds` (an array; none: the series' mean)."""
-    scale = where.grams(1.0, seconds)
-    return table.assign(grid=where.name, g_per_kwh=where.intensity(seconds), pue=where.pue,
+    `seconds` (an array; none: the series' mean), or at each row's `intensity` where given (gCO2e a kWh: a load
+    served window by window, each window's energy at its own hours, `Grid.mean_between`)."""
+    if intensity is None:
+        g_per_kwh, scale = where.intensity(seconds), where.grams(1.0, seconds)
+    else:
+        g_per_kwh = np.asarray(intensity, float)
+        scale = 1.0 / 3.6e6 * where.pue * g_per_kwh  # as `Grid.grams` orders it
+    return table.assign(grid=where.name, g_per_kwh=g_per_kwh, pue=where.pue,
                         **{grams: table[joules] * scale for joules, grams in CARBON_COLUMNS.items() if joules in table})

@@ -79,6 +79,9 @@ SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len")
 # cannot serve it and is flagged `exceeds-capacity`, infeasible as one past memory is.
 RATE_SIZES = ("request_rate", "input_len")
 UNSERVABLE = ("exceeds-memory", "exceeds-capacity")  # a point so flagged cannot run its load
+# The job option (and the points' columns, a grid's index after it) that carry a load window by window's intensity on
+# each hourly series, a window at a time in, weighted by each point's windows' energy out (`sweep`, `estimate_jobs`)
+WINDOW_INTENSITY = "window_g_per_kwh"
 
 
 @dataclass(frozen=True)
@@ -273,6 +276,8 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     # a mixture's experts split over the GPUs where the sweep asks: its dense models run as without
     dense = {m: not is_mixture_of_experts(resolve_model(m)[0]) for m in configs["model"].unique()}
     images = {m: is_vision(resolve_model(m)[0]) for m in configs["model"].unique()}
+    by_window = job.get(WINDOW_INTENSITY, ())  # a grid's intensity a window, where on an hourly series (`sweep`)
+    job = {k: v for k, v in job.items() if k != WINDOW_INTENSITY}
     split = {k: v for k, v in job.items() if k != "expert_parallel"}
     # a loop over configurations, not kernel rows: each job estimates all its own steps in one vectorised pass
     for c in configs.itertuples(index=False):
@@ -309,6 +314,10 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
                            gpu_busy_share=r.gpu_busy_share)  # where host work sets the step (serve's own)
+            energy = None if r.windows is None else r.windows.energy_j
+            for k, at in enumerate(by_window):  # on a grid's hourly series: its intensity weighted by the windows'
+                if at is not None:             # energy
+                    figures[f"{WINDOW_INTENSITY}_{k}"] = float(np.dot(energy, at) / energy.sum())
         lo, hi = figures.pop("band") or (np.nan, np.nan)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
                         flags=",".join(r.flags), outside_domain="; ".join(r.outside_domain), method=r.method))
@@ -372,7 +381,14 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     job = check_job(phase, job)
     for name in JOB_AXES:
         require(name not in job or name not in configs, name, "an axis of the grid or a fixed option, not both")
-    points = estimate_all(configs, estimator, run, progress, job)
+    # a load window by window on an hourly series: each point's carbon at its own windows' hours (`estimate_jobs`)
+    on_series = [bool(g.series) and "window_rates" in job for g in grids]
+    points = estimate_all(configs, estimator, run, progress, {**job, WINDOW_INTENSITY: tuple(
+        g.mean_between(*_window_spans(job)) if hourly else None for g, hourly in zip(grids, on_series))}
+                          if any(on_series) else job)
+    intensities = [points.pop(f"{WINDOW_INTENSITY}_{k}") if f"{WINDOW_INTENSITY}_{k}" in points
+                   else pd.Series(np.nan, index=points.index) if hourly else None  # every point past capacity
+                   for k, hourly in enumerate(on_series)]
     if phase in JOB_PHASES:
         tokens = points.pop("tokens").astype(float)
         varies = tokens.nunique() > 1
@@ -387,7 +403,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["tokens_per_s"] = tokens / points["time_s"]
     points["energy_per_token_j"] = points["energy_j"] / tokens
     points["s_per_token"] = points["time_s"] / tokens
-    points = on_grids(points, grids, None if phase == "serve" else points["time_s"].to_numpy())
+    points = on_grids(points, grids, None if phase == "serve" else points["time_s"].to_numpy(), intensities)
     # a configuration that does not fit in its GPU's memory cannot run, so it meets no constraint; nor one without
     # figures (its best was once an idxmin over nothing)
     feasible = ~points["flags"].fillna("").str.contains("|".join(UNSERVABLE)).to_numpy(bool)
@@ -624,10 +640,21 @@ def _window_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     return {**fields, "window_rates": rates, "window_s": window_s, "request_rate": float(rates.mean())}
 
 
-def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None) -> pd.DataFrame:
+def _window_spans(job: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The start and end of each window of a load window by window (`window_rates`, `window_s`), seconds from the
+    first arrival."""
+    starts = job["window_s"] * np.arange(len(job["window_rates"]))
+    return starts, starts + job["window_s"]
+
+
+def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None,
+             intensities: Sequence[Any] = ()) -> pd.DataFrame:
     """`points` once on each grid (in the grids' order, then the points'), with the grid, its intensity and PUE, and
     the carbon of each energy figure: the whole point's (`carbon_g`, its interval's `carbon_lo_g` and
     `carbon_hi_g`) and a token's; on an hourly series over each point's `seconds` (none, a serving step's: around
-    the clock)."""
-    parts = [with_carbon(points, where, seconds) for where in grids]  # a loop over the few grids
+    the clock), or at each point's intensity where `intensities` gives the grid's (a column: a load window by
+    window, its windows' energy at their hours)."""
+    given = list(intensities) + [None] * (len(grids) - len(intensities))
+    parts = [with_carbon(points, where, seconds, None if at is None else at.to_numpy())
+             for where, at in zip(grids, given)]  # a loop over the few grids
     return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]

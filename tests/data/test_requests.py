@@ -244,8 +244,9 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
 
 
 def test_a_serving_sweep_takes_a_trace_window_by_window():
-    """A sweep's `window_s` beside its requests: each point the trace's windows (as `serve` gives them), the
-    result naming how many (not their rates); rates beside requests, or beside a concurrency, named."""
+    """A sweep's `window_s` beside its requests: each point the trace's windows (as `serve` gives them), its carbon
+    on an hourly series by its windows' hours, the result naming how many windows (not their rates); rates beside
+    requests, or beside a concurrency, named."""
     rows = [{"input_len": 600, "output_len": 100, "arrival_s": float(t)} for t in np.linspace(0, 1199, 600)]
     rows += [{"input_len": 600, "output_len": 100, "arrival_s": float(t)} for t in np.linspace(1200, 2399, 60)]
     trace = requests_from_rows(rows)
@@ -257,6 +258,17 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
                               **trace.serving(window_s=1200))
         assert point.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
         assert point.request_rate == pytest.approx(660 / 2400)
+    # on an hourly series, each point's carbon weighs its own windows' energy by their hours, as `serve`'s does
+    for series in ([100, 500], [500, 100]):
+        on_series = joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="serve", estimator="physics",
+                                    engine="vllm-0.5.4", requests=trace, window_s=1200, carbon_series=series)
+        for point in on_series.points.itertuples():
+            one = joulecast.serve("llama-3-8b", point.gpu, engine="vllm-0.5.4", estimator="physics",
+                                  **trace.serving(window_s=1200))
+            said = joulecast.carbon(one, carbon_series=series)
+            assert point.g_per_kwh == pytest.approx(said["carbon"]["g_per_kwh"])
+            assert point.carbon_per_token_g == pytest.approx(said["carbon_per_output_token_g"])
+    assert series == [500, 100] and point.g_per_kwh > 300  # the busy window's hour weighs most
     with pytest.raises(joulecast.InputError, match="^window_rates: not with requests"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, window_rates=[1.0], window_s=600)
     with pytest.raises(joulecast.InputError, match="^window_rates: the load window by window: give no concurrency"):

@@ -420,7 +420,7 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
                "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates", "window_s",
-               "autoscale"]
+               "autoscale", "carbon_series"]
 
 
 @SETTINGS
@@ -433,6 +433,8 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
 @example(phase="generate", needs=False, extra={"input_len": 1})  # no output_len: once generate()'s TypeError
 @example(phase="serve", needs=True, extra={"model": ["gpt2", "qwen3-30b-a3b"]})  # models as an axis
 @example(phase=None, needs=False, extra={"model": ["gpt2", 3]})  # a list with a bad item: one line naming model
+@example(phase="serve", needs=False, extra={"input_len": 16, "output_len": 4, "window_rates": [1, 0], "window_s": 60,
+                                          "carbon_series": [1, 5]})  # a load window by window on a series
 def test_service_sweep_bodies(phase, needs, extra):
     """A sweep body with hostile fields and lists: an answer, or one line naming a field (a 422)."""
     from joulecast.service import sweep_points

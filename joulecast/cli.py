@@ -238,6 +238,10 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         if args.window is None:
             raise InputError("--report", "applies to --window (the load's windows over time, charted)")
         check_output_folder(args.report, "--report")
+    if args.out is not None:
+        if args.window is None:
+            raise InputError("--out", "applies to --window (a row a window)")
+        _check_table_file(args.out, "estimate --out")
     if args.requests:  # a trace's load: its mean lengths and their spread, its arrival rate unless a load is given
         given = _job_options(args, "serve", needs=(), needs_why="",
                              refuses=("batch", "seq", "attention", "no_kv_cache", *lengths),
@@ -268,13 +272,25 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     with field_renamed({"request_rate": "--requests", "window_rates": "--requests"} if by_file else {}):
         job = serve(args.model, args.gpu, **settings, **given)
     _show(job, lambda j: render.serve_table(j, None if trace is None else trace.origin_s), args, where, trace)
-    if args.report is not None:
-        from joulecast import serve_report
+    if args.report is not None or args.out is not None:
         from joulecast.data.carbon import carbon
 
-        path = serve_report.write(job, carbon(job, where), render.trace_line(args.requests, trace), args.report,
-                                  trace.origin_s)
+        figures = carbon(job, where)
+    if args.report is not None:
+        from joulecast import serve_report
+
+        path = serve_report.write(job, figures, render.trace_line(args.requests, trace), args.report, trace.origin_s)
         print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
+    if args.out is not None:  # a row a window: its start (a UTC time where the file has dates) and figures
+        import pandas as pd
+
+        from joulecast.data.requests import utc_text
+
+        columns = {k: v for k, v in job.windows.to_dict().items() if k != "window_s"}
+        if trace.origin_s is not None:
+            columns = {"start_utc": [utc_text(trace.origin_s + t) for t in columns["start_s"]], **columns}
+        write_table(pd.DataFrame({**columns, "carbon_g": figures["window_carbon_g"]}), args.out, "--out")
+        print(f"wrote {args.out}", file=sys.stderr if args.json else sys.stdout)
     # served at its mean: say where its busiest hour is past what serves it
     if by_file and trace.peak_hour_rate and job.windows is None:
         from joulecast.estimator.serving import BeyondCapacityError
@@ -625,7 +641,7 @@ JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", 
                           "expert_parallel"),
              "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                        "instances", "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv",
-                       "sampling", "expert_parallel", "window", "autoscale", "report"),
+                       "sampling", "expert_parallel", "window", "autoscale", "report", "out"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}
@@ -1184,6 +1200,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
     srv.add_argument("--report", help="with --window: a folder for a self-contained report.html charting the load's "
                      "power, arrivals (instances where autoscaled, carbon on an hourly series) window by window")
+    srv.add_argument("--out", help="with --window: a row a window (its start, arrivals, power, energy, tokens, "
+                     "instances and carbon) to this file: .csv, or .parquet (needs pyarrow)")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
                      "time they take at this load (or give --duration)")

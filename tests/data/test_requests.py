@@ -279,7 +279,8 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
 def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
     """`--report DIR` beside `--window`: a self-contained page with a bar a window of its power and arrivals (its
     instances where autoscaled, its carbon on an hourly series), the busiest windows by their UTC times; a real
-    browser draws it where one is installed. Without --window, one line naming --report."""
+    browser draws it where one is installed. `--out FILE`: a row a window. Without --window, one line naming the
+    flag."""
     import shutil
     import subprocess
 
@@ -303,6 +304,16 @@ def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
     assert busiest.count("<tr>") == 1 + 10 and "<td>2024-05-12T01:00:00Z</td>" in busiest
     assert main([*argv[:-2], "--report", str(tmp_path / "other")]) == 2
     assert "--report: applies to --window" in capsys.readouterr().err and not (tmp_path / "other").exists()
+    # --out: a row a window, its UTC start, figures and carbon, summing to the estimate's
+    assert main([*argv, "--carbon-series", str(tmp_path / "series.csv"), "--out", str(tmp_path / "w.csv"),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = pd.read_csv(tmp_path / "w.csv")
+    assert len(rows) == 12 and rows["start_utc"].iloc[4] == "2024-05-12T01:00:00Z"
+    assert rows["energy_j"].sum() == pytest.approx(out["energy_j"]) and rows["carbon_g"].sum() == pytest.approx(
+        out["carbon_g"])
+    assert main([*argv[:-2], "--out", str(tmp_path / "v.csv")]) == 2
+    assert "--out: applies to --window" in capsys.readouterr().err and not (tmp_path / "v.csv").exists()
     chromium = shutil.which("chromium")
     if chromium is None:
         pytest.skip("Debian's chromium is not installed: the report was checked as text only")

@@ -1193,14 +1193,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "over evenly behind a load balancer: each serves its share, the figures are all of theirs "
                      "(a --concurrency a multiple of it); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
-    srv.add_argument("--window", type=float, help="with --requests: its load priced window by window, each window "
+    srv.add_argument("--window", type=float, metavar="S", help="with --requests: its load priced window by window, each window "
                      "of this many seconds at its own arrival rate (e.g. 3600: hour by hour; at least 60), the "
                      "figures theirs together: a bursty trace's peaks cost what their batches draw")
     srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
-    srv.add_argument("--report", help="with --window: a folder for a self-contained report.html charting the load's "
+    srv.add_argument("--report", metavar="DIR", help="with --window: a folder for a self-contained report.html charting the load's "
                      "power, arrivals (instances where autoscaled, carbon on an hourly series) window by window")
-    srv.add_argument("--out", help="with --window: a row a window (its start, arrivals, power, energy, tokens, "
+    srv.add_argument("--out", metavar="FILE", help="with --window: a row a window (its start, arrivals, power, energy, tokens, "
                      "instances and carbon) to this file: .csv, or .parquet (needs pyarrow)")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
@@ -1344,7 +1344,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--requests", help="serve: a file of requests (as estimate's --requests reads it) for the load: "
                                          "its mean lengths to the whole token, their spread, and its arrival rate "
                                          "unless --concurrency or --request-rate is given")
-    jobs.add_argument("--window", type=float, help="serve: --requests' load priced window by window, each window of "
+    jobs.add_argument("--window", type=float, metavar="S", help="serve: --requests' load priced window by window, each window of "
                       "this many seconds at its own arrival rate (e.g. 3600; at least 60)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")

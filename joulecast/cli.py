@@ -273,24 +273,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         job = serve(args.model, args.gpu, **settings, **given)
     _show(job, lambda j: render.serve_table(j, None if trace is None else trace.origin_s), args, where, trace)
     if args.report is not None or args.out is not None:
-        from joulecast.data.carbon import carbon
-
-        figures = carbon(job, where)
-    if args.report is not None:
-        from joulecast import serve_report
-
-        path = serve_report.write(job, figures, render.trace_line(args.requests, trace), args.report, trace.origin_s)
-        print(f"wrote {path}", file=sys.stderr if args.json else sys.stdout)
-    if args.out is not None:  # a row a window: its start (a UTC time where the file has dates) and figures
-        import pandas as pd
-
-        from joulecast.data.requests import utc_text
-
-        columns = {k: v for k, v in job.windows.to_dict().items() if k != "window_s"}
-        if trace.origin_s is not None:
-            columns = {"start_utc": [utc_text(trace.origin_s + t) for t in columns["start_s"]], **columns}
-        write_table(pd.DataFrame({**columns, "carbon_g": figures["window_carbon_g"]}), args.out, "--out")
-        print(f"wrote {args.out}", file=sys.stderr if args.json else sys.stdout)
+        _window_files(args, job, trace, where)
     # served at its mean: say where its busiest hour is past what serves it
     if by_file and trace.peak_hour_rate and job.windows is None:
         from joulecast.estimator.serving import BeyondCapacityError
@@ -301,6 +284,28 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
         except BeyondCapacityError as exc:
             print(f"joulecast: note: at the mean rate; its busiest hour, {exc.message}", file=sys.stderr)
     return 0
+
+
+def _window_files(args: argparse.Namespace, job: Any, trace: Any, where: Any) -> None:
+    """A load served window by window (`job.windows`, from the requests file `trace`) as --report's page and --out's
+    table (a row a window: its start, a UTC time too where the file has dates, its figures and carbon at `where`)."""
+    import pandas as pd
+
+    from joulecast import render, serve_report
+    from joulecast.data.carbon import carbon
+    from joulecast.data.requests import utc_text
+
+    figures = carbon(job, where)
+    said = sys.stderr if args.json else sys.stdout
+    if args.report is not None:
+        path = serve_report.write(job, figures, render.trace_line(args.requests, trace), args.report, trace.origin_s)
+        print(f"wrote {path}", file=said)
+    if args.out is not None:
+        columns = {k: v for k, v in job.windows.to_dict().items() if k != "window_s"}
+        if trace.origin_s is not None:
+            columns = {"start_utc": [utc_text(trace.origin_s + t) for t in columns["start_s"]], **columns}
+        write_table(pd.DataFrame({**columns, "carbon_g": figures["window_carbon_g"]}), args.out, "--out")
+        print(f"wrote {args.out}", file=said)
 
 
 def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: Any) -> int:
@@ -1193,15 +1198,16 @@ def build_parser() -> argparse.ArgumentParser:
                      "over evenly behind a load balancer: each serves its share, the figures are all of theirs "
                      "(a --concurrency a multiple of it); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
-    srv.add_argument("--window", type=float, metavar="S", help="with --requests: its load priced window by window, each window "
-                     "of this many seconds at its own arrival rate (e.g. 3600: hour by hour; at least 60), the "
-                     "figures theirs together: a bursty trace's peaks cost what their batches draw")
+    srv.add_argument("--window", type=float, metavar="S", help="with --requests: its load priced window by window, "
+                     "each window of this many seconds at its own arrival rate (e.g. 3600: hour by hour; at least "
+                     "60), the figures theirs together: a bursty trace's peaks cost what their batches draw")
     srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
-    srv.add_argument("--report", metavar="DIR", help="with --window: a folder for a self-contained report.html charting the load's "
-                     "power, arrivals (instances where autoscaled, carbon on an hourly series) window by window")
-    srv.add_argument("--out", metavar="FILE", help="with --window: a row a window (its start, arrivals, power, energy, tokens, "
-                     "instances and carbon) to this file: .csv, or .parquet (needs pyarrow)")
+    srv.add_argument("--report", metavar="DIR", help="with --window: a folder for a self-contained report.html "
+                     "charting the load's power, arrivals (instances where autoscaled, carbon on an hourly series) "
+                     "window by window")
+    srv.add_argument("--out", metavar="FILE", help="with --window: a row a window (its start, arrivals, power, "
+                     "energy, tokens, instances and carbon) to this file: .csv, or .parquet (needs pyarrow)")
     srv.add_argument("--duration", type=float, help="seconds of serving to total (energy_j)")
     srv.add_argument("--output-tokens", type=float, help="output tokens to serve in total, e.g. 1e6: energy_j and the "
                      "time they take at this load (or give --duration)")
@@ -1344,8 +1350,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--requests", help="serve: a file of requests (as estimate's --requests reads it) for the load: "
                                          "its mean lengths to the whole token, their spread, and its arrival rate "
                                          "unless --concurrency or --request-rate is given")
-    jobs.add_argument("--window", type=float, metavar="S", help="serve: --requests' load priced window by window, each window of "
-                      "this many seconds at its own arrival rate (e.g. 3600; at least 60)")
+    jobs.add_argument("--window", type=float, metavar="S", help="serve: --requests' load priced window by window, "
+                      "each window of this many seconds at its own arrival rate (e.g. 3600; at least 60)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "

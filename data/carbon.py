@@ -145,7 +145,7 @@ def carbon(estimate: Any, grid: Grid | str | None = None, carbon_intensity: floa
     windows = figures.get("windows")
     if windows:  # a load served window by window (`estimator.serving.ServeWindows`): each window's energy at its hours
         start, energy = np.asarray(windows["start_s"], float), np.asarray(windows["energy_j"], float)
-        grams = energy / 3.6e6 * where.pue * where.mean_between(start, start + windows["window_s"])
+        grams = energy / 3.6e6 * where.pue * where.mean_between(start, start + np.asarray(windows["duration_s"]))
         factor, out["window_carbon_g"] = float(grams.sum() / energy.sum()), grams.tolist()
     for energy, grams in CARBON_FIGURES.items():
         if energy in figures:

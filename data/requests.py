@@ -96,29 +96,35 @@ class RequestTrace:
         return {"input_len": float(ins.mean()), "output_len": float(outs.mean()),
                 "input_len_cv": float(ins.std() / ins.mean()), "output_len_cv": float(outs.std() / outs.mean())}
 
-    def window_rates(self, window_s: Any, field: str = "window_s") -> np.ndarray:
-        """The arrivals a second in each `window_s` seconds from the first arrival to the last, for `serve`'s
-        `window_rates`: as many windows as cover the span (one at least), the last arrival in the last, and the
-        last counted whole where the file stops within it (so every request is served, its window's rate read low
-        rather than a sliver's high); one line naming `field` where the file has no times or the window is not
-        from MIN_WINDOW_S to the file's span (MAX_WINDOWS windows at most)."""
+    def windows(self, window_s: Any, field: str = "window_s") -> tuple[np.ndarray, float]:
+        """The arrivals a second in each `window_s` seconds from the first arrival to the last, and the last window's
+        own length, for `serve`'s `window_rates` and `last_window_s`: as many windows as cover the span (one at
+        least), the last as long as the file runs into it (its rate its arrivals over that), a last one shorter than
+        MIN_WINDOW_S joined to the one before (a sliver's rate would read its few arrivals as a burst); one line
+        naming `field` where the file has no times or the window is not from MIN_WINDOW_S to the file's span
+        (MAX_WINDOWS windows at most)."""
         if self.arrival_s is None:
             raise InputError(field, "the requests have no arrival times to count in windows")
-        if self.span_s < MIN_WINDOW_S:
-            raise InputError(field, f"the requests arrive within {self.span_s:.3g} s, under the shortest window's "
+        span = self.span_s
+        if span < MIN_WINDOW_S:
+            raise InputError(field, f"the requests arrive within {span:.3g} s, under the shortest window's "
                                     f"{MIN_WINDOW_S:g} s: serve them without one (the file's mean rate)")
         number = isinstance(window_s, (int, float, np.integer, np.floating)) and not isinstance(window_s, bool)
-        if not (number and MIN_WINDOW_S <= window_s <= self.span_s):  # NaN fails the range; one window longer than
-            # the file would read its rate low
+        if not (number and MIN_WINDOW_S <= window_s <= span):  # NaN fails the range; one window longer than the file
+            # would read its rate low
             raise InputError(field, f"must be seconds from {MIN_WINDOW_S:g} (a window is served as a steady state) to "
-                                    f"the requests' span, {self.span_s:,.0f} s, got {window_s!r}")
-        count = max(1, int(np.ceil(self.span_s / window_s)))
+                                    f"the requests' span, {span:,.0f} s, got {window_s!r}")
+        count = max(1, int(np.ceil(span / window_s)))
         if count > MAX_WINDOWS:
-            raise InputError(field, f"{window_s:g} s over the requests' {self.span_s:,.0f} s is {count:,} windows, "
-                                    f"more than {MAX_WINDOWS:,}; give at least "
-                                    f"{math.ceil(self.span_s / MAX_WINDOWS):,} s")
+            raise InputError(field, f"{window_s:g} s over the requests' {span:,.0f} s is {count:,} windows, more than "
+                                    f"{MAX_WINDOWS:,}; give at least {math.ceil(span / MAX_WINDOWS):,} s")
+        last = span - (count - 1) * window_s
+        if count > 1 and last < MIN_WINDOW_S:  # a sliver: the window before runs on to the last arrival
+            count, last = count - 1, last + window_s
+        seconds = np.full(count, float(window_s))
+        seconds[-1] = last
         which = np.minimum(self.arrival_s // window_s, count - 1).astype(np.int64)
-        return np.bincount(which, minlength=count) / float(window_s)
+        return np.bincount(which, minlength=count) / seconds, float(last)
 
     def serving(self, *, concurrency: Any = None, request_rate: Any = None, duration_s: Any = None,
                 output_tokens: Any = None, window_s: Any = None, rate_field: str = "request_rate") -> dict[str, Any]:
@@ -133,7 +139,8 @@ class RequestTrace:
             if given:
                 raise InputError(given, "not with a window: the requests' arrivals set each window's rate, and "
                                         "its totals are theirs")
-            return {**self.load(), "window_rates": self.window_rates(window_s), "window_s": float(window_s)}
+            rates, last = self.windows(window_s)
+            return {**self.load(), "window_rates": rates, "window_s": float(window_s), "last_window_s": last}
         out: dict[str, Any] = {**self.load(), "concurrency": concurrency, "request_rate": request_rate,
                                "duration_s": duration_s, "output_tokens": output_tokens}
         if concurrency is None and request_rate is None:
@@ -163,6 +170,15 @@ class RequestTrace:
                 "first_arrival": None if self.origin_s is None else utc_text(self.origin_s), "span_s": self.span_s,
                 "request_rate": self.request_rate, "peak_hour_rate": self.peak_hour_rate,
                 **self.load()}
+
+
+def refuse_windows(fields: Any) -> None:
+    """One line naming window_rates or last_window_s given (not None) in `fields` beside a list of requests, whose
+    arrivals set them (with window_s)."""
+    given = next((k for k in ("window_rates", "last_window_s") if fields.get(k) is not None), None)
+    if given:
+        raise InputError(given, "not with requests: their arrivals set each window's rate and the last one's length "
+                                "(give window_s)")
 
 
 def refuse_lengths(fields: Any) -> None:

@@ -31,7 +31,7 @@ Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `reque
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
 catalog idle power. A rate above what max_batch serves is an error naming the most it serves. A load that varies
-(`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.window_rates`)
+(`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.windows`)
 is priced window by window on the same steps, each window a steady state at its own rate (a window without arrivals
 at idle power), all of them at the trace's mean lengths: its bursts cost what their batches draw, which the mean
 rate averages away.
@@ -146,12 +146,12 @@ class ServeEstimate:
 
 @dataclass(frozen=True, slots=True)
 class ServeWindows:
-    """A load served window by window (`serve`'s `window_rates`): each window's arrivals a second (every instance's),
-    requests in flight an instance, share of time idle, seconds a token, average power and energy (all instances
-    serving it), output tokens, and the instances serving it; a window's interval is the whole load's relative band
-    (its steps share one error)."""
+    """A load served window by window (`serve`'s `window_rates`): each window's length (all the same but the last,
+    where the load stops within it), arrivals a second (every instance's), requests in flight an instance, share of
+    time idle, seconds a token, average power and energy (all instances serving it), output tokens, and the
+    instances serving it; a window's interval is the whole load's relative band (its steps share one error)."""
 
-    window_s: float
+    duration_s: np.ndarray
     request_rate: np.ndarray
     batch: np.ndarray
     idle_share: np.ndarray
@@ -162,14 +162,19 @@ class ServeWindows:
     instances: np.ndarray         # serving the window: all of them, or as few as serve it where autoscaled
 
     @property
+    def window_s(self) -> float:
+        """The windows' length (the last's may differ)."""
+        return float(self.duration_s[0])
+
+    @property
     def start_s(self) -> np.ndarray:
         """Each window's start, seconds from the first arrival."""
-        return self.window_s * np.arange(len(self.request_rate))
+        return np.concatenate([[0.0], np.cumsum(self.duration_s)[:-1]])
 
     def to_dict(self) -> dict[str, Any]:
-        """Columns, a value a window (JSON's lists), and the start of each."""
+        """Columns, a value a window (JSON's lists), the windows' length and the start of each."""
         return {"window_s": self.window_s, "start_s": self.start_s.tolist(),
-                **{name: getattr(self, name).tolist() for name in self.__dataclass_fields__ if name != "window_s"}}
+                **{name: getattr(self, name).tolist() for name in self.__dataclass_fields__}}
 
 
 # The most instances one serving estimate spreads a load over: a 100,000-GPU fleet at 8 GPUs an instance is 12,500.
@@ -241,8 +246,8 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
           output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
           sampling: str = "greedy", expert_parallel: bool = False, instances: int = 1,
-          window_rates: Any = None, window_s: float | None = None, autoscale: bool = False,
-          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          window_rates: Any = None, window_s: float | None = None, last_window_s: float | None = None,
+          autoscale: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -261,7 +266,9 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     for each `window_s` seconds, zero for a window without arrivals; `data.requests.RequestTrace.serving` reads a
     trace's), each served as a steady state on the same steps (see the module's docstring): `windows` holds each
     one's figures, and the whole's are theirs over all of them (no `duration_s` or `output_tokens` beside them);
-    memory, flags and the interval at the busiest window's step. `autoscale`: each window served by the fewest of the
+    memory, flags and the interval at the busiest window's step. `last_window_s`: the last window's own length where
+    the load stops within it (from MIN_WINDOW_S to window_s + MIN_WINDOW_S: a trace's last window runs to its last
+    arrival), its rate that length's. `autoscale`: each window served by the fewest of the
     `instances` that serve its rate within `max_batch` in flight (one at least), the others off, drawing nothing (an
     autoscaler releasing them); `instances` then the most it may use.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
@@ -275,10 +282,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     max_batch = int(_positive("max_batch", max_batch, integer=True))
     chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
     windows, spread = None, None
-    if window_rates is not None or window_s is not None:
-        windows, window_s = check_windows(window_rates, window_s, concurrency, request_rate, duration_s,
-                                          output_tokens)
-        request_rate = float(windows.mean())  # its place in the checks below
+    if window_rates is not None or window_s is not None or last_window_s is not None:
+        windows, seconds = check_windows(window_rates, window_s, last_window_s, concurrency, request_rate,
+                                         duration_s, output_tokens)
+        request_rate = float(np.dot(windows, seconds) / seconds.sum())  # its place in the checks below
     require(not require_switch(autoscale, "autoscale") or windows is not None, "autoscale",
             "applies to a load window by window (window_rates and window_s)")
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
@@ -334,7 +341,7 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (output_len * step_s))
         if rates.max() > capacity[-1]:
-            raise _beyond(rates, capacity[-1], instances, max_batch, window_s,
+            raise _beyond(rates, capacity[-1], instances, max_batch, None if windows is None else seconds,
                           _beyond_advice(steps[-1], spec, tp, math.ceil(rates.max() * instances / capacity[-1])))
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
@@ -355,12 +362,12 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
         # a token's time and step over the tokens
-        spread = ServeWindows(window_s, rates * serving, batches, idle, step_s, power * serving,
-                              power * serving * window_s, tokens_per_s * serving * window_s, serving)
+        spread = ServeWindows(seconds, rates * serving, batches, idle, step_s, power * serving,
+                              power * serving * seconds, tokens_per_s * serving * seconds, serving)
         tokens = spread.output_tokens.sum()
-        mean_batch, idle = float(batches.mean()), float(idle.mean())
+        mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
-        duration_s = window_s * len(rates)
+        duration_s = float(seconds.sum())
         power, tokens_per_s = (float(a) / duration_s / instances for a in (spread.energy_j.sum(), tokens))
     per_token = power / tokens_per_s
     power, tokens_per_s = power * instances, tokens_per_s * instances  # every instance's, each at its share
@@ -392,10 +399,11 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                   tuple(b / per_token for b in band)))
 
 
-def check_windows(rates: Any, window_s: Any, *others: Any) -> tuple[np.ndarray, float]:
-    """`serve`'s window_rates as an array of requests a second from 0 to 2^24, at most MAX_WINDOWS of them and some
-    above 0, and window_s from MIN_WINDOW_S to MAX_TIME_S, given together with none of `others` (a concurrency, a
-    rate, a duration, a token count); else one line naming the field."""
+def check_windows(rates: Any, window_s: Any, last_s: Any, *others: Any) -> tuple[np.ndarray, np.ndarray]:
+    """`serve`'s window_rates as an array of requests a second from 0 to 2^24, at most MAX_WINDOWS of them and a
+    request in all at least, each window_s long (from MIN_WINDOW_S to MAX_TIME_S) but the last, `last_s` long where
+    given (from MIN_WINDOW_S to window_s + MIN_WINDOW_S), given together with none of `others` (a concurrency, a
+    rate, a duration, a token count): the rates and each window's seconds; else one line naming the field."""
     require(rates is not None and window_s is not None, "window_s" if window_s is None else "window_rates",
             "give window_rates and window_s together (a rate for each window of window_s seconds)")
     require(all(v is None for v in others), "window_rates", "the load window by window: give no concurrency, "
@@ -406,10 +414,14 @@ def check_windows(rates: Any, window_s: Any, *others: Any) -> tuple[np.ndarray, 
             (array >= 0) & (array <= 2**24)).all():  # NaN fails the range
         raise InputError("window_rates", f"must be 1 to {MAX_WINDOWS:,} requests a second from 0 to 2^24, one a "
                                          f"window, got {kind_of(rates)}")
+    seconds = np.full(len(array), window_s)
+    if last_s is not None:
+        seconds[-1] = _positive("last_window_s", last_s, low=MIN_WINDOW_S, high=window_s + MIN_WINDOW_S,
+                                high_text=f"window_s + {MIN_WINDOW_S:g} s")
     # a request in all at least (a rate too small for one made no output token, and its J a token 0 / 0)
-    require(array.sum() * window_s >= 1.0, "window_rates", "every window is empty (under one request in all): some "
+    require(np.dot(array, seconds) >= 1.0, "window_rates", "every window is empty (under one request in all): some "
                                                            "window must have arrivals")
-    return array, window_s
+    return array, seconds
 
 
 def _numbers(values: Any) -> np.ndarray | None:
@@ -422,16 +434,16 @@ def _numbers(values: Any) -> np.ndarray | None:
     return None
 
 
-def _beyond(rates: np.ndarray, capacity: float, instances: int, max_batch: int, window_s: float | None,
+def _beyond(rates: np.ndarray, capacity: float, instances: int, max_batch: int, seconds: np.ndarray | None,
             advice: str) -> BeyondCapacityError:
     """The error of a load past what `max_batch` in flight serve (`capacity` requests a second an instance): its
-    rate's, or its first window's past it (a window's start, seconds from the first arrival)."""
+    rate's, or its first window's past it (windows `seconds` long: its start, seconds from the first arrival)."""
     k = int(np.argmax(rates > capacity))
     rate = float(rates[k])
     each = f" an instance ({rate * instances:g} over {instances})" if instances > 1 else ""
-    where = "" if window_s is None else (f" in window {k + 1:,} of {len(rates):,} (its arrivals from "
-                                         f"{k * window_s:,.0f} s after the first)")
-    return BeyondCapacityError("window_rates" if window_s is not None else "request_rate",
+    where = "" if seconds is None else (f" in window {k + 1:,} of {len(rates):,} (its arrivals from "
+                                        f"{seconds[:k].sum():,.0f} s after the first)")
+    return BeyondCapacityError("window_rates" if seconds is not None else "request_rate",
                                f"{rate:g} requests/s{each}{where} is beyond what {max_batch} in flight serve "
                                f"({capacity:.4g}/s); {advice}")
 

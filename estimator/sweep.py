@@ -24,7 +24,7 @@ from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.models import is_mixture_of_experts
-from joulecast.data.requests import RequestTrace, refuse_lengths, requests_from_rows
+from joulecast.data.requests import RequestTrace, refuse_lengths, refuse_windows, requests_from_rows
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
@@ -68,7 +68,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                             "tp", "expert_parallel"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "input_len_cv", "sampling", "expert_parallel", "instances", "window_rates", "window_s",
-                         "autoscale")}
+                         "last_window_s", "autoscale")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
@@ -562,7 +562,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     if unknown:
         raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
     trace, fields = _trace_fields(fields) if fields.get("requests") is not None else (None, fields)
-    if phase == "serve" and (fields.get("window_rates") is not None or fields.get("window_s") is not None):
+    if phase == "serve" and any(fields.get(k) is not None for k in ("window_rates", "window_s", "last_window_s")):
         fields = _window_fields(fields)
     require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
@@ -615,8 +615,7 @@ def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, An
     requests = fields["requests"]
     trace = requests if isinstance(requests, RequestTrace) else requests_from_rows(requests)
     refuse_lengths(fields)
-    require(fields.get("window_rates") is None, "window_rates", "not with requests: their arrivals set each window's "
-                                                                "rate (give window_s)")
+    refuse_windows(fields)
     load = trace.serving(concurrency=fields.get("concurrency"), request_rate=fields.get("request_rate"),
                          window_s=fields.get("window_s"))
     out = {k: v for k, v in fields.items() if k not in ("requests", "concurrency", "request_rate")}
@@ -624,7 +623,7 @@ def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, An
                input_len=max(1, round(load["input_len"])), output_len=max(1, round(load["output_len"])),
                input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
     if "window_rates" in load:  # its load window by window (`_window_fields`)
-        out["window_rates"] = load["window_rates"]
+        out.update(window_rates=load["window_rates"], last_window_s=load["last_window_s"])
     elif "concurrency" not in out and "request_rate" not in out:  # the requests' own rate
         out["request_rate"] = load["request_rate"]
     return trace, out
@@ -635,16 +634,18 @@ def _window_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     every point at it: the grid's request rate its mean, for the points' columns and the front."""
     from joulecast.estimator.serving import check_windows
 
-    rates, window_s = check_windows(fields.get("window_rates"), fields.get("window_s"), fields.get("concurrency"),
-                                    fields.get("request_rate"))
-    return {**fields, "window_rates": rates, "window_s": window_s, "request_rate": float(rates.mean())}
+    rates, seconds = check_windows(fields.get("window_rates"), fields.get("window_s"), fields.get("last_window_s"),
+                                   fields.get("concurrency"), fields.get("request_rate"))
+    return {**fields, "window_rates": rates, "request_rate": float(np.dot(rates, seconds) / seconds.sum())}
 
 
 def _window_spans(job: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The start and end of each window of a load window by window (`window_rates`, `window_s`), seconds from the
-    first arrival."""
-    starts = job["window_s"] * np.arange(len(job["window_rates"]))
-    return starts, starts + job["window_s"]
+    """The start and end of each window of a load window by window (`window_rates`, `window_s`, the last
+    `last_window_s` long where given), seconds from the first arrival."""
+    seconds = np.full(len(job["window_rates"]), float(job["window_s"]))
+    seconds[-1] = job.get("last_window_s") or seconds[-1]
+    ends = np.cumsum(seconds)
+    return ends - seconds, ends
 
 
 def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None,

@@ -474,7 +474,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
 
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
                 for p, options in JOB_OPTIONS.items()}
-    flags_of["serve"] = tuple(f for f in flags_of["serve"] if not f.startswith("window_"))  # --window below
+    # a file's windows: --window (the API's window_s) beside --requests, which sets the rest
+    flags_of["serve"] = tuple(f for f in flags_of["serve"] if f not in ("window_rates", "window_s", "last_window_s"))
     flags_of["serve"] += ("request_rate", "requests", "window")  # in place of --concurrency (RATE_SIZES)
     phase = args.phase
     axes = SIZES.get(phase, ("batch", "seq"))
@@ -1107,6 +1108,22 @@ def _whole(text: str) -> int:
     return int(value)
 
 
+# A time flag's units (`_seconds`), in seconds
+TIME_UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86_400.0}
+
+
+def _seconds(text: str) -> float:
+    """A time as users write one: seconds (3600), or a number and a unit of TIME_UNITS (90s, 15min, 1h, 1d)."""
+    stripped = text.strip().lower()
+    unit = next((u for u in sorted(TIME_UNITS, key=len, reverse=True) if stripped.endswith(u)), "s")
+    try:
+        value = float(stripped.removesuffix(unit) if stripped.endswith(unit) else stripped) * TIME_UNITS[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time: seconds (3600), or with a unit: 90s, 15min, 1h, "
+                                         "1d") from None
+    return value
+
+
 def _number(text: str) -> float:
     """A number flag of a single estimate (a clock, a limit), pointing a list to the command that takes one."""
     try:
@@ -1198,9 +1215,10 @@ def build_parser() -> argparse.ArgumentParser:
                      "over evenly behind a load balancer: each serves its share, the figures are all of theirs "
                      "(a --concurrency a multiple of it); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
-    srv.add_argument("--window", type=float, metavar="S", help="with --requests: its load priced window by window, "
-                     "each window of this many seconds at its own arrival rate (e.g. 3600: hour by hour; at least "
-                     "60), the figures theirs together: a bursty trace's peaks cost what their batches draw")
+    srv.add_argument("--window", type=_seconds, metavar="S", help="with --requests: its load priced window by "
+                     "window, each window this long at its own arrival rate (seconds, or 15min, 1h, 1d: 1h prices it "
+                     "hour by hour; at least 60 s), the figures theirs together: a bursty trace's peaks cost what "
+                     "their batches draw")
     srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
     srv.add_argument("--report", metavar="DIR", help="with --window: a folder for a self-contained report.html "
@@ -1350,8 +1368,9 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--requests", help="serve: a file of requests (as estimate's --requests reads it) for the load: "
                                          "its mean lengths to the whole token, their spread, and its arrival rate "
                                          "unless --concurrency or --request-rate is given")
-    jobs.add_argument("--window", type=float, metavar="S", help="serve: --requests' load priced window by window, "
-                      "each window of this many seconds at its own arrival rate (e.g. 3600; at least 60)")
+    jobs.add_argument("--window", type=_seconds, metavar="S", help="serve: --requests' load priced window by "
+                      "window, each window this long at its own arrival rate (seconds, or 15min, 1h, 1d; at least "
+                      "60 s)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "

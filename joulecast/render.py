@@ -343,17 +343,19 @@ def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
     and its power's profile over time as a line of bars."""
     from joulecast.data.requests import utc_text  # loaded already: the windows were read from a trace
 
-    rate, power = windows.request_rate, windows.power_w
+    rate, power, seconds = windows.request_rate, windows.power_w, windows.duration_s
     k = int(np.argmax(rate))
-    start = (utc_text(origin_s + k * windows.window_s) if origin_s is not None
-             else f"{duration(k * windows.window_s)} after the first request" if k else "the first request")
+    at = windows.start_s[k]
+    start = (utc_text(origin_s + at) if origin_s is not None
+             else f"{duration(at)} after the first request" if k else "the first request")
+    last = f" (the last {duration(seconds[-1])})" if seconds[-1] != seconds[0] else ""
     idle = int((rate == 0).sum())
     means = binned(power, min(len(power), SPARK_WIDTH))
     span = power.max() - power.min()
     level = np.zeros(len(means), int) if span <= 0 else np.round((means - power.min()) / span * 7).astype(int)
     each = "a window" if len(means) == len(power) else f"{len(power) / len(means):.3g} windows a bar"
-    return [f"windows    {plural(len(rate), 'window')} of {duration(windows.window_s)}, each served at its own "
-            f"arrival rate: busiest {figure(rate[k])} requests/s (from {start}) at {_g4(power[k])} W"
+    return [f"windows    {plural(len(rate), 'window')} of {duration(windows.window_s)}{last}, each served at "
+            f"its own arrival rate: busiest {figure(rate[k])} requests/s (from {start}) at {_g4(power[k])} W"
             + (f"; {idle:,} without arrivals" if idle else ""),
             f"profile    {''.join(SPARKS[v] for v in level)}  power {_g4(power.min())} - {_g4(power.max())} W "
             f"({each})"]
@@ -361,11 +363,10 @@ def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
 
 def _autoscale_line(windows: Any, fleet: int) -> str:
     """How many of the `fleet`'s instances an autoscaled load kept serving, window by window."""
-    used = windows.instances
-    hours = used.sum() * windows.window_s / 3600
+    used, seconds = windows.instances, windows.duration_s
     return (f"autoscale  {used.min():.0f} - {used.max():.0f} of {fleet} instances serving by window "
-            f"({figure(used.mean())} on average; {figure(hours)} instance-hours of the "
-            f"{figure(fleet * len(used) * windows.window_s / 3600)} the whole fleet would run)")
+            f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
+            f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)")
 
 
 def serve_table(job: Any, origin_s: float | None = None) -> str:

@@ -54,13 +54,13 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
     from joulecast.render import carbon_line, serve_table, with_line
 
     w = job.windows
-    span = w.window_s * len(w.request_rate)
+    span = float(w.duration_s.sum())
     charts = [bars_svg(w.power_w, span, "power, all instances (W)", "power"),
               bars_svg(w.request_rate, span, "arrivals (requests a second)", "rate")]
     if job.autoscale:
         charts.append(bars_svg(w.instances, span, "instances serving", "instances"))
     if figures.get("window_carbon_g") is not None:  # on an hourly series, each window's own hours
-        charts.append(bars_svg(np.asarray(figures["window_carbon_g"]) / (w.window_s / 3600), span,
+        charts.append(bars_svg(np.asarray(figures["window_carbon_g"]) / (w.duration_s / 3600), span,
                                "carbon (g CO2e an hour)", "carbon"))
     busiest = np.argsort(-w.request_rate, kind="stable")[:BUSIEST]
     starts = [utc_text(origin_s + s) if origin_s is not None else duration(s) for s in w.start_s[busiest]]

@@ -37,7 +37,7 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                       "expert_parallel"),
          "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                    "instances", "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv",
-                   "sampling", "expert_parallel", "window_rates", "window_s", "autoscale"),
+                   "sampling", "expert_parallel", "window_rates", "window_s", "last_window_s", "autoscale"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}
@@ -291,12 +291,10 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
     if phase == "serve":
         trace = None
         if "requests" in args:  # a list of requests' load, as `serve --requests` reads a file's
-            from joulecast.data.requests import refuse_lengths, requests_from_rows
+            from joulecast.data.requests import refuse_lengths, refuse_windows, requests_from_rows
 
             refuse_lengths(args)
-            if "window_rates" in args:
-                raise InputError("window_rates", "not with requests: their arrivals set each window's rate (give "
-                                                 "window_s)")
+            refuse_windows(args)
             trace = requests_from_rows(args.pop("requests"))
             args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
                                                                          "output_tokens", "window_s")}))

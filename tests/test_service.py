@@ -240,7 +240,7 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     load's `window_rates` themselves; rates beside requests are a 422 naming them."""
     import joulecast
 
-    times = [k * 4.0 for k in range(300)] + [1200.0 + k for k in range(30)]  # 300 in the first 20 minutes, 30 after
+    times = [k * 4.0 for k in range(300)] + [1200.0 + 20 * k for k in range(30)]  # 300 in 20 minutes, 30 in 580 s
     rows = [{"input_len": 600, "output_len": 100, "arrival_s": t} for t in times]
     body = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4"}
     status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows, "window_s": 1200})
@@ -249,12 +249,15 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     one = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
                           **requests_from_rows(rows).serving(window_s=1200))
     assert status == 200 and out["energy_j"] == pytest.approx(one.energy_j), out
-    assert out["windows"]["request_rate"] == pytest.approx([300 / 1200, 30 / 1200])
+    assert out["windows"]["request_rate"] == pytest.approx([300 / 1200, 30 / 580])
+    assert out["windows"]["duration_s"] == pytest.approx([1200, 580])  # the last as long as the requests run
     status, out = call(physics_server, "/v1/estimate", {**body, "input_len": 600, "output_len": 100,
-                                                        "window_rates": [0.25, 0.025], "window_s": 1200})
+                                                        "window_rates": [0.25, 30 / 580], "window_s": 1200,
+                                                        "last_window_s": 580})
     assert status == 200 and out["energy_j"] == pytest.approx(one.energy_j), out
-    status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows, "window_rates": [1.0]})
-    assert status == 422 and out["detail"][0]["loc"] == ["body", "window_rates"], out
+    for key, value in (("window_rates", [1.0]), ("last_window_s", 100)):  # the requests' own
+        status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows, "window_s": 1200, key: value})
+        assert status == 422 and out["detail"][0]["loc"] == ["body", key], out
 
 
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):

@@ -157,35 +157,42 @@ def test_a_bursty_trace_names_its_busiest_hour_and_where_it_is_past_what_serves_
 
 
 def test_a_trace_s_arrivals_counted_window_by_window(tmp_path):
-    """`window_rates`: arrivals a second in each window from the first arrival, the last arrival in the last window
-    (counted whole), every request in one; a window longer than the file, shorter than a minute, too many windows, or
-    a file without times, is one line naming the field."""
+    """`windows`: arrivals a second in each window from the first arrival, the last arrival in the last window (as
+    long as the file runs into it), every request in one; a window longer than the file, shorter than a minute, too
+    many windows, or a file without times, is one line naming the field."""
     rows = pd.DataFrame({"input_len": 10, "output_len": 5, "arrival_s": [100.0, 150.0, 700.0, 705.0, 710.0, 1300.0]})
     rows.to_csv(tmp_path / "own.csv", index=False)
     trace = read_requests(tmp_path / "own.csv")
     # from the first arrival: 0, 50, 600, 605, 610 and 1,200 s, the last in the last window
-    assert trace.window_rates(600).tolist() == pytest.approx([2 / 600, 4 / 600])
-    assert trace.window_rates(400).tolist() == pytest.approx([2 / 400, 3 / 400, 1 / 400])
-    load = trace.serving(window_s=400)
-    assert load["window_s"] == 400 and "request_rate" not in load
-    assert load["window_rates"].sum() * 400 == pytest.approx(6)  # every request in a window
+    rates, last = trace.windows(600)
+    assert rates.tolist() == pytest.approx([2 / 600, 4 / 600]) and last == 600
+    rates, last = trace.windows(400)
+    assert rates.tolist() == pytest.approx([2 / 400, 3 / 400, 1 / 400]) and last == 400
+    # a last window the file runs partly into: as long as it runs; a sliver under a minute joins the one before
+    rates, last = trace.windows(500)  # 0-500, 500-1,000, 1,000-1,200 s
+    assert rates.tolist() == pytest.approx([2 / 500, 3 / 500, 1 / 200]) and last == 200
+    rates, last = trace.windows(590)  # 0-590, 590-1,180, then 20 s: joined, 590-1,200 s
+    assert rates.tolist() == pytest.approx([2 / 590, 4 / 610]) and last == 610
+    load = trace.serving(window_s=500)
+    assert load["window_s"] == 500 and load["last_window_s"] == 200 and "request_rate" not in load
+    assert np.dot(load["window_rates"], [500, 500, 200]) == pytest.approx(6)  # every request in a window
     for window, message in ((1200.5, "to the requests' span, 1,200 s, got 1200.5"), (59, "must be seconds from 60"),
                             (float("nan"), "must be seconds from 60"), (True, "must be seconds from 60")):
         with pytest.raises(joulecast.InputError, match="^window_s: ") as refused:
-            trace.window_rates(window)
+            trace.windows(window)
         assert message in str(refused.value)
     with pytest.raises(joulecast.InputError, match="^request_rate: not with a window"):
         trace.serving(window_s=600, request_rate=1.0)
     with pytest.raises(joulecast.InputError, match="^window_s: the requests have no arrival times"):
-        requests_from_rows([[5, 2], [6, 3]]).window_rates(600)
+        requests_from_rows([[5, 2], [6, 3]]).windows(600)
     short = requests_from_rows([{"input_len": 5, "output_len": 2, "arrival_s": t} for t in (0, 30)])
     with pytest.raises(joulecast.InputError, match="^window_s: the requests arrive within 30 s, under the shortest"):
-        short.window_rates(60)
+        short.windows(60)
     far = requests_from_rows([{"input_len": 5, "output_len": 2, "arrival_s": t} for t in (0, 1e9)])
     with pytest.raises(joulecast.InputError, match="^window_s: 60 s over the requests' 1,000,000,000 s is "
                                                    "16,666,667 windows, more than 1,000,000; give at least 1,000 s"):
-        far.window_rates(60)
-    assert len(far.window_rates(1000)) == 1_000_000
+        far.windows(60)
+    assert len(far.windows(1000)[0]) == 1_000_000
 
 
 def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
@@ -206,16 +213,17 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
     api = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
                           **trace.serving(window_s=3600))
     assert out["energy_j"] == pytest.approx(api.energy_j) and out["windows"]["request_rate"] == pytest.approx(
-        [0.25, 2.5, 0.025])
-    assert out["output_tokens"] == pytest.approx(9990 * 200) and out["duration_s"] == 3 * 3600
+        [0.25, 2.5, 90 / 3599])  # the last hour as long as the file runs into it
+    assert out["windows"]["duration_s"] == pytest.approx([3600, 3600, 3599])
+    assert out["output_tokens"] == pytest.approx(9990 * 200) and out["duration_s"] == pytest.approx(10_799)
     # bursts cost what their batches draw: the mean rate, served steady, prices the same tokens otherwise
     mean = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
                            **trace.serving())
     assert mean.output_tokens == out["output_tokens"] and mean.energy_j != pytest.approx(out["energy_j"], rel=0.01)
     assert main(argv) == 0
     table = capsys.readouterr().out
-    assert re.search(r"^windows    3 windows of 60\.00 min, each served at its own arrival rate: busiest 2\.5 "
-                     r"requests/s \(from 2024-05-12T01:00:00Z\) at [\d.]+ W$", table, re.M), table
+    assert re.search(r"^windows    3 windows of 60\.00 min \(the last 59\.98 min\), each served at its own arrival "
+                     r"rate: busiest 2\.5 requests/s \(from 2024-05-12T01:00:00Z\) at [\d.]+ W$", table, re.M), table
     profile = next(line for line in table.splitlines() if line.startswith("profile"))
     assert profile.split()[1][1] == "█" and "(a window)" in profile  # the busy hour's bar the highest
     (tmp_path / "series.csv").write_text("g_per_kwh\n100\n500\n100\n")
@@ -257,7 +265,7 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
         one = joulecast.serve("llama-3-8b", point.gpu, engine="vllm-0.5.4", estimator="physics",
                               **trace.serving(window_s=1200))
         assert point.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
-        assert point.request_rate == pytest.approx(660 / 2400)
+        assert point.request_rate == pytest.approx(660 / 2399)  # arrivals over the file's span
     # on an hourly series, each point's carbon weighs its own windows' energy by their hours, as `serve`'s does
     for series in ([100, 500], [500, 100]):
         on_series = joulecast.sweep("llama-3-8b", ["h100-sxm", "a100-sxm4-80gb"], phase="serve", estimator="physics",
@@ -269,8 +277,9 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
             assert point.g_per_kwh == pytest.approx(said["carbon"]["g_per_kwh"])
             assert point.carbon_per_token_g == pytest.approx(said["carbon_per_output_token_g"])
     assert series == [500, 100] and point.g_per_kwh > 300  # the busy window's hour weighs most
-    with pytest.raises(joulecast.InputError, match="^window_rates: not with requests"):
-        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, window_rates=[1.0], window_s=600)
+    for given in ({"window_rates": [1.0]}, {"last_window_s": 100}):
+        with pytest.raises(joulecast.InputError, match=f"^{next(iter(given))}: not with requests"):
+            joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, window_s=600, **given)
     with pytest.raises(joulecast.InputError, match="^window_rates: the load window by window: give no concurrency"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", input_len=64, output_len=16, concurrency=4,
                         window_rates=[1.0], window_s=600)

@@ -578,6 +578,12 @@ def test_a_load_window_by_window_is_each_window_served_at_its_rate_and_summed():
         2 * r for r in rates]
     out = job.to_dict()["windows"]
     assert out["window_s"] == 600 and out["energy_j"] == pytest.approx(windows.energy_j.tolist())
+    # a last window of its own length (a trace's, as long as it runs into it): its rate over that time
+    short = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, last_window_s=300, **kw)
+    assert short.windows.duration_s.tolist() == [600, 600, 600, 300] and short.duration_s == 2100
+    assert short.windows.energy_j[3] == pytest.approx(
+        serve("llama-3-8b", "h100-sxm", request_rate=1.0, duration_s=300, **kw).energy_j, rel=1e-12)
+    assert short.output_tokens == pytest.approx((0.5 + 4.0) * 600 * 128 + 1.0 * 300 * 128)
 
 
 def test_a_window_past_capacity_is_named_with_the_fewest_instances_for_the_busiest():
@@ -602,6 +608,9 @@ def test_a_window_past_capacity_is_named_with_the_fewest_instances_for_the_busie
     (dict(window_rates=[1.0], window_s=30), "window_s", "must be a positive number from 60"),
     (dict(window_rates=[0.0, 0.0], window_s=600), "window_rates", "every window is empty"),
     (dict(window_rates=[1e-3, 0.0], window_s=600), "window_rates", "under one request in all"),
+    (dict(window_rates=[1.0, 1.0], window_s=600, last_window_s=30), "last_window_s", "a positive number from 60"),
+    (dict(window_rates=[1.0, 1.0], window_s=600, last_window_s=661), "last_window_s", "to window_s + 60 s"),
+    (dict(last_window_s=300), "window_s", "give window_rates and window_s together"),
     (dict(window_rates=[1.0, -1.0], window_s=600), "window_rates", "must be 1 to 1,000,000 requests a second"),
     (dict(window_rates=[1.0, float("nan")], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),
     (dict(window_rates=[True, 1.0], window_s=600), "window_rates", "must be 1 to 1,000,000 requests"),

@@ -348,7 +348,7 @@ def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
     at = windows.start_s[k]
     start = (utc_text(origin_s + at) if origin_s is not None
              else f"{duration(at)} after the first request" if k else "the first request")
-    last = f" (the last {duration(seconds[-1])})" if seconds[-1] != seconds[0] else ""
+    last = f" (the last {duration(seconds[-1])})" if duration(seconds[-1]) != duration(seconds[0]) else ""
     idle = int((rate == 0).sum())
     means = binned(power, min(len(power), SPARK_WIDTH))
     span = power.max() - power.min()

@@ -234,6 +234,12 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
     assert out["window_carbon_g"] == pytest.approx(expected.tolist()) and out["carbon_g"] == pytest.approx(
         expected.sum())
     assert out["carbon"]["g_per_kwh"] > 300  # the busy hour's intensity weighs most, not the series' mean (233)
+    # a window as people write one: 1h is 3600 s
+    assert main([*argv[:-1], "1h", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["energy_j"] == pytest.approx(api.energy_j)
+    with pytest.raises(SystemExit) as refused:  # argparse's type check: exit 2, one line naming the flag
+        main([*argv[:-1], "1week"])
+    assert refused.value.code == 2 and "argument --window: '1week' is not a time" in capsys.readouterr().err
     for extra, message in ((["--request-rate", "2"], "--request-rate: not with a window"),
                            (["--duration", "60"], "--duration: not with a window"),
                            (["--window", "30"], "--window: must be seconds from 60")):

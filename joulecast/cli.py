@@ -282,7 +282,8 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
             serve(args.model, args.gpu, **settings, **{**given, "request_rate": trace.peak_hour_rate,
                                                        "duration_s": None, "output_tokens": None})
         except BeyondCapacityError as exc:
-            print(f"joulecast: note: at the mean rate; its busiest hour, {exc.message}", file=sys.stderr)
+            print(f"joulecast: note: at the mean rate; its busiest hour, {exc.message}; --window 1h prices each "
+                  "hour at its own rate", file=sys.stderr)
     return 0
 
 

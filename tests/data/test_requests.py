@@ -152,7 +152,8 @@ def test_a_bursty_trace_names_its_busiest_hour_and_where_it_is_past_what_serves_
     out, err = capsys.readouterr()
     assert "(its busiest hour 5, 3x)" in out
     assert re.search(r"^joulecast: note: at the mean rate; its busiest hour, 5 requests/s is beyond .* \(at least "
-                     r"\d+ instances of this size for the rate\)$", err.strip())
+                     r"\d+ instances of this size for the rate\); --window 1h prices each hour at its own rate$",
+                     err.strip())
     assert main([*argv, "--instances", "4"]) == 0 and "note" not in capsys.readouterr().err
 
 

@@ -425,7 +425,10 @@ def check_windows(rates: Any, window_s: Any, last_s: Any, *others: Any) -> tuple
 
 
 def _numbers(values: Any) -> np.ndarray | None:
-    """A numpy array of numbers, or a list or tuple of them (not true or false), as float64; else None."""
+    """A numpy array of numbers (a pandas column's too), or a list or tuple of them (not true or false), as float64;
+    else None."""
+    if callable(getattr(values, "to_numpy", None)):  # a pandas Series: its values
+        values = values.to_numpy()
     if isinstance(values, np.ndarray):
         return values.astype(np.float64) if values.dtype.kind in "iuf" else None
     if isinstance(values, (list, tuple)) and all(isinstance(v, (int, float, np.integer, np.floating))

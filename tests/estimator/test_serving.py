@@ -578,6 +578,8 @@ def test_a_load_window_by_window_is_each_window_served_at_its_rate_and_summed():
         2 * r for r in rates]
     out = job.to_dict()["windows"]
     assert out["window_s"] == 600 and out["energy_j"] == pytest.approx(windows.energy_j.tolist())
+    as_column = serve("llama-3-8b", "h100-sxm", window_rates=pd.Series(rates), window_s=600, **kw)  # a frame's column
+    assert as_column.energy_j == job.energy_j
     # a last window of its own length (a trace's, as long as it runs into it): its rate over that time
     short = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, last_window_s=300, **kw)
     assert short.windows.duration_s.tolist() == [600, 600, 600, 300] and short.duration_s == 2100

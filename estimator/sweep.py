@@ -641,9 +641,10 @@ def _window_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
 
 def _window_spans(job: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """The start and end of each window of a load window by window (`window_rates`, `window_s`, the last
-    `last_window_s` long where given), seconds from the first arrival."""
-    seconds = np.full(len(job["window_rates"]), float(job["window_s"]))
-    seconds[-1] = job.get("last_window_s") or seconds[-1]
+    `last_window_s` long where given: each window's length as `serve` reads it), seconds from the first arrival."""
+    from joulecast.estimator.serving import check_windows
+
+    _, seconds = check_windows(job["window_rates"], job["window_s"], job.get("last_window_s"))
     ends = np.cumsum(seconds)
     return ends - seconds, ends
 

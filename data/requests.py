@@ -103,6 +103,27 @@ class RequestTrace:
         MIN_WINDOW_S joined to the one before (a sliver's rate would read its few arrivals as a burst); one line
         naming `field` where the file has no times or the window is not from MIN_WINDOW_S to the file's span
         (MAX_WINDOWS windows at most)."""
+        which, seconds = self._window_of(window_s, field)
+        return np.bincount(which, minlength=len(seconds)) / seconds, float(seconds[-1])
+
+    def window_lengths(self, window_s: Any, field: str = "window_s") -> pd.DataFrame:
+        """Each window's requests' lengths as `load` gives the whole file's (a row a window, `windows`' windows, the
+        columns LENGTH_FIELDS; NaN for a window without arrivals), for `serve`'s `window_lengths`: an hour whose
+        prompts run longer priced at its own lengths, not the file's mean."""
+        which, seconds = self._window_of(window_s, field)
+        count = np.bincount(which, minlength=len(seconds)).astype(float)
+        columns = {}
+        with np.errstate(invalid="ignore", divide="ignore"):  # an empty window's 0 / 0: NaN, as documented
+            for name, lengths in (("input_len", self.input_len), ("output_len", self.output_len)):
+                x = lengths.astype(float)
+                mean = np.bincount(which, x, len(seconds)) / count
+                square = np.bincount(which, x * x, len(seconds)) / count
+                columns[name] = mean
+                columns[f"{name}_cv"] = np.sqrt(np.maximum(square - mean * mean, 0.0)) / mean
+        return pd.DataFrame(columns)[list(LENGTH_FIELDS)]
+
+    def _window_of(self, window_s: Any, field: str) -> tuple[np.ndarray, np.ndarray]:
+        """Each request's window and each window's seconds (`windows`), else one line naming `field`."""
         if self.arrival_s is None:
             raise InputError(field, "the requests have no arrival times to count in windows")
         span = self.span_s
@@ -123,15 +144,14 @@ class RequestTrace:
             count, last = count - 1, last + window_s
         seconds = np.full(count, float(window_s))
         seconds[-1] = last
-        which = np.minimum(self.arrival_s // window_s, count - 1).astype(np.int64)
-        return np.bincount(which, minlength=count) / seconds, float(last)
+        return np.minimum(self.arrival_s // window_s, count - 1).astype(np.int64), seconds
 
     def serving(self, *, concurrency: Any = None, request_rate: Any = None, duration_s: Any = None,
                 output_tokens: Any = None, window_s: Any = None, rate_field: str = "request_rate") -> dict[str, Any]:
         """`serve`'s options for this load (`load`), given the caller's: its arrival rate where neither a concurrency
         nor a rate is given (none in the file: one line naming `rate_field`), totalled over its output tokens where
-        neither a duration nor a token count is given; with `window_s`, its rate window by window (`window_rates`)
-        and its totals theirs, so none of those four beside it."""
+        neither a duration nor a token count is given; with `window_s`, its rate and lengths window by window
+        (`window_rates`, `window_lengths`) and its totals theirs, so none of those four beside it."""
         if window_s is not None:
             given = next((k for k, v in (("concurrency", concurrency), ("request_rate", request_rate),
                                          ("duration_s", duration_s), ("output_tokens", output_tokens))
@@ -140,7 +160,8 @@ class RequestTrace:
                 raise InputError(given, "not with a window: the requests' arrivals set each window's rate, and "
                                         "its totals are theirs")
             rates, last = self.windows(window_s)
-            return {**self.load(), "window_rates": rates, "window_s": float(window_s), "last_window_s": last}
+            return {"window_rates": rates, "window_s": float(window_s), "last_window_s": last,
+                    "window_lengths": self.window_lengths(window_s)}
         out: dict[str, Any] = {**self.load(), "concurrency": concurrency, "request_rate": request_rate,
                                "duration_s": duration_s, "output_tokens": output_tokens}
         if concurrency is None and request_rate is None:
@@ -173,12 +194,12 @@ class RequestTrace:
 
 
 def refuse_windows(fields: Any) -> None:
-    """One line naming window_rates or last_window_s given (not None) in `fields` beside a list of requests, whose
-    arrivals set them (with window_s)."""
-    given = next((k for k in ("window_rates", "last_window_s") if fields.get(k) is not None), None)
+    """One line naming window_rates, last_window_s or window_lengths given (not None) in `fields` beside a list of
+    requests, whose arrivals set them (with window_s)."""
+    given = next((k for k in ("window_rates", "last_window_s", "window_lengths") if fields.get(k) is not None), None)
     if given:
-        raise InputError(given, "not with requests: their arrivals set each window's rate and the last one's length "
-                                "(give window_s)")
+        raise InputError(given, "not with requests: their arrivals set each window's rate, lengths and the last one's "
+                                "length (give window_s)")
 
 
 def refuse_lengths(fields: Any) -> None:

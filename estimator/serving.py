@@ -32,9 +32,10 @@ gives B by Little's law, B = rate x output_len x step time(B), solved over a gri
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
 catalog idle power. A rate above what max_batch serves is an error naming the most it serves. A load that varies
 (`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.windows`)
-is priced window by window on the same steps, each window a steady state at its own rate (a window without arrivals
-at idle power), all of them at the trace's mean lengths: its bursts cost what their batches draw, which the mean
-rate averages away.
+is priced window by window, each window a steady state at its own rate (a window without arrivals at idle power),
+at the load's lengths or, where `window_lengths` gives them, its own, in length classes that share a grid of steps
+(`estimator.serve_windows`): its bursts cost what their batches draw, and its hours of long prompts what theirs do,
+which the mean rate and lengths average away.
 Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`). Serving fp8 weights, it
 reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 """
@@ -49,13 +50,18 @@ import numpy as np
 
 from joulecast.data import engines
 from joulecast.data.errors import InputError, require, require_choice, require_switch
-from joulecast.data.files import kind_of
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
-from joulecast.data.requests import MAX_TIME_S, MAX_WINDOWS, MIN_WINDOW_S
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate
 from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.serve_windows import (
+    check_window_lengths,
+    check_windows,
+    length_classes,
+    pooled,
+    positive,
+)
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
     check_tp,
@@ -148,8 +154,9 @@ class ServeEstimate:
 class ServeWindows:
     """A load served window by window (`serve`'s `window_rates`): each window's length (all the same but the last,
     where the load stops within it), arrivals a second (every instance's), requests in flight an instance, share of
-    time idle, seconds a token, average power and energy (all instances serving it), output tokens, and the
-    instances serving it; a window's interval is the whole load's relative band (its steps share one error)."""
+    time idle, seconds a token, average power and energy (all instances serving it), output tokens, the instances
+    serving it, and its requests' mean lengths (`window_lengths`'; the load's where it has none of its own, or no
+    requests); a window's interval is the whole load's relative band (its steps share one error)."""
 
     duration_s: np.ndarray
     request_rate: np.ndarray
@@ -160,6 +167,8 @@ class ServeWindows:
     energy_j: np.ndarray
     output_tokens: np.ndarray
     instances: np.ndarray         # serving the window: all of them, or as few as serve it where autoscaled
+    input_len: np.ndarray
+    output_len: np.ndarray
 
     @property
     def window_s(self) -> float:
@@ -186,26 +195,15 @@ class BeyondCapacityError(InputError):
     value (`estimator.sweep` marks the point `exceeds-capacity`)."""
 
 
-def _positive(name: str, value: object, integer: bool = False, low: float = 0.0, high: float = 2**24,
-              high_text: str = "2^24") -> float:
-    """`value` as a float in (0, high], or in [low, high] where `low` is given."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value > 0
-    if not ok or not low <= value <= high or (integer and int(value) != value):  # the range first: int(inf) raises
-        kind = "integer" if integer else "number"
-        span = f"from {low:g} to {high_text}" if low else f"up to {high_text}"
-        raise InputError(name, f"must be a positive {kind} {span}, got {value!r}")
-    return float(value)
-
-
 def _check_context(input_len: float, output_len: float, output_len_cv: float, concurrency: int | None,
-                   max_batch: int, chunk_tokens: int) -> None:
+                   max_batch: int, chunk_tokens: int, field: str = "input_len") -> None:
     """The largest step (a request rate's reach max_batch in flight) within a pass's MAX_TOKENS, its tokens over
-    their context; else one line naming input_len with the longest context this load takes."""
+    their context; else one line naming `field` with the longest context this load takes."""
     in_flight = max_batch if concurrency is None else min(concurrency, max_batch)
     tokens, context = serve_step.step_size(in_flight, input_len, output_len, output_len_cv, chunk_tokens)
     if tokens * context > MAX_TOKENS:
         which = "max_batch" if concurrency is None or concurrency > max_batch else "concurrency"
-        raise InputError("input_len", f"{input_len:,.0f} tokens with {in_flight:,} in flight ({which}): a step's "
+        raise InputError(field, f"{input_len:,.0f} tokens with {in_flight:,} in flight ({which}): a step's "
                          f"{tokens:,} tokens over a {context:,}-token context are {tokens * context:,}, over the "
                          f"{MAX_TOKENS:,} a pass holds; at this load, contexts up to {MAX_TOKENS // tokens:,} tokens "
                          "(the prompt and half the answer)")
@@ -239,20 +237,22 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, outp
     return [(est, float(s), float(j), float(p)) for est, s, j, p in zip(ests, wait_s, wait_j, prompts)]
 
 
-def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurrency: int | None = None,
-          request_rate: float | None = None, max_batch: int = 256, engine: str = "none", tp: int = 1,
+def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: float | None = None,
+          concurrency: int | None = None, request_rate: float | None = None, max_batch: int = 256,
+          engine: str = "none", tp: int = 1,
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = serve_step.CHUNK_TOKENS,
           duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
-          output_len_cv: float = 0.0, input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
-          sampling: str = "greedy", expert_parallel: bool = False, instances: int = 1,
-          window_rates: Any = None, window_s: float | None = None, last_window_s: float | None = None,
-          autoscale: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          output_len_cv: float | None = None, input_len_cv: float | None = None,
+          host_dispatch_s: float | None = None, sampling: str = "greedy", expert_parallel: bool = False,
+          instances: int = 1, window_rates: Any = None, window_s: float | None = None,
+          last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
+          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
-    tokens"). `output_len_cv`: the output lengths' standard deviation over their mean (0: every answer as long);
-    `input_len_cv` the prompts' (their chunks' attention grows with each prompt's length squared).
+    tokens"). `output_len_cv`: the output lengths' standard deviation over their mean (0, or none: every answer as
+    long); `input_len_cv` the prompts' (their chunks' attention grows with each prompt's length squared).
     `sampling`: how the requests pick their tokens, `greedy`, `top-p` (top-p or top-k) or `top-p-penalties` (also
     repetition, frequency or presence penalties), which an engine with a priced sampler turns into GPU work a step.
     `expert_parallel`: a mixture of experts' experts split whole over the `tp` GPUs (vLLM's --enable-expert-parallel:
@@ -268,9 +268,12 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     one's figures, and the whole's are theirs over all of them (no `duration_s` or `output_tokens` beside them);
     memory, flags and the interval at the busiest window's step. `last_window_s`: the last window's own length where
     the load stops within it (from MIN_WINDOW_S to window_s + MIN_WINDOW_S: a trace's last window runs to its last
-    arrival), its rate that length's. `autoscale`: each window served by the fewest of the
-    `instances` that serve its rate within `max_batch` in flight (one at least), the others off, drawing nothing (an
-    autoscaler releasing them); `instances` then the most it may use.
+    arrival), its rate that length's. `window_lengths`: in place of the four lengths, each window's own (a table, a
+    row a window: its requests' mean `input_len` and `output_len`, and their `input_len_cv` and `output_len_cv`
+    where known; `RequestTrace.window_lengths` reads a trace's), its steps those of its length class
+    (`estimator.serve_windows`); the whole's lengths are its requests'. `autoscale`: each window served by the fewest
+    of the `instances` that serve its rate within `max_batch` in flight (one at least), the others off, drawing
+    nothing (an autoscaler releasing them); `instances` then the most it may use.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
@@ -278,14 +281,22 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
             serves (naming the fewest instances that would), an unknown engine, a layout the model's heads do not
             divide, experts split where the model has none, a clock or a limit the GPU does not allow).
     """
-    input_len, output_len = _positive("input_len", input_len), _positive("output_len", output_len)
-    max_batch = int(_positive("max_batch", max_batch, integer=True))
-    chunk_tokens = int(_positive("chunk_tokens", chunk_tokens, integer=True))
-    windows, spread = None, None
-    if window_rates is not None or window_s is not None or last_window_s is not None:
+    windows, spread, lengths = None, None, None
+    if any(v is not None for v in (window_rates, window_s, last_window_s, window_lengths)):
         windows, seconds = check_windows(window_rates, window_s, last_window_s, concurrency, request_rate,
                                          duration_s, output_tokens)
         request_rate = float(np.dot(windows, seconds) / seconds.sum())  # its place in the checks below
+        if window_lengths is not None:  # the whole's lengths its windows' requests'
+            given = next((k for k, v in (("input_len", input_len), ("output_len", output_len), ("input_len_cv",
+                          input_len_cv), ("output_len_cv", output_len_cv)) if v is not None), None)
+            require(given is None, str(given), "not with window_lengths: the load's lengths are its windows'")
+            lengths = check_window_lengths(window_lengths, windows * seconds)
+            input_len, output_len, input_len_cv, output_len_cv = (float(v) for v in pooled(
+                lengths, windows * seconds, np.zeros(len(windows), dtype=np.int64), 1)[0])
+    input_len, output_len = positive("input_len", input_len), positive("output_len", output_len)
+    output_len_cv, input_len_cv = (0.0 if cv is None else cv for cv in (output_len_cv, input_len_cv))
+    max_batch = int(positive("max_batch", max_batch, integer=True))
+    chunk_tokens = int(positive("chunk_tokens", chunk_tokens, integer=True))
     require(not require_switch(autoscale, "autoscale") or windows is not None, "autoscale",
             "applies to a load window by window (window_rates and window_s)")
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
@@ -294,20 +305,27 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     # totals reach a year of serving and a billion billion tokens; under one token is no serving (one small enough
     # made the duration and energy 0 s and 0 J)
     if duration_s is not None:
-        duration_s = _positive("duration_s", duration_s, high=1e10, high_text="1e10 s")
+        duration_s = positive("duration_s", duration_s, high=1e10, high_text="1e10 s")
     if output_tokens is not None:
-        output_tokens = _positive("output_tokens", output_tokens, low=1.0, high=1e18, high_text="1e18")
+        output_tokens = positive("output_tokens", output_tokens, low=1.0, high=1e18, high_text="1e18")
     for name, cv, what in (("output_len_cv", output_len_cv, "every answer"), ("input_len_cv", input_len_cv,
                                                                             "every prompt")):
         require(isinstance(cv, (int, float)) and not isinstance(cv, bool) and 0.0 <= cv <= 10.0, name,
                 f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
-    instances = int(_positive("instances", instances, integer=True, high=MAX_INSTANCES, high_text=f"{MAX_INSTANCES:,}"))
+    instances = int(positive("instances", instances, integer=True, high=MAX_INSTANCES, high_text=f"{MAX_INSTANCES:,}"))
     if concurrency is not None:
-        concurrency = int(_positive("concurrency", concurrency, integer=True))
+        concurrency = int(positive("concurrency", concurrency, integer=True))
         require(concurrency % instances == 0, "concurrency", f"{concurrency} in flight over {instances} instances: "
                 f"give a multiple of instances (each keeps its whole share in flight)")
         concurrency //= instances  # one instance's
-    _check_context(input_len, output_len, output_len_cv, concurrency, max_batch, chunk_tokens)
+    # the lengths each grid of steps is priced at: the load's, or each length class's (`serve_windows`) where its
+    # windows give their own, and each window's class
+    classes, label = ((np.array([[input_len, output_len, input_len_cv, output_len_cv]]),
+                       np.zeros(1 if windows is None else len(windows), dtype=np.int64)) if lengths is None
+                      else length_classes(lengths, windows * seconds))
+    for ins, outs, _, outs_cv in classes:  # a loop over the few classes
+        _check_context(ins, outs, outs_cv, concurrency, max_batch, chunk_tokens,
+                       "input_len" if lengths is None else "window_lengths")
     engine = engines.check_engine(engine) or "none"
     dtype = dtype_name(dtype)
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")  # before: another name priced every step as NaN
@@ -320,41 +338,59 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     residual = estimator if hasattr(estimator, "predict") else load_estimator(estimator)
     eng = None if engine == "none" else engine
-    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, output_len_cv=float(output_len_cv),
-                   input_len_cv=float(input_len_cv), host_dispatch_s=check_host_dispatch(host_dispatch_s),
-                   sampling=sampling, expert_parallel=expert_parallel)
+    setting = dict(sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
+                   host_dispatch_s=check_host_dispatch(host_dispatch_s), sampling=sampling,
+                   expert_parallel=expert_parallel)
+    # a class's lengths as `_evaluate` takes them
+    sized = [dict(input_len=float(c[0]), output_len=float(c[1]), input_len_cv=float(c[2]), output_len_cv=float(c[3]))
+             for c in classes]
+    at = sized[0]  # the lengths of the step an estimate's flags and interval are read at
     if concurrency is not None:
         busy = min(concurrency, max_batch)
-        (est, wait_s, wait_j, _), = _evaluate(model, spec, np.array([busy]), input_len, output_len, dtype, eng,
-                                              launch_mode, tp, chunk_tokens, residual, **setting)
+        (est, wait_s, wait_j, _), = _evaluate(model, spec, np.array([busy]), dtype=dtype, engine=eng,
+                                              launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                                              residual=residual, **at, **setting)
         mean_batch, idle = float(busy), 0.0
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
     else:
-        rates = ([_positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
+        rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
-        steps = _evaluate(model, spec, grid, input_len, output_len, dtype, eng, launch_mode, tp, chunk_tokens,
-                          residual, **setting)
-        step_s = np.array([e.time_s + w for e, w, _, _ in steps])
+        curves = [_evaluate(model, spec, grid, dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp,
+                            chunk_tokens=chunk_tokens, residual=residual, **own, **setting) for own in sized]
+        step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
+        step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
-        capacity = np.maximum.accumulate(grid / (output_len * step_s))
-        if rates.max() > capacity[-1]:
-            raise _beyond(rates, capacity[-1], instances, max_batch, None if windows is None else seconds,
-                          _beyond_advice(steps[-1], spec, tp, math.ceil(rates.max() * instances / capacity[-1])))
+        capacity = np.maximum.accumulate(grid / (classes[:, 1:2] * step_s), axis=1)
+        # a window's requests run as long as its own answers on its class's steps: its rate scaled to the class's
+        # answer length (Little's law's B = rate x output_len x step time), and the most it serves scaled back
+        own_out = output_len if lengths is None else lengths[:, 1]
+        scale = np.ones(len(rates)) if lengths is None else own_out / classes[label, 1]
+        reach = capacity[label, -1] / scale
+        if (rates > reach).any():
+            k = int(label[np.argmax(rates > reach)])
+            raise _beyond(rates, reach, instances, max_batch, None if windows is None else seconds,
+                          _beyond_advice(curves[k][-1], spec, tp, math.ceil((rates * instances / reach).max())))
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
-            serving = np.clip(np.ceil(windows / capacity[-1]), 1.0, instances)
-            rates = np.minimum(windows / serving, capacity[-1])  # within it but for rounding
-        step_j_grid = np.array([tp * (e.energy_j + j) for e, _, j, _ in steps])
-        batches = _in_flight(rates, grid, capacity, output_len, step_s[0])
-        i = int(np.searchsorted(grid, batches.max()))     # the grid's batch at or above it (its flags, interval):
-        est, wait_s, wait_j, _ = steps[i]                  # a window's load, the busiest
+            serving = np.clip(np.ceil(windows / reach), 1.0, instances)
+            rates = np.minimum(windows / serving, reach)  # within it but for rounding
+        batches, step_time, step_energy = (np.empty(len(rates)) for _ in range(3))
+        for k in range(len(classes)):  # a loop over the few classes, each over its windows at once
+            mine = label == k
+            batches[mine] = _in_flight(rates[mine] * scale[mine], grid, capacity[k], classes[k, 1], step_s[k, 0])
+            step_time[mine] = np.interp(batches[mine], grid, step_s[k])
+            step_energy[mine] = np.interp(batches[mine], grid, step_j_grid[k])
+        busiest = int(np.argmax(batches))
+        i = int(np.searchsorted(grid, batches[busiest]))  # the grid's batch at or above it (its flags, interval):
+        est, wait_s, wait_j, _ = curves[label[busiest]][i]  # a window's load, the busiest
+        at = sized[label[busiest]]
         busy = int(grid[i])
-        step_s, step_j = np.interp(batches, grid, step_s), np.interp(batches, grid, step_j_grid)
+        step_s, step_j = step_time, step_energy
         idle = np.exp(-batches)
-        tokens_per_s = rates * output_len
+        tokens_per_s = rates * own_out
         busy_share = _busy_share(est, wait_s)
         if windows is None:  # one rate: its figures as numbers (its idle share by math's exp, as ever)
             mean_batch, step_s, step_j, tokens_per_s = (float(a[0]) for a in (batches, step_s, step_j, tokens_per_s))
@@ -362,8 +398,10 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
         # a token's time and step over the tokens
+        own_lengths = ((np.full(len(seconds), input_len), np.full(len(seconds), output_len)) if lengths is None
+                       else (lengths[:, 0], lengths[:, 1]))
         spread = ServeWindows(seconds, rates * serving, batches, idle, step_s, power * serving,
-                              power * serving * seconds, tokens_per_s * serving * seconds, serving)
+                              power * serving * seconds, tokens_per_s * serving * seconds, serving, *own_lengths)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -376,14 +414,15 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
         if reaches_bf16(dtype):
             band = (band[0], max(band[1], per_token * _bf16_reach(
-                est, wait_j, _evaluate(model, spec, np.array([busy]), input_len, output_len, "bf16", eng,
-                                       launch_mode, tp, chunk_tokens, residual, **setting)[0])))
+                est, wait_j, _evaluate(model, spec, np.array([busy]), dtype="bf16", engine=eng,
+                                       launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                                       residual=residual, **at, **setting)[0])))
     flags = set(est.flags)
     fits_tp = None
     if suggest_tp and "exceeds-memory" in flags:  # its step's shards at the same batch, in physics (memory's own)
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
-            model, spec, np.array([busy]), input_len, output_len, dtype, eng, launch_mode, gpus, chunk_tokens, None,
-            **setting)[0][0].flags)
+            model, spec, np.array([busy]), dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
+            chunk_tokens=chunk_tokens, residual=None, **at, **setting)[0][0].flags)
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
         dtype=dtype, sampling=sampling, input_len=input_len,
@@ -399,50 +438,13 @@ def serve(model: str, gpu: str, *, input_len: float, output_len: float, concurre
                   tuple(b / per_token for b in band)))
 
 
-def check_windows(rates: Any, window_s: Any, last_s: Any, *others: Any) -> tuple[np.ndarray, np.ndarray]:
-    """`serve`'s window_rates as an array of requests a second from 0 to 2^24, at most MAX_WINDOWS of them and a
-    request in all at least, each window_s long (from MIN_WINDOW_S to MAX_TIME_S) but the last, `last_s` long where
-    given (from MIN_WINDOW_S to window_s + MIN_WINDOW_S), given together with none of `others` (a concurrency, a
-    rate, a duration, a token count): the rates and each window's seconds; else one line naming the field."""
-    require(rates is not None and window_s is not None, "window_s" if window_s is None else "window_rates",
-            "give window_rates and window_s together (a rate for each window of window_s seconds)")
-    require(all(v is None for v in others), "window_rates", "the load window by window: give no concurrency, "
-            "request_rate, duration_s or output_tokens beside it (its totals are its windows')")
-    window_s = _positive("window_s", window_s, low=MIN_WINDOW_S, high=MAX_TIME_S, high_text=f"{MAX_TIME_S:g} s")
-    array = _numbers(rates)
-    if array is None or array.ndim != 1 or not 0 < len(array) <= MAX_WINDOWS or not (
-            (array >= 0) & (array <= 2**24)).all():  # NaN fails the range
-        raise InputError("window_rates", f"must be 1 to {MAX_WINDOWS:,} requests a second from 0 to 2^24, one a "
-                                         f"window, got {kind_of(rates)}")
-    seconds = np.full(len(array), window_s)
-    if last_s is not None:
-        seconds[-1] = _positive("last_window_s", last_s, low=MIN_WINDOW_S, high=window_s + MIN_WINDOW_S,
-                                high_text=f"window_s + {MIN_WINDOW_S:g} s")
-    # a request in all at least (a rate too small for one made no output token, and its J a token 0 / 0)
-    require(np.dot(array, seconds) >= 1.0, "window_rates", "every window is empty (under one request in all): some "
-                                                           "window must have arrivals")
-    return array, seconds
-
-
-def _numbers(values: Any) -> np.ndarray | None:
-    """A numpy array of numbers (a pandas column's too), or a list or tuple of them (not true or false), as float64;
-    else None."""
-    if callable(getattr(values, "to_numpy", None)):  # a pandas Series: its values
-        values = values.to_numpy()
-    if isinstance(values, np.ndarray):
-        return values.astype(np.float64) if values.dtype.kind in "iuf" else None
-    if isinstance(values, (list, tuple)) and all(isinstance(v, (int, float, np.integer, np.floating))
-                                                 and not isinstance(v, bool) for v in values):
-        return np.asarray(values, dtype=np.float64)
-    return None
-
-
-def _beyond(rates: np.ndarray, capacity: float, instances: int, max_batch: int, seconds: np.ndarray | None,
+def _beyond(rates: np.ndarray, capacity: np.ndarray, instances: int, max_batch: int, seconds: np.ndarray | None,
             advice: str) -> BeyondCapacityError:
-    """The error of a load past what `max_batch` in flight serve (`capacity` requests a second an instance): its
-    rate's, or its first window's past it (windows `seconds` long: its start, seconds from the first arrival)."""
+    """The error of a load past what `max_batch` in flight serve (`capacity` requests a second an instance, a figure
+    a window at its lengths): its rate's, or its first window's past it (windows `seconds` long: its start, seconds
+    from the first arrival)."""
     k = int(np.argmax(rates > capacity))
-    rate = float(rates[k])
+    rate, capacity = float(rates[k]), float(capacity[k])
     each = f" an instance ({rate * instances:g} over {instances})" if instances > 1 else ""
     where = "" if seconds is None else (f" in window {k + 1:,} of {len(rates):,} (its arrivals from "
                                         f"{seconds[:k].sum():,.0f} s after the first)")

@@ -68,7 +68,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                             "tp", "expert_parallel"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "input_len_cv", "sampling", "expert_parallel", "instances", "window_rates", "window_s",
-                         "last_window_s", "autoscale")}
+                         "last_window_s", "window_lengths", "autoscale")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
@@ -301,9 +301,13 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             load = ({} if "window_rates" in own  # a load window by window (`_window_fields`): the job's
                     else {"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
                     else {"concurrency": int(c.batch)})
+            if "window_lengths" in own:  # each window at its own lengths (a file's: its means the point's columns)
+                lengths = {}
+                own = {k: v for k, v in own.items() if k != "output_len"}
+            else:
+                lengths = {"input_len": float(c.seq)}
             try:
-                r = serve(c.model, c.gpu, **load, input_len=float(c.seq), **own, **setting, **_axes(c),
-                          suggest_tp=False)
+                r = serve(c.model, c.gpu, **load, **lengths, **own, **setting, **_axes(c), suggest_tp=False)
             except BeyondCapacityError as exc:  # a rate this GPU cannot serve: a point, infeasible, with the reason
                 out.append(dict(time_s=np.nan, energy_j=np.nan, tokens=np.nan, energy_lo_j=np.nan, energy_hi_j=np.nan,
                                 gpu_busy_share=np.nan, power_w=np.nan, memory_gb=np.nan, flags="exceeds-capacity",
@@ -422,8 +426,10 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     images = len(points) > 0 and all(is_vision(resolve_model(m)[0]) for m in points["model"].unique())
-    if "window_rates" in job:  # the result says how many windows; their rates are the caller's (a year's: 8,760)
-        job = {**{k: v for k, v in job.items() if k != "window_rates"}, "windows": len(job["window_rates"])}
+    if "window_rates" in job:  # the result says how many windows; their rates and lengths are the caller's (a
+        # year's: 8,760)
+        job = {**{k: v for k, v in job.items() if k not in ("window_rates", "window_lengths")},
+               "windows": len(job["window_rates"])}
     return SweepResult(points=points, skipped=dict(skipped or {}), objective=objective, front=front,
                        constraints=constraints, sizes=sizes, job=job, cost=cost, unit="image" if images else "token")
 
@@ -561,6 +567,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     unknown = sorted(set(fields) - set(allowed))
     if unknown:
         raise UnknownFieldError(unknown[0], unknown[0], allowed, f"not a field of a {phase} sweep")
+    require(fields.get("window_lengths") is None or fields.get("requests") is not None, "window_lengths",
+            "a sweep takes each window's lengths from its requests (give requests and window_s): its seq is a length")
     trace, fields = _trace_fields(fields) if fields.get("requests") is not None else (None, fields)
     if phase == "serve" and any(fields.get(k) is not None for k in ("window_rates", "window_s", "last_window_s")):
         fields = _window_fields(fields)
@@ -618,13 +626,16 @@ def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, An
     refuse_windows(fields)
     load = trace.serving(concurrency=fields.get("concurrency"), request_rate=fields.get("request_rate"),
                          window_s=fields.get("window_s"))
+    whole = trace.load()
     out = {k: v for k, v in fields.items() if k not in ("requests", "concurrency", "request_rate")}
     out.update({k: fields[k] for k in ("concurrency", "request_rate") if fields.get(k) is not None},
-               input_len=max(1, round(load["input_len"])), output_len=max(1, round(load["output_len"])),
-               input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
-    if "window_rates" in load:  # its load window by window (`_window_fields`)
-        out.update(window_rates=load["window_rates"], last_window_s=load["last_window_s"])
-    elif "concurrency" not in out and "request_rate" not in out:  # the requests' own rate
+               input_len=max(1, round(whole["input_len"])), output_len=max(1, round(whole["output_len"])))
+    if "window_rates" in load:  # its load window by window (`_window_fields`), each window at its own lengths (the
+        # points' seq and output_len the file's means)
+        out.update({k: load[k] for k in ("window_rates", "last_window_s", "window_lengths")})
+        return trace, out
+    out.update(input_len_cv=load["input_len_cv"], output_len_cv=load["output_len_cv"])
+    if "concurrency" not in out and "request_rate" not in out:  # the requests' own rate
         out["request_rate"] = load["request_rate"]
     return trace, out
 

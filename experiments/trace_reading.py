@@ -5,8 +5,11 @@ at its mean rate, and window by window (`--window`: each hour, and each minute, 
 of each; and hour by hour autoscaled over 4 instances (each hour the fewest that serve it). The trace is synthetic,
 written here (no trace is in ../shared): arrivals over a week with a daily cycle (the rate 1 + 0.6 sin(2 pi t / day)
 times its mean, as production LLM traffic follows the day: the Azure traces' own plots), prompt lengths 1-8,000
-tokens, answers 0-800 (a row of 0, a failed request, left out). Usage:
-python experiments/trace_reading.py [--rows N] [--json]"""
+tokens, answers 0-800 (a row of 0, a failed request, left out). A second week, the same arrivals, has lengths that
+follow the day against the rate (x 1 - 0.5 sin(2 pi t / day): long prompts and answers in the quiet hours, as batch
+work fills the night): its hours priced at the week's mean lengths, at each hour's own in length classes (the
+default, `estimator.serve_windows`), and with a grid of steps for every hour (the classes' reference), with the CPU
+time of each. Usage: python experiments/trace_reading.py [--rows N] [--json]"""
 
 from __future__ import annotations
 
@@ -20,19 +23,49 @@ import numpy as np
 import pandas as pd
 
 import joulecast
+from joulecast.estimator import serve_windows
 
 
 DAILY_SWING = 0.6  # the rate's daily amplitude over its mean
+LENGTH_SWING = 0.5  # the second week's lengths' daily amplitude over their mean, against the rate
 INSTANCES = 2  # H100s the load is spread over (the busiest hours past one's capacity)
 
 
-def write_trace(path: Path, rows: int) -> None:
+def write_trace(path: Path, rows: int, length_swing: float = 0.0) -> None:
     rng = np.random.default_rng(0)
     drawn = rng.uniform(0, 7 * 86_400, 2 * rows)  # thinned to the daily cycle: about 1 / (1 + swing) kept
     kept = drawn[rng.uniform(0, 1 + DAILY_SWING, drawn.size) < 1 + DAILY_SWING * np.sin(2 * np.pi * drawn / 86_400)]
-    stamps = pd.Timestamp("2024-05-10") + pd.to_timedelta(np.sort(kept[:rows]), unit="s")
-    pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"), "ContextTokens": rng.integers(1, 8_000, rows),
-                  "GeneratedTokens": rng.integers(0, 800, rows)}).to_csv(path, index=False)
+    seconds = np.sort(kept[:rows])
+    stamps = pd.Timestamp("2024-05-10") + pd.to_timedelta(seconds, unit="s")
+    scale = 1 - length_swing * np.sin(2 * np.pi * seconds / 86_400)  # long work in the quiet hours
+    pd.DataFrame({"TIMESTAMP": stamps.strftime("%Y-%m-%d %H:%M:%S.%f"),
+                  "ContextTokens": np.maximum(1, rng.integers(1, 8_000, rows) * scale).astype(np.int64),
+                  "GeneratedTokens": np.round(rng.integers(0, 800, rows) * scale).astype(np.int64)}
+                 ).to_csv(path, index=False)
+
+
+def lengths_by_hour(rows: int) -> dict[str, dict[str, float]]:
+    """The second week (lengths that follow the day) hour by hour on INSTANCES H100s: at the week's mean lengths,
+    at each hour's own in length classes, and with every hour its own grid of steps; energy, J a token, CPU time."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "AzureLLMInferenceTrace_lengths.csv"
+        write_trace(path, rows, LENGTH_SWING)
+        trace = joulecast.read_requests(path)
+    own = trace.serving(window_s=3600)
+    mean = {k: v for k, v in own.items() if k != "window_lengths"} | trace.load()
+    bins = serve_windows.LENGTH_BINS
+    out = {}
+    for name, load, classes in (("mean lengths", mean, bins), ("length classes", own, bins),
+                                ("every hour its own", own, 10**6)):
+        serve_windows.LENGTH_BINS = classes  # 10^6 a length: no two hours share a grid of steps
+        try:
+            job, spent = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4",
+                                                      instances=INSTANCES, **load))
+        finally:
+            serve_windows.LENGTH_BINS = bins
+        out[name] = {"energy_kwh": job.energy_j / 3.6e6, "j_per_output_token": job.energy_per_output_token_j,
+                     "serve_cpu_s": spent}
+    return out
 
 
 def cpu(call):
@@ -71,7 +104,8 @@ def main() -> None:
                            for w, (j, t) in jobs.items() if w is not None},
                "autoscaled": {"fleet": 4, "serve_cpu_s": auto_s, "energy_kwh": auto.energy_j / 3.6e6,
                               "j_per_output_token": auto.energy_per_output_token_j,
-                              "instance_hours": float(auto.windows.instances.sum())}}
+                              "instance_hours": float(auto.windows.instances.sum())},
+               "lengths_by_hour": lengths_by_hour(args.rows)}
     if args.json:
         print(json.dumps(figures, indent=1))
         return
@@ -91,6 +125,12 @@ def main() -> None:
     print(f"  hour by hour on as few of {scaled['fleet']} instances as serve each hour: {scaled['serve_cpu_s']:.2f} "
           f"CPU-s; {scaled['energy_kwh']:.2f} kWh, {scaled['j_per_output_token']:.3f} J an output token, "
           f"{scaled['instance_hours']:.0f} instance-hours")
+    reference = figures["lengths_by_hour"]["every hour its own"]["energy_kwh"]
+    print(f"the same arrivals, lengths x (1 - {LENGTH_SWING} sin) over the day, hour by hour:")
+    for name, each in figures["lengths_by_hour"].items():
+        print(f"  {name}: {each['serve_cpu_s']:.2f} CPU-s; {each['energy_kwh']:.2f} kWh "
+              f"({100 * (each['energy_kwh'] / reference - 1):+.2f} % against every hour its own), "
+              f"{each['j_per_output_token']:.3f} J an output token")
 
 
 if __name__ == "__main__":

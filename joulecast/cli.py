@@ -269,7 +269,8 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     by_file = trace is not None and args.request_rate is None and args.concurrency is None
     settings = dict(engine=args.engine or "none", sm_clock_mhz=args.sm_clock, power_limit_w=args.power_limit,
                     host_dispatch_s=host_dispatch_s, estimator=args.estimator)
-    with field_renamed({"request_rate": "--requests", "window_rates": "--requests"} if by_file else {}):
+    with field_renamed({"request_rate": "--requests", "window_rates": "--requests", "window_lengths": "--requests"}
+                       if by_file else {}):
         job = serve(args.model, args.gpu, **settings, **given)
     _show(job, lambda j: render.serve_table(j, None if trace is None else trace.origin_s), args, where, trace)
     if args.report is not None or args.out is not None:
@@ -476,7 +477,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
     flags_of = {p: tuple("no_kv_cache" if o == "kv_cache" else o for o in options)
                 for p, options in JOB_OPTIONS.items()}
     # a file's windows: --window (the API's window_s) beside --requests, which sets the rest
-    flags_of["serve"] = tuple(f for f in flags_of["serve"] if f not in ("window_rates", "window_s", "last_window_s"))
+    flags_of["serve"] = tuple(f for f in flags_of["serve"]
+                              if f not in ("window_rates", "window_s", "last_window_s", "window_lengths"))
     flags_of["serve"] += ("request_rate", "requests", "window")  # in place of --concurrency (RATE_SIZES)
     phase = args.phase
     axes = SIZES.get(phase, ("batch", "seq"))
@@ -1217,9 +1219,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "(a --concurrency a multiple of it); default 1")
     srv.add_argument("--chunk-tokens", type=_whole, help="most prompt tokens a step carries; default 8192")
     srv.add_argument("--window", type=_seconds, metavar="S", help="with --requests: its load priced window by "
-                     "window, each window this long at its own arrival rate (seconds, or 15min, 1h, 1d: 1h prices it "
-                     "hour by hour; at least 60 s), the figures theirs together: a bursty trace's peaks cost what "
-                     "their batches draw")
+                     "window, each window this long at its own arrival rate and lengths (seconds, or 15min, 1h, 1d: "
+                     "1h prices it hour by hour; at least 60 s), the figures theirs together: a bursty trace's peaks "
+                     "cost what their batches draw")
     srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
     srv.add_argument("--report", metavar="DIR", help="with --window: a folder for a self-contained report.html "
@@ -1370,8 +1372,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "its mean lengths to the whole token, their spread, and its arrival rate "
                                          "unless --concurrency or --request-rate is given")
     jobs.add_argument("--window", type=_seconds, metavar="S", help="serve: --requests' load priced window by "
-                      "window, each window this long at its own arrival rate (seconds, or 15min, 1h, 1d; at least "
-                      "60 s)")
+                      "window, each window this long at its own arrival rate and lengths (seconds, or 15min, 1h, 1d; "
+                      "at least 60 s)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "

@@ -340,7 +340,7 @@ def binned(values: np.ndarray, bins: int) -> np.ndarray:
 
 def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
     """A load served window by window (`estimator.serving.ServeWindows`): how many, the busiest and how many idle,
-    and its power's profile over time as a line of bars."""
+    its power's profile over time as a line of bars, and its windows' lengths where they differ."""
     from joulecast.data.requests import utc_text  # loaded already: the windows were read from a trace
 
     rate, power, seconds = windows.request_rate, windows.power_w, windows.duration_s
@@ -354,11 +354,22 @@ def _window_lines(windows: Any, origin_s: float | None) -> list[str]:
     span = power.max() - power.min()
     level = np.zeros(len(means), int) if span <= 0 else np.round((means - power.min()) / span * 7).astype(int)
     each = "a window" if len(means) == len(power) else f"{len(power) / len(means):.3g} windows a bar"
-    return [f"windows    {plural(len(rate), 'window')} of {duration(windows.window_s)}{last}, each served at "
-            f"its own arrival rate: busiest {figure(rate[k])} requests/s (from {start}) at {_g4(power[k])} W"
-            + (f"; {idle:,} without arrivals" if idle else ""),
-            f"profile    {''.join(SPARKS[v] for v in level)}  power {_g4(power.min())} - {_g4(power.max())} W "
-            f"({each})"]
+    lines = [f"windows    {plural(len(rate), 'window')} of {duration(windows.window_s)}{last}, each served at "
+             f"its own arrival rate: busiest {figure(rate[k])} requests/s (from {start}) at {_g4(power[k])} W"
+             + (f"; {idle:,} without arrivals" if idle else ""),
+             f"profile    {''.join(SPARKS[v] for v in level)}  power {_g4(power.min())} - {_g4(power.max())} W "
+             f"({each})"]
+    if own_lengths(windows):
+        ins, outs = (a[rate > 0] for a in (windows.input_len, windows.output_len))
+        lines.append(f"lengths    by window, a request's mean: {figure(ins.min())} - {figure(ins.max())} tokens in, "
+                     f"{figure(outs.min())} - {figure(outs.max())} out")
+    return lines
+
+
+def own_lengths(windows: Any) -> bool:
+    """Whether a load's windows with arrivals were priced at lengths of their own that differ (`window_lengths`)."""
+    busy = windows.request_rate > 0
+    return bool(np.ptp(windows.input_len[busy]) or np.ptp(windows.output_len[busy]))
 
 
 def _autoscale_line(windows: Any, fleet: int) -> str:

@@ -1,6 +1,7 @@
 """A load served window by window as a self-contained HTML report (`estimate --phase serve --requests FILE --window S
 --report DIR`): its figures, and bar charts over time of its power, arrivals, the instances serving it where
-autoscaled, and its carbon where read on an hourly series, each an inline SVG; the busiest windows in a table. No
+autoscaled, its requests' mean prompt where its windows have lengths of their own, and its carbon where read on an
+hourly series, each an inline SVG; the busiest windows in a table. No
 script, no external file, no plotting library: the core install renders it."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from joulecast.sweep_report import page, table
 
 _W, _H, _PAD, _TOP = 760, 150, 56, 24  # the charts' size, their side and bottom margins, their top one
 # Each chart's bars' colour (Tableau's), by its class
-_COLOURS = {"power": "#ff7f0e", "rate": "#1f77b4", "instances": "#7f7f7f", "carbon": "#2ca02c"}
+_COLOURS = {"power": "#ff7f0e", "rate": "#1f77b4", "instances": "#7f7f7f", "prompt": "#9467bd", "carbon": "#2ca02c"}
 MAX_BARS = 600  # a chart's bars at most: past it, each bar the mean of as many windows as fit in one
 BUSIEST = 10    # windows in the table of the busiest
 _TICKS = (0, 0.25, 0.5, 0.75, 1)  # the time axis' labels, as shares of the span
@@ -51,7 +52,7 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
     (`joulecast.data.carbon.carbon`'s) and the requests it was read from (`source`: a line saying so), the windows'
     starts as UTC times where `origin_s` (the first arrival's, seconds since 1970) is known."""
     from joulecast.data.requests import utc_text
-    from joulecast.render import carbon_line, serve_table, with_line
+    from joulecast.render import carbon_line, own_lengths, serve_table, with_line
 
     w = job.windows
     span = float(w.duration_s.sum())
@@ -59,6 +60,9 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
               bars_svg(w.request_rate, span, "arrivals (requests a second)", "rate")]
     if job.autoscale:
         charts.append(bars_svg(w.instances, span, "instances serving", "instances"))
+    if own_lengths(w):  # each window at its requests' lengths (none where it has no arrivals)
+        charts.append(bars_svg(np.where(w.request_rate > 0, w.input_len, 0.0), span,
+                               "a request's mean prompt (tokens)", "prompt"))
     if figures.get("window_carbon_g") is not None:  # on an hourly series, each window's own hours
         charts.append(bars_svg(np.asarray(figures["window_carbon_g"]) / (w.duration_s / 3600), span,
                                "carbon (g CO2e an hour)", "carbon"))
@@ -66,7 +70,8 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
     starts = [utc_text(origin_s + s) if origin_s is not None else duration(s) for s in w.start_s[busiest]]
     rows = pd.DataFrame({"window": busiest + 1, "from": starts,
                          "requests/s": w.request_rate[busiest], "in flight an instance": w.batch[busiest],
-                         "instances": w.instances[busiest], "time a token (s)": w.step_time_s[busiest],
+                         "instances": w.instances[busiest], "prompt (tokens)": w.input_len[busiest],
+                         "answer (tokens)": w.output_len[busiest], "time a token (s)": w.step_time_s[busiest],
                          "power (W)": w.power_w[busiest], "energy (kWh)": w.energy_j[busiest] / 3.6e6})
     title = f"Serving {job.model} on {job.gpu}, window by window"
     body = (f"<h1>{html.escape(title)}</h1><p>{html.escape(source)}</p>"

@@ -37,7 +37,8 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                       "expert_parallel"),
          "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                    "instances", "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv",
-                   "sampling", "expert_parallel", "window_rates", "window_s", "last_window_s", "autoscale"),
+                   "sampling", "expert_parallel", "window_rates", "window_s", "last_window_s", "window_lengths",
+                   "autoscale"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}
@@ -69,6 +70,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4", "input_len": 1024,
             "output_len": 256, "window_rates": [0.5, 2.0, 4.0, 0.0], "window_s": 3600,
             "carbon_series": [300, 250, 200, 400]},
+        "a load hour by hour, each hour at its own mean lengths": {
+            "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4",
+            "window_rates": [0.5, 2.0, 4.0, 0.0], "window_s": 3600,
+            "window_lengths": {"input_len": [600, 1024, 2048, None], "output_len": [128, 256, 256, None]}},
         "a mixture of experts, its experts split over the GPUs": {"model": "qwen3-30b-a3b", "gpu": "h100-sxm",
                                                                   "phase": "serve", "input_len": 512,
                                                                   "output_len": 256, "concurrency": 64, "tp": 2,
@@ -299,8 +304,8 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
             args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
                                                                          "output_tokens", "window_s")}))
         for key in ("input_len", "output_len"):
-            if key not in args:
-                raise InputError(key, "required with phase serve (or requests)")
+            if key not in args and "window_lengths" not in args:
+                raise InputError(key, "required with phase serve (or requests, or window_lengths)")
         out = serve(body["model"], body["gpu"], estimator=model, **args).to_dict()
         return out if trace is None else {**out, "trace": trace.to_dict()}
     if "engine" in args:

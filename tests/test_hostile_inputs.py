@@ -354,7 +354,7 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "max_batch", "output_len_cv", "sampling", "expert_parallel", "instances", "steps", "tokens",
               "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
               "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
-              "window_rates", "window_s", "last_window_s", "autoscale"]
+              "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -399,17 +399,26 @@ def test_service_serving_a_list_of_requests(rows, rate, window):
         assert numbers_ok(result["energy_j"], result["trace"]["input_len"], result["power_w"]), result
 
 
+_length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.integers(-1, 2**25))
+
+
 @SETTINGS
 @given(rates=st.lists(st.one_of(st.floats(0, 60), st.just(0.0)), min_size=1, max_size=40),
        window=st.floats(30, 1e9), instances=st.integers(1, 3), autoscale=st.booleans(),
-       last=st.one_of(st.none(), st.floats(1, 2e9)))
-@example(rates=[5e-324], window=60.0, instances=2, autoscale=False, last=None)  # no output token: a ZeroDivisionError
-def test_a_load_window_by_window(rates, window, instances, autoscale, last):
-    """Any windows' rates and lengths (the last its own), autoscaled or not: the windows' energy summed, every figure
-    finite and the idle ones at idle power, or one line naming a field (a window past capacity: window_rates)."""
-    job = outcome(lambda: joulecast.serve("gpt2", "a10", input_len=64, output_len=32, window_rates=rates,
-                                          window_s=window, last_window_s=last, instances=instances,
-                                          autoscale=autoscale, estimator="physics"))
+       last=st.one_of(st.none(), st.floats(1, 2e9)),
+       lengths=st.one_of(st.none(), st.dictionaries(
+           st.sampled_from(["input_len", "output_len", "input_len_cv", "output_len_cv"]),
+           st.lists(mostly(_length, anything), min_size=1, max_size=40), min_size=2, max_size=4)))
+@example(rates=[5e-324], window=60.0, instances=2, autoscale=False, last=None, lengths=None)  # no output token: a
+# ZeroDivisionError
+def test_a_load_window_by_window(rates, window, instances, autoscale, last, lengths):
+    """Any windows' rates and lengths (the last its own, each window's own lengths or the load's), autoscaled or not:
+    the windows' energy summed, every figure finite and the idle ones at idle power, or one line naming a field (a
+    window past capacity: window_rates)."""
+    load = dict(input_len=64, output_len=32) if lengths is None else dict(window_lengths=lengths)
+    job = outcome(lambda: joulecast.serve("gpt2", "a10", **load, window_rates=rates, window_s=window,
+                                          last_window_s=last, instances=instances, autoscale=autoscale,
+                                          estimator="physics"))
     if job is not None:
         w = job.windows
         assert numbers_ok(job.energy_j, job.power_w, job.step_time_s, *w.energy_j, *w.power_w), job
@@ -421,7 +430,7 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "grid", "pue", "input_len", "output_len",
                "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention", "request_rate",
                "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates", "window_s",
-               "last_window_s", "autoscale", "carbon_series"]
+               "last_window_s", "window_lengths", "autoscale", "carbon_series"]
 
 
 @SETTINGS
@@ -460,7 +469,7 @@ _CALLS = {
                                              "concurrency": 2, "estimator": "physics", **k}),
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
                "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances", "window_rates",
-               "window_s", "last_window_s", "autoscale")),
+               "window_s", "last_window_s", "window_lengths", "autoscale")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

@@ -237,7 +237,8 @@ def test_serving_a_list_of_requests_over_http_is_its_load(physics_server):
 
 def test_serving_requests_window_by_window_over_http(physics_server):
     """phase serve with `requests` and `window_s`: the trace's load window by window, as the API gives it; or a
-    load's `window_rates` themselves; rates beside requests are a 422 naming them."""
+    load's `window_rates` themselves, and its `window_lengths`; rates or lengths beside requests are a 422 naming
+    them."""
     import joulecast
 
     times = [k * 4.0 for k in range(300)] + [1200.0 + 20 * k for k in range(30)]  # 300 in 20 minutes, 30 in 580 s
@@ -255,9 +256,20 @@ def test_serving_requests_window_by_window_over_http(physics_server):
                                                         "window_rates": [0.25, 30 / 580], "window_s": 1200,
                                                         "last_window_s": 580})
     assert status == 200 and out["energy_j"] == pytest.approx(one.energy_j), out
-    for key, value in (("window_rates", [1.0]), ("last_window_s", 100)):  # the requests' own
+    # each window at its own lengths: a column a length, JSON's null for a window without arrivals
+    lengths = {"input_len": [600, None, 2000], "output_len": [100, None, 300]}
+    status, out = call(physics_server, "/v1/estimate", {**body, "window_rates": [0.25, 0.0, 0.05], "window_s": 1200,
+                                                        "window_lengths": lengths})
+    own = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics",
+                          window_rates=[0.25, 0.0, 0.05], window_s=1200, window_lengths=lengths)
+    assert status == 200 and out["energy_j"] == pytest.approx(own.energy_j), out
+    assert out["windows"]["input_len"][2] == 2000 and out["input_len"] == pytest.approx((300 * 600 + 60 * 2000) / 360)
+    for key, value in (("window_rates", [1.0]), ("last_window_s", 100), ("window_lengths", lengths)):  # the requests'
         status, out = call(physics_server, "/v1/estimate", {**body, "requests": rows, "window_s": 1200, key: value})
         assert status == 422 and out["detail"][0]["loc"] == ["body", key], out
+    status, out = call(physics_server, "/v1/estimate", {**body, "window_rates": [0.25], "window_s": 1200,
+                                                        "window_lengths": {"input_len": [600]}})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "window_lengths"], out
 
 
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):

@@ -197,8 +197,8 @@ def test_a_trace_s_arrivals_counted_window_by_window(tmp_path):
 
 
 def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
-    """`estimate --phase serve --requests FILE --window S`: the API's windowed serving of the file's load (its mean
-    lengths, each window's rate); the table names the busiest window by its UTC time and draws the power's profile;
+    """`estimate --phase serve --requests FILE --window S`: the API's windowed serving of the file's load (each
+    window's rate and lengths); the table names the busiest window by its UTC time and draws the power's profile;
     its carbon on an hourly series weighs each window's energy by its hour's intensity."""
     stamps = pd.Timestamp("2024-05-12T00:00:00Z") + pd.to_timedelta(
         np.concatenate([np.linspace(0, 3599, 900), np.linspace(3600, 7199, 9000), np.linspace(7200, 10_799, 90)]),
@@ -256,6 +256,65 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
                      r"the whole fleet would run\)$", table, re.M), table
     assert main([*argv[:-2], "--autoscale"]) == 2
     assert "--autoscale: applies to --window" in capsys.readouterr().err
+
+
+def test_a_trace_s_lengths_window_by_window(tmp_path, capsys):
+    """`window_lengths`: each window's requests' mean lengths and spread, as `load` reads a file of them alone (NaN
+    for a window without arrivals), which pooled are the file's own; `serving(window_s=...)` hands them to `serve`,
+    whose table gives their range, --out a column of each and --report a chart of the prompts; a sweep's points
+    price them too."""
+    from joulecast.estimator.serve_windows import pooled
+
+    rng = np.random.default_rng(3)
+    arrivals = np.concatenate([rng.uniform(0, 600, 200), rng.uniform(1200, 1800, 100)])
+    ins = np.where(arrivals < 600, rng.integers(100, 300, 300), rng.integers(2000, 6000, 300))
+    outs = np.where(arrivals < 600, rng.integers(10, 50, 300), rng.integers(200, 600, 300))
+    rows = pd.DataFrame({"input_len": ins, "output_len": outs, "arrival_s": arrivals})
+    rows.to_csv(tmp_path / "two.csv", index=False)
+    trace = read_requests(tmp_path / "two.csv")
+    lengths = trace.window_lengths(600)
+    assert list(lengths.columns) == ["input_len", "output_len", "input_len_cv", "output_len_cv"]
+    assert len(lengths) == len(trace.windows(600)[0]) and lengths.iloc[1].isna().all()  # 600-1,200 s: none
+    start = arrivals.min()
+    for k in (0, 2):
+        mine = rows[np.minimum((arrivals - start) // 600, len(lengths) - 1) == k]
+        alone = requests_from_rows(mine[["input_len", "output_len"]].values.tolist()).load()
+        assert lengths.iloc[k].to_dict() == pytest.approx(alone, rel=1e-12)
+    requests = trace.windows(600)[0] * np.array([600, 600, trace.windows(600)[1]])
+    busy = requests > 0
+    whole = pooled(lengths.to_numpy()[busy], requests[busy], np.zeros(2, dtype=np.int64), 1)[0]
+    assert dict(zip(lengths.columns, whole)) == pytest.approx(trace.load(), rel=1e-9)
+    load = trace.serving(window_s=600)
+    assert set(load) == {"window_rates", "window_s", "last_window_s", "window_lengths"}
+    job = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics", **load)
+    assert job.input_len == pytest.approx(ins.mean()) and job.output_tokens == pytest.approx(outs.sum())
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--engine", "vllm-0.5.4",
+            "--estimator", "physics", "--requests", str(tmp_path / "two.csv"), "--window", "600"]
+    assert main([*argv, "--out", str(tmp_path / "w.csv")]) == 0
+    table = capsys.readouterr().out
+    line = next(line for line in table.splitlines() if line.startswith("lengths"))
+    shown = lengths.dropna()
+    prompts, answers = shown.input_len, shown.output_len
+    assert line == (f"lengths    by window, a request's mean: {prompts.min():.4g} - {prompts.max():,.0f} tokens in, "
+                    f"{answers.min():.4g} - {answers.max():.4g} out")
+    out = pd.read_csv(tmp_path / "w.csv")
+    assert out["input_len"].iloc[[0, 2]].tolist() == pytest.approx(lengths.input_len.iloc[[0, 2]].tolist())
+    assert main([*argv, "--report", str(tmp_path / "report")]) == 0  # a chart of the prompts, a bar a window
+    page = (tmp_path / "report" / "report.html").read_text()
+    assert page.count("<rect class='prompt'") == len(lengths) and "<th>prompt (tokens)</th>" in page
+    # a sweep's point: the file's windows at their own lengths, as `serve` prices them; its seq the file's mean
+    result = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", estimator="physics", engine="vllm-0.5.4",
+                             requests=trace, window_s=600)
+    point = result.points.iloc[0]
+    assert point.energy_per_token_j == pytest.approx(job.energy_per_output_token_j, rel=1e-12)
+    assert point.input_len == round(ins.mean()) and "window_lengths" not in result.job
+    with pytest.raises(joulecast.InputError, match="^window_lengths: not with requests"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, window_s=600,
+                        window_lengths=lengths)
+    with pytest.raises(joulecast.InputError, match="^window_lengths: a sweep takes each window's lengths from its "
+                                                   "requests"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", input_len=64, output_len=16, window_rates=[1.0],
+                        window_s=600, window_lengths=lengths.iloc[:1])
 
 
 def test_a_serving_sweep_takes_a_trace_window_by_window():

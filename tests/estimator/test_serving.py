@@ -649,3 +649,116 @@ def test_autoscaled_windows_run_the_fewest_instances_that_serve_each_and_the_res
         serve("llama-3-8b", "h100-sxm", input_len=64, output_len=16, request_rate=1.0, autoscale=True)
     with pytest.raises(joulecast.InputError, match="^autoscale: must be true or false"):
         serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale="yes", **kw)
+
+
+def test_each_window_at_its_own_lengths_is_served_as_those_lengths_alone():
+    """`window_lengths`: each window's requests at their own mean lengths and spread (16 distinct windows or fewer:
+    each its own grid of steps), so a window equals `serve` at its rate and lengths alone, to the digit; a window
+    without arrivals draws idle power whatever its lengths (NaN); the whole's lengths are its requests' (pooled)."""
+    kw = dict(estimator="physics", engine="vllm-0.5.4")
+    rates = [0.5, 2.0, 0.0, 1.0]
+    lengths = pd.DataFrame({"input_len": [400, 2000, np.nan, 900], "output_len": [100, 300, np.nan, 50],
+                            "output_len_cv": [0.5, 0.9, np.nan, 0.0]})
+    job = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, window_lengths=lengths, **kw)
+    for k, rate in enumerate(rates):
+        if not rate:
+            assert job.windows.power_w[k] == pytest.approx(lookup("h100-sxm").idle_power_w)
+            continue
+        alone = serve("llama-3-8b", "h100-sxm", request_rate=rate, duration_s=600, input_len=lengths.input_len[k],
+                      output_len=lengths.output_len[k], output_len_cv=lengths.output_len_cv[k], **kw)
+        for name in ("energy_j", "output_tokens", "batch", "step_time_s", "power_w"):
+            assert getattr(job.windows, name)[k] == pytest.approx(getattr(alone, name), rel=1e-12), (k, name)
+        assert (job.windows.input_len[k], job.windows.output_len[k]) == (lengths.input_len[k], lengths.output_len[k])
+    requests = np.array(rates) * 600
+    assert job.output_tokens == pytest.approx(np.nansum(requests * lengths.output_len))
+    assert job.input_len == pytest.approx(np.nansum(requests * lengths.input_len) / requests.sum())
+    assert job.energy_per_request_j == pytest.approx(job.energy_j / requests.sum())
+    # the same lengths in every window: the load at those lengths, window by window, to the digit
+    flat = pd.DataFrame({"input_len": [512.0] * 4, "output_len": [128.0] * 4, "output_len_cv": [0.6] * 4})
+    same = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, window_lengths=flat, **kw)
+    given = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, input_len=512, output_len=128,
+                  output_len_cv=0.6, **kw)
+    assert same.energy_j == pytest.approx(given.energy_j, rel=1e-12)
+    # a mapping of lists, JSON's null for a window without arrivals, as the service's body sends it
+    as_json = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, **kw, window_lengths={
+        "input_len": [400, 2000, None, 900], "output_len": [100, 300, None, 50], "output_len_cv": [0.5, 0.9, None, 0]})
+    assert as_json.energy_j == job.energy_j
+
+
+def test_many_windows_share_a_few_length_classes_and_keep_each_window_s_tokens():
+    """Past 16 distinct windows, the windows fall into at most 16 length classes by the requests' quantiles, a class
+    priced at its windows' pooled lengths: each window's tokens are still its own, and the whole within a percent of
+    every window alone where the classes' windows lie close."""
+    from joulecast.estimator.serve_windows import LENGTH_BINS, length_classes
+
+    rng = np.random.default_rng(1)
+    n = 48
+    short = np.arange(n) % 2 == 0  # two kinds of hour, each its lengths within 2 %
+    ins = np.where(short, 500, 3000) * rng.uniform(0.99, 1.01, n)
+    outs = np.where(short, 80, 400) * rng.uniform(0.99, 1.01, n)
+    rates = rng.uniform(0.2, 1.5, n)
+    lengths = pd.DataFrame({"input_len": ins, "output_len": outs})
+    table = np.column_stack([ins, outs, np.zeros(n), np.zeros(n)])
+    classes, label = length_classes(table, rates * 3600)
+    assert len(classes) <= LENGTH_BINS**2 and set(label[short]).isdisjoint(label[~short])
+    # a class's mean is its requests': every request's prompt counted once
+    requests = rates * 3600
+    assert np.dot(np.bincount(label, requests), classes[:, 0]) == pytest.approx(np.dot(requests, ins))
+    kw = dict(estimator="physics", engine="vllm-0.5.4")
+    job = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=3600, window_lengths=lengths, **kw)
+    assert job.windows.output_tokens == pytest.approx(requests * outs, rel=1e-12)
+    alone = sum(serve("llama-3-8b", "h100-sxm", request_rate=r, duration_s=3600, input_len=i, output_len=o,
+                      **kw).energy_j for r, i, o in zip(rates, ins, outs))
+    assert job.energy_j == pytest.approx(alone, rel=0.01)
+    # and apart from the mean lengths' figure, which prices every hour at the requests' pooled lengths
+    spread = {f"{name}_cv": float(np.sqrt(np.average(x * x, weights=requests) / np.average(x, weights=requests)**2 - 1))
+              for name, x in (("input_len", ins), ("output_len", outs))}
+    mean = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=3600, input_len=job.input_len,
+                 output_len=job.output_len, **spread, **kw)
+    assert abs(mean.energy_j / alone - 1) > 5 * abs(job.energy_j / alone - 1)
+
+
+def test_a_window_of_long_answers_past_capacity_is_named_by_its_own_lengths():
+    """A window's reach is its own lengths': long answers keep more in flight, so a rate the mean lengths serve is
+    past max_batch in the window whose answers run long."""
+    kw = dict(estimator="physics", engine="vllm-0.5.4", window_s=600, max_batch=32)
+    lengths = {"input_len": [512, 512], "output_len": [64, 2048]}
+    reach = serve("llama-3-8b", "h100-sxm", input_len=512, output_len=2048, concurrency=32, **kw.fromkeys(
+        ("estimator",), "physics"), engine="vllm-0.5.4", max_batch=32).requests_per_s
+    with pytest.raises(joulecast.InputError) as refused:
+        serve("llama-3-8b", "h100-sxm", window_rates=[2 * reach, 2 * reach], window_lengths=lengths, **kw)
+    assert refused.value.field == "window_rates" and "in window 2 of 2" in refused.value.message
+    fewest = int(re.search(r"at least (\d+) instances", refused.value.message).group(1))
+    assert fewest == 2
+    auto = serve("llama-3-8b", "h100-sxm", window_rates=[2 * reach, 2 * reach], window_lengths=lengths, instances=2,
+                 autoscale=True, **kw)
+    assert auto.windows.instances.tolist() == [1, 2]
+
+
+@pytest.mark.parametrize("kw, field, message", [
+    (dict(input_len=64), "input_len", "not with window_lengths"),
+    (dict(output_len_cv=0.5), "output_len_cv", "not with window_lengths"),
+    (dict(window_lengths=[[1, 2]]), "window_lengths", "must be a table of each window's lengths"),
+    (dict(window_lengths={"input_len": [64, 64]}), "window_lengths", "needs a column output_len"),
+    (dict(window_lengths={"input_len": [64, 64], "output_len": [8, 8], "prompt": [1, 1]}), "window_lengths",
+     "prompt is not a column"),
+    (dict(window_lengths={"input_len": [64], "output_len": [8]}), "window_lengths", "for each of the 2 windows"),
+    (dict(window_lengths={"input_len": [64, None], "output_len": [8, 8]}), "window_lengths",
+     "input_len of window 2 (it has arrivals) must be a positive number up to 2^24, got nan"),
+    (dict(window_lengths={"input_len": [64, 64], "output_len": [8, 0]}), "window_lengths", "output_len of window 2"),
+    (dict(window_lengths={"input_len": [64, 64], "output_len": [8, 8], "input_len_cv": [0, 11]}), "window_lengths",
+     "input_len_cv of window 2 (it has arrivals) must be a number from 0 to 10"),
+    (dict(window_lengths={"input_len": [64, True], "output_len": [8, 8]}), "window_lengths", "got a list"),
+])
+def test_bad_window_lengths_name_their_field(kw, field, message):
+    with pytest.raises(joulecast.InputError) as refused:
+        serve("llama-3-8b", "h100-sxm", estimator="physics", window_rates=[1.0, 1.0], window_s=600,
+              **{"window_lengths": {"input_len": [64, 64], "output_len": [8, 8]}, **kw})
+    assert refused.value.field == field and message in refused.value.message
+
+
+def test_window_lengths_need_the_windows_and_the_lengths_need_giving():
+    with pytest.raises(joulecast.InputError, match="^window_s: give window_rates and window_s together"):
+        serve("llama-3-8b", "h100-sxm", window_lengths={"input_len": [64], "output_len": [8]}, request_rate=1.0)
+    with pytest.raises(joulecast.InputError, match="^input_len: must be a positive number"):
+        serve("llama-3-8b", "h100-sxm", output_len=8, request_rate=1.0)

@@ -813,6 +813,10 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     assert all(v["energy_kwh"] > 0 and v["j_per_output_token"] > 0 for v in result["windows"].values())
     # autoscaled, each hour on one instance at least and at most the fleet
     assert 168 <= result["autoscaled"]["instance_hours"] <= 168 * result["autoscaled"]["fleet"]
+    # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths
+    energy = {k: v["energy_kwh"] for k, v in result["lengths_by_hour"].items()}
+    own = energy["every hour its own"]
+    assert abs(energy["length classes"] - own) < abs(energy["mean lengths"] - own)
 
 
 def test_the_sweep_scale_out_script_runs_both_ways_and_gets_the_same_points():

@@ -35,7 +35,8 @@ catalog idle power. A rate above what max_batch serves is an error naming the mo
 is priced window by window, each window a steady state at its own rate (a window without arrivals at idle power),
 at the load's lengths or, where `window_lengths` gives them, its own, in length classes that share a grid of steps
 (`estimator.serve_windows`): its bursts cost what their batches draw, and its hours of long prompts what theirs do,
-which the mean rate and lengths average away.
+which the mean rate and lengths average away; with `queue`, a window's arrivals past what it serves wait for the
+windows after it (a fluid queue: `serve_windows.queued`) instead of being refused.
 Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`). Serving fp8 weights, it
 reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 """
@@ -61,6 +62,7 @@ from joulecast.estimator.serve_windows import (
     length_classes,
     pooled,
     positive,
+    queued,
 )
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
@@ -138,6 +140,8 @@ class ServeEstimate:
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
     instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
     autoscale: bool = False       # window by window, as few of the instances as serve each window (`windows`)
+    queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
+    wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
 
     @property
@@ -155,8 +159,9 @@ class ServeWindows:
     """A load served window by window (`serve`'s `window_rates`): each window's length (all the same but the last,
     where the load stops within it), arrivals a second (every instance's), requests in flight an instance, share of
     time idle, seconds a token, average power and energy (all instances serving it), output tokens, the instances
-    serving it, and its requests' mean lengths (`window_lengths`'; the load's where it has none of its own, or no
-    requests); a window's interval is the whole load's relative band (its steps share one error)."""
+    serving it, its requests' mean lengths (`window_lengths`'; the load's where it has none of its own, or no
+    requests), and, queued (`queue`), its backlog at its end and its requests' mean wait; a window's interval is the
+    whole load's relative band (its steps share one error)."""
 
     duration_s: np.ndarray
     request_rate: np.ndarray
@@ -169,6 +174,8 @@ class ServeWindows:
     instances: np.ndarray         # serving the window: all of them, or as few as serve it where autoscaled
     input_len: np.ndarray
     output_len: np.ndarray
+    backlog: np.ndarray           # requests waiting at the window's end (`queue`; 0 without it)
+    wait_s: np.ndarray            # a request's mean wait for the backlog it finds in the window (`queue`)
 
     @property
     def window_s(self) -> float:
@@ -247,7 +254,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           host_dispatch_s: float | None = None, sampling: str = "greedy", expert_parallel: bool = False,
           instances: int = 1, window_rates: Any = None, window_s: float | None = None,
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
-          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -273,7 +280,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     where known; `RequestTrace.window_lengths` reads a trace's), its steps those of its length class
     (`estimator.serve_windows`); the whole's lengths are its requests'. `autoscale`: each window served by the fewest
     of the `instances` that serve its rate within `max_batch` in flight (one at least), the others off, drawing
-    nothing (an autoscaler releasing them); `instances` then the most it may use.
+    nothing (an autoscaler releasing them); `instances` then the most it may use. `queue`: a window's arrivals past
+    what the instances serve within `max_batch` wait for the windows after it (served at max_batch meanwhile, the
+    last window running on until none waits: `serve_windows.queued`), where without it such a window is refused;
+    `windows` gives each one's backlog and wait, `wait_s` the requests' mean wait.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
@@ -298,6 +308,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     max_batch = int(positive("max_batch", max_batch, integer=True))
     chunk_tokens = int(positive("chunk_tokens", chunk_tokens, integer=True))
     require(not require_switch(autoscale, "autoscale") or windows is not None, "autoscale",
+            "applies to a load window by window (window_rates and window_s)")
+    require(not require_switch(queue, "queue") or windows is not None, "queue",
             "applies to a load window by window (window_rates and window_s)")
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
             f"them; got {'neither' if concurrency is None else 'both'}")
@@ -369,14 +381,21 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         own_out = output_len if lengths is None else lengths[:, 1]
         scale = np.ones(len(rates)) if lengths is None else own_out / classes[label, 1]
         reach = capacity[label, -1] / scale
-        if (rates > reach).any():
+        demand = windows  # requests a second each window serves, all instances'
+        if queue:  # arrivals past what the instances serve wait for the windows after it (`serve_windows.queued`)
+            line = queued(windows * seconds, reach * instances, seconds)
+            arrivals, seconds = windows * seconds, seconds.copy()
+            seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
+            demand = line["served"] / seconds
+            rates = np.minimum(demand / instances, reach)  # within it but for rounding
+        elif (rates > reach).any():
             k = int(label[np.argmax(rates > reach)])
             raise _beyond(rates, reach, instances, max_batch, None if windows is None else seconds,
                           _beyond_advice(curves[k][-1], spec, tp, math.ceil((rates * instances / reach).max())))
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
-            serving = np.clip(np.ceil(windows / reach), 1.0, instances)
-            rates = np.minimum(windows / serving, reach)  # within it but for rounding
+            serving = np.clip(np.ceil(demand / reach), 1.0, instances)
+            rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy = (np.empty(len(rates)) for _ in range(3))
         for k in range(len(classes)):  # a loop over the few classes, each over its windows at once
             mine = label == k
@@ -400,8 +419,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         # a token's time and step over the tokens
         own_lengths = ((np.full(len(seconds), input_len), np.full(len(seconds), output_len)) if lengths is None
                        else (lengths[:, 0], lengths[:, 1]))
-        spread = ServeWindows(seconds, rates * serving, batches, idle, step_s, power * serving,
-                              power * serving * seconds, tokens_per_s * serving * seconds, serving, *own_lengths)
+        backlog, wait = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
+        spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
+                              power * serving, power * serving * seconds, tokens_per_s * serving * seconds, serving,
+                              *own_lengths, backlog, wait)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -433,7 +454,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
-        sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), windows=spread,
+        sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
+        wait_s=float(np.average(spread.wait_s, weights=spread.request_rate * spread.duration_s)) if queue else None,
+        windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
 
@@ -448,9 +471,10 @@ def _beyond(rates: np.ndarray, capacity: np.ndarray, instances: int, max_batch: 
     each = f" an instance ({rate * instances:g} over {instances})" if instances > 1 else ""
     where = "" if seconds is None else (f" in window {k + 1:,} of {len(rates):,} (its arrivals from "
                                         f"{seconds[:k].sum():,.0f} s after the first)")
+    wait = "" if seconds is None else "; or let its excess wait for the windows after it (queue)"
     return BeyondCapacityError("window_rates" if seconds is not None else "request_rate",
                                f"{rate:g} requests/s{each}{where} is beyond what {max_batch} in flight serve "
-                               f"({capacity:.4g}/s); {advice}")
+                               f"({capacity:.4g}/s); {advice}{wait}")
 
 
 def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output_len: float,

@@ -68,7 +68,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                             "tp", "expert_parallel"),
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "input_len_cv", "sampling", "expert_parallel", "instances", "window_rates", "window_s",
-                         "last_window_s", "window_lengths", "autoscale")}
+                         "last_window_s", "window_lengths", "autoscale", "queue")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
@@ -79,8 +79,9 @@ SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len")
 # cannot serve it and is flagged `exceeds-capacity`, infeasible as one past memory is.
 RATE_SIZES = ("request_rate", "input_len")
 UNSERVABLE = ("exceeds-memory", "exceeds-capacity")  # a point so flagged cannot run its load
-# The job option (and the points' columns, a grid's index after it) that carry a load window by window's intensity on
-# each hourly series, a window at a time in, weighted by each point's windows' energy out (`sweep`, `estimate_jobs`)
+# The job option (and the points' columns, a grid's index after it) that carry a load window by window's hourly
+# series in (each grid on one, else None) and each point's intensity out, its windows' hours weighted by their energy
+# (`sweep`, `estimate_jobs`)
 WINDOW_INTENSITY = "window_g_per_kwh"
 
 
@@ -276,7 +277,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
     # a mixture's experts split over the GPUs where the sweep asks: its dense models run as without
     dense = {m: not is_mixture_of_experts(resolve_model(m)[0]) for m in configs["model"].unique()}
     images = {m: is_vision(resolve_model(m)[0]) for m in configs["model"].unique()}
-    by_window = job.get(WINDOW_INTENSITY, ())  # a grid's intensity a window, where on an hourly series (`sweep`)
+    by_window = job.get(WINDOW_INTENSITY, ())  # each grid on an hourly series, else None (`sweep`)
     job = {k: v for k, v in job.items() if k != WINDOW_INTENSITY}
     split = {k: v for k, v in job.items() if k != "expert_parallel"}
     # a loop over configurations, not kernel rows: each job estimates all its own steps in one vectorised pass
@@ -318,10 +319,11 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
                            gpu_busy_share=r.gpu_busy_share)  # where host work sets the step (serve's own)
-            energy = None if r.windows is None else r.windows.energy_j
-            for k, at in enumerate(by_window):  # on a grid's hourly series: its intensity weighted by the windows'
-                if at is not None:             # energy
-                    figures[f"{WINDOW_INTENSITY}_{k}"] = float(np.dot(energy, at) / energy.sum())
+            w = r.windows
+            for k, where in enumerate(by_window):  # on a grid's hourly series: each window's hours' intensity
+                if where is not None:             # weighted by its energy (a queued load's own drain included)
+                    at = where.mean_between(w.start_s, w.start_s + w.duration_s)
+                    figures[f"{WINDOW_INTENSITY}_{k}"] = float(np.dot(w.energy_j, at) / w.energy_j.sum())
         lo, hi = figures.pop("band") or (np.nan, np.nan)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
                         flags=",".join(r.flags), outside_domain="; ".join(r.outside_domain), method=r.method))
@@ -388,8 +390,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     # a load window by window on an hourly series: each point's carbon at its own windows' hours (`estimate_jobs`)
     on_series = [bool(g.series) and "window_rates" in job for g in grids]
     points = estimate_all(configs, estimator, run, progress, {**job, WINDOW_INTENSITY: tuple(
-        g.mean_between(*_window_spans(job)) if hourly else None for g, hourly in zip(grids, on_series))}
-                          if any(on_series) else job)
+        g if hourly else None for g, hourly in zip(grids, on_series))} if any(on_series) else job)
     intensities = [points.pop(f"{WINDOW_INTENSITY}_{k}") if f"{WINDOW_INTENSITY}_{k}" in points
                    else pd.Series(np.nan, index=points.index) if hourly else None  # every point past capacity
                    for k, hourly in enumerate(on_series)]
@@ -648,16 +649,6 @@ def _window_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     rates, seconds = check_windows(fields.get("window_rates"), fields.get("window_s"), fields.get("last_window_s"),
                                    fields.get("concurrency"), fields.get("request_rate"))
     return {**fields, "window_rates": rates, "request_rate": float(np.dot(rates, seconds) / seconds.sum())}
-
-
-def _window_spans(job: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The start and end of each window of a load window by window (`window_rates`, `window_s`, the last
-    `last_window_s` long where given: each window's length as `serve` reads it), seconds from the first arrival."""
-    from joulecast.estimator.serving import check_windows
-
-    _, seconds = check_windows(job["window_rates"], job["window_s"], job.get("last_window_s"))
-    ends = np.cumsum(seconds)
-    return ends - seconds, ends
 
 
 def on_grids(points: pd.DataFrame, grids: Sequence[Grid], seconds: np.ndarray | None,

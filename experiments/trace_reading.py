@@ -2,7 +2,8 @@
 trace in the Azure LLM inference trace's form (TIMESTAMP,ContextTokens,GeneratedTokens; the 2024 week-long traces
 hold 17-27 million rows) beside pandas reading the same file alone, and of the serving estimate its load then takes:
 at its mean rate, and window by window (`--window`: each hour, and each minute, at its own rate), with the CPU time
-of each; and hour by hour autoscaled over 4 instances (each hour the fewest that serve it). The trace is synthetic,
+of each; hour by hour autoscaled over 4 instances (each hour the fewest that serve it); and hour by hour on one
+instance, its busy hours' excess queued for the hours after them (`--queue`). The trace is synthetic,
 written here (no trace is in ../shared): arrivals over a week with a daily cycle (the rate 1 + 0.6 sin(2 pi t / day)
 times its mean, as production LLM traffic follows the day: the Azure traces' own plots), prompt lengths 1-8,000
 tokens, answers 0-800 (a row of 0, a failed request, left out). A second week, the same arrivals, has lengths that
@@ -92,6 +93,8 @@ def main() -> None:
                                                    **trace.serving(window_s=window)))
     auto, auto_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", instances=4,
                                                 autoscale=True, **trace.serving(window_s=3600)))
+    one, one_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", queue=True,
+                                             **trace.serving(window_s=3600)))
     job, serve_s = jobs[None]
     figures = {"rows": args.rows, "kept": int(len(trace.input_len)), "left_out": trace.left_out,
                "request_rate": trace.request_rate, "peak_hour_rate": trace.peak_hour_rate,
@@ -105,6 +108,11 @@ def main() -> None:
                "autoscaled": {"fleet": 4, "serve_cpu_s": auto_s, "energy_kwh": auto.energy_j / 3.6e6,
                               "j_per_output_token": auto.energy_per_output_token_j,
                               "instance_hours": float(auto.windows.instances.sum())},
+               "queued_on_one": {"serve_cpu_s": one_s, "energy_kwh": one.energy_j / 3.6e6,
+                                 "j_per_output_token": one.energy_per_output_token_j, "wait_s": one.wait_s,
+                                 "hours_ending_with_backlog": int((one.windows.backlog > 0).sum()),
+                                 "most_waiting": float(one.windows.backlog.max()),
+                                 "drain_s": float(one.duration_s - trace.span_s)},
                "lengths_by_hour": lengths_by_hour(args.rows)}
     if args.json:
         print(json.dumps(figures, indent=1))
@@ -125,6 +133,11 @@ def main() -> None:
     print(f"  hour by hour on as few of {scaled['fleet']} instances as serve each hour: {scaled['serve_cpu_s']:.2f} "
           f"CPU-s; {scaled['energy_kwh']:.2f} kWh, {scaled['j_per_output_token']:.3f} J an output token, "
           f"{scaled['instance_hours']:.0f} instance-hours")
+    one = figures["queued_on_one"]
+    print(f"  hour by hour on one instance, the excess queued: {one['serve_cpu_s']:.2f} CPU-s; "
+          f"{one['energy_kwh']:.2f} kWh, {one['j_per_output_token']:.3f} J an output token; "
+          f"{one['hours_ending_with_backlog']} hours end with requests waiting (at most {one['most_waiting']:,.0f}), "
+          f"a request waits {one['wait_s']:.0f} s on average, the last hour runs {one['drain_s'] / 60:.0f} min on")
     reference = figures["lengths_by_hour"]["every hour its own"]["energy_kwh"]
     print(f"the same arrivals, lengths x (1 - {LENGTH_SWING} sin) over the day, hour by hour:")
     for name, each in figures["lengths_by_hour"].items():

@@ -232,8 +232,9 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     from joulecast.estimator.serving import serve
 
     trace = None
-    if args.autoscale and args.window is None:
-        raise InputError("--autoscale", AUTOSCALE_NEEDS_WINDOW)
+    for flag, needs in (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW)):
+        if getattr(args, flag) and args.window is None:
+            raise InputError(f"--{flag}", needs)
     if args.report is not None:
         if args.window is None:
             raise InputError("--report", "applies to --window (the load's windows over time, charted)")
@@ -247,7 +248,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                              refuses=("batch", "seq", "attention", "no_kv_cache", *lengths),
                              instead="--requests alone: its lengths are the file's",
                              optional=("dtype", "launch_mode", "max_batch", "tp", "instances", "chunk_tokens",
-                                       "sampling", "expert_parallel", "autoscale"))
+                                       "sampling", "expert_parallel", "autoscale", "queue"))
         trace = read_requests(args.requests)
         if args.concurrency is not None and args.request_rate is not None:
             raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
@@ -509,8 +510,10 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
         if trace is None:
             raise InputError("--window", WINDOW_NEEDS_REQUESTS)
         job["window_s"] = job.pop("window")
-    elif job.get("autoscale"):
-        raise InputError("--autoscale", AUTOSCALE_NEEDS_WINDOW)
+    else:
+        for flag, needs in (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW)):
+            if job.get(flag):
+                raise InputError(f"--{flag}", needs)
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
             if not given and trace is None:  # a file's requests give their own
@@ -645,12 +648,13 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 # --window without --requests (estimate's and sweep's)
 WINDOW_NEEDS_REQUESTS = "applies to --requests (the file's arrival times set each window's rate)"
 AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest of --instances that serve it)"
+QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
              "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                        "instances", "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv",
-                       "sampling", "expert_parallel", "window", "autoscale", "report", "out"),
+                       "sampling", "expert_parallel", "window", "autoscale", "queue", "report", "out"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}
@@ -1224,6 +1228,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "cost what their batches draw")
     srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
+    srv.add_argument("--queue", action="store_true", help="with --window: a window's arrivals past what the "
+                     "instances serve within --max-batch wait for the windows after it (the last runs on until none "
+                     "waits), each window's backlog and wait given, instead of refusing the window")
     srv.add_argument("--report", metavar="DIR", help="with --window: a folder for a self-contained report.html "
                      "charting the load's power, arrivals (instances where autoscaled, carbon on an hourly series) "
                      "window by window")
@@ -1376,6 +1383,8 @@ def build_parser() -> argparse.ArgumentParser:
                       "at least 60 s)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")
+    jobs.add_argument("--queue", action="store_true", help="serve: with --window, a window's arrivals past what "
+                      "the instances serve wait for the windows after it, instead of marking the point past capacity")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "
                                        "(data/serving_engines.yaml); default none")
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "

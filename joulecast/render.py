@@ -380,6 +380,18 @@ def _autoscale_line(windows: Any, fleet: int) -> str:
             f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)")
 
 
+def _queue_line(job: Any) -> str:
+    """How long a queued load's requests waited, window by window, and whether its last window ran on."""
+    w = job.windows
+    held = int((w.backlog > 0).sum())
+    if not w.wait_s.any():
+        return "queue      none: every window serves its arrivals as they come"
+    return (f"queue      {held:,} of {plural(len(w.backlog), 'window')} end with requests waiting (at most "
+            f"{figure(w.backlog.max())}); a request waits {duration(job.wait_s)} on average, "
+            f"{duration(w.wait_s.max())} in the worst window"
+            + ("; the last window runs on until none waits" if w.backlog[-1] > 0 else ""))
+
+
 def serve_table(job: Any, origin_s: float | None = None) -> str:
     """A serving estimate's table; a load given window by window gets a line of its windows (their starts as UTC
     times where `origin_s`, the first arrival's, is known) and its power's profile."""
@@ -420,6 +432,8 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
         lines += _window_lines(job.windows, origin_s)
         if job.autoscale:
             lines.append(_autoscale_line(job.windows, job.instances))
+        if job.queue:
+            lines.append(_queue_line(job))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _split_hint(job)))
 

@@ -1,8 +1,8 @@
 """A load served window by window as a self-contained HTML report (`estimate --phase serve --requests FILE --window S
 --report DIR`): its figures, and bar charts over time of its power, arrivals, the instances serving it where
-autoscaled, its requests' mean prompt where its windows have lengths of their own, and its carbon where read on an
-hourly series, each an inline SVG; the busiest windows in a table. No
-script, no external file, no plotting library: the core install renders it."""
+autoscaled, the requests left waiting where queued, its requests' mean prompt where its windows have lengths of their
+own, and its carbon where read on an hourly series, each an inline SVG; the busiest windows in a table. No script, no
+external file, no plotting library: the core install renders it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ from joulecast.sweep_report import page, table
 
 _W, _H, _PAD, _TOP = 760, 150, 56, 24  # the charts' size, their side and bottom margins, their top one
 # Each chart's bars' colour (Tableau's), by its class
-_COLOURS = {"power": "#ff7f0e", "rate": "#1f77b4", "instances": "#7f7f7f", "prompt": "#9467bd", "carbon": "#2ca02c"}
+_COLOURS = {"power": "#ff7f0e", "rate": "#1f77b4", "instances": "#7f7f7f", "prompt": "#9467bd", "queue": "#d62728",
+            "carbon": "#2ca02c"}
 MAX_BARS = 600  # a chart's bars at most: past it, each bar the mean of as many windows as fit in one
 BUSIEST = 10    # windows in the table of the busiest
 _TICKS = (0, 0.25, 0.5, 0.75, 1)  # the time axis' labels, as shares of the span
@@ -60,6 +61,8 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
               bars_svg(w.request_rate, span, "arrivals (requests a second)", "rate")]
     if job.autoscale:
         charts.append(bars_svg(w.instances, span, "instances serving", "instances"))
+    if job.queue and w.backlog.any():  # queued: the requests left waiting at each window's end
+        charts.append(bars_svg(w.backlog, span, "requests waiting at the window's end", "queue"))
     if own_lengths(w):  # each window at its requests' lengths (none where it has no arrivals)
         charts.append(bars_svg(np.where(w.request_rate > 0, w.input_len, 0.0), span,
                                "a request's mean prompt (tokens)", "prompt"))

@@ -20,7 +20,7 @@ SHARED = {"model", "gpu", "sm_clock_mhz", "power_limit_w", "estimator", "host_di
 # A sweep's serving point is one engine step at a concurrency, not a timed load: a load's rate and length stay out.
 NOT_SWEPT = {"serve": {"request_rate", "duration_s", "output_tokens"}}
 # What the CLI reads from a requests file alone (`--requests FILE --window S`), tested with one below.
-FROM_A_FILE = {"serve": {"window_rates", "window_s", "last_window_s", "window_lengths", "autoscale"}}
+FROM_A_FILE = {"serve": {"window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "queue"}}
 # A job function's module and name, and a CLI command that sets each of its options (non-default where it can).
 JOBS = {
     "generate": (jobs, "generate", ["--batch", "2", "--input-len", "16", "--output-len", "4", "--dtype", "fp16",

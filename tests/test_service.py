@@ -270,6 +270,12 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     status, out = call(physics_server, "/v1/estimate", {**body, "window_rates": [0.25], "window_s": 1200,
                                                         "window_lengths": {"input_len": [600]}})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "window_lengths"], out
+    # one in flight at most: the busy window past it, refused, or its excess queued for the window after it
+    busy = {**body, "input_len": 600, "output_len": 100, "window_rates": [5.0, 0.0], "window_s": 600, "max_batch": 1}
+    status, out = call(physics_server, "/v1/estimate", busy)
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "window_rates"], out
+    status, out = call(physics_server, "/v1/estimate", {**busy, "queue": True})
+    assert status == 200 and out["queue"] and out["windows"]["backlog"][0] > 0 and out["wait_s"] > 0, out
 
 
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):

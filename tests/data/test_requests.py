@@ -256,6 +256,20 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
                      r"the whole fleet would run\)$", table, re.M), table
     assert main([*argv[:-2], "--autoscale"]) == 2
     assert "--autoscale: applies to --window" in capsys.readouterr().err
+    # one instance for a busy hour past it: refused, or its excess queued for the hours after it
+    assert main([*argv, "--max-batch", "2"]) == 2
+    assert "or let its excess wait for the windows after it (queue)" in capsys.readouterr().err
+    assert main([*argv, "--max-batch", "2", "--queue", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["queue"] and out["windows"]["backlog"][1] > 0 and out["wait_s"] > 0
+    assert out["output_tokens"] == pytest.approx(9990 * 200)  # every request served
+    assert main([*argv, "--max-batch", "2", "--queue", "--report", str(tmp_path / "queued")]) == 0
+    table = capsys.readouterr().out
+    assert re.search(r"^queue      2 of 3 windows end with requests waiting \(at most [\d,.]+\); a request waits ",
+                     table, re.M), table
+    assert "<rect class='queue'" in (tmp_path / "queued" / "report.html").read_text()
+    assert main([*argv[:-2], "--queue"]) == 2
+    assert "--queue: applies to --window" in capsys.readouterr().err
 
 
 def test_a_trace_s_lengths_window_by_window(tmp_path, capsys):
@@ -343,6 +357,21 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
             assert point.g_per_kwh == pytest.approx(said["carbon"]["g_per_kwh"])
             assert point.carbon_per_token_g == pytest.approx(said["carbon_per_output_token_g"])
     assert series == [500, 100] and point.g_per_kwh > 300  # the busy window's hour weighs most
+    # a GPU that cannot serve the busy window: past capacity, or with its excess queued, as `serve` queues it
+    burst = requests_from_rows([{"input_len": 600, "output_len": 100, "arrival_s": float(t)}
+                                for t in (*np.linspace(0, 1799, 6000), *np.linspace(1800, 3599, 60))])
+    small = dict(phase="serve", estimator="physics", engine="vllm-0.5.4", requests=burst, window_s=1800, max_batch=1)
+    assert joulecast.sweep("llama-3-8b", "h100-sxm", **small).points["flags"].iloc[0] == "exceeds-capacity"
+    queued = joulecast.sweep("llama-3-8b", "h100-sxm", **small, queue=True).points.iloc[0]
+    one = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics", max_batch=1,
+                          queue=True, **burst.serving(window_s=1800))
+    assert queued.feasible and queued.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
+    # its carbon on an hourly series over its windows' hours, the drain its last window runs on for included
+    assert one.windows.duration_s[-1] > 1800 + 600  # its backlog served into the second hour
+    hourly = joulecast.sweep("llama-3-8b", "h100-sxm", **small, queue=True, carbon_series=[100, 500])
+    said = joulecast.carbon(one, carbon_series=[100, 500])
+    assert hourly.points.g_per_kwh.iloc[0] == pytest.approx(said["carbon"]["g_per_kwh"])
+    assert said["carbon"]["g_per_kwh"] > 100  # the drain's hour weighs in
     for given in ({"window_rates": [1.0]}, {"last_window_s": 100}):
         with pytest.raises(joulecast.InputError, match=f"^{next(iter(given))}: not with requests"):
             joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", requests=trace, window_s=600, **given)

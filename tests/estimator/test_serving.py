@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 import joulecast
+from joulecast import render
 from joulecast.cli import main
 from joulecast.data.gpus import gpu as lookup
 from joulecast.estimator.serving import serve
@@ -762,3 +763,49 @@ def test_window_lengths_need_the_windows_and_the_lengths_need_giving():
         serve("llama-3-8b", "h100-sxm", window_lengths={"input_len": [64], "output_len": [8]}, request_rate=1.0)
     with pytest.raises(joulecast.InputError, match="^input_len: must be a positive number"):
         serve("llama-3-8b", "h100-sxm", output_len=8, request_rate=1.0)
+
+
+def test_a_queued_load_carries_each_window_s_excess_to_the_windows_after_it():
+    """`queue`: a window's arrivals past what the instances serve wait for the windows after it (Lindley's
+    recursion), each window served at what it serves; every request is served (the last window running on until
+    none waits), so the tokens are the arrivals'; the waits are the fluid queue's; a load within capacity is the
+    same as without `queue`, to the digit."""
+    kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4", window_s=600)
+    probe = serve("llama-3-8b", "h100-sxm", window_rates=[1.0], queue=True, **kw)
+    plain = serve("llama-3-8b", "h100-sxm", window_rates=[1.0], **kw)
+    assert probe.energy_j == plain.energy_j and probe.wait_s == 0 and probe.windows.backlog.tolist() == [0.0]
+    with pytest.raises(joulecast.InputError) as refused:
+        serve("llama-3-8b", "h100-sxm", window_rates=[1000.0], **kw)
+    cap = float(re.search(r"serve \(([\d.]+)/s\)", refused.value.message).group(1))  # what max_batch serves
+    assert refused.value.message.endswith("; or let its excess wait for the windows after it (queue)")
+    rates = [0.5 * cap, 1.5 * cap, 0.2 * cap, 0.0, 1.2 * cap]
+    job = serve("llama-3-8b", "h100-sxm", window_rates=rates, queue=True, **kw)
+    w = job.windows
+    capacity = w.batch.max()  # the windows at capacity run the batch that serves it
+    assert w.batch[1] == w.batch[4] == capacity
+    # the backlog, by Lindley's recursion one window at a time
+    backlog, expected = 0.0, []
+    for r in rates:
+        backlog = max(0.0, backlog + (r - cap) * 600)
+        expected.append(backlog)
+    assert w.backlog == pytest.approx(expected, rel=2e-3, abs=1e-6)  # cap's printed digits
+    assert job.output_tokens == pytest.approx(sum(rates) * 600 * 128)  # every arrival served
+    assert w.duration_s[-1] == pytest.approx(600 + expected[-1] / cap, rel=2e-3)  # runs on for its backlog
+    assert job.duration_s == pytest.approx(w.duration_s.sum())
+    # the third window drains 0.5 x cap x 600 waiting at 0.8 x cap: half the backlog over the share it lasts
+    found = expected[1] / 2 * min(1.0, expected[1] / (0.8 * cap * 600))
+    assert w.wait_s[2] == pytest.approx(found / cap, rel=2e-3) and w.wait_s[1] == pytest.approx(
+        expected[1] / 2 / cap, rel=2e-3)
+    assert job.wait_s == pytest.approx(np.average(w.wait_s, weights=w.request_rate * w.duration_s))
+    # a window that drains is served as its rate alone: its arrivals and the backlog it finds over its length
+    alone = serve("llama-3-8b", "h100-sxm", request_rate=(rates[2] * 600 + w.backlog[1]) / 600, duration_s=600,
+                  **{k: v for k, v in kw.items() if k != "window_s"})
+    assert w.energy_j[2] == pytest.approx(alone.energy_j, rel=1e-9)
+    # autoscaled: a backlog keeps the fleet on until it is served
+    auto = serve("llama-3-8b", "h100-sxm", window_rates=[3 * r for r in rates], instances=2, autoscale=True,
+                 queue=True, **kw)
+    assert auto.windows.instances[1] == 2 and auto.output_tokens == pytest.approx(3 * sum(rates) * 600 * 128)
+    with pytest.raises(joulecast.InputError, match="^queue: applies to a load window by window"):
+        serve("llama-3-8b", "h100-sxm", input_len=64, output_len=16, request_rate=1.0, queue=True)
+    assert "queue      " in render.serve_table(job) and "the last window runs on until none waits" in (
+        render.serve_table(job))

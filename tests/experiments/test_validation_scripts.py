@@ -813,6 +813,8 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     assert all(v["energy_kwh"] > 0 and v["j_per_output_token"] > 0 for v in result["windows"].values())
     # autoscaled, each hour on one instance at least and at most the fleet
     assert 168 <= result["autoscaled"]["instance_hours"] <= 168 * result["autoscaled"]["fleet"]
+    # on one instance, queued: every figure finite, the waits none or some
+    assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths
     energy = {k: v["energy_kwh"] for k, v in result["lengths_by_hour"].items()}
     own = energy["every hour its own"]

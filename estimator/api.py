@@ -296,63 +296,100 @@ def estimate(workload: Workload, gpu: str | GpuSpec, sm_clock_mhz: float | None 
     Raises:
         InputError: unknown GPU, or a clock or power limit outside what the GPU allows.
     """
-    if not isinstance(workload, Workload):
-        hint = f" (build one first: joulecast.workload({workload!r}))" if isinstance(workload, str) else ""
-        raise InputError("workload", f"expected a Workload from joulecast.workload(...) or workload_from_kernels(...), "
-                                     f"got {type(workload).__name__}{hint}")
+    return estimate_batch([workload], gpu, sm_clock_mhz, power_limit_w, estimator, tracking_uri)[0]
+
+
+def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_mhz: float | None = None,
+                   power_limit_w: float | None = None, estimator: str | None = None,
+                   tracking_uri: str | None = None) -> list[Estimate]:
+    """`estimate` of several workloads on one GPU setting in one pass: one physics pass over their stacked kernel
+    tables, one residual prediction over their rows (a job's steps: `joulecast.serve`'s grid of batch sizes, a
+    training run's step and optimizer). Each estimate is the one `estimate` gives its workload alone."""
+    for w in workloads:
+        if not isinstance(w, Workload):
+            hint = f" (build one first: joulecast.workload({w!r}))" if isinstance(w, str) else ""
+            raise InputError("workload", f"expected a Workload from joulecast.workload(...) or "
+                                         f"workload_from_kernels(...), got {type(w).__name__}{hint}")
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
-    X, totals, features = design_block([workload], spec, sm_clock_mhz, power_limit_w)
-    phys_t, phys_e = float(totals.time_s[0]), float(totals.energy_j[0])
-    stated = host_stated(workload.host_dispatch_s, float(totals.host_dispatch_s[0]))
+    n = len(workloads)
+    X, totals, features = design_block(workloads, spec, sm_clock_mhz, power_limit_w)
+    stated = np.array([host_stated(w.host_dispatch_s, float(d)) for w, d in zip(workloads, totals.host_dispatch_s)])
     what_if = what_if_base(spec, sm_clock_mhz, power_limit_w) if model is not None else None
     learned, base_totals = spec.name, None
     if what_if is not None:  # the correction its base's same configuration takes
         base, base_clock, base_limit = what_if
-        (X, base_totals, _), learned = design_block([workload], base, base_clock, base_limit), base.name
-    corr, reasons = _explained(model, X, [learned])
-    # the physics pass's columns: its labels already encoded
-    need = memory.need_bytes(features, 1, np.array([workload.params or 0]), np.array([workload.phase or ""]),
-                             np.array([workload.dtype or "bf16"]))
-    memory_flag = memory_flags(need["total_bytes"], spec)[0]
-    fits_batch = _largest_batch(need, spec, workload.batch) if memory_flag else None
-    kw: dict[str, Any] = {"flags": (str(memory_flag),) if memory_flag else ()}
-    t, e = phys_t, phys_e
+        (X, base_totals, _), learned = design_block(workloads, base, base_clock, base_limit), base.name
+    corr, reasons = _explained(model, X, [learned] * n)
+    need = memory.need_bytes(features, n, np.array([w.params or 0 for w in workloads]),
+                             np.array([w.phase or "" for w in workloads]),
+                             np.array([w.dtype or "bf16" for w in workloads]))
+    memory_flag = memory_flags(need["total_bytes"], spec)
+    phys_t, phys_e = totals.time_s, totals.energy_j
+    t, e, h, flags, outside = phys_t, phys_e, None, [()] * n, [()] * n
     if corr is not None:
-        # the default host taken: the interval spans the measured ones; an engine's host work, its measured rows'
-        spreads = [(totals.engine_range_time_s, totals.engine_range_energy_j)]
-        if not stated:
-            spreads.append((totals.host_range_time_s, totals.host_range_energy_j))
+        # the default host taken: the interval spans the measured ones (NaN: a host stated, no spread); an engine's
+        # host work, its measured rows'
+        spreads = [(totals.engine_range_time_s, totals.engine_range_energy_j),
+                   tuple(np.where(stated[:, None], np.nan, ends) for ends in (totals.host_range_time_s,
+                                                                               totals.host_range_energy_j))]
         if base_totals is not None:  # how far physics' own change may be off
             spreads.append((what_if_spread(totals.time_s, base_totals.time_s, "time"),
                             what_if_spread(totals.energy_j, base_totals.energy_j, "energy")))
-        h = {k: float(v[0]) for k, v in combine(totals.time_s, totals.energy_j, corr, limit, spreads).items()}
+        h = combine(totals.time_s, totals.energy_j, corr, limit, spreads)
         t, e = h["time_s"], h["energy_j"]
-        e_band = (h["energy_lo_j"], h["energy_hi_j"])
-        inside = bool(corr["in_domain"][0])
-        flags = tuple(str(f) for f in model.flags(corr["in_domain"], [learned]) if f)
-        outside = () if inside else tuple((reasons or model.outside_domain(X, [learned]))[0])
-        if spec.what_if_of is not None:
-            why = what_if_reason(spec.what_if_of, what_if is not None)
-            inside, flags, outside = False, (*flags, WHAT_IF_FLAG), (*outside, why)
-        kw = dict(method="hybrid", physics_energy_j=phys_e, physics_time_s=phys_t, energy_interval_j=e_band,
-                  time_interval_s=(h["time_lo_s"], h["time_hi_s"]),
-                  # the average board power never passes the limit, however long the pass
-                  power_interval_w=(e_band[0] / t, min(e_band[1] / t, limit)), interval_level=model.level,
-                  in_domain=inside, flags=flags + kw["flags"], outside_domain=outside)
-    return Estimate(
-        workload=workload.name, gpu=spec.name,
-        sm_clock_mhz=clock, power_limit_w=limit,
-        energy_j=e, time_s=t, power_w=e / t, gpu_busy_s=float(totals.gpu_busy_s[0]) * t / phys_t,
-        launches=int(features["launches"].sum()),
-        host_dispatch_s=float(totals.host_dispatch_s[0]),
-        host_dispatch_stated=stated,
-        breakdown_of=functools.partial(_breakdown, features, phys_t, float(totals.gpu_busy_s[0]),
-                                       float(totals.idle_gap_energy_j[0]), e, t / phys_t, e / phys_e),
-        kernel_columns=features, memory_gb=float(need["total_bytes"][0] / memory.GIB),
-        memory_parts_gb={k.removesuffix("_bytes"): float(v[0] / memory.GIB) for k, v in need.items()
-                         if k != "total_bytes"}, fits_batch=fits_batch, **kw)
+        flags = [(str(f),) if f else () for f in model.flags(corr["in_domain"], [learned] * n)]
+        away = np.flatnonzero(~corr["in_domain"])
+        if len(away):  # each row's reasons out of domain
+            said = ([reasons[i] for i in away.tolist()] if reasons is not None
+                    else model.outside_domain(X.take(away), [learned] * len(away)))
+            outside = list(outside)
+            for i, why in zip(away.tolist(), said):
+                outside[i] = tuple(why)
+    bounds = np.searchsorted(np.asarray(features["workload_id"], np.int64), np.arange(n + 1))
+    out = []
+    for i, w in enumerate(workloads):  # a record each: the arrays' i-th figures and its own kernel rows
+        mine = _rows(features, bounds[i], bounds[i + 1])
+        kw: dict[str, Any] = {"flags": (str(memory_flag[i]),) if memory_flag[i] else ()}
+        if h is not None:
+            e_band = (float(h["energy_lo_j"][i]), float(h["energy_hi_j"][i]))
+            inside, why = bool(corr["in_domain"][i]), outside[i]
+            mark = flags[i]
+            if spec.what_if_of is not None:
+                inside, mark, why = False, (*mark, WHAT_IF_FLAG), (*why, what_if_reason(spec.what_if_of,
+                                                                                        what_if is not None))
+            ti = float(t[i])
+            kw = dict(method="hybrid", physics_energy_j=float(phys_e[i]), physics_time_s=float(phys_t[i]),
+                      energy_interval_j=e_band, time_interval_s=(float(h["time_lo_s"][i]), float(h["time_hi_s"][i])),
+                      # the average board power never passes the limit, however long the pass
+                      power_interval_w=(e_band[0] / ti, min(e_band[1] / ti, limit)), interval_level=model.level,
+                      in_domain=inside, flags=mark + kw["flags"], outside_domain=why)
+        ti, ei, pt = float(t[i]), float(e[i]), float(phys_t[i])
+        out.append(Estimate(
+            workload=w.name, gpu=spec.name, sm_clock_mhz=clock, power_limit_w=limit,
+            energy_j=ei, time_s=ti, power_w=ei / ti, gpu_busy_s=float(totals.gpu_busy_s[i]) * ti / pt,
+            launches=int(mine["launches"].sum()), host_dispatch_s=float(totals.host_dispatch_s[i]),
+            host_dispatch_stated=bool(stated[i]),
+            breakdown_of=functools.partial(_breakdown, mine, pt, float(totals.gpu_busy_s[i]),
+                                           float(totals.idle_gap_energy_j[i]), ei, ti / pt, ei / float(phys_e[i])),
+            kernel_columns=mine, memory_gb=float(need["total_bytes"][i] / memory.GIB),
+            memory_parts_gb={k.removesuffix("_bytes"): float(v[i] / memory.GIB) for k, v in need.items()
+                             if k != "total_bytes"},
+            fits_batch=_largest_batch({k: v[i:i + 1] for k, v in need.items()}, spec, w.batch) if memory_flag[i]
+            else None, **kw))
+    return out
+
+
+def _rows(features: Mapping[str, Any], start: int, stop: int) -> dict[str, Any]:
+    """One workload's rows of a stacked kernel table (`Labels` kept as labels, its `workload_id` 0 as alone): all of
+    them where it is the table."""
+    if start == 0 and stop == len(features["workload_id"]):
+        return dict(features)
+    rows = {k: Labels(v.codes[start:stop], v.names) if isinstance(v, Labels) else v[start:stop]
+            for k, v in features.items()}
+    rows["workload_id"] = np.zeros(stop - start, np.int64)
+    return rows
 
 
 def _largest_batch(need: Mapping[str, np.ndarray], spec: GpuSpec, batch: int | None) -> int | None:

@@ -3,11 +3,11 @@ checks, the length classes whose windows share one grid of steps, and the queue 
 
 A window's requests are priced at their own mean lengths where `window_lengths` gives them (a trace's:
 `data.requests.RequestTrace.window_lengths`): an hour of long prompts costs more a token than the trace's mean says.
-Each distinct pair of lengths would be a grid of steps of its own (about 40 ms of CPU each), so windows are grouped
-into at most LENGTH_BINS^2 classes by the requests' quantiles of each mean length, and a class is priced at its
-windows' pooled lengths (their requests' means and spread, as one file of them reads); each window's own answer
-length still sets its requests in flight (Little's law) and its tokens. experiments/trace_reading.py measures what
-the classes cost against a grid for every window.
+Each distinct pair of lengths would be a grid of steps of its own (about 5 ms of CPU each, every class's steps in one
+estimate pass), so windows are grouped into at most LENGTH_BINS^2 classes by the requests' quantiles of each mean
+length, and a class is priced at its windows' pooled lengths (their requests' means and spread, as one file of them
+reads); each window's own answer length still sets its requests in flight (Little's law) and its tokens.
+experiments/trace_reading.py measures what the classes cost against a grid for every window.
 """
 
 from __future__ import annotations

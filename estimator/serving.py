@@ -44,6 +44,7 @@ reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,7 @@ from joulecast.data.errors import InputError, require, require_choice, require_s
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, check_host_dispatch
-from joulecast.estimator.api import Estimate, estimate
+from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serve_windows import (
     check_window_lengths,
@@ -216,32 +217,30 @@ def _check_context(input_len: float, output_len: float, output_len_cv: float, co
                          "(the prompt and half the answer)")
 
 
-def _evaluate(model: str, spec: Any, batches: np.ndarray, input_len: float, output_len: float, dtype: str,
+def _evaluate(model: str, spec: Any, batches: np.ndarray, sizes: Sequence[Mapping[str, float]], dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
-              sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_len_cv: float = 0.0,
-              input_len_cv: float = 0.0, host_dispatch_s: float | None = None,
-              sampling: str = "greedy", expert_parallel: bool = False
-              ) -> list[tuple[Estimate, float, float, float]]:
-    """Per batch size: the step's estimate on one GPU, the seconds and joules a GPU its instance adds to it
+              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
+              host_dispatch_s: float | None = None, sampling: str = "greedy", expert_parallel: bool = False
+              ) -> list[list[tuple[Estimate, float, float, float]]]:
+    """For each of `sizes` (a length class's input_len, output_len, input_len_cv and output_len_cv), per batch size:
+    the step's estimate on one GPU, the seconds and joules a GPU its instance adds to it
     (`tensor_parallel.instance_wait`: all-reduces, the engine's host work for its other workers), and the step's
     prompt tokens."""
     config, _, _ = resolve_model(model)
-    ests, prompts = [], []
-    for b in batches:
-        work, prompt = serve_step.step_workload(config, batch=int(b), input_len=input_len, output_len=output_len,
-                                                output_len_cv=output_len_cv, input_len_cv=input_len_cv,
-                                                dtype=dtype, engine=engine,
-                                                launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                                host_dispatch_s=host_dispatch_s, sampling=sampling,
-                                                expert_parallel=expert_parallel)
-        ests.append(estimate(work, spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
-                             estimator=residual if residual is not None else "physics"))
-        prompts.append(prompt)
-    # every batch's instance at once (one physics pass over the experts' GEMMs where they are split)
-    tokens = np.asarray(batches, dtype=np.int64) + np.asarray(prompts, dtype=np.int64)
+    works, prompts = zip(*(serve_step.step_workload(config, batch=int(b), **size, dtype=dtype, engine=engine,
+                                                    launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                                                    host_dispatch_s=host_dispatch_s, sampling=sampling,
+                                                    expert_parallel=expert_parallel)
+                           for size in sizes for b in batches))
+    # every class's and batch's step in one physics pass and one residual prediction
+    ests = estimate_batch(list(works), spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
+                          estimator=residual if residual is not None else "physics")
+    # every step's instance at once (one physics pass over the experts' GEMMs where they are split)
+    tokens = np.tile(np.asarray(batches, dtype=np.int64), len(sizes)) + np.asarray(prompts, dtype=np.int64)
     wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz, expert_parallel, dtype,
                                    power_limit_w)
-    return [(est, float(s), float(j), float(p)) for est, s, j, p in zip(ests, wait_s, wait_j, prompts)]
+    steps = [(est, float(s), float(j), float(p)) for est, s, j, p in zip(ests, wait_s, wait_j, prompts)]
+    return [steps[k * len(batches):(k + 1) * len(batches)] for k in range(len(sizes))]
 
 
 def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: float | None = None,
@@ -359,9 +358,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     at = sized[0]  # the lengths of the step an estimate's flags and interval are read at
     if concurrency is not None:
         busy = min(concurrency, max_batch)
-        (est, wait_s, wait_j, _), = _evaluate(model, spec, np.array([busy]), dtype=dtype, engine=eng,
-                                              launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                              residual=residual, **at, **setting)
+        ((est, wait_s, wait_j, _),), = _evaluate(model, spec, np.array([busy]), [at], dtype=dtype, engine=eng,
+                                                 launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                                                 residual=residual, **setting)
         mean_batch, idle = float(busy), 0.0
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
@@ -369,8 +368,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     else:
         rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
-        curves = [_evaluate(model, spec, grid, dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp,
-                            chunk_tokens=chunk_tokens, residual=residual, **own, **setting) for own in sized]
+        curves = _evaluate(model, spec, grid, sized, dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp,
+                           chunk_tokens=chunk_tokens, residual=residual, **setting)
         step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
         step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
@@ -435,15 +434,15 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         band = tuple(per_token * e / est.energy_j for e in est.energy_interval_j)
         if reaches_bf16(dtype):
             band = (band[0], max(band[1], per_token * _bf16_reach(
-                est, wait_j, _evaluate(model, spec, np.array([busy]), dtype="bf16", engine=eng,
+                est, wait_j, _evaluate(model, spec, np.array([busy]), [at], dtype="bf16", engine=eng,
                                        launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                       residual=residual, **at, **setting)[0])))
+                                       residual=residual, **setting)[0][0])))
     flags = set(est.flags)
     fits_tp = None
     if suggest_tp and "exceeds-memory" in flags:  # its step's shards at the same batch, in physics (memory's own)
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
-            model, spec, np.array([busy]), dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
-            chunk_tokens=chunk_tokens, residual=None, **at, **setting)[0][0].flags)
+            model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
+            chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
         dtype=dtype, sampling=sampling, input_len=input_len,

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +36,7 @@ from joulecast.data.kernels import DTYPE_BYTES, dtype_name
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, head_count, hidden_size, layer_count
 from joulecast.data.workload import (LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, MIN_LOADER_RATE, Workload,
                                      check_host_dispatch)
-from joulecast.estimator.api import Estimate, estimate
+from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
 from joulecast.features.kernel_table import kernel_columns
@@ -321,14 +322,13 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
     forward = forward + head
     spec, kw, common = _step_setting(gpu, name, seq, dtype, launch_mode, host_dispatch_s, sm_clock_mhz,
                                      power_limit_w, estimator)
-    micro = estimate(Workload.from_table(kernel_columns(records), name=f"{name}/train-step/b{micro_batch}/s{seq}",
-                                         batch=micro_batch, params=params, **common), spec, **kw)
     opt_records = train_step.optimizer_step(math.ceil(trainable / (layout.dp if layout.zero >= 1 else 1)), optimizer)
-    opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
-                                       **common), spec, **kw) if opt_records else None
-    fwd = estimate(Workload.from_table(kernel_columns(forward), name=f"{name}/forward/b{micro_batch}/s{seq}",
-                                       batch=micro_batch, params=params, **{**common, "phase": "prefill"}), spec,
-                   **kw) if with_forward else None
+    micro, opt, fwd = _estimated(spec, kw, Workload.from_table(
+        kernel_columns(records), name=f"{name}/train-step/b{micro_batch}/s{seq}", batch=micro_batch, params=params,
+        **common), Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
+                                       **common) if opt_records else None,
+        Workload.from_table(kernel_columns(forward), name=f"{name}/forward/b{micro_batch}/s{seq}", batch=micro_batch,
+                            params=params, **{**common, "phase": "prefill"}) if with_forward else None)
     # eager attention's saved scores, a token's per layer: heads x keys, over the hidden width (`_SCORES_BYTES`)
     saved = head_count(shard) * seq / hidden if attention == "eager" else 0.0
 
@@ -346,6 +346,12 @@ def step_estimate(model: str, gpu: str, *, seq: int, micro_batch: int, accumulat
                         memory_gb=sum(parts.values()), memory_parts_gb=parts, fusions=fusions,
                         overhead_s=layer_count(shard) * overhead, forwards=2 if recompute == "full" else 1,
                         activations_gb_a_token=per_token)
+
+
+def _estimated(spec: Any, kw: Mapping[str, Any], *workloads: Workload | None) -> list[Estimate | None]:
+    """A run's step, optimizer update and forward pass (None: not run) estimated in one pass (`estimate_batch`)."""
+    done = iter(estimate_batch([w for w in workloads if w is not None], spec, **kw))
+    return [None if w is None else next(done) for w in workloads]
 
 
 def _step_setting(gpu: str, name: str, seq: int | None, dtype: str, launch_mode: str, host_dispatch_s: float | None,
@@ -415,18 +421,15 @@ def vision_step(config: dict[str, Any], name: str, gpu: str, *, micro_batch: int
     spec, kw, common = _step_setting(gpu, name, None, dtype, launch_mode, host_dispatch_s, sm_clock_mhz,
                                      power_limit_w, estimator)
     columns = kernel_columns(micro_records)
-    micro = estimate(Workload.from_table(columns, name=f"{name}/train-step/b{micro_batch}", batch=micro_batch,
-                                         params=params, **common), spec, **kw)
     opt_records = train_step.optimizer_step(params, optimizer)
-    opt = estimate(Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0,
-                                       **common), spec, **kw)
-    fwd = None
-    if with_forward:
-        inference, _ = lower(config, phase="inference", batch=micro_batch, seq=None, dtype=dtype,
-                             attention=attention, fusions=fusions)
-        fwd = estimate(Workload.from_table(kernel_columns(inference), name=f"{name}/forward/b{micro_batch}",
-                                           batch=micro_batch, params=params, **{**common, "phase": "inference"}),
-                       spec, **kw)
+    inference = lower(config, phase="inference", batch=micro_batch, seq=None, dtype=dtype, attention=attention,
+                      fusions=fusions)[0] if with_forward else None
+    micro, opt, fwd = _estimated(spec, kw, Workload.from_table(
+        columns, name=f"{name}/train-step/b{micro_batch}", batch=micro_batch, params=params, **common),
+        Workload.from_table(kernel_columns(opt_records), name=f"{name}/optimizer", batch=1, params=0, **common),
+        None if inference is None else Workload.from_table(
+            kernel_columns(inference), name=f"{name}/forward/b{micro_batch}", batch=micro_batch, params=params,
+            **{**common, "phase": "inference"}))
     activations = float(memory.need_bytes(columns, 1, [params], ["training"], [dtype])["activation_bytes"][0])
     grad_bytes, state_bytes = _update_bytes(dtype, optimizer)
     parts = {"weights": params * DTYPE_BYTES[dtype], "gradients": params * grad_bytes,

@@ -8,8 +8,8 @@ each figure beside a reference measured in the same run:
    leaves each next one colder); and the same estimates back to back, nothing between them;
 3. whole jobs, warm, median CPU ms (no target; each job's steps go through `estimate_many` in one call, so this is
    mostly its fixed cost a call): the README's `generate` (Llama-3-8B on the H100, 16 x 1,024 tokens in and 256
-   out: 256 passes), a `serve` and a LoRA `train_run`, beside the plain-numpy roofline pass over 40 kernel rows a
-   pass (one for `serve` and `train_run`);
+   out: 256 passes), a `serve` at a concurrency (one step) and at a request rate (a grid of 21 batch sizes, one
+   `estimate_batch` call) and a LoRA `train_run`, beside the plain-numpy roofline pass over 40 kernel rows a pass;
 4. `estimate_many` over distinct configurations (models x phases x batch x sequence x GPU x clock; target 20,000 per
    CPU-second and at most 1 GB peak memory), and over repeated ones, in a child process whose peak resident memory
    is read from the kernel, beside a plain-numpy roofline pass over all their kernel rows.
@@ -94,6 +94,8 @@ def warm(repeats: int) -> list[dict[str, float]]:
 
 JOBS = (("generate", dict(model="llama-3-8b", gpu="h100-sxm", batch=16, input_len=1024, output_len=256)),
         ("serve", dict(model="llama-3-8b", gpu="h100-sxm", input_len=512, output_len=256, concurrency=64)),
+        ("serve at a rate", dict(model="llama-3-8b", gpu="h100-sxm", input_len=512, output_len=256, request_rate=4.0,
+                                 engine="vllm-0.5.4")),
         ("train_run", dict(model="llama-3-8b", gpu="h100-sxm", steps=1000, global_batch=64, seq=2048, micro_batch=4,
                            lora_rank=16)))
 
@@ -105,10 +107,12 @@ def jobs(repeats: int) -> list[dict[str, float]]:
 
     out = []
     for name, kwargs in JOBS:
-        call = getattr(joulecast, name)
+        call = getattr(joulecast, name.split()[0])
         est = call(**kwargs)  # the model and the structure's template loaded
-        # a generation's passes (its steps table); serve and train_run report none: one
-        steps = len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame) else 1
+        # a generation's passes (its steps table); serving at a rate its grid of batch sizes (`serve`, one estimate
+        # pass over them); serving at a concurrency and train_run report none: one
+        steps = (len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame)
+                 else len(np.unique(np.round(np.geomspace(1, 256, 24)))) if "request_rate" in kwargs else 1)
         cpu = []
         for _ in range(repeats):
             start = time.process_time()

@@ -291,3 +291,24 @@ def test_a_dtype_as_pytorch_and_vllm_write_it_is_the_catalog_s(spelt, name):
             == joulecast.train_run("gpt2", "h100-sxm", dtype=name, **run).energy_j)
     with pytest.raises(joulecast.InputError, match="^dtype: unknown 'bfloat17'"):
         joulecast.workload("gpt2", dtype="bfloat17")
+
+
+def test_a_batch_of_workloads_is_each_one_estimated_alone():
+    """`estimate_batch`: several workloads on one GPU setting in one pass, each estimate the one `estimate` gives it
+    alone (figures, interval, flags, reasons out of domain, memory, the largest batch that fits, its own kernel rows
+    and breakdown), on a GPU trained on, a hypothetical one and physics alone; a list item that is no workload is
+    one line naming it."""
+    works = [joulecast.workload("gpt2", phase="prefill", batch=2, seq=128),
+             joulecast.workload("llama-3-8b", phase="decode", batch=8, seq=1024, launch_mode="graph"),
+             joulecast.workload("llama-3-8b", phase="prefill", batch=512, seq=8192),  # past the GPU's memory
+             joulecast.workload("gpt2", phase="prefill", batch=4, seq=128, host_dispatch_s=8e-6)]
+    for gpu, kw in (("a10", {}), ("h100-sxm", {"sm_clock_mhz": 1200}), ("a100-pcie-40gb:sm_count*0.5", {}),
+                    ("h200", {"estimator": "physics"})):
+        batch = joulecast.estimate_batch(works, gpu, **kw)
+        for w, together in zip(works, batch):
+            alone = joulecast.estimate(w, gpu, **kw)
+            assert together.to_dict() == alone.to_dict(), (gpu, w.name)
+            assert together.features.equals(alone.features)
+    assert "exceeds-memory" in batch[2].flags and batch[2].fits_batch is not None  # the largest batch that fits
+    with pytest.raises(joulecast.InputError, match="^workload: expected a Workload"):
+        joulecast.estimate_batch([works[0], "gpt2"], "a10")

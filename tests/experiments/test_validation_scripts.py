@@ -947,8 +947,9 @@ def test_speed_reports_every_figure_beside_its_reference():
     assert out["cold"]["cold_estimate_cpu_s"] > 0 and out["cold"]["import_numpy_pandas_cpu_s"] > 0
     assert len(out["warm"]) == 2 and all(w["median_cpu_ms"] > 0 and w["numpy_reference_ms"] > 0
                                          and w["kernel_rows"] > 0 for w in out["warm"])
-    assert [j["job"] for j in out["jobs"]] == ["generate", "serve", "train_run"]
+    assert [j["job"] for j in out["jobs"]] == ["generate", "serve", "serve at a rate", "train_run"]
     assert out["jobs"][0]["steps"] == 256  # the README's generation: 256 passes, its prefill and 255 decode steps
+    assert out["jobs"][2]["steps"] == 21  # serving at a rate: its grid of batch sizes
     assert all(j["median_cpu_ms"] > 0 and j["numpy_reference_ms"] > 0 for j in out["jobs"])
     assert [(b["estimator"], b["repeated"]) for b in out["batch"]] == [("physics", False), ("hybrid", False),
                                                                       ("hybrid", True)]

@@ -304,7 +304,13 @@ def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_m
                    tracking_uri: str | None = None) -> list[Estimate]:
     """`estimate` of several workloads on one GPU setting in one pass: one physics pass over their stacked kernel
     tables, one residual prediction over their rows (a job's steps: `joulecast.serve`'s grid of batch sizes, a
-    training run's step and optimizer). Each estimate is the one `estimate` gives its workload alone."""
+    training run's step and optimizer). Each estimate is the one `estimate` gives its workload alone; none for none.
+
+    Raises:
+        InputError: `workloads` not a list or tuple of Workloads, and as `estimate`.
+    """
+    if not isinstance(workloads, (list, tuple)):
+        raise InputError("workloads", f"expected a list of Workloads, got {type(workloads).__name__}")
     for w in workloads:
         if not isinstance(w, Workload):
             hint = f" (build one first: joulecast.workload({w!r}))" if isinstance(w, str) else ""
@@ -314,6 +320,8 @@ def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_m
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
     model = estimator if hasattr(estimator, "predict") else load_estimator(estimator, tracking_uri)
     n = len(workloads)
+    if not n:
+        return []
     X, totals, features = design_block(workloads, spec, sm_clock_mhz, power_limit_w)
     stated = np.array([host_stated(w.host_dispatch_s, float(d)) for w, d in zip(workloads, totals.host_dispatch_s)])
     what_if = what_if_base(spec, sm_clock_mhz, power_limit_w) if model is not None else None

@@ -312,3 +312,6 @@ def test_a_batch_of_workloads_is_each_one_estimated_alone():
     assert "exceeds-memory" in batch[2].flags and batch[2].fits_batch is not None  # the largest batch that fits
     with pytest.raises(joulecast.InputError, match="^workload: expected a Workload"):
         joulecast.estimate_batch([works[0], "gpt2"], "a10")
+    with pytest.raises(joulecast.InputError, match="^workloads: expected a list of Workloads, got Workload"):
+        joulecast.estimate_batch(works[0], "a10")
+    assert joulecast.estimate_batch([], "a10") == []

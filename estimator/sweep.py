@@ -319,6 +319,8 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
                            gpu_busy_share=r.gpu_busy_share)  # where host work sets the step (serve's own)
+            if r.wait_s is not None:  # queued: a request's mean wait for the backlog it finds
+                figures["wait_s"] = r.wait_s
             w = r.windows
             for k, where in enumerate(by_window):  # on a grid's hourly series: each window's hours' intensity
                 if where is not None:             # weighted by its energy (a queued load's own drain included)

@@ -366,6 +366,7 @@ def test_a_serving_sweep_takes_a_trace_window_by_window():
     one = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics", max_batch=1,
                           queue=True, **burst.serving(window_s=1800))
     assert queued.feasible and queued.energy_per_token_j == pytest.approx(one.energy_per_output_token_j)
+    assert queued.wait_s == pytest.approx(one.wait_s) and one.wait_s > 0  # the points' wait column, serve's
     # its carbon on an hourly series over its windows' hours, the drain its last window runs on for included
     assert one.windows.duration_s[-1] > 1800 + 600  # its backlog served into the second hour
     hourly = joulecast.sweep("llama-3-8b", "h100-sxm", **small, queue=True, carbon_series=[100, 500])

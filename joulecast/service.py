@@ -23,7 +23,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from joulecast.data.errors import InputError, JoulecastError, UnknownFieldError
+from joulecast.data.errors import InputError, JoulecastError, UnknownFieldError, require
 from joulecast.data.files import request_pairs, whole_number
 from joulecast.data.models import is_model_name
 from joulecast.render import finite
@@ -86,6 +86,12 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "an image model's epoch": {"model": "resnet-50", "gpu": "a100-sxm4-80gb", "phase": "train-run",
                                    "global_batch": 256, "tokens": 1_281_167},
     },
+    "/v1/estimate/report": {
+        "a load hour by hour, its carbon on an hourly series": {
+            "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4", "input_len": 1024,
+            "output_len": 256, "window_rates": [0.5, 2.0, 4.0, 0.0], "window_s": 3600,
+            "carbon_series": [300, 250, 200, 400]},
+    },
     "/v1/estimate/batch": {
         "two GPUs": {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 8, "seq": 512},
                               {"model": "gpt2", "gpu": "h100-sxm", "batch": 8, "seq": 512}]},
@@ -107,6 +113,11 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
         "an architect's what-if beside its GPU": {"model": "llama-3-8b", "phase": "decode",
                                                   "gpu": ["h200", "h200:memory_bandwidth_gbs*2"], "batch": [1, 16, 64],
                                                   "seq": 4096},
+    },
+    "/v1/sweep/report": {
+        "a serving load's GPU and cap": {"model": "llama-3-8b", "phase": "serve", "gpu": ["h100-sxm", "l40s"],
+                                         "request_rate": 4, "input_len": 512, "output_len": 256,
+                                         "power_limit_w": "range:4"},
     },
     "/v1/plan": {
         "two sites": {"name": "two sites", "model": "llama-3-8b", "tokens": 1_000_000_000, "seq": 2048,
@@ -287,26 +298,10 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
     from joulecast.estimator.train_run import train_run
 
     phase = body["phase"]
-    allowed = set(_JOBS[phase]) | {"model", "gpu", "phase", "dtype", "sm_clock_mhz", "power_limit_w", "engine",
-                                   "launch_mode", "host_dispatch_s"}
-    extra = sorted(set(body) - allowed)
-    if extra:
-        raise InputError(extra[0], f"not a field of phase {phase}; allowed: {', '.join(sorted(allowed))}")
-    args = {k: v for k, v in body.items() if k not in ("model", "gpu", "phase") and v is not None}
+    args = _job_args(body)
     if phase == "serve":
-        trace = None
-        if "requests" in args:  # a list of requests' load, as `serve --requests` reads a file's
-            from joulecast.data.requests import refuse_lengths, refuse_windows, requests_from_rows
-
-            refuse_lengths(args)
-            refuse_windows(args)
-            trace = requests_from_rows(args.pop("requests"))
-            args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
-                                                                         "output_tokens", "window_s")}))
-        for key in ("input_len", "output_len"):
-            if key not in args and "window_lengths" not in args:
-                raise InputError(key, "required with phase serve (or requests, or window_lengths)")
-        out = serve(body["model"], body["gpu"], estimator=model, **args).to_dict()
+        job, trace = _served(body["model"], body["gpu"], args, model)
+        out = job.to_dict()
         return out if trace is None else {**out, "trace": trace.to_dict()}
     if "engine" in args:
         raise InputError("engine", "not taken by phase train-run")
@@ -314,6 +309,67 @@ def _job(body: dict[str, Any], model: Any) -> dict[str, Any]:
         raise InputError("global_batch", "required with phase train-run")
     # seq: a text model's run needs it, a vision model's takes none (train_run says which)
     return train_run(body["model"], body["gpu"], estimator=model, **args).to_dict()
+
+
+def _job_args(body: dict[str, Any]) -> dict[str, Any]:
+    """A job body's fields but the model, GPU and phase, those given (not null); one its phase does not take is one
+    line naming it."""
+    phase = body["phase"]
+    allowed = set(_JOBS[phase]) | {"model", "gpu", "phase", "dtype", "sm_clock_mhz", "power_limit_w", "engine",
+                                   "launch_mode", "host_dispatch_s"}
+    extra = sorted(set(body) - allowed)
+    if extra:
+        raise InputError(extra[0], f"not a field of phase {phase}; allowed: {', '.join(sorted(allowed))}")
+    return {k: v for k, v in body.items() if k not in ("model", "gpu", "phase") and v is not None}
+
+
+def _served(name: str, gpu: str, args: dict[str, Any], model: Any) -> tuple[Any, Any]:
+    """A serve body's estimate (its fields but the model and GPU, `args`), and the requests it was read from (a
+    `RequestTrace`, as `serve --requests` reads a file's) or None."""
+    from joulecast.estimator.serving import serve
+
+    trace = None
+    if "requests" in args:  # a list of requests' load
+        from joulecast.data.requests import refuse_lengths, refuse_windows, requests_from_rows
+
+        refuse_lengths(args)
+        refuse_windows(args)
+        trace = requests_from_rows(args.pop("requests"))
+        args.update(trace.serving(**{k: args.pop(k, None) for k in ("concurrency", "request_rate", "duration_s",
+                                                                     "output_tokens", "window_s")}))
+    for key in ("input_len", "output_len"):
+        if key not in args and "window_lengths" not in args:
+            raise InputError(key, "required with phase serve (or requests, or window_lengths)")
+    return serve(name, gpu, estimator=model, **args), trace
+
+
+def serve_page(body: dict[str, Any], model: Any) -> str:
+    """POST /v1/estimate/report: a serving load window by window (phase serve with `window_rates` and `window_s`, or
+    `requests` and `window_s`, /v1/estimate's fields) as the self-contained page `estimate --report` writes; its
+    carbon at the body's grid or hourly series."""
+    from joulecast import serve_report
+    from joulecast.data.carbon import carbon, grid_at
+    from joulecast.render import trace_line
+
+    where = grid_at(*(body.get(k) for k in _CARBON))
+    fields = _as_read({k: v for k, v in body.items() if k not in _CARBON})
+    _check_names(fields, "")
+    require(fields.get("phase") == "serve", "phase", "a report charts a serving load window by window: phase serve")
+    require(fields.get("window_s") is not None, "window_s", "a report charts a load window by window: give window_s "
+                                                            "(with window_rates, or requests)")
+    job, trace = _served(fields["model"], fields["gpu"], _job_args(fields), model)
+    source = (trace_line("the body's requests", trace) if trace is not None
+              else f"the body's window_rates: {len(job.windows.request_rate):,} windows")
+    return serve_report.render(job, carbon(job, where), source, None if trace is None else trace.origin_s)
+
+
+def sweep_page(body: dict[str, Any], model: Any) -> str:
+    """POST /v1/sweep/report: /v1/sweep's body as the self-contained page `sweep --report` writes (its Pareto front
+    drawn, the best point and the front's points in tables)."""
+    from joulecast import sweep_report
+
+    result = _swept(body, model)
+    return sweep_report.render(result, f"joulecast sweep: {body.get('model')} {body.get('phase', 'prefill')}")
 
 
 def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -347,8 +403,15 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     model, gpu, dtype, sm_clock_mhz, power_limit_w, tp, output_len and grid each a value or a list, its phase's fixed
     options, the constraints by their API names), catalog models and GPUs only, bounded to answer in a request's time;
     the CLI's JSON (points, pareto, best)."""
-    from joulecast.estimator.sweep import JOB_PHASES, listed, run_sweep
     from joulecast.render import sweep_payload
+
+    payload = sweep_payload(_swept(body, model))
+    return {**payload, **{k: payload[k].to_dict(orient="records") for k in ("points", "pareto")}}
+
+
+def _swept(body: dict[str, Any], model: Any) -> Any:
+    """`sweep_points`' sweep (a `SweepResult`)."""
+    from joulecast.estimator.sweep import JOB_PHASES, listed, run_sweep
 
     for key in ("model", "gpu"):  # catalog names: nothing here reads a file
         for name in listed(body.get(key), key, [None]):
@@ -361,9 +424,7 @@ def sweep_points(body: dict[str, Any], model: Any) -> dict[str, Any]:
     # a serving load without a concurrency is one by rate (given, a list of requests' own, or window by window)
     by_rate = str(phase).lower() == "serve" and body.get("concurrency") is None
     most = (MAX_SWEEP_RATES if by_rate else MAX_SWEEP_JOBS if str(phase).lower() in JOB_PHASES else MAX_BATCH_ROWS)
-    result = run_sweep(body.get("model"), body.get("gpu"), phase=phase, estimator=model, max_points=most, **fields)
-    payload = sweep_payload(result)
-    return {**payload, **{k: payload[k].to_dict(orient="records") for k in ("points", "pareto")}}
+    return run_sweep(body.get("model"), body.get("gpu"), phase=phase, estimator=model, max_points=most, **fields)
 
 
 def estimate_rows(body: dict[str, Any], model: Any) -> dict[str, Any]:
@@ -438,7 +499,7 @@ def _open_route(route: str) -> bool:
 def create_app(estimator: str | None = None, tracking_uri: str | None = None, api_key: str | None = None) -> Any:
     """The FastAPI application (`api_key` default: $JOULECAST_API_KEY; none: no key asked for)."""
     from fastapi import FastAPI, Request
-    from fastapi.responses import JSONResponse, PlainTextResponse
+    from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
     from joulecast.data.gpus import catalog
 
@@ -470,7 +531,8 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
         metrics.observe(route, response.status_code, time.perf_counter() - start)
         return response
 
-    def answer(handler: Any, body: Any) -> JSONResponse:
+    def answer(handler: Any, body: Any, page: bool = False) -> Any:
+        """The handler's answer to `body` as JSON (a page's as HTML, `page`), or the 413 or 422 naming the field."""
         if body is too_large:
             return JSONResponse({"detail": f"body over {MAX_BODY_BYTES:,} bytes"}, status_code=413)
         model = holder.current() if holder is not None else None
@@ -480,6 +542,8 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
             return JSONResponse({"detail": [{"loc": ["body"], "msg": "expected a JSON object"}], "estimator": who},
                                 status_code=422)
         try:  # strict JSON, as the CLI's --json: a physics estimate's missing interval (NaN) is null, not a 500
+            if page:
+                return HTMLResponse(handler(body, model))
             return JSONResponse(finite({**handler(body, model), "estimator": who}))
         except JoulecastError as exc:
             field = getattr(exc, "field", "body")
@@ -507,6 +571,12 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
     async def post_estimate(request: Request) -> Any:
         return answer(estimate_one, await _json(request))
 
+    @app.post("/v1/estimate/report", openapi_extra=_body_docs("/v1/estimate/report"), response_class=HTMLResponse,
+              summary="A serving load window by window (phase serve, window_s with window_rates or requests) as a "
+                      "self-contained HTML page, as estimate --report writes it")
+    async def post_estimate_report(request: Request) -> Any:
+        return answer(serve_page, await _json(request), page=True)
+
     @app.post("/v1/estimate/batch", openapi_extra=_body_docs("/v1/estimate/batch"),
               summary=f"Up to {MAX_BATCH_ROWS:,} configurations: {{\"rows\": [...]}}")
     async def post_batch(request: Request) -> Any:
@@ -518,6 +588,12 @@ def create_app(estimator: str | None = None, tracking_uri: str | None = None, ap
                       f"{MAX_BATCH_ROWS:,} passes): points, Pareto front, best")
     async def post_sweep(request: Request) -> Any:
         return answer(sweep_points, await _json(request))
+
+    @app.post("/v1/sweep/report", openapi_extra=_body_docs("/v1/sweep/report"), response_class=HTMLResponse,
+              summary="/v1/sweep's body as a self-contained HTML page (its Pareto front drawn), as sweep --report "
+                      "writes it")
+    async def post_sweep_report(request: Request) -> Any:
+        return answer(sweep_page, await _json(request), page=True)
 
     @app.post("/v1/plan", openapi_extra=_body_docs("/v1/plan"),
               summary="A training job's strategies side by side: a job file's content as JSON (README 'Job files'), "

@@ -364,14 +364,17 @@ _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len":
        extra=st.dictionaries(st.sampled_from(_BODY_KEYS),
                              st.one_of(anything, st.lists(st.integers(-1, 64), max_size=2)), max_size=3))
 def test_service_bodies(phase, needs, extra):
-    """A service body with hostile fields (its phase's required ones or not): an answer, or one line naming a field
-    (the service's 422); never another exception (a 500: a train-run body without its seq once was)."""
-    from joulecast.service import estimate_one
+    """A service body with hostile fields (its phase's required ones or not), as an estimate and as a report: an
+    answer, or one line naming a field (the service's 422); never another exception (a 500: a train-run body without
+    its seq once was)."""
+    from joulecast.service import estimate_one, serve_page
 
     body = {"model": "gpt2", "gpu": "a10", **({"phase": phase} if phase else {}),
             **(_NEEDS.get(phase, {}) if needs else {}), **extra}
     result = outcome(lambda: estimate_one(body, "physics"))
     assert result is None or isinstance(result, dict)
+    page = outcome(lambda: serve_page(body, "physics"))  # the same body as a report (a load window by window)
+    assert page is None or page.startswith("<!doctype html>")
 
 
 _TRACE_KEYS = ["input_len", "output_len", "arrival_s", "ContextTokens", "GeneratedTokens", "TIMESTAMP",

@@ -278,6 +278,32 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     assert status == 200 and out["queue"] and out["windows"]["backlog"][0] > 0 and out["wait_s"] > 0, out
 
 
+def test_reports_over_http_are_the_cli_s_pages(physics_server):
+    """POST /v1/estimate/report: a serving load window by window as estimate --report's page (a bar a window, its
+    carbon on the body's series); /v1/sweep/report: a sweep's page with its Pareto front; a body that is no load
+    window by window, or a bad field, is a 422 naming it."""
+    body = {"model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4", "input_len": 512,
+            "output_len": 128, "window_rates": [0.5, 2.0, 0.0], "window_s": 600, "carbon_series": [100, 500]}
+    status, page = call(physics_server, "/v1/estimate/report", body)
+    assert status == 200 and page.startswith("<!doctype html>") and "<script" not in page, page[:200]
+    assert page.count("<rect class='power'") == 3 and page.count("<rect class='carbon'") == 3
+    assert "the body&#x27;s window_rates: 3 windows" in page
+    rows = [{"input_len": 600, "output_len": 100, "arrival_s": 4.0 * k} for k in range(300)]
+    status, page = call(physics_server, "/v1/estimate/report", {**{k: v for k, v in body.items() if k not in (
+        "input_len", "output_len", "window_rates")}, "requests": rows, "window_s": 300})
+    assert status == 200 and page.count("<rect class='power'") == 4 and "the body&#x27;s requests" in page
+    for change, field in (({"phase": "generate"}, "phase"), ({"window_s": None}, "window_s"),
+                          ({"window_rates": [1.0, -1.0, 0.0]}, "window_rates"), ({"batch": 4}, "batch")):
+        status, out = call(physics_server, "/v1/estimate/report", {**body, **change})
+        assert status == 422 and out["detail"][0]["loc"] == ["body", field], (change, out)
+    swept = {"model": "llama-3-8b", "phase": "prefill", "gpu": ["h100-sxm", "a100-sxm4-80gb"], "batch": [1, 8],
+             "seq": 512}
+    status, page = call(physics_server, "/v1/sweep/report", swept)
+    assert status == 200 and page.count("<svg") == 1 and "Pareto front" in page
+    status, out = call(physics_server, "/v1/sweep/report", {**swept, "batch": [0]})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "batch"], out
+
+
 def test_a_body_that_is_no_json_or_asks_for_another_estimator_is_a_422(physics_server):
     status, out = call(physics_server, "/v1/estimate", raw=b'{"model": "gpt2",')  # cut short
     assert status == 422 and out["detail"] == [{"loc": ["body"], "msg": "expected a JSON object"}], out

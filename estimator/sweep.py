@@ -55,7 +55,7 @@ JOB_PHASES = ("train-run", "generate", "serve")
 # The jobs whose options JOB_AXES a sweep may take as axes: a generation's and a serving load's tensor-parallel GPUs an
 # instance and output length.
 AXIS_PHASES = ("generate", "serve")
-JOB_AXES = ("tp", "output_len")  # each then a column of the points
+JOB_AXES = ("tp", "output_len", "instances")  # each then a column of the points (instances: serving's alone)
 MAX_JOB_POINTS = 5_000
 JOB_PART_ROWS = 50
 # A job sweep's fixed options, each passed to its job as is (the axes are the grid's columns: for a training run
@@ -151,19 +151,23 @@ def settings_of(values: Sequence[float | str | None], low: float, high: float, f
 def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches: Sequence[int], seqs: Sequence[int],
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
-         tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = ()
-         ) -> tuple[pd.DataFrame, dict[str, int]]:
+         tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = (),
+         instances: Sequence[int] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each) of a model or each of a list of them, less the clocks and power
     limits each GPU does not allow, and how many were left out for which reason; `host_dispatch_s`, the machine's host
     time an eager launch where known (every configuration's `host_dispatch_s`; none: the default, its interval
     spanning the measured hosts); `tps`, a generation's or a serving load's tensor-parallel GPUs an instance as an
     axis (a `tp` column; each checked against the model first); `output_lens`, their tokens generated a sequence (a
     serving load's mean) as an axis (an `output_len` column, in place of the fixed option); `request_rates`, a serving
-    sweep's requests a second in place of its `batches` (a `request_rate` column, RATE_SIZES). A clock or limit of
+    sweep's requests a second in place of its `batches` (a `request_rate` column, RATE_SIZES); `instances`, a
+    serving load's identical instances as an axis (an `instances` column; a concurrency that is no multiple of one
+    left out, as each instance keeps a whole share in flight). A clock or limit of
     "range" ("range:N") is each GPU's own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its
     boost clock up, its power limits over the range it takes."""
     for name, values in zip(JOB_AXES, (tps, output_lens)):
         require(not values or phase in AXIS_PHASES, name, f"applies to --phase {' or '.join(AXIS_PHASES)} only")
+    require(not instances or phase == "serve", "instances", "applies to --phase serve only")
+    instances = list(dict.fromkeys(instances))
     models = [model] if isinstance(model, str) else list(model)
     if tps:  # each divides every model's heads
         tps = list(dict.fromkeys(check_tp(resolve_model(m)[0], tp) for m in models for tp in tps))
@@ -183,17 +187,17 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
               and is_vision(resolve_model(m)[0])}
     settings_count = sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus))
     size = (sum(1 if m in images else len(seqs) for m in models) * len(batches) * len(dtypes) * max(1, len(tps))
-            * max(1, len(output_lens)) * settings_count)
+            * max(1, len(output_lens)) * max(1, len(instances)) * settings_count)
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
     frame = pd.DataFrame([row for m in models for g in gpus for row in itertools.product(
                              [m], [g], batches, [None] if m in images else seqs, dtypes, *settings[g], tps or [None],
-                             output_lens or [None])],
+                             output_lens or [None], instances or [None])],
                          columns=["model", "gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
                                   "sm_clock_mhz", "power_limit_w", *JOB_AXES])
-    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens)) if not values])
+    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens, instances)) if not values])
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
     if host_dispatch_s is not None:
@@ -206,9 +210,13 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
         mine = (frame["gpu"] == g).to_numpy()
         limit_ok[mine] |= spec.power_limit_allowed(limits[mine])
     limit_ok = pd.Series(limit_ok, index=frame.index)
+    # each instance keeps a whole share of a concurrency in flight
+    shared = (pd.Series(True, index=frame.index) if not instances or request_rates
+              else frame["batch"] % frame["instances"] == 0)
     skipped = {"clock outside the GPU's range": int((~clock_ok).sum()),
-               "power limit outside the GPU's range": int((clock_ok & ~limit_ok).sum())}
-    return frame[clock_ok & limit_ok].reset_index(drop=True), {k: v for k, v in skipped.items() if v}
+               "power limit outside the GPU's range": int((clock_ok & ~limit_ok).sum()),
+               "concurrency not a multiple of instances": int((clock_ok & limit_ok & ~shared).sum())}
+    return frame[clock_ok & limit_ok & shared].reset_index(drop=True), {k: v for k, v in skipped.items() if v}
 
 
 def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) -> np.ndarray:
@@ -447,7 +455,7 @@ FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name"}
-_COUNT_FIELDS = ("tp", "output_len", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
+_COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
 
 
 def _is_count(value: Any) -> bool:
@@ -603,7 +611,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
-                            output_lens=output_lens, request_rates=rates)
+                            output_lens=output_lens, request_rates=rates,
+                            instances=listed(fields.get("instances"), "instances", []) if phase == "serve" else [])
     if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")

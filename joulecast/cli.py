@@ -555,10 +555,12 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
-            "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None}
+            "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None,
+            "instances": _listed(job.pop("instances", None), int, "--instances", []) or None}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))
              if values}  # a serving load by its request rate has no concurrency
-    fields = dict(sizes, **job, **axes, **({"requests": trace} if trace is not None else {}),
+    fields = dict(sizes, **job, **{k: v for k, v in axes.items() if v is not None},
+                  **({"requests": trace} if trace is not None else {}),
                   dtype=_listed(args.dtype, str, "--dtype", ["bf16"]),
                   sm_clock_mhz=_listed(args.sm_clock, float, "--sm-clock", [None], spans=True),
                   power_limit_w=_listed(args.power_limit, float, "--power-limit", [None], spans=True),
@@ -630,6 +632,7 @@ def _sweep(args: argparse.Namespace) -> int:
                        f"{render.duration(best['s_per_token'])} {render.article(result.unit)} {result.unit}"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
         tp = f", TP {best['tp']:.0f}" if "tp" in shown else ""
+        tp += f", {best['instances']:.0f} instances" if "instances" in shown else ""
         carbon = (f"{render.mass(1e6 * best['carbon_per_token_g'])} CO2e a million output tokens"
                   if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
         model = f"{best['model']} on " if "model" in shown else ""
@@ -1390,8 +1393,8 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--tp", help="serve, generate: tensor-parallel GPUs of one instance, e.g. 1,2,4 (each a point); "
                                    "default 1")
     jobs.add_argument("--max-batch", type=_whole, help="serve: the engine's most requests in flight; default 256")
-    jobs.add_argument("--instances", type=_whole, help="serve: identical instances the load is spread over (each "
-                                                       "--tp GPUs); default 1")
+    jobs.add_argument("--instances", help="serve: identical instances the load is spread over (each --tp GPUs), e.g. "
+                                          "1,2,4 (each a point; with --autoscale the most each may use); default 1")
     jobs.add_argument("--chunk-tokens", type=_whole, help="serve: most prompt tokens a step carries; default 8192")
     jobs.add_argument("--output-len-cv", type=float, help="serve: the output lengths' spread (std / mean); default 0")
     jobs.add_argument("--input-len-cv", type=float, help="serve: the prompt lengths' spread (std / mean); default 0")

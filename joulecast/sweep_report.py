@@ -24,16 +24,17 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # A feasible point's colour by its GPU (a plan's: its strategy) where a sweep has several (Tableau's ten less its red,
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
-COLUMNS = ("model", "gpu", "batch", "seq", "output_len", "dtype", "tp", "sm_clock_mhz", "power_limit_w", "energy_j",
-           "time_s", "power_w", "tokens_per_s", "wait_s", "energy_per_token_j", "grid", "carbon_g", "flags")
+COLUMNS = ("model", "gpu", "batch", "seq", "output_len", "dtype", "tp", "instances", "sm_clock_mhz", "power_limit_w",
+           "energy_j", "time_s", "power_w", "tokens_per_s", "wait_s", "energy_per_token_j", "grid", "carbon_g", "flags")
 
 
 def columns(result: Any) -> list[str]:
     """The table's columns for a sweep's points: COLUMNS with its two size columns (`SweepResult.sizes`; the one of a
-    sweep over images, whose seq is 1), those the points have (the model and tensor parallelism where they vary; the
-    output length where it is an axis)."""
+    sweep over images, whose seq is 1), those the points have (the model, tensor parallelism and instances where they
+    vary; the output length where it is an axis)."""
     named = [{"batch": result.sizes[0], "seq": result.sizes[1]}.get(c, c) for c in COLUMNS]
-    return [c for c in named if c in result.points and (c not in ("model", "tp") or varies(result.points, c))
+    return [c for c in named if c in result.points and (c not in ("model", "tp", "instances")
+                                                         or varies(result.points, c))
             and (c != result.sizes[1] or result.unit != "image")]
 
 

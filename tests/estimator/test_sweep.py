@@ -881,3 +881,30 @@ def test_the_best_line_gives_its_energy_interval_where_the_estimate_has_one(caps
         assert float(text.replace(",", "")) == pytest.approx(value, rel=1e-3)
     assert main([*args, "--estimator", "physics"]) == 0
     assert re.search(r"bf16, [\d.,]+ J in ", capsys.readouterr().out.splitlines()[-1])
+
+
+def test_a_serving_sweep_takes_instances_as_an_axis(capsys):
+    """`instances` as an axis of a serving sweep: each point the load spread over that many instances, as `serve`
+    gives it; too few for the rate past capacity (infeasible), the best by energy the fewest that serve it; a
+    concurrency that is no multiple of a count left out, named; the CLI's --instances a list."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics")
+    reach = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=256, **kw).requests_per_s
+    result = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=1.5 * reach, instances=[1, 2, 4],
+                             **kw)
+    points = result.points.set_index("instances")
+    assert points.loc[1, "flags"] == "exceeds-capacity" and not points.loc[1, "feasible"]
+    for n in (2, 4):
+        one = joulecast.serve("llama-3-8b", "h100-sxm", request_rate=1.5 * reach, instances=n, **kw)
+        assert points.loc[n, "energy_per_token_j"] == pytest.approx(one.energy_per_output_token_j)
+        assert points.loc[n, "power_w"] == pytest.approx(one.power_w)
+    assert result.best["instances"] == 2 and "instances" not in result.job
+    by_count = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", concurrency=[6, 8], instances=[1, 4], **kw)
+    assert by_count.skipped == {"concurrency not a multiple of instances": 1} and len(by_count.points) == 3
+    with pytest.raises(joulecast.InputError, match="^instances: not a field of a generate sweep"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="generate", batch=1, input_len=64, output_len=8,
+                        instances=[1, 2])
+    assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+                 "--output-len", "128", "--request-rate", str(1.5 * reach), "--instances", "1,2,4", "--engine",
+                 "vllm-0.5.4", "--estimator", "physics"]) == 0
+    said = capsys.readouterr().out
+    assert re.search(r"^best by energy: h100-sxm .*, 2 instances, ", said, re.M), said

@@ -233,12 +233,12 @@ def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) ->
 
 
 def check_options(objective: str, front: str, max_time_s: float | None, min_tokens_per_s: float | None,
-                  max_power_w: float | None) -> None:
+                  max_power_w: float | None, max_wait_s: float | None = None) -> None:
     """A sweep's objective, front and constraints, checked before any work."""
     require_choice(objective, OBJECTIVES, "objective")
     require_choice(front, (*FRONTS, "auto"), "front")
     for name, value in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
-                        ("max_power_w", max_power_w)):
+                        ("max_power_w", max_power_w), ("max_wait_s", max_wait_s)):
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
         if value is not None and not (number and 0 < value < np.inf):  # NaN fails the range
             raise InputError(name, f"must be a positive number, got {value!r}")
@@ -375,8 +375,8 @@ def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
 
 
 def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
-          min_tokens_per_s: float | None = None, max_power_w: float | None = None, estimator: Any = None,
-          skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
+          min_tokens_per_s: float | None = None, max_power_w: float | None = None, max_wait_s: float | None = None,
+          estimator: Any = None, skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
           job: Mapping[str, Any] | None = None, grids: Sequence[Grid] = ()) -> SweepResult:
     """Estimate every configuration (of a job phase: each as its job, with the fixed options `job`); mark those
     that fit in their GPU's memory and meet the constraints (`feasible`) and the Pareto front among them
@@ -387,14 +387,17 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     `run` says where the partitions run (`joulecast.data.executors`; default here); `progress` is called with each
     partition's count as it finishes. Each point's carbon (`carbon_g`, its interval's ends, `carbon_per_token_g`) is
     its energy's on each of `grids` (`joulecast.data.carbon.Grid`; default WORLD's at the average PUE), a point a
-    configuration and grid; the front weighs carbon where the objective is carbon or there are several grids."""
-    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w)
+    configuration and grid; the front weighs carbon where the objective is carbon or there are several grids.
+    `max_wait_s`: a queued serving load's (`queue` in `job`) requests' mean wait at most this long."""
+    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s)
     grids = tuple(dict.fromkeys(grids)) or (grid_at(),)  # a grid named twice is one
     if len(configs) * len(grids) > MAX_POINTS:
         raise InputError("grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
                                    "points (narrow the lists)")
     phase = str(configs["phase"].iloc[0]) if len(configs) else ""
     job = check_job(phase, job)
+    require(max_wait_s is None or bool(job.get("queue")), "max_wait_s", "applies to a queued serving load (queue, "
+            "with a load window by window): only its requests wait")
     for name in JOB_AXES:
         require(name not in job or name not in configs, name, "an axis of the grid or a fixed option, not both")
     # a load window by window on an hourly series: each point's carbon at its own windows' hours (`estimate_jobs`)
@@ -424,7 +427,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     feasible = ~points["flags"].fillna("").str.contains("|".join(UNSERVABLE)).to_numpy(bool)
     feasible &= np.isfinite(points[["time_s", "energy_j"]].to_numpy(float)).all(axis=1)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
-                                 ("power_w", max_power_w, True)):
+                                 ("power_w", max_power_w, True), ("wait_s", max_wait_s, True)):
         if bound is not None:
             feasible &= (points[column] <= bound) if upper else (points[column] >= bound)
     points["feasible"] = feasible
@@ -433,7 +436,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     y = CARBON_AXES[y] if cost == "carbon" else y
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
-                                     ("max_power_w", max_power_w)) if v is not None}
+                                     ("max_power_w", max_power_w), ("max_wait_s", max_wait_s)) if v is not None}
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     images = len(points) > 0 and all(is_vision(resolve_model(m)[0]) for m in points["model"].unique())
@@ -449,8 +452,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
 # (`SIZES`) and fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`). model, gpu, dtype, sm_clock_mhz, power_limit_w, tp,
 # output_len, grid and the sizes take a value or a list (an axis each).
 FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
-          "max_time_s", "min_tokens_per_s", "max_power_w", "host_dispatch_s", "grid", "carbon_intensity", "pue",
-          "carbon_series")
+          "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "host_dispatch_s", "grid", "carbon_intensity",
+          "pue", "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",
@@ -557,11 +560,12 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     every combination of `model` (a catalog name or a list of them), `gpu`, the phase's two sizes (`SIZES`: batch and
     seq; micro_batch and seq; batch and input_len; concurrency and input_len), `dtype`, `sm_clock_mhz` and
     `power_limit_w` (numbers, None for the default, or "range" / "range:N"), a generation's or serving load's `tp` and
-    `output_len` (one output_len: every job's; several: an axis), and the carbon `grid` (or `carbon_intensity` or
-    `carbon_series`, at `pue`), each a value or a list; the phase's fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`) as
-    its job takes them; the `objective`, `front` and constraints (`max_time_s`, `min_tokens_per_s`, `max_power_w`) as
-    `sweep` takes them; a serving sweep's `requests` (a `joulecast.read_requests` result, or its rows) in place of
-    its lengths, their spread and, unless a load is given, its rate (`_trace_fields`). Refused before any estimate:
+    `output_len` (one output_len: every job's; several: an axis), a serving load's `instances`, and the carbon
+    `grid` (or `carbon_intensity` or `carbon_series`, at `pue`), each a value or a list; the phase's fixed options
+    (`JOB_OPTIONS`, `PASS_OPTIONS`) as its job takes them; the `objective`, `front` and constraints (`max_time_s`,
+    `min_tokens_per_s`, `max_power_w`, a queued serving load's `max_wait_s`) as `sweep` takes them; a serving
+    sweep's `requests` (a `joulecast.read_requests` result, or its rows) in place of its lengths, their spread and,
+    unless a load is given, its rate (`_trace_fields`). Refused before any estimate:
     a field it does not take (naming the closest), a bad value, and more configurations than MAX_JOB_POINTS jobs or
     MAX_POINTS passes (on their grids), or than `max_points` where given.
 
@@ -586,7 +590,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
-                  fields.get("min_tokens_per_s"), fields.get("max_power_w"))
+                  fields.get("min_tokens_per_s"), fields.get("max_power_w"), fields.get("max_wait_s"))
     batches, seqs, rates = _sizes(phase, fields)
     job = {k: fields[k] for k in fixed if fields.get(k) is not None and k not in JOB_AXES}
     output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
@@ -622,8 +626,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     _refuse_what_no_model_takes(models, phase, fields, job, batches, seqs, dtypes)
     result = sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
                    max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
-                   max_power_w=fields.get("max_power_w"), estimator=estimator, skipped=skipped, run=run,
-                   progress=progress, job=job, grids=grids)
+                   max_power_w=fields.get("max_power_w"), max_wait_s=fields.get("max_wait_s"), estimator=estimator,
+                   skipped=skipped, run=run, progress=progress, job=job, grids=grids)
     return result if trace is None else dataclasses.replace(result, trace=trace.to_dict())
 
 

@@ -550,7 +550,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
-    check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power)
+    check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power, args.max_wait)
     batches, seqs, job, trace = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
@@ -567,7 +567,7 @@ def _sweep(args: argparse.Namespace) -> int:
                   host_dispatch_s=check_host_dispatch(args.host_dispatch_us, "--host-dispatch-us", "us"),
                   grid=_listed(args.grid, str, "--grid", []) or None, carbon_intensity=args.carbon_intensity,
                   pue=args.pue, objective=args.objective, front=args.front, max_time_s=args.max_time,
-                  min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power,
+                  min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power, max_wait_s=args.max_wait,
                   carbon_series=_carbon_series(args))
     if args.out:
         _check_table_file(args.out, "sweep --out")
@@ -1339,6 +1339,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--min-throughput", dest="min_tokens_per_s", type=float,
                     help="constraint: at least this many tokens a second")
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
+    sw.add_argument("--max-wait", type=float, help="constraint, serve with --queue: a request's mean wait for the "
+                    "backlog it finds at most this many seconds")
     _carbon_flags(sw, "grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the front "
                       "weighs carbon); default WORLD")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "

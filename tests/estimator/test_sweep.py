@@ -908,3 +908,37 @@ def test_a_serving_sweep_takes_instances_as_an_axis(capsys):
                  "vllm-0.5.4", "--estimator", "physics"]) == 0
     said = capsys.readouterr().out
     assert re.search(r"^best by energy: h100-sxm .*, 2 instances, ", said, re.M), said
+
+
+def test_a_queued_serving_sweep_bounds_the_wait(capsys, tmp_path):
+    """`max_wait_s` (--max-wait): over a queued load's instances, a point whose requests wait longer on average is
+    not feasible, so the best by energy is the fewest instances within the wait; without `queue`, one line naming
+    it."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics")
+    reach = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=256, **kw).requests_per_s
+    load = dict(window_rates=[0.5 * reach, 2.5 * reach, 0.5 * reach, 0.2 * reach], window_s=600, queue=True)
+    free = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", instances=[1, 2, 3], **load, **kw)
+    waits = free.points.set_index("instances")["wait_s"]
+    assert waits[1] > waits[2] > 0 and waits[3] == 0 and free.points["feasible"].all()
+    bounded = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", instances=[1, 2, 3], **load, **kw,
+                              max_wait_s=float(waits[2]) * 1.01)
+    assert bounded.points.set_index("instances")["feasible"].tolist() == [False, True, True]
+    assert bounded.best["instances"] == 2 and bounded.constraints == {"max_wait_s": float(waits[2]) * 1.01}
+    assert "a request's mean wait at most" in sweep_report.constraints_text(bounded.constraints)
+    with pytest.raises(joulecast.InputError, match="^max_wait_s: applies to a queued serving load"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=1.0, max_wait_s=1.0, **kw)
+    with pytest.raises(joulecast.InputError, match="^max_wait_s: must be a positive number"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", instances=[1], **load, **kw, max_wait_s=-1)
+    # the CLI: a trace's burst over a quiet stretch, hour by hour, queued over 1 or 2 instances, the wait bounded
+    two = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=2, max_batch=2, **kw).requests_per_s  # 2 in flight
+    quiet, busy = int(0.5 * two * 3600), int(1.5 * two * 3600)  # an hour under what one instance serves, one over
+    arrivals = np.concatenate([np.linspace(0, 3599, quiet), np.linspace(3600, 7199, busy)])
+    pd.DataFrame({"input_len": 512, "output_len": 128, "arrival_s": arrivals}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--requests",
+            str(tmp_path / "t.csv"), "--window", "1h", "--queue", "--instances", "1,2", "--max-batch", "2",
+            "--engine", "vllm-0.5.4", "--estimator", "physics", "--json"]
+    assert main(argv) == 0
+    waits = [p["wait_s"] for p in json.loads(capsys.readouterr().out)["points"]]
+    assert waits[0] > waits[1]
+    assert main([*argv, "--max-wait", str(waits[1] + 0.5 * (waits[0] - waits[1]))]) == 0
+    assert json.loads(capsys.readouterr().out)["best"]["instances"] == 2

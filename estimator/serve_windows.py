@@ -24,7 +24,7 @@ from joulecast.data.requests import LENGTH_FIELDS, MAX_TIME_S, MAX_WINDOWS, MIN_
 
 # Bins a length (prompts, answers) by the requests' quantiles: at most 16 classes, each a grid of steps. On
 # experiments/trace_reading.py's week with prompts and answers that follow the day, 4 keep the hourly estimate within
-# 0.1 % of a grid for every window (its note has the figures).
+# 0.1 % of a grid for every window (experiments/HISTORY.md, 2026-12-07's twentieth session, has the figures).
 LENGTH_BINS = 4
 
 

@@ -232,7 +232,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     from joulecast.estimator.serving import serve
 
     trace = None
-    for flag, needs in (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW)):
+    for flag, needs in WINDOW_SWITCHES:
         if getattr(args, flag) and args.window is None:
             raise InputError(f"--{flag}", needs)
     if args.report is not None:
@@ -511,7 +511,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
             raise InputError("--window", WINDOW_NEEDS_REQUESTS)
         job["window_s"] = job.pop("window")
     else:
-        for flag, needs in (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW)):
+        for flag, needs in WINDOW_SWITCHES:
             if job.get(flag):
                 raise InputError(f"--{flag}", needs)
     if phase in ("generate", "serve"):
@@ -652,6 +652,7 @@ WORKLOAD_FLAGS = ("phase", "batch", "seq", "dtype", "attention", "launch_mode", 
 WINDOW_NEEDS_REQUESTS = "applies to --requests (the file's arrival times set each window's rate)"
 AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest of --instances that serve it)"
 QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
+WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),

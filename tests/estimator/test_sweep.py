@@ -942,3 +942,5 @@ def test_a_queued_serving_sweep_bounds_the_wait(capsys, tmp_path):
     assert waits[0] > waits[1]
     assert main([*argv, "--max-wait", str(waits[1] + 0.5 * (waits[0] - waits[1]))]) == 0
     assert json.loads(capsys.readouterr().out)["best"]["instances"] == 2
+    assert main([a for a in argv if a not in ("--window", "1h")]) == 2  # a queue is a window's excess
+    assert "--queue: applies to --window" in capsys.readouterr().err

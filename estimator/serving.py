@@ -43,6 +43,7 @@ reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -53,8 +54,9 @@ import numpy as np
 from joulecast.data import engines
 from joulecast.data.errors import InputError, require, require_choice, require_switch
 from joulecast.data.gpus import gpu as lookup_gpu
-from joulecast.data.kernels import dtype_name
-from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, check_host_dispatch
+from joulecast.data.kept import kept_for
+from joulecast.data.kernels import DTYPES, dtype_name
+from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_host_dispatch
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serve_windows import (
@@ -217,6 +219,12 @@ def _check_context(input_len: float, output_len: float, output_len_cv: float, co
                          "(the prompt and half the answer)")
 
 
+# Serving steps lowered, by their catalog model and shape (`_evaluate`): at most this many kept, a few kB each (a
+# sweep's GPUs, clocks and rates serve the same 21 steps; a trace's 16 length classes 16 x 21)
+STEPS_KEPT = 1024
+_STEPS: dict = {}
+
+
 def _evaluate(model: str, spec: Any, batches: np.ndarray, sizes: Sequence[Mapping[str, float]], dtype: str,
               engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
@@ -226,12 +234,18 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, sizes: Sequence[Mappin
     the step's estimate on one GPU, the seconds and joules a GPU its instance adds to it
     (`tensor_parallel.instance_wait`: all-reduces, the engine's host work for its other workers), and the step's
     prompt tokens."""
-    config, _, _ = resolve_model(model)
-    works, prompts = zip(*(serve_step.step_workload(config, batch=int(b), **size, dtype=dtype, engine=engine,
-                                                    launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                                    host_dispatch_s=host_dispatch_s, sampling=sampling,
-                                                    expert_parallel=expert_parallel)
-                           for size in sizes for b in batches))
+    config, named, source = resolve_model(model)
+    shape = dict(dtype=dtype, engine=engine, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                 host_dispatch_s=host_dispatch_s, sampling=sampling, expert_parallel=expert_parallel)
+
+    def step(b: int, size: Mapping[str, float]) -> tuple[Workload, int]:
+        make = functools.partial(serve_step.step_workload, config, batch=b, **size, **shape)
+        if source != "catalog":  # a config file's: lowered as read
+            return make()
+        # a catalog model's step kept: a sweep's GPUs, clocks, limits and rates serve the same steps
+        return kept_for(_STEPS, (), make, STEPS_KEPT, (named, b, *size.items(), *shape.items()))
+
+    works, prompts = zip(*(step(int(b), size) for size in sizes for b in batches))
     # every class's and batch's step in one physics pass and one residual prediction
     ests = estimate_batch(list(works), spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                           estimator=residual if residual is not None else "physics")
@@ -339,6 +353,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                        "input_len" if lengths is None else "window_lengths")
     engine = engines.check_engine(engine) or "none"
     dtype = dtype_name(dtype)
+    require_choice(dtype, DTYPES, "dtype")  # before a step is lowered (or kept by its dtype)
     require_choice(launch_mode, LAUNCH_MODES, "launch_mode")  # before: another name priced every step as NaN
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     config = resolve_model(model)[0]

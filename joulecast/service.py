@@ -392,10 +392,10 @@ def plan_job(body: dict[str, Any], model: Any) -> dict[str, Any]:
 
 # A sweep over HTTP answers in the time of a request: at most this many jobs (about 5 ms a serving load or a
 # training run, 0.1 s a generation of 256 tokens), and MAX_BATCH_ROWS points of single passes; a serving load by
-# its request rate finds its batch among 21 steps, about 13 ms a point (5 GPUs x 8 rates, 0.50 s of CPU on the
-# 2-core machine; 56 ms before the steps went through one estimate pass), and a trace's load window by window runs
-# a grid for each of up to 16 length classes, about 67 ms a point (5 GPUs x 2 instance counts, an hour a window, a
-# week's trace with lengths that follow the day: 0.67 s), so fewer of those.
+# its request rate finds its batch among 21 steps, about 7 ms a point (5 GPUs x 8 rates, 0.29 s of CPU on the 2-core
+# machine, the steps lowered once; 56 ms before they went through one estimate pass), and a trace's load window by
+# window runs a grid for each of up to 16 length classes, about 33 ms a point (5 GPUs x 2 instance counts, an hour a
+# window, a week's trace with lengths that follow the day: 0.33 s), so fewer of those.
 MAX_SWEEP_JOBS = 500
 MAX_SWEEP_RATES = 50
 

@@ -809,3 +809,19 @@ def test_a_queued_load_carries_each_window_s_excess_to_the_windows_after_it():
         serve("llama-3-8b", "h100-sxm", input_len=64, output_len=16, request_rate=1.0, queue=True)
     assert "queue      " in render.serve_table(job) and "the last window runs on until none waits" in (
         render.serve_table(job))
+
+
+def test_a_catalog_model_s_steps_are_lowered_once_and_kept():
+    """`serve`'s steps of a catalog model are lowered once and kept by their shape: another GPU (a sweep's) serves
+    the kept steps, and what it gives is what steps lowered afresh give."""
+    from joulecast.estimator import serving
+
+    serving._STEPS.clear()
+    kw = dict(input_len=300, output_len=77, request_rate=1.0, estimator="physics", engine="vllm-0.5.4")
+    serve("llama-3-8b", "h100-sxm", **kw)
+    kept = len(serving._STEPS)
+    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24))))  # the grid of batch sizes
+    again = serve("llama-3-8b", "a100-sxm4-80gb", **kw)
+    assert len(serving._STEPS) == kept
+    serving._STEPS.clear()
+    assert serve("llama-3-8b", "a100-sxm4-80gb", **kw).to_dict() == again.to_dict()

@@ -127,7 +127,8 @@ class ServeEstimate:
     energy_per_output_token_j: float
     energy_per_request_j: float
     energy_per_output_token_interval_j: tuple[float, float] | None
-    ttft_s: float                 # a prompt's prefill within one step (no queueing counted)
+    ttft_s: float                 # a prompt's prefill within one step, and queued (`queue`) its mean wait before it
+                                  # (the steady state's own queueing not counted)
     gpu_busy_share: float         # of a step (physics' timeline), the GPU running kernels: the rest it waits on the
                                   # engine's host work, the all-reduces or launches (host-bound where this is low)
     memory_gb: float
@@ -458,18 +459,21 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
+    # queued: a request's mean wait for the backlog it finds, over the requests
+    wait = float(np.average(spread.wait_s, weights=spread.request_rate * spread.duration_s)) if queue else None
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
         dtype=dtype, sampling=sampling, input_len=input_len,
         output_len=output_len, batch=mean_batch, busy_batch=busy, idle_share=idle, step_time_s=step_s,
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
-        energy_per_output_token_interval_j=band, ttft_s=step_s, gpu_busy_share=busy_share,
+        energy_per_output_token_interval_j=band, gpu_busy_share=busy_share,
+        ttft_s=step_s + (wait or 0.0),
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
-        wait_s=float(np.average(spread.wait_s, weights=spread.request_rate * spread.duration_s)) if queue else None,
+        wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))

@@ -103,27 +103,31 @@ class RequestTrace:
         MIN_WINDOW_S joined to the one before (a sliver's rate would read its few arrivals as a burst); one line
         naming `field` where the file has no times or the window is not from MIN_WINDOW_S to the file's span
         (MAX_WINDOWS windows at most)."""
-        which, seconds = self._window_of(window_s, field)
-        return np.bincount(which, minlength=len(seconds)) / seconds, float(seconds[-1])
+        _, seconds, count = self._by_window(window_s, field)
+        return count / seconds, float(seconds[-1])
 
     def window_lengths(self, window_s: Any, field: str = "window_s") -> pd.DataFrame:
         """Each window's requests' lengths as `load` gives the whole file's (a row a window, `windows`' windows, the
         columns LENGTH_FIELDS; NaN for a window without arrivals), for `serve`'s `window_lengths`: an hour whose
         prompts run longer priced at its own lengths, not the file's mean."""
-        which, seconds = self._window_of(window_s, field)
-        count = np.bincount(which, minlength=len(seconds)).astype(float)
+        which, _, count = self._by_window(window_s, field)
+        return self._lengths_by(which, count)
+
+    def _lengths_by(self, which: np.ndarray, count: np.ndarray) -> pd.DataFrame:
+        """`window_lengths` of the requests in windows `which`, `count` in each."""
         columns = {}
         with np.errstate(invalid="ignore", divide="ignore"):  # an empty window's 0 / 0: NaN, as documented
             for name, lengths in (("input_len", self.input_len), ("output_len", self.output_len)):
                 x = lengths.astype(float)
-                mean = np.bincount(which, x, len(seconds)) / count
-                square = np.bincount(which, x * x, len(seconds)) / count
+                mean = np.bincount(which, x, len(count)) / count
+                square = np.bincount(which, x * x, len(count)) / count
                 columns[name] = mean
                 columns[f"{name}_cv"] = np.sqrt(np.maximum(square - mean * mean, 0.0)) / mean
         return pd.DataFrame(columns)[list(LENGTH_FIELDS)]
 
-    def _window_of(self, window_s: Any, field: str) -> tuple[np.ndarray, np.ndarray]:
-        """Each request's window and each window's seconds (`windows`), else one line naming `field`."""
+    def _by_window(self, window_s: Any, field: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each request's window, each window's seconds and its requests (`windows`), else one line naming
+        `field`."""
         if self.arrival_s is None:
             raise InputError(field, "the requests have no arrival times to count in windows")
         span = self.span_s
@@ -144,7 +148,8 @@ class RequestTrace:
             count, last = count - 1, last + window_s
         seconds = np.full(count, float(window_s))
         seconds[-1] = last
-        return np.minimum(self.arrival_s // window_s, count - 1).astype(np.int64), seconds
+        which = np.minimum(self.arrival_s // window_s, count - 1).astype(np.int64)
+        return which, seconds, np.bincount(which, minlength=count).astype(float)
 
     def serving(self, *, concurrency: Any = None, request_rate: Any = None, duration_s: Any = None,
                 output_tokens: Any = None, window_s: Any = None, rate_field: str = "request_rate") -> dict[str, Any]:
@@ -159,9 +164,9 @@ class RequestTrace:
             if given:
                 raise InputError(given, "not with a window: the requests' arrivals set each window's rate, and "
                                         "its totals are theirs")
-            rates, last = self.windows(window_s)
-            return {"window_rates": rates, "window_s": float(window_s), "last_window_s": last,
-                    "window_lengths": self.window_lengths(window_s)}
+            which, seconds, count = self._by_window(window_s, "window_s")  # once for rates and lengths
+            return {"window_rates": count / seconds, "window_s": float(window_s), "last_window_s": float(seconds[-1]),
+                    "window_lengths": self._lengths_by(which, count)}
         out: dict[str, Any] = {**self.load(), "concurrency": concurrency, "request_rate": request_rate,
                                "duration_s": duration_s, "output_tokens": output_tokens}
         if concurrency is None and request_rate is None:

@@ -352,13 +352,13 @@ def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_m
         if len(away):  # each row's reasons out of domain
             said = ([reasons[i] for i in away.tolist()] if reasons is not None
                     else model.outside_domain(X.take(away), [learned] * len(away)))
-            outside = list(outside)
             for i, why in zip(away.tolist(), said):
                 outside[i] = tuple(why)
     bounds = np.searchsorted(np.asarray(features["workload_id"], np.int64), np.arange(n + 1))
     out = []
     for i, w in enumerate(workloads):  # a record each: the arrays' i-th figures and its own kernel rows
         mine = _rows(features, bounds[i], bounds[i + 1])
+        ti, ei, pt = float(t[i]), float(e[i]), float(phys_t[i])
         kw: dict[str, Any] = {"flags": (str(memory_flag[i]),) if memory_flag[i] else ()}
         if h is not None:
             e_band = (float(h["energy_lo_j"][i]), float(h["energy_hi_j"][i]))
@@ -367,13 +367,11 @@ def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_m
             if spec.what_if_of is not None:
                 inside, mark, why = False, (*mark, WHAT_IF_FLAG), (*why, what_if_reason(spec.what_if_of,
                                                                                         what_if is not None))
-            ti = float(t[i])
-            kw = dict(method="hybrid", physics_energy_j=float(phys_e[i]), physics_time_s=float(phys_t[i]),
+            kw = dict(method="hybrid", physics_energy_j=float(phys_e[i]), physics_time_s=pt,
                       energy_interval_j=e_band, time_interval_s=(float(h["time_lo_s"][i]), float(h["time_hi_s"][i])),
                       # the average board power never passes the limit, however long the pass
                       power_interval_w=(e_band[0] / ti, min(e_band[1] / ti, limit)), interval_level=model.level,
                       in_domain=inside, flags=mark + kw["flags"], outside_domain=why)
-        ti, ei, pt = float(t[i]), float(e[i]), float(phys_t[i])
         out.append(Estimate(
             workload=w.name, gpu=spec.name, sm_clock_mhz=clock, power_limit_w=limit,
             energy_j=ei, time_s=ti, power_w=ei / ti, gpu_busy_s=float(totals.gpu_busy_s[i]) * ti / pt,

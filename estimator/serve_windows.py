@@ -94,7 +94,7 @@ def check_window_lengths(table: Any, requests: np.ndarray) -> np.ndarray:
             raise InputError("window_lengths", f"{name} of window {k + 1:,} (it has arrivals) must be {allowed}, got "
                                                f"{float(column[k])!r}")
         out[:, j] = np.where(busy, column, 0.0)
-    out[~busy] = pooled(out[busy], requests[busy], np.zeros(int(busy.sum()), dtype=np.int64), 1)[0]
+    out[~busy] = pooled_whole(out[busy], requests[busy])
     return out
 
 
@@ -129,6 +129,11 @@ def pooled(lengths: np.ndarray, weight: np.ndarray, label: np.ndarray, classes: 
         # within serve's bound on a spread (10): windows whose means lie orders of magnitude apart pool past it
         out[:, j + 2] = np.clip(np.sqrt(np.maximum(square / (out[:, j] * out[:, j]) - 1.0, 0.0)), 0.0, 10.0)
     return out
+
+
+def pooled_whole(lengths: np.ndarray, weight: np.ndarray) -> np.ndarray:
+    """`pooled` of every window as one class: the whole load's lengths (a row, LENGTH_FIELDS' order)."""
+    return pooled(lengths, weight, np.zeros(len(lengths), dtype=np.int64), 1)[0]
 
 
 def _quantiles(values: np.ndarray, weight: np.ndarray) -> np.ndarray:

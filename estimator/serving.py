@@ -63,7 +63,7 @@ from joulecast.estimator.serve_windows import (
     check_window_lengths,
     check_windows,
     length_classes,
-    pooled,
+    pooled_whole,
     positive,
     queued,
 )
@@ -309,14 +309,14 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     if any(v is not None for v in (window_rates, window_s, last_window_s, window_lengths)):
         windows, seconds = check_windows(window_rates, window_s, last_window_s, concurrency, request_rate,
                                          duration_s, output_tokens)
-        request_rate = float(np.dot(windows, seconds) / seconds.sum())  # its place in the checks below
+        arrivals = windows * seconds  # requests in each window
+        request_rate = float(arrivals.sum() / seconds.sum())  # its place in the checks below
         if window_lengths is not None:  # the whole's lengths its windows' requests'
             given = next((k for k, v in (("input_len", input_len), ("output_len", output_len), ("input_len_cv",
                           input_len_cv), ("output_len_cv", output_len_cv)) if v is not None), None)
             require(given is None, str(given), "not with window_lengths: the load's lengths are its windows'")
-            lengths = check_window_lengths(window_lengths, windows * seconds)
-            input_len, output_len, input_len_cv, output_len_cv = (float(v) for v in pooled(
-                lengths, windows * seconds, np.zeros(len(windows), dtype=np.int64), 1)[0])
+            lengths = check_window_lengths(window_lengths, arrivals)
+            input_len, output_len, input_len_cv, output_len_cv = map(float, pooled_whole(lengths, arrivals))
     input_len, output_len = positive("input_len", input_len), positive("output_len", output_len)
     output_len_cv, input_len_cv = (0.0 if cv is None else cv for cv in (output_len_cv, input_len_cv))
     max_batch = int(positive("max_batch", max_batch, integer=True))
@@ -348,7 +348,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     # windows give their own, and each window's class
     classes, label = ((np.array([[input_len, output_len, input_len_cv, output_len_cv]]),
                        np.zeros(1 if windows is None else len(windows), dtype=np.int64)) if lengths is None
-                      else length_classes(lengths, windows * seconds))
+                      else length_classes(lengths, arrivals))
     for ins, outs, _, outs_cv in classes:  # a loop over the few classes
         _check_context(ins, outs, outs_cv, concurrency, max_batch, chunk_tokens,
                        "input_len" if lengths is None else "window_lengths")
@@ -398,8 +398,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         reach = capacity[label, -1] / scale
         demand = windows  # requests a second each window serves, all instances'
         if queue:  # arrivals past what the instances serve wait for the windows after it (`serve_windows.queued`)
-            line = queued(windows * seconds, reach * instances, seconds)
-            arrivals, seconds = windows * seconds, seconds.copy()
+            line = queued(arrivals, reach * instances, seconds)
+            seconds = seconds.copy()
             seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
             demand = line["served"] / seconds
             rates = np.minimum(demand / instances, reach)  # within it but for rounding
@@ -434,10 +434,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         # a token's time and step over the tokens
         own_lengths = ((np.full(len(seconds), input_len), np.full(len(seconds), output_len)) if lengths is None
                        else (lengths[:, 0], lengths[:, 1]))
-        backlog, wait = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
+        queued_at = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving, power * serving * seconds, tokens_per_s * serving * seconds, serving,
-                              *own_lengths, backlog, wait)
+                              *own_lengths, *queued_at)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -460,7 +460,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
     # queued: a request's mean wait for the backlog it finds, over the requests
-    wait = float(np.average(spread.wait_s, weights=spread.request_rate * spread.duration_s)) if queue else None
+    wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
         dtype=dtype, sampling=sampling, input_len=input_len,

@@ -659,7 +659,7 @@ def _trace_fields(fields: Mapping[str, Any]) -> tuple[RequestTrace, dict[str, An
 def _window_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     """A serving sweep's load window by window (`serve`'s window_rates and window_s, checked as it checks them),
     every point at it: the grid's request rate its mean, for the points' columns and the front."""
-    from joulecast.estimator.serving import check_windows
+    from joulecast.estimator.serve_windows import check_windows
 
     rates, seconds = check_windows(fields.get("window_rates"), fields.get("window_s"), fields.get("last_window_s"),
                                    fields.get("concurrency"), fields.get("request_rate"))

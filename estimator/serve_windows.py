@@ -1,5 +1,6 @@
 """A serving load window by window (`joulecast.serve`'s `window_rates`, `window_s`, `window_lengths`, `queue`): its
-checks, the length classes whose windows share one grid of steps, and the queue that carries a window's excess on.
+checks, the length classes whose windows share one grid of steps, the queue that carries a window's excess on, and
+an autoscaled load's instances (its headroom, its idle spares or its cold starts).
 
 A window's requests are priced at their own mean lengths where `window_lengths` gives them (a trace's:
 `data.requests.RequestTrace.window_lengths`): an hour of long prompts costs more a token than the trace's mean says.
@@ -26,6 +27,12 @@ from joulecast.data.requests import LENGTH_FIELDS, MAX_TIME_S, MAX_WINDOWS, MIN_
 # experiments/trace_reading.py's week with prompts and answers that follow the day, 4 keep the hourly estimate within
 # 0.1 % of a grid for every window (experiments/HISTORY.md, 2026-12-07's twentieth session, has the figures).
 LENGTH_BINS = 4
+# What an autoscaled load does with the instances a window does not need (`serve`'s `spare`): "off", released and
+# drawing nothing (a cloud fleet scaled in), each one started again paying its cold start; "idle", kept powered and
+# loaded, each GPU at its idle power (a warm pool on one's own hardware), starting nothing.
+SPARES = ("off", "idle")
+MAX_COLD_START_S = 86_400.0   # an instance's start from off to serving: a day is past any model's load
+MAX_HEADROOM = 10.0           # capacity kept over a window's demand, as a share of it (10: 11x the demand)
 
 
 def check_windows(rates: Any, window_s: Any, last_s: Any, *others: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -184,3 +191,33 @@ def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray) -> d
                                                  out=np.zeros_like(before), where=before > 0))
     found = np.where(backlog > 0, (before + backlog) / 2, before / 2 * np.minimum(lasts, 1.0))
     return {"served": served, "backlog": backlog, "wait_s": found / capacity, "drain_s": float(drain)}
+
+
+def share(name: str, value: object, high: float, high_text: str) -> float:
+    """`value` as a float from 0 to `high`, else one line naming `name`."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if not ok or not 0.0 <= value <= high:  # NaN fails the range
+        raise InputError(name, f"must be a number from 0 to {high_text}, got {value!r}")
+    return float(value)
+
+
+def scaled_in(demand: np.ndarray, reach: np.ndarray, fleet: int, headroom: float) -> np.ndarray:
+    """An autoscaled load's instances serving each window: the fewest of the `fleet` whose capacity (`reach`
+    requests a second each) covers the window's `demand` with `headroom` to spare (a share of it: an autoscaler's
+    target utilisation of 1 / (1 + headroom), so that a burst within the window finds room), one at least."""
+    return np.clip(np.ceil(demand * (1.0 + headroom) / reach), 1.0, fleet)
+
+
+def standby(serving: np.ndarray, fleet: int, seconds: np.ndarray, idle_w: float, spare: str,
+            cold_start_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """An autoscaled load's energy beyond its serving instances', each window's (J), and the instances started for
+    each: with `spare` "idle", the ones not serving at `idle_w` (an instance's GPUs' idle power) all the window; with
+    "off", each instance started for a window (more than the window before it serves; the first window's are running
+    already) at `idle_w` for `cold_start_s` seconds, started that long ahead (a scheduled scale-out: it serves from
+    the window's start), charged to the window it serves. A start draws about idle power: Wilkins' 35 model loads
+    (Hugging Face transformers, 7-70B models on one to four A100s or a V100, 7-297 s) drew 0.70-1.49x their cards'
+    catalog idle power, which reads them with a 21.6 % mean error, -7.3 % bias (experiments/cold_start.py)."""
+    started = np.diff(serving, prepend=serving[:1]).clip(min=0.0)
+    if spare == "idle":
+        return (fleet - serving) * idle_w * seconds, np.zeros_like(serving)
+    return started * idle_w * cold_start_s, started

@@ -60,12 +60,18 @@ from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_ho
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serve_windows import (
+    MAX_COLD_START_S,
+    MAX_HEADROOM,
+    SPARES,
     check_window_lengths,
     check_windows,
     length_classes,
     pooled_whole,
     positive,
     queued,
+    scaled_in,
+    share,
+    standby,
 )
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
@@ -144,6 +150,9 @@ class ServeEstimate:
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
     instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
     autoscale: bool = False       # window by window, as few of the instances as serve each window (`windows`)
+    spare: str = "off"            # autoscaled: the instances not serving off (drawing nothing) or idle (warm)
+    cold_start_s: float = 0.0     # autoscaled, spares off: an instance's start, at idle power, before it serves
+    headroom: float = 0.0         # autoscaled: capacity kept over each window's demand, a share of it
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
@@ -164,8 +173,9 @@ class ServeWindows:
     where the load stops within it), arrivals a second (every instance's), requests in flight an instance, share of
     time idle, seconds a token, average power and energy (all instances serving it), output tokens, the instances
     serving it, its requests' mean lengths (`window_lengths`'; the load's where it has none of its own, or no
-    requests), and, queued (`queue`), its backlog at its end and its requests' mean wait; a window's interval is the
-    whole load's relative band (its steps share one error)."""
+    requests), queued (`queue`), its backlog at its end and its requests' mean wait, and autoscaled, the instances
+    started for it (their cold starts and idle spares in its power and energy); a window's interval is the whole
+    load's relative band (its steps share one error)."""
 
     duration_s: np.ndarray
     request_rate: np.ndarray
@@ -180,6 +190,8 @@ class ServeWindows:
     output_len: np.ndarray
     backlog: np.ndarray           # requests waiting at the window's end (`queue`; 0 without it)
     wait_s: np.ndarray            # a request's mean wait for the backlog it finds in the window (`queue`)
+    started: np.ndarray           # autoscaled, spares off: instances started (cold) to serve the window
+    standby_j: np.ndarray         # autoscaled: its idle spares' or its cold starts' energy (in energy_j)
 
     @property
     def window_s(self) -> float:
@@ -268,6 +280,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           host_dispatch_s: float | None = None, sampling: str = "greedy", expert_parallel: bool = False,
           instances: int = 1, window_rates: Any = None, window_s: float | None = None,
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
+          spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0,
           queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
@@ -293,8 +306,11 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     row a window: its requests' mean `input_len` and `output_len`, and their `input_len_cv` and `output_len_cv`
     where known; `RequestTrace.window_lengths` reads a trace's), its steps those of its length class
     (`estimator.serve_windows`); the whole's lengths are its requests'. `autoscale`: each window served by the fewest
-    of the `instances` that serve its rate within `max_batch` in flight (one at least), the others off, drawing
-    nothing (an autoscaler releasing them); `instances` then the most it may use. `queue`: a window's arrivals past
+    of the `instances` that serve its rate within `max_batch` in flight (one at least), with `headroom` over it (a
+    share of its rate: 0.25 keeps a fifth of their capacity free), the others off, drawing nothing (an autoscaler
+    releasing them), each started again `cold_start_s` ahead of the window it serves at its GPUs' idle power, or
+    with `spare` "idle", kept warm at idle power (`serve_windows.standby`); `instances` then the most it may use.
+    `queue`: a window's arrivals past
     what the instances serve within `max_batch` wait for the windows after it (served at max_batch meanwhile, the
     last window running on until none waits: `serve_windows.queued`), where without it such a window is refused;
     `windows` gives each one's backlog and wait, `wait_s` the requests' mean wait.
@@ -325,6 +341,14 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             "applies to a load window by window (window_rates and window_s)")
     require(not require_switch(queue, "queue") or windows is not None, "queue",
             "applies to a load window by window (window_rates and window_s)")
+    require_choice(spare, SPARES, "spare")
+    cold_start_s = share("cold_start_s", cold_start_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
+    headroom = share("headroom", headroom, MAX_HEADROOM, f"{MAX_HEADROOM:g} (a share of each window's rate)")
+    for name, value, default in (("spare", spare, "off"), ("cold_start_s", cold_start_s, 0.0),
+                                 ("headroom", headroom, 0.0)):
+        require(value == default or autoscale, name, "applies to autoscale (the instances a window does not need)")
+    require(spare == "off" or not cold_start_s, "cold_start_s", "applies where spare instances are off (an idle "
+                                                                "one is loaded and starts nothing)")
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
             f"them; got {'neither' if concurrency is None else 'both'}")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
@@ -409,7 +433,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                           _beyond_advice(curves[k][-1], spec, tp, math.ceil((rates * instances / reach).max())))
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
-            serving = np.clip(np.ceil(demand / reach), 1.0, instances)
+            serving = scaled_in(demand, reach, instances, headroom)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy = (np.empty(len(rates)) for _ in range(3))
         for k in range(len(classes)):  # a loop over the few classes, each over its windows at once
@@ -435,9 +459,12 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         own_lengths = ((np.full(len(seconds), input_len), np.full(len(seconds), output_len)) if lengths is None
                        else (lengths[:, 0], lengths[:, 1]))
         queued_at = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
+        # autoscaled: its idle spares or its cold starts (`serve_windows.standby`), none where every instance serves
+        extra_j, started = standby(serving, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
-                              power * serving, power * serving * seconds, tokens_per_s * serving * seconds, serving,
-                              *own_lengths, *queued_at)
+                              power * serving + extra_j / seconds, power * serving * seconds + extra_j,
+                              tokens_per_s * serving * seconds, serving,
+                              *own_lengths, *queued_at, started, extra_j)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -473,6 +500,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
+        spare=spare, cold_start_s=cold_start_s, headroom=headroom,
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else

@@ -9,7 +9,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -235,6 +235,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     for flag, needs in WINDOW_SWITCHES:
         if getattr(args, flag) and args.window is None:
             raise InputError(f"--{flag}", needs)
+    _refuse_without_autoscale(vars(args))
     if args.report is not None:
         if args.window is None:
             raise InputError("--report", "applies to --window (the load's windows over time, charted)")
@@ -248,7 +249,7 @@ def _serve_job(args: argparse.Namespace, host_dispatch_s: float | None, where: A
                              refuses=("batch", "seq", "attention", "no_kv_cache", *lengths),
                              instead="--requests alone: its lengths are the file's",
                              optional=("dtype", "launch_mode", "max_batch", "tp", "instances", "chunk_tokens",
-                                       "sampling", "expert_parallel", "autoscale", "queue"))
+                                       "sampling", "expert_parallel", "autoscale", *AUTOSCALE_OPTIONS, "queue"))
         trace = read_requests(args.requests)
         if args.concurrency is not None and args.request_rate is not None:
             raise InputError("--concurrency", "give --concurrency or --request-rate, not both")
@@ -514,6 +515,7 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
         for flag, needs in WINDOW_SWITCHES:
             if job.get(flag):
                 raise InputError(f"--{flag}", needs)
+    _refuse_without_autoscale(job)
     if phase in ("generate", "serve"):
         for flag, given in (("--input-len", sizes[1]), ("--output-len", args.output_len)):
             if not given and trace is None:  # a file's requests give their own
@@ -531,6 +533,14 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
         job["kv_cache"] = not job.pop("no_kv_cache", False)
         return sizes[0] or [1], sizes[1], job, None
     return sizes[0] or [1], sizes[1], job, None  # no --seq: the API's default (an image model takes none)
+
+
+def _refuse_without_autoscale(given: Mapping[str, Any]) -> None:
+    """One line naming the first of an autoscaled load's options (`AUTOSCALE_OPTIONS`) given without --autoscale."""
+    flag = next((f for f in AUTOSCALE_OPTIONS if given.get(f) is not None), None)
+    if flag is not None and not given.get("autoscale"):
+        raise InputError(f"--{flag.removesuffix('_s').replace('_', '-')}", "applies to --autoscale (the instances "
+                                                                           "a window does not need)")
 
 
 def _trace_load(args: argparse.Namespace) -> Any:
@@ -653,12 +663,14 @@ WINDOW_NEEDS_REQUESTS = "applies to --requests (the file's arrival times set eac
 AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest of --instances that serve it)"
 QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
+AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom")  # the API's names (the flags' dests); each needs --autoscale
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
              "serve": ("input_len", "output_len", "requests", "concurrency", "request_rate", "max_batch", "tp",
                        "instances", "chunk_tokens", "duration", "output_tokens", "output_len_cv", "input_len_cv",
-                       "sampling", "expert_parallel", "window", "autoscale", "queue", "report", "out"),
+                       "sampling", "expert_parallel", "window", "autoscale", *AUTOSCALE_OPTIONS, "queue", "report",
+                       "out"),
              "train-run": ("steps", "tokens", "global_batch", "micro_batch", "lora_rank", "lora_targets", "recompute",
                            "optimizer", "head_tokens", "head_outputs", "forward_overhead_s", "loader_rate",
                            "eval_tokens", "evals")}
@@ -1143,6 +1155,27 @@ def _number(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number" + (_SWEEP_HINT if "," in text else "")) from None
 
 
+def _share(text: str) -> float:
+    """A share as users write one: 0.25, or 25%."""
+    stripped = text.strip()
+    try:
+        return float(stripped[:-1]) / 100 if stripped.endswith("%") else float(stripped)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a share: 0.25, or 25%") from None
+
+
+def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
+    """An autoscaled load's options (`serve`'s spare, cold_start_s and headroom), `prefix` leading their help."""
+    parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
+                        "window does not need: off (released, drawing nothing; each started again pays "
+                        "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
+    parser.add_argument("--cold-start", dest="cold_start_s", type=_seconds, metavar="S", help=f"{prefix}with "
+                        "--autoscale, an instance's start from off to serving (loading the model: seconds, or 90s, "
+                        "2min), at its GPUs' idle power, ahead of the window it serves; default 0")
+    parser.add_argument("--headroom", type=_share, help=f"{prefix}with --autoscale, capacity kept over each "
+                        "window's rate, e.g. 0.25 or 25%% (the instances at most 80 %% busy); default 0")
+
+
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).
 _SWEEP_HINT = "; for a list, each a point, use joulecast sweep with the same flags"
 # The same list given to one of sweep's own fixed flags (a train-run's --global-batch, --steps): one value a sweep.
@@ -1232,6 +1265,7 @@ def build_parser() -> argparse.ArgumentParser:
                      "cost what their batches draw")
     srv.add_argument("--autoscale", action="store_true", help="with --window: each window served by the fewest of "
                      "--instances that serve its rate within --max-batch in flight (one at least), the rest off")
+    _autoscale_flags(srv, "")
     srv.add_argument("--queue", action="store_true", help="with --window: a window's arrivals past what the "
                      "instances serve within --max-batch wait for the windows after it (the last runs on until none "
                      "waits), each window's backlog and wait given, instead of refusing the window")
@@ -1389,6 +1423,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "at least 60 s)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")
+    _autoscale_flags(jobs, "serve: ")
     jobs.add_argument("--queue", action="store_true", help="serve: with --window, a window's arrivals past what "
                       "the instances serve wait for the windows after it, instead of marking the point past capacity")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "

@@ -372,12 +372,26 @@ def own_lengths(windows: Any) -> bool:
     return bool(np.ptp(windows.input_len[busy]) or np.ptp(windows.output_len[busy]))
 
 
-def _autoscale_line(windows: Any, fleet: int) -> str:
-    """How many of the `fleet`'s instances an autoscaled load kept serving, window by window."""
-    used, seconds = windows.instances, windows.duration_s
-    return (f"autoscale  {used.min():.0f} - {used.max():.0f} of {fleet} instances serving by window "
-            f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
-            f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)")
+def _autoscale_lines(job: Any) -> list[str]:
+    """How many of an autoscaled load's instances served, window by window (with its headroom), and what the others
+    cost: idle spares, or the cold starts of those started again."""
+    windows, fleet = job.windows, job.instances
+    used, seconds, extra = windows.instances, windows.duration_s, windows.standby_j.sum()
+    lines = [f"autoscale  {used.min():.0f} - {used.max():.0f} of {fleet} instances serving by window "
+             f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
+             f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
+             + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")]
+    if job.spare == "idle":
+        lines.append(f"{'':11}the others idle, loaded: {_g4(extra / 3.6e6)} kWh "
+                     f"({100 * extra / job.energy_j:.1f} % of the energy)")
+    else:
+        count = int(windows.started.sum())
+        lines.append(f"{'':11}the others off; " + ("none started again" if not count else
+                     f"{plural(count, 'start')}" + (f" of {duration(job.cold_start_s)} at idle power: "
+                                                    f"{_g4(extra / 3.6e6)} kWh ({100 * extra / job.energy_j:.1f} % "
+                                                    "of the energy)" if job.cold_start_s else
+                                                    " (no cold start given: none priced)")))
+    return lines
 
 
 def _queue_line(job: Any) -> str:
@@ -431,7 +445,7 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
     if job.windows is not None:
         lines += _window_lines(job.windows, origin_s)
         if job.autoscale:
-            lines.append(_autoscale_line(job.windows, job.instances))
+            lines += _autoscale_lines(job)
         if job.queue:
             lines.append(_queue_line(job))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]

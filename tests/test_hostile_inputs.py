@@ -354,7 +354,8 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "max_batch", "output_len_cv", "sampling", "expert_parallel", "instances", "steps", "tokens",
               "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
               "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
-              "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "queue"]
+              "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s",
+              "headroom", "queue"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -409,25 +410,31 @@ _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.int
 @given(rates=st.lists(st.one_of(st.floats(0, 60), st.just(0.0)), min_size=1, max_size=40),
        window=st.floats(30, 1e9), instances=st.integers(1, 3), autoscale=st.booleans(), queue=st.booleans(),
        max_batch=st.sampled_from([1, 4, 256]), last=st.one_of(st.none(), st.floats(1, 2e9)),
+       scaled=st.dictionaries(st.sampled_from(["spare", "cold_start_s", "headroom"]),
+                              mostly(st.one_of(st.sampled_from(["off", "idle"]), st.floats(0, 1e5)), anything),
+                              max_size=3),
        lengths=st.one_of(st.none(), st.dictionaries(
            st.sampled_from(["input_len", "output_len", "input_len_cv", "output_len_cv"]),
            st.lists(mostly(_length, anything), min_size=1, max_size=40), min_size=2, max_size=4)))
 # no output token: a ZeroDivisionError
 @example(rates=[5e-324], window=60.0, instances=2, autoscale=False, queue=False, max_batch=256, last=None,
-         lengths=None)
-def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max_batch, last, lengths):
-    """Any windows' rates and lengths (the last its own, each window's own lengths or the load's), autoscaled or not,
-    queued or not: the windows' energy summed, every figure finite and the idle ones at idle power, queued every
-    request served and no wait negative, or one line naming a field (a window past capacity: window_rates)."""
+         lengths=None, scaled={})
+def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max_batch, last, lengths, scaled):
+    """Any windows' rates and lengths (the last its own, each window's own lengths or the load's), autoscaled or not
+    (its spares off or idle, its cold starts, its headroom), queued or not: the windows' energy summed, every figure
+    finite and the idle ones at idle power (the spares' and starts' energy besides), queued every request served and
+    no wait negative, or one line naming a field (a window past capacity: window_rates)."""
     load = dict(input_len=64, output_len=32) if lengths is None else dict(window_lengths=lengths)
     job = outcome(lambda: joulecast.serve("gpt2", "a10", **load, window_rates=rates, window_s=window,
                                           last_window_s=last, instances=instances, autoscale=autoscale,
-                                          queue=queue, max_batch=max_batch, estimator="physics"))
+                                          queue=queue, max_batch=max_batch, estimator="physics", **scaled))
     if job is not None:
         w = job.windows
         assert numbers_ok(job.energy_j, job.power_w, job.step_time_s, *w.energy_j, *w.power_w), job
         assert job.energy_j == pytest.approx(w.energy_j.sum()) and (w.idle_share[w.output_tokens == 0] == 1).all()
         assert ((1 <= w.instances) & (w.instances <= instances)).all()
+        assert (w.standby_j >= 0).all() and (w.standby_j <= w.energy_j).all()
+        assert job.autoscale or not w.standby_j.any()  # every instance serving: no spare, no start
         if queue:
             assert np.isfinite([job.wait_s, *w.wait_s, *w.backlog]).all() and (w.wait_s >= 0).all(), job
             assert w.output_tokens.sum() == pytest.approx(np.dot(w.request_rate * w.duration_s, w.output_len))
@@ -437,7 +444,8 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "grid", "pue", "input_len",
                "output_len", "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache", "attention",
                "request_rate", "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates",
-               "window_s", "last_window_s", "window_lengths", "autoscale", "queue", "carbon_series"]
+               "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
+               "queue", "carbon_series"]
 
 
 @SETTINGS
@@ -479,7 +487,8 @@ _CALLS = {
                                              "concurrency": 2, "estimator": "physics", **k}),
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
                "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances", "window_rates",
-               "window_s", "last_window_s", "window_lengths", "autoscale", "queue")),
+               "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
+               "queue")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

@@ -20,7 +20,8 @@ SHARED = {"model", "gpu", "sm_clock_mhz", "power_limit_w", "estimator", "host_di
 # A sweep's serving point is one engine step at a concurrency, not a timed load: a load's rate and length stay out.
 NOT_SWEPT = {"serve": {"request_rate", "duration_s", "output_tokens"}}
 # What the CLI reads from a requests file alone (`--requests FILE --window S`), tested with one below.
-FROM_A_FILE = {"serve": {"window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "queue"}}
+FROM_A_FILE = {"serve": {"window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare",
+                         "cold_start_s", "headroom", "queue"}}
 # A job function's module and name, and a CLI command that sets each of its options (non-default where it can).
 JOBS = {
     "generate": (jobs, "generate", ["--batch", "2", "--input-len", "16", "--output-len", "4", "--dtype", "fp16",
@@ -78,7 +79,7 @@ def test_a_sweep_and_the_service_take_every_option_of_the_job(phase):
 
 def test_the_cli_passes_a_requests_file_s_windows(tmp_path, monkeypatch):
     """`--requests FILE --window S`: the file's arrivals a second in each window reach `serve` with the window (and
-    --autoscale, which only a load window by window takes)."""
+    --autoscale and its options, which only a load window by window takes)."""
     (tmp_path / "r.csv").write_text("input_len,output_len,arrival_s\n64,16,0\n64,16,100\n64,16,250\n")
     seen = {}
 
@@ -89,8 +90,10 @@ def test_the_cli_passes_a_requests_file_s_windows(tmp_path, monkeypatch):
     monkeypatch.setattr(serving, "serve", record)
     with pytest.raises(_Called):
         cli.main(["estimate", "--model", "gpt2", "--gpu", "a100", "--phase", "serve", "--requests",
-                  str(tmp_path / "r.csv"), "--window", "120", "--instances", "2", "--autoscale"])
+                  str(tmp_path / "r.csv"), "--window", "120", "--instances", "2", "--autoscale", "--spare", "off",
+                  "--cold-start", "1min", "--headroom", "10%"])
     # 0-120 s, then 120-250 s: the 10 s from 240 s too short a window, joined to the one before
     assert seen["window_s"] == 120 and seen["window_rates"].tolist() == [2 / 120, 1 / 130]
     assert seen["last_window_s"] == 130
     assert seen["autoscale"] is True and seen["instances"] == 2
+    assert (seen["spare"], seen["cold_start_s"], seen["headroom"]) == ("off", 60, 0.1)

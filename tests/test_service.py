@@ -276,6 +276,17 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "window_rates"], out
     status, out = call(physics_server, "/v1/estimate", {**busy, "queue": True})
     assert status == 200 and out["queue"] and out["windows"]["backlog"][0] > 0 and out["wait_s"] > 0, out
+    # over two instances, autoscaled: the quiet window's spare idle, or off and started again for a window after
+    scaled = {**busy, "window_rates": [1.5, 0.05, 1.5], "instances": 2, "autoscale": True}
+    status, out = call(physics_server, "/v1/estimate", {**scaled, "spare": "idle"})
+    api = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics", **{
+        k: v for k, v in scaled.items() if k not in ("model", "gpu", "phase", "engine")}, spare="idle")
+    assert status == 200 and out["energy_j"] == pytest.approx(api.energy_j) and out["spare"] == "idle", out
+    assert out["windows"]["instances"] == [2, 1, 2] and out["windows"]["standby_j"][1] > 0
+    status, out = call(physics_server, "/v1/estimate", {**scaled, "cold_start_s": 60})
+    assert status == 200 and out["windows"]["started"] == [0, 0, 1] and out["windows"]["standby_j"][2] > 0, out
+    status, out = call(physics_server, "/v1/estimate", {**busy, "queue": True, "headroom": 0.2})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "headroom"], out
 
 
 def test_reports_over_http_are_the_cli_s_pages(physics_server):

@@ -256,6 +256,26 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
                      r"the whole fleet would run\)$", table, re.M), table
     assert main([*argv[:-2], "--autoscale"]) == 2
     assert "--autoscale: applies to --window" in capsys.readouterr().err
+    # its spares off, each started again paying --cold-start, or idle and loaded; --headroom over each hour's rate
+    scaled = ["--instances", "4", "--autoscale", "--max-batch", "2"]
+    assert main([*argv, *scaled, "--cold-start", "2min", "--headroom", "25%", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    api = joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", estimator="physics", instances=4,
+                          autoscale=True, max_batch=2, cold_start_s=120, headroom=0.25, **trace.serving(window_s=3600))
+    assert out["energy_j"] == pytest.approx(api.energy_j) and out["cold_start_s"] == 120 and out["headroom"] == 0.25
+    assert out["windows"]["started"] == api.windows.started.tolist() and sum(out["windows"]["started"]) > 0
+    assert main([*argv, *scaled, "--cold-start", "2min"]) == 0
+    assert re.search(r"^ {11}the others off; \d starts of 2\.000 min at idle power: [\d.]+ kWh \([\d.]+ % of the "
+                     r"energy\)$", capsys.readouterr().out, re.M)
+    assert main([*argv, *scaled, "--spare", "idle"]) == 0
+    assert re.search(r"^ {11}the others idle, loaded: [\d.]+ kWh \([\d.]+ % of the energy\)$",
+                     capsys.readouterr().out, re.M)
+    for extra, message in ((["--cold-start", "60"], "--cold-start: applies to --autoscale"),
+                           ([*scaled, "--spare", "idle", "--cold-start", "60"],
+                            "--cold-start: applies where spare instances are off"),
+                           ([*scaled, "--headroom", "20"], "--headroom: must be a number from 0 to 10")):
+        assert main([*argv, *extra]) == 2
+        assert message in capsys.readouterr().err
     # one instance for a busy hour past it: refused, or its excess queued for the hours after it
     assert main([*argv, "--max-batch", "2"]) == 2
     assert "or let its excess wait for the windows after it (queue)" in capsys.readouterr().err

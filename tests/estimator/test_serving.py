@@ -652,6 +652,47 @@ def test_autoscaled_windows_run_the_fewest_instances_that_serve_each_and_the_res
         serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale="yes", **kw)
 
 
+def test_an_autoscaled_loads_spares_cold_starts_and_headroom():
+    """Autoscaled, the instances a window does not need are off (each started again pays `cold_start_s` at its GPUs'
+    idle power, charged to the window it serves; the first window's run already) or, `spare` "idle", kept warm at
+    idle power all the window; `headroom` keeps the instances' capacity that share over each window's rate. Each
+    is one line naming its field where it does not apply."""
+    kw = dict(input_len=1000, output_len=250, estimator="physics", engine="vllm-0.5.4", window_s=600, tp=2)
+    most = serve("llama-3-8b", "h100-sxm", input_len=1000, output_len=250, estimator="physics", engine="vllm-0.5.4",
+                 concurrency=256, tp=2).requests_per_s  # an instance's capacity: max_batch in flight
+    rates = [0.2 * most, 1.5 * most, 3.5 * most, 0.0, 0.9 * most]
+    idle_w = 2 * lookup("h100-sxm").idle_power_w  # an instance's two GPUs
+    off = serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, **kw)
+    assert off.spare == "off" and off.windows.instances.tolist() == [1, 2, 4, 1, 1]
+    assert off.windows.started.tolist() == [0, 1, 2, 0, 0] and not off.windows.standby_j.any()
+    cold = serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, cold_start_s=90, **kw)
+    assert cold.windows.standby_j == pytest.approx(np.array([0, 1, 2, 0, 0]) * idle_w * 90, rel=1e-12)
+    assert cold.windows.energy_j == pytest.approx(off.windows.energy_j + cold.windows.standby_j, rel=1e-12)
+    assert cold.energy_j == pytest.approx(off.energy_j + 3 * idle_w * 90, rel=1e-12)
+    assert cold.output_tokens == off.output_tokens and cold.cold_start_s == 90.0
+    warm = serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, spare="idle", **kw)
+    assert warm.windows.standby_j == pytest.approx((4 - np.array([1, 2, 4, 1, 1])) * idle_w * 600, rel=1e-12)
+    assert not warm.windows.started.any()
+    assert warm.windows.power_w[3] == pytest.approx(4 * idle_w)  # no arrivals: every instance idle
+    assert warm.energy_per_output_token_j > cold.energy_per_output_token_j > off.energy_per_output_token_j
+    # 25 % over each rate: 0.9 of one instance's capacity needs two, 1.5 two, 3.5 all four (no more to add)
+    room = serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, headroom=0.25, **kw)
+    assert room.windows.instances.tolist() == [1, 2, 4, 1, 2] and room.headroom == 0.25
+    alone = serve("llama-3-8b", "h100-sxm", window_rates=[rates[4]], instances=2, **kw)
+    assert room.windows.energy_j[4] == pytest.approx(alone.energy_j, rel=1e-12)
+    for extra, field, message in ((dict(spare="warm"), "spare", "unknown 'warm'; allowed: off, idle"),
+                                  (dict(cold_start_s=-1), "cold_start_s", "from 0 to 86,400 s, got -1"),
+                                  (dict(headroom=float("nan")), "headroom", "from 0 to 10"),
+                                  (dict(headroom=True), "headroom", "got True"),
+                                  (dict(spare="idle", cold_start_s=5), "cold_start_s", "where spare instances are off")):
+        with pytest.raises(joulecast.InputError) as refused:
+            serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, **kw, **extra)
+        assert (refused.value.field, message in refused.value.message) == (field, True), refused.value
+    for extra in (dict(spare="idle"), dict(cold_start_s=60), dict(headroom=0.1)):  # without autoscale
+        with pytest.raises(joulecast.InputError, match=f"^{next(iter(extra))}: applies to autoscale"):
+            serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, **kw, **extra)
+
+
 def test_each_window_at_its_own_lengths_is_served_as_those_lengths_alone():
     """`window_lengths`: each window's requests at their own mean lengths and spread (16 distinct windows or fewer:
     each its own grid of steps), so a window equals `serve` at its rate and lengths alone, to the digit; a window

@@ -910,6 +910,35 @@ def test_a_serving_sweep_takes_instances_as_an_axis(capsys):
     assert re.search(r"^best by energy: h100-sxm .*, 2 instances, ", said, re.M), said
 
 
+def test_an_autoscaled_serving_sweep_prices_its_spares_starts_and_headroom(capsys, tmp_path):
+    """An autoscaled serving sweep's points take its spares, cold starts and headroom as `serve` does (`spare`,
+    `cold_start_s`, `headroom`; the CLI's --spare, --cold-start and --headroom), and without autoscale refuse them
+    by name."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics")
+    reach = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=256, **kw).requests_per_s
+    load = dict(window_rates=[0.2 * reach, 2.5 * reach, 0.2 * reach], window_s=600, autoscale=True)
+    for extra in (dict(cold_start_s=120, headroom=0.25), dict(spare="idle")):
+        swept = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", instances=[3, 4], **load, **kw, **extra)
+        per_token = swept.points.set_index("instances")["energy_per_token_j"]
+        for n in (3, 4):
+            alone = joulecast.serve("llama-3-8b", "h100-sxm", instances=n, **load, **kw, **extra)
+            assert per_token[n] == pytest.approx(alone.energy_per_output_token_j, rel=1e-9)
+        assert per_token[3] != pytest.approx(per_token[4], rel=1e-3)  # idle spares, or a start more
+    arrivals = np.concatenate([np.linspace(0, 3599, 100), np.linspace(3600, 7199, 4000)])
+    pd.DataFrame({"input_len": 512, "output_len": 128, "arrival_s": arrivals}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--requests",
+            str(tmp_path / "t.csv"), "--window", "1h", "--instances", "2,4", "--max-batch", "2", "--engine",
+            "vllm-0.5.4", "--estimator", "physics", "--json"]
+    assert main([*argv, "--autoscale", "--cold-start", "5min", "--headroom", "50%"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    trace = joulecast.read_requests(tmp_path / "t.csv")
+    alone = joulecast.serve("llama-3-8b", "h100-sxm", instances=4, autoscale=True, cold_start_s=300, headroom=0.5,
+                            max_batch=2, engine="vllm-0.5.4", estimator="physics", **trace.serving(window_s=3600))
+    assert points[1]["energy_per_token_j"] == pytest.approx(alone.energy_per_output_token_j, rel=1e-9)
+    assert main([*argv, "--spare", "idle"]) == 2
+    assert "--spare: applies to --autoscale" in capsys.readouterr().err
+
+
 def test_a_queued_serving_sweep_bounds_the_wait(capsys, tmp_path):
     """`max_wait_s` (--max-wait): over a queued load's instances, a point whose requests wait longer on average is
     not feasible, so the best by energy is the fewest instances within the wait; without `queue`, one line naming

@@ -812,7 +812,13 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     assert windows["3600"]["windows"] == 168 and 167 * 60 < windows["60"]["windows"] <= 168 * 60
     assert all(v["energy_kwh"] > 0 and v["j_per_output_token"] > 0 for v in result["windows"].values())
     # autoscaled, each hour on one instance at least and at most the fleet
-    assert 168 <= result["autoscaled"]["instance_hours"] <= 168 * result["autoscaled"]["fleet"]
+    scaled = result["autoscaled"]
+    assert 168 <= scaled["instance_hours"] <= 168 * scaled["fleet"]
+    # its starts cost a little more, its spares idle more again; headroom keeps more instances on
+    assert scaled["energy_kwh"] <= scaled["cold_start"]["energy_kwh"] < scaled["spares_idle"]["energy_kwh"]
+    assert scaled["cold_start"]["standby_kwh"] == pytest.approx(
+        scaled["cold_start"]["energy_kwh"] - scaled["energy_kwh"], rel=1e-6, abs=1e-9)
+    assert scaled["headroom"]["instance_hours"] >= scaled["instance_hours"] == scaled["spares_idle"]["instance_hours"]
     # on one instance, queued: every figure finite, the waits none or some
     assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths
@@ -954,3 +960,22 @@ def test_speed_reports_every_figure_beside_its_reference():
     assert [(b["estimator"], b["repeated"]) for b in out["batch"]] == [("physics", False), ("hybrid", False),
                                                                       ("hybrid", True)]
     assert all(b["configurations"] == 200 and b["per_cpu_s"] > 0 and b["peak_mb"] > 0 for b in out["batch"])
+
+
+def test_cold_start_reads_every_model_load_against_its_cards_idle_power():
+    """experiments/cold_start.py: Wilkins' model-load rows on each NVIDIA system's card (the model-scale files' on
+    Swing's), a GPU's mean power its energy over the seconds and GPUs, scored against the card's catalog idle power
+    (what `serve` charges a cold start): every card's loads within 0.5-2x of it."""
+    require_path(EXTERNAL / "wilkins-llm-inference-energy" / "model_scale_input_token_sweep.csv")
+    result = _run_args("cold_start.py")
+    rows = result["rows"]
+    assert result["loads"] == len(rows) >= 30 and {r["gpu"] for r in rows} == set(result["by_gpu"]) == {
+        "a100-pcie-40gb", "a100-sxm4-40gb", "v100-pcie-16gb"}
+    assert {r["gpus"] for r in rows} == {1, 3, 4}  # the 40-70B models' loads on three or four GPUs
+    for r in rows:
+        assert r["ratio"] == pytest.approx(r["power_w"] / r["idle_w"]) and 0.5 < r["ratio"] < 2.0, r
+    for gpu, card in result["by_gpu"].items():
+        mine = [r for r in rows if r["gpu"] == gpu]
+        assert card["loads"] == len(mine) and card["idle_w"] == mine[0]["idle_w"]
+        assert card["idle_mape_pct"] == pytest.approx(
+            100 * sum(abs(r["idle_w"] / r["power_w"] - 1) for r in mine) / len(mine))

@@ -30,7 +30,8 @@ The engine step (stated approximations):
 Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `request_rate` (requests/s, Poisson)
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
-catalog idle power. A rate above what max_batch serves is an error naming the most it serves. A load that varies
+catalog idle power; a request's time to first token counts its wait for one of the max_batch slots
+(`estimator.slot_wait`). A rate above what max_batch serves is an error naming the most it serves. A load that varies
 (`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.windows`)
 is priced window by window, each window a steady state at its own rate (a window without arrivals at idle power),
 at the load's lengths or, where `window_lengths` gives them, its own, in length classes that share a grid of steps
@@ -73,6 +74,7 @@ from joulecast.estimator.serve_windows import (
     share,
     standby,
 )
+from joulecast.estimator.slot_wait import closed_wait_s, open_wait_s
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
     check_tp,
@@ -133,8 +135,8 @@ class ServeEstimate:
     energy_per_output_token_j: float
     energy_per_request_j: float
     energy_per_output_token_interval_j: tuple[float, float] | None
-    ttft_s: float                 # a prompt's prefill within one step, and queued (`queue`) its mean wait before it
-                                  # (the steady state's own queueing not counted)
+    ttft_s: float                 # a request's mean wait for a batch slot (slot_wait_s), queued (`queue`) its
+                                  # mean wait for the backlog it finds (wait_s), then its prefill within one step
     gpu_busy_share: float         # of a step (physics' timeline), the GPU running kernels: the rest it waits on the
                                   # engine's host work, the all-reduces or launches (host-bound where this is low)
     memory_gb: float
@@ -155,6 +157,7 @@ class ServeEstimate:
     headroom: float = 0.0         # autoscaled: capacity kept over each window's demand, a share of it
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
+    slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
 
     @property
@@ -191,6 +194,7 @@ class ServeWindows:
     backlog: np.ndarray           # requests waiting at the window's end (`queue`; 0 without it)
     wait_s: np.ndarray            # a request's mean wait for the backlog it finds in the window (`queue`)
     started: np.ndarray           # autoscaled, spares off: instances started (cold) to serve the window
+    slot_wait_s: np.ndarray       # a request's mean wait for a batch slot in the window (`estimator.slot_wait`)
     standby_j: np.ndarray         # autoscaled: its idle spares' or its cold starts' energy (in energy_j)
 
     @property
@@ -405,6 +409,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
+        slot_s = closed_wait_s(concurrency, busy, tokens_per_s / output_len)  # the requests past max_batch queue
     else:
         rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
@@ -441,6 +446,11 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             batches[mine] = _in_flight(rates[mine] * scale[mine], grid, capacity[k], classes[k, 1], step_s[k, 0])
             step_time[mine] = np.interp(batches[mine], grid, step_s[k])
             step_energy[mine] = np.interp(batches[mine], grid, step_j_grid[k])
+        slot_s = np.zeros(len(rates))  # a request's wait for a slot: each class's windows on its capacity curve
+        for k in range(len(classes)):  # and steps (their rates in its terms) with its answers' spread
+            mine = label == k
+            slot_s[mine] = open_wait_s(rates[mine] * scale[mine], max_batch, grid, capacity[k], step_s[k],
+                                       np.full(int(mine.sum()), classes[k, 3]))
         busiest = int(np.argmax(batches))
         i = int(np.searchsorted(grid, batches[busiest]))  # the grid's batch at or above it (its flags, interval):
         est, wait_s, wait_j, _ = curves[label[busiest]][i]  # a window's load, the busiest
@@ -451,7 +461,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         tokens_per_s = rates * own_out
         busy_share = _busy_share(est, wait_s)
         if windows is None:  # one rate: its figures as numbers (its idle share by math's exp, as ever)
-            mean_batch, step_s, step_j, tokens_per_s = (float(a[0]) for a in (batches, step_s, step_j, tokens_per_s))
+            mean_batch, step_s, step_j, tokens_per_s, slot_s = (float(a[0]) for a in (
+                batches, step_s, step_j, tokens_per_s, slot_s))
             idle = math.exp(-mean_batch)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
@@ -464,7 +475,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, serving,
-                              *own_lengths, *queued_at, started, extra_j)
+                              *own_lengths, *queued_at, started, slot_s, extra_j)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -488,6 +499,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
+    if windows is not None:  # a request's wait for a slot, over the requests
+        slot_s = float(np.average(slot_s, weights=arrivals))
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
         dtype=dtype, sampling=sampling, input_len=input_len,
@@ -495,7 +508,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, gpu_busy_share=busy_share,
-        ttft_s=step_s + (wait or 0.0),
+        ttft_s=step_s + (wait or 0.0) + slot_s, slot_wait_s=slot_s,
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,

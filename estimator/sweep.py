@@ -234,12 +234,12 @@ def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) ->
 
 
 def check_options(objective: str, front: str, max_time_s: float | None, min_tokens_per_s: float | None,
-                  max_power_w: float | None, max_wait_s: float | None = None) -> None:
+                  max_power_w: float | None, max_wait_s: float | None = None, max_ttft_s: float | None = None) -> None:
     """A sweep's objective, front and constraints, checked before any work."""
     require_choice(objective, OBJECTIVES, "objective")
     require_choice(front, (*FRONTS, "auto"), "front")
     for name, value in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
-                        ("max_power_w", max_power_w), ("max_wait_s", max_wait_s)):
+                        ("max_power_w", max_power_w), ("max_wait_s", max_wait_s), ("max_ttft_s", max_ttft_s)):
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
         if value is not None and not (number and 0 < value < np.inf):  # NaN fails the range
             raise InputError(name, f"must be a positive number, got {value!r}")
@@ -320,14 +320,16 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                 r = serve(c.model, c.gpu, **load, **lengths, **own, **setting, **_axes(c), suggest_tp=False)
             except BeyondCapacityError as exc:  # a rate this GPU cannot serve: a point, infeasible, with the reason
                 out.append(dict(time_s=np.nan, energy_j=np.nan, tokens=np.nan, energy_lo_j=np.nan, energy_hi_j=np.nan,
-                                gpu_busy_share=np.nan, power_w=np.nan, memory_gb=np.nan, flags="exceeds-capacity",
+                                gpu_busy_share=np.nan, ttft_s=np.nan, power_w=np.nan, memory_gb=np.nan,
+                                flags="exceeds-capacity",
                                 outside_domain=exc.message, method=""))
                 continue
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
-                           gpu_busy_share=r.gpu_busy_share)  # where host work sets the step (serve's own)
+                           gpu_busy_share=r.gpu_busy_share,  # where host work sets the step (serve's own)
+                           ttft_s=r.ttft_s)  # a request's first token: its waits for a slot and a backlog, a step
             if r.wait_s is not None:  # queued: a request's mean wait for the backlog it finds
                 figures["wait_s"] = r.wait_s
             w = r.windows
@@ -377,6 +379,7 @@ def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
 
 def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
           min_tokens_per_s: float | None = None, max_power_w: float | None = None, max_wait_s: float | None = None,
+          max_ttft_s: float | None = None,
           estimator: Any = None, skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
           job: Mapping[str, Any] | None = None, grids: Sequence[Grid] = ()) -> SweepResult:
     """Estimate every configuration (of a job phase: each as its job, with the fixed options `job`); mark those
@@ -389,8 +392,9 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     partition's count as it finishes. Each point's carbon (`carbon_g`, its interval's ends, `carbon_per_token_g`) is
     its energy's on each of `grids` (`joulecast.data.carbon.Grid`; default WORLD's at the average PUE), a point a
     configuration and grid; the front weighs carbon where the objective is carbon or there are several grids.
-    `max_wait_s`: a queued serving load's (`queue` in `job`) requests' mean wait at most this long."""
-    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s)
+    `max_wait_s`: a queued serving load's (`queue` in `job`) requests' mean wait at most this long; `max_ttft_s`: a
+    serving point's mean time to first token (its waits for a slot and any backlog, and the step) at most this."""
+    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s, max_ttft_s)
     grids = tuple(dict.fromkeys(grids)) or (grid_at(),)  # a grid named twice is one
     if len(configs) * len(grids) > MAX_POINTS:
         raise InputError("grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
@@ -399,6 +403,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     job = check_job(phase, job)
     require(max_wait_s is None or bool(job.get("queue")), "max_wait_s", "applies to a queued serving load (queue, "
             "with a load window by window): only its requests wait")
+    require(max_ttft_s is None or phase == "serve", "max_ttft_s", "applies to --phase serve only (a request's time "
+            "to its first token)")
     for name in JOB_AXES:
         require(name not in job or name not in configs, name, "an axis of the grid or a fixed option, not both")
     # a load window by window on an hourly series: each point's carbon at its own windows' hours (`estimate_jobs`)
@@ -428,7 +434,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     feasible = ~points["flags"].fillna("").str.contains("|".join(UNSERVABLE)).to_numpy(bool)
     feasible &= np.isfinite(points[["time_s", "energy_j"]].to_numpy(float)).all(axis=1)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
-                                 ("power_w", max_power_w, True), ("wait_s", max_wait_s, True)):
+                                 ("power_w", max_power_w, True), ("wait_s", max_wait_s, True),
+                                 ("ttft_s", max_ttft_s, True)):
         if bound is not None:
             feasible &= (points[column] <= bound) if upper else (points[column] >= bound)
     points["feasible"] = feasible
@@ -437,7 +444,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     y = CARBON_AXES[y] if cost == "carbon" else y
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
-                                     ("max_power_w", max_power_w), ("max_wait_s", max_wait_s)) if v is not None}
+                                     ("max_power_w", max_power_w), ("max_wait_s", max_wait_s),
+                                     ("max_ttft_s", max_ttft_s)) if v is not None}
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     images = len(points) > 0 and all(is_vision(resolve_model(m)[0]) for m in points["model"].unique())
@@ -453,8 +461,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
 # (`SIZES`) and fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`). model, gpu, dtype, sm_clock_mhz, power_limit_w, tp,
 # output_len, grid and the sizes take a value or a list (an axis each).
 FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
-          "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "host_dispatch_s", "grid", "carbon_intensity",
-          "pue", "carbon_series")
+          "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "max_ttft_s", "host_dispatch_s", "grid",
+          "carbon_intensity", "pue", "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",
@@ -591,7 +599,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     require(max_points is None or isinstance(max_points, int) and not isinstance(max_points, bool) and max_points > 0,
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
-                  fields.get("min_tokens_per_s"), fields.get("max_power_w"), fields.get("max_wait_s"))
+                  fields.get("min_tokens_per_s"), fields.get("max_power_w"), fields.get("max_wait_s"),
+                  fields.get("max_ttft_s"))
     batches, seqs, rates = _sizes(phase, fields)
     job = {k: fields[k] for k in fixed if fields.get(k) is not None and k not in JOB_AXES}
     output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
@@ -627,7 +636,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     _refuse_what_no_model_takes(models, phase, fields, job, batches, seqs, dtypes)
     result = sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
                    max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
-                   max_power_w=fields.get("max_power_w"), max_wait_s=fields.get("max_wait_s"), estimator=estimator,
+                   max_power_w=fields.get("max_power_w"), max_wait_s=fields.get("max_wait_s"),
+                   max_ttft_s=fields.get("max_ttft_s"), estimator=estimator,
                    skipped=skipped, run=run, progress=progress, job=job, grids=grids)
     return result if trace is None else dataclasses.replace(result, trace=trace.to_dict())
 

@@ -560,7 +560,8 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.data.workload import check_host_dispatch
     from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
-    check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power, args.max_wait)
+    check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power, args.max_wait,
+                  args.max_ttft)
     batches, seqs, job, trace = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
@@ -578,6 +579,7 @@ def _sweep(args: argparse.Namespace) -> int:
                   grid=_listed(args.grid, str, "--grid", []) or None, carbon_intensity=args.carbon_intensity,
                   pue=args.pue, objective=args.objective, front=args.front, max_time_s=args.max_time,
                   min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power, max_wait_s=args.max_wait,
+                  max_ttft_s=args.max_ttft,
                   carbon_series=_carbon_series(args))
     if args.out:
         _check_table_file(args.out, "sweep --out")
@@ -1376,6 +1378,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--max-power", type=float, help="constraint: at most this average power (W)")
     sw.add_argument("--max-wait", type=float, help="constraint, serve with --queue: a request's mean wait for the "
                     "backlog it finds at most this many seconds")
+    sw.add_argument("--max-ttft", type=float, help="constraint, serve: a request's mean time to its first token "
+                    "(its wait for a batch slot and any queued backlog, and its prefill's step) at most this many "
+                    "seconds")
     _carbon_flags(sw, "grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the front "
                       "weighs carbon); default WORLD")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "

@@ -432,6 +432,9 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
                  f"(a step of {job.busy_batch})" if job.windows is None else
                  f"on average; {duration(job.windows.step_time_s.max())} in the busiest window (a step of "
                  f"{job.busy_batch})"),
+             f"ttft       {duration(job.ttft_s)} on average: the step a prompt runs in"
+             + (f", after {duration(job.slot_wait_s)} waiting for a batch slot" if job.slot_wait_s else "")
+             + (f", and {duration(job.wait_s)} for the queued backlog" if job.wait_s else ""),
              f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"
                  if job.gpu_busy_share < HOST_BOUND_SHARE else "")]

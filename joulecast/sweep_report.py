@@ -25,7 +25,8 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("model", "gpu", "batch", "seq", "output_len", "dtype", "tp", "instances", "sm_clock_mhz", "power_limit_w",
-           "energy_j", "time_s", "power_w", "tokens_per_s", "wait_s", "energy_per_token_j", "grid", "carbon_g", "flags")
+           "energy_j", "time_s", "power_w", "tokens_per_s", "wait_s", "ttft_s", "energy_per_token_j", "grid", "carbon_g",
+           "flags")
 
 
 def columns(result: Any) -> list[str]:
@@ -247,7 +248,8 @@ _SERVE_LABELS = {**_LABELS, "time_s": "time between a request's tokens (s)", "en
 
 
 _BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:g} tokens/s",
-           "max_power_w": "power at most {:g} W", "max_wait_s": "a request's mean wait at most {:g} s"}
+           "max_power_w": "power at most {:g} W", "max_wait_s": "a request's mean wait at most {:g} s",
+           "max_ttft_s": "a request's mean time to first token at most {:g} s"}
 
 
 def constraints_text(constraints: dict[str, float], unit: str = "token") -> str:

@@ -838,7 +838,10 @@ def test_a_queued_load_carries_each_window_s_excess_to_the_windows_after_it():
     assert w.wait_s[2] == pytest.approx(found / cap, rel=2e-3) and w.wait_s[1] == pytest.approx(
         expected[1] / 2 / cap, rel=2e-3)
     assert job.wait_s == pytest.approx(np.average(w.wait_s, weights=w.request_rate * w.duration_s))
-    assert job.ttft_s == pytest.approx(job.step_time_s + job.wait_s)  # its first token after its wait
+    # its first token after its waits: for the backlog, and for a slot in the windows under capacity (those at it
+    # have the backlog's alone)
+    assert job.ttft_s == pytest.approx(job.step_time_s + job.wait_s + job.slot_wait_s)
+    assert w.slot_wait_s[1] == w.slot_wait_s[4] == 0 and w.slot_wait_s[0] > 0
     # a window that drains is served as its rate alone: its arrivals and the backlog it finds over its length
     alone = serve("llama-3-8b", "h100-sxm", request_rate=(rates[2] * 600 + w.backlog[1]) / 600, duration_s=600,
                   **{k: v for k, v in kw.items() if k != "window_s"})

@@ -939,6 +939,33 @@ def test_an_autoscaled_serving_sweep_prices_its_spares_starts_and_headroom(capsy
     assert "--spare: applies to --autoscale" in capsys.readouterr().err
 
 
+def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
+    """A serving sweep's points carry `ttft_s` (serve's: the waits for a slot and a backlog, and the step), which
+    `max_ttft_s` (--max-ttft) bounds: the rates whose requests wait too long for a slot are not feasible; another
+    phase refuses it by name."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics", max_batch=32)
+    most = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=32, **kw).requests_per_s
+    rates = [0.3 * most, 0.9 * most, 0.98 * most]
+    free = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=rates, **kw)
+    ttft = free.points.set_index("request_rate")["ttft_s"]
+    for rate in rates:
+        assert ttft[rate] == pytest.approx(joulecast.serve("llama-3-8b", "h100-sxm", request_rate=rate,
+                                                           **kw).ttft_s, rel=1e-12)
+    bound = float(ttft.iloc[1]) * 1.01
+    bounded = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=rates, max_ttft_s=bound, **kw)
+    assert bounded.points["feasible"].tolist() == [True, True, False]
+    assert bounded.constraints == {"max_ttft_s": bound}
+    assert "time to first token at most" in sweep_report.constraints_text(bounded.constraints)
+    with pytest.raises(joulecast.InputError, match="^max_ttft_s: applies to --phase serve only"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="prefill", batch=[1], seq=128, max_ttft_s=1.0,
+                        estimator="physics")
+    assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+                 "--output-len", "128", "--request-rate", ",".join(f"{r:.6g}" for r in rates), "--max-batch", "32",
+                 "--engine", "vllm-0.5.4", "--estimator", "physics", "--max-ttft", f"{bound:.6g}", "--json"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    assert [p["feasible"] for p in points] == [True, True, False] and points[2]["ttft_s"] > bound
+
+
 def test_a_queued_serving_sweep_bounds_the_wait(capsys, tmp_path):
     """`max_wait_s` (--max-wait): over a queued load's instances, a point whose requests wait longer on average is
     not feasible, so the best by energy is the fewest instances within the wait; without `queue`, one line naming

@@ -1,0 +1,65 @@
+"""A request's wait for one of a continuous-batching engine's slots (`serve`'s `slot_wait_s`, part of its `ttft_s`).
+
+An engine runs at most `max_batch` requests a step; one arriving while every slot is taken waits in its queue
+before its prefill. At a concurrency C past max_batch the wait is Little's law's on the closed loop: C - max_batch
+requests queue in front of a throughput of X requests a second, so each waits (C - max_batch) / X. At a request
+rate (Poisson arrivals) the requests in the engine are a birth-death chain: n of them (in service, or queued past
+max_batch) go up at the rate and down at the throughput X(n) = min(n, max_batch) / (output_len x step(n)), the
+engine's capacity curve (`serve`'s), so P(n) is proportional to rate^n / (X(1) ... X(n)), exact where each
+request's remaining work is memoryless (answers of geometric length); past max_batch the chain is geometric. The
+mean queue over the rate is the mean wait (Little's law), scaled by (1 + cv^2) / 2 for answers whose lengths
+spread less (cv 0: all as long; Allen and Cunneen's factor for the service time's spread); and before it the step
+an arrival finds running, half of it (engines admit requests between steps; Poisson arrivals see the chain's time
+averages, so that step is step(n) with n as the chain has it). Because the step
+lengthens with the batch, the requests in the engine swing far more than a Poisson count around their mean: near
+capacity a queue forms long before the mean batch nears max_batch. A window at or past its capacity has no steady
+state; its wait is the fluid queue's alone (`serve_windows.queued`). experiments/slot_wait.py checks the chain
+against a simulation of the engine's steps, each as long as its batch's step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# The chain is summed over at most this many requests in the engine: a max_batch past it is priced at it, which
+# waits at least as long (fewer slots), and the same where the chain's mass there is nil (a load far under it); a
+# rate past what that many serve reads no wait (a load of more than 16,384 requests in flight an instance)
+MAX_STATES = 16_384
+CHUNK_CELLS = 4_000_000  # windows x states summed at once (32 MB of float64)
+
+
+def open_wait_s(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.ndarray, step_s: np.ndarray,
+                cv: np.ndarray) -> np.ndarray:
+    """The mean wait for a slot (s) of Poisson streams of `rate` requests a second each (one a window), `slots`
+    slots, the engine serving capacity[j] requests a second with batches[j] in service (its capacity curve, rising)
+    in steps of step_s[j] (both read between their points linearly), the service time's spread `cv` each; 0 where
+    the rate is none, or at or past the capacity with every slot taken."""
+    rate = np.asarray(rate, dtype=np.float64)
+    out = np.zeros(rate.shape)
+    states = min(int(slots), MAX_STATES)
+    n = np.arange(1, states + 1)
+    log_x = np.log(np.interp(n, batches, capacity))  # X(n) a second, n in service
+    full = capacity[-1] if states == slots else float(np.interp(states, batches, capacity))
+    step = np.interp(n, batches, step_s)  # the step with n in service
+    live = np.flatnonzero((rate > 0) & (rate < full * (1.0 - 1e-12)))
+    rows = max(1, CHUNK_CELLS // (states + 1))
+    for lo in range(0, len(live), rows):  # chunks of windows, each summed over the states at once
+        at = live[lo:lo + rows]
+        log_rate = np.log(rate[at])[:, None]
+        terms = np.concatenate([np.zeros((len(at), 1)), np.cumsum(log_rate - log_x, axis=1)], axis=1)  # n = 0..
+        top = terms.max(axis=1, keepdims=True)
+        weight = np.exp(terms - top)
+        r = rate[at] / full  # the chain's ratio past the slots: every one taken, the queue geometric
+        last = weight[:, -1]
+        total = weight[:, :-1].sum(axis=1) + last / (1.0 - r)
+        queued = last * r / (1.0 - r) ** 2  # the mean queue past the slots, unnormalised
+        running = weight[:, 1:-1] @ step[:-1] + last / (1.0 - r) * step[-1]  # the step found, n > 0, unnormalised
+        out[at] = (queued / rate[at] * (1.0 + np.asarray(cv, dtype=np.float64)[at] ** 2) / 2.0
+                   + running / 2.0) / total
+    return out
+
+
+def closed_wait_s(concurrency: float, slots: float, requests_per_s: float) -> float:
+    """A closed loop's wait for a slot (s): `concurrency` requests kept in flight, `slots` of them served at
+    `requests_per_s`, the rest queued in front (Little's law)."""
+    return max(concurrency - slots, 0.0) / requests_per_s

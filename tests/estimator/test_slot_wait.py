@@ -1,0 +1,98 @@
+"""A request's wait for a batch slot (`estimator.slot_wait`): the birth-death chain on an engine's capacity curve is
+M/M/c's Erlang C where the capacity is linear in the slots taken, M/M/1's where there is one slot; half the queue
+for answers all as long; the step an arrival finds running; and Little's law past max_batch at a concurrency."""
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+import joulecast
+from joulecast.cli import main
+from joulecast.estimator import slot_wait
+
+
+def _erlang_c_wait(rate: float, mu: float, c: int) -> float:
+    """M/M/c's mean wait, by its textbook sums."""
+    a = rate / mu
+    head = sum(a**k / math.factorial(k) for k in range(c))
+    tail = a**c / math.factorial(c) / (1 - a / c)
+    return tail / (head + tail) / (c * mu - rate)
+
+
+@pytest.mark.parametrize("slots, rate", [(1, 0.5), (1, 0.9), (4, 2.0), (8, 7.5), (32, 30.0)])
+def test_a_capacity_linear_in_the_slots_is_erlang_c(slots, rate):
+    mu = 1.0  # each request served at one a second: X(n) = n up to the slots
+    batches = np.arange(1, slots + 1)
+    got = slot_wait.open_wait_s(np.array([rate]), slots, batches, batches * mu, np.zeros(slots), np.array([1.0]))
+    assert got[0] == pytest.approx(_erlang_c_wait(rate, mu, slots), rel=1e-9)
+    # answers all as long: half the queue (Allen and Cunneen's factor at cv 0)
+    half = slot_wait.open_wait_s(np.array([rate]), slots, batches, batches * mu, np.zeros(slots), np.array([0.0]))
+    assert half[0] == pytest.approx(got[0] / 2, rel=1e-9)
+
+
+def test_the_step_an_arrival_finds_running_is_half_of_it_while_busy():
+    """Light load on many slots: no queue, the wait half a step times the chance the engine is busy (1 - P(0))."""
+    batches, step = np.array([1, 64]), np.array([0.01, 0.01])
+    rate, mu = 0.5, 1.0
+    got = slot_wait.open_wait_s(np.array([rate]), 64, batches, batches * mu, step, np.array([1.0]))
+    busy = 1 - math.exp(-rate / mu)  # the chain is Poisson where no slot runs out
+    assert got[0] == pytest.approx(busy * 0.005, rel=1e-9)
+
+
+def test_no_rate_or_a_rate_at_capacity_waits_nothing_here_and_chunks_and_states_bound_the_work(monkeypatch):
+    batches, capacity, step = np.array([1, 8]), np.array([1.0, 8.0]), np.array([0.01, 0.02])
+    rates = np.array([0.0, 8.0, 9.0, 6.0, 7.0, 7.5])
+    got = slot_wait.open_wait_s(rates, 8, batches, capacity, step, np.ones(6))
+    assert got[:3].tolist() == [0.0, 0.0, 0.0] and (np.diff(got[3:]) > 0).all()
+    monkeypatch.setattr(slot_wait, "CHUNK_CELLS", 10)  # a window a chunk: the same figures
+    assert slot_wait.open_wait_s(rates, 8, batches, capacity, step, np.ones(6)) == pytest.approx(got, rel=1e-12)
+    # past MAX_STATES, the chain summed over fewer slots: a wait at least the whole chain's where the rate is
+    # under what those serve
+    some = np.array([3.0, 4.0, 5.0])
+    whole = slot_wait.open_wait_s(some, 8, batches, capacity, step, np.ones(3))
+    monkeypatch.setattr(slot_wait, "MAX_STATES", 6)
+    fewer = slot_wait.open_wait_s(some, 8, batches, capacity, step, np.ones(3))
+    assert (fewer >= whole).all() and (fewer > whole).any()
+
+
+def test_a_closed_loop_queues_what_passes_its_slots():
+    assert slot_wait.closed_wait_s(512, 256, 10.0) == pytest.approx(25.6)
+    assert slot_wait.closed_wait_s(64, 256, 10.0) == 0.0
+
+
+def test_serve_counts_the_wait_for_a_slot_in_its_first_token(capsys):
+    """`serve`: at a concurrency past max_batch, the requests past it wait (Little's law); at a rate, the chain's
+    wait, rising with the rate, none far under capacity, each window's as its rate's alone; ttft the step and it."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics")
+    inside = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=32, max_batch=32, **kw)
+    past = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=96, max_batch=32, **kw)
+    assert inside.slot_wait_s == 0.0 and inside.ttft_s == inside.step_time_s
+    assert past.step_time_s == inside.step_time_s and past.slot_wait_s == pytest.approx(
+        64 / inside.requests_per_s, rel=1e-12)
+    assert past.ttft_s == pytest.approx(past.step_time_s + past.slot_wait_s, rel=1e-12)
+    most = inside.requests_per_s
+    waits = [joulecast.serve("llama-3-8b", "h100-sxm", request_rate=f * most, max_batch=32, **kw)
+             for f in (0.1, 0.5, 0.9, 0.97)]
+    assert [w.slot_wait_s for w in waits] == sorted(w.slot_wait_s for w in waits)
+    assert waits[0].slot_wait_s < waits[0].step_time_s / 2 < waits[-1].slot_wait_s / 10
+    for w in waits:
+        assert w.ttft_s == pytest.approx(w.step_time_s + w.slot_wait_s, rel=1e-12)
+    rates = [0.1 * most, 0.9 * most, 0.0]
+    windowed = joulecast.serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, max_batch=32, **kw)
+    for k in (0, 1):
+        assert windowed.windows.slot_wait_s[k] == pytest.approx(waits[0 if k == 0 else 2].slot_wait_s, rel=1e-9)
+    assert windowed.windows.slot_wait_s[2] == 0.0
+    assert windowed.slot_wait_s == pytest.approx(np.average(windowed.windows.slot_wait_s[:2], weights=rates[:2]))
+    # the table says it, and the JSON
+    argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+            "--output-len", "128", "--concurrency", "96", "--max-batch", "32", "--engine", "vllm-0.5.4",
+            "--estimator", "physics"]
+    assert main(argv) == 0
+    assert re.search(r"^ttft {7}[\d.]+ s on average: the step a prompt runs in, after [\d.]+ s waiting for a batch "
+                     r"slot$", capsys.readouterr().out, re.M)
+    assert main([*argv, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["slot_wait_s"] == pytest.approx(past.slot_wait_s) and out["ttft_s"] == pytest.approx(past.ttft_s)

@@ -243,6 +243,27 @@ def combine(phys_t: np.ndarray, phys_e: np.ndarray, corr: Mapping[str, np.ndarra
     return out
 
 
+def corrected(model: Any, X: pd.DataFrame, gpus: list[str], totals: Callable[[str], np.ndarray], stated: np.ndarray,
+              limit_w: np.ndarray | float, base: np.ndarray | None = None
+              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], np.ndarray, list[tuple[str, ...]]]:
+    """The hybrid estimate of rows with physics' `totals` (a PhysicsTotals field by name, every row's) and design `X`,
+    each corrected as its GPU of `gpus` learned it: `combine`'s figures, its spreads an engine's host work over the
+    rows it was measured from, the measured hosts' range where a row's host dispatch is not `stated`, and where
+    `base` gives a what-if's base physics (2 x n, time then energy; NaN on a real GPU's row) its change's reach.
+    Returns (the figures, the corrections, the rows out of domain, each one's reasons)."""
+    time_s, energy_j = totals("time_s"), totals("energy_j")
+    spreads = [(totals("engine_range_time_s"), totals("engine_range_energy_j")),
+               tuple(np.where(stated[:, None], np.nan, totals(name)) for name in ("host_range_time_s",
+                                                                               "host_range_energy_j"))]
+    if base is not None:  # how far physics' own change may be off
+        spreads.append((what_if_spread(time_s, base[0], "time"), what_if_spread(energy_j, base[1], "energy")))
+    corr, reasons = _explained(model, X, gpus)
+    away = np.flatnonzero(~corr["in_domain"])
+    said = ([reasons[i] for i in away.tolist()] if reasons is not None
+            else model.outside_domain(X.take(away), [gpus[i] for i in away]) if len(away) else [])
+    return combine(time_s, energy_j, corr, limit_w, spreads), corr, away, [tuple(why) for why in said]
+
+
 # A training table's physics at the ends of the measured hosts' range (`training.dataset.training_table`), time then
 # energy, each fast end first
 HOST_RANGE_COLUMNS = ("physics_host_fast_time_s", "physics_host_slow_time_s", "physics_host_fast_energy_j",
@@ -329,31 +350,20 @@ def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_m
     if what_if is not None:  # the correction its base's same configuration takes
         base, base_clock, base_limit = what_if
         (X, base_totals, _), learned = design_block(workloads, base, base_clock, base_limit), base.name
-    corr, reasons = _explained(model, X, [learned] * n)
     need = memory.need_bytes(features, n, np.array([w.params or 0 for w in workloads]),
                              np.array([w.phase or "" for w in workloads]),
                              np.array([w.dtype or "bf16" for w in workloads]))
     memory_flag = memory_flags(need["total_bytes"], spec)
     phys_t, phys_e = totals.time_s, totals.energy_j
-    t, e, h, flags, outside = phys_t, phys_e, None, [()] * n, [()] * n
-    if corr is not None:
-        # the default host taken: the interval spans the measured ones (NaN: a host stated, no spread); an engine's
-        # host work, its measured rows'
-        spreads = [(totals.engine_range_time_s, totals.engine_range_energy_j),
-                   tuple(np.where(stated[:, None], np.nan, ends) for ends in (totals.host_range_time_s,
-                                                                               totals.host_range_energy_j))]
-        if base_totals is not None:  # how far physics' own change may be off
-            spreads.append((what_if_spread(totals.time_s, base_totals.time_s, "time"),
-                            what_if_spread(totals.energy_j, base_totals.energy_j, "energy")))
-        h = combine(totals.time_s, totals.energy_j, corr, limit, spreads)
+    t, e, h, corr, flags, outside = phys_t, phys_e, None, None, [()] * n, [()] * n
+    if model is not None:  # the default host taken: the interval spans the measured ones (a host stated: no spread)
+        base = None if base_totals is None else np.array([base_totals.time_s, base_totals.energy_j])
+        h, corr, away, said = corrected(model, X, [learned] * n, lambda name: getattr(totals, name), stated, limit,
+                                        base)
         t, e = h["time_s"], h["energy_j"]
         flags = [(str(f),) if f else () for f in model.flags(corr["in_domain"], [learned] * n)]
-        away = np.flatnonzero(~corr["in_domain"])
-        if len(away):  # each row's reasons out of domain
-            said = ([reasons[i] for i in away.tolist()] if reasons is not None
-                    else model.outside_domain(X.take(away), [learned] * len(away)))
-            for i, why in zip(away.tolist(), said):
-                outside[i] = tuple(why)
+        for i, why in zip(away.tolist(), said):  # each row's reasons out of domain
+            outside[i] = why
     bounds = np.searchsorted(np.asarray(features["workload_id"], np.int64), np.arange(n + 1))
     out = []
     for i, w in enumerate(workloads):  # a record each: the arrays' i-th figures and its own kernel rows

@@ -27,8 +27,7 @@ from joulecast.data.workload import (
     check_size_columns,
     host_dispatch_outside,
 )
-from joulecast.estimator.api import (WHAT_IF_FLAG, _explained, combine, memory_flags, what_if_reason,
-                                     what_if_spread)
+from joulecast.estimator.api import WHAT_IF_FLAG, corrected, memory_flags, what_if_reason
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
 from joulecast.features import lower_many, memory
@@ -103,29 +102,17 @@ def estimate_many(configs: pd.DataFrame | Any, estimator: Any = None) -> pd.Data
         def totals(name: str) -> np.ndarray:
             return np.concatenate([getattr(p[3], name) for p in pending])
 
-        time_s, energy_j = totals("time_s"), totals("energy_j")
-        # physics at the ends of the measured hosts' range, where a configuration states no host dispatch of its own,
-        # and at the ends of an engine's host work over the rows it was measured from
+        # a configuration that states no host dispatch of its own spans the measured hosts' range
         stated = np.zeros(len(idx), bool) if lowered.dispatch is None else ~np.isnan(lowered.dispatch[idx])
-        host = tuple(np.where(stated[:, None], np.nan, totals(a)) for a in ("host_range_time_s", "host_range_energy_j"))
-        engine = (totals("engine_range_time_s"), totals("engine_range_energy_j"))
-        spreads = [engine, host]
+        base = None
         if any(p[5] is not None for p in pending):  # the what-ifs' change, NaN (none) on real GPUs' rows
             base = np.concatenate([np.full((2, len(p[1])), np.nan) if p[5] is None else p[5] for p in pending], axis=1)
-            spreads.append((what_if_spread(time_s, base[0], "time"), what_if_spread(energy_j, base[1], "energy")))
-        corr, reasons = _explained(model, X, gpus)
-        hybrid = combine(time_s, energy_j, corr, np.concatenate([np.full(len(p[1]), p[4]) for p in pending]),
-                         spreads)
+        hybrid, corr, away, said = corrected(model, X, gpus, totals, stated,
+                                             np.concatenate([np.full(len(p[1]), p[4]) for p in pending]), base)
         for name, values in hybrid.items():
             out[name][idx] = values
         in_domain[idx] = corr["in_domain"]
-        away = np.flatnonzero(~corr["in_domain"])
-        if len(away):
-            if reasons is None:
-                reasons = model.outside_domain(X.take(away), [gpus[i] for i in away])
-            else:
-                reasons = [reasons[i] for i in away.tolist()]
-            outside[idx[away]] = ["; ".join(r) for r in reasons]
+        outside[idx[away]] = ["; ".join(r) for r in said]
         pending.clear()
 
     learned = gpu_names.copy()   # the GPU whose learned correction each row takes: a what-if's base (`what_if_base`)

@@ -314,10 +314,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     share of its rate: 0.25 keeps a fifth of their capacity free), the others off, drawing nothing (an autoscaler
     releasing them), each started again `cold_start_s` ahead of the window it serves at its GPUs' idle power, or
     with `spare` "idle", kept warm at idle power (`serve_windows.standby`); `instances` then the most it may use.
-    `queue`: a window's arrivals past
-    what the instances serve within `max_batch` wait for the windows after it (served at max_batch meanwhile, the
-    last window running on until none waits: `serve_windows.queued`), where without it such a window is refused;
-    `windows` gives each one's backlog and wait, `wait_s` the requests' mean wait.
+    `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
+    (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
+    without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
+    wait.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
@@ -440,15 +440,13 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
-        batches, step_time, step_energy = (np.empty(len(rates)) for _ in range(3))
+        batches, step_time, step_energy, slot_s = (np.empty(len(rates)) for _ in range(4))
         for k in range(len(classes)):  # a loop over the few classes, each over its windows at once
             mine = label == k
             batches[mine] = _in_flight(rates[mine] * scale[mine], grid, capacity[k], classes[k, 1], step_s[k, 0])
             step_time[mine] = np.interp(batches[mine], grid, step_s[k])
             step_energy[mine] = np.interp(batches[mine], grid, step_j_grid[k])
-        slot_s = np.zeros(len(rates))  # a request's wait for a slot: each class's windows on its capacity curve
-        for k in range(len(classes)):  # and steps (their rates in its terms) with its answers' spread
-            mine = label == k
+            # a request's wait for a slot, on the class's capacity curve and steps with its answers' spread
             slot_s[mine] = open_wait_s(rates[mine] * scale[mine], max_batch, grid, capacity[k], step_s[k],
                                        np.full(int(mine.sum()), classes[k, 3]))
         busiest = int(np.argmax(batches))

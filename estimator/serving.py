@@ -87,6 +87,7 @@ from joulecast.features.physics import check_setting
 from joulecast.features.sampling import check_sampling
 
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
+MAX_TTFT_TARGET_S = 86_400.0  # an autoscaler's latency target: past a day, no latency is asked of it
 # An FP8 checkpoint's scaled GEMMs are not modelled (whichever the engine picks on the GPU, block-scaled or by row):
 # physics halves the weights' bytes and doubles the tensor rate. The measured FP8 deployments ran anywhere from that
 # cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM 0.11.1, Qwen3-235B-A22B's block-scaled experts on
@@ -155,6 +156,7 @@ class ServeEstimate:
     spare: str = "off"            # autoscaled: the instances not serving off (drawing nothing) or idle (warm)
     cold_start_s: float = 0.0     # autoscaled, spares off: an instance's start, at idle power, before it serves
     headroom: float = 0.0         # autoscaled: capacity kept over each window's demand, a share of it
+    ttft_target_s: float | None = None  # autoscaled: the mean time to first token each window's instances keep to
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
@@ -284,7 +286,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           host_dispatch_s: float | None = None, sampling: str = "greedy", expert_parallel: bool = False,
           instances: int = 1, window_rates: Any = None, window_s: float | None = None,
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
-          spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0,
+          spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
           queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
@@ -313,7 +315,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     of the `instances` that serve its rate within `max_batch` in flight (one at least), with `headroom` over it (a
     share of its rate: 0.25 keeps a fifth of their capacity free), the others off, drawing nothing (an autoscaler
     releasing them), each started again `cold_start_s` ahead of the window it serves at its GPUs' idle power, or
-    with `spare` "idle", kept warm at idle power (`serve_windows.standby`); `instances` then the most it may use.
+    with `spare` "idle", kept warm at idle power (`serve_windows.standby`); with `ttft_target_s`, more of them where
+    a window's requests would wait longer than it for their first token (a step and the wait for a slot: an
+    autoscaler on a latency target; the fleet where even all miss it); `instances` then the most it may use.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
@@ -348,8 +352,11 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     require_choice(spare, SPARES, "spare")
     cold_start_s = share("cold_start_s", cold_start_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
     headroom = share("headroom", headroom, MAX_HEADROOM, f"{MAX_HEADROOM:g} (a share of each window's rate)")
+    if ttft_target_s is not None:
+        ttft_target_s = positive("ttft_target_s", ttft_target_s, high=MAX_TTFT_TARGET_S,
+                                 high_text=f"{MAX_TTFT_TARGET_S:,.0f} s")
     for name, value, default in (("spare", spare, "off"), ("cold_start_s", cold_start_s, 0.0),
-                                 ("headroom", headroom, 0.0)):
+                                 ("headroom", headroom, 0.0), ("ttft_target_s", ttft_target_s, None)):
         require(value == default or autoscale, name, "applies to autoscale (the instances a window does not need)")
     require(spare == "off" or not cold_start_s, "cold_start_s", "applies where spare instances are off (an idle "
                                                                 "one is loaded and starts nothing)")
@@ -436,19 +443,15 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             k = int(label[np.argmax(rates > reach)])
             raise _beyond(rates, reach, instances, max_batch, None if windows is None else seconds,
                           _beyond_advice(curves[k][-1], spec, tp, math.ceil((rates * instances / reach).max())))
+        steps = _Steps(grid, step_s, step_j_grid, capacity, classes[:, 1], classes[:, 3], label, scale, max_batch,
+                       None if windows is None else seconds)
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
+            if ttft_target_s is not None:  # and more where their requests' first token comes later than the target
+                serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
-        batches, step_time, step_energy, slot_s = (np.empty(len(rates)) for _ in range(4))
-        for k in range(len(classes)):  # a loop over the few classes, each over its windows at once
-            mine = label == k
-            batches[mine] = _in_flight(rates[mine] * scale[mine], grid, capacity[k], classes[k, 1], step_s[k, 0])
-            step_time[mine] = np.interp(batches[mine], grid, step_s[k])
-            step_energy[mine] = np.interp(batches[mine], grid, step_j_grid[k])
-            # a request's wait for a slot, on the class's capacity curve and steps with its answers' spread
-            slot_s[mine] = open_wait_s(rates[mine] * scale[mine], max_batch, grid, capacity[k], step_s[k],
-                                       np.full(int(mine.sum()), classes[k, 3]))
+        batches, step_time, step_energy, slot_s = _served(steps, rates, np.arange(len(rates)))
         busiest = int(np.argmax(batches))
         i = int(np.searchsorted(grid, batches[busiest]))  # the grid's batch at or above it (its flags, interval):
         est, wait_s, wait_j, _ = curves[label[busiest]][i]  # a window's load, the busiest
@@ -511,7 +514,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
-        spare=spare, cold_start_s=cold_start_s, headroom=headroom,
+        spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
@@ -532,6 +535,62 @@ def _beyond(rates: np.ndarray, capacity: np.ndarray, instances: int, max_batch: 
     return BeyondCapacityError("window_rates" if seconds is not None else "request_rate",
                                f"{rate:g} requests/s{each}{where} is beyond what {max_batch} in flight serve "
                                f"({capacity:.4g}/s); {advice}{wait}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Steps:
+    """A load's steps at a rate (`serve`'s): each length class's grid of batches, its step's time and energy a row a
+    class, the requests a second each batch serves, the classes' answer lengths and their spread, each window's
+    class and the scale of its rate into the class's terms (its own answer length over the class's), the most
+    requests in flight, and each window's length."""
+
+    grid: np.ndarray
+    step_s: np.ndarray
+    step_j: np.ndarray
+    capacity: np.ndarray
+    output_len: np.ndarray
+    output_len_cv: np.ndarray
+    label: np.ndarray
+    scale: np.ndarray
+    max_batch: int
+    seconds: np.ndarray | None    # each window's length (none: one steady rate)
+
+
+def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Windows `which` served at `rates` requests a second an instance (one a window of them): each one's requests
+    in flight (Little's law), step time and energy, and a request's wait for a slot (`estimator.slot_wait`, its
+    queue what the window's length allows where the load is given window by window)."""
+    out = tuple(np.empty(len(which)) for _ in range(4))
+    batches, step_time, step_energy, slot_s = out
+    label, scale = steps.label[which], steps.scale[which]
+    for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
+        mine = label == k
+        own = rates[mine] * scale[mine]  # in the class's terms
+        batches[mine] = _in_flight(own, steps.grid, steps.capacity[k], steps.output_len[k], steps.step_s[k, 0])
+        step_time[mine] = np.interp(batches[mine], steps.grid, steps.step_s[k])
+        step_energy[mine] = np.interp(batches[mine], steps.grid, steps.step_j[k])
+        slot_s[mine] = open_wait_s(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
+                                   np.full(len(own), steps.output_len_cv[k]),
+                                   None if steps.seconds is None else steps.seconds[which][mine])
+    return out
+
+
+def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
+                   target_s: float) -> np.ndarray:
+    """An autoscaled load's instances serving each window where its requests' mean time to first token (a step and
+    the wait for a slot) is to come within `target_s`: the fewest from `low` (those its rate needs) up to the
+    `fleet` that meet it, by bisection over every window at once (the first token comes sooner on more instances);
+    the fleet where none does, and `low` for a window without arrivals."""
+    lo, hi = low.copy(), np.where(demand > 0, float(fleet), low)
+    while (lo < hi).any():  # log2(fleet) passes
+        which = np.flatnonzero(lo < hi)
+        mid = np.floor((lo[which] + hi[which]) / 2)
+        _, step_time, _, slot_s = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
+        met = step_time + slot_s <= target_s
+        hi[which[met]] = mid[met]
+        lo[which[~met]] = mid[~met] + 1
+    return lo
 
 
 def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output_len: float,

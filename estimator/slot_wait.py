@@ -13,8 +13,9 @@ an arrival finds running, half of it (engines admit requests between steps; Pois
 averages, so that step is step(n) with n as the chain has it). Because the step
 lengthens with the batch, the requests in the engine swing far more than a Poisson count around their mean: near
 capacity a queue forms long before the mean batch nears max_batch. A window at or past its capacity has no steady
-state; its wait is the fluid queue's alone (`serve_windows.queued`). experiments/slot_wait.py checks the chain
-against a simulation of the engine's steps, each as long as its batch's step.
+state; its wait is the fluid queue's alone (`serve_windows.queued`); a window of a load that varies has its queue
+bounded by what a window that long builds (`transient_queue`). experiments/slot_wait.py checks the chain against a
+simulation of the engine's steps, each as long as its batch's step.
 """
 
 from __future__ import annotations
@@ -29,12 +30,14 @@ CHUNK_CELLS = 4_000_000  # windows x states summed at once (32 MB of float64)
 
 
 def open_wait_s(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.ndarray, step_s: np.ndarray,
-                cv: np.ndarray) -> np.ndarray:
+                cv: np.ndarray, window_s: np.ndarray | None = None) -> np.ndarray:
     """The mean wait for a slot (s) of Poisson streams of `rate` requests a second each (one a window), `slots`
     slots, the engine serving capacity[j] requests a second with batches[j] in service (its capacity curve, rising)
     in steps of step_s[j] (both read between their points linearly), the service time's spread `cv` each; 0 where
-    the rate is none, or at or past the capacity with every slot taken."""
+    the rate is none, or at or past the capacity with every slot taken. `window_s`: each stream lasts that long, so
+    its queue is at most what one that long builds (`transient_queue`), where the steady state's is longer."""
     rate = np.asarray(rate, dtype=np.float64)
+    cv = np.asarray(cv, dtype=np.float64)
     out = np.zeros(rate.shape)
     states = min(int(slots), MAX_STATES)
     n = np.arange(1, states + 1)
@@ -52,11 +55,22 @@ def open_wait_s(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.
         r = rate[at] / full  # the chain's ratio past the slots: every one taken, the queue geometric
         last = weight[:, -1]
         total = weight[:, :-1].sum(axis=1) + last / (1.0 - r)
-        queued = last * r / (1.0 - r) ** 2  # the mean queue past the slots, unnormalised
+        queued = last * r / (1.0 - r) ** 2 / total * (1.0 + cv[at] ** 2) / 2.0  # the mean queue past the slots
+        if window_s is not None:
+            queued = np.minimum(queued, transient_queue(rate[at], cv[at], np.asarray(window_s, np.float64)[at]))
         running = weight[:, 1:-1] @ step[:-1] + last / (1.0 - r) * step[-1]  # the step found, n > 0, unnormalised
-        out[at] = (queued / rate[at] * (1.0 + np.asarray(cv, dtype=np.float64)[at] ** 2) / 2.0
-                   + running / 2.0) / total
+        out[at] = queued / rate[at] + running / 2.0 / total
     return out
+
+
+def transient_queue(rate: np.ndarray, cv: np.ndarray, window_s: np.ndarray) -> np.ndarray:
+    """The mean queue, over a window of `window_s` seconds started empty, of a stream of `rate` requests a second at
+    its engine's capacity: a reflected Brownian motion without drift, its variance a second rate x (1 + cv^2)
+    (Poisson arrivals, and departures at about the rate with the service time's spread), is sqrt(2 var t / pi) deep
+    at t, (2/3) sqrt(2 var T / pi) on average over [0, T]. Near capacity the steady state's queue takes longer to
+    build than a window lasts (an hour at 2.5 requests a second: 20 s of queue at most, where the steady state
+    reads minutes), and a queue under a drift toward empty is no deeper than this."""
+    return 2.0 / 3.0 * np.sqrt(2.0 * rate * (1.0 + cv**2) * window_s / np.pi)
 
 
 def closed_wait_s(concurrency: float, slots: float, requests_per_s: float) -> float:

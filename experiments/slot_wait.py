@@ -36,8 +36,9 @@ SEEDS = 3
 def steps(slots: int, cv: float) -> tuple[np.ndarray, np.ndarray]:
     """The engine's step (s) at batches 1..slots, from `serve` at each concurrency on its grid, read between."""
     grid = np.unique(np.round(np.geomspace(1, slots, 24)).astype(int))  # serve's own (its rate path's)
-    seconds = [joulecast.serve(MODEL, GPU, engine=ENGINE, input_len=INPUT_LEN, output_len=OUTPUT_LEN, concurrency=int(b),
-                               max_batch=slots, output_len_cv=cv, estimator="physics").step_time_s for b in grid]
+    seconds = [joulecast.serve(MODEL, GPU, engine=ENGINE, input_len=INPUT_LEN, output_len=OUTPUT_LEN,
+                               concurrency=int(b), max_batch=slots, output_len_cv=cv, estimator="physics").step_time_s
+               for b in grid]
     n = np.arange(1, slots + 1)
     return n, np.interp(n, grid, seconds)
 

@@ -665,7 +665,8 @@ WINDOW_NEEDS_REQUESTS = "applies to --requests (the file's arrival times set eac
 AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest of --instances that serve it)"
 QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
-AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom")  # the API's names (the flags' dests); each needs --autoscale
+# the API's names (the flags' dests); each needs --autoscale
+AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
@@ -1167,7 +1168,8 @@ def _share(text: str) -> float:
 
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
-    """An autoscaled load's options (`serve`'s spare, cold_start_s and headroom), `prefix` leading their help."""
+    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom and ttft_target_s), `prefix` leading
+    their help."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
@@ -1176,6 +1178,9 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
                         "2min), at its GPUs' idle power, ahead of the window it serves; default 0")
     parser.add_argument("--headroom", type=_share, help=f"{prefix}with --autoscale, capacity kept over each "
                         "window's rate, e.g. 0.25 or 25%% (the instances at most 80 %% busy); default 0")
+    parser.add_argument("--ttft-target", dest="ttft_target_s", type=_seconds, metavar="S", help=f"{prefix}with "
+                        "--autoscale, more instances where a window's requests would wait longer than this for "
+                        "their first token on average (a step and the wait for a batch slot), e.g. 0.5")
 
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).

@@ -381,6 +381,12 @@ def _autoscale_lines(job: Any) -> list[str]:
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
              + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")]
+    if job.ttft_target_s is not None:  # the windows with arrivals whose first token comes within the target
+        busy = windows.request_rate > 0
+        late = busy & (windows.step_time_s + windows.slot_wait_s > job.ttft_target_s * (1 + 1e-9))
+        lines.append(f"{'':11}a first token within {duration(job.ttft_target_s)} on average in "
+                     f"{int(busy.sum() - late.sum()):,} of {plural(int(busy.sum()), 'window')} with arrivals"
+                     + (" (the rest on the whole fleet)" if late.any() else ""))
     if job.spare == "idle":
         lines.append(f"{'':11}the others idle, loaded: {_g4(extra / 3.6e6)} kWh "
                      f"({100 * extra / job.energy_j:.1f} % of the energy)")

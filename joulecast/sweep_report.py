@@ -25,8 +25,8 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("model", "gpu", "batch", "seq", "output_len", "dtype", "tp", "instances", "sm_clock_mhz", "power_limit_w",
-           "energy_j", "time_s", "power_w", "tokens_per_s", "wait_s", "ttft_s", "energy_per_token_j", "grid", "carbon_g",
-           "flags")
+           "energy_j", "time_s", "power_w", "tokens_per_s", "wait_s", "ttft_s", "energy_per_token_j", "grid",
+           "carbon_g", "flags")
 
 
 def columns(result: Any) -> list[str]:

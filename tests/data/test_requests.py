@@ -267,10 +267,14 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
     assert main([*argv, *scaled, "--cold-start", "2min"]) == 0
     assert re.search(r"^ {11}the others off; \d starts of 2\.000 min at idle power: [\d.]+ kWh \([\d.]+ % of the "
                      r"energy\)$", capsys.readouterr().out, re.M)
+    assert main([*argv, *scaled, "--ttft-target", "1s"]) == 0
+    assert re.search(r"^ {11}a first token within 1\.000 s on average in \d of 3 windows with arrivals",
+                     capsys.readouterr().out, re.M)
     assert main([*argv, *scaled, "--spare", "idle"]) == 0
     assert re.search(r"^ {11}the others idle, loaded: [\d.]+ kWh \([\d.]+ % of the energy\)$",
                      capsys.readouterr().out, re.M)
     for extra, message in ((["--cold-start", "60"], "--cold-start: applies to --autoscale"),
+                           (["--ttft-target", "1"], "--ttft-target: applies to --autoscale"),
                            ([*scaled, "--spare", "idle", "--cold-start", "60"],
                             "--cold-start: applies where spare instances are off"),
                            ([*scaled, "--headroom", "20"], "--headroom: must be a number from 0 to 10")):

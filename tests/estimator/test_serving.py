@@ -684,13 +684,48 @@ def test_an_autoscaled_loads_spares_cold_starts_and_headroom():
                                   (dict(cold_start_s=-1), "cold_start_s", "from 0 to 86,400 s, got -1"),
                                   (dict(headroom=float("nan")), "headroom", "from 0 to 10"),
                                   (dict(headroom=True), "headroom", "got True"),
-                                  (dict(spare="idle", cold_start_s=5), "cold_start_s", "where spare instances are off")):
+                                  (dict(spare="idle", cold_start_s=5), "cold_start_s",
+                                   "where spare instances are off")):
         with pytest.raises(joulecast.InputError) as refused:
             serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, autoscale=True, **kw, **extra)
         assert (refused.value.field, message in refused.value.message) == (field, True), refused.value
     for extra in (dict(spare="idle"), dict(cold_start_s=60), dict(headroom=0.1)):  # without autoscale
         with pytest.raises(joulecast.InputError, match=f"^{next(iter(extra))}: applies to autoscale"):
             serve("llama-3-8b", "h100-sxm", window_rates=rates, instances=4, **kw, **extra)
+
+
+def test_an_autoscaled_load_keeps_each_windows_first_token_within_a_target():
+    """`ttft_target_s`: each window on the fewest instances (from those its rate needs) whose requests' mean time to
+    first token, served as one instance serves its share alone, comes within the target; a window without arrivals
+    on one; a target none meets: the whole fleet, the table saying so. Without autoscale, one line naming it."""
+    kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4", max_batch=32)
+    most = serve("llama-3-8b", "h100-sxm", concurrency=32, **kw).requests_per_s
+    rates = [0.2 * most, 0.7 * most, 0.95 * most, 0.0, 2.5 * most]
+
+    def first_token(rate):  # one instance serving its share alone
+        return serve("llama-3-8b", "h100-sxm", request_rate=rate, **kw).ttft_s
+
+    target = 1.01 * first_token(0.95 * most / 2)
+    auto = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
+                 ttft_target_s=target, **kw)
+    needed = [1, 1, 1, 1, 3]  # the rate's own
+    for k, rate in enumerate(rates):
+        fewest = next(n for n in range(needed[k], 7) if rate == 0 or first_token(rate / n) <= target)
+        assert auto.windows.instances[k] == fewest, (k, auto.windows.instances)
+    assert auto.windows.instances[2] == 2 and auto.windows.instances[3] == 1 and auto.ttft_target_s == target
+    late = auto.windows.step_time_s + auto.windows.slot_wait_s
+    assert (late[np.array(rates) > 0] <= target).all()
+    assert auto.windows.step_time_s[2] + auto.windows.slot_wait_s[2] == pytest.approx(first_token(0.95 * most / 2))
+    # a target below a step: every window with arrivals on the whole fleet
+    never = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
+                  ttft_target_s=1e-6, **kw)
+    assert never.windows.instances.tolist() == [6, 6, 6, 1, 6]
+    for bad, message in ((0, "must be a positive number"), ("1", "must be a positive number")):
+        with pytest.raises(joulecast.InputError, match=f"^ttft_target_s: {message}"):
+            serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
+                  ttft_target_s=bad, **kw)
+    with pytest.raises(joulecast.InputError, match="^ttft_target_s: applies to autoscale"):
+        serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, ttft_target_s=1.0, **kw)
 
 
 def test_each_window_at_its_own_lengths_is_served_as_those_lengths_alone():

@@ -58,6 +58,18 @@ def test_no_rate_or_a_rate_at_capacity_waits_nothing_here_and_chunks_and_states_
     assert (fewer >= whole).all() and (fewer > whole).any()
 
 
+def test_a_windows_queue_is_at_most_what_its_length_builds():
+    """A window near capacity: its queue the transient's of a queue that long started empty, where the steady
+    state's is deeper; a window long enough keeps the steady state's."""
+    batches, step, rate, cv = np.arange(1, 9), np.zeros(8), np.array([7.99]), np.array([1.0])
+    steady = slot_wait.open_wait_s(rate, 8, batches, batches * 1.0, step, cv)
+    hour = slot_wait.open_wait_s(rate, 8, batches, batches * 1.0, step, cv, np.array([3600.0]))
+    built = 2 / 3 * math.sqrt(2 * 7.99 * 2 * 3600 / math.pi)  # a driftless reflected Brownian motion's mean depth
+    assert hour[0] == pytest.approx(built / 7.99, rel=1e-12) and hour[0] < steady[0]
+    ages = slot_wait.open_wait_s(rate, 8, batches, batches * 1.0, step, cv, np.array([1e15]))
+    assert ages[0] == pytest.approx(steady[0], rel=1e-12)
+
+
 def test_a_closed_loop_queues_what_passes_its_slots():
     assert slot_wait.closed_wait_s(512, 256, 10.0) == pytest.approx(25.6)
     assert slot_wait.closed_wait_s(64, 256, 10.0) == 0.0

@@ -819,6 +819,10 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     assert scaled["cold_start"]["standby_kwh"] == pytest.approx(
         scaled["cold_start"]["energy_kwh"] - scaled["energy_kwh"], rel=1e-6, abs=1e-9)
     assert scaled["headroom"]["instance_hours"] >= scaled["instance_hours"] == scaled["spares_idle"]["instance_hours"]
+    # a latency target: as many instances or more, its requests' first token as soon or sooner
+    target = scaled["ttft_target"]
+    assert target["instance_hours"] >= scaled["instance_hours"] and target["ttft_s"] <= scaled["ttft_s"]
+    assert scaled["worst_hour_ttft_s"] >= scaled["ttft_s"] > 0
     # on one instance, queued: every figure finite, the waits none or some
     assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths

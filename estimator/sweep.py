@@ -38,7 +38,7 @@ OBJECTIVES = ("energy", "time", "carbon")
 # sizes or lengths), energy per token against time per token (the inverse of throughput); for serving at a request
 # rate, whose throughput the load sets, energy per token against each request's time between tokens (`latency`).
 FRONTS = {"pass": ("time_s", "energy_j"), "token": ("s_per_token", "energy_per_token_j"),
-          "latency": ("time_s", "energy_per_token_j")}
+          "latency": ("time_s", "energy_per_token_j"), "ttft": ("ttft_s", "energy_per_token_j")}
 # The front's carbon in place of its energy: where the objective is carbon, or the points are drawn on several grids
 # (each configuration's energy the same on each: `joulecast.data.carbon`).
 CARBON_AXES = {"energy_j": "carbon_g", "energy_per_token_j": "carbon_per_token_g"}
@@ -421,8 +421,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
         # a decode step makes a token a sequence; an image model's pass takes its images as its tokens
         tokens = points["batch"] * np.where((points["phase"] == "decode") | points["seq"].isna(), 1, points["seq"])
         varies = len(configs[["batch", "seq"]].drop_duplicates()) > 1
-    require(front != "latency" or phase == "serve", "front", "latency applies to --phase serve only (energy a token "
-            "against the time between a request's tokens)")
+    require(front not in ("latency", "ttft") or phase == "serve", "front", f"{front} applies to --phase serve only "
+            "(energy a token against the time between a request's tokens, or its first token)")
     if front == "auto":
         front = "latency" if "request_rate" in configs else "token" if varies else "pass"
     points["tokens_per_s"] = tokens / points["time_s"]

@@ -1375,6 +1375,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "(carbon: the front weighs it too)")
     sw.add_argument("--front", default="auto", help="pass (energy against time a pass), token (per token: J/token "
                     "against time a token), latency (serve: J/token against the time between a request's tokens), "
+                    "ttft (serve: J/token against a request's mean time to first token), "
                     "or auto: latency for --request-rate, else per token where batch or length varies")
     sw.add_argument("--max-time", type=float, help="constraint: at most this many seconds a pass (a training run or "
                     "a generation: the whole job, a deadline; serving: the time an output token)")

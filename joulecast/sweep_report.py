@@ -244,7 +244,7 @@ _JOB_LABELS = {**_LABELS, "time_s": "time of the job (s)", "energy_j": "energy o
                "carbon_g": "carbon of the job (g CO2e)"}
 # a serving point is one engine step (`point_note`)
 _SERVE_LABELS = {**_LABELS, "time_s": "time between a request's tokens (s)", "energy_j": "energy a step (J)",
-                 "carbon_g": "carbon a step (g CO2e)"}
+                 "carbon_g": "carbon a step (g CO2e)", "ttft_s": "time to first token, mean (s)"}
 
 
 _BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:g} tokens/s",

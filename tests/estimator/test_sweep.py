@@ -956,6 +956,18 @@ def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
     assert bounded.points["feasible"].tolist() == [True, True, False]
     assert bounded.constraints == {"max_ttft_s": bound}
     assert "time to first token at most" in sweep_report.constraints_text(bounded.constraints)
+    # its front against the first token: no point both dearer a token and slower to it than another
+    fronted = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=rates, front="ttft", **kw)
+    assert fronted.axes == ("ttft_s", "energy_per_token_j")
+    front = fronted.pareto
+    assert (np.diff(front["ttft_s"]) > 0).all() and (np.diff(front["energy_per_token_j"]) < 0).all()
+    assert fronted.best is not None and joulecast.sweep(
+        "llama-3-8b", "h100-sxm", phase="serve", request_rate=rates, front="ttft", objective="time",
+        **kw).best["ttft_s"] == ttft.min()
+    assert "time to first token, mean (s)" in sweep_report.render(fronted, "a serving sweep")
+    with pytest.raises(joulecast.InputError, match="^front: ttft applies to --phase serve only"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="prefill", batch=[1], seq=128, front="ttft",
+                        estimator="physics")
     with pytest.raises(joulecast.InputError, match="^max_ttft_s: applies to --phase serve only"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="prefill", batch=[1], seq=128, max_ttft_s=1.0,
                         estimator="physics")

@@ -74,6 +74,10 @@ EXAMPLES: dict[str, dict[str, dict[str, Any]]] = {
             "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4",
             "window_rates": [0.5, 2.0, 4.0, 0.0], "window_s": 3600,
             "window_lengths": {"input_len": [600, 1024, 2048, None], "output_len": [128, 256, 256, None]}},
+        "a load hour by hour on as few of 4 instances as keep a request's first token within 0.5 s": {
+            "model": "llama-3-8b", "gpu": "h100-sxm", "phase": "serve", "engine": "vllm-0.5.4", "input_len": 1024,
+            "output_len": 256, "window_rates": [2.0, 6.5, 13.0, 0.0], "window_s": 3600, "instances": 4,
+            "autoscale": True, "ttft_target_s": 0.5, "cold_start_s": 60},
         "a mixture of experts, its experts split over the GPUs": {"model": "qwen3-30b-a3b", "gpu": "h100-sxm",
                                                                   "phase": "serve", "input_len": 512,
                                                                   "output_len": 256, "concurrency": 64, "tp": 2,

@@ -74,7 +74,7 @@ from joulecast.estimator.serve_windows import (
     share,
     standby,
 )
-from joulecast.estimator.slot_wait import closed_wait_s, open_wait_s
+from joulecast.estimator.slot_wait import SlotWaits, closed_wait_s, open_waits, quantile_s
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
     check_tp,
@@ -88,6 +88,7 @@ from joulecast.features.sampling import check_sampling
 
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
 MAX_TTFT_TARGET_S = 86_400.0  # an autoscaler's latency target: past a day, no latency is asked of it
+TTFT_QUANTILE = 0.99  # the share of requests whose first token `ttft_p99_s` bounds (serving SLOs are set on it)
 # An FP8 checkpoint's scaled GEMMs are not modelled (whichever the engine picks on the GPU, block-scaled or by row):
 # physics halves the weights' bytes and doubles the tensor rate. The measured FP8 deployments ran anywhere from that
 # cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM 0.11.1, Qwen3-235B-A22B's block-scaled experts on
@@ -160,6 +161,7 @@ class ServeEstimate:
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
+    ttft_p99_s: float | None = None  # the time within which 99 % of requests have their first token
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
 
     @property
@@ -197,6 +199,7 @@ class ServeWindows:
     wait_s: np.ndarray            # a request's mean wait for the backlog it finds in the window (`queue`)
     started: np.ndarray           # autoscaled, spares off: instances started (cold) to serve the window
     slot_wait_s: np.ndarray       # a request's mean wait for a batch slot in the window (`estimator.slot_wait`)
+    ttft_p99_s: np.ndarray        # the time within which 99 % of the window's requests have their first token
     standby_j: np.ndarray         # autoscaled: its idle spares' or its cold starts' energy (in energy_j)
 
     @property
@@ -417,6 +420,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
         slot_s = closed_wait_s(concurrency, busy, tokens_per_s / output_len)  # the requests past max_batch queue
+        whole_p99 = step_s + slot_s  # a closed loop's queue moves at the throughput: each waits about as long
     else:
         rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
@@ -451,7 +455,16 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             if ttft_target_s is not None:  # and more where their requests' first token comes later than the target
                 serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
-        batches, step_time, step_energy, slot_s = _served(steps, rates, np.arange(len(rates)))
+        batches, step_time, step_energy, waits = _served(steps, rates, np.arange(len(rates)))
+        slot_s = waits.mean_s
+        # the first token's quantile: each window's, its step and any backlog's wait before its wait for a slot (a
+        # queued window's worst: the fluid backlog's wait is a mean, not a spread)
+        found = step_time
+        if queue:
+            found = found + np.maximum(np.concatenate([[0.0], line["backlog"][:-1]]), line["backlog"]) / (
+                reach * instances)
+        p99 = quantile_s(waits, TTFT_QUANTILE, found)
+        whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals))
         busiest = int(np.argmax(batches))
         i = int(np.searchsorted(grid, batches[busiest]))  # the grid's batch at or above it (its flags, interval):
         est, wait_s, wait_j, _ = curves[label[busiest]][i]  # a window's load, the busiest
@@ -476,7 +489,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, serving,
-                              *own_lengths, *queued_at, started, slot_s, extra_j)
+                              *own_lengths, *queued_at, started, slot_s, p99, extra_j)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -509,7 +522,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, gpu_busy_share=busy_share,
-        ttft_s=step_s + (wait or 0.0) + slot_s, slot_wait_s=slot_s,
+        ttft_s=step_s + (wait or 0.0) + slot_s, slot_wait_s=slot_s, ttft_p99_s=whole_p99,
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
@@ -557,12 +570,12 @@ class _Steps:
 
 
 def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SlotWaits]:
     """Windows `which` served at `rates` requests a second an instance (one a window of them): each one's requests
     in flight (Little's law), step time and energy, and a request's wait for a slot (`estimator.slot_wait`, its
     queue what the window's length allows where the load is given window by window)."""
-    out = tuple(np.empty(len(which)) for _ in range(4))
-    batches, step_time, step_energy, slot_s = out
+    batches, step_time, step_energy = (np.empty(len(which)) for _ in range(3))
+    waits = np.empty((len(SlotWaits._fields), len(which)))
     label, scale = steps.label[which], steps.scale[which]
     for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
         mine = label == k
@@ -570,10 +583,10 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
         batches[mine] = _in_flight(own, steps.grid, steps.capacity[k], steps.output_len[k], steps.step_s[k, 0])
         step_time[mine] = np.interp(batches[mine], steps.grid, steps.step_s[k])
         step_energy[mine] = np.interp(batches[mine], steps.grid, steps.step_j[k])
-        slot_s[mine] = open_wait_s(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
-                                   np.full(len(own), steps.output_len_cv[k]),
-                                   None if steps.seconds is None else steps.seconds[which][mine])
-    return out
+        waits[:, mine] = open_waits(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
+                                    np.full(len(own), steps.output_len_cv[k]),
+                                    None if steps.seconds is None else steps.seconds[which][mine])
+    return batches, step_time, step_energy, SlotWaits(*waits)
 
 
 def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
@@ -586,8 +599,8 @@ def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np
     while (lo < hi).any():  # log2(fleet) passes
         which = np.flatnonzero(lo < hi)
         mid = np.floor((lo[which] + hi[which]) / 2)
-        _, step_time, _, slot_s = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
-        met = step_time + slot_s <= target_s
+        _, step_time, _, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
+        met = step_time + waits.mean_s <= target_s
         hi[which[met]] = mid[met]
         lo[which[~met]] = mid[~met] + 1
     return lo

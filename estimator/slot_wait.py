@@ -10,15 +10,19 @@ request's remaining work is memoryless (answers of geometric length); past max_b
 mean queue over the rate is the mean wait (Little's law), scaled by (1 + cv^2) / 2 for answers whose lengths
 spread less (cv 0: all as long; Allen and Cunneen's factor for the service time's spread); and before it the step
 an arrival finds running, half of it (engines admit requests between steps; Poisson arrivals see the chain's time
-averages, so that step is step(n) with n as the chain has it). Because the step
-lengthens with the batch, the requests in the engine swing far more than a Poisson count around their mean: near
-capacity a queue forms long before the mean batch nears max_batch. A window at or past its capacity has no steady
-state; its wait is the fluid queue's alone (`serve_windows.queued`); a window of a load that varies has its queue
-bounded by what a window that long builds (`transient_queue`). experiments/slot_wait.py checks the chain against a
-simulation of the engine's steps, each as long as its batch's step.
+averages, so that step is step(n) with n as the chain has it). Because the step lengthens with the batch, the
+requests in the engine swing far more than a Poisson count around their mean: near capacity a queue forms long
+before the mean batch nears max_batch. A window at or past its capacity has no steady state; its wait is the fluid
+queue's alone (`serve_windows.queued`); a window of a load that varies has its queue bounded by what a window that
+long builds (`transient_queue`). A quantile of the first token (`quantile_s`, `serve`'s `ttft_p99_s`) takes the
+wait's shape: the step found running, and where every slot is taken an exponential queue (`exceeding`).
+experiments/slot_wait.py checks the mean and the 99th percentile against a simulation of the engine's steps, each as
+long as its batch's step.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,16 +33,34 @@ MAX_STATES = 16_384
 CHUNK_CELLS = 4_000_000  # windows x states summed at once (32 MB of float64)
 
 
-def open_wait_s(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.ndarray, step_s: np.ndarray,
-                cv: np.ndarray, window_s: np.ndarray | None = None) -> np.ndarray:
-    """The mean wait for a slot (s) of Poisson streams of `rate` requests a second each (one a window), `slots`
-    slots, the engine serving capacity[j] requests a second with batches[j] in service (its capacity curve, rising)
-    in steps of step_s[j] (both read between their points linearly), the service time's spread `cv` each; 0 where
-    the rate is none, or at or past the capacity with every slot taken. `window_s`: each stream lasts that long, so
-    its queue is at most what one that long builds (`transient_queue`), where the steady state's is longer."""
+class SlotWaits(NamedTuple):
+    """Each stream's wait for a slot (`open_waits`): its mean (s), and its shape for quantiles (`quantile_s`): the
+    share of arrivals that find a step running, the step they find where a slot is free (its mean and standard
+    deviation over the chain's states: the batch, and so the step, swings), the share that find every slot taken,
+    the step then (every slot's), and the rate (1/s) at which such a wait's tail falls (exponential: the chain's
+    queue past the slots is geometric)."""
+
+    mean_s: np.ndarray
+    busy: np.ndarray
+    found_s: np.ndarray
+    found_sd_s: np.ndarray
+    waiting: np.ndarray
+    full_s: np.ndarray
+    decay: np.ndarray
+
+
+def open_waits(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.ndarray, step_s: np.ndarray,
+               cv: np.ndarray, window_s: np.ndarray | None = None) -> SlotWaits:
+    """The wait for a slot of Poisson streams of `rate` requests a second each (one a window), `slots` slots, the
+    engine serving capacity[j] requests a second with batches[j] in service (its capacity curve, rising) in steps
+    of step_s[j] (both read between their points linearly), the service time's spread `cv` each; none where the
+    rate is none, or at or past the capacity with every slot taken. `window_s`: each stream lasts that long, so its
+    queue is at most what one that long builds (`transient_queue`), where the steady state's is longer (the share
+    that waits kept, its tail falling the faster)."""
     rate = np.asarray(rate, dtype=np.float64)
     cv = np.asarray(cv, dtype=np.float64)
-    out = np.zeros(rate.shape)
+    out = np.zeros((len(SlotWaits._fields), len(rate)))
+    out[-1] = np.inf  # no wait: a tail that falls at once
     states = min(int(slots), MAX_STATES)
     n = np.arange(1, states + 1)
     log_x = np.log(np.interp(n, batches, capacity))  # X(n) a second, n in service
@@ -59,8 +81,63 @@ def open_wait_s(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.
         if window_s is not None:
             queued = np.minimum(queued, transient_queue(rate[at], cv[at], np.asarray(window_s, np.float64)[at]))
         running = weight[:, 1:-1] @ step[:-1] + last / (1.0 - r) * step[-1]  # the step found, n > 0, unnormalised
-        out[at] = queued / rate[at] + running / 2.0 / total
-    return out
+        waiting = last / (1.0 - r) / total
+        wait = queued / rate[at]
+        free = weight[:, 1:-1].sum(axis=1)  # the states found running with a slot free, unnormalised
+        mean, square = (np.divide(weight[:, 1:-1] @ step[:-1] ** k, free, out=np.zeros(len(at)), where=free > 0)
+                        for k in (1, 2))
+        out[:, at] = (wait + running / 2.0 / total, 1.0 - weight[:, 0] / total, mean,
+                      np.sqrt(np.maximum(square - mean**2, 0.0)), waiting, np.full(len(at), step[-1]),
+                      np.divide(waiting, wait, out=np.full(len(at), np.inf), where=wait > 0))
+    return SlotWaits(*out)
+
+
+def open_wait_s(rate: np.ndarray, slots: int, batches: np.ndarray, capacity: np.ndarray, step_s: np.ndarray,
+                cv: np.ndarray, window_s: np.ndarray | None = None) -> np.ndarray:
+    """The mean wait for a slot (s) of `open_waits`' streams."""
+    return open_waits(rate, slots, batches, capacity, step_s, cv, window_s).mean_s
+
+
+def exceeding(waits: SlotWaits, t: np.ndarray) -> np.ndarray:
+    """The share of each stream's arrivals that wait longer than `t` seconds for a slot: none while the engine is
+    idle; the rest of the step found running, uniform over it, where a slot is free (that step one standard
+    deviation either side of its mean, as likely); and that plus an exponential queue where every slot is taken."""
+    t = np.asarray(t, dtype=np.float64)
+    s, delta, p_wait = waits.full_s, waits.decay, waits.waiting
+
+    def rest(length: np.ndarray) -> np.ndarray:  # P(U(0, length) > t)
+        return np.where(length > 0, np.clip(1.0 - t / np.where(length > 0, length, 1.0), 0.0, 1.0), 0.0)
+
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # P(U(0, s) + Exp(delta) > t), stable for any delta s
+        within = np.where(t < s, (s - t + -np.expm1(-delta * t) / delta) / s,
+                          np.exp(-delta * (t - s)) * -np.expm1(-delta * s) / (delta * s))
+        tail = np.where(s > 0, within, np.exp(-delta * t))
+    tail = np.where(np.isfinite(delta), tail, rest(s))  # a queue with no wait: the step found alone
+    spread = (rest(waits.found_s - waits.found_sd_s) + rest(waits.found_s + waits.found_sd_s)) / 2.0
+    return np.where(t < 0, 1.0, (waits.busy - p_wait) * spread + p_wait * np.nan_to_num(tail))
+
+
+def quantile_s(waits: SlotWaits, p: float, shift_s: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """The `p` quantile of each stream's time (s) to its first token, `shift_s` (its step, a backlog's wait) and its
+    wait for a slot (`exceeding`); with `weights` (its arrivals), the quantile of them all together. By bisection,
+    every stream at once, to a microsecond or 1e-4 of it."""
+    shift_s = np.asarray(shift_s, dtype=np.float64)
+    # past the step found and the queue's tail down to 1 - p, no stream has more than 1 - p left to wait
+    reach = np.log(np.maximum(waits.waiting, 1e-300) / (1.0 - p)).clip(min=0.0)
+    queue = np.divide(reach, waits.decay, out=np.zeros_like(reach), where=(reach > 0) & (waits.decay > 0))
+    hi_each = shift_s + np.maximum(waits.found_s + waits.found_sd_s, waits.full_s) + queue
+    lo, hi = (np.zeros(1), np.array([hi_each.max()])) if weights is not None else (np.zeros_like(shift_s), hi_each)
+    for _ in range(64):  # halving the bracket until it is narrow enough
+        if (hi - lo <= 1e-6 + 1e-4 * hi).all():
+            break
+        mid = (lo + hi) / 2
+        share = exceeding(waits, mid - shift_s)
+        if weights is not None:
+            share = np.array([np.dot(share, weights) / weights.sum()])
+        over = share > 1.0 - p
+        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    return hi if weights is None else hi[0]
 
 
 def transient_queue(rate: np.ndarray, cv: np.ndarray, window_s: np.ndarray) -> np.ndarray:

@@ -320,16 +320,17 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                 r = serve(c.model, c.gpu, **load, **lengths, **own, **setting, **_axes(c), suggest_tp=False)
             except BeyondCapacityError as exc:  # a rate this GPU cannot serve: a point, infeasible, with the reason
                 out.append(dict(time_s=np.nan, energy_j=np.nan, tokens=np.nan, energy_lo_j=np.nan, energy_hi_j=np.nan,
-                                gpu_busy_share=np.nan, ttft_s=np.nan, power_w=np.nan, memory_gb=np.nan,
-                                flags="exceeds-capacity",
+                                gpu_busy_share=np.nan, ttft_s=np.nan, ttft_p99_s=np.nan, power_w=np.nan,
+                                memory_gb=np.nan, flags="exceeds-capacity",
                                 outside_domain=exc.message, method=""))
                 continue
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
+            # where host work sets the step (serve's own); a request's first token (its waits for a slot and a
+            # backlog, and a step) on average and 99 %'s
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
-                           gpu_busy_share=r.gpu_busy_share,  # where host work sets the step (serve's own)
-                           ttft_s=r.ttft_s)  # a request's first token: its waits for a slot and a backlog, a step
+                           gpu_busy_share=r.gpu_busy_share, ttft_s=r.ttft_s, ttft_p99_s=r.ttft_p99_s)
             if r.wait_s is not None:  # queued: a request's mean wait for the backlog it finds
                 figures["wait_s"] = r.wait_s
             w = r.windows

@@ -440,7 +440,8 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
                  f"{job.busy_batch})"),
              f"ttft       {duration(job.ttft_s)} on average: the step a prompt runs in"
              + (f", after {duration(job.slot_wait_s)} waiting for a batch slot" if job.slot_wait_s else "")
-             + (f", and {duration(job.wait_s)} for the queued backlog" if job.wait_s else ""),
+             + (f", and {duration(job.wait_s)} for the queued backlog" if job.wait_s else "")
+             + f"; 99 % within {duration(job.ttft_p99_s)}",
              f"gpu busy   {100 * job.gpu_busy_share:.0f} % of a step" + (
                  " (host-bound: the GPU waits on the engine's host work, the all-reduces or launches)"
                  if job.gpu_busy_share < HOST_BOUND_SHARE else "")]

@@ -70,6 +70,25 @@ def test_a_windows_queue_is_at_most_what_its_length_builds():
     assert ages[0] == pytest.approx(steady[0], rel=1e-12)
 
 
+@pytest.mark.parametrize("slots, rate", [(1, 0.9), (4, 3.0), (8, 7.5)])
+def test_the_wait_s_quantile_is_m_m_c_s_where_the_capacity_is_linear(slots, rate):
+    """No step: M/M/c's P(W > t) = C exp(-(c mu - rate) t), so its p quantile is ln(C / (1 - p)) / (c mu - rate);
+    with its arrivals as weights a single stream's quantile is its own, and a stream with none weighs nothing."""
+    batches = np.arange(1, slots + 1)
+    waits = slot_wait.open_waits(np.array([rate, 0.0]), slots, batches, batches * 1.0, np.zeros(slots),
+                                 np.ones(2))
+    c = _erlang_c_wait(rate, 1.0, slots) * (slots - rate)  # Erlang C: the mean wait x the spare capacity
+    assert waits.waiting[0] == pytest.approx(c, rel=1e-9)
+    for p in (0.9, 0.99):
+        expected = max(0.0, math.log(c / (1 - p)) / (slots - rate))
+        got = slot_wait.quantile_s(waits, p, np.zeros(2))
+        assert got[0] == pytest.approx(expected, rel=1e-3, abs=1e-6) and got[1] == 0.0
+        assert slot_wait.quantile_s(waits, p, np.zeros(2), np.array([5.0, 0.0])) == pytest.approx(got[0], rel=1e-9)
+    t = np.linspace(-1, 10, 50)
+    share = slot_wait.exceeding(waits._replace(**{f: v[:1].repeat(50) for f, v in waits._asdict().items()}), t)
+    assert share[0] == 1.0 and (np.diff(share) <= 0).all()
+
+
 def test_a_closed_loop_queues_what_passes_its_slots():
     assert slot_wait.closed_wait_s(512, 256, 10.0) == pytest.approx(25.6)
     assert slot_wait.closed_wait_s(64, 256, 10.0) == 0.0
@@ -84,7 +103,7 @@ def test_serve_counts_the_wait_for_a_slot_in_its_first_token(capsys):
     assert inside.slot_wait_s == 0.0 and inside.ttft_s == inside.step_time_s
     assert past.step_time_s == inside.step_time_s and past.slot_wait_s == pytest.approx(
         64 / inside.requests_per_s, rel=1e-12)
-    assert past.ttft_s == pytest.approx(past.step_time_s + past.slot_wait_s, rel=1e-12)
+    assert past.ttft_s == pytest.approx(past.step_time_s + past.slot_wait_s, rel=1e-12) == past.ttft_p99_s
     most = inside.requests_per_s
     waits = [joulecast.serve("llama-3-8b", "h100-sxm", request_rate=f * most, max_batch=32, **kw)
              for f in (0.1, 0.5, 0.9, 0.97)]
@@ -92,11 +111,15 @@ def test_serve_counts_the_wait_for_a_slot_in_its_first_token(capsys):
     assert waits[0].slot_wait_s < waits[0].step_time_s / 2 < waits[-1].slot_wait_s / 10
     for w in waits:
         assert w.ttft_s == pytest.approx(w.step_time_s + w.slot_wait_s, rel=1e-12)
+        assert w.step_time_s < w.ttft_p99_s and w.ttft_s < w.ttft_p99_s
     rates = [0.1 * most, 0.9 * most, 0.0]
     windowed = joulecast.serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, max_batch=32, **kw)
     for k in (0, 1):
         assert windowed.windows.slot_wait_s[k] == pytest.approx(waits[0 if k == 0 else 2].slot_wait_s, rel=1e-9)
     assert windowed.windows.slot_wait_s[2] == 0.0
+    # each window's 99th percentile as its rate's alone; the whole's between its windows' with arrivals
+    assert windowed.windows.ttft_p99_s[:2] == pytest.approx([waits[0].ttft_p99_s, waits[2].ttft_p99_s], rel=1e-3)
+    assert windowed.windows.ttft_p99_s[0] < windowed.ttft_p99_s <= windowed.windows.ttft_p99_s[1]
     assert windowed.slot_wait_s == pytest.approx(np.average(windowed.windows.slot_wait_s[:2], weights=rates[:2]))
     # the table says it, and the JSON
     argv = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
@@ -104,7 +127,7 @@ def test_serve_counts_the_wait_for_a_slot_in_its_first_token(capsys):
             "--estimator", "physics"]
     assert main(argv) == 0
     assert re.search(r"^ttft {7}[\d.]+ s on average: the step a prompt runs in, after [\d.]+ s waiting for a batch "
-                     r"slot$", capsys.readouterr().out, re.M)
+                     r"slot; 99 % within [\d.]+ s$", capsys.readouterr().out, re.M)
     assert main([*argv, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["slot_wait_s"] == pytest.approx(past.slot_wait_s) and out["ttft_s"] == pytest.approx(past.ttft_s)

@@ -948,6 +948,7 @@ def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
     rates = [0.3 * most, 0.9 * most, 0.98 * most]
     free = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=rates, **kw)
     ttft = free.points.set_index("request_rate")["ttft_s"]
+    assert (free.points["ttft_p99_s"] > free.points["ttft_s"]).all()  # 99 % within: past the mean
     for rate in rates:
         assert ttft[rate] == pytest.approx(joulecast.serve("llama-3-8b", "h100-sxm", request_rate=rate,
                                                            **kw).ttft_s, rel=1e-12)

@@ -158,6 +158,7 @@ class ServeEstimate:
     cold_start_s: float = 0.0     # autoscaled, spares off: an instance's start, at idle power, before it serves
     headroom: float = 0.0         # autoscaled: capacity kept over each window's demand, a share of it
     ttft_target_s: float | None = None  # autoscaled: the mean time to first token each window's instances keep to
+    ttft_p99_target_s: float | None = None  # autoscaled: the time within which they keep 99 % of first tokens
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
@@ -290,7 +291,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           instances: int = 1, window_rates: Any = None, window_s: float | None = None,
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
           spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
-          queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          ttft_p99_target_s: float | None = None, queue: bool = False, estimator: Any = None,
+          suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -320,7 +322,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     releasing them), each started again `cold_start_s` ahead of the window it serves at its GPUs' idle power, or
     with `spare` "idle", kept warm at idle power (`serve_windows.standby`); with `ttft_target_s`, more of them where
     a window's requests would wait longer than it for their first token (a step and the wait for a slot: an
-    autoscaler on a latency target; the fleet where even all miss it); `instances` then the most it may use.
+    autoscaler on a latency target; the fleet where even all miss it), with `ttft_p99_target_s` where 99 % of them
+    would not have it within that; `instances` then the most it may use.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
@@ -355,11 +358,12 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     require_choice(spare, SPARES, "spare")
     cold_start_s = share("cold_start_s", cold_start_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
     headroom = share("headroom", headroom, MAX_HEADROOM, f"{MAX_HEADROOM:g} (a share of each window's rate)")
-    if ttft_target_s is not None:
-        ttft_target_s = positive("ttft_target_s", ttft_target_s, high=MAX_TTFT_TARGET_S,
-                                 high_text=f"{MAX_TTFT_TARGET_S:,.0f} s")
+    ttft_target_s, ttft_p99_target_s = (None if value is None else positive(
+        name, value, high=MAX_TTFT_TARGET_S, high_text=f"{MAX_TTFT_TARGET_S:,.0f} s")
+        for name, value in (("ttft_target_s", ttft_target_s), ("ttft_p99_target_s", ttft_p99_target_s)))
     for name, value, default in (("spare", spare, "off"), ("cold_start_s", cold_start_s, 0.0),
-                                 ("headroom", headroom, 0.0), ("ttft_target_s", ttft_target_s, None)):
+                                 ("headroom", headroom, 0.0), ("ttft_target_s", ttft_target_s, None),
+                                 ("ttft_p99_target_s", ttft_p99_target_s, None)):
         require(value == default or autoscale, name, "applies to autoscale (the instances a window does not need)")
     require(spare == "off" or not cold_start_s, "cold_start_s", "applies where spare instances are off (an idle "
                                                                 "one is loaded and starts nothing)")
@@ -452,8 +456,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
-            if ttft_target_s is not None:  # and more where their requests' first token comes later than the target
-                serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s)
+            if ttft_target_s is not None or ttft_p99_target_s is not None:  # and more where their requests' first
+                # token comes later than a target
+                serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy, waits = _served(steps, rates, np.arange(len(rates)))
         slot_s = waits.mean_s
@@ -528,6 +533,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
+        ttft_p99_target_s=ttft_p99_target_s,
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
@@ -590,17 +596,20 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
 
 
 def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
-                   target_s: float) -> np.ndarray:
-    """An autoscaled load's instances serving each window where its requests' mean time to first token (a step and
-    the wait for a slot) is to come within `target_s`: the fewest from `low` (those its rate needs) up to the
-    `fleet` that meet it, by bisection over every window at once (the first token comes sooner on more instances);
-    the fleet where none does, and `low` for a window without arrivals."""
+                   target_s: float | None, p99_target_s: float | None) -> np.ndarray:
+    """An autoscaled load's instances serving each window where its requests' time to first token (a step and the
+    wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them (each where
+    given): the fewest from `low` (those its rate needs) up to the `fleet` that meet them, by bisection over every
+    window at once (the first token comes sooner on more instances); the fleet where none does, and `low` for a
+    window without arrivals."""
     lo, hi = low.copy(), np.where(demand > 0, float(fleet), low)
     while (lo < hi).any():  # log2(fleet) passes
         which = np.flatnonzero(lo < hi)
         mid = np.floor((lo[which] + hi[which]) / 2)
         _, step_time, _, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
-        met = step_time + waits.mean_s <= target_s
+        met = np.ones(len(which), bool) if target_s is None else step_time + waits.mean_s <= target_s
+        if p99_target_s is not None:
+            met &= quantile_s(waits, TTFT_QUANTILE, step_time) <= p99_target_s
         hi[which[met]] = mid[met]
         lo[which[~met]] = mid[~met] + 1
     return lo

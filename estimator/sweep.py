@@ -69,7 +69,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                "serve": ("output_len", "engine", "tp", "max_batch", "chunk_tokens", "launch_mode", "output_len_cv",
                          "input_len_cv", "sampling", "expert_parallel", "instances", "window_rates", "window_s",
                          "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
-                         "ttft_target_s", "queue")}
+                         "ttft_target_s", "ttft_p99_target_s", "queue")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")
@@ -234,12 +234,14 @@ def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) ->
 
 
 def check_options(objective: str, front: str, max_time_s: float | None, min_tokens_per_s: float | None,
-                  max_power_w: float | None, max_wait_s: float | None = None, max_ttft_s: float | None = None) -> None:
+                  max_power_w: float | None, max_wait_s: float | None = None, max_ttft_s: float | None = None,
+                  max_ttft_p99_s: float | None = None) -> None:
     """A sweep's objective, front and constraints, checked before any work."""
     require_choice(objective, OBJECTIVES, "objective")
     require_choice(front, (*FRONTS, "auto"), "front")
     for name, value in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
-                        ("max_power_w", max_power_w), ("max_wait_s", max_wait_s), ("max_ttft_s", max_ttft_s)):
+                        ("max_power_w", max_power_w), ("max_wait_s", max_wait_s), ("max_ttft_s", max_ttft_s),
+                        ("max_ttft_p99_s", max_ttft_p99_s)):
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
         if value is not None and not (number and 0 < value < np.inf):  # NaN fails the range
             raise InputError(name, f"must be a positive number, got {value!r}")
@@ -380,7 +382,7 @@ def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
 
 def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
           min_tokens_per_s: float | None = None, max_power_w: float | None = None, max_wait_s: float | None = None,
-          max_ttft_s: float | None = None,
+          max_ttft_s: float | None = None, max_ttft_p99_s: float | None = None,
           estimator: Any = None, skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
           job: Mapping[str, Any] | None = None, grids: Sequence[Grid] = ()) -> SweepResult:
     """Estimate every configuration (of a job phase: each as its job, with the fixed options `job`); mark those
@@ -394,8 +396,9 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     its energy's on each of `grids` (`joulecast.data.carbon.Grid`; default WORLD's at the average PUE), a point a
     configuration and grid; the front weighs carbon where the objective is carbon or there are several grids.
     `max_wait_s`: a queued serving load's (`queue` in `job`) requests' mean wait at most this long; `max_ttft_s`: a
-    serving point's mean time to first token (its waits for a slot and any backlog, and the step) at most this."""
-    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s, max_ttft_s)
+    serving point's mean time to first token (its waits for a slot and any backlog, and the step) at most this;
+    `max_ttft_p99_s`: the time within which 99 % of its requests have theirs at most this."""
+    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s, max_ttft_s, max_ttft_p99_s)
     grids = tuple(dict.fromkeys(grids)) or (grid_at(),)  # a grid named twice is one
     if len(configs) * len(grids) > MAX_POINTS:
         raise InputError("grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
@@ -404,8 +407,9 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     job = check_job(phase, job)
     require(max_wait_s is None or bool(job.get("queue")), "max_wait_s", "applies to a queued serving load (queue, "
             "with a load window by window): only its requests wait")
-    require(max_ttft_s is None or phase == "serve", "max_ttft_s", "applies to --phase serve only (a request's time "
-            "to its first token)")
+    for name, bound in (("max_ttft_s", max_ttft_s), ("max_ttft_p99_s", max_ttft_p99_s)):
+        require(bound is None or phase == "serve", name, "applies to --phase serve only (a request's time to its "
+                "first token)")
     for name in JOB_AXES:
         require(name not in job or name not in configs, name, "an axis of the grid or a fixed option, not both")
     # a load window by window on an hourly series: each point's carbon at its own windows' hours (`estimate_jobs`)
@@ -436,7 +440,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     feasible &= np.isfinite(points[["time_s", "energy_j"]].to_numpy(float)).all(axis=1)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
                                  ("power_w", max_power_w, True), ("wait_s", max_wait_s, True),
-                                 ("ttft_s", max_ttft_s, True)):
+                                 ("ttft_s", max_ttft_s, True), ("ttft_p99_s", max_ttft_p99_s, True)):
         if bound is not None:
             feasible &= (points[column] <= bound) if upper else (points[column] >= bound)
     points["feasible"] = feasible
@@ -446,7 +450,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                                      ("max_power_w", max_power_w), ("max_wait_s", max_wait_s),
-                                     ("max_ttft_s", max_ttft_s)) if v is not None}
+                                     ("max_ttft_s", max_ttft_s), ("max_ttft_p99_s", max_ttft_p99_s))
+                   if v is not None}
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
     images = len(points) > 0 and all(is_vision(resolve_model(m)[0]) for m in points["model"].unique())
@@ -462,7 +467,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
 # (`SIZES`) and fixed options (`JOB_OPTIONS`, `PASS_OPTIONS`). model, gpu, dtype, sm_clock_mhz, power_limit_w, tp,
 # output_len, grid and the sizes take a value or a list (an axis each).
 FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
-          "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "max_ttft_s", "host_dispatch_s", "grid",
+          "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "max_ttft_s", "max_ttft_p99_s",
+          "host_dispatch_s", "grid",
           "carbon_intensity", "pue", "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
@@ -601,7 +607,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
                   fields.get("min_tokens_per_s"), fields.get("max_power_w"), fields.get("max_wait_s"),
-                  fields.get("max_ttft_s"))
+                  fields.get("max_ttft_s"), fields.get("max_ttft_p99_s"))
     batches, seqs, rates = _sizes(phase, fields)
     job = {k: fields[k] for k in fixed if fields.get(k) is not None and k not in JOB_AXES}
     output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
@@ -638,7 +644,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     result = sweep(configs, objective=fields.get("objective", "energy"), front=fields.get("front", "auto"),
                    max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
                    max_power_w=fields.get("max_power_w"), max_wait_s=fields.get("max_wait_s"),
-                   max_ttft_s=fields.get("max_ttft_s"), estimator=estimator,
+                   max_ttft_s=fields.get("max_ttft_s"), max_ttft_p99_s=fields.get("max_ttft_p99_s"),
+                   estimator=estimator,
                    skipped=skipped, run=run, progress=progress, job=job, grids=grids)
     return result if trace is None else dataclasses.replace(result, trace=trace.to_dict())
 

@@ -561,7 +561,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power, args.max_wait,
-                  args.max_ttft)
+                  args.max_ttft, args.max_ttft_p99)
     batches, seqs, job, trace = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
@@ -579,7 +579,7 @@ def _sweep(args: argparse.Namespace) -> int:
                   grid=_listed(args.grid, str, "--grid", []) or None, carbon_intensity=args.carbon_intensity,
                   pue=args.pue, objective=args.objective, front=args.front, max_time_s=args.max_time,
                   min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power, max_wait_s=args.max_wait,
-                  max_ttft_s=args.max_ttft,
+                  max_ttft_s=args.max_ttft, max_ttft_p99_s=args.max_ttft_p99,
                   carbon_series=_carbon_series(args))
     if args.out:
         _check_table_file(args.out, "sweep --out")
@@ -666,7 +666,7 @@ AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest 
 QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
 # the API's names (the flags' dests); each needs --autoscale
-AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s")
+AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
@@ -1168,8 +1168,8 @@ def _share(text: str) -> float:
 
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
-    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom and ttft_target_s), `prefix` leading
-    their help."""
+    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s and ttft_p99_target_s),
+    `prefix` leading their help."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
@@ -1181,6 +1181,9 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
     parser.add_argument("--ttft-target", dest="ttft_target_s", type=_seconds, metavar="S", help=f"{prefix}with "
                         "--autoscale, more instances where a window's requests would wait longer than this for "
                         "their first token on average (a step and the wait for a batch slot), e.g. 0.5")
+    parser.add_argument("--ttft-p99-target", dest="ttft_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
+                        "with --autoscale, more instances where 99 %% of a window's requests would not have their "
+                        "first token within this, e.g. 2")
 
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).
@@ -1387,6 +1390,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--max-ttft", type=float, help="constraint, serve: a request's mean time to its first token "
                     "(its wait for a batch slot and any queued backlog, and its prefill's step) at most this many "
                     "seconds")
+    sw.add_argument("--max-ttft-p99", type=float, help="constraint, serve: the time within which 99 %% of requests "
+                    "have their first token at most this many seconds")
     _carbon_flags(sw, "grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the front "
                       "weighs carbon); default WORLD")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "

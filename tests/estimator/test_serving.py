@@ -716,6 +716,17 @@ def test_an_autoscaled_load_keeps_each_windows_first_token_within_a_target():
     late = auto.windows.step_time_s + auto.windows.slot_wait_s
     assert (late[np.array(rates) > 0] <= target).all()
     assert auto.windows.step_time_s[2] + auto.windows.slot_wait_s[2] == pytest.approx(first_token(0.95 * most / 2))
+    # on 99 % of the first tokens: each window on the fewest whose 99th percentile comes within it
+    def p99(rate):
+        return serve("llama-3-8b", "h100-sxm", request_rate=rate, **kw).ttft_p99_s
+
+    target = 1.01 * p99(0.95 * most / 2)
+    tail = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
+                 ttft_p99_target_s=target, **kw)
+    for k, rate in enumerate(rates):
+        fewest = next(n for n in range(needed[k], 7) if rate == 0 or p99(rate / n) <= target)
+        assert tail.windows.instances[k] == fewest, (k, tail.windows.instances)
+    assert tail.windows.instances[2] == 2 and (tail.windows.ttft_p99_s[np.array(rates) > 0] <= target).all()
     # a target below a step: every window with arrivals on the whole fleet
     never = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
                   ttft_target_s=1e-6, **kw)
@@ -724,8 +735,9 @@ def test_an_autoscaled_load_keeps_each_windows_first_token_within_a_target():
         with pytest.raises(joulecast.InputError, match=f"^ttft_target_s: {message}"):
             serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
                   ttft_target_s=bad, **kw)
-    with pytest.raises(joulecast.InputError, match="^ttft_target_s: applies to autoscale"):
-        serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, ttft_target_s=1.0, **kw)
+    for name in ("ttft_target_s", "ttft_p99_target_s"):
+        with pytest.raises(joulecast.InputError, match=f"^{name}: applies to autoscale"):
+            serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, **{name: 1.0}, **kw)
 
 
 def test_each_window_at_its_own_lengths_is_served_as_those_lengths_alone():

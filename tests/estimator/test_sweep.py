@@ -969,6 +969,12 @@ def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
     with pytest.raises(joulecast.InputError, match="^front: ttft applies to --phase serve only"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="prefill", batch=[1], seq=128, front="ttft",
                         estimator="physics")
+    # 99 % of first tokens bounded: the same rates' 99th percentiles
+    tail = float(free.points["ttft_p99_s"].iloc[1]) * 1.01
+    bounded = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", request_rate=rates, max_ttft_p99_s=tail,
+                              **kw)
+    assert bounded.points["feasible"].tolist() == [True, True, False]
+    assert "99 % of first tokens within" in sweep_report.constraints_text(bounded.constraints)
     with pytest.raises(joulecast.InputError, match="^max_ttft_s: applies to --phase serve only"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="prefill", batch=[1], seq=128, max_ttft_s=1.0,
                         estimator="physics")

@@ -822,7 +822,9 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     # a latency target: as many instances or more, its requests' first token as soon or sooner
     target = scaled["ttft_target"]
     assert target["instance_hours"] >= scaled["instance_hours"] and target["ttft_s"] <= scaled["ttft_s"]
-    assert scaled["worst_hour_ttft_s"] >= scaled["ttft_s"] > 0
+    assert scaled["worst_hour_ttft_s"] >= scaled["ttft_s"] > 0 and scaled["ttft_p99_s"] > scaled["ttft_s"]
+    tail = scaled["ttft_p99_target"]
+    assert tail["instance_hours"] >= scaled["instance_hours"] and tail["ttft_p99_s"] <= scaled["ttft_p99_s"]
     # on one instance, queued: every figure finite, the waits none or some
     assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths

@@ -468,8 +468,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
 # output_len, grid and the sizes take a value or a list (an axis each).
 FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
           "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "max_ttft_s", "max_ttft_p99_s",
-          "host_dispatch_s", "grid",
-          "carbon_intensity", "pue", "carbon_series")
+          "host_dispatch_s", "grid", "carbon_intensity", "pue", "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",

@@ -177,7 +177,8 @@ def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray) -> d
     it. Each window's requests wait for the backlog they find: it falls or grows linearly, so an arrival finds on
     average half its start and end while the window serves at capacity, and while it drains, half its start over
     the share of the window the drain takes; a wait is that backlog over the capacity. Returns the requests served
-    in each window, its backlog at its end (before the drain), its mean wait in seconds, and the drain's seconds."""
+    in each window, its backlog at its end (before the drain), its mean wait in seconds and its worst arrival's (the
+    larger backlog of its start and end), and the drain's seconds."""
     excess = np.cumsum(arrivals - capacity * seconds)
     backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
     backlog[backlog <= 1e-9 * np.cumsum(arrivals + capacity * seconds)] = 0.0  # the running sum's rounding
@@ -190,7 +191,8 @@ def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray) -> d
     lasts = np.where(backlog > 0, 1.0, np.divide(before, (capacity - rate) * seconds,
                                                  out=np.zeros_like(before), where=before > 0))
     found = np.where(backlog > 0, (before + backlog) / 2, before / 2 * np.minimum(lasts, 1.0))
-    return {"served": served, "backlog": backlog, "wait_s": found / capacity, "drain_s": float(drain)}
+    return {"served": served, "backlog": backlog, "wait_s": found / capacity,
+            "worst_wait_s": np.maximum(before, backlog) / capacity, "drain_s": float(drain)}
 
 
 def share(name: str, value: object, high: float, high_text: str) -> float:

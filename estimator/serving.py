@@ -464,10 +464,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         slot_s = waits.mean_s
         # the first token's quantile: each window's, its step and any backlog's wait before its wait for a slot (a
         # queued window's worst: the fluid backlog's wait is a mean, not a spread)
-        found = step_time
-        if queue:
-            found = found + np.maximum(np.concatenate([[0.0], line["backlog"][:-1]]), line["backlog"]) / (
-                reach * instances)
+        found = step_time + line["worst_wait_s"] if queue else step_time
         p99 = quantile_s(waits, TTFT_QUANTILE, found)
         whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals))
         busiest = int(np.argmax(batches))

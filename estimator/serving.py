@@ -58,6 +58,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kept import kept_for
 from joulecast.data.kernels import DTYPES, dtype_name
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_host_dispatch
+from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serve_windows import (
@@ -89,6 +90,9 @@ from joulecast.features.sampling import check_sampling
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
 MAX_TTFT_TARGET_S = 86_400.0  # an autoscaler's latency target: past a day, no latency is asked of it
 TTFT_QUANTILE = 0.99  # the share of requests whose first token `ttft_p99_s` bounds (serving SLOs are set on it)
+# the shares of output tokens whose gap from the token before `itl_p90_s` and `itl_p99_s` bound (ML.ENERGY publishes
+# both; MLPerf Inference's LLM server scenario bounds the 99th percentile)
+ITL_QUANTILES = (0.9, 0.99)
 # An FP8 checkpoint's scaled GEMMs are not modelled (whichever the engine picks on the GPU, block-scaled or by row):
 # physics halves the weights' bytes and doubles the tensor rate. The measured FP8 deployments ran anywhere from that
 # cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM 0.11.1, Qwen3-235B-A22B's block-scaled experts on
@@ -163,6 +167,11 @@ class ServeEstimate:
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
     ttft_p99_s: float | None = None  # the time within which 99 % of requests have their first token
+    # the time within which 90 % and 99 % of output tokens come after the token before (inter-token latency: the
+    # steps differ by the prompts they admit, `estimator.token_gaps`), at the busiest window's load; none where no
+    # request makes a token after its first
+    itl_p90_s: float | None = None
+    itl_p99_s: float | None = None
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
 
     @property
@@ -416,10 +425,12 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     at = sized[0]  # the lengths of the step an estimate's flags and interval are read at
     if concurrency is not None:
         busy = min(concurrency, max_batch)
-        ((est, wait_s, wait_j, _),), = _evaluate(model, spec, np.array([busy]), [at], dtype=dtype, engine=eng,
-                                                 launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                                                 residual=residual, **setting)
+        # the step, and the steps the gaps between tokens are read at (`_token_gaps`) in the same pass
+        ((est, wait_s, wait_j, _),), *gap_steps = _evaluate(
+            model, spec, np.array([busy]), [at, *_at_prompts(at, chunk_tokens, busy)], dtype=dtype, engine=eng,
+            launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
         mean_batch, idle = float(busy), 0.0
+        running, admitted = mean_batch, mean_batch / output_len  # a request admitted as one finishes (Little's law)
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
@@ -468,9 +479,14 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         p99 = quantile_s(waits, TTFT_QUANTILE, found)
         whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals))
         busiest = int(np.argmax(batches))
+        running = float(batches[busiest])
+        admitted = running / float(np.broadcast_to(own_out, batches.shape)[busiest])  # at its own answers' length
         i = int(np.searchsorted(grid, batches[busiest]))  # the grid's batch at or above it (its flags, interval):
         est, wait_s, wait_j, _ = curves[label[busiest]][i]  # a window's load, the busiest
         at = sized[label[busiest]]
+        gap_steps = _evaluate(model, spec, np.array([_whole(running)]), _at_prompts(at, chunk_tokens, _whole(running)),
+                              dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                              residual=residual, **setting) if running > admitted else []
         busy = int(grid[i])
         step_s, step_j = step_time, step_energy
         idle = np.exp(-batches)
@@ -513,6 +529,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
+    gaps = (_token_gaps(gap_steps, running, admitted, at, chunk_tokens) if running > admitted
+            else (None,) * len(ITL_QUANTILES))  # an answer of one token has no gap after it
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
     if windows is not None:  # a request's wait for a slot, over the requests
@@ -525,6 +543,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, gpu_busy_share=busy_share,
         ttft_s=step_s + (wait or 0.0) + slot_s, slot_wait_s=slot_s, ttft_p99_s=whole_p99,
+        itl_p90_s=gaps[0], itl_p99_s=gaps[1],
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
         method=est.method,
@@ -535,6 +554,35 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
+
+
+def _whole(running: float) -> int:
+    """The whole batch a mean number of running requests is read at (one at least)."""
+    return max(1, round(running))
+
+
+def _gap_chunk(size: Mapping[str, float], chunk_tokens: int, batch: int) -> int:
+    """The most prompt tokens `_token_gaps` reads a step of `batch` decodes at: the chunk, or fewer where a step of
+    that many tokens over the decodes' context would pass the tokens a pass holds (MAX_TOKENS)."""
+    context = serve_step.context_len(size["input_len"], size["output_len"], size["output_len_cv"])
+    return max(1, min(chunk_tokens, MAX_TOKENS // context - batch))
+
+
+def _at_prompts(size: Mapping[str, float], chunk_tokens: int, batch: int) -> list[dict[str, float]]:
+    """A step's lengths (`_evaluate`'s sizes) at each of the prompt tokens `_token_gaps` reads a step at."""
+    return [dict(size, prompt=int(p)) for p in token_gaps.prompt_points(_gap_chunk(size, chunk_tokens, batch))]
+
+
+def _token_gaps(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], running: float, admitted: float,
+                size: Mapping[str, float], chunk_tokens: int) -> tuple[float, ...]:
+    """The gaps between a request's output tokens at ITL_QUANTILES (`token_gaps.quantile_s`), `running` requests in
+    flight (a mean: `steps` at the nearest whole batch, `_evaluate`'s at `_at_prompts`), `admitted` a step on
+    average, their prompts' lengths `size`'s."""
+    chunk = _gap_chunk(size, chunk_tokens, _whole(running))
+    seconds = np.array([est.time_s + wait_s for (est, wait_s, _, _), in steps])
+    gaps = token_gaps.quantile_s(seconds, token_gaps.prompt_points(chunk), admitted, size["input_len"],
+                                 size["input_len_cv"], chunk, np.array(ITL_QUANTILES))
+    return tuple(float(g) for g in gaps)
 
 
 def _beyond(rates: np.ndarray, capacity: np.ndarray, instances: int, max_batch: int, seconds: np.ndarray | None,

@@ -235,13 +235,13 @@ def pareto_mask(energy: np.ndarray, time: np.ndarray, candidates: np.ndarray) ->
 
 def check_options(objective: str, front: str, max_time_s: float | None, min_tokens_per_s: float | None,
                   max_power_w: float | None, max_wait_s: float | None = None, max_ttft_s: float | None = None,
-                  max_ttft_p99_s: float | None = None) -> None:
+                  max_ttft_p99_s: float | None = None, max_itl_p99_s: float | None = None) -> None:
     """A sweep's objective, front and constraints, checked before any work."""
     require_choice(objective, OBJECTIVES, "objective")
     require_choice(front, (*FRONTS, "auto"), "front")
     for name, value in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                         ("max_power_w", max_power_w), ("max_wait_s", max_wait_s), ("max_ttft_s", max_ttft_s),
-                        ("max_ttft_p99_s", max_ttft_p99_s)):
+                        ("max_ttft_p99_s", max_ttft_p99_s), ("max_itl_p99_s", max_itl_p99_s)):
         number = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
         if value is not None and not (number and 0 < value < np.inf):  # NaN fails the range
             raise InputError(name, f"must be a positive number, got {value!r}")
@@ -322,17 +322,19 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                 r = serve(c.model, c.gpu, **load, **lengths, **own, **setting, **_axes(c), suggest_tp=False)
             except BeyondCapacityError as exc:  # a rate this GPU cannot serve: a point, infeasible, with the reason
                 out.append(dict(time_s=np.nan, energy_j=np.nan, tokens=np.nan, energy_lo_j=np.nan, energy_hi_j=np.nan,
-                                gpu_busy_share=np.nan, ttft_s=np.nan, ttft_p99_s=np.nan, power_w=np.nan,
+                                gpu_busy_share=np.nan, ttft_s=np.nan, ttft_p99_s=np.nan, itl_p99_s=np.nan,
+                                power_w=np.nan,
                                 memory_gb=np.nan, flags="exceeds-capacity",
                                 outside_domain=exc.message, method=""))
                 continue
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
             # where host work sets the step (serve's own); a request's first token (its waits for a slot and a
-            # backlog, and a step) on average and 99 %'s
+            # backlog, and a step) on average and 99 %'s; the gap 99 % of tokens come within of the one before
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
-                           gpu_busy_share=r.gpu_busy_share, ttft_s=r.ttft_s, ttft_p99_s=r.ttft_p99_s)
+                           gpu_busy_share=r.gpu_busy_share, ttft_s=r.ttft_s, ttft_p99_s=r.ttft_p99_s,
+                           itl_p99_s=np.nan if r.itl_p99_s is None else r.itl_p99_s)
             if r.wait_s is not None:  # queued: a request's mean wait for the backlog it finds
                 figures["wait_s"] = r.wait_s
             w = r.windows
@@ -382,7 +384,7 @@ def estimate_all(configs: pd.DataFrame, estimator: Any = None, run: Any = None,
 
 def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "auto", max_time_s: float | None = None,
           min_tokens_per_s: float | None = None, max_power_w: float | None = None, max_wait_s: float | None = None,
-          max_ttft_s: float | None = None, max_ttft_p99_s: float | None = None,
+          max_ttft_s: float | None = None, max_ttft_p99_s: float | None = None, max_itl_p99_s: float | None = None,
           estimator: Any = None, skipped: dict[str, int] | None = None, run: Any = None, progress: Any = None,
           job: Mapping[str, Any] | None = None, grids: Sequence[Grid] = ()) -> SweepResult:
     """Estimate every configuration (of a job phase: each as its job, with the fixed options `job`); mark those
@@ -397,8 +399,10 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     configuration and grid; the front weighs carbon where the objective is carbon or there are several grids.
     `max_wait_s`: a queued serving load's (`queue` in `job`) requests' mean wait at most this long; `max_ttft_s`: a
     serving point's mean time to first token (its waits for a slot and any backlog, and the step) at most this;
-    `max_ttft_p99_s`: the time within which 99 % of its requests have theirs at most this."""
-    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s, max_ttft_s, max_ttft_p99_s)
+    `max_ttft_p99_s`: the time within which 99 % of its requests have theirs at most this; `max_itl_p99_s`: the gap
+    within which 99 % of its output tokens come after the one before at most this."""
+    check_options(objective, front, max_time_s, min_tokens_per_s, max_power_w, max_wait_s, max_ttft_s, max_ttft_p99_s,
+                  max_itl_p99_s)
     grids = tuple(dict.fromkeys(grids)) or (grid_at(),)  # a grid named twice is one
     if len(configs) * len(grids) > MAX_POINTS:
         raise InputError("grid", f"{len(configs):,} configurations on {len(grids):,} grids; at most {MAX_POINTS:,} "
@@ -407,9 +411,10 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     job = check_job(phase, job)
     require(max_wait_s is None or bool(job.get("queue")), "max_wait_s", "applies to a queued serving load (queue, "
             "with a load window by window): only its requests wait")
-    for name, bound in (("max_ttft_s", max_ttft_s), ("max_ttft_p99_s", max_ttft_p99_s)):
-        require(bound is None or phase == "serve", name, "applies to --phase serve only (a request's time to its "
-                "first token)")
+    for name, bound, what in (("max_ttft_s", max_ttft_s, "a request's time to its first token"),
+                              ("max_ttft_p99_s", max_ttft_p99_s, "a request's time to its first token"),
+                              ("max_itl_p99_s", max_itl_p99_s, "the gaps between a request's tokens")):
+        require(bound is None or phase == "serve", name, f"applies to --phase serve only ({what})")
     for name in JOB_AXES:
         require(name not in job or name not in configs, name, "an axis of the grid or a fixed option, not both")
     # a load window by window on an hourly series: each point's carbon at its own windows' hours (`estimate_jobs`)
@@ -440,7 +445,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     feasible &= np.isfinite(points[["time_s", "energy_j"]].to_numpy(float)).all(axis=1)
     for column, bound, upper in (("time_s", max_time_s, True), ("tokens_per_s", min_tokens_per_s, False),
                                  ("power_w", max_power_w, True), ("wait_s", max_wait_s, True),
-                                 ("ttft_s", max_ttft_s, True), ("ttft_p99_s", max_ttft_p99_s, True)):
+                                 ("ttft_s", max_ttft_s, True), ("ttft_p99_s", max_ttft_p99_s, True),
+                                 ("itl_p99_s", max_itl_p99_s, True)):
         if bound is not None:
             feasible &= (points[column] <= bound) if upper else (points[column] >= bound)
     points["feasible"] = feasible
@@ -450,7 +456,8 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
     points["pareto"] = pareto_mask(points[y].to_numpy(), points[x].to_numpy(), feasible)
     constraints = {k: v for k, v in (("max_time_s", max_time_s), ("min_tokens_per_s", min_tokens_per_s),
                                      ("max_power_w", max_power_w), ("max_wait_s", max_wait_s),
-                                     ("max_ttft_s", max_ttft_s), ("max_ttft_p99_s", max_ttft_p99_s))
+                                     ("max_ttft_s", max_ttft_s), ("max_ttft_p99_s", max_ttft_p99_s),
+                                     ("max_itl_p99_s", max_itl_p99_s))
                    if v is not None}
     sizes = RATE_SIZES if "request_rate" in points else SIZES.get(phase, ("batch", "seq"))
     points = points.rename(columns=dict(zip(("batch", "seq"), sizes)))
@@ -468,7 +475,7 @@ def sweep(configs: pd.DataFrame, *, objective: str = "energy", front: str = "aut
 # output_len, grid and the sizes take a value or a list (an axis each).
 FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "output_len", "objective", "front",
           "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "max_ttft_s", "max_ttft_p99_s",
-          "host_dispatch_s", "grid", "carbon_intensity", "pue", "carbon_series")
+          "max_itl_p99_s", "host_dispatch_s", "grid", "carbon_intensity", "pue", "carbon_series")
 # What a field's list holds, for the line that refuses a value (a count's: `_is_count`).
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",
@@ -606,7 +613,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
             "max_points", f"a positive integer, or none for no bound of the caller's, got {max_points!r}")
     check_options(fields.get("objective", "energy"), fields.get("front", "auto"), fields.get("max_time_s"),
                   fields.get("min_tokens_per_s"), fields.get("max_power_w"), fields.get("max_wait_s"),
-                  fields.get("max_ttft_s"), fields.get("max_ttft_p99_s"))
+                  fields.get("max_ttft_s"), fields.get("max_ttft_p99_s"), fields.get("max_itl_p99_s"))
     batches, seqs, rates = _sizes(phase, fields)
     job = {k: fields[k] for k in fixed if fields.get(k) is not None and k not in JOB_AXES}
     output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
@@ -644,7 +651,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
                    max_time_s=fields.get("max_time_s"), min_tokens_per_s=fields.get("min_tokens_per_s"),
                    max_power_w=fields.get("max_power_w"), max_wait_s=fields.get("max_wait_s"),
                    max_ttft_s=fields.get("max_ttft_s"), max_ttft_p99_s=fields.get("max_ttft_p99_s"),
-                   estimator=estimator,
+                   max_itl_p99_s=fields.get("max_itl_p99_s"), estimator=estimator,
                    skipped=skipped, run=run, progress=progress, job=job, grids=grids)
     return result if trace is None else dataclasses.replace(result, trace=trace.to_dict())
 

@@ -165,14 +165,16 @@ def _row_dtype(r) -> str:
     return r.dtype if isinstance(r.dtype, str) and r.dtype in ("bf16", "fp8") else "bf16"
 
 
-def _serve_row(r, input_len: int, residual, cv: float):
+def _serve_row(r, input_len: int, residual, cv: float, input_len_cv: float = 0.0):
     """`serve` at a row's configuration: its measured mean batch as the concurrency, its GPUs as tensor
-    parallelism, its release's engine, the assumed mean prompt `input_len`, the output lengths' spread `cv`."""
+    parallelism, its release's engine, the assumed mean prompt `input_len` (its spread `input_len_cv`), the output
+    lengths' spread `cv`."""
     max_batch = int(r.measurement_id.split(":bs")[1].split(":")[0])
     return serve(r.model, r.gpu, input_len=input_len, output_len=float(r.output_len), concurrency=int(r.batch),
                  max_batch=max(max_batch, int(r.batch)), tp=int(r.num_gpus), engine=ENGINES[r.release],
                  dtype=_row_dtype(r),
-                 output_len_cv=cv, sampling=SAMPLING[r.release], expert_parallel=bool(r.expert_parallel),
+                 output_len_cv=cv, input_len_cv=input_len_cv, sampling=SAMPLING[r.release],
+                 expert_parallel=bool(r.expert_parallel),
                  estimator=residual if residual is not None else "physics")
 
 

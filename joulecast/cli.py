@@ -561,7 +561,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from joulecast.estimator.sweep import SIZES, check_options, run_sweep
 
     check_options(args.objective, args.front, args.max_time, args.min_tokens_per_s, args.max_power, args.max_wait,
-                  args.max_ttft, args.max_ttft_p99)
+                  args.max_ttft, args.max_ttft_p99, args.max_itl_p99)
     batches, seqs, job, trace = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
@@ -579,7 +579,7 @@ def _sweep(args: argparse.Namespace) -> int:
                   grid=_listed(args.grid, str, "--grid", []) or None, carbon_intensity=args.carbon_intensity,
                   pue=args.pue, objective=args.objective, front=args.front, max_time_s=args.max_time,
                   min_tokens_per_s=args.min_tokens_per_s, max_power_w=args.max_power, max_wait_s=args.max_wait,
-                  max_ttft_s=args.max_ttft, max_ttft_p99_s=args.max_ttft_p99,
+                  max_ttft_s=args.max_ttft, max_ttft_p99_s=args.max_ttft_p99, max_itl_p99_s=args.max_itl_p99,
                   carbon_series=_carbon_series(args))
     if args.out:
         _check_table_file(args.out, "sweep --out")
@@ -1291,7 +1291,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "request running at a step is length-biased, so contexts grow with it; default 0 (all as long); "
                      "chat sets measure about 1")
     srv.add_argument("--input-len-cv", type=float, help="the prompt lengths' standard deviation over their mean: a "
-                     "prompt's attention grows with its length squared; default 0 (all as long)")
+                     "prompt's attention grows with its length squared, and a step admitting a long one runs longer "
+                     "(the gaps between tokens, lognormal lengths); default 0 (all as long); lm-arena-chat's "
+                     "first-turn prompts give about 3")
     srv.add_argument("--sampling", help="how requests pick tokens: greedy, top-p (or top-k) or top-p-penalties "
                      "(repetition, frequency or presence penalties too); an engine whose sampler sorts the "
                      "vocabulary (vLLM) prices it as GPU work a step; default greedy")
@@ -1392,6 +1394,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "seconds")
     sw.add_argument("--max-ttft-p99", type=float, help="constraint, serve: the time within which 99 %% of requests "
                     "have their first token at most this many seconds")
+    sw.add_argument("--max-itl-p99", type=float, help="constraint, serve: the gap within which 99 %% of output "
+                    "tokens come after the one before (inter-token latency) at most this many seconds")
     _carbon_flags(sw, "grids whose carbon each point is read on, e.g. FR,DE,IN (a point each; several: the front "
                       "weighs carbon); default WORLD")
     sw.add_argument("--host-dispatch-us", type=float, help="your host's time to dispatch one eager kernel launch, in "

@@ -441,7 +441,7 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
              f"latency    {duration(job.step_time_s)} a token " + (
                  f"(a step of {job.busy_batch})" if job.windows is None else
                  f"on average; {duration(job.windows.step_time_s.max())} in the busiest window (a step of "
-                 f"{job.busy_batch})"),
+                 f"{job.busy_batch})"), *_gap_lines(job),
              f"ttft       {duration(job.ttft_s)} on average: the step a prompt runs in"
              + (f", after {duration(job.slot_wait_s)} waiting for a batch slot" if job.slot_wait_s else "")
              + (f", and {duration(job.wait_s)} for the queued backlog" if job.wait_s else "")
@@ -464,6 +464,15 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
             lines.append(_queue_line(job))
     lines += [f"{'flag' if i == 0 else '':<11}{text}" for i, text in enumerate(_flag_lines(job))]
     return "\n".join(_fit_first(lines, job, _split_hint(job)))
+
+
+def _gap_lines(job: Any) -> list[str]:
+    """A serving load's gaps between a request's tokens at their quantiles (`ServeEstimate.itl_p90_s`, `itl_p99_s`),
+    where its requests make more than one token: the steps that admit prompts run longer."""
+    if job.itl_p99_s is None:
+        return []
+    return [f"gaps       90 % of tokens within {duration(job.itl_p90_s)} of the one before, 99 % within "
+            f"{duration(job.itl_p99_s)}" + ("" if job.windows is None else " (the busiest window)")]
 
 
 def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:

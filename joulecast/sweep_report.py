@@ -250,7 +250,8 @@ _SERVE_LABELS = {**_LABELS, "time_s": "time between a request's tokens (s)", "en
 _BOUNDS = {"max_time_s": "time at most {:g} s", "min_tokens_per_s": "at least {:g} tokens/s",
            "max_power_w": "power at most {:g} W", "max_wait_s": "a request's mean wait at most {:g} s",
            "max_ttft_s": "a request's mean time to first token at most {:g} s",
-           "max_ttft_p99_s": "99 % of first tokens within {:g} s"}
+           "max_ttft_p99_s": "99 % of first tokens within {:g} s",
+           "max_itl_p99_s": "99 % of tokens within {:g} s of the one before"}
 
 
 def constraints_text(constraints: dict[str, float], unit: str = "token") -> str:

@@ -443,7 +443,7 @@ def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max
 
 _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz", "power_limit_w", "tp", "objective",
                "front", "max_time_s", "min_tokens_per_s", "max_power_w", "max_wait_s", "max_ttft_s", "max_ttft_p99_s",
-               "grid", "pue",
+               "max_itl_p99_s", "grid", "pue",
                "input_len", "output_len", "concurrency", "global_batch", "micro_batch", "steps", "engine", "kv_cache",
                "attention",
                "request_rate", "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates",

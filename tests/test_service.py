@@ -80,6 +80,11 @@ def test_an_estimate_over_http_is_the_cli_s(server):
               "concurrency": 64, "engine": "vllm-0.11.1"}
     greedy, sampled = (call(server, "/v1/estimate", {**served, **more})[1] for more in ({}, {"sampling": "top-p"}))
     assert sampled["step_time_s"] > greedy["step_time_s"]
+    # the gaps between a request's tokens, as the Python API gives them
+    direct = joulecast.serve("llama-3-8b", "h100-sxm", input_len=192, output_len=400, concurrency=64,
+                             engine="vllm-0.11.1")
+    assert greedy["itl_p99_s"] == pytest.approx(direct.itl_p99_s) and greedy["itl_p90_s"] == pytest.approx(
+        direct.itl_p90_s) and greedy["itl_p90_s"] <= greedy["itl_p99_s"]
     # a generation on tensor-parallel GPUs, as the Python API gives it; a single pass has no tp
     body = {"model": "llama-3-70b", "gpu": "h100-sxm", "phase": "generate", "batch": 2, "input_len": 64,
             "output_len": 4, "tp": 4, "engine": "vllm-0.5.4"}

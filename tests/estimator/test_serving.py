@@ -912,8 +912,57 @@ def test_a_catalog_model_s_steps_are_lowered_once_and_kept():
     kw = dict(input_len=300, output_len=77, request_rate=1.0, estimator="physics", engine="vllm-0.5.4")
     serve("llama-3-8b", "h100-sxm", **kw)
     kept = len(serving._STEPS)
-    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24))))  # the grid of batch sizes
+    # the grid of batch sizes, and the steps the gaps between tokens are read at (`token_gaps.prompt_points`)
+    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24)))) + len(
+        serving.token_gaps.prompt_points(serving.serve_step.CHUNK_TOKENS))
     again = serve("llama-3-8b", "a100-sxm4-80gb", **kw)
     assert len(serving._STEPS) == kept
     serving._STEPS.clear()
     assert serve("llama-3-8b", "a100-sxm4-80gb", **kw).to_dict() == again.to_dict()
+
+
+def test_the_gaps_between_tokens_are_the_steps_that_admit_prompts():
+    """A request's tokens come a step apart, and a step admitting a prompt runs longer: 99 % of the gaps within a
+    longer time than 90 %, both past the step without prompts and the slowest within the step at a whole chunk."""
+    from joulecast.estimator import serving
+
+    kw = dict(input_len=512, output_len=256, concurrency=64, engine="vllm-0.11.1", estimator="physics")
+    job = serve("llama-3-8b", "h100-sxm", **kw)
+    spec, shape = lookup("h100-sxm"), dict(dtype="bf16", engine="vllm-0.11.1", launch_mode="graph", tp=1,
+                                           chunk_tokens=8192, residual=None, sampling="greedy")
+    size = dict(input_len=512.0, output_len=256.0, input_len_cv=0.0, output_len_cv=0.0)
+    (bare,), (whole,) = ([e.time_s + w for e, w, _, _ in steps] for steps in serving._evaluate(
+        "llama-3-8b", spec, np.array([64]), [dict(size, prompt=0), dict(size, prompt=8192)], **shape))
+    assert bare < job.itl_p90_s < job.itl_p99_s < whole
+    # 64 running, a quarter admitted a step (64 / 256): one prompt in 22 % of the steps, two in 2.6 %, three in 0.2 %
+    assert job.itl_p90_s == pytest.approx(serving._evaluate("llama-3-8b", spec, np.array([64]),
+                                                            [dict(size, prompt=512)], **shape)[0][0][0].time_s,
+                                          rel=0.01)
+    assert job.to_dict()["itl_p99_s"] == job.itl_p99_s
+    text = render.serve_table(job)
+    assert re.search(r"gaps       90 % of tokens within [\d.]+ ms of the one before, 99 % within [\d.]+ ms", text)
+
+
+def test_gaps_without_prompts_are_the_step_and_past_the_chunk_the_chunk_s_step():
+    """Answers so long that a step almost never admits a prompt: every gap is the step (no prompt tokens a step on
+    average either). Prompts arriving faster than the chunk: every step carries a whole chunk, so do the gaps.
+    An answer of one token has no gap after it."""
+    rare = serve("llama-3-8b", "h100-sxm", input_len=512, output_len=100_000, concurrency=8, estimator="physics")
+    assert rare.itl_p90_s == pytest.approx(rare.step_time_s, rel=1e-9)
+    assert rare.itl_p99_s == pytest.approx(rare.step_time_s, rel=1e-9)
+    full = serve("llama-3-8b", "h100-sxm", input_len=20_000, output_len=4, concurrency=64, chunk_tokens=2048,
+                 estimator="physics")
+    assert full.itl_p90_s == pytest.approx(full.step_time_s, rel=1e-9)
+    assert full.itl_p99_s == pytest.approx(full.step_time_s, rel=1e-9)
+    one = serve("llama-3-8b", "h100-sxm", input_len=512, output_len=1, concurrency=8, estimator="physics")
+    assert one.itl_p90_s is None and one.itl_p99_s is None and "gaps " not in render.serve_table(one)
+
+
+def test_a_load_window_by_window_gives_its_busiest_window_s_gaps():
+    """The gaps of a load that varies are its busiest window's: those of its rate alone."""
+    kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4")
+    varied = serve("llama-3-8b", "h100-sxm", window_rates=[1.0, 6.0, 2.0], window_s=600, **kw)
+    alone = serve("llama-3-8b", "h100-sxm", request_rate=6.0, **kw)
+    assert varied.itl_p99_s == pytest.approx(alone.itl_p99_s, rel=1e-9)
+    assert varied.itl_p90_s == pytest.approx(alone.itl_p90_s, rel=1e-9)
+    assert "(the busiest window)" in render.serve_table(varied)

@@ -985,6 +985,32 @@ def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
     assert [p["feasible"] for p in points] == [True, True, False] and points[2]["ttft_s"] > bound
 
 
+def test_a_serving_sweep_bounds_the_gaps_between_tokens(capsys):
+    """A serving sweep's points carry `itl_p99_s` (serve's), which `max_itl_p99_s` (--max-itl-p99) bounds: the
+    concurrencies whose steps admit too many prompts are not feasible; another phase refuses it by name."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.11.1", estimator="physics")
+    free = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", concurrency=[4, 64, 256], **kw)
+    tail = free.points.set_index("concurrency")["itl_p99_s"]
+    for c in (4, 64, 256):
+        assert tail[c] == joulecast.serve("llama-3-8b", "h100-sxm", concurrency=c, **kw).itl_p99_s
+    assert tail.is_monotonic_increasing
+    bound = float(tail[64]) * 1.01
+    bounded = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", concurrency=[4, 64, 256],
+                              max_itl_p99_s=bound, **kw)
+    assert bounded.points["feasible"].tolist() == [True, True, False]
+    assert "99 % of tokens within" in sweep_report.constraints_text(bounded.constraints)
+    with pytest.raises(joulecast.InputError, match="^max_itl_p99_s: applies to --phase serve only"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="decode", batch=[1], seq=128, max_itl_p99_s=1.0,
+                        estimator="physics")
+    with pytest.raises(joulecast.InputError, match="^max_itl_p99_s: must be a positive number"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", concurrency=[4], max_itl_p99_s=0, **kw)
+    assert main(["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--input-len", "512",
+                 "--output-len", "128", "--concurrency", "4,64,256", "--engine", "vllm-0.11.1", "--estimator",
+                 "physics", "--max-itl-p99", f"{bound:.6g}", "--json"]) == 0
+    points = json.loads(capsys.readouterr().out)["points"]
+    assert [p["feasible"] for p in points] == [True, True, False] and points[2]["itl_p99_s"] > bound
+
+
 def test_a_queued_serving_sweep_bounds_the_wait(capsys, tmp_path):
     """`max_wait_s` (--max-wait): over a queued load's instances, a point whose requests wait longer on average is
     not feasible, so the best by energy is the fewest instances within the wait; without `queue`, one line naming

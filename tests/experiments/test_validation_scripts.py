@@ -1002,3 +1002,29 @@ def test_slot_wait_scores_the_chain_against_a_simulation_of_the_engines_steps():
     for r in rows:
         assert r["estimated_wait_s"] == pytest.approx(r["simulated_wait_s"], rel=0.3), r
         assert r["estimated_p99_s"] == pytest.approx(r["simulated_p99_s"], rel=0.5), r  # at 100,000: 35 % at most
+
+
+def test_token_gaps_score_serve_s_quantiles_against_ml_energy_v3_s_inter_token_latencies():
+    """experiments/token_gaps.py: every v3 run at each prompt spread asked, its measured quantiles in order, its
+    estimated 99th percentile past its 90th; the summary's figures its rows'. On the H100's chat runs the 99th
+    percentile reads nearer than the mean step read as it."""
+    require_path(EXTERNAL / "mlenergy-v3" / "raw" / "models")
+    result = _run_args("token_gaps.py", "--input-len-cv", "0,3.2")
+    assert [r["input_len_cv"] for r in result] == [0.0, 3.2]
+    bare, spread = ({r["id"]: r for r in part["rows"]} for part in result)
+    assert bare.keys() == spread.keys() and len(bare) == len(result[0]["rows"]) > 300
+    for key, r in bare.items():
+        assert r["median_ms"] <= r["measured_itl_p90_s"] <= r["measured_itl_p99_s"], key
+        for row in (r, spread[key]):
+            assert row["itl_p90_s"] <= row["itl_p99_s"] and row["tpot_ms"] > 0, key
+    for part in result:
+        table = {(s["gpu"], s["task"]): s for s in part["summary"]}
+        rows = part["rows"]
+        assert table["all", "all"]["rows"] == len(rows)
+        for (gpu, task), s in table.items():
+            mine = [r for r in rows if gpu == "all" or (r["gpu"], r["task"]) == (gpu, task)]
+            assert s["rows"] == len(mine)
+            assert s["itl_p99_s_mape"] == pytest.approx(
+                sum(abs(r["itl_p99_s"] / r["measured_itl_p99_s"] - 1) for r in mine) / len(mine) * 100)
+    chat = {(s["gpu"], s["task"]): s for s in result[1]["summary"]}["h100-sxm", "lm-arena-chat"]
+    assert chat["itl_p99_s_mape"] < chat["itl_p99_s_as_tpot_mape"]

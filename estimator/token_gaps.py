@@ -22,6 +22,7 @@ import numpy as np
 
 GRID_POINTS = 4096   # the token grid's points: the sum's distribution on it
 SPAN_SDS = 12.0      # the grids span this many standard deviations past a mean (a prompt's length, the sum's)
+LENGTH_POINTS = 1 << 16  # at most this many points of a prompt's length (spread prompts far longer than the chunk)
 # The prompt tokens a step is priced at, as shares of the chunk (0 and a geometric run up to the chunk itself): a
 # step's time grows with its tokens, flat while its GEMMs stay bound by their weights' reads, then about linearly.
 # Eleven points instead of these six moved ML.ENERGY v3's quantiles by under 0.3 points (experiments/token_gaps.py).
@@ -39,7 +40,9 @@ def _pieces(input_len: float, input_len_cv: float, chunk_tokens: int, step: floa
     if input_len_cv > 0.0:  # lognormal lengths at that mean and spread, read at the grid's points out to its tail
         sigma2 = np.log1p(input_len_cv ** 2)
         mu = np.log(input_len) - sigma2 / 2
-        lengths = np.arange(1, int(np.ceil(input_len * (1 + SPAN_SDS * input_len_cv) / step)) + 1) * step
+        longest = input_len * (1 + SPAN_SDS * input_len_cv)
+        apart = max(step, longest / LENGTH_POINTS)  # the grid's step, or coarser for the longest prompts
+        lengths = np.arange(1, int(np.ceil(longest / apart)) + 1) * apart
         weight = np.exp(-(np.log(lengths) - mu) ** 2 / (2 * sigma2)) / lengths
     else:  # every prompt as long
         lengths, weight = np.array([float(input_len)]), np.ones(1)
@@ -68,7 +71,7 @@ def prompt_tokens_quantile(admitted: float, input_len: float, input_len_cv: floa
     # at most chunk x its mean)
     mean = admitted * input_len
     span = chunk_tokens + mean + SPAN_SDS * np.sqrt(mean * chunk_tokens)
-    step = span / GRID_POINTS  # tokens a point
+    step = span / (GRID_POINTS - 2)  # tokens a point (the chunk's inside the grid)
     pieces, count = _pieces(input_len, input_len_cv, chunk_tokens, step)
     length = np.zeros(GRID_POINTS)
     length[:len(pieces)] = pieces

@@ -355,7 +355,7 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
               "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
               "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s",
-              "headroom", "ttft_target_s", "ttft_p99_target_s", "queue"]
+              "headroom", "ttft_target_s", "ttft_p99_target_s", "queue", "input_len_cv", "chunk_tokens"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -401,6 +401,21 @@ def test_service_serving_a_list_of_requests(rows, rate, window):
     result = outcome(lambda: estimate_one(body, "physics"))
     if result is not None:
         assert numbers_ok(result["energy_j"], result["trace"]["input_len"], result["power_w"]), result
+
+
+@SETTINGS
+@given(admitted=st.one_of(st.floats(0, 1e7), st.just(5e-324)), input_len=st.floats(1e-9, 1e10),
+       cv=st.floats(0, 10), chunk=st.integers(1, 2**20), q=st.lists(st.floats(0, 1), min_size=1, max_size=5))
+@example(admitted=1e-6, input_len=1e6, cv=10.0, chunk=8192, q=[0.99])  # once 19 GB: a length grid a token apart
+@example(admitted=5e-324, input_len=1.0, cv=0.0, chunk=1, q=[0.0])  # once a chunk one point past the grid
+def test_token_gap_quantiles(admitted, input_len, cv, chunk, q):
+    """The prompt tokens a serving step carries at any quantiles, for any rate, lengths, spread and chunk
+    (`estimator.token_gaps`): finite, from none to the chunk, never fewer at a higher quantile."""
+    from joulecast.estimator import token_gaps
+
+    tokens = token_gaps.prompt_tokens_quantile(admitted, input_len, cv, chunk, np.sort(q))
+    assert np.isfinite(tokens).all() and (tokens >= 0).all() and (tokens <= chunk).all(), tokens
+    assert (np.diff(tokens) >= 0).all(), tokens
 
 
 _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.integers(-1, 2**25))

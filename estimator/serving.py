@@ -31,7 +31,10 @@ Load: `concurrency` C keeps C requests in flight (B = min(C, max_batch)); `reque
 gives B by Little's law, B = rate x output_len x step time(B), solved over a grid of B; with Poisson arrivals and
 every request served at once the number in flight is Poisson, so the GPU idles a share exp(-B) of the time, at its
 catalog idle power; a request's time to first token counts its wait for one of the max_batch slots
-(`estimator.slot_wait`). A rate above what max_batch serves is an error naming the most it serves. A load that varies
+(`estimator.slot_wait`) and then its prompt's prefill: the step that runs its prompt beside the steady state's mean
+prompt tokens (a prompt past the chunk a whole chunk a step before its last), priced at a few of a rate's grid of
+batches and read between (PREFILL_BATCHES). The gaps between a request's tokens are the steps it runs in, which
+differ by the prompts they admit (`estimator.token_gaps`). A rate above what max_batch serves is an error naming the most it serves. A load that varies
 (`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.windows`)
 is priced window by window, each window a steady state at its own rate (a window without arrivals at idle power),
 at the load's lengths or, where `window_lengths` gives them, its own, in length classes that share a grid of steps
@@ -93,6 +96,10 @@ TTFT_QUANTILE = 0.99  # the share of requests whose first token `ttft_p99_s` bou
 # the shares of output tokens whose gap from the token before `itl_p90_s` and `itl_p99_s` bound (ML.ENERGY publishes
 # both; MLPerf Inference's LLM server scenario bounds the 99th percentile)
 ITL_QUANTILES = (0.9, 0.99)
+# A load at a rate prices a request's prompt's steps at this many of its grid's batch sizes, what they add to the
+# step read between (at all 21 of the grid's: the week's autoscaled trace's first tokens the same to 0.1 %, at about
+# twice the CPU time, experiments/trace_reading.py)
+PREFILL_BATCHES = 6
 # An FP8 checkpoint's scaled GEMMs are not modelled (whichever the engine picks on the GPU, block-scaled or by row):
 # physics halves the weights' bytes and doubles the tensor rate. The measured FP8 deployments ran anywhere from that
 # cost to bf16's and past it at small batches: ML.ENERGY v3, vLLM 0.11.1, Qwen3-235B-A22B's block-scaled experts on
@@ -142,7 +149,8 @@ class ServeEstimate:
     energy_per_request_j: float
     energy_per_output_token_interval_j: tuple[float, float] | None
     ttft_s: float                 # a request's mean wait for a batch slot (slot_wait_s), queued (`queue`) its
-                                  # mean wait for the backlog it finds (wait_s), then its prefill within one step
+                                  # mean wait for the backlog it finds (wait_s), then its prompt's prefill
+                                  # (prefill_s)
     gpu_busy_share: float         # of a step (physics' timeline), the GPU running kernels: the rest it waits on the
                                   # engine's host work, the all-reduces or launches (host-bound where this is low)
     memory_gb: float
@@ -166,6 +174,7 @@ class ServeEstimate:
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
+    prefill_s: float = 0.0        # a request's time from its admission to its first token: its prompt's steps
     ttft_p99_s: float | None = None  # the time within which 99 % of requests have their first token
     # the time within which 90 % and 99 % of output tokens come after the token before (inter-token latency: the
     # steps differ by the prompts they admit, `estimator.token_gaps`), at the busiest window's load; none where no
@@ -211,6 +220,7 @@ class ServeWindows:
     slot_wait_s: np.ndarray       # a request's mean wait for a batch slot in the window (`estimator.slot_wait`)
     ttft_p99_s: np.ndarray        # the time within which 99 % of the window's requests have their first token
     standby_j: np.ndarray         # autoscaled: its idle spares' or its cold starts' energy (in energy_j)
+    prefill_s: np.ndarray         # a request's time from its admission to its first token in the window
 
     @property
     def window_s(self) -> float:
@@ -425,17 +435,20 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     at = sized[0]  # the lengths of the step an estimate's flags and interval are read at
     if concurrency is not None:
         busy = min(concurrency, max_batch)
-        # the step, and the steps the gaps between tokens are read at (`_token_gaps`) in the same pass
-        ((est, wait_s, wait_j, _),), *gap_steps = _evaluate(
-            model, spec, np.array([busy]), [at, *_at_prompts(at, chunk_tokens, busy)], dtype=dtype, engine=eng,
-            launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
+        # the step, a request's prompt's steps (`_first_sizes`) and the steps the gaps between tokens are read at
+        # (`_token_gaps`), in one pass
+        first, full = _first_sizes(at, chunk_tokens)
+        ((est, wait_s, wait_j, _),), *more = _evaluate(
+            model, spec, np.array([busy]), [at, *first, *_at_prompts(at, chunk_tokens, busy)], dtype=dtype,
+            engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
+        prefill, gap_steps = float(_prefill_s(more[:len(first)], full)[0]), more[len(first):]
         mean_batch, idle = float(busy), 0.0
         running, admitted = mean_batch, mean_batch / output_len  # a request admitted as one finishes (Little's law)
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
         slot_s = closed_wait_s(concurrency, busy, tokens_per_s / output_len)  # the requests past max_batch queue
-        whole_p99 = step_s + slot_s  # a closed loop's queue moves at the throughput: each waits about as long
+        whole_p99 = prefill + slot_s  # a closed loop's queue moves at the throughput: each waits about as long
     else:
         rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
@@ -443,6 +456,16 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                            chunk_tokens=chunk_tokens, residual=residual, **setting)
         step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
         step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
+        # a request's prompt's steps (`_first_sizes`), each class's in one pass at a few of the batches: what they
+        # add to the step is smooth in the batch, read between them
+        firsts = [_first_sizes(size, chunk_tokens) for size in sized]
+        some = np.unique(np.round(np.linspace(0, len(grid) - 1, PREFILL_BATCHES)).astype(int))
+        more = _evaluate(model, spec, grid[some], [f for first, _ in firsts for f in first], dtype=dtype, engine=eng,
+                         launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
+        ends = np.cumsum([len(first) for first, _ in firsts])
+        prefill_grid = step_s + np.array([np.interp(grid, grid[some], _prefill_s(more[end - len(first):end], full)
+                                                    - step_s[k, some])
+                                          for k, ((first, full), end) in enumerate(zip(firsts, ends))])
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (classes[:, 1:2] * step_s), axis=1)
@@ -462,8 +485,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             k = int(label[np.argmax(rates > reach)])
             raise _beyond(rates, reach, instances, max_batch, None if windows is None else seconds,
                           _beyond_advice(curves[k][-1], spec, tp, math.ceil((rates * instances / reach).max())))
-        steps = _Steps(grid, step_s, step_j_grid, capacity, classes[:, 1], classes[:, 3], label, scale, max_batch,
-                       None if windows is None else seconds)
+        steps = _Steps(grid, step_s, step_j_grid, capacity, prefill_grid, classes[:, 1], classes[:, 3], label, scale,
+                       max_batch, None if windows is None else seconds)
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
@@ -471,11 +494,11 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                 # token comes later than a target
                 serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
-        batches, step_time, step_energy, waits = _served(steps, rates, np.arange(len(rates)))
+        batches, step_time, step_energy, prefill, waits = _served(steps, rates, np.arange(len(rates)))
         slot_s = waits.mean_s
-        # the first token's quantile: each window's, its step and any backlog's wait before its wait for a slot (a
-        # queued window's worst: the fluid backlog's wait is a mean, not a spread)
-        found = step_time + line["worst_wait_s"] if queue else step_time
+        # the first token's quantile: each window's, its prompt's steps and any backlog's wait before its wait for a
+        # slot (a queued window's worst: the fluid backlog's wait is a mean, not a spread)
+        found = prefill + line["worst_wait_s"] if queue else prefill
         p99 = quantile_s(waits, TTFT_QUANTILE, found)
         whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals))
         busiest = int(np.argmax(batches))
@@ -493,8 +516,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         tokens_per_s = rates * own_out
         busy_share = _busy_share(est, wait_s)
         if windows is None:  # one rate: its figures as numbers (its idle share by math's exp, as ever)
-            mean_batch, step_s, step_j, tokens_per_s, slot_s = (float(a[0]) for a in (
-                batches, step_s, step_j, tokens_per_s, slot_s))
+            mean_batch, step_s, step_j, tokens_per_s, slot_s, prefill = (float(a[0]) for a in (
+                batches, step_s, step_j, tokens_per_s, slot_s, prefill))
             idle = math.exp(-mean_batch)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
     if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
@@ -507,7 +530,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, serving,
-                              *own_lengths, *queued_at, started, slot_s, p99, extra_j)
+                              *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill)
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -534,7 +557,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
     if windows is not None:  # a request's wait for a slot, over the requests
-        slot_s = float(np.average(slot_s, weights=arrivals))
+        slot_s, prefill = (float(np.average(a, weights=arrivals)) for a in (slot_s, prefill))
     return ServeEstimate(
         model=est.workload.split("/")[0], gpu=spec.name, tp=tp, expert_parallel=expert_parallel, engine=engine,
         dtype=dtype, sampling=sampling, input_len=input_len,
@@ -542,7 +565,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         step_energy_j=step_j, tokens_per_s=tokens_per_s, requests_per_s=tokens_per_s / output_len, power_w=power,
         energy_per_output_token_j=per_token, energy_per_request_j=per_token * output_len,
         energy_per_output_token_interval_j=band, gpu_busy_share=busy_share,
-        ttft_s=step_s + (wait or 0.0) + slot_s, slot_wait_s=slot_s, ttft_p99_s=whole_p99,
+        ttft_s=prefill + (wait or 0.0) + slot_s, slot_wait_s=slot_s, prefill_s=prefill, ttft_p99_s=whole_p99,
         itl_p90_s=gaps[0], itl_p99_s=gaps[1],
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
@@ -554,6 +577,23 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
+
+
+def _first_sizes(size: Mapping[str, float], chunk_tokens: int) -> tuple[list[dict[str, float]], int]:
+    """A request's prompt's steps as `_evaluate`'s sizes: the step its first token comes in (its prompt, or the last
+    chunk of one longer than the chunk, beside the steady state's mean prompt tokens), and where it runs over
+    several, a step of a whole chunk, `full` of them before that one (chunked prefill)."""
+    full, last = divmod(max(1, round(size["input_len"])), chunk_tokens)
+    if last == 0:  # a whole number of chunks: the last of them brings the first token
+        full, last = full - 1, chunk_tokens
+    return [dict(size, own_prompt=last), *([dict(size, prompt=chunk_tokens)] if full else [])], full
+
+
+def _prefill_s(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], full: int) -> np.ndarray:
+    """A request's time from its admission to its first token at each batch `_evaluate` priced `_first_sizes`' steps
+    at (`steps`, theirs): the step its first token comes in and `full` whole chunks' before it."""
+    seconds = np.array([[est.time_s + wait_s for est, wait_s, _, _ in row] for row in steps])
+    return seconds[0] + full * seconds[1] if full else seconds[0]
 
 
 def _whole(running: float) -> int:
@@ -612,6 +652,7 @@ class _Steps:
     step_s: np.ndarray
     step_j: np.ndarray
     capacity: np.ndarray
+    prefill_s: np.ndarray         # a request's time from its admission to its first token at each batch
     output_len: np.ndarray
     output_len_cv: np.ndarray
     label: np.ndarray
@@ -621,11 +662,12 @@ class _Steps:
 
 
 def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, SlotWaits]:
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, SlotWaits]:
     """Windows `which` served at `rates` requests a second an instance (one a window of them): each one's requests
-    in flight (Little's law), step time and energy, and a request's wait for a slot (`estimator.slot_wait`, its
-    queue what the window's length allows where the load is given window by window)."""
-    batches, step_time, step_energy = (np.empty(len(which)) for _ in range(3))
+    in flight (Little's law), step time and energy, a request's time from its admission to its first token, and its
+    wait for a slot (`estimator.slot_wait`, its queue what the window's length allows where the load is given window
+    by window)."""
+    batches, step_time, step_energy, prefill = (np.empty(len(which)) for _ in range(4))
     waits = np.empty((len(SlotWaits._fields), len(which)))
     label, scale = steps.label[which], steps.scale[which]
     for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
@@ -634,16 +676,17 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
         batches[mine] = _in_flight(own, steps.grid, steps.capacity[k], steps.output_len[k], steps.step_s[k, 0])
         step_time[mine] = np.interp(batches[mine], steps.grid, steps.step_s[k])
         step_energy[mine] = np.interp(batches[mine], steps.grid, steps.step_j[k])
+        prefill[mine] = np.interp(batches[mine], steps.grid, steps.prefill_s[k])
         waits[:, mine] = open_waits(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
                                     np.full(len(own), steps.output_len_cv[k]),
                                     None if steps.seconds is None else steps.seconds[which][mine])
-    return batches, step_time, step_energy, SlotWaits(*waits)
+    return batches, step_time, step_energy, prefill, SlotWaits(*waits)
 
 
 def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
                    target_s: float | None, p99_target_s: float | None) -> np.ndarray:
-    """An autoscaled load's instances serving each window where its requests' time to first token (a step and the
-    wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them (each where
+    """An autoscaled load's instances serving each window where its requests' time to first token (its prompt's steps
+    and the wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them (each where
     given): the fewest from `low` (those its rate needs) up to the `fleet` that meet them, by bisection over every
     window at once (the first token comes sooner on more instances); the fleet where none does, and `low` for a
     window without arrivals."""
@@ -651,10 +694,10 @@ def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np
     while (lo < hi).any():  # log2(fleet) passes
         which = np.flatnonzero(lo < hi)
         mid = np.floor((lo[which] + hi[which]) / 2)
-        _, step_time, _, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
-        met = np.ones(len(which), bool) if target_s is None else step_time + waits.mean_s <= target_s
+        _, _, _, prefill, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
+        met = np.ones(len(which), bool) if target_s is None else prefill + waits.mean_s <= target_s
         if p99_target_s is not None:
-            met &= quantile_s(waits, TTFT_QUANTILE, step_time) <= p99_target_s
+            met &= quantile_s(waits, TTFT_QUANTILE, prefill) <= p99_target_s
         hi[which[met]] = mid[met]
         lo[which[~met]] = mid[~met] + 1
     return lo

@@ -95,7 +95,7 @@ def main() -> int:
                 simulated_p99 = float(np.mean([np.quantile(run, TTFT_QUANTILE) for run in runs]))
                 rows.append({"slots": slots, "load": load, "cv": cv, "rate": rate, "batch": est.batch,
                              "simulated_wait_s": simulated, "estimated_wait_s": est.slot_wait_s,
-                             "simulated_p99_s": simulated_p99, "estimated_p99_s": est.ttft_p99_s - est.step_time_s,
+                             "simulated_p99_s": simulated_p99, "estimated_p99_s": est.ttft_p99_s - est.prefill_s,
                              "step_s": est.step_time_s, "estimate_cpu_s": est_s,
                              "simulation_cpu_s": time.process_time() - start})
     if args.json:

@@ -123,7 +123,7 @@ def main() -> None:
                               "j_per_output_token": auto.energy_per_output_token_j,
                               "instance_hours": float(auto.windows.instances.sum()), "ttft_s": auto.ttft_s,
                               "ttft_p99_s": auto.ttft_p99_s,
-                              "worst_hour_ttft_s": float((auto.windows.step_time_s + auto.windows.slot_wait_s).max()),
+                              "worst_hour_ttft_s": float((auto.windows.prefill_s + auto.windows.slot_wait_s).max()),
                               **{name: {"energy_kwh": v.energy_j / 3.6e6, "starts": int(v.windows.started.sum()),
                                         "standby_kwh": float(v.windows.standby_j.sum()) / 3.6e6,
                                         "instance_hours": float(v.windows.instances.sum()), "ttft_s": v.ttft_s,

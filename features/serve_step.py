@@ -95,16 +95,19 @@ def step_workload(model: str | Mapping[str, Any], *, batch: int, input_len: floa
                   output_len_cv: float = 0.0, input_len_cv: float = 0.0, dtype: str = "bf16",
                   engine: str | None = None, launch_mode: str = "graph", tp: int = 1, chunk_tokens: int = CHUNK_TOKENS,
                   host_dispatch_s: float | None = None, sampling: str = "greedy",
-                  expert_parallel: bool = False, prompt: int | None = None) -> tuple[Workload, int]:
+                  expert_parallel: bool = False, prompt: int | None = None, own_prompt: int = 0
+                  ) -> tuple[Workload, int]:
     """One GPU's shard of a serving step (tensor parallelism `tp`; a mixture of experts' experts split whole over
-    the GPUs with `expert_parallel`), and the prompt tokens it carries: the steady state's mean (`prompt_tokens`), or
-    `prompt` where given (a step that admitted more or fewer prompts than the mean: `estimator.token_gaps`); with the
-    engine's sampler over the decodes' logits where the requests sample (`sampling`, `features.sampling`): every GPU
-    of a tensor-parallel engine samples from the whole vocabulary (vLLM's V1 gathers the logits to all of them)."""
+    the GPUs with `expert_parallel`), and the prompt tokens it carries: the steady state's mean (`prompt_tokens`), and
+    `own_prompt` more (one request's prompt, or its last chunk: the step its first token comes in), or `prompt` where
+    given (a step that admitted more or fewer prompts than the mean: `estimator.token_gaps`), at most the chunk; with
+    the engine's sampler over the decodes' logits where the requests sample (`sampling`, `features.sampling`): every
+    GPU of a tensor-parallel engine samples from the whole vocabulary (vLLM's V1 gathers the logits to all of them)."""
     sampling = sampling_passes.check_sampling(sampling)
     config, name, _ = resolve_model(model)
     shard = train_step.shard_config(config, tp=tp, expert_parallel=expert_parallel)
-    prompt = prompt_tokens(batch, input_len, output_len, chunk_tokens) if prompt is None else min(prompt, chunk_tokens)
+    prompt = min(chunk_tokens, prompt_tokens(batch, input_len, output_len, chunk_tokens) + own_prompt
+                 if prompt is None else prompt)
     context = context_len(input_len, output_len, output_len_cv)
     # a prompt's attention over its chunk grows with its length squared: prompts spread about their mean (cv) cost as
     # prompts of length mean x (1 + cv^2) would, as many tokens in all (E[L^2] / E[L])

@@ -1390,7 +1390,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--max-wait", type=float, help="constraint, serve with --queue: a request's mean wait for the "
                     "backlog it finds at most this many seconds")
     sw.add_argument("--max-ttft", type=float, help="constraint, serve: a request's mean time to its first token "
-                    "(its wait for a batch slot and any queued backlog, and its prefill's step) at most this many "
+                    "(its wait for a batch slot and any queued backlog, and its prompt's prefill) at most this many "
                     "seconds")
     sw.add_argument("--max-ttft-p99", type=float, help="constraint, serve: the time within which 99 %% of requests "
                     "have their first token at most this many seconds")

@@ -381,7 +381,7 @@ def _autoscale_lines(job: Any) -> list[str]:
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
              + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")]
-    targets = [(f"within {duration(t)} on average", windows.step_time_s + windows.slot_wait_s, t)
+    targets = [(f"within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
                for t in (job.ttft_target_s,) if t is not None]
     targets += [(f"99 % within {duration(t)}", windows.ttft_p99_s, t) for t in (job.ttft_p99_target_s,)
                 if t is not None]
@@ -442,7 +442,7 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
                  f"(a step of {job.busy_batch})" if job.windows is None else
                  f"on average; {duration(job.windows.step_time_s.max())} in the busiest window (a step of "
                  f"{job.busy_batch})"), *_gap_lines(job),
-             f"ttft       {duration(job.ttft_s)} on average: the step a prompt runs in"
+             f"ttft       {duration(job.ttft_s)} on average: {duration(job.prefill_s)} for its prompt's prefill"
              + (f", after {duration(job.slot_wait_s)} waiting for a batch slot" if job.slot_wait_s else "")
              + (f", and {duration(job.wait_s)} for the queued backlog" if job.wait_s else "")
              + f"; 99 % within {duration(job.ttft_p99_s)}",

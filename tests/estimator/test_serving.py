@@ -713,9 +713,9 @@ def test_an_autoscaled_load_keeps_each_windows_first_token_within_a_target():
         fewest = next(n for n in range(needed[k], 7) if rate == 0 or first_token(rate / n) <= target)
         assert auto.windows.instances[k] == fewest, (k, auto.windows.instances)
     assert auto.windows.instances[2] == 2 and auto.windows.instances[3] == 1 and auto.ttft_target_s == target
-    late = auto.windows.step_time_s + auto.windows.slot_wait_s
+    late = auto.windows.prefill_s + auto.windows.slot_wait_s
     assert (late[np.array(rates) > 0] <= target).all()
-    assert auto.windows.step_time_s[2] + auto.windows.slot_wait_s[2] == pytest.approx(first_token(0.95 * most / 2))
+    assert auto.windows.prefill_s[2] + auto.windows.slot_wait_s[2] == pytest.approx(first_token(0.95 * most / 2))
     # on 99 % of the first tokens: each window on the fewest whose 99th percentile comes within it
     def p99(rate):
         return serve("llama-3-8b", "h100-sxm", request_rate=rate, **kw).ttft_p99_s
@@ -887,7 +887,7 @@ def test_a_queued_load_carries_each_window_s_excess_to_the_windows_after_it():
     assert job.wait_s == pytest.approx(np.average(w.wait_s, weights=w.request_rate * w.duration_s))
     # its first token after its waits: for the backlog, and for a slot in the windows under capacity (those at it
     # have the backlog's alone)
-    assert job.ttft_s == pytest.approx(job.step_time_s + job.wait_s + job.slot_wait_s)
+    assert job.ttft_s == pytest.approx(job.prefill_s + job.wait_s + job.slot_wait_s)
     assert w.slot_wait_s[1] == w.slot_wait_s[4] == 0 and w.slot_wait_s[0] > 0
     # a window that drains is served as its rate alone: its arrivals and the backlog it finds over its length
     alone = serve("llama-3-8b", "h100-sxm", request_rate=(rates[2] * 600 + w.backlog[1]) / 600, duration_s=600,
@@ -912,8 +912,9 @@ def test_a_catalog_model_s_steps_are_lowered_once_and_kept():
     kw = dict(input_len=300, output_len=77, request_rate=1.0, estimator="physics", engine="vllm-0.5.4")
     serve("llama-3-8b", "h100-sxm", **kw)
     kept = len(serving._STEPS)
-    # the grid of batch sizes, and the steps the gaps between tokens are read at (`token_gaps.prompt_points`)
-    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24)))) + len(
+    # the grid of batch sizes (the steady state's steps), the steps a request's prompt runs in at a few of them
+    # (PREFILL_BATCHES), and the steps the gaps between tokens are read at (`token_gaps.prompt_points`)
+    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24)))) + serving.PREFILL_BATCHES + len(
         serving.token_gaps.prompt_points(serving.serve_step.CHUNK_TOKENS))
     again = serve("llama-3-8b", "a100-sxm4-80gb", **kw)
     assert len(serving._STEPS) == kept
@@ -966,3 +967,33 @@ def test_a_load_window_by_window_gives_its_busiest_window_s_gaps():
     assert varied.itl_p99_s == pytest.approx(alone.itl_p99_s, rel=1e-9)
     assert varied.itl_p90_s == pytest.approx(alone.itl_p90_s, rel=1e-9)
     assert "(the busiest window)" in render.serve_table(varied)
+
+
+def test_a_request_s_first_token_comes_after_its_prompt_s_steps():
+    """A request's first token comes at the end of the step that runs its prompt, beside the steady state's mean
+    prompt tokens (`prefill_s`, in `ttft_s`); a prompt longer than the chunk runs a whole chunk a step first."""
+    from joulecast.estimator import serving
+
+    spec = lookup("h100-sxm")
+    shape = dict(dtype="bf16", engine="vllm-0.11.1", launch_mode="graph", tp=1, chunk_tokens=2048, residual=None,
+                 sampling="greedy")
+    kw = dict(output_len=256, concurrency=64, engine="vllm-0.11.1", chunk_tokens=2048, estimator="physics")
+
+    def step(input_len: float, **more) -> float:
+        size = dict(input_len=float(input_len), output_len=256.0, input_len_cv=0.0, output_len_cv=0.0, **more)
+        (((est, wait_s, _, _),),) = serving._evaluate("llama-3-8b", spec, np.array([64]), [size], **shape)
+        return est.time_s + wait_s
+
+    short = serve("llama-3-8b", "h100-sxm", input_len=512, **kw)
+    assert short.prefill_s == pytest.approx(step(512, own_prompt=512), rel=1e-12)
+    assert short.ttft_s == short.prefill_s > short.step_time_s == pytest.approx(step(512), rel=1e-12)
+    long = serve("llama-3-8b", "h100-sxm", input_len=5000, **kw)  # two chunks of 2,048, then 904 beside the mean
+    assert long.prefill_s == pytest.approx(2 * step(5000, prompt=2048) + step(5000, own_prompt=904), rel=1e-12)
+    assert "for its prompt's prefill" in render.serve_table(long)
+    # at a rate too, and each window's
+    rated = serve("llama-3-8b", "h100-sxm", input_len=512, output_len=256, window_rates=[2.0, 8.0], window_s=600,
+                  engine="vllm-0.11.1", estimator="physics")
+    w = rated.windows
+    assert (w.prefill_s > w.step_time_s).all()
+    assert rated.prefill_s == pytest.approx(np.average(w.prefill_s, weights=w.request_rate))
+    assert rated.ttft_s == pytest.approx(rated.prefill_s + rated.slot_wait_s)

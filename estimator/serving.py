@@ -51,7 +51,7 @@ import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -267,15 +267,15 @@ STEPS_KEPT = 1024
 _STEPS: dict = {}
 
 
-def _evaluate(model: str, spec: Any, batches: np.ndarray, sizes: Sequence[Mapping[str, float]], dtype: str,
-              engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
+def _evaluate(model: str, spec: Any, batches: np.ndarray | list[np.ndarray], sizes: Sequence[Mapping[str, float]],
+              dtype: str, engine: str | None, launch_mode: str, tp: int, chunk_tokens: int, residual: Any,
               sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
               host_dispatch_s: float | None = None, sampling: str = "greedy", expert_parallel: bool = False
               ) -> list[list[tuple[Estimate, float, float, float]]]:
-    """For each of `sizes` (a length class's input_len, output_len, input_len_cv and output_len_cv), per batch size:
-    the step's estimate on one GPU, the seconds and joules a GPU its instance adds to it
-    (`tensor_parallel.instance_wait`: all-reduces, the engine's host work for its other workers), and the step's
-    prompt tokens."""
+    """For each of `sizes` (a length class's input_len, output_len, input_len_cv and output_len_cv), per batch size
+    (`batches`: the same for every size, or a list of them, a size each): the step's estimate on one GPU, the
+    seconds and joules a GPU its instance adds to it (`tensor_parallel.instance_wait`: all-reduces, the engine's host
+    work for its other workers), and the step's prompt tokens."""
     config, named, source = resolve_model(model)
     shape = dict(dtype=dtype, engine=engine, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
                  host_dispatch_s=host_dispatch_s, sampling=sampling, expert_parallel=expert_parallel)
@@ -287,16 +287,18 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray, sizes: Sequence[Mappin
         # a catalog model's step kept: a sweep's GPUs, clocks, limits and rates serve the same steps
         return kept_for(_STEPS, (), make, STEPS_KEPT, (named, b, *size.items(), *shape.items()))
 
-    works, prompts = zip(*(step(int(b), size) for size in sizes for b in batches))
+    each = list(batches) if isinstance(batches, list) else [batches] * len(sizes)
+    works, prompts = zip(*(step(int(b), size) for size, some in zip(sizes, each) for b in some))
     # every class's and batch's step in one physics pass and one residual prediction
     ests = estimate_batch(list(works), spec, sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w,
                           estimator=residual if residual is not None else "physics")
     # every step's instance at once (one physics pass over the experts' GEMMs where they are split)
-    tokens = np.tile(np.asarray(batches, dtype=np.int64), len(sizes)) + np.asarray(prompts, dtype=np.int64)
+    tokens = np.concatenate([np.asarray(some, dtype=np.int64) for some in each]) + np.asarray(prompts, dtype=np.int64)
     wait_s, wait_j = instance_wait(config, spec, engine, tp, tokens, sm_clock_mhz, expert_parallel, dtype,
                                    power_limit_w)
     steps = [(est, float(s), float(j), float(p)) for est, s, j, p in zip(ests, wait_s, wait_j, prompts)]
-    return [steps[k * len(batches):(k + 1) * len(batches)] for k in range(len(sizes))]
+    ends = np.cumsum([len(some) for some in each])
+    return [steps[end - len(some):end] for some, end in zip(each, ends)]
 
 
 def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: float | None = None,
@@ -437,35 +439,42 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         busy = min(concurrency, max_batch)
         # the step, a request's prompt's steps (`_first_sizes`) and the steps the gaps between tokens are read at
         # (`_token_gaps`), in one pass
-        first, full = _first_sizes(at, chunk_tokens)
+        first, own = _first_sizes(at, chunk_tokens)
         ((est, wait_s, wait_j, _),), *more = _evaluate(
             model, spec, np.array([busy]), [at, *first, *_at_prompts(at, chunk_tokens, busy)], dtype=dtype,
             engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
-        prefill, gap_steps = float(_prefill_s(more[:len(first)], full)[0]), more[len(first):]
+        # (1, own): the step itself, then its own prompt's counts
+        beside = np.concatenate([[[est.time_s + wait_s]], _seconds(more[:len(first)]).T], axis=1)
+        gap_steps = more[len(first):]
+        lengths, mass = token_gaps.length_bins(input_len, input_len_cv)
+        prefill = float(_prefill_at(beside, own, lengths, chunk_tokens)[0] @ mass)  # over the prompts' lengths
+        # the prompt 99 % of requests' are within (the closed loop's wait about the same for each)
+        tail = _prefill_at(beside, own, np.array([token_gaps.length_quantile(input_len, input_len_cv,
+                                                                            TTFT_QUANTILE)]), chunk_tokens)
         mean_batch, idle = float(busy), 0.0
         running, admitted = mean_batch, mean_batch / output_len  # a request admitted as one finishes (Little's law)
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
         slot_s = closed_wait_s(concurrency, busy, tokens_per_s / output_len)  # the requests past max_batch queue
-        whole_p99 = prefill + slot_s  # a closed loop's queue moves at the throughput: each waits about as long
+        whole_p99 = float(tail[0, 0]) + slot_s  # a closed loop's queue moves at the throughput: each waits about
+        # as long
     else:
         rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
-        curves = _evaluate(model, spec, grid, sized, dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp,
-                           chunk_tokens=chunk_tokens, residual=residual, **setting)
-        step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
-        step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
-        # a request's prompt's steps (`_first_sizes`), each class's in one pass at a few of the batches: what they
-        # add to the step is smooth in the batch, read between them
+        # each class's steps, and its requests' prompts' steps (`_first_sizes`) at a few of the batches (what they add
+        # to the step is smooth in the batch, read between them; then at its prompts' lengths, `_prefills`), in one
+        # pass
         firsts = [_first_sizes(size, chunk_tokens) for size in sized]
         some = np.unique(np.round(np.linspace(0, len(grid) - 1, PREFILL_BATCHES)).astype(int))
-        more = _evaluate(model, spec, grid[some], [f for first, _ in firsts for f in first], dtype=dtype, engine=eng,
-                         launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
-        ends = np.cumsum([len(first) for first, _ in firsts])
-        prefill_grid = step_s + np.array([np.interp(grid, grid[some], _prefill_s(more[end - len(first):end], full)
-                                                    - step_s[k, some])
-                                          for k, ((first, full), end) in enumerate(zip(firsts, ends))])
+        first = [f for sizes_, _ in firsts for f in sizes_]
+        curves = _evaluate(model, spec, [grid] * len(sized) + [grid[some]] * len(first), [*sized, *first],
+                           dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
+                           residual=residual, **setting)
+        curves, more = curves[:len(sized)], curves[len(sized):]
+        step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
+        step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
+        prefill_grid = _prefills(more, firsts, sized, grid, some, step_s, chunk_tokens)
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (classes[:, 1:2] * step_s), axis=1)
@@ -485,8 +494,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             k = int(label[np.argmax(rates > reach)])
             raise _beyond(rates, reach, instances, max_batch, None if windows is None else seconds,
                           _beyond_advice(curves[k][-1], spec, tp, math.ceil((rates * instances / reach).max())))
-        steps = _Steps(grid, step_s, step_j_grid, capacity, prefill_grid, classes[:, 1], classes[:, 3], label, scale,
-                       max_batch, None if windows is None else seconds)
+        steps = _Steps(grid, step_s, step_j_grid, capacity, *prefill_grid, classes[:, 1], classes[:, 3], label,
+                       scale, max_batch, None if windows is None else seconds)
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
@@ -494,13 +503,15 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                 # token comes later than a target
                 serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
-        batches, step_time, step_energy, prefill, waits = _served(steps, rates, np.arange(len(rates)))
-        slot_s = waits.mean_s
-        # the first token's quantile: each window's, its prompt's steps and any backlog's wait before its wait for a
-        # slot (a queued window's worst: the fluid backlog's wait is a mean, not a spread)
-        found = prefill + line["worst_wait_s"] if queue else prefill
-        p99 = quantile_s(waits, TTFT_QUANTILE, found)
-        whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals))
+        batches, step_time, step_energy, prefills, waits = _served(steps, rates, np.arange(len(rates)))
+        slot_s, prefill = waits.mean_s, prefills.mean_s
+        # the first token's quantile: each window's, its prompt's steps (at each of its lengths' bins) and any
+        # backlog's wait before its wait for a slot (a queued window's worst: the fluid backlog's wait is a mean, not
+        # a spread)
+        found = prefills.bins_s + line["worst_wait_s"] if queue else prefills.bins_s
+        p99 = quantile_s(waits, TTFT_QUANTILE, found, mix=prefills.mass)
+        whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals,
+                                                                    mix=prefills.mass))
         busiest = int(np.argmax(batches))
         running = float(batches[busiest])
         admitted = running / float(np.broadcast_to(own_out, batches.shape)[busiest])  # at its own answers' length
@@ -579,21 +590,56 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                   tuple(b / per_token for b in band)))
 
 
-def _first_sizes(size: Mapping[str, float], chunk_tokens: int) -> tuple[list[dict[str, float]], int]:
-    """A request's prompt's steps as `_evaluate`'s sizes: the step its first token comes in (its prompt, or the last
-    chunk of one longer than the chunk, beside the steady state's mean prompt tokens), and where it runs over
-    several, a step of a whole chunk, `full` of them before that one (chunked prefill)."""
-    full, last = divmod(max(1, round(size["input_len"])), chunk_tokens)
-    if last == 0:  # a whole number of chunks: the last of them brings the first token
-        full, last = full - 1, chunk_tokens
-    return [dict(size, own_prompt=last), *([dict(size, prompt=chunk_tokens)] if full else [])], full
+def _first_sizes(size: Mapping[str, float], chunk_tokens: int) -> tuple[list[dict[str, float]], np.ndarray]:
+    """A request's prompt's steps as `_evaluate`'s sizes: the steady state's step with one request's own prompt
+    tokens beside its mean prompt tokens, at a few counts of them (`own`, ascending: none, which is the steady
+    state's step itself and needs no size, the mean prompt's last chunk, a whole chunk), between which `_prefill_at`
+    reads any prompt's."""
+    _, last = _chunks(np.array([max(1.0, round(size["input_len"]))]), chunk_tokens)
+    own = np.unique(np.array([0, int(last[0]), chunk_tokens]))
+    return [dict(size, own_prompt=int(r)) for r in own[1:]], own
 
 
-def _prefill_s(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], full: int) -> np.ndarray:
-    """A request's time from its admission to its first token at each batch `_evaluate` priced `_first_sizes`' steps
-    at (`steps`, theirs): the step its first token comes in and `full` whole chunks' before it."""
-    seconds = np.array([[est.time_s + wait_s for est, wait_s, _, _ in row] for row in steps])
-    return seconds[0] + full * seconds[1] if full else seconds[0]
+def _chunks(lengths: np.ndarray, chunk_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Prompts' whole chunks run before their last step, and the tokens of that last step (chunked prefill)."""
+    full, last = np.divmod(np.maximum(np.round(lengths), 1.0), chunk_tokens)
+    whole = last == 0  # a whole number of chunks: the last of them brings the first token
+    return np.where(whole, full - 1, full), np.where(whole, chunk_tokens, last)
+
+
+def _seconds(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]]) -> np.ndarray:
+    """The time of `_evaluate`'s steps, a row a size, a column a batch (each GPU's wait for its instance in it)."""
+    return np.array([[est.time_s + wait_s for est, wait_s, _, _ in row] for row in steps])
+
+
+def _prefill_at(beside: np.ndarray, own: np.ndarray, lengths: np.ndarray, chunk_tokens: int) -> np.ndarray:
+    """A request's time from its admission to its first token, for prompts of `lengths` (a column each), from the
+    steps that run `own` tokens of a prompt beside the mean's (`beside`, a row a batch, a column an own count, the
+    last a whole chunk): its whole chunks' steps, then the step of its last tokens, read between the counts."""
+    full, last = _chunks(lengths, chunk_tokens)
+    between = np.array([np.interp(last, own, basis) for basis in np.eye(len(own))])  # own x lengths
+    return beside @ between + beside[:, -1:] * full
+
+
+def _prefills(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]],
+              firsts: Sequence[tuple[list[dict[str, float]], np.ndarray]], sized: Sequence[Mapping[str, float]],
+              grid: np.ndarray, some: np.ndarray, step_s: np.ndarray, chunk_tokens: int
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Each class's time from a request's admission to its first token at each batch of `grid` and each bin of its
+    prompts' lengths (`token_gaps.length_bins`; a class a row, padded with bins of no probability), and the bins'
+    probabilities: from `_first_sizes`' steps (`steps`, `_evaluate`'s at the grid's batches `some`), what they add
+    to the class's step (`step_s`) read between those batches."""
+    bins = [token_gaps.length_bins(size["input_len"], size["input_len_cv"]) for size in sized]
+    width = max(len(mass) for _, mass in bins)
+    times, masses = np.zeros((len(sized), len(grid), width)), np.zeros((len(sized), width))
+    end = 0
+    for k, ((first, own), (lengths, mass)) in enumerate(zip(firsts, bins)):  # a loop over the few classes
+        added = _seconds(steps[end:end + len(first)]) - step_s[k, some]  # own (past none) x some
+        end += len(first)
+        beside = step_s[k][:, None] + np.array([np.zeros(len(grid)), *(np.interp(grid, grid[some], row)
+                                                                      for row in added)]).T
+        times[k, :, :len(mass)], masses[k, :len(mass)] = _prefill_at(beside, own, lengths, chunk_tokens), mass
+    return times, masses
 
 
 def _whole(running: float) -> int:
@@ -652,7 +698,8 @@ class _Steps:
     step_s: np.ndarray
     step_j: np.ndarray
     capacity: np.ndarray
-    prefill_s: np.ndarray         # a request's time from its admission to its first token at each batch
+    prefill_s: np.ndarray         # a request's time from its admission to its first token: a class, a batch, a bin
+    prefill_mass: np.ndarray      # of its prompts' lengths (`token_gaps.length_bins`): each bin's probability
     output_len: np.ndarray
     output_len_cv: np.ndarray
     label: np.ndarray
@@ -661,13 +708,24 @@ class _Steps:
     seconds: np.ndarray | None    # each window's length (none: one steady rate)
 
 
+class Prefills(NamedTuple):
+    """A request's time from its admission to its first token, a window each: its mean over the prompts' lengths,
+    and at each bin of them (`token_gaps.length_bins`; a row a bin) with the bin's probability."""
+
+    mean_s: np.ndarray
+    bins_s: np.ndarray
+    mass: np.ndarray
+
+
 def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
-            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, SlotWaits]:
+            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, Prefills, SlotWaits]:
     """Windows `which` served at `rates` requests a second an instance (one a window of them): each one's requests
-    in flight (Little's law), step time and energy, a request's time from its admission to its first token, and its
-    wait for a slot (`estimator.slot_wait`, its queue what the window's length allows where the load is given window
-    by window)."""
-    batches, step_time, step_energy, prefill = (np.empty(len(which)) for _ in range(4))
+    in flight (Little's law), step time and energy, a request's time from its admission to its first token
+    (`Prefills`), and its wait for a slot (`estimator.slot_wait`, its queue what the window's length allows where the
+    load is given window by window)."""
+    batches, step_time, step_energy = (np.empty(len(which)) for _ in range(3))
+    bins = steps.prefill_s.shape[2]
+    prefill, mass = np.empty((bins, len(which))), np.empty((bins, len(which)))
     waits = np.empty((len(SlotWaits._fields), len(which)))
     label, scale = steps.label[which], steps.scale[which]
     for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
@@ -676,11 +734,12 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
         batches[mine] = _in_flight(own, steps.grid, steps.capacity[k], steps.output_len[k], steps.step_s[k, 0])
         step_time[mine] = np.interp(batches[mine], steps.grid, steps.step_s[k])
         step_energy[mine] = np.interp(batches[mine], steps.grid, steps.step_j[k])
-        prefill[mine] = np.interp(batches[mine], steps.grid, steps.prefill_s[k])
+        prefill[:, mine] = [np.interp(batches[mine], steps.grid, column) for column in steps.prefill_s[k].T]
+        mass[:, mine] = steps.prefill_mass[k][:, None]
         waits[:, mine] = open_waits(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
                                     np.full(len(own), steps.output_len_cv[k]),
                                     None if steps.seconds is None else steps.seconds[which][mine])
-    return batches, step_time, step_energy, prefill, SlotWaits(*waits)
+    return batches, step_time, step_energy, Prefills((prefill * mass).sum(axis=0), prefill, mass), SlotWaits(*waits)
 
 
 def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
@@ -694,10 +753,10 @@ def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np
     while (lo < hi).any():  # log2(fleet) passes
         which = np.flatnonzero(lo < hi)
         mid = np.floor((lo[which] + hi[which]) / 2)
-        _, _, _, prefill, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
-        met = np.ones(len(which), bool) if target_s is None else prefill + waits.mean_s <= target_s
+        _, _, _, prefills, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
+        met = np.ones(len(which), bool) if target_s is None else prefills.mean_s + waits.mean_s <= target_s
         if p99_target_s is not None:
-            met &= quantile_s(waits, TTFT_QUANTILE, prefill) <= p99_target_s
+            met &= quantile_s(waits, TTFT_QUANTILE, prefills.bins_s, mix=prefills.mass) <= p99_target_s
         hi[which[met]] = mid[met]
         lo[which[~met]] = mid[~met] + 1
     return lo

@@ -118,21 +118,25 @@ def exceeding(waits: SlotWaits, t: np.ndarray) -> np.ndarray:
     return np.where(t < 0, 1.0, (waits.busy - p_wait) * spread + p_wait * np.nan_to_num(tail))
 
 
-def quantile_s(waits: SlotWaits, p: float, shift_s: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """The `p` quantile of each stream's time (s) to its first token, `shift_s` (its step, a backlog's wait) and its
-    wait for a slot (`exceeding`); with `weights` (its arrivals), the quantile of them all together. By bisection,
-    every stream at once, to a microsecond or 1e-4 of it."""
+def quantile_s(waits: SlotWaits, p: float, shift_s: np.ndarray, weights: np.ndarray | None = None,
+               mix: np.ndarray | None = None) -> np.ndarray:
+    """The `p` quantile of each stream's time (s) to its first token, `shift_s` (its prefill, a backlog's wait) and
+    its wait for a slot (`exceeding`); with `weights` (its arrivals), the quantile of them all together; with `mix`,
+    `shift_s` a row each of several shifts (a prompt's prefill at each bin of its lengths) and `mix` their
+    probabilities, a stream's share past t theirs weighed. By bisection, every stream at once, to a microsecond or
+    1e-4 of it."""
     shift_s = np.asarray(shift_s, dtype=np.float64)
-    # past the step found and the queue's tail down to 1 - p, no stream has more than 1 - p left to wait
+    shifts, mix = (shift_s[None], np.ones((1, shift_s.shape[-1]))) if mix is None else (shift_s, np.asarray(mix))
+    # past the longest shift, the step found and the queue's tail down to 1 - p, no stream has more than 1 - p left
     reach = np.log(np.maximum(waits.waiting, 1e-300) / (1.0 - p)).clip(min=0.0)
     queue = np.divide(reach, waits.decay, out=np.zeros_like(reach), where=(reach > 0) & (waits.decay > 0))
-    hi_each = shift_s + np.maximum(waits.found_s + waits.found_sd_s, waits.full_s) + queue
-    lo, hi = (np.zeros(1), np.array([hi_each.max()])) if weights is not None else (np.zeros_like(shift_s), hi_each)
+    hi_each = shifts.max(axis=0) + np.maximum(waits.found_s + waits.found_sd_s, waits.full_s) + queue
+    lo, hi = (np.zeros(1), np.array([hi_each.max()])) if weights is not None else (np.zeros_like(hi_each), hi_each)
     for _ in range(64):  # halving the bracket until it is narrow enough
         if (hi - lo <= 1e-6 + 1e-4 * hi).all():
             break
         mid = (lo + hi) / 2
-        share = exceeding(waits, mid - shift_s)
+        share = (mix * exceeding(waits, mid - shifts)).sum(axis=0)
         if weights is not None:
             share = np.array([np.dot(share, weights) / weights.sum()])
         over = share > 1.0 - p

@@ -23,6 +23,10 @@ import numpy as np
 GRID_POINTS = 4096   # the token grid's points: the sum's distribution on it
 SPAN_SDS = 12.0      # the grids span this many standard deviations past a mean (a prompt's length, the sum's)
 LENGTH_POINTS = 1 << 16  # at most this many points of a prompt's length (spread prompts far longer than the chunk)
+# A prompt's length distribution as bins between these quantiles, for its first token's (`length_bins`), read at
+# this many points a mean length
+LENGTH_BINS = (0.5, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999)
+BIN_POINTS_A_MEAN = 64
 # The prompt tokens a step is priced at, as shares of the chunk (0 and a geometric run up to the chunk itself): a
 # step's time grows with its tokens, flat while its GEMMs stay bound by their weights' reads, then about linearly.
 # Eleven points instead of these six moved ML.ENERGY v3's quantiles by under 0.3 points (experiments/token_gaps.py).
@@ -34,19 +38,44 @@ def prompt_points(chunk_tokens: int) -> np.ndarray:
     return np.unique(np.round(PROMPT_POINTS * chunk_tokens).astype(np.int64))
 
 
-def _pieces(input_len: float, input_len_cv: float, chunk_tokens: int, step: float) -> tuple[np.ndarray, float]:
-    """The length of a prompt's piece a step (a chunk, or what is left of the prompt) on a grid of `step` tokens,
-    from 0 to the chunk, and the pieces a prompt makes on average."""
-    if input_len_cv > 0.0:  # lognormal lengths at that mean and spread, read at the grid's points out to its tail
+def _lengths(input_len: float, input_len_cv: float, step: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt lengths and their probabilities: lognormal at the mean `input_len` and spread `input_len_cv`, read at
+    points `step` tokens apart (or further apart for the longest prompts: LENGTH_POINTS at most) out to its tail;
+    the mean alone where every prompt is as long."""
+    if input_len_cv > 0.0:
         sigma2 = np.log1p(input_len_cv ** 2)
         mu = np.log(input_len) - sigma2 / 2
         longest = input_len * (1 + SPAN_SDS * input_len_cv)
-        apart = max(step, longest / LENGTH_POINTS)  # the grid's step, or coarser for the longest prompts
+        apart = max(step, longest / LENGTH_POINTS)
         lengths = np.arange(1, int(np.ceil(longest / apart)) + 1) * apart
         weight = np.exp(-(np.log(lengths) - mu) ** 2 / (2 * sigma2)) / lengths
-    else:  # every prompt as long
+    else:
         lengths, weight = np.array([float(input_len)]), np.ones(1)
-    weight = weight / weight.sum()
+    return lengths, weight / weight.sum()
+
+
+def length_bins(input_len: float, input_len_cv: float) -> tuple[np.ndarray, np.ndarray]:
+    """Prompt lengths standing for their distribution (`_lengths`): each bin's mean length and probability, the
+    bins between the quantiles LENGTH_BINS (finer in the tail: a quantile of the first token is a long prompt's);
+    one bin where every prompt is as long."""
+    lengths, weight = _lengths(input_len, input_len_cv, input_len / BIN_POINTS_A_MEAN)
+    which = np.searchsorted(np.asarray(LENGTH_BINS), np.cumsum(weight) - weight / 2, side="right")
+    mass = np.bincount(which, weight, minlength=len(LENGTH_BINS) + 1)
+    mean = np.bincount(which, weight * lengths, minlength=len(LENGTH_BINS) + 1)
+    kept = mass > 0
+    return mean[kept] / mass[kept], mass[kept] / mass[kept].sum()
+
+
+def length_quantile(input_len: float, input_len_cv: float, q: float) -> float:
+    """The prompt length at quantile `q` (`_lengths`)."""
+    lengths, weight = _lengths(input_len, input_len_cv, input_len / BIN_POINTS_A_MEAN)
+    return float(lengths[min(int(np.searchsorted(np.cumsum(weight), q * (1 - 1e-12))), len(lengths) - 1)])
+
+
+def _pieces(input_len: float, input_len_cv: float, chunk_tokens: int, step: float) -> tuple[np.ndarray, float]:
+    """The length of a prompt's piece a step (a chunk, or what is left of the prompt) on a grid of `step` tokens,
+    from 0 to the chunk, and the pieces a prompt makes on average."""
+    lengths, weight = _lengths(input_len, input_len_cv, step)
     whole = np.floor(lengths / chunk_tokens)  # full chunks a prompt runs
     rest = lengths - whole * chunk_tokens     # and what is left, in one more step
     size = int(round(chunk_tokens / step)) + 1

@@ -8,8 +8,9 @@ each figure beside a reference measured in the same run:
    leaves each next one colder); and the same estimates back to back, nothing between them;
 3. whole jobs, warm, median CPU ms (no target; each job's steps go through `estimate_many` in one call, so this is
    mostly its fixed cost a call): the README's `generate` (Llama-3-8B on the H100, 16 x 1,024 tokens in and 256
-   out: 256 passes), a `serve` at a concurrency (one step and the six its gaps between tokens are read at) and at a
-   request rate (a grid of 21 batch sizes, one `estimate_batch` call, and the six) and a LoRA `train_run`, beside the plain-numpy roofline pass over 40 kernel rows a pass;
+   out: 256 passes), a `serve` at a concurrency (one step, the two a request's prompt is priced at, and the six its
+   gaps between tokens are read at) and at a request rate (a grid of 21 batch sizes and the prompt's two at 6 of them
+   in one `estimate_batch` call, and the six) and a LoRA `train_run`, beside the plain-numpy roofline pass over 40 kernel rows a pass;
 4. `estimate_many` over distinct configurations (models x phases x batch x sequence x GPU x clock; target 20,000 per
    CPU-second and at most 1 GB peak memory), and over repeated ones, in a child process whose peak resident memory
    is read from the kernel, beside a plain-numpy roofline pass over all their kernel rows.
@@ -104,7 +105,7 @@ def jobs(repeats: int) -> list[dict[str, float]]:
     """Each of JOBS estimated `repeats` times warm (the shipped model loaded), its median CPU ms, beside the numpy
     reference over 40 kernel rows for each of the job's steps."""
     import joulecast
-    from joulecast.estimator import token_gaps
+    from joulecast.estimator import serving, token_gaps
     from joulecast.features.serve_step import CHUNK_TOKENS
 
     out = []
@@ -112,12 +113,16 @@ def jobs(repeats: int) -> list[dict[str, float]]:
         call = getattr(joulecast, name.split()[0])
         est = call(**kwargs)  # the model and the structure's template loaded
         # a generation's passes (its steps table); serving its step (at a rate, its grid of batch sizes: one
-        # estimate pass over them) and the steps its gaps between tokens are read at (`token_gaps.prompt_points`);
-        # train_run reports none: one
-        gap_steps = len(token_gaps.prompt_points(CHUNK_TOKENS))
-        steps = (len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame)
-                 else len(np.unique(np.round(np.geomspace(1, 256, 24)))) + gap_steps if "request_rate" in kwargs
-                 else 1 + gap_steps if name == "serve" else 1)
+        # estimate pass over them), the steps its requests' prompts run in (at a rate, at PREFILL_BATCHES of the
+        # grid's) and the steps its gaps between tokens are read at (`token_gaps.prompt_points`); train_run reports
+        # none: one
+        serving_steps = 0
+        if name.startswith("serve"):
+            first = len(serving._first_sizes(dict(input_len=float(kwargs["input_len"])), CHUNK_TOKENS)[0])
+            serving_steps = len(token_gaps.prompt_points(CHUNK_TOKENS)) + (
+                len(np.unique(np.round(np.geomspace(1, 256, 24)))) + first * serving.PREFILL_BATCHES
+                if "request_rate" in kwargs else 1 + first)
+        steps = len(est.steps) if isinstance(getattr(est, "steps", None), pd.DataFrame) else serving_steps or 1
         cpu = []
         for _ in range(repeats):
             start = time.process_time()

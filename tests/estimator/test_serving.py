@@ -913,8 +913,9 @@ def test_a_catalog_model_s_steps_are_lowered_once_and_kept():
     serve("llama-3-8b", "h100-sxm", **kw)
     kept = len(serving._STEPS)
     # the grid of batch sizes (the steady state's steps), the steps a request's prompt runs in at a few of them
-    # (PREFILL_BATCHES), and the steps the gaps between tokens are read at (`token_gaps.prompt_points`)
-    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24)))) + serving.PREFILL_BATCHES + len(
+    # (PREFILL_BATCHES; with 300 and a chunk of its tokens), and the steps the gaps between tokens are read at
+    # (`token_gaps.prompt_points`)
+    assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24)))) + 2 * serving.PREFILL_BATCHES + len(
         serving.token_gaps.prompt_points(serving.serve_step.CHUNK_TOKENS))
     again = serve("llama-3-8b", "a100-sxm4-80gb", **kw)
     assert len(serving._STEPS) == kept
@@ -997,3 +998,25 @@ def test_a_request_s_first_token_comes_after_its_prompt_s_steps():
     assert (w.prefill_s > w.step_time_s).all()
     assert rated.prefill_s == pytest.approx(np.average(w.prefill_s, weights=w.request_rate))
     assert rated.ttft_s == pytest.approx(rated.prefill_s + rated.slot_wait_s)
+
+
+def test_spread_prompts_lengthen_the_first_token_s_tail():
+    """Prompts spread about their mean (`input_len_cv`, lognormal): a request's prefill at each bin of their lengths
+    (`token_gaps.length_bins`); the mean first token over them, and its 99th percentile a long prompt's: at a
+    concurrency, the prefill of the prompt 99 % are within, at a rate past every prompt as long's."""
+    from joulecast.estimator import token_gaps
+
+    kw = dict(input_len=512, output_len=256, engine="vllm-0.11.1", estimator="physics")
+    for load in (dict(concurrency=64), dict(request_rate=4.0)):
+        alike = serve("llama-3-8b", "h100-sxm", **load, **kw)
+        spread = serve("llama-3-8b", "h100-sxm", input_len_cv=3.0, **load, **kw)
+        assert spread.ttft_p99_s > 3 * alike.ttft_p99_s and spread.ttft_s < 2 * alike.ttft_s
+        assert spread.ttft_s == pytest.approx(spread.prefill_s + spread.slot_wait_s, rel=1e-12)
+    # at a concurrency, the 99th percentile the prefill of a prompt as long as 99 % are within, served beside the
+    # same load: more than the prefill of the mean prompt, less than of a whole chunk run alone
+    q99 = token_gaps.length_quantile(512, 3.0, 0.99)
+    assert 2000 < q99 < 8192
+    closed = serve("llama-3-8b", "h100-sxm", concurrency=64, input_len_cv=3.0, **kw)
+    longest = serve("llama-3-8b", "h100-sxm", concurrency=64, input_len=q99, output_len=256, engine="vllm-0.11.1",
+                    estimator="physics")
+    assert closed.prefill_s < closed.ttft_p99_s < longest.prefill_s * 1.5

@@ -89,6 +89,23 @@ def test_the_wait_s_quantile_is_m_m_c_s_where_the_capacity_is_linear(slots, rate
     assert share[0] == 1.0 and (np.diff(share) <= 0).all()
 
 
+def test_a_quantile_over_a_mixture_of_prefills_is_where_their_weighed_tail_crosses():
+    """Several shifts (a prompt's prefill at each bin of its lengths) with their probabilities: the quantile is where
+    the shares past it, each at its shift, weighed, cross 1 - p; one shift of probability one is the plain one."""
+    batches = np.arange(1, 5)
+    waits = slot_wait.open_waits(np.array([3.0, 2.0]), 4, batches, batches * 1.0, np.full(4, 0.01), np.ones(2))
+    shifts = np.array([[0.01, 0.02], [0.5, 0.3]])
+    mix = np.array([[0.97, 0.9], [0.03, 0.1]])
+    got = slot_wait.quantile_s(waits, 0.99, shifts, mix=mix)
+    for t, k in ((got, 1.0), (got * (1 - 1e-3), -1.0)):  # just past it: under 1 %; just short of it: over
+        share = (mix * slot_wait.exceeding(waits, t - shifts)).sum(axis=0)
+        assert (k * (share - 0.01) <= 1e-6).all(), (t, share)
+    plain = slot_wait.quantile_s(waits, 0.99, shifts[0])
+    np.testing.assert_allclose(slot_wait.quantile_s(waits, 0.99, shifts[:1], mix=np.ones((1, 2))), plain, rtol=1e-12)
+    whole = slot_wait.quantile_s(waits, 0.99, shifts, np.array([1.0, 1.0]), mix=mix)
+    assert got.min() <= whole <= got.max()
+
+
 def test_a_closed_loop_queues_what_passes_its_slots():
     assert slot_wait.closed_wait_s(512, 256, 10.0) == pytest.approx(25.6)
     assert slot_wait.closed_wait_s(64, 256, 10.0) == 0.0

@@ -999,6 +999,9 @@ def test_a_serving_sweep_bounds_the_gaps_between_tokens(capsys):
                               max_itl_p99_s=bound, **kw)
     assert bounded.points["feasible"].tolist() == [True, True, False]
     assert "99 % of tokens within" in sweep_report.constraints_text(bounded.constraints)
+    # the bounded percentile a column of the table, where it is bounded alone
+    assert "itl_p99_s" in sweep_report.columns(bounded) and "itl_p99_s" not in sweep_report.columns(free)
+    assert "ttft_p99_s" not in sweep_report.columns(bounded)
     with pytest.raises(joulecast.InputError, match="^max_itl_p99_s: applies to --phase serve only"):
         joulecast.sweep("llama-3-8b", "h100-sxm", phase="decode", batch=[1], seq=128, max_itl_p99_s=1.0,
                         estimator="physics")

@@ -961,8 +961,9 @@ def test_speed_reports_every_figure_beside_its_reference():
                                          and w["kernel_rows"] > 0 for w in out["warm"])
     assert [j["job"] for j in out["jobs"]] == ["generate", "serve", "serve at a rate", "train_run"]
     assert out["jobs"][0]["steps"] == 256  # the README's generation: 256 passes, its prefill and 255 decode steps
-    # serving: its step (at a rate, its grid of 21 batch sizes) and the six its gaps between tokens are read at
-    assert [j["steps"] for j in out["jobs"][1:3]] == [1 + 6, 21 + 6]
+    # serving: its step (at a rate, its grid of 21 batch sizes), the two its requests' 512-token prompts are priced
+    # at (at a rate, at 6 of the grid's) and the six its gaps between tokens are read at
+    assert [j["steps"] for j in out["jobs"][1:3]] == [1 + 2 + 6, 21 + 2 * 6 + 6]
     assert all(j["median_cpu_ms"] > 0 and j["numpy_reference_ms"] > 0 for j in out["jobs"])
     assert [(b["estimator"], b["repeated"]) for b in out["batch"]] == [("physics", False), ("hybrid", False),
                                                                       ("hybrid", True)]

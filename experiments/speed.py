@@ -10,7 +10,8 @@ each figure beside a reference measured in the same run:
    mostly its fixed cost a call): the README's `generate` (Llama-3-8B on the H100, 16 x 1,024 tokens in and 256
    out: 256 passes), a `serve` at a concurrency (one step, the two a request's prompt is priced at, and the six its
    gaps between tokens are read at) and at a request rate (a grid of 21 batch sizes and the prompt's two at 6 of them
-   in one `estimate_batch` call, and the six) and a LoRA `train_run`, beside the plain-numpy roofline pass over 40 kernel rows a pass;
+   in one `estimate_batch` call, and the six) and a LoRA `train_run`, beside the plain-numpy roofline pass over 40
+   kernel rows a pass;
 4. `estimate_many` over distinct configurations (models x phases x batch x sequence x GPU x clock; target 20,000 per
    CPU-second and at most 1 GB peak memory), and over repeated ones, in a child process whose peak resident memory
    is read from the kernel, beside a plain-numpy roofline pass over all their kernel rows.

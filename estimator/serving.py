@@ -33,14 +33,16 @@ every request served at once the number in flight is Poisson, so the GPU idles a
 catalog idle power; a request's time to first token counts its wait for one of the max_batch slots
 (`estimator.slot_wait`) and then its prompt's prefill: the step that runs its prompt beside the steady state's mean
 prompt tokens (a prompt past the chunk a whole chunk a step before its last), priced at a few of a rate's grid of
-batches and read between (PREFILL_BATCHES). The gaps between a request's tokens are the steps it runs in, which
-differ by the prompts they admit (`estimator.token_gaps`). A rate above what max_batch serves is an error naming the most it serves. A load that varies
-(`window_rates`: a trace's arrivals a second in each window of `window_s`, `data.requests.RequestTrace.windows`)
-is priced window by window, each window a steady state at its own rate (a window without arrivals at idle power),
-at the load's lengths or, where `window_lengths` gives them, its own, in length classes that share a grid of steps
-(`estimator.serve_windows`): its bursts cost what their batches draw, and its hours of long prompts what theirs do,
-which the mean rate and lengths average away; with `queue`, a window's arrivals past what it serves wait for the
-windows after it (a fluid queue: `serve_windows.queued`) instead of being refused.
+batches and read between (PREFILL_BATCHES), over the prompts' lengths where they spread (lognormal,
+`token_gaps.length_bins`). The gaps between a request's tokens are the steps it runs in, which differ by the prompts
+they admit (`estimator.token_gaps`). A rate above what max_batch serves is an error naming the most it serves. A load
+that varies (`window_rates`: a trace's arrivals a second in each window of `window_s`,
+`data.requests.RequestTrace.windows`) is priced window by window, each window a steady state at its own rate (a
+window without arrivals at idle power), at the load's lengths or, where `window_lengths` gives them, its own, in
+length classes that share a grid of steps (`estimator.serve_windows`): its bursts cost what their batches draw, and
+its hours of long prompts what theirs do, which the mean rate and lengths average away; with `queue`, a window's
+arrivals past what it serves wait for the windows after it (a fluid queue: `serve_windows.queued`) instead of being
+refused.
 Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`). Serving fp8 weights, it
 reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 """
@@ -446,10 +448,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         # (1, own): the step itself, then its own prompt's counts
         beside = np.concatenate([[[est.time_s + wait_s]], _seconds(more[:len(first)]).T], axis=1)
         gap_steps = more[len(first):]
-        lengths, mass = token_gaps.length_bins(input_len, input_len_cv)
+        lengths, mass = token_gaps.length_bins(at["input_len"], at["input_len_cv"])
         prefill = float(_prefill_at(beside, own, lengths, chunk_tokens)[0] @ mass)  # over the prompts' lengths
         # the prompt 99 % of requests' are within (the closed loop's wait about the same for each)
-        tail = _prefill_at(beside, own, np.array([token_gaps.length_quantile(input_len, input_len_cv,
+        tail = _prefill_at(beside, own, np.array([token_gaps.length_quantile(at["input_len"], at["input_len_cv"],
                                                                             TTFT_QUANTILE)]), chunk_tokens)
         mean_batch, idle = float(busy), 0.0
         running, admitted = mean_batch, mean_batch / output_len  # a request admitted as one finishes (Little's law)
@@ -457,8 +459,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
         slot_s = closed_wait_s(concurrency, busy, tokens_per_s / output_len)  # the requests past max_batch queue
-        whole_p99 = float(tail[0, 0]) + slot_s  # a closed loop's queue moves at the throughput: each waits about
-        # as long
+        # a closed loop's queue moves at the throughput: each request waits about as long
+        whole_p99 = float(tail[0, 0]) + slot_s
     else:
         rates = ([positive("request_rate", request_rate)] if windows is None else windows) / np.float64(instances)
         grid = np.unique(np.round(np.geomspace(1, max_batch, 24)).astype(int))
@@ -745,10 +747,10 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
 def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
                    target_s: float | None, p99_target_s: float | None) -> np.ndarray:
     """An autoscaled load's instances serving each window where its requests' time to first token (its prompt's steps
-    and the wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them (each where
-    given): the fewest from `low` (those its rate needs) up to the `fleet` that meet them, by bisection over every
-    window at once (the first token comes sooner on more instances); the fleet where none does, and `low` for a
-    window without arrivals."""
+    and the wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them
+    (each where given): the fewest from `low` (those its rate needs) up to the `fleet` that meet them, by bisection
+    over every window at once (the first token comes sooner on more instances); the fleet where none does, and `low`
+    for a window without arrivals."""
     lo, hi = low.copy(), np.where(demand > 0, float(fleet), low)
     while (lo < hi).any():  # log2(fleet) passes
         which = np.flatnonzero(lo < hi)

@@ -344,7 +344,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     share of its rate: 0.25 keeps a fifth of their capacity free), the others off, drawing nothing (an autoscaler
     releasing them), each started again `cold_start_s` ahead of the window it serves at its GPUs' idle power, or
     with `spare` "idle", kept warm at idle power (`serve_windows.standby`); with `ttft_target_s`, more of them where
-    a window's requests would wait longer than it for their first token (a step and the wait for a slot: an
+    a window's requests would wait longer than it for their first token (its prefill and the wait for a slot: an
     autoscaler on a latency target; the fleet where even all miss it), with `ttft_p99_target_s` where 99 % of them
     would not have it within that; `instances` then the most it may use.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it

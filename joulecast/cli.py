@@ -1180,7 +1180,7 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
                         "window's rate, e.g. 0.25 or 25%% (the instances at most 80 %% busy); default 0")
     parser.add_argument("--ttft-target", dest="ttft_target_s", type=_seconds, metavar="S", help=f"{prefix}with "
                         "--autoscale, more instances where a window's requests would wait longer than this for "
-                        "their first token on average (a step and the wait for a batch slot), e.g. 0.5")
+                        "their first token on average (its prefill and the wait for a batch slot), e.g. 0.5")
     parser.add_argument("--ttft-p99-target", dest="ttft_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
                         "with --autoscale, more instances where 99 %% of a window's requests would not have their "
                         "first token within this, e.g. 2")

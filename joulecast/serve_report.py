@@ -76,6 +76,7 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
                          "instances": w.instances[busiest], "prompt (tokens)": w.input_len[busiest],
                          "answer (tokens)": w.output_len[busiest], "time a token (s)": w.step_time_s[busiest],
                          "first token (s)": (w.prefill_s + w.slot_wait_s + w.wait_s)[busiest],
+                         "99 % first token (s)": w.ttft_p99_s[busiest],
                          "power (W)": w.power_w[busiest], "energy (kWh)": w.energy_j[busiest] / 3.6e6})
     title = f"Serving {job.model} on {job.gpu}, window by window"
     body = (f"<h1>{html.escape(title)}</h1><p>{html.escape(source)}</p>"

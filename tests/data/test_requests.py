@@ -431,7 +431,8 @@ def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
         assert page.count(f"<rect class='{cls}'") == 12, cls  # a bar a window: 3 hours of 15 minutes
     busiest = page.split("<table class='busiest'>", 1)[1]
     assert busiest.count("<tr>") == 1 + 10 and "<td>2024-05-12T01:00:00Z</td>" in busiest
-    assert "<th>first token (s)</th>" in busiest  # each window's mean: its step and its wait for a slot
+    # each window's mean first token (its prompt's prefill and its wait for a slot) and its 99th percentile
+    assert "<th>first token (s)</th>" in busiest and "<th>99 % first token (s)</th>" in busiest
     assert main([*argv[:-2], "--report", str(tmp_path / "other")]) == 2
     assert "--report: applies to --window" in capsys.readouterr().err and not (tmp_path / "other").exists()
     # --out: a row a window, its UTC start, figures and carbon, summing to the estimate's

@@ -441,7 +441,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         busy = min(concurrency, max_batch)
         # the step, a request's prompt's steps (`_first_sizes`) and the steps the gaps between tokens are read at
         # (`_token_gaps`), in one pass
-        first, own = _first_sizes(at, chunk_tokens)
+        first, own = _first_sizes(at, chunk_tokens, busy)
         ((est, wait_s, wait_j, _),), *more = _evaluate(
             model, spec, np.array([busy]), [at, *first, *_at_prompts(at, chunk_tokens, busy)], dtype=dtype,
             engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
@@ -449,10 +449,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         beside = np.concatenate([[[est.time_s + wait_s]], _seconds(more[:len(first)]).T], axis=1)
         gap_steps = more[len(first):]
         lengths, mass = token_gaps.length_bins(at["input_len"], at["input_len_cv"])
-        prefill = float(_prefill_at(beside, own, lengths, chunk_tokens)[0] @ mass)  # over the prompts' lengths
+        prefill = float(_prefill_at(beside, own, lengths)[0] @ mass)  # over the prompts' lengths
         # the prompt 99 % of requests' are within (the closed loop's wait about the same for each)
         tail = _prefill_at(beside, own, np.array([token_gaps.length_quantile(at["input_len"], at["input_len_cv"],
-                                                                            TTFT_QUANTILE)]), chunk_tokens)
+                                                                            TTFT_QUANTILE)]))
         mean_batch, idle = float(busy), 0.0
         running, admitted = mean_batch, mean_batch / output_len  # a request admitted as one finishes (Little's law)
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
@@ -467,7 +467,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         # each class's steps, and its requests' prompts' steps (`_first_sizes`) at a few of the batches (what they add
         # to the step is smooth in the batch, read between them; then at its prompts' lengths, `_prefills`), in one
         # pass
-        firsts = [_first_sizes(size, chunk_tokens) for size in sized]
+        firsts = [_first_sizes(size, chunk_tokens, int(grid[-1])) for size in sized]
         some = np.unique(np.round(np.linspace(0, len(grid) - 1, PREFILL_BATCHES)).astype(int))
         first = [f for sizes_, _ in firsts for f in sizes_]
         curves = _evaluate(model, spec, [grid] * len(sized) + [grid[some]] * len(first), [*sized, *first],
@@ -476,7 +476,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         curves, more = curves[:len(sized)], curves[len(sized):]
         step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
         step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
-        prefill_grid = _prefills(more, firsts, sized, grid, some, step_s, chunk_tokens)
+        prefill_grid = _prefills(more, firsts, sized, grid, some, step_s)
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
         # (B x its time a request), where it stays flat; the running maximum keeps it monotone for the interpolation
         capacity = np.maximum.accumulate(grid / (classes[:, 1:2] * step_s), axis=1)
@@ -592,13 +592,15 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                   tuple(b / per_token for b in band)))
 
 
-def _first_sizes(size: Mapping[str, float], chunk_tokens: int) -> tuple[list[dict[str, float]], np.ndarray]:
+def _first_sizes(size: Mapping[str, float], chunk_tokens: int, batch: int
+                 ) -> tuple[list[dict[str, float]], np.ndarray]:
     """A request's prompt's steps as `_evaluate`'s sizes: the steady state's step with one request's own prompt
     tokens beside its mean prompt tokens, at a few counts of them (`own`, ascending: none, which is the steady
-    state's step itself and needs no size, the mean prompt's last chunk, a whole chunk), between which `_prefill_at`
-    reads any prompt's."""
-    _, last = _chunks(np.array([max(1.0, round(size["input_len"]))]), chunk_tokens)
-    own = np.unique(np.array([0, int(last[0]), chunk_tokens]))
+    state's step itself and needs no size, the mean prompt's last chunk, a whole chunk: `_pass_chunk`'s, with up to
+    `batch` decodes), between which `_prefill_at` reads any prompt's."""
+    chunk = _pass_chunk(size, chunk_tokens, batch)
+    _, last = _chunks(np.array([max(1.0, round(size["input_len"]))]), chunk)
+    own = np.unique(np.array([0, int(last[0]), chunk]))
     return [dict(size, own_prompt=int(r)) for r in own[1:]], own
 
 
@@ -614,19 +616,18 @@ def _seconds(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]]) ->
     return np.array([[est.time_s + wait_s for est, wait_s, _, _ in row] for row in steps])
 
 
-def _prefill_at(beside: np.ndarray, own: np.ndarray, lengths: np.ndarray, chunk_tokens: int) -> np.ndarray:
+def _prefill_at(beside: np.ndarray, own: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """A request's time from its admission to its first token, for prompts of `lengths` (a column each), from the
     steps that run `own` tokens of a prompt beside the mean's (`beside`, a row a batch, a column an own count, the
     last a whole chunk): its whole chunks' steps, then the step of its last tokens, read between the counts."""
-    full, last = _chunks(lengths, chunk_tokens)
+    full, last = _chunks(lengths, int(own[-1]))
     between = np.array([np.interp(last, own, basis) for basis in np.eye(len(own))])  # own x lengths
     return beside @ between + beside[:, -1:] * full
 
 
 def _prefills(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]],
               firsts: Sequence[tuple[list[dict[str, float]], np.ndarray]], sized: Sequence[Mapping[str, float]],
-              grid: np.ndarray, some: np.ndarray, step_s: np.ndarray, chunk_tokens: int
-              ) -> tuple[np.ndarray, np.ndarray]:
+              grid: np.ndarray, some: np.ndarray, step_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each class's time from a request's admission to its first token at each batch of `grid` and each bin of its
     prompts' lengths (`token_gaps.length_bins`; a class a row, padded with bins of no probability), and the bins'
     probabilities: from `_first_sizes`' steps (`steps`, `_evaluate`'s at the grid's batches `some`), what they add
@@ -640,7 +641,7 @@ def _prefills(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]],
         end += len(first)
         beside = step_s[k][:, None] + np.array([np.zeros(len(grid)), *(np.interp(grid, grid[some], row)
                                                                       for row in added)]).T
-        times[k, :, :len(mass)], masses[k, :len(mass)] = _prefill_at(beside, own, lengths, chunk_tokens), mass
+        times[k, :, :len(mass)], masses[k, :len(mass)] = _prefill_at(beside, own, lengths), mass
     return times, masses
 
 
@@ -649,16 +650,19 @@ def _whole(running: float) -> int:
     return max(1, round(running))
 
 
-def _gap_chunk(size: Mapping[str, float], chunk_tokens: int, batch: int) -> int:
-    """The most prompt tokens `_token_gaps` reads a step of `batch` decodes at: the chunk, or fewer where a step of
-    that many tokens over the decodes' context would pass the tokens a pass holds (MAX_TOKENS)."""
+def _pass_chunk(size: Mapping[str, float], chunk_tokens: int, batch: int) -> int:
+    """The most prompt tokens a step of `batch` decodes is priced with (a request's prompt's steps, `_first_sizes`;
+    the gaps between tokens, `_token_gaps`): the chunk, or fewer where a step of that many tokens over the decodes'
+    context would pass the tokens a pass holds (MAX_TOKENS, with the steady state's mean prompt tokens beside them;
+    a load whose mean step holds, `_check_context`)."""
     context = serve_step.context_len(size["input_len"], size["output_len"], size["output_len_cv"])
-    return max(1, min(chunk_tokens, MAX_TOKENS // context - batch))
+    mean = serve_step.prompt_tokens(batch, size["input_len"], size["output_len"], chunk_tokens)
+    return max(1, min(chunk_tokens, MAX_TOKENS // context - batch - mean))
 
 
 def _at_prompts(size: Mapping[str, float], chunk_tokens: int, batch: int) -> list[dict[str, float]]:
     """A step's lengths (`_evaluate`'s sizes) at each of the prompt tokens `_token_gaps` reads a step at."""
-    return [dict(size, prompt=int(p)) for p in token_gaps.prompt_points(_gap_chunk(size, chunk_tokens, batch))]
+    return [dict(size, prompt=int(p)) for p in token_gaps.prompt_points(_pass_chunk(size, chunk_tokens, batch))]
 
 
 def _token_gaps(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], running: float, admitted: float,
@@ -666,7 +670,7 @@ def _token_gaps(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]],
     """The gaps between a request's output tokens at ITL_QUANTILES (`token_gaps.quantile_s`), `running` requests in
     flight (a mean: `steps` at the nearest whole batch, `_evaluate`'s at `_at_prompts`), `admitted` a step on
     average, their prompts' lengths `size`'s."""
-    chunk = _gap_chunk(size, chunk_tokens, _whole(running))
+    chunk = _pass_chunk(size, chunk_tokens, _whole(running))
     seconds = np.array([est.time_s + wait_s for (est, wait_s, _, _), in steps])
     gaps = token_gaps.quantile_s(seconds, token_gaps.prompt_points(chunk), admitted, size["input_len"],
                                  size["input_len_cv"], chunk, np.array(ITL_QUANTILES))

@@ -1020,3 +1020,13 @@ def test_spread_prompts_lengthen_the_first_token_s_tail():
     longest = serve("llama-3-8b", "h100-sxm", concurrency=64, input_len=q99, output_len=256, engine="vllm-0.11.1",
                     estimator="physics")
     assert closed.prefill_s < closed.ttft_p99_s < longest.prefill_s * 1.5
+
+
+def test_a_context_near_what_a_pass_holds_cuts_the_chunk_its_own_steps_price():
+    """A load whose mean step a pass holds, but whose step with a whole chunk beside it would not: its prompt's steps
+    and the gaps between its tokens are priced with as many prompt tokens as a pass holds, never refused by a field
+    the caller did not give."""
+    kw = dict(input_len=300_000, output_len=1_000_000, estimator="physics")
+    job = serve("llama-3.1-8b", "h100-sxm", concurrency=1, **kw)
+    assert job.prefill_s > 100 * job.step_time_s and job.itl_p99_s >= job.step_time_s
+    assert math.isfinite(job.ttft_p99_s) and job.ttft_p99_s >= job.prefill_s

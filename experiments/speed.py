@@ -119,7 +119,9 @@ def jobs(repeats: int) -> list[dict[str, float]]:
         # none: one
         serving_steps = 0
         if name.startswith("serve"):
-            first = len(serving._first_sizes(dict(input_len=float(kwargs["input_len"])), CHUNK_TOKENS)[0])
+            size = dict(input_len=float(kwargs["input_len"]), output_len=float(kwargs["output_len"]),
+                        output_len_cv=0.0, input_len_cv=0.0)
+            first = len(serving._first_sizes(size, CHUNK_TOKENS, int(kwargs.get("concurrency", 256)))[0])
             serving_steps = len(token_gaps.prompt_points(CHUNK_TOKENS)) + (
                 len(np.unique(np.round(np.geomspace(1, 256, 24)))) + first * serving.PREFILL_BATCHES
                 if "request_rate" in kwargs else 1 + first)

@@ -474,7 +474,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                            dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
                            residual=residual, **setting)
         curves, more = curves[:len(sized)], curves[len(sized):]
-        step_s = np.array([[e.time_s + w for e, w, _, _ in steps] for steps in curves])  # a row a class
+        step_s = _seconds(curves)  # a row a class
         step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
         prefill_grid = _prefills(more, firsts, sized, grid, some, step_s)
         # requests/s each batch size serves: rising with B, until an engine's host work under the step sets the step
@@ -565,7 +565,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
-    gaps = (_token_gaps(gap_steps, running, admitted, at, chunk_tokens) if running > admitted
+    gaps = (_token_gaps(gap_steps, admitted, at) if running > admitted
             else (None,) * len(ITL_QUANTILES))  # an answer of one token has no gap after it
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
@@ -665,15 +665,14 @@ def _at_prompts(size: Mapping[str, float], chunk_tokens: int, batch: int) -> lis
     return [dict(size, prompt=int(p)) for p in token_gaps.prompt_points(_pass_chunk(size, chunk_tokens, batch))]
 
 
-def _token_gaps(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], running: float, admitted: float,
-                size: Mapping[str, float], chunk_tokens: int) -> tuple[float, ...]:
-    """The gaps between a request's output tokens at ITL_QUANTILES (`token_gaps.quantile_s`), `running` requests in
-    flight (a mean: `steps` at the nearest whole batch, `_evaluate`'s at `_at_prompts`), `admitted` a step on
-    average, their prompts' lengths `size`'s."""
-    chunk = _pass_chunk(size, chunk_tokens, _whole(running))
-    seconds = np.array([est.time_s + wait_s for (est, wait_s, _, _), in steps])
-    gaps = token_gaps.quantile_s(seconds, token_gaps.prompt_points(chunk), admitted, size["input_len"],
-                                 size["input_len_cv"], chunk, np.array(ITL_QUANTILES))
+def _token_gaps(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], admitted: float,
+                size: Mapping[str, float]) -> tuple[float, ...]:
+    """The gaps between a request's output tokens at ITL_QUANTILES (`token_gaps.quantile_s`), from the steps
+    `_evaluate` priced at `_at_prompts`' prompt tokens (the steps' own: the most of them the chunk), `admitted`
+    prompts a step on average, their lengths `size`'s."""
+    prompts = np.array([row[0][3] for row in steps])
+    gaps = token_gaps.quantile_s(_seconds(steps)[:, 0], prompts, admitted, size["input_len"], size["input_len_cv"],
+                                 int(prompts[-1]), np.array(ITL_QUANTILES))
     return tuple(float(g) for g in gaps)
 
 

@@ -95,8 +95,9 @@ from joulecast.features.sampling import check_sampling
 HOST_BOUND_SHARE = 0.8   # a step whose GPU runs kernels under this share of it is host-bound (`gpu_busy_share`)
 MAX_TTFT_TARGET_S = 86_400.0  # an autoscaler's latency target: past a day, no latency is asked of it
 TTFT_QUANTILE = 0.99  # the share of requests whose first token `ttft_p99_s` bounds (serving SLOs are set on it)
-# the shares of output tokens whose gap from the token before `itl_p90_s` and `itl_p99_s` bound (ML.ENERGY publishes
-# both; MLPerf Inference's LLM server scenario bounds the 99th percentile)
+# the shares of output tokens whose gap from the token before `itl_p90_s` and `itl_p99_s` bound (the percentiles
+# ML.ENERGY v3 publishes for its runs, ../shared/data/external/mlenergy-v3/PROVENANCE.md, against which
+# experiments/token_gaps.py scores them)
 ITL_QUANTILES = (0.9, 0.99)
 # A load at a rate prices a request's prompt's steps at this many of its grid's batch sizes, what they add to the
 # step read between (at all 21 of the grid's: the week's autoscaled trace's first tokens the same to 0.1 %, at about

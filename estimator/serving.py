@@ -99,6 +99,7 @@ TTFT_QUANTILE = 0.99  # the share of requests whose first token `ttft_p99_s` bou
 # ML.ENERGY v3 publishes for its runs, ../shared/data/external/mlenergy-v3/PROVENANCE.md, against which
 # experiments/token_gaps.py scores them)
 ITL_QUANTILES = (0.9, 0.99)
+ITL_TARGET_QUANTILE = 0.99  # the share of a window's gaps an autoscaler's `itl_p99_target_s` bounds
 # A load at a rate prices a request's prompt's steps at this many of its grid's batch sizes, what they add to the
 # step read between (at all 21 of the grid's: the week's autoscaled trace's first tokens the same to 0.1 %, at about
 # twice the CPU time, experiments/trace_reading.py)
@@ -174,14 +175,15 @@ class ServeEstimate:
     headroom: float = 0.0         # autoscaled: capacity kept over each window's demand, a share of it
     ttft_target_s: float | None = None  # autoscaled: the mean time to first token each window's instances keep to
     ttft_p99_target_s: float | None = None  # autoscaled: the time within which they keep 99 % of first tokens
+    itl_p99_target_s: float | None = None  # autoscaled: the gap within which they keep 99 % of a window's tokens
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
     prefill_s: float = 0.0        # a request's time from its admission to its first token: its prompt's steps
     ttft_p99_s: float | None = None  # the time within which 99 % of requests have their first token
     # the time within which 90 % and 99 % of output tokens come after the token before (inter-token latency: the
-    # steps differ by the prompts they admit, `estimator.token_gaps`), at the busiest window's load; none where no
-    # request makes a token after its first
+    # steps differ by the prompts they admit, `estimator.token_gaps`), over every window's tokens (each window's in
+    # `windows`); none where no request makes a token after its first
     itl_p90_s: float | None = None
     itl_p99_s: float | None = None
     windows: ServeWindows | None = None  # the load window by window, where it was given so (`window_rates`)
@@ -224,6 +226,8 @@ class ServeWindows:
     ttft_p99_s: np.ndarray        # the time within which 99 % of the window's requests have their first token
     standby_j: np.ndarray         # autoscaled: its idle spares' or its cold starts' energy (in energy_j)
     prefill_s: np.ndarray         # a request's time from its admission to its first token in the window
+    itl_p90_s: np.ndarray         # the gap within which 90 % of the window's tokens come after the one before
+    itl_p99_s: np.ndarray         # and 99 % (NaN: no gap, answers of a token or no request)
 
     @property
     def window_s(self) -> float:
@@ -265,8 +269,10 @@ def _check_context(input_len: float, output_len: float, output_len_cv: float, co
 
 
 # Serving steps lowered, by their catalog model and shape (`_evaluate`): at most this many kept, a few kB each (a
-# sweep's GPUs, clocks and rates serve the same 21 steps; a trace's 16 length classes 16 x 21)
-STEPS_KEPT = 1024
+# sweep's GPUs, clocks and rates serve the same 69 steps at a rate: the grid's 21, 12 for a request's prompt and 36
+# for the gaps between tokens; a trace's 16 length classes 16 x 69, kept for two traces, or a trace by the hour and
+# by the minute)
+STEPS_KEPT = 4096
 _STEPS: dict = {}
 
 
@@ -315,8 +321,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           instances: int = 1, window_rates: Any = None, window_s: float | None = None,
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
           spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
-          ttft_p99_target_s: float | None = None, queue: bool = False, estimator: Any = None,
-          suggest_tp: bool = True) -> ServeEstimate:
+          ttft_p99_target_s: float | None = None, itl_p99_target_s: float | None = None, queue: bool = False,
+          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -347,7 +353,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     with `spare` "idle", kept warm at idle power (`serve_windows.standby`); with `ttft_target_s`, more of them where
     a window's requests would wait longer than it for their first token (its prefill and the wait for a slot: an
     autoscaler on a latency target; the fleet where even all miss it), with `ttft_p99_target_s` where 99 % of them
-    would not have it within that; `instances` then the most it may use.
+    would not have it within that, with `itl_p99_target_s` where 99 % of a window's gaps between a request's tokens
+    would not come within that (`itl_p99_s`, its windows'); `instances` then the most it may use.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
@@ -382,12 +389,14 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     require_choice(spare, SPARES, "spare")
     cold_start_s = share("cold_start_s", cold_start_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
     headroom = share("headroom", headroom, MAX_HEADROOM, f"{MAX_HEADROOM:g} (a share of each window's rate)")
-    ttft_target_s, ttft_p99_target_s = (None if value is None else positive(
+    ttft_target_s, ttft_p99_target_s, itl_p99_target_s = (None if value is None else positive(
         name, value, high=MAX_TTFT_TARGET_S, high_text=f"{MAX_TTFT_TARGET_S:,.0f} s")
-        for name, value in (("ttft_target_s", ttft_target_s), ("ttft_p99_target_s", ttft_p99_target_s)))
+        for name, value in (("ttft_target_s", ttft_target_s), ("ttft_p99_target_s", ttft_p99_target_s),
+                            ("itl_p99_target_s", itl_p99_target_s)))
     for name, value, default in (("spare", spare, "off"), ("cold_start_s", cold_start_s, 0.0),
                                  ("headroom", headroom, 0.0), ("ttft_target_s", ttft_target_s, None),
-                                 ("ttft_p99_target_s", ttft_p99_target_s, None)):
+                                 ("ttft_p99_target_s", ttft_p99_target_s, None),
+                                 ("itl_p99_target_s", itl_p99_target_s, None)):
         require(value == default or autoscale, name, "applies to autoscale (the instances a window does not need)")
     require(spare == "off" or not cold_start_s, "cold_start_s", "applies where spare instances are off (an idle "
                                                                 "one is loaded and starts nothing)")
@@ -441,21 +450,22 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     if concurrency is not None:
         busy = min(concurrency, max_batch)
         # the step, a request's prompt's steps (`_first_sizes`) and the steps the gaps between tokens are read at
-        # (`_token_gaps`), in one pass
+        # (`_gap_class`), in one pass
         first, own = _first_sizes(at, chunk_tokens, busy)
         ((est, wait_s, wait_j, _),), *more = _evaluate(
             model, spec, np.array([busy]), [at, *first, *_at_prompts(at, chunk_tokens, busy)], dtype=dtype,
             engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens, residual=residual, **setting)
         # (1, own): the step itself, then its own prompt's counts
         beside = np.concatenate([[[est.time_s + wait_s]], _seconds(more[:len(first)]).T], axis=1)
-        gap_steps = more[len(first):]
         lengths, mass = token_gaps.length_bins(at["input_len"], at["input_len_cv"])
         prefill = float(_prefill_at(beside, own, lengths)[0] @ mass)  # over the prompts' lengths
         # the prompt 99 % of requests' are within (the closed loop's wait about the same for each)
         tail = _prefill_at(beside, own, np.array([token_gaps.length_quantile(at["input_len"], at["input_len_cv"],
                                                                             TTFT_QUANTILE)]))
         mean_batch, idle = float(busy), 0.0
-        running, admitted = mean_batch, mean_batch / output_len  # a request admitted as one finishes (Little's law)
+        admitted = _admitted(np.array([mean_batch]), output_len)  # a request admitted as one finishes
+        gap_classes = [_gap_class(more[len(first):], np.array([busy]), at, admitted)]
+        gap_at = (np.zeros(1, dtype=np.int64), np.array([mean_batch]), admitted)  # its classes, batches, admitted
         step_s, step_j = est.time_s + wait_s, tp * (est.energy_j + wait_j)
         tokens_per_s = busy / step_s
         busy_share = _busy_share(est, wait_s)
@@ -471,10 +481,14 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         firsts = [_first_sizes(size, chunk_tokens, int(grid[-1])) for size in sized]
         some = np.unique(np.round(np.linspace(0, len(grid) - 1, PREFILL_BATCHES)).astype(int))
         first = [f for sizes_, _ in firsts for f in sizes_]
-        curves = _evaluate(model, spec, [grid] * len(sized) + [grid[some]] * len(first), [*sized, *first],
-                           dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                           residual=residual, **setting)
-        curves, more = curves[:len(sized)], curves[len(sized):]
+        # and the steps each class's gaps between tokens are read off (`token_gaps.Gaps`), at the same batches
+        at_prompts = [_at_prompts(size, chunk_tokens, int(grid[-1])) for size in sized]
+        gap_sizes = [g for sizes_ in at_prompts for g in sizes_]
+        curves = _evaluate(model, spec, [grid] * len(sized) + [grid[some]] * (len(first) + len(gap_sizes)),
+                           [*sized, *first, *gap_sizes], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp,
+                           chunk_tokens=chunk_tokens, residual=residual, **setting)
+        curves, more, gap_rows = (curves[:len(sized)], curves[len(sized):len(sized) + len(first)],
+                                  curves[len(sized) + len(first):])
         step_s = _seconds(curves)  # a row a class
         step_j_grid = np.array([[tp * (e.energy_j + j) for e, _, j, _ in steps] for steps in curves])
         prefill_grid = _prefills(more, firsts, sized, grid, some, step_s)
@@ -500,13 +514,26 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         steps = _Steps(grid, step_s, step_j_grid, capacity, *prefill_grid, classes[:, 1], classes[:, 3], label,
                        scale, max_batch, None if windows is None else seconds)
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
+        everyone = np.arange(len(rates))
+        answers = np.broadcast_to(np.asarray(own_out, dtype=np.float64), rates.shape)
+        # the prompts admitted a step its windows may take: at their rates, or autoscaled at the fewest instances
+        # and the most
+        span = (rates,) if not autoscale else tuple(np.minimum(demand / n, reach) for n in (
+            scaled_in(demand, reach, instances, headroom), instances))
+        admitted = np.concatenate([_admitted(_batches(steps, r, everyone), answers) for r in span])
+        labels = np.concatenate([label] * len(span))
+        ends = np.cumsum([len(a) for a in at_prompts])
+        gap_classes = [_gap_class(gap_rows[end - len(a):end], grid[some], size, admitted[labels == k])
+                       for k, (a, end, size) in enumerate(zip(at_prompts, ends, sized))]
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
-            if ttft_target_s is not None or ttft_p99_target_s is not None:  # and more where their requests' first
-                # token comes later than a target
-                serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s)
+            if any(t is not None for t in (ttft_target_s, ttft_p99_target_s, itl_p99_target_s)):  # and more where
+                # their requests' first tokens or the gaps between their tokens come later than a target
+                serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s,
+                                         itl_p99_target_s, gap_classes, answers)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
-        batches, step_time, step_energy, prefills, waits = _served(steps, rates, np.arange(len(rates)))
+        batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)
+        gap_at = (label, batches, _admitted(batches, answers))
         slot_s, prefill = waits.mean_s, prefills.mean_s
         # the first token's quantile: each window's, its prompt's steps (at each of its lengths' bins) and any
         # backlog's wait before its wait for a slot (a queued window's worst: the fluid backlog's wait is a mean, not
@@ -516,14 +543,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         whole_p99 = float(p99[0] if windows is None else quantile_s(waits, TTFT_QUANTILE, found, arrivals,
                                                                     mix=prefills.mass))
         busiest = int(np.argmax(batches))
-        running = float(batches[busiest])
-        admitted = running / float(np.broadcast_to(own_out, batches.shape)[busiest])  # at its own answers' length
         i = int(np.searchsorted(grid, batches[busiest]))  # the grid's batch at or above it (its flags, interval):
         est, wait_s, wait_j, _ = curves[label[busiest]][i]  # a window's load, the busiest
         at = sized[label[busiest]]
-        gap_steps = _evaluate(model, spec, np.array([_whole(running)]), _at_prompts(at, chunk_tokens, _whole(running)),
-                              dtype=dtype, engine=eng, launch_mode=launch_mode, tp=tp, chunk_tokens=chunk_tokens,
-                              residual=residual, **setting) if running > admitted else []
         busy = int(grid[i])
         step_s, step_j = step_time, step_energy
         idle = np.exp(-batches)
@@ -534,6 +556,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                 batches, step_s, step_j, tokens_per_s, slot_s, prefill))
             idle = math.exp(-mean_batch)
     power = (1.0 - idle) * step_j / step_s + idle * tp * spec.idle_power_w
+    # the gaps between a request's tokens at ITL_QUANTILES, each window's (a row a quantile; NaN where its answers
+    # make none: a token each, or no request)
+    window_gaps = token_gaps.quantiles_s(gap_classes, *gap_at, np.array(ITL_QUANTILES))
+    whole_gaps = window_gaps[:, 0]
     if windows is not None:  # each window's figures (every instance's), then the whole load's: averaged over time,
         # a token's time and step over the tokens
         own_lengths = ((np.full(len(seconds), input_len), np.full(len(seconds), output_len)) if lengths is None
@@ -544,7 +570,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, serving,
-                              *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill)
+                              *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill, *window_gaps)
+        # the whole load's: all its windows' gaps together (a request's tokens but its first)
+        whole_gaps = token_gaps.quantiles_s(gap_classes, *gap_at, np.array(ITL_QUANTILES),
+                                            weights=spread.output_tokens * np.clip(1.0 - 1.0 / answers, 0.0, None))
         tokens = spread.output_tokens.sum()
         mean_batch, idle = (float(np.average(a, weights=seconds)) for a in (batches, idle))  # over the time
         step_s, step_j = (float(np.dot(a, spread.output_tokens) / tokens) for a in (step_s, step_j))
@@ -566,8 +595,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
-    gaps = (_token_gaps(gap_steps, admitted, at) if running > admitted
-            else (None,) * len(ITL_QUANTILES))  # an answer of one token has no gap after it
+    gaps = tuple(float(g) if np.isfinite(g) else None for g in whole_gaps)  # none: answers of one token
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
     if windows is not None:  # a request's wait for a slot, over the requests
@@ -586,7 +614,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
-        ttft_p99_target_s=ttft_p99_target_s,
+        ttft_p99_target_s=ttft_p99_target_s, itl_p99_target_s=itl_p99_target_s,
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
@@ -646,14 +674,9 @@ def _prefills(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]],
     return times, masses
 
 
-def _whole(running: float) -> int:
-    """The whole batch a mean number of running requests is read at (one at least)."""
-    return max(1, round(running))
-
-
 def _pass_chunk(size: Mapping[str, float], chunk_tokens: int, batch: int) -> int:
     """The most prompt tokens a step of `batch` decodes is priced with (a request's prompt's steps, `_first_sizes`;
-    the gaps between tokens, `_token_gaps`): the chunk, or fewer where a step of that many tokens over the decodes'
+    the gaps between tokens, `_gap_class`): the chunk, or fewer where a step of that many tokens over the decodes'
     context would pass the tokens a pass holds (MAX_TOKENS, with the steady state's mean prompt tokens beside them;
     a load whose mean step holds, `_check_context`)."""
     context = serve_step.context_len(size["input_len"], size["output_len"], size["output_len_cv"])
@@ -662,19 +685,25 @@ def _pass_chunk(size: Mapping[str, float], chunk_tokens: int, batch: int) -> int
 
 
 def _at_prompts(size: Mapping[str, float], chunk_tokens: int, batch: int) -> list[dict[str, float]]:
-    """A step's lengths (`_evaluate`'s sizes) at each of the prompt tokens `_token_gaps` reads a step at."""
+    """A step's lengths (`_evaluate`'s sizes) at each of the prompt tokens the gaps between tokens read a step at
+    (`token_gaps.prompt_points`, `_gap_class`)."""
     return [dict(size, prompt=int(p)) for p in token_gaps.prompt_points(_pass_chunk(size, chunk_tokens, batch))]
 
 
-def _token_gaps(steps: Sequence[Sequence[tuple[Estimate, float, float, float]]], admitted: float,
-                size: Mapping[str, float]) -> tuple[float, ...]:
-    """The gaps between a request's output tokens at ITL_QUANTILES (`token_gaps.quantile_s`), from the steps
-    `_evaluate` priced at `_at_prompts`' prompt tokens (the steps' own: the most of them the chunk), `admitted`
-    prompts a step on average, their lengths `size`'s."""
-    prompts = np.array([row[0][3] for row in steps])
-    gaps = token_gaps.quantile_s(_seconds(steps)[:, 0], prompts, admitted, size["input_len"], size["input_len_cv"],
-                                 int(prompts[-1]), np.array(ITL_QUANTILES))
-    return tuple(float(g) for g in gaps)
+def _gap_class(rows: Sequence[Sequence[tuple[Estimate, float, float, float]]], batches: np.ndarray,
+               size: Mapping[str, float], admitted: np.ndarray) -> token_gaps.Gaps:
+    """A length class's `token_gaps.Gaps`: from the steps `_evaluate` priced at `_at_prompts`' prompt tokens (`rows`,
+    a row each, a column for each of `batches`; the steps' own tokens, the most of them the chunk), its prompts'
+    lengths (`size`) and the prompts admitted a step in its windows (`admitted`, every value they may take)."""
+    prompts = np.array([row[0][3] for row in rows])
+    return token_gaps.gaps(prompts, batches, _seconds(rows).T, admitted, size["input_len"], size["input_len_cv"])
+
+
+def _admitted(batches: np.ndarray, answers: np.ndarray | float) -> np.ndarray:
+    """The prompts admitted a step with `batches` running, each running for `answers` steps (a request admitted as
+    one finishes: Little's law); none where an answer is a token alone (it makes no gap between tokens)."""
+    answers = np.broadcast_to(np.asarray(answers, dtype=np.float64), batches.shape)
+    return np.where(answers > 1.0, batches / answers, 0.0)
 
 
 def _beyond(rates: np.ndarray, capacity: np.ndarray, instances: int, max_batch: int, seconds: np.ndarray | None,
@@ -729,7 +758,8 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
     in flight (Little's law), step time and energy, a request's time from its admission to its first token
     (`Prefills`), and its wait for a slot (`estimator.slot_wait`, its queue what the window's length allows where the
     load is given window by window)."""
-    batches, step_time, step_energy = (np.empty(len(which)) for _ in range(3))
+    batches = _batches(steps, rates, which)
+    step_time, step_energy = (np.empty(len(which)) for _ in range(2))
     bins = steps.prefill_s.shape[2]
     prefill, mass = np.empty((bins, len(which))), np.empty((bins, len(which)))
     waits = np.empty((len(SlotWaits._fields), len(which)))
@@ -737,7 +767,6 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
     for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
         mine = label == k
         own = rates[mine] * scale[mine]  # in the class's terms
-        batches[mine] = _in_flight(own, steps.grid, steps.capacity[k], steps.output_len[k], steps.step_s[k, 0])
         step_time[mine] = np.interp(batches[mine], steps.grid, steps.step_s[k])
         step_energy[mine] = np.interp(batches[mine], steps.grid, steps.step_j[k])
         prefill[:, mine] = [np.interp(batches[mine], steps.grid, column) for column in steps.prefill_s[k].T]
@@ -748,21 +777,38 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
     return batches, step_time, step_energy, Prefills((prefill * mass).sum(axis=0), prefill, mass), SlotWaits(*waits)
 
 
+def _batches(steps: _Steps, rates: np.ndarray, which: np.ndarray) -> np.ndarray:
+    """Requests in flight an instance in windows `which` served at `rates` requests a second an instance (Little's
+    law, `_in_flight`, in each one's class's terms)."""
+    batches = np.empty(len(which))
+    label, scale = steps.label[which], steps.scale[which]
+    for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
+        mine = label == k
+        batches[mine] = _in_flight(rates[mine] * scale[mine], steps.grid, steps.capacity[k], steps.output_len[k],
+                                   steps.step_s[k, 0])
+    return batches
+
+
 def _fewest_within(steps: _Steps, demand: np.ndarray, reach: np.ndarray, low: np.ndarray, fleet: int,
-                   target_s: float | None, p99_target_s: float | None) -> np.ndarray:
+                   target_s: float | None, p99_target_s: float | None, itl_target_s: float | None,
+                   gaps: list[token_gaps.Gaps], answers: np.ndarray) -> np.ndarray:
     """An autoscaled load's instances serving each window where its requests' time to first token (its prompt's steps
-    and the wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them
-    (each where given): the fewest from `low` (those its rate needs) up to the `fleet` that meet them, by bisection
-    over every window at once (the first token comes sooner on more instances); the fleet where none does, and `low`
-    for a window without arrivals."""
+    and the wait for a slot) is to come within `target_s` on average and within `p99_target_s` for 99 % of them,
+    and 99 % of the gaps between their tokens within `itl_target_s` (`gaps`, each length class's; `answers`, each
+    window's answer length) (each where given): the fewest from `low` (those its rate needs) up to the `fleet` that
+    meet them, by bisection over every window at once (the first token comes sooner on more instances, and a step
+    is shorter and admits fewer prompts); the fleet where none does, and `low` for a window without arrivals."""
     lo, hi = low.copy(), np.where(demand > 0, float(fleet), low)
     while (lo < hi).any():  # log2(fleet) passes
         which = np.flatnonzero(lo < hi)
         mid = np.floor((lo[which] + hi[which]) / 2)
-        _, _, _, prefills, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
+        batches, _, _, prefills, waits = _served(steps, np.minimum(demand[which] / mid, reach[which]), which)
         met = np.ones(len(which), bool) if target_s is None else prefills.mean_s + waits.mean_s <= target_s
         if p99_target_s is not None:
             met &= quantile_s(waits, TTFT_QUANTILE, prefills.bins_s, mix=prefills.mass) <= p99_target_s
+        if itl_target_s is not None:  # NaN (no gap: answers of a token) meets it
+            met &= ~(token_gaps.quantiles_s(gaps, steps.label[which], batches, _admitted(batches, answers[which]),
+                                            np.array([ITL_TARGET_QUANTILE]))[0] > itl_target_s)
         hi[which[met]] = mid[met]
         lo[which[~met]] = mid[~met] + 1
     return lo

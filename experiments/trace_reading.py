@@ -4,7 +4,8 @@ hold 17-27 million rows) beside pandas reading the same file alone, and of the s
 at its mean rate, and window by window (`--window`: each hour, and each minute, at its own rate), with the CPU time
 of each; hour by hour autoscaled over 4 instances (each hour the fewest that serve it; its spares off, off with
 a cold start of COLD_START_S a start, or idle; with HEADROOM over each hour's rate; on a TTFT_TARGET_S target for
-a request's mean time to first token, or a TTFT_P99_TARGET_S one for 99 % of them); and hour by hour on one
+a request's mean time to first token, a TTFT_P99_TARGET_S one for 99 % of them, or an ITL_P99_TARGET_S one for 99 %
+of each hour's gaps between a request's tokens); and hour by hour on one
 instance, its busy hours' excess queued for the hours after them (`--queue`). The trace is synthetic,
 written here (no trace is in ../shared): arrivals over a week with a daily cycle (the rate 1 + 0.6 sin(2 pi t / day)
 times its mean, as production LLM traffic follows the day: the Azure traces' own plots), prompt lengths 1-8,000
@@ -37,6 +38,7 @@ COLD_START_S = 60.0
 HEADROOM = 0.25  # capacity kept over each hour's rate, autoscaled: the instances at most 80 % busy
 TTFT_TARGET_S = 0.5  # an autoscaler's latency target: each hour's mean time to first token
 TTFT_P99_TARGET_S = 2.0  # and one on 99 % of each hour's first tokens
+ITL_P99_TARGET_S = 0.1  # and one on 99 % of each hour's gaps between a request's tokens
 
 
 def write_trace(path: Path, rows: int, length_swing: float = 0.0) -> None:
@@ -106,7 +108,8 @@ def main() -> None:
                                     dict(spare="idle")), ("headroom", dict(headroom=HEADROOM,
                                                                            cold_start_s=COLD_START_S)),
                                    ("ttft_target", dict(ttft_target_s=TTFT_TARGET_S)),
-                                   ("ttft_p99_target", dict(ttft_p99_target_s=TTFT_P99_TARGET_S)))}
+                                   ("ttft_p99_target", dict(ttft_p99_target_s=TTFT_P99_TARGET_S)),
+                                   ("itl_p99_target", dict(itl_p99_target_s=ITL_P99_TARGET_S)))}
     one, one_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", queue=True,
                                              **trace.serving(window_s=3600)))
     job, serve_s = jobs[None]
@@ -122,12 +125,14 @@ def main() -> None:
                "autoscaled": {"fleet": 4, "serve_cpu_s": auto_s, "energy_kwh": auto.energy_j / 3.6e6,
                               "j_per_output_token": auto.energy_per_output_token_j,
                               "instance_hours": float(auto.windows.instances.sum()), "ttft_s": auto.ttft_s,
-                              "ttft_p99_s": auto.ttft_p99_s,
+                              "ttft_p99_s": auto.ttft_p99_s, "itl_p99_s": auto.itl_p99_s,
                               "worst_hour_ttft_s": float((auto.windows.prefill_s + auto.windows.slot_wait_s).max()),
+                              "worst_hour_itl_p99_s": float(np.nanmax(auto.windows.itl_p99_s)),
                               **{name: {"energy_kwh": v.energy_j / 3.6e6, "starts": int(v.windows.started.sum()),
                                         "standby_kwh": float(v.windows.standby_j.sum()) / 3.6e6,
                                         "instance_hours": float(v.windows.instances.sum()), "ttft_s": v.ttft_s,
-                                        "ttft_p99_s": v.ttft_p99_s}
+                                        "ttft_p99_s": v.ttft_p99_s, "itl_p99_s": v.itl_p99_s,
+                                        "worst_hour_itl_p99_s": float(np.nanmax(v.windows.itl_p99_s))}
                                  for name, v in variants.items()}},
                "queued_on_one": {"serve_cpu_s": one_s, "energy_kwh": one.energy_j / 3.6e6,
                                  "j_per_output_token": one.energy_per_output_token_j, "wait_s": one.wait_s,
@@ -154,17 +159,22 @@ def main() -> None:
     print(f"  hour by hour on as few of {scaled['fleet']} instances as serve each hour: {scaled['serve_cpu_s']:.2f} "
           f"CPU-s; {scaled['energy_kwh']:.2f} kWh, {scaled['j_per_output_token']:.3f} J an output token, "
           f"{scaled['instance_hours']:.0f} instance-hours; a first token after {scaled['ttft_s']:.3f} s on average, "
-          f"{scaled['worst_hour_ttft_s']:.1f} s in the worst hour, 99 % within {scaled['ttft_p99_s']:.1f} s")
+          f"{scaled['worst_hour_ttft_s']:.1f} s in the worst hour, 99 % within {scaled['ttft_p99_s']:.1f} s; 99 % "
+          f"of the gaps between tokens within {scaled['itl_p99_s']:.3f} s ({scaled['worst_hour_itl_p99_s']:.3f} s in "
+          "the worst hour)")
     for name, what in (("cold_start", f"each start {COLD_START_S:.0f} s at idle power"),
                        ("spares_idle", "the spares idle, loaded"),
                        ("headroom", f"{100 * HEADROOM:.0f} % over each hour's rate, each start {COLD_START_S:.0f} s"),
                        ("ttft_target", f"a first token within {TTFT_TARGET_S:g} s on average each hour"),
-                       ("ttft_p99_target", f"99 % of first tokens within {TTFT_P99_TARGET_S:g} s each hour")):
+                       ("ttft_p99_target", f"99 % of first tokens within {TTFT_P99_TARGET_S:g} s each hour"),
+                       ("itl_p99_target", f"99 % of the gaps between tokens within {ITL_P99_TARGET_S:g} s each "
+                                          "hour")):
         each = scaled[name]
         whose = "the spares'" if name == "spares_idle" else f"the {each['starts']} starts'"
         print(f"    {what}: {each['energy_kwh']:.2f} kWh ({each['standby_kwh']:.3f} of them {whose}), "
               f"{each['instance_hours']:.0f} instance-hours; a first token after {each['ttft_s']:.3f} s, 99 % within "
-              f"{each['ttft_p99_s']:.3f} s")
+              f"{each['ttft_p99_s']:.3f} s; 99 % of the gaps within {each['itl_p99_s']:.3f} s "
+              f"({each['worst_hour_itl_p99_s']:.3f} s in the worst hour)")
     one = figures["queued_on_one"]
     print(f"  hour by hour on one instance, the excess queued: {one['serve_cpu_s']:.2f} CPU-s; "
           f"{one['energy_kwh']:.2f} kWh, {one['j_per_output_token']:.3f} J an output token; "

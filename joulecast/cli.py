@@ -666,7 +666,7 @@ AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest 
 QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
 # the API's names (the flags' dests); each needs --autoscale
-AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s")
+AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
@@ -1135,18 +1135,18 @@ def _whole(text: str) -> int:
 
 
 # A time flag's units (`_seconds`), in seconds
-TIME_UNITS = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86_400.0}
+TIME_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86_400.0}
 
 
 def _seconds(text: str) -> float:
-    """A time as users write one: seconds (3600), or a number and a unit of TIME_UNITS (90s, 15min, 1h, 1d)."""
+    """A time as users write one: seconds (3600), or a number and a unit of TIME_UNITS (50ms, 90s, 15min, 1h, 1d)."""
     stripped = text.strip().lower()
     unit = next((u for u in sorted(TIME_UNITS, key=len, reverse=True) if stripped.endswith(u)), "s")
     try:
         value = float(stripped.removesuffix(unit) if stripped.endswith(unit) else stripped) * TIME_UNITS[unit]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a time: seconds (3600), or with a unit: 90s, 15min, 1h, "
-                                         "1d") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time: seconds (3600), or with a unit: 50ms, 90s, 15min, "
+                                         "1h, 1d") from None
     return value
 
 
@@ -1168,8 +1168,8 @@ def _share(text: str) -> float:
 
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
-    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s and ttft_p99_target_s),
-    `prefix` leading their help."""
+    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s and
+    itl_p99_target_s), `prefix` leading their help."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
@@ -1184,6 +1184,9 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
     parser.add_argument("--ttft-p99-target", dest="ttft_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
                         "with --autoscale, more instances where 99 %% of a window's requests would not have their "
                         "first token within this, e.g. 2")
+    parser.add_argument("--itl-p99-target", dest="itl_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
+                        "with --autoscale, more instances where 99 %% of a window's gaps between a request's tokens "
+                        "would not come within this (fewer running, fewer prompts a step), e.g. 50ms")
 
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).

@@ -381,14 +381,16 @@ def _autoscale_lines(job: Any) -> list[str]:
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
              + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")]
-    targets = [(f"within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
+    targets = [(f"a first token within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
                for t in (job.ttft_target_s,) if t is not None]
-    targets += [(f"99 % within {duration(t)}", windows.ttft_p99_s, t) for t in (job.ttft_p99_target_s,)
-                if t is not None]
-    if targets:  # the windows with arrivals whose first tokens come within the targets
+    targets += [(f"99 % of first tokens within {duration(t)}", windows.ttft_p99_s, t)
+                for t in (job.ttft_p99_target_s,) if t is not None]
+    targets += [(f"99 % of the gaps between tokens within {duration(t)}", windows.itl_p99_s, t)
+                for t in (job.itl_p99_target_s,) if t is not None]
+    if targets:  # the windows with arrivals that meet the targets (a window making no gap meets a gap's)
         busy = windows.request_rate > 0
         late = busy & np.any([got > t * (1 + 1e-9) for _, got, t in targets], axis=0)
-        lines.append(f"{'':11}a first token {' and '.join(text for text, _, _ in targets)} in "
+        lines.append(f"{'':11}{' and '.join(text for text, _, _ in targets)} in "
                      f"{int(busy.sum() - late.sum()):,} of {plural(int(busy.sum()), 'window')} with arrivals"
                      + (" (the rest on the whole fleet)" if late.any() else ""))
     if job.spare == "idle":
@@ -471,8 +473,11 @@ def _gap_lines(job: Any) -> list[str]:
     where its requests make more than one token: the steps that admit prompts run longer."""
     if job.itl_p99_s is None:
         return []
+    each = job.windows.itl_p99_s if job.windows is not None else np.full(1, np.nan)
+    worst = f" (all windows; the worst's 99 % within {duration(float(np.nanmax(each)))})" if np.isfinite(
+        each).any() else ""
     return [f"gaps       90 % of tokens within {duration(job.itl_p90_s)} of the one before, 99 % within "
-            f"{duration(job.itl_p99_s)}" + ("" if job.windows is None else " (the busiest window)")]
+            f"{duration(job.itl_p99_s)}{worst}"]
 
 
 def _kernels(fusions: tuple[str, ...], overhead_s: float) -> str:

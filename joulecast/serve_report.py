@@ -1,7 +1,8 @@
 """A load served window by window as a self-contained HTML report (`estimate --phase serve --requests FILE --window S
 --report DIR`): its figures, and bar charts over time of its power, arrivals, the instances serving it where
 autoscaled, the requests left waiting where queued, its requests' mean prompt where its windows have lengths of their
-own, and its carbon where read on an hourly series, each an inline SVG; the busiest windows in a table. No script, no
+own, the time within which 99 % of its requests have their first token and 99 % of its gaps between tokens come,
+and its carbon where read on an hourly series, each an inline SVG; the busiest windows in a table. No script, no
 external file, no plotting library: the core install renders it."""
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from joulecast.sweep_report import page, table
 _W, _H, _PAD, _TOP = 760, 150, 56, 24  # the charts' size, their side and bottom margins, their top one
 # Each chart's bars' colour (Tableau's), by its class
 _COLOURS = {"power": "#ff7f0e", "rate": "#1f77b4", "instances": "#7f7f7f", "prompt": "#9467bd", "queue": "#d62728",
-            "carbon": "#2ca02c"}
+            "carbon": "#2ca02c", "latency": "#8c564b"}
 MAX_BARS = 600  # a chart's bars at most: past it, each bar the mean of as many windows as fit in one
 BUSIEST = 10    # windows in the table of the busiest
 _TICKS = (0, 0.25, 0.5, 0.75, 1)  # the time axis' labels, as shares of the span
@@ -66,6 +67,11 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
     if own_lengths(w):  # each window at its requests' lengths (none where it has no arrivals)
         charts.append(bars_svg(np.where(w.request_rate > 0, w.input_len, 0.0), span,
                                "a request's mean prompt (tokens)", "prompt"))
+    # its latency window by window (none where a window has no arrivals, or its answers no gap)
+    charts += [bars_svg(np.nan_to_num(np.where(w.request_rate > 0, values, np.nan)), span, label, "latency")
+               for values, label in ((w.ttft_p99_s, "99 % of first tokens within (s)"),
+                                     (w.itl_p99_s, "99 % of gaps between tokens within (s)"))
+               if np.isfinite(values[w.request_rate > 0]).any()]
     if figures.get("window_carbon_g") is not None:  # on an hourly series, each window's own hours
         charts.append(bars_svg(np.asarray(figures["window_carbon_g"]) / (w.duration_s / 3600), span,
                                "carbon (g CO2e an hour)", "carbon"))
@@ -77,6 +83,7 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
                          "answer (tokens)": w.output_len[busiest], "time a token (s)": w.step_time_s[busiest],
                          "first token (s)": (w.prefill_s + w.slot_wait_s + w.wait_s)[busiest],
                          "99 % first token (s)": w.ttft_p99_s[busiest],
+                         "99 % gap between tokens (s)": w.itl_p99_s[busiest],
                          "power (W)": w.power_w[busiest], "energy (kWh)": w.energy_j[busiest] / 3.6e6})
     title = f"Serving {job.model} on {job.gpu}, window by window"
     body = (f"<h1>{html.escape(title)}</h1><p>{html.escape(source)}</p>"

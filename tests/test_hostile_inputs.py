@@ -355,7 +355,8 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
               "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
               "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s",
-              "headroom", "ttft_target_s", "ttft_p99_target_s", "queue", "input_len_cv", "chunk_tokens"]
+              "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "queue", "input_len_cv",
+              "chunk_tokens"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -426,7 +427,7 @@ _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.int
        window=st.floats(30, 1e9), instances=st.integers(1, 3), autoscale=st.booleans(), queue=st.booleans(),
        max_batch=st.sampled_from([1, 4, 256]), last=st.one_of(st.none(), st.floats(1, 2e9)),
        scaled=st.dictionaries(st.sampled_from(["spare", "cold_start_s", "headroom", "ttft_target_s",
-                                               "ttft_p99_target_s"]),
+                                               "ttft_p99_target_s", "itl_p99_target_s"]),
                               mostly(st.one_of(st.sampled_from(["off", "idle"]), st.floats(0, 1e5)), anything),
                               max_size=3),
        lengths=st.one_of(st.none(), st.dictionaries(
@@ -437,9 +438,10 @@ _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.int
          lengths=None, scaled={})
 def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max_batch, last, lengths, scaled):
     """Any windows' rates and lengths (the last its own, each window's own lengths or the load's), autoscaled or not
-    (its spares off or idle, its cold starts, its headroom), queued or not: the windows' energy summed, every figure
-    finite and the idle ones at idle power (the spares' and starts' energy besides), queued every request served and
-    no wait negative, or one line naming a field (a window past capacity: window_rates)."""
+    (its spares off or idle, its cold starts, its headroom, its latency targets), queued or not: the windows' energy
+    summed, every figure finite and the idle ones at idle power (the spares' and starts' energy besides), each
+    window's gaps in order, queued every request served and no wait negative, or one line naming a field (a window
+    past capacity: window_rates)."""
     load = dict(input_len=64, output_len=32) if lengths is None else dict(window_lengths=lengths)
     job = outcome(lambda: joulecast.serve("gpt2", "a10", **load, window_rates=rates, window_s=window,
                                           last_window_s=last, instances=instances, autoscale=autoscale,
@@ -451,6 +453,10 @@ def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max
         assert ((1 <= w.instances) & (w.instances <= instances)).all()
         assert (w.standby_j >= 0).all() and (w.standby_j <= w.energy_j).all()
         assert job.autoscale or not w.standby_j.any()  # every instance serving: no spare, no start
+        # each window's gaps between tokens: none (no tokens served), or positive, 99 % of them past 90 %
+        gaps = np.isfinite(w.itl_p99_s)
+        assert (gaps == np.isfinite(w.itl_p90_s)).all() and (w.itl_p90_s[gaps] > 0).all(), job
+        assert (w.itl_p99_s[gaps] >= w.itl_p90_s[gaps]).all() and not gaps[w.output_tokens == 0].any(), job
         if queue:
             assert np.isfinite([job.wait_s, *w.wait_s, *w.backlog]).all() and (w.wait_s >= 0).all(), job
             assert w.output_tokens.sum() == pytest.approx(np.dot(w.request_rate * w.duration_s, w.output_len))
@@ -463,7 +469,7 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
                "attention",
                "request_rate", "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates",
                "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
-               "ttft_target_s", "ttft_p99_target_s", "queue", "carbon_series"]
+               "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "queue", "carbon_series"]
 
 
 @SETTINGS
@@ -506,7 +512,7 @@ _CALLS = {
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
                "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances", "window_rates",
                "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
-               "ttft_target_s", "ttft_p99_target_s", "queue")),
+               "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "queue")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

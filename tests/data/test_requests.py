@@ -268,8 +268,11 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
     assert re.search(r"^ {11}the others off; \d starts of 2\.000 min at idle power: [\d.]+ kWh \([\d.]+ % of the "
                      r"energy\)$", capsys.readouterr().out, re.M)
     assert main([*argv, *scaled, "--ttft-target", "1s", "--ttft-p99-target", "3s"]) == 0
-    assert re.search(r"^ {11}a first token within 1\.000 s on average and 99 % within 3\.000 s in \d of 3 windows "
-                     r"with arrivals", capsys.readouterr().out, re.M)
+    assert re.search(r"^ {11}a first token within 1\.000 s on average and 99 % of first tokens within 3\.000 s in \d "
+                     r"of 3 windows with arrivals", capsys.readouterr().out, re.M)
+    assert main([*argv, *scaled, "--itl-p99-target", "0.5s", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["itl_p99_target_s"] == 0.5 and max(out["windows"]["itl_p99_s"]) <= 0.5
     assert main([*argv, *scaled, "--spare", "idle"]) == 0
     assert re.search(r"^ {11}the others idle, loaded: [\d.]+ kWh \([\d.]+ % of the energy\)$",
                      capsys.readouterr().out, re.M)
@@ -426,13 +429,17 @@ def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
                  "--report", str(report)]) == 0
     assert f"wrote {report / 'report.html'}" in capsys.readouterr().out
     page = (report / "report.html").read_text()
-    assert page.count("<svg") == 4 and "<script" not in page
+    assert page.count("<svg") == 6 and "<script" not in page
     for cls in ("power", "rate", "instances", "carbon"):
         assert page.count(f"<rect class='{cls}'") == 12, cls  # a bar a window: 3 hours of 15 minutes
+    # each window's 99th percentiles of its first tokens and of its gaps between tokens, a chart each
+    assert page.count("<rect class='latency'") == 24
+    assert "99 % of first tokens within (s)" in page and "99 % of gaps between tokens within (s)" in page
     busiest = page.split("<table class='busiest'>", 1)[1]
     assert busiest.count("<tr>") == 1 + 10 and "<td>2024-05-12T01:00:00Z</td>" in busiest
     # each window's mean first token (its prompt's prefill and its wait for a slot) and its 99th percentile
     assert "<th>first token (s)</th>" in busiest and "<th>99 % first token (s)</th>" in busiest
+    assert "<th>99 % gap between tokens (s)</th>" in busiest
     assert main([*argv[:-2], "--report", str(tmp_path / "other")]) == 2
     assert "--report: applies to --window" in capsys.readouterr().err and not (tmp_path / "other").exists()
     # --out: a row a window, its UTC start, figures and carbon, summing to the estimate's
@@ -452,4 +459,4 @@ def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           f"--user-data-dir={tmp_path / 'chromium'}", "--dump-dom", (report / "report.html").as_uri()],
                          capture_output=True, text=True, timeout=120).stdout
-    assert dom.count("<svg") == 4 and dom.count('class="power"') == 12
+    assert dom.count("<svg") == 6 and dom.count('class="power"') == 12

@@ -735,7 +735,7 @@ def test_an_autoscaled_load_keeps_each_windows_first_token_within_a_target():
         with pytest.raises(joulecast.InputError, match=f"^ttft_target_s: {message}"):
             serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, autoscale=True,
                   ttft_target_s=bad, **kw)
-    for name in ("ttft_target_s", "ttft_p99_target_s"):
+    for name in ("ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s"):
         with pytest.raises(joulecast.InputError, match=f"^{name}: applies to autoscale"):
             serve("llama-3-8b", "h100-sxm", window_rates=rates, window_s=600, instances=6, **{name: 1.0}, **kw)
 
@@ -914,9 +914,9 @@ def test_a_catalog_model_s_steps_are_lowered_once_and_kept():
     kept = len(serving._STEPS)
     # the grid of batch sizes (the steady state's steps), the steps a request's prompt runs in at a few of them
     # (PREFILL_BATCHES; with 300 and a chunk of its tokens), and the steps the gaps between tokens are read at
-    # (`token_gaps.prompt_points`)
+    # (`token_gaps.prompt_points`), at the same few batches
     assert kept == len(np.unique(np.round(np.geomspace(1, 256, 24)))) + 2 * serving.PREFILL_BATCHES + len(
-        serving.token_gaps.prompt_points(serving.serve_step.CHUNK_TOKENS))
+        serving.token_gaps.prompt_points(serving.serve_step.CHUNK_TOKENS)) * serving.PREFILL_BATCHES
     again = serve("llama-3-8b", "a100-sxm4-80gb", **kw)
     assert len(serving._STEPS) == kept
     serving._STEPS.clear()
@@ -960,14 +960,52 @@ def test_gaps_without_prompts_are_the_step_and_past_the_chunk_the_chunk_s_step()
     assert one.itl_p90_s is None and one.itl_p99_s is None and "gaps " not in render.serve_table(one)
 
 
-def test_a_load_window_by_window_gives_its_busiest_window_s_gaps():
-    """The gaps of a load that varies are its busiest window's: those of its rate alone."""
+def test_a_load_window_by_window_gives_each_window_s_gaps_and_all_of_them_together():
+    """Each window's gaps are those of its rate alone (none without arrivals); the whole load's are the quantiles of
+    all its windows' gaps together: those of one window where every window is as busy, and between the windows'
+    where they differ, nearer the busiest, which makes the most tokens."""
     kw = dict(input_len=512, output_len=128, estimator="physics", engine="vllm-0.5.4")
-    varied = serve("llama-3-8b", "h100-sxm", window_rates=[1.0, 6.0, 2.0], window_s=600, **kw)
-    alone = serve("llama-3-8b", "h100-sxm", request_rate=6.0, **kw)
-    assert varied.itl_p99_s == pytest.approx(alone.itl_p99_s, rel=1e-9)
-    assert varied.itl_p90_s == pytest.approx(alone.itl_p90_s, rel=1e-9)
-    assert "(the busiest window)" in render.serve_table(varied)
+    varied = serve("llama-3-8b", "h100-sxm", window_rates=[1.0, 6.0, 2.0, 0.0], window_s=600, **kw)
+    for k, rate in enumerate((1.0, 6.0, 2.0)):
+        alone = serve("llama-3-8b", "h100-sxm", request_rate=rate, **kw)
+        assert varied.windows.itl_p90_s[k] == pytest.approx(alone.itl_p90_s, rel=1e-9)
+        assert varied.windows.itl_p99_s[k] == pytest.approx(alone.itl_p99_s, rel=1e-9)
+    assert np.isnan(varied.windows.itl_p99_s[3]) and varied.to_dict()["windows"]["itl_p99_s"][3] is None or (
+        np.isnan(varied.to_dict()["windows"]["itl_p99_s"][3]))
+    each = varied.windows.itl_p99_s[:3]
+    # (all together to 1e-7 of it, `token_gaps.quantiles_s`)
+    assert each.min() < varied.itl_p99_s <= each.max() * (1 + 1e-7) and varied.itl_p99_s > np.median(each)
+    even = serve("llama-3-8b", "h100-sxm", window_rates=[6.0, 6.0], window_s=600, **kw)
+    assert even.itl_p99_s == pytest.approx(even.windows.itl_p99_s[0], rel=1e-6)
+    assert f"the worst's 99 % within {render.duration(each.max())}" in render.serve_table(varied)
+
+
+def test_an_autoscaler_keeps_each_window_s_gaps_within_a_target():
+    """`itl_p99_target_s`: more instances where 99 % of a window's gaps between tokens would come later than the
+    target (fewer running an instance, each step shorter and admitting fewer prompts): the fewest that meet it, and
+    the whole fleet where even it misses; the table says in how many windows it is met."""
+    kw = dict(input_len=2048, output_len=128, estimator="physics", engine="vllm-0.11.1", window_s=600,
+              window_rates=[1.0, 8.0, 3.0], instances=8, autoscale=True)
+    plain = serve("llama-3-8b", "h100-sxm", **kw)
+    target = float(np.median(plain.windows.itl_p99_s)) * 0.999  # under the middle window's
+    held = serve("llama-3-8b", "h100-sxm", itl_p99_target_s=target, **kw)
+    more = held.windows.instances - plain.windows.instances
+    assert (more >= 0).all() and more.sum() > 0
+    met = held.windows.itl_p99_s <= target
+    assert met.sum() >= 2 and (held.windows.instances[~met] == 8).all()
+    # where it took more than its rate needs, one fewer misses it (served alone, evenly: within the 1 % its
+    # windows' prompts admitted a step are read to, `token_gaps.ADMITTED_A_DECADE`)
+    for k in np.flatnonzero(met & (more > 0)):
+        fewer = serve("llama-3-8b", "h100-sxm", **{**kw, "window_rates": [kw["window_rates"][k]], "autoscale": False,
+                                                   "instances": int(held.windows.instances[k]) - 1})
+        assert fewer.windows.itl_p99_s[0] > 0.99 * target
+    assert held.itl_p99_target_s == target and held.to_dict()["itl_p99_target_s"] == target
+    assert re.search(r"99 % of the gaps between tokens within [\d.]+ ms in \d of 3 windows with arrivals",
+                     render.serve_table(held))
+    with pytest.raises(joulecast.InputError, match="itl_p99_target_s: applies to autoscale"):
+        serve("llama-3-8b", "h100-sxm", **{**kw, "autoscale": False}, itl_p99_target_s=0.05)
+    with pytest.raises(joulecast.InputError, match="itl_p99_target_s: must be a positive number"):
+        serve("llama-3-8b", "h100-sxm", **kw, itl_p99_target_s=-1)
 
 
 def test_a_request_s_first_token_comes_after_its_prompt_s_steps():

@@ -825,6 +825,12 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     assert scaled["worst_hour_ttft_s"] >= scaled["ttft_s"] > 0 and scaled["ttft_p99_s"] > scaled["ttft_s"]
     tail = scaled["ttft_p99_target"]
     assert tail["instance_hours"] >= scaled["instance_hours"] and tail["ttft_p99_s"] <= scaled["ttft_p99_s"]
+    # and one on the gaps between tokens: as many instances or more, no hour's 99th percentile later, the worst
+    # hour's past the week's all together
+    gaps = scaled["itl_p99_target"]
+    assert gaps["instance_hours"] >= scaled["instance_hours"] and gaps["itl_p99_s"] <= scaled["itl_p99_s"]
+    assert gaps["worst_hour_itl_p99_s"] <= scaled["worst_hour_itl_p99_s"]
+    assert scaled["worst_hour_itl_p99_s"] >= scaled["itl_p99_s"] * (1 - 1e-7) > 0  # (the week's to 1e-7 of it)
     # on one instance, queued: every figure finite, the waits none or some
     assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths

@@ -210,13 +210,24 @@ def scaled_in(demand: np.ndarray, reach: np.ndarray, fleet: int, headroom: float
     return np.clip(np.ceil(demand * (1.0 + headroom) / reach), 1.0, fleet)
 
 
+def reactive_instances(needed: np.ndarray, seconds: np.ndarray, cold_start_s: float) -> tuple[np.ndarray, np.ndarray]:
+    """A reactive autoscaler's instances (one sizing each window by the one before it: on the load it measured): each
+    window's running, those the window before `needed` (the first window's its own, running already), and serving,
+    those less the ones it starts for a share of it, `cold_start_s` of its `seconds` (the whole window where the
+    start takes longer: they serve from the next; an instance started serves no request before it is loaded)."""
+    held = np.concatenate([needed[:1], needed[:-1]])
+    started = np.diff(held, prepend=held[:1]).clip(min=0.0)
+    return held, held - started * np.minimum(cold_start_s / seconds, 1.0)
+
+
 def standby(serving: np.ndarray, fleet: int, seconds: np.ndarray, idle_w: float, spare: str,
             cold_start_s: float) -> tuple[np.ndarray, np.ndarray]:
     """An autoscaled load's energy beyond its serving instances', each window's (J), and the instances started for
     each: with `spare` "idle", the ones not serving at `idle_w` (an instance's GPUs' idle power) all the window; with
     "off", each instance started for a window (more than the window before it serves; the first window's are running
     already) at `idle_w` for `cold_start_s` seconds, started that long ahead (a scheduled scale-out: it serves from
-    the window's start), charged to the window it serves. A start draws about idle power: Wilkins' 35 model loads
+    the window's start) or, reactive, at the window's start (`reactive_instances`), charged to the window it serves.
+    A start draws about idle power: Wilkins' 35 model loads
     (Hugging Face transformers, 7-70B models on one to four A100s or a V100, 7-297 s) drew 0.70-1.49x their cards'
     catalog idle power, which reads them with a 21.6 % mean error, -7.3 % bias (experiments/cold_start.py)."""
     started = np.diff(serving, prepend=serving[:1]).clip(min=0.0)

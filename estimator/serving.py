@@ -49,6 +49,7 @@ reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping, Sequence
@@ -76,6 +77,7 @@ from joulecast.estimator.serve_windows import (
     pooled_whole,
     positive,
     queued,
+    reactive_instances,
     scaled_in,
     share,
     standby,
@@ -176,6 +178,7 @@ class ServeEstimate:
     ttft_target_s: float | None = None  # autoscaled: the mean time to first token each window's instances keep to
     ttft_p99_target_s: float | None = None  # autoscaled: the time within which they keep 99 % of first tokens
     itl_p99_target_s: float | None = None  # autoscaled: the gap within which they keep 99 % of a window's tokens
+    reactive: bool = False        # autoscaled: each window on the instances the window before needed, not its own
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
@@ -321,8 +324,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           instances: int = 1, window_rates: Any = None, window_s: float | None = None,
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
           spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
-          ttft_p99_target_s: float | None = None, itl_p99_target_s: float | None = None, queue: bool = False,
-          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          ttft_p99_target_s: float | None = None, itl_p99_target_s: float | None = None, reactive: bool = False,
+          queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -354,7 +357,11 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     a window's requests would wait longer than it for their first token (its prefill and the wait for a slot: an
     autoscaler on a latency target; the fleet where even all miss it), with `ttft_p99_target_s` where 99 % of them
     would not have it within that, with `itl_p99_target_s` where 99 % of a window's gaps between a request's tokens
-    would not come within that (`itl_p99_s`, its windows'); `instances` then the most it may use.
+    would not come within that (`itl_p99_s`, its windows'); `instances` then the most it may use. An autoscaler
+    sized so is one that knows each window's load ahead (a schedule, a forecast); `reactive`: one that sizes each
+    window by the one before it (scaling on the load it measured), so a window is served on the instances the
+    window before needed, those it starts serving `cold_start_s` into it (`serve_windows.reactive_instances`), and
+    a window past what they serve is refused, or with `queue` its excess waits.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
@@ -386,6 +393,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             "applies to a load window by window (window_rates and window_s)")
     require(not require_switch(queue, "queue") or windows is not None, "queue",
             "applies to a load window by window (window_rates and window_s)")
+    require(not require_switch(reactive, "reactive") or autoscale, "reactive",
+            "applies to autoscale (each window sized by the window before it)")
     require_choice(spare, SPARES, "spare")
     cold_start_s = share("cold_start_s", cold_start_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
     headroom = share("headroom", headroom, MAX_HEADROOM, f"{MAX_HEADROOM:g} (a share of each window's rate)")
@@ -501,7 +510,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         scale = np.ones(len(rates)) if lengths is None else own_out / classes[label, 1]
         reach = capacity[label, -1] / scale
         demand = windows  # requests a second each window serves, all instances'
-        if queue:  # arrivals past what the instances serve wait for the windows after it (`serve_windows.queued`)
+        if queue and not reactive:  # arrivals past what the instances serve wait for the windows after it
+            # (`serve_windows.queued`; reactive, past what the instances it has serve: below)
             line = queued(arrivals, reach * instances, seconds)
             seconds = seconds.copy()
             seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
@@ -514,23 +524,34 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         steps = _Steps(grid, step_s, step_j_grid, capacity, *prefill_grid, classes[:, 1], classes[:, 3], label,
                        scale, max_batch, None if windows is None else seconds)
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
+        held = serving  # and running (reactive: those it starts serve part of it)
         everyone = np.arange(len(rates))
         answers = np.broadcast_to(np.asarray(own_out, dtype=np.float64), rates.shape)
-        # the prompts admitted a step its windows may take: at their rates, or autoscaled at the fewest instances
-        # and the most
-        span = (rates,) if not autoscale else tuple(np.minimum(demand / n, reach) for n in (
-            scaled_in(demand, reach, instances, headroom), instances))
+        # the prompts admitted a step its windows may take: at their rates, or autoscaled from the most an instance
+        # serves to the whole fleet's share
+        span = (rates,) if not autoscale else (reach, np.minimum(demand / instances, reach))
         admitted = np.concatenate([_admitted(_batches(steps, r, everyone), answers) for r in span])
         labels = np.concatenate([label] * len(span))
         ends = np.cumsum([len(a) for a in at_prompts])
-        gap_classes = [_gap_class(gap_rows[end - len(a):end], grid[some], size, admitted[labels == k])
-                       for k, (a, end, size) in enumerate(zip(at_prompts, ends, sized))]
+        gap_classes = [_gap_class(gap_rows[end - len(a):end], grid[some], size, admitted[labels == k],
+                                  exact=not autoscale) for k, (a, end, size) in enumerate(zip(at_prompts, ends, sized))]
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
             serving = scaled_in(demand, reach, instances, headroom)
             if any(t is not None for t in (ttft_target_s, ttft_p99_target_s, itl_p99_target_s)):  # and more where
                 # their requests' first tokens or the gaps between their tokens come later than a target
                 serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s,
                                          itl_p99_target_s, gap_classes, answers)
+            held = serving
+            if reactive:  # each window on what the window before needed
+                held, serving = reactive_instances(serving, seconds, cold_start_s)
+                if queue:  # its arrivals past what those serve wait for the windows after it
+                    line = queued(arrivals, reach * serving, seconds)
+                    seconds = seconds.copy()
+                    seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
+                    demand = line["served"] / seconds
+                    steps = dataclasses.replace(steps, seconds=seconds)
+                elif (demand > reach * serving * (1 + 1e-12)).any():
+                    raise _beyond_reactive(demand, reach * serving, held, seconds)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)
         gap_at = (label, batches, _admitted(batches, answers))
@@ -566,10 +587,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                        else (lengths[:, 0], lengths[:, 1]))
         queued_at = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
         # autoscaled: its idle spares or its cold starts (`serve_windows.standby`), none where every instance serves
-        extra_j, started = standby(serving, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
+        extra_j, started = standby(held, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
-                              tokens_per_s * serving * seconds, serving,
+                              tokens_per_s * serving * seconds, held,
                               *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill, *window_gaps)
         # the whole load's: all its windows' gaps together (a request's tokens but its first)
         whole_gaps = token_gaps.quantiles_s(gap_classes, *gap_at, np.array(ITL_QUANTILES),
@@ -614,7 +635,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
-        ttft_p99_target_s=ttft_p99_target_s, itl_p99_target_s=itl_p99_target_s,
+        ttft_p99_target_s=ttft_p99_target_s, itl_p99_target_s=itl_p99_target_s, reactive=bool(reactive),
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
@@ -691,12 +712,14 @@ def _at_prompts(size: Mapping[str, float], chunk_tokens: int, batch: int) -> lis
 
 
 def _gap_class(rows: Sequence[Sequence[tuple[Estimate, float, float, float]]], batches: np.ndarray,
-               size: Mapping[str, float], admitted: np.ndarray) -> token_gaps.Gaps:
+               size: Mapping[str, float], admitted: np.ndarray, exact: bool = True) -> token_gaps.Gaps:
     """A length class's `token_gaps.Gaps`: from the steps `_evaluate` priced at `_at_prompts`' prompt tokens (`rows`,
     a row each, a column for each of `batches`; the steps' own tokens, the most of them the chunk), its prompts'
-    lengths (`size`) and the prompts admitted a step in its windows (`admitted`, every value they may take)."""
+    lengths (`size`) and the prompts admitted a step in its windows (`admitted`: their own, or with `exact` false
+    the span they may take)."""
     prompts = np.array([row[0][3] for row in rows])
-    return token_gaps.gaps(prompts, batches, _seconds(rows).T, admitted, size["input_len"], size["input_len_cv"])
+    return token_gaps.gaps(prompts, batches, _seconds(rows).T, admitted, size["input_len"], size["input_len_cv"],
+                           exact)
 
 
 def _admitted(batches: np.ndarray, answers: np.ndarray | float) -> np.ndarray:
@@ -819,13 +842,28 @@ def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output
     """Requests in flight at each rate (Little's law: B = rate x output_len x step time(B)): the first batch of the
     grid whose capacity reaches the rate, interpolated from the one below; under the smallest batch's capacity,
     rate x a request's time at it (`first_step_s` a step), the GPU idling between requests."""
-    j = np.searchsorted(capacity, rates)
+    j = np.minimum(np.searchsorted(capacity, rates), len(capacity) - 1)  # (a rate at the last, rounded past it)
     low = np.maximum(j - 1, 0)
     gap = capacity[j] - capacity[low]  # 0 only where the rate is the smallest batch's capacity
     slope = np.divide(grid[j] - grid[low], gap, out=np.zeros_like(rates), where=gap > 0)
     # as np.interp computes it between the two (a rate at a batch's capacity: that batch)
     between = np.where(rates == capacity[j], grid[j], slope * (rates - capacity[low]) + grid[low])
     return np.where(rates >= capacity[0], between, rates * output_len * first_step_s)
+
+
+def _beyond_reactive(demand: np.ndarray, capacity: np.ndarray, held: np.ndarray, seconds: np.ndarray
+                     ) -> BeyondCapacityError:
+    """The error of a reactive autoscaler's load with a window past what its instances serve (`demand` requests a
+    second each window, `capacity` what the `held` instances the window before needed serve in it): the first such
+    window's, and how far its load outgrew the one before."""
+    k = int(np.argmax(demand > capacity * (1 + 1e-12)))
+    grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
+    return BeyondCapacityError("window_rates", f"{demand[k]:g} requests/s in window {k + 1:,} of {len(demand):,} "
+                               f"(its arrivals from {seconds[:k].sum():,.0f} s after the first, {grew}) is beyond "
+                               f"what the {held[k]:g} instance{'s' if held[k] != 1 else ''} the window before needed "
+                               f"serve ({capacity[k]:.4g}/s): "
+                               "a reactive autoscaler sizes each window by the one before it; keep headroom over "
+                               "each window's rate, or let its excess wait for the windows after it (queue)")
 
 
 def _beyond_advice(largest: tuple[Estimate, float, float, float], spec: Any, tp: int, fewest: int) -> str:

@@ -159,16 +159,17 @@ def prompt_tokens_quantile(admitted: float, input_len: float, input_len_cv: floa
                       float(chunk_tokens))
 
 
-def admitted_points(values: np.ndarray) -> np.ndarray:
+def admitted_points(values: np.ndarray, exact: bool = True) -> np.ndarray:
     """The prompts admitted a step at which a length class's prompt tokens are computed (`prompt_cdfs`), standing
-    for `values` (its windows'): those values themselves where few, else ADMITTED_A_DECADE a decade (geometric)
-    over their span, MAX_ADMITTED at most; one where none is positive (a load whose windows make no gaps)."""
+    for `values`: where they are its windows' own (`exact`), those values themselves where few; else, or where its
+    windows may take any value over their span (an autoscaler's choice), ADMITTED_A_DECADE a decade (geometric) over
+    it, MAX_ADMITTED at most; one where none is positive (a load whose windows make no gaps)."""
     values = np.unique(values[np.isfinite(values) & (values > 0)])
     if len(values) == 0:
         return np.ones(1)
     decades = np.log10(values[-1]) - np.log10(values[0])  # (their ratio may pass the largest float)
     points = min(MAX_ADMITTED, 1 + int(np.ceil(ADMITTED_A_DECADE * decades)))
-    return values if len(values) <= points else np.geomspace(values[0], values[-1], points)
+    return values if exact and len(values) <= points else np.geomspace(values[0], values[-1], points)
 
 
 class Gaps(NamedTuple):
@@ -193,11 +194,11 @@ class Gaps(NamedTuple):
 
 
 def gaps(prompts: np.ndarray, batches: np.ndarray, step_s: np.ndarray, admitted: np.ndarray, input_len: float,
-         input_len_cv: float) -> Gaps:
+         input_len_cv: float, exact: bool = True) -> Gaps:
     """A length class's `Gaps`, its prompts `input_len` long on average with spread `input_len_cv`, from its steps
     (`step_s`, a row for each of `batches`, a column for each of `prompts`) and the prompts admitted a step in its
-    windows (`admitted`: every value its windows may take, `admitted_points`)."""
-    points = admitted_points(np.asarray(admitted, dtype=np.float64))
+    windows (`admitted`: their own, or with `exact` false the ends of the span they may take, `admitted_points`)."""
+    points = admitted_points(np.asarray(admitted, dtype=np.float64), exact)
     cdf, level = prompt_cdfs(points, input_len, input_len_cv, int(prompts[-1]))
     return Gaps(np.asarray(prompts, dtype=np.float64), np.asarray(batches, dtype=np.float64),
                 np.maximum.accumulate(np.asarray(step_s, dtype=np.float64), axis=1), points, cdf, level)

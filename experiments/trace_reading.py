@@ -5,7 +5,8 @@ at its mean rate, and window by window (`--window`: each hour, and each minute, 
 of each; hour by hour autoscaled over 4 instances (each hour the fewest that serve it; its spares off, off with
 a cold start of COLD_START_S a start, or idle; with HEADROOM over each hour's rate; on a TTFT_TARGET_S target for
 a request's mean time to first token, a TTFT_P99_TARGET_S one for 99 % of them, or an ITL_P99_TARGET_S one for 99 %
-of each hour's gaps between a request's tokens); and hour by hour on one
+of each hour's gaps between a request's tokens; and reactive, each hour sized by the hour before it, the excess of an
+hour that outgrew it queued, with and without HEADROOM); and hour by hour on one
 instance, its busy hours' excess queued for the hours after them (`--queue`). The trace is synthetic,
 written here (no trace is in ../shared): arrivals over a week with a daily cycle (the rate 1 + 0.6 sin(2 pi t / day)
 times its mean, as production LLM traffic follows the day: the Azure traces' own plots), prompt lengths 1-8,000
@@ -109,7 +110,10 @@ def main() -> None:
                                                                            cold_start_s=COLD_START_S)),
                                    ("ttft_target", dict(ttft_target_s=TTFT_TARGET_S)),
                                    ("ttft_p99_target", dict(ttft_p99_target_s=TTFT_P99_TARGET_S)),
-                                   ("itl_p99_target", dict(itl_p99_target_s=ITL_P99_TARGET_S)))}
+                                   ("itl_p99_target", dict(itl_p99_target_s=ITL_P99_TARGET_S)),
+                                   ("reactive", dict(reactive=True, queue=True, cold_start_s=COLD_START_S)),
+                                   ("reactive_headroom", dict(reactive=True, queue=True, cold_start_s=COLD_START_S,
+                                                              headroom=HEADROOM)))}
     one, one_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", queue=True,
                                              **trace.serving(window_s=3600)))
     job, serve_s = jobs[None]
@@ -132,6 +136,7 @@ def main() -> None:
                                         "standby_kwh": float(v.windows.standby_j.sum()) / 3.6e6,
                                         "instance_hours": float(v.windows.instances.sum()), "ttft_s": v.ttft_s,
                                         "ttft_p99_s": v.ttft_p99_s, "itl_p99_s": v.itl_p99_s,
+                                        "hours_ending_with_backlog": int((v.windows.backlog > 0).sum()),
                                         "worst_hour_itl_p99_s": float(np.nanmax(v.windows.itl_p99_s))}
                                  for name, v in variants.items()}},
                "queued_on_one": {"serve_cpu_s": one_s, "energy_kwh": one.energy_j / 3.6e6,
@@ -168,13 +173,18 @@ def main() -> None:
                        ("ttft_target", f"a first token within {TTFT_TARGET_S:g} s on average each hour"),
                        ("ttft_p99_target", f"99 % of first tokens within {TTFT_P99_TARGET_S:g} s each hour"),
                        ("itl_p99_target", f"99 % of the gaps between tokens within {ITL_P99_TARGET_S:g} s each "
-                                          "hour")):
+                                          "hour"),
+                       ("reactive", "reactive, each hour on what the hour before needed, each start "
+                                    f"{COLD_START_S:.0f} s, the excess queued"),
+                       ("reactive_headroom", f"the same with {100 * HEADROOM:.0f} % over each hour's rate")):
         each = scaled[name]
         whose = "the spares'" if name == "spares_idle" else f"the {each['starts']} starts'"
         print(f"    {what}: {each['energy_kwh']:.2f} kWh ({each['standby_kwh']:.3f} of them {whose}), "
               f"{each['instance_hours']:.0f} instance-hours; a first token after {each['ttft_s']:.3f} s, 99 % within "
               f"{each['ttft_p99_s']:.3f} s; 99 % of the gaps within {each['itl_p99_s']:.3f} s "
-              f"({each['worst_hour_itl_p99_s']:.3f} s in the worst hour)")
+              f"({each['worst_hour_itl_p99_s']:.3f} s in the worst hour)"
+              + (f"; {each['hours_ending_with_backlog']} hours end with requests waiting"
+                 if name.startswith("reactive") else ""))
     one = figures["queued_on_one"]
     print(f"  hour by hour on one instance, the excess queued: {one['serve_cpu_s']:.2f} CPU-s; "
           f"{one['energy_kwh']:.2f} kWh, {one['j_per_output_token']:.3f} J an output token; "

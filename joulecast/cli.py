@@ -666,7 +666,8 @@ AUTOSCALE_NEEDS_WINDOW = "applies to --window (each window served by the fewest 
 QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serves wait for the windows after it)"
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
 # the API's names (the flags' dests); each needs --autoscale
-AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s")
+AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s",
+                     "reactive")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
@@ -1168,8 +1169,8 @@ def _share(text: str) -> float:
 
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
-    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s and
-    itl_p99_target_s), `prefix` leading their help."""
+    """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s,
+    itl_p99_target_s and reactive), `prefix` leading their help."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
@@ -1187,6 +1188,11 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
     parser.add_argument("--itl-p99-target", dest="itl_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
                         "with --autoscale, more instances where 99 %% of a window's gaps between a request's tokens "
                         "would not come within this (fewer running, fewer prompts a step), e.g. 50ms")
+    parser.add_argument("--reactive", action="store_true", default=None, help=f"{prefix}with --autoscale, each "
+                        "window sized by the window before it (an autoscaler scaling on the load it measured, every "
+                        "--window), not by its own (one that knows the load ahead): a window whose load outgrew "
+                        "the one before is refused, or with --queue its excess waits; its starts serve --cold-start "
+                        "into it")
 
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).

@@ -380,7 +380,8 @@ def _autoscale_lines(job: Any) -> list[str]:
     lines = [f"autoscale  {used.min():.0f} - {used.max():.0f} of {fleet} instances serving by window "
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
-             + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")]
+             + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")
+             + ("; reactive: each window on what the window before needed" if job.reactive else "")]
     targets = [(f"a first token within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
                for t in (job.ttft_target_s,) if t is not None]
     targets += [(f"99 % of first tokens within {duration(t)}", windows.ttft_p99_s, t)

@@ -273,6 +273,13 @@ def test_serve_prices_a_trace_window_by_window(tmp_path, capsys):
     assert main([*argv, *scaled, "--itl-p99-target", "0.5s", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["itl_p99_target_s"] == 0.5 and max(out["windows"]["itl_p99_s"]) <= 0.5
+    # sized by the hour before: the instances a shift of those sized ahead (the first hour its own)
+    ahead = json.loads(capsys.readouterr().out) if main([*argv, *scaled, "--json"]) == 0 else None
+    assert main([*argv, *scaled, "--reactive", "--queue", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["reactive"] is True and out["windows"]["instances"] == [ahead["windows"]["instances"][0],
+                                                                        *ahead["windows"]["instances"][:-1]]
+    assert main([*argv, "--reactive"]) == 2 and "--reactive: applies to --autoscale" in capsys.readouterr().err
     assert main([*argv, *scaled, "--spare", "idle"]) == 0
     assert re.search(r"^ {11}the others idle, loaded: [\d.]+ kWh \([\d.]+ % of the energy\)$",
                      capsys.readouterr().out, re.M)

@@ -980,6 +980,41 @@ def test_a_load_window_by_window_gives_each_window_s_gaps_and_all_of_them_togeth
     assert f"the worst's 99 % within {render.duration(each.max())}" in render.serve_table(varied)
 
 
+def test_a_reactive_autoscaler_serves_each_window_on_what_the_window_before_needed():
+    """`reactive`: each window on the instances the window before needed (the first on its own), so where the load
+    outgrows them the window is refused, naming it and how far it grew, and with `queue` its excess waits; those it
+    starts serve from `cold_start_s` into it, their start at idle power charged to it. Headroom over each window's
+    rate takes a rise in its stride."""
+    kw = dict(input_len=512, output_len=256, engine="vllm-0.11.1", estimator="physics", window_s=600, instances=6,
+              autoscale=True, max_batch=16, window_rates=[2.0, 12.0, 12.0, 3.0, 20.0, 2.0])
+    ahead = serve("llama-3-8b", "h100-sxm", **kw)
+    assert ahead.windows.instances.tolist() == [1, 2, 2, 1, 3, 1] and not ahead.reactive
+    with pytest.raises(joulecast.InputError, match=r"^window_rates: 12 requests/s in window 2 of 6 \(its arrivals "
+                       r"from 600 s after the first, 6x the window before's\) is beyond what the 1 instance the "
+                       r"window before needed serve \([\d.]+/s\).*\(queue\)$"):
+        serve("llama-3-8b", "h100-sxm", reactive=True, **kw)
+    late = serve("llama-3-8b", "h100-sxm", reactive=True, queue=True, **kw)
+    assert late.windows.instances.tolist() == [1, 1, 2, 2, 1, 3] and late.reactive and late.to_dict()["reactive"]
+    # the windows whose load outgrew the one before's instances end with requests waiting; all are served
+    assert (late.windows.backlog[[1, 4]] > 0).all() and late.windows.backlog[[0, 3, 5]].tolist() == [0, 0, 0]
+    assert late.output_tokens == pytest.approx(ahead.output_tokens) and late.wait_s > 0
+    # a start of 5 min: the instance started for window 3 serves its last half, at idle power meanwhile
+    started = serve("llama-3-8b", "h100-sxm", reactive=True, queue=True, cold_start_s=300, **kw)
+    assert started.windows.started.tolist() == [0, 0, 1, 0, 0, 2]
+    assert started.windows.standby_j[2] == pytest.approx(300 * lookup("h100-sxm").idle_power_w)
+    assert started.windows.backlog[2] > late.windows.backlog[2]  # its first 5 min on one instance
+    assert "reactive: each window on what the window before needed" in render.serve_table(started)
+    # headroom enough for the steepest rise (20 / 3, the rounding up of instances aside) serves every window as it
+    # comes
+    kept = serve("llama-3-8b", "h100-sxm", reactive=True, headroom=20 / 3 - 1, **kw)
+    assert kept.windows.instances.tolist()[1:] == serve("llama-3-8b", "h100-sxm", headroom=20 / 3 - 1,
+                                                        **kw).windows.instances.tolist()[:-1]
+    with pytest.raises(joulecast.InputError, match="^reactive: applies to autoscale"):
+        serve("llama-3-8b", "h100-sxm", reactive=True, **{**kw, "autoscale": False})
+    with pytest.raises(joulecast.InputError, match="^reactive: must be true or false"):
+        serve("llama-3-8b", "h100-sxm", reactive="yes", **kw)
+
+
 def test_an_autoscaler_keeps_each_window_s_gaps_within_a_target():
     """`itl_p99_target_s`: more instances where 99 % of a window's gaps between tokens would come later than the
     target (fewer running an instance, each step shorter and admitting fewer prompts): the fewest that meet it, and
@@ -987,8 +1022,15 @@ def test_an_autoscaler_keeps_each_window_s_gaps_within_a_target():
     kw = dict(input_len=2048, output_len=128, estimator="physics", engine="vllm-0.11.1", window_s=600,
               window_rates=[1.0, 8.0, 3.0], instances=8, autoscale=True)
     plain = serve("llama-3-8b", "h100-sxm", **kw)
+    # each window's as it reads served alone on its instances (its rate of prompts read between those computed over
+    # the span the autoscaler may take: within 1.5 %, `token_gaps.ADMITTED_A_DECADE`)
     target = float(np.median(plain.windows.itl_p99_s)) * 0.999  # under the middle window's
     held = serve("llama-3-8b", "h100-sxm", itl_p99_target_s=target, **kw)
+    for job in (plain, held):
+        for k, rate in enumerate(kw["window_rates"]):
+            alone = serve("llama-3-8b", "h100-sxm", **{**kw, "window_rates": [rate], "autoscale": False,
+                                                       "instances": int(job.windows.instances[k])})
+            assert job.windows.itl_p99_s[k] == pytest.approx(alone.windows.itl_p99_s[0], rel=0.015)
     more = held.windows.instances - plain.windows.instances
     assert (more >= 0).all() and more.sum() > 0
     met = held.windows.itl_p99_s <= target

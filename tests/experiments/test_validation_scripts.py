@@ -831,6 +831,11 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     assert gaps["instance_hours"] >= scaled["instance_hours"] and gaps["itl_p99_s"] <= scaled["itl_p99_s"]
     assert gaps["worst_hour_itl_p99_s"] <= scaled["worst_hour_itl_p99_s"]
     assert scaled["worst_hour_itl_p99_s"] >= scaled["itl_p99_s"] * (1 - 1e-7) > 0  # (the week's to 1e-7 of it)
+    # reactive, each hour on what the hour before needed: as many instance-hours but a shift, and its first tokens
+    # no sooner (an hour that outgrew the one before queues); headroom leaves fewer hours with requests waiting
+    late, kept = scaled["reactive"], scaled["reactive_headroom"]
+    assert late["ttft_s"] >= scaled["ttft_s"] * (1 - 1e-9) and late["instance_hours"] == scaled["instance_hours"]
+    assert kept["hours_ending_with_backlog"] <= late["hours_ending_with_backlog"]
     # on one instance, queued: every figure finite, the waits none or some
     assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths

@@ -785,7 +785,7 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
     step_time, step_energy = (np.empty(len(which)) for _ in range(2))
     bins = steps.prefill_s.shape[2]
     prefill, mass = np.empty((bins, len(which))), np.empty((bins, len(which)))
-    waits = np.empty((len(SlotWaits._fields), len(which)))
+    waits: dict[str, np.ndarray] = {}
     label, scale = steps.label[which], steps.scale[which]
     for k in range(len(steps.output_len)):  # a loop over the few classes, each over its windows at once
         mine = label == k
@@ -794,10 +794,12 @@ def _served(steps: _Steps, rates: np.ndarray, which: np.ndarray
         step_energy[mine] = np.interp(batches[mine], steps.grid, steps.step_j[k])
         prefill[:, mine] = [np.interp(batches[mine], steps.grid, column) for column in steps.prefill_s[k].T]
         mass[:, mine] = steps.prefill_mass[k][:, None]
-        waits[:, mine] = open_waits(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
-                                    np.full(len(own), steps.output_len_cv[k]),
-                                    None if steps.seconds is None else steps.seconds[which][mine])
-    return batches, step_time, step_energy, Prefills((prefill * mass).sum(axis=0), prefill, mass), SlotWaits(*waits)
+        each = open_waits(own, steps.max_batch, steps.grid, steps.capacity[k], steps.step_s[k],
+                          np.full(len(own), steps.output_len_cv[k]),
+                          None if steps.seconds is None else steps.seconds[which][mine])
+        for name, value in each._asdict().items():  # each field a column a window (the step found: a row a bin)
+            waits.setdefault(name, np.empty(value.shape[:-1] + (len(which),)))[..., mine] = value
+    return batches, step_time, step_energy, Prefills((prefill * mass).sum(axis=0), prefill, mass), SlotWaits(**waits)
 
 
 def _batches(steps: _Steps, rates: np.ndarray, which: np.ndarray) -> np.ndarray:

@@ -550,8 +550,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                     seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
                     demand = line["served"] / seconds
                     steps = dataclasses.replace(steps, seconds=seconds)
-                elif (demand > reach * serving * (1 + 1e-12)).any():
-                    raise _beyond_reactive(demand, reach * serving, held, seconds)
+                elif not _serves(demand, reach, serving):
+                    raise _beyond_reactive(demand, reach, held, serving, seconds, cold_start_s, instances)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)
         gap_at = (label, batches, _admitted(batches, answers))
@@ -853,19 +853,47 @@ def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output
     return np.where(rates >= capacity[0], between, rates * output_len * first_step_s)
 
 
-def _beyond_reactive(demand: np.ndarray, capacity: np.ndarray, held: np.ndarray, seconds: np.ndarray
-                     ) -> BeyondCapacityError:
+def _serves(demand: np.ndarray, reach: np.ndarray, serving: np.ndarray) -> bool:
+    """Whether every window's `demand` (requests a second) is within what its `serving` instances serve (`reach` an
+    instance), but for rounding."""
+    return bool((demand <= reach * serving * (1 + 1e-12)).all())
+
+
+def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, held: np.ndarray, serving: np.ndarray,
+                     seconds: np.ndarray, cold_start_s: float, fleet: int) -> BeyondCapacityError:
     """The error of a reactive autoscaler's load with a window past what its instances serve (`demand` requests a
-    second each window, `capacity` what the `held` instances the window before needed serve in it): the first such
-    window's, and how far its load outgrew the one before."""
-    k = int(np.argmax(demand > capacity * (1 + 1e-12)))
+    second each window, `serving` of the `held` instances the window before needed serving it, `reach` an
+    instance's most): the first such window's, how far its load outgrew the one before, and the least headroom
+    (`_least_headroom`) that serves every window."""
+    k = int(np.argmax(demand > reach * serving * (1 + 1e-12)))
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
+    needed = np.concatenate([held[1:], held[-1:]])  # what each window needed: the next one's held
+    least = _least_headroom(demand, reach, needed, seconds, cold_start_s, fleet)
+    keep = (f"keep at least {100 * least:.3g} % headroom over each window's rate" if least is not None else
+            f"no headroom up to {MAX_HEADROOM:g} serves every window on {fleet:,} instances: add instances")
     return BeyondCapacityError("window_rates", f"{demand[k]:g} requests/s in window {k + 1:,} of {len(demand):,} "
                                f"(its arrivals from {seconds[:k].sum():,.0f} s after the first, {grew}) is beyond "
                                f"what the {held[k]:g} instance{'s' if held[k] != 1 else ''} the window before needed "
-                               f"serve ({capacity[k]:.4g}/s): "
-                               "a reactive autoscaler sizes each window by the one before it; keep headroom over "
-                               "each window's rate, or let its excess wait for the windows after it (queue)")
+                               f"serve ({reach[k] * serving[k]:.4g}/s): a reactive autoscaler sizes each window by the "
+                               f"one before it; {keep}, or let its excess wait for the windows after it (queue)")
+
+
+def _least_headroom(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, seconds: np.ndarray,
+                    cold_start_s: float, fleet: int) -> float | None:
+    """The least headroom, to 0.1 % of the rate, over each window's rate with which a reactive autoscaler serves
+    every window (each sized the more of what that headroom and what `needed` ask, its latency targets'; the
+    capacity each window has rising with it), by bisection; None where even MAX_HEADROOM does not."""
+    def fits(headroom: float) -> bool:
+        sized = np.maximum(scaled_in(demand, reach, fleet, headroom), needed)
+        return _serves(demand, reach, reactive_instances(sized, seconds, cold_start_s)[1])
+
+    if not fits(MAX_HEADROOM):
+        return None
+    lo, hi = 0.0, MAX_HEADROOM
+    while hi - lo > 1e-3:  # about 14 passes
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi
 
 
 def _beyond_advice(largest: tuple[Estimate, float, float, float], spec: Any, tp: int, fewest: int) -> str:

@@ -292,6 +292,13 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     assert status == 200 and out["windows"]["started"] == [0, 0, 1] and out["windows"]["standby_j"][2] > 0, out
     status, out = call(physics_server, "/v1/estimate", {**busy, "queue": True, "headroom": 0.2})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "headroom"], out
+    # sized by the window before (the first its own), each window's gaps between tokens kept within a target
+    status, out = call(physics_server, "/v1/estimate", {**scaled, "reactive": True, "queue": True,
+                                                        "itl_p99_target_s": 1.0})
+    assert status == 200 and out["reactive"] and out["itl_p99_target_s"] == 1.0, out
+    assert out["windows"]["instances"] == [2, 2, 1] and len(out["windows"]["itl_p99_s"]) == 3, out
+    status, out = call(physics_server, "/v1/estimate", {**busy, "reactive": True})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "reactive"], out
 
 
 def test_reports_over_http_are_the_cli_s_pages(physics_server):

@@ -991,8 +991,13 @@ def test_a_reactive_autoscaler_serves_each_window_on_what_the_window_before_need
     assert ahead.windows.instances.tolist() == [1, 2, 2, 1, 3, 1] and not ahead.reactive
     with pytest.raises(joulecast.InputError, match=r"^window_rates: 12 requests/s in window 2 of 6 \(its arrivals "
                        r"from 600 s after the first, 6x the window before's\) is beyond what the 1 instance the "
-                       r"window before needed serve \([\d.]+/s\).*\(queue\)$"):
+                       r"window before needed serve \([\d.]+/s\).*\(queue\)$") as refused:
         serve("llama-3-8b", "h100-sxm", reactive=True, **kw)
+    # the least headroom it names serves every window as it comes, and half a point less does not
+    least = float(re.search(r"keep at least ([\d.]+) % headroom", str(refused.value)).group(1)) / 100
+    assert serve("llama-3-8b", "h100-sxm", reactive=True, headroom=least, **kw).windows.backlog.sum() == 0
+    with pytest.raises(joulecast.InputError, match="^window_rates: "):
+        serve("llama-3-8b", "h100-sxm", reactive=True, headroom=least - 0.005, **kw)
     late = serve("llama-3-8b", "h100-sxm", reactive=True, queue=True, **kw)
     assert late.windows.instances.tolist() == [1, 1, 2, 2, 1, 3] and late.reactive and late.to_dict()["reactive"]
     # the windows whose load outgrew the one before's instances end with requests waiting; all are served

@@ -424,8 +424,8 @@ def _listed(value: str | None, kind: type, flag: str, default: list, spans: bool
         try:
             out.append(parse(item.strip()))
         except (ValueError, argparse.ArgumentTypeError):
-            raise JoulecastError(f"{flag}: {item.strip()!r} is not {'an integer' if kind is int else 'a number'}; "
-                                 f"give a comma-separated list") from None
+            what = {int: "an integer", _share: "a share (0.25, or 25%)"}.get(kind, "a number")
+            raise JoulecastError(f"{flag}: {item.strip()!r} is not {what}; give a comma-separated list") from None
     return out
 
 
@@ -567,7 +567,8 @@ def _sweep(args: argparse.Namespace) -> int:
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None,
-            "instances": _listed(job.pop("instances", None), int, "--instances", []) or None}
+            "instances": _listed(job.pop("instances", None), int, "--instances", []) or None,
+            "headroom": _listed(job.pop("headroom", None), _share, "--headroom", []) or None}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))
              if values}  # a serving load by its request rate has no concurrency
     fields = dict(sizes, **job, **{k: v for k, v in axes.items() if v is not None},
@@ -1168,17 +1169,19 @@ def _share(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a share: 0.25, or 25%") from None
 
 
-def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str) -> None:
+def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool = False) -> None:
     """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s,
-    itl_p99_target_s and reactive), `prefix` leading their help."""
+    itl_p99_target_s and reactive), `prefix` leading their help; with `lists`, a sweep's: its headroom a list to
+    sweep."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
     parser.add_argument("--cold-start", dest="cold_start_s", type=_seconds, metavar="S", help=f"{prefix}with "
                         "--autoscale, an instance's start from off to serving (loading the model: seconds, or 90s, "
                         "2min), at its GPUs' idle power, ahead of the window it serves; default 0")
-    parser.add_argument("--headroom", type=_share, help=f"{prefix}with --autoscale, capacity kept over each "
-                        "window's rate, e.g. 0.25 or 25%% (the instances at most 80 %% busy); default 0")
+    parser.add_argument("--headroom", type=str if lists else _share, help=f"{prefix}with --autoscale, capacity kept "
+                        "over each window's rate, e.g. 0.25 or 25%% (the instances at most 80 %% busy)"
+                        + ("; several to sweep, e.g. 0,10%%,25%% (each a point)" if lists else "") + "; default 0")
     parser.add_argument("--ttft-target", dest="ttft_target_s", type=_seconds, metavar="S", help=f"{prefix}with "
                         "--autoscale, more instances where a window's requests would wait longer than this for "
                         "their first token on average (its prefill and the wait for a batch slot), e.g. 0.5")
@@ -1452,7 +1455,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "at least 60 s)")
     jobs.add_argument("--autoscale", action="store_true", help="serve: with --window, each window served by the "
                       "fewest of --instances that serve it, the rest off")
-    _autoscale_flags(jobs, "serve: ")
+    _autoscale_flags(jobs, "serve: ", lists=True)
     jobs.add_argument("--queue", action="store_true", help="serve: with --window, a window's arrivals past what "
                       "the instances serve wait for the windows after it, instead of marking the point past capacity")
     jobs.add_argument("--engine", help="serve, generate and single passes: serving engine "

@@ -939,6 +939,42 @@ def test_an_autoscaled_serving_sweep_prices_its_spares_starts_and_headroom(capsy
     assert "--spare: applies to --autoscale" in capsys.readouterr().err
 
 
+def test_a_reactive_autoscaler_s_headroom_swept_finds_what_serves_every_window(capsys, tmp_path):
+    """`headroom` as an axis (a list; the CLI's --headroom 0,50%,...): each point `serve` at its headroom; sized by
+    the window before (`reactive`), the points whose headroom leaves a window past what its instances serve are
+    marked past capacity, as `serve` refuses them, the others feasible at the headroom's cost; a bad share is one
+    line naming headroom."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics", max_batch=16)
+    reach = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=16, **kw).requests_per_s
+    load = dict(window_rates=[0.8 * reach, 1.6 * reach, 3.2 * reach, 1.0 * reach], window_s=600, autoscale=True,
+                reactive=True, instances=8)
+    swept = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", headroom=[0.0, 0.5, 1.0, 2.0], **load, **kw)
+    points = swept.points.set_index("headroom")
+    for h in (0.0, 0.5, 1.0, 2.0):
+        try:
+            alone = joulecast.serve("llama-3-8b", "h100-sxm", headroom=h, **load, **kw)
+        except joulecast.InputError:
+            assert "exceeds-capacity" in points.loc[h, "flags"]
+        else:
+            assert points.loc[h, "energy_per_token_j"] == pytest.approx(alone.energy_per_output_token_j, rel=1e-9)
+    feasible = points["flags"].str.contains("exceeds-capacity") == False  # noqa: E712 (a Series, elementwise)
+    assert not feasible[0.0] and feasible[2.0]
+    assert (points.loc[feasible, "energy_per_token_j"].diff().dropna() >= 0).all()  # more headroom, more energy
+    with pytest.raises(joulecast.InputError, match="^headroom: 11 is not a share of each window's rate from 0 to 10"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", headroom=[0.5, 11], **load, **kw)
+    # the CLI's list, each a share as --headroom takes one
+    arrivals = np.concatenate([np.linspace(0, 3599, 2000), np.linspace(3600, 7199, 40_000)])
+    pd.DataFrame({"input_len": 512, "output_len": 128, "arrival_s": arrivals}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--requests",
+            str(tmp_path / "t.csv"), "--window", "1h", "--instances", "8", "--max-batch", "16", "--engine",
+            "vllm-0.5.4", "--estimator", "physics", "--autoscale", "--reactive"]
+    assert main([*argv, "--headroom", "0,50%,1000%", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["points"]
+    assert [p["headroom"] for p in out] == [0.0, 0.5, 10.0] and "exceeds-capacity" in out[0]["flags"]
+    assert main([*argv, "--headroom", "0,x"]) == 2
+    assert "--headroom: 'x' is not a share (0.25, or 25%)" in capsys.readouterr().err
+
+
 def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
     """A serving sweep's points carry `ttft_s` (serve's: the waits for a slot and a backlog, and the step), which
     `max_ttft_s` (--max-ttft) bounds: the rates whose requests wait too long for a slot are not feasible; another

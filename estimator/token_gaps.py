@@ -36,7 +36,7 @@ MOST_CHUNKS = 16.0   # past this many chunks of prompt tokens a step on average,
 # of steps with less)
 # A length class's prompt tokens are computed at this many admitted rates a decade over its windows' (geometric, a
 # ratio of 1.15), MAX_ADMITTED at most, and read between; tests/estimator/test_token_gaps.py holds a window's
-# quantiles so read within 1 % of those at its own rate
+# quantiles so read within 1.5 % of those at its own rate
 ADMITTED_A_DECADE = 16
 MAX_ADMITTED = 64
 SPAN_SDS = 12.0      # the grids span this many standard deviations past a mean (a prompt's length, the sum's)
@@ -189,10 +189,9 @@ class Gaps(NamedTuple):
     cdf: np.ndarray
     level: np.ndarray
 
-    @property
-    def spacing(self) -> np.ndarray:
-        """Tokens between the points of each row of the CDF."""
-        return self.prompts[-1] / CHUNK_POINTS * 2.0 ** self.level
+    def spacing(self, level: np.ndarray) -> np.ndarray:
+        """Tokens between the points of a grid at `level`."""
+        return self.prompts[-1] / CHUNK_POINTS * 2.0 ** level
 
 
 def gaps(prompts: np.ndarray, batches: np.ndarray, step_s: np.ndarray, admitted: np.ndarray, input_len: float,
@@ -262,7 +261,7 @@ def _share_within(classes: list[Gaps], reads: list[_Read], t: np.ndarray) -> np.
         rise = np.divide(at - start, end - start, out=np.zeros_like(at), where=end > start)
         tokens = gaps.prompts[low] + rise * (gaps.prompts[high] - gaps.prompts[low])
         fine = np.minimum(gaps.level[read.lower], gaps.level[read.upper])
-        points = np.floor(tokens / (gaps.prompts[-1] / CHUNK_POINTS * 2.0 ** fine)).astype(np.int64)
+        points = np.floor(tokens / gaps.spacing(fine)).astype(np.int64)
         out[:, read.which] = np.where(k < 0, 0.0, np.where(k >= last, 1.0, read.cdf_at(gaps, points, fine)))
     return out
 
@@ -289,7 +288,7 @@ def quantiles_s(classes: list[Gaps], label: np.ndarray, batch: np.ndarray, admit
                 mid = (lo + hi) // 2
                 over = read.cdf_at(gaps, np.maximum(mid, 0), fine) >= q[:, None] * (1 - 1e-12)
                 lo, hi = np.where(over, lo, mid), np.where(over, mid, hi)
-            tokens = hi * (gaps.prompts[-1] / CHUNK_POINTS * 2.0 ** fine)
+            tokens = hi * gaps.spacing(fine)
             out[:, read.which] = _at_tokens(read.curve, gaps.prompts, tokens.T).T
         return out
     weights = np.where(np.isin(np.arange(len(batch)), live), weights, 0.0)

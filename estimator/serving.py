@@ -511,11 +511,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         reach = capacity[label, -1] / scale
         demand = windows  # requests a second each window serves, all instances'
         if queue and not reactive:  # arrivals past what the instances serve wait for the windows after it
-            # (`serve_windows.queued`; reactive, past what the instances it has serve: below)
-            line = queued(arrivals, reach * instances, seconds)
-            seconds = seconds.copy()
-            seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
-            demand = line["served"] / seconds
+            # (reactive, past what the instances it has serve: below)
+            line, seconds, demand = _queued_load(arrivals, reach * instances, seconds)
             rates = np.minimum(demand / instances, reach)  # within it but for rounding
         elif (rates > reach).any():
             k = int(label[np.argmax(rates > reach)])
@@ -543,15 +540,13 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                                          itl_p99_target_s, gap_classes, answers)
             held = serving
             if reactive:  # each window on what the window before needed
-                held, serving = reactive_instances(serving, seconds, cold_start_s)
+                needed = serving
+                held, serving = reactive_instances(needed, seconds, cold_start_s)
                 if queue:  # its arrivals past what those serve wait for the windows after it
-                    line = queued(arrivals, reach * serving, seconds)
-                    seconds = seconds.copy()
-                    seconds[-1] += line["drain_s"]  # the last window runs on until its backlog is served
-                    demand = line["served"] / seconds
+                    line, seconds, demand = _queued_load(arrivals, reach * serving, seconds)
                     steps = dataclasses.replace(steps, seconds=seconds)
-                elif not _serves(demand, reach, serving):
-                    raise _beyond_reactive(demand, reach, held, serving, seconds, cold_start_s, instances)
+                elif _past(demand, reach, serving).any():
+                    raise _beyond_reactive(demand, reach, needed, held, serving, seconds, cold_start_s, instances)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)
         gap_at = (label, batches, _admitted(batches, answers))
@@ -853,21 +848,32 @@ def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output
     return np.where(rates >= capacity[0], between, rates * output_len * first_step_s)
 
 
-def _serves(demand: np.ndarray, reach: np.ndarray, serving: np.ndarray) -> bool:
-    """Whether every window's `demand` (requests a second) is within what its `serving` instances serve (`reach` an
+def _queued_load(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray
+                 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """A load's windows with the arrivals past `capacity` (requests a second, each window's) queued for the windows
+    after it (`serve_windows.queued`): the queue, the windows' seconds (the last running on until its backlog is
+    served) and the requests a second each window serves."""
+    line = queued(arrivals, capacity, seconds)
+    seconds = seconds.copy()
+    seconds[-1] += line["drain_s"]
+    return line, seconds, line["served"] / seconds
+
+
+def _past(demand: np.ndarray, reach: np.ndarray, serving: np.ndarray) -> np.ndarray:
+    """Whether each window's `demand` (requests a second) is past what its `serving` instances serve (`reach` an
     instance), but for rounding."""
-    return bool((demand <= reach * serving * (1 + 1e-12)).all())
+    return demand > reach * serving * (1 + 1e-12)
 
 
-def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, held: np.ndarray, serving: np.ndarray,
-                     seconds: np.ndarray, cold_start_s: float, fleet: int) -> BeyondCapacityError:
+def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, held: np.ndarray,
+                     serving: np.ndarray, seconds: np.ndarray, cold_start_s: float, fleet: int
+                     ) -> BeyondCapacityError:
     """The error of a reactive autoscaler's load with a window past what its instances serve (`demand` requests a
-    second each window, `serving` of the `held` instances the window before needed serving it, `reach` an
-    instance's most): the first such window's, how far its load outgrew the one before, and the least headroom
-    (`_least_headroom`) that serves every window."""
-    k = int(np.argmax(demand > reach * serving * (1 + 1e-12)))
+    second each window, `needed` the instances each window needed, `serving` of the `held` instances the window
+    before needed serving it, `reach` an instance's most): the first such window's, how far its load outgrew the one
+    before, and the least headroom (`_least_headroom`) that serves every window."""
+    k = int(np.argmax(_past(demand, reach, serving)))
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
-    needed = np.concatenate([held[1:], held[-1:]])  # what each window needed: the next one's held
     least = _least_headroom(demand, reach, needed, seconds, cold_start_s, fleet)
     keep = (f"keep at least {100 * least:.3g} % headroom over each window's rate" if least is not None else
             f"no headroom up to {MAX_HEADROOM:g} serves every window on {fleet:,} instances: add instances")
@@ -885,7 +891,7 @@ def _least_headroom(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, s
     capacity each window has rising with it), by bisection; None where even MAX_HEADROOM does not."""
     def fits(headroom: float) -> bool:
         sized = np.maximum(scaled_in(demand, reach, fleet, headroom), needed)
-        return _serves(demand, reach, reactive_instances(sized, seconds, cold_start_s)[1])
+        return not _past(demand, reach, reactive_instances(sized, seconds, cold_start_s)[1]).any()
 
     if not fits(MAX_HEADROOM):
         return None

@@ -189,10 +189,26 @@ def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray) -> d
     rate = arrivals / seconds
     # the share of each window the queue lasts: all of it where it ends with one, else until the backlog drains
     lasts = np.where(backlog > 0, 1.0, np.divide(before, (capacity - rate) * seconds,
-                                                 out=np.zeros_like(before), where=before > 0))
+                                                 out=np.zeros_like(before),
+                                                 where=(before > 0) & (capacity > rate)))
     found = np.where(backlog > 0, (before + backlog) / 2, before / 2 * np.minimum(lasts, 1.0))
     return {"served": served, "backlog": backlog, "wait_s": found / capacity,
             "worst_wait_s": np.maximum(before, backlog) / capacity, "drain_s": float(drain)}
+
+
+def queued_within(arrivals: np.ndarray, reach: np.ndarray, seconds: np.ndarray, window: np.ndarray,
+                  lengths: np.ndarray, serving: np.ndarray) -> dict[str, Any]:
+    """`queued` where the instances serving change within a window (a reactive autoscaler's: a start serving part
+    way in): over each window's stretches (`window`, their `lengths`, `serving` instances of `reach` requests a
+    second each, in time order), its arrivals spread evenly over its seconds, then each window's: what it served, its
+    backlog at its end, its arrivals' mean wait (over its stretches by their seconds, as the arrivals are) and its
+    worst, and the drain."""
+    line = queued(arrivals[window] * lengths / seconds[window], reach[window] * serving, lengths)
+    firsts = np.flatnonzero(np.diff(window, prepend=-1))  # every window has a stretch from its start
+    lasts = np.append(firsts[1:], len(window)) - 1
+    return {"served": np.bincount(window, line["served"], minlength=len(seconds)), "backlog": line["backlog"][lasts],
+            "wait_s": np.bincount(window, line["wait_s"] * lengths, minlength=len(seconds)) / seconds,
+            "worst_wait_s": np.maximum.reduceat(line["worst_wait_s"], firsts), "drain_s": line["drain_s"]}
 
 
 def share(name: str, value: object, high: float, high_text: str) -> float:
@@ -210,23 +226,13 @@ def scaled_in(demand: np.ndarray, reach: np.ndarray, fleet: int, headroom: float
     return np.clip(np.ceil(demand * (1.0 + headroom) / reach), 1.0, fleet)
 
 
-def reactive_instances(needed: np.ndarray, seconds: np.ndarray, cold_start_s: float) -> tuple[np.ndarray, np.ndarray]:
-    """A reactive autoscaler's instances (one sizing each window by the one before it: on the load it measured): each
-    window's running, those the window before `needed` (the first window's its own, running already), and serving,
-    those less the ones it starts for a share of it, `cold_start_s` of its `seconds` (the whole window where the
-    start takes longer: they serve from the next; an instance started serves no request before it is loaded)."""
-    held = np.concatenate([needed[:1], needed[:-1]])
-    started = np.diff(held, prepend=held[:1]).clip(min=0.0)
-    return held, held - started * np.minimum(cold_start_s / seconds, 1.0)
-
-
 def standby(serving: np.ndarray, fleet: int, seconds: np.ndarray, idle_w: float, spare: str,
             cold_start_s: float) -> tuple[np.ndarray, np.ndarray]:
     """An autoscaled load's energy beyond its serving instances', each window's (J), and the instances started for
     each: with `spare` "idle", the ones not serving at `idle_w` (an instance's GPUs' idle power) all the window; with
     "off", each instance started for a window (more than the window before it serves; the first window's are running
     already) at `idle_w` for `cold_start_s` seconds, started that long ahead (a scheduled scale-out: it serves from
-    the window's start) or, reactive, at the window's start (`reactive_instances`), charged to the window it serves.
+    the window's start), charged to the window it serves (a reactive autoscaler's: `autoscaler.reactive_instances`).
     A start draws about idle power: Wilkins' 35 model loads
     (Hugging Face transformers, 7-70B models on one to four A100s or a V100, 7-297 s) drew 0.70-1.49x their cards'
     catalog idle power, which reads them with a 21.6 % mean error, -7.3 % bias (experiments/cold_start.py)."""

@@ -67,6 +67,7 @@ from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_ho
 from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, reactive_instances
 from joulecast.estimator.serve_windows import (
     MAX_COLD_START_S,
     MAX_HEADROOM,
@@ -77,7 +78,7 @@ from joulecast.estimator.serve_windows import (
     pooled_whole,
     positive,
     queued,
-    reactive_instances,
+    queued_within,
     scaled_in,
     share,
     standby,
@@ -179,6 +180,8 @@ class ServeEstimate:
     ttft_p99_target_s: float | None = None  # autoscaled: the time within which they keep 99 % of first tokens
     itl_p99_target_s: float | None = None  # autoscaled: the gap within which they keep 99 % of a window's tokens
     reactive: bool = False        # autoscaled: each window on the instances the window before needed, not its own
+    reaction_s: float | None = None  # reactive: scaling this long after a window's load changes (None: a window on)
+    scale_in_delay_s: float = 0.0  # reactive: scaling in to the most needed over this long (HPA's stabilization)
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
@@ -220,6 +223,7 @@ class ServeWindows:
     energy_j: np.ndarray
     output_tokens: np.ndarray
     instances: np.ndarray         # serving the window: all of them, or as few as serve it where autoscaled
+    # (reactive: those it held, serving or starting, its mean over the window where they change within it)
     input_len: np.ndarray
     output_len: np.ndarray
     backlog: np.ndarray           # requests waiting at the window's end (`queue`; 0 without it)
@@ -325,7 +329,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
           spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
           ttft_p99_target_s: float | None = None, itl_p99_target_s: float | None = None, reactive: bool = False,
-          queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          reaction_s: float | None = None, scale_in_delay_s: float = 0.0, queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -360,8 +364,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     would not come within that (`itl_p99_s`, its windows'); `instances` then the most it may use. An autoscaler
     sized so is one that knows each window's load ahead (a schedule, a forecast); `reactive`: one that sizes each
     window by the one before it (scaling on the load it measured), so a window is served on the instances the
-    window before needed, those it starts serving `cold_start_s` into it (`serve_windows.reactive_instances`), and
-    a window past what they serve is refused, or with `queue` its excess waits.
+    window before needed, those it starts serving `cold_start_s` after their start (`estimator.autoscaler`), and
+    a window past what they serve is refused, or with `queue` its excess waits; with `reaction_s`, it scales that
+    long after a window's load changes instead of a window on (its metrics' lag), and with `scale_in_delay_s` it
+    scales in to the most its windows needed over that long (Kubernetes' HPA: 300 s by default).
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
@@ -409,6 +415,13 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         require(value == default or autoscale, name, "applies to autoscale (the instances a window does not need)")
     require(spare == "off" or not cold_start_s, "cold_start_s", "applies where spare instances are off (an idle "
                                                                 "one is loaded and starts nothing)")
+    if reaction_s is not None:
+        reaction_s = share("reaction_s", reaction_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
+    scale_in_delay_s = share("scale_in_delay_s", scale_in_delay_s, MAX_COLD_START_S, f"{MAX_COLD_START_S:,.0f} s")
+    for name, value, default in (("reaction_s", reaction_s, None), ("scale_in_delay_s", scale_in_delay_s, 0.0)):
+        require(value == default or reactive, name, "applies to reactive (an autoscaler scaling on the load it "
+                                                    "measured)")
+    how = Reactive(cold_start_s, reaction_s, scale_in_delay_s)
     require((concurrency is None) != (request_rate is None), "concurrency", "give concurrency or request_rate, one of "
             f"them; got {'neither' if concurrency is None else 'both'}")
     require(duration_s is None or output_tokens is None, "output_tokens", "give duration_s or output_tokens, not both")
@@ -512,7 +525,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         demand = windows  # requests a second each window serves, all instances'
         if queue and not reactive:  # arrivals past what the instances serve wait for the windows after it
             # (reactive, past what the instances it has serve: below)
-            line, seconds, demand = _queued_load(arrivals, reach * instances, seconds)
+            line, seconds, demand = _queued_load(queued(arrivals, reach * instances, seconds), seconds)
             rates = np.minimum(demand / instances, reach)  # within it but for rounding
         elif (rates > reach).any():
             k = int(label[np.argmax(rates > reach)])
@@ -541,12 +554,14 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             held = serving
             if reactive:  # each window on what the window before needed
                 needed = serving
-                held, serving = reactive_instances(needed, seconds, cold_start_s)
-                if queue:  # its arrivals past what those serve wait for the windows after it
-                    line, seconds, demand = _queued_load(arrivals, reach * serving, seconds)
+                scaled = reactive_instances(needed, seconds, how)
+                held, serving = scaled.held, scaled.serving
+                if queue:  # its arrivals past what those serve wait for the windows after it (as they start)
+                    line, seconds, demand = _queued_load(queued_within(arrivals, reach, seconds, *scaled.pieces),
+                                                         seconds)
                     steps = dataclasses.replace(steps, seconds=seconds)
-                elif _past(demand, reach, serving).any():
-                    raise _beyond_reactive(demand, reach, needed, held, serving, seconds, cold_start_s, instances)
+                elif _past_within(demand, reach, scaled.pieces).any():
+                    raise _beyond_reactive(demand, reach, needed, scaled, seconds, how, instances)
             rates = np.minimum(demand / serving, reach)  # within it but for rounding
         batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)
         gap_at = (label, batches, _admitted(batches, answers))
@@ -583,6 +598,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         queued_at = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
         # autoscaled: its idle spares or its cold starts (`serve_windows.standby`), none where every instance serves
         extra_j, started = standby(held, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
+        if reactive and spare == "off":  # its starts as they ran: each at idle power until it serves
+            extra_j, started = scaled.starting_s * tp * spec.idle_power_w, scaled.started
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, held,
@@ -631,6 +648,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
         ttft_p99_target_s=ttft_p99_target_s, itl_p99_target_s=itl_p99_target_s, reactive=bool(reactive),
+        reaction_s=reaction_s, scale_in_delay_s=scale_in_delay_s,
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
@@ -848,12 +866,10 @@ def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output
     return np.where(rates >= capacity[0], between, rates * output_len * first_step_s)
 
 
-def _queued_load(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray
-                 ) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
-    """A load's windows with the arrivals past `capacity` (requests a second, each window's) queued for the windows
-    after it (`serve_windows.queued`): the queue, the windows' seconds (the last running on until its backlog is
-    served) and the requests a second each window serves."""
-    line = queued(arrivals, capacity, seconds)
+def _queued_load(line: dict[str, Any], seconds: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """A load's windows with the arrivals past what they serve queued for the windows after them (`line`,
+    `serve_windows.queued`): the queue, the windows' seconds (the last running on until its backlog is served) and
+    the requests a second each window serves."""
     seconds = seconds.copy()
     seconds[-1] += line["drain_s"]
     return line, seconds, line["served"] / seconds
@@ -865,33 +881,63 @@ def _past(demand: np.ndarray, reach: np.ndarray, serving: np.ndarray) -> np.ndar
     return demand > reach * serving * (1 + 1e-12)
 
 
-def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, held: np.ndarray,
-                     serving: np.ndarray, seconds: np.ndarray, cold_start_s: float, fleet: int
-                     ) -> BeyondCapacityError:
-    """The error of a reactive autoscaler's load with a window past what its instances serve (`demand` requests a
-    second each window, `needed` the instances each window needed, `serving` of the `held` instances the window
-    before needed serving it, `reach` an instance's most): the first such window's, how far its load outgrew the one
+def _past_within(demand: np.ndarray, reach: np.ndarray, pieces: Pieces) -> np.ndarray:
+    """Whether each window's `demand` is past what its instances serve in any stretch of it (`pieces`, those of a
+    reactive autoscaler: a start serves part way in), a stretch of a rounding's length aside."""
+    return np.bincount(pieces.window, _short(demand, reach, pieces), minlength=len(demand)) > 0
+
+
+def _short(demand: np.ndarray, reach: np.ndarray, pieces: Pieces) -> np.ndarray:
+    """Whether each of `pieces` serves less than its window's `demand`, one of a rounding's length aside."""
+    seconds = np.bincount(pieces.window, pieces.seconds, minlength=len(demand))
+    return (_past(demand[pieces.window], reach[pieces.window], pieces.serving)
+            & (pieces.seconds > 1e-9 * seconds[pieces.window]))
+
+
+def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, scaled: Instances,
+                     seconds: np.ndarray, how: Reactive, fleet: int) -> BeyondCapacityError:
+    """The error of a reactive autoscaler's (`how`) load with a window past what its instances serve in a stretch of
+    it (`demand` requests a second each window, `needed` the instances each window needed, `scaled` those it held
+    and those serving, `reach` an instance's most): the first such window's, how far its load outgrew the one
     before, and the least headroom (`_least_headroom`) that serves every window."""
-    k = int(np.argmax(_past(demand, reach, serving)))
+    k = int(np.argmax(_past_within(demand, reach, scaled.pieces)))
+    first = int(np.argmax(_short(demand, reach, scaled.pieces)))  # its first stretch short
+    fewest, stretch_s = float(scaled.pieces.serving[first]), float(scaled.pieces.seconds[first])
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
-    least = _least_headroom(demand, reach, needed, seconds, cold_start_s, fleet)
+    least = _least_headroom(demand, reach, needed, seconds, how, fleet)
     keep = (f"keep at least {100 * least:.3g} % headroom over each window's rate" if least is not None else
             f"no headroom up to {MAX_HEADROOM:g} serves every window on {fleet:,} instances: add instances")
     return BeyondCapacityError("window_rates", f"{demand[k]:g} requests/s in window {k + 1:,} of {len(demand):,} "
                                f"(its arrivals from {seconds[:k].sum():,.0f} s after the first, {grew}) is beyond "
-                               f"what the {held[k]:g} instance{'s' if held[k] != 1 else ''} the window before needed "
-                               f"serve ({reach[k] * serving[k]:.4g}/s): a reactive autoscaler sizes each window by the "
-                               f"one before it; {keep}, or let its excess wait for the windows after it (queue)")
+                               f"what {_held_text(scaled.held[k], fewest, stretch_s, how)} serve "
+                               f"({reach[k] * fewest:.4g}/s): "
+                               f"a reactive autoscaler {_reacts_text(how)}; {keep}, or let its excess wait for the "
+                               "windows after it (queue)")
+
+
+def _held_text(held: float, fewest: float, stretch_s: float, how: Reactive) -> str:
+    """A window's instances as a refusal names them: those the window before needed, or those held and the
+    `fewest` serving for `stretch_s` of it."""
+    if how.reaction_s is None and not how.scale_in_delay_s:
+        return f"the {held:g} instance{'s' if held != 1 else ''} the window before needed"
+    return f"its instances ({held:.3g} held on average, {fewest:g} of them serving for {stretch_s:,.0f} s of it)"
+
+
+def _reacts_text(how: Reactive) -> str:
+    """How a reactive autoscaler follows the load, as its refusal says."""
+    late = ("sizes each window by the one before it" if how.reaction_s is None else
+            f"scales {how.reaction_s:g} s after a window's load changes")
+    return late + (f", and in to the most needed over {how.scale_in_delay_s:g} s" if how.scale_in_delay_s else "")
 
 
 def _least_headroom(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, seconds: np.ndarray,
-                    cold_start_s: float, fleet: int) -> float | None:
+                    how: Reactive, fleet: int) -> float | None:
     """The least headroom, to 0.1 % of the rate, over each window's rate with which a reactive autoscaler serves
     every window (each sized the more of what that headroom and what `needed` ask, its latency targets'; the
     capacity each window has rising with it), by bisection; None where even MAX_HEADROOM does not."""
     def fits(headroom: float) -> bool:
         sized = np.maximum(scaled_in(demand, reach, fleet, headroom), needed)
-        return not _past(demand, reach, reactive_instances(sized, seconds, cold_start_s)[1]).any()
+        return not _past_within(demand, reach, reactive_instances(sized, seconds, how).pieces).any()
 
     if not fits(MAX_HEADROOM):
         return None

@@ -6,7 +6,8 @@ of each; hour by hour autoscaled over 4 instances (each hour the fewest that ser
 a cold start of COLD_START_S a start, or idle; with HEADROOM over each hour's rate; on a TTFT_TARGET_S target for
 a request's mean time to first token, a TTFT_P99_TARGET_S one for 99 % of them, or an ITL_P99_TARGET_S one for 99 %
 of each hour's gaps between a request's tokens; and reactive, each hour sized by the hour before it, the excess of an
-hour that outgrew it queued, with and without HEADROOM); and hour by hour on one
+hour that outgrew it queued, with and without HEADROOM, and scaling REACTION_S after each hour's load changes and in
+no sooner than SCALE_IN_DELAY_S allows); and hour by hour on one
 instance, its busy hours' excess queued for the hours after them (`--queue`). The trace is synthetic,
 written here (no trace is in ../shared): arrivals over a week with a daily cycle (the rate 1 + 0.6 sin(2 pi t / day)
 times its mean, as production LLM traffic follows the day: the Azure traces' own plots), prompt lengths 1-8,000
@@ -40,6 +41,11 @@ HEADROOM = 0.25  # capacity kept over each hour's rate, autoscaled: the instance
 TTFT_TARGET_S = 0.5  # an autoscaler's latency target: each hour's mean time to first token
 TTFT_P99_TARGET_S = 2.0  # and one on 99 % of each hour's first tokens
 ITL_P99_TARGET_S = 0.1  # and one on 99 % of each hour's gaps between a request's tokens
+# A reactive autoscaler that scales within the hour: a minute from the load's change to its decision (metrics scraped
+# and averaged, then Kubernetes' HPA's 15 s sync), and in to the most needed over the HPA's default scale-down
+# stabilization window, 300 s (its autoscaling/v2 `behavior.scaleDown.stabilizationWindowSeconds`)
+REACTION_S = 60.0
+SCALE_IN_DELAY_S = 300.0
 
 
 def write_trace(path: Path, rows: int, length_swing: float = 0.0) -> None:
@@ -113,7 +119,10 @@ def main() -> None:
                                    ("itl_p99_target", dict(itl_p99_target_s=ITL_P99_TARGET_S)),
                                    ("reactive", dict(reactive=True, queue=True, cold_start_s=COLD_START_S)),
                                    ("reactive_headroom", dict(reactive=True, queue=True, cold_start_s=COLD_START_S,
-                                                              headroom=HEADROOM)))}
+                                                              headroom=HEADROOM)),
+                                   ("reactive_minute", dict(reactive=True, queue=True, cold_start_s=COLD_START_S,
+                                                            reaction_s=REACTION_S,
+                                                            scale_in_delay_s=SCALE_IN_DELAY_S)))}
     one, one_s = cpu(lambda: joulecast.serve("llama-3-8b", "h100-sxm", engine="vllm-0.5.4", queue=True,
                                              **trace.serving(window_s=3600)))
     job, serve_s = jobs[None]
@@ -176,7 +185,10 @@ def main() -> None:
                                           "hour"),
                        ("reactive", "reactive, each hour on what the hour before needed, each start "
                                     f"{COLD_START_S:.0f} s, the excess queued"),
-                       ("reactive_headroom", f"the same with {100 * HEADROOM:.0f} % over each hour's rate")):
+                       ("reactive_headroom", f"the same with {100 * HEADROOM:.0f} % over each hour's rate"),
+                       ("reactive_minute", f"reactive, scaling {REACTION_S:.0f} s after each hour's load changes and "
+                                           f"in to the most needed over {SCALE_IN_DELAY_S:.0f} s, each start "
+                                           f"{COLD_START_S:.0f} s, the excess queued")):
         each = scaled[name]
         whose = "the spares'" if name == "spares_idle" else f"the {each['starts']} starts'"
         print(f"    {what}: {each['energy_kwh']:.2f} kWh ({each['standby_kwh']:.3f} of them {whose}), "

@@ -668,7 +668,7 @@ QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serv
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
 # the API's names (the flags' dests); each needs --autoscale
 AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s",
-                     "reactive")
+                     "reactive", "reaction_s", "scale_in_delay_s")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
@@ -1171,7 +1171,7 @@ def _share(text: str) -> float:
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool = False) -> None:
     """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s,
-    itl_p99_target_s and reactive), `prefix` leading their help; with `lists`, a sweep's: its headroom a list to
+    itl_p99_target_s, reactive, reaction_s and scale_in_delay_s), `prefix` leading their help; with `lists`, a sweep's: its headroom a list to
     sweep."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
@@ -1195,7 +1195,13 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool =
                         "window sized by the window before it (an autoscaler scaling on the load it measured, every "
                         "--window), not by its own (one that knows the load ahead): a window whose load outgrew "
                         "the one before is refused, or with --queue its excess waits; its starts serve --cold-start "
-                        "into it")
+                        "after they start")
+    parser.add_argument("--reaction", dest="reaction_s", type=_seconds, metavar="S", help=f"{prefix}with "
+                        "--reactive, scaling this long after a window's load changes (its metrics' lag and sync, "
+                        "e.g. 60s) instead of a window on")
+    parser.add_argument("--scale-in-delay", dest="scale_in_delay_s", type=_seconds, metavar="S", help=f"{prefix}"
+                        "with --reactive, scaling in to the most instances needed over this long (Kubernetes' HPA "
+                        "scale-down stabilization: 5min by default there); default 0")
 
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).

@@ -377,11 +377,12 @@ def _autoscale_lines(job: Any) -> list[str]:
     cost: idle spares, or the cold starts of those started again."""
     windows, fleet = job.windows, job.instances
     used, seconds, extra = windows.instances, windows.duration_s, windows.standby_j.sum()
-    lines = [f"autoscale  {used.min():.0f} - {used.max():.0f} of {fleet} instances serving by window "
+    lines = [f"autoscale  {figure(used.min(), digits=3)} - {figure(used.max(), digits=3)} of {fleet} instances "
+             "serving by window "
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
              + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")
-             + ("; reactive: each window on what the window before needed" if job.reactive else "")]
+             + (f"; reactive: {_reacting(job)}" if job.reactive else "")]
     targets = [(f"a first token within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
                for t in (job.ttft_target_s,) if t is not None]
     targets += [(f"99 % of first tokens within {duration(t)}", windows.ttft_p99_s, t)
@@ -405,6 +406,13 @@ def _autoscale_lines(job: Any) -> list[str]:
                                                     "of the energy)" if job.cold_start_s else
                                                     " (no cold start given: none priced)")))
     return lines
+
+
+def _reacting(job: Any) -> str:
+    """How a reactive autoscaler followed the load (`estimator.autoscaler`)."""
+    late = ("each window on what the window before needed" if job.reaction_s is None else
+            f"scaling {duration(job.reaction_s)} after a window's load changes")
+    return late + (f", in to the most needed over {duration(job.scale_in_delay_s)}" if job.scale_in_delay_s else "")
 
 
 def _queue_line(job: Any) -> str:

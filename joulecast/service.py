@@ -39,7 +39,7 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                    "instances", "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv",
                    "sampling", "expert_parallel", "window_rates", "window_s", "last_window_s", "window_lengths",
                    "autoscale", "spare", "cold_start_s", "headroom", "ttft_target_s",
-                   "ttft_p99_target_s", "itl_p99_target_s", "reactive", "queue"),
+                   "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s", "scale_in_delay_s", "queue"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}

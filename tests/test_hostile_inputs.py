@@ -355,8 +355,8 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "global_batch", "micro_batch", "lora_rank", "recompute", "optimizer", "head_outputs", "fusions",
               "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
               "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s",
-              "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "queue",
-              "input_len_cv", "chunk_tokens"]
+              "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
+              "scale_in_delay_s", "queue", "input_len_cv", "chunk_tokens"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -427,7 +427,8 @@ _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.int
        window=st.floats(30, 1e9), instances=st.integers(1, 3), autoscale=st.booleans(), queue=st.booleans(),
        max_batch=st.sampled_from([1, 4, 256]), last=st.one_of(st.none(), st.floats(1, 2e9)),
        scaled=st.dictionaries(st.sampled_from(["spare", "cold_start_s", "headroom", "ttft_target_s",
-                                               "ttft_p99_target_s", "itl_p99_target_s", "reactive"]),
+                                               "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
+                                               "scale_in_delay_s"]),
                               mostly(st.one_of(st.sampled_from(["off", "idle"]), st.floats(0, 1e5), st.booleans()),
                                      anything),
                               max_size=3),
@@ -470,7 +471,8 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
                "attention",
                "request_rate", "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates",
                "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
-               "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "queue", "carbon_series"]
+               "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s", "scale_in_delay_s",
+               "queue", "carbon_series"]
 
 
 @SETTINGS
@@ -513,7 +515,8 @@ _CALLS = {
               ("model", "gpu", "concurrency", "max_batch", "engine", "tp", "chunk_tokens", "duration_s",
                "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances", "window_rates",
                "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
-               "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "queue")),
+               "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
+               "scale_in_delay_s", "queue")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

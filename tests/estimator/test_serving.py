@@ -1020,6 +1020,45 @@ def test_a_reactive_autoscaler_serves_each_window_on_what_the_window_before_need
         serve("llama-3-8b", "h100-sxm", reactive="yes", **kw)
 
 
+def test_a_reactive_autoscaler_scales_a_reaction_after_the_load_changes():
+    """`reaction_s`: scaling that long after a window's load changes instead of a window on, so acting at once on
+    instances that load at once serves as sizing each window ahead does; a reaction and a cold start leave the start
+    of a rising window on fewer (its excess queued), a start longer than a window serving in the windows after, and
+    `scale_in_delay_s` keeps the most needed over its span, each instance-second a start loads at idle power."""
+    kw = dict(input_len=512, output_len=256, engine="vllm-0.11.1", estimator="physics", window_s=600, instances=6,
+              autoscale=True, max_batch=16, window_rates=[2.0, 12.0, 12.0, 3.0, 20.0, 2.0], queue=True)
+    ahead = serve("llama-3-8b", "h100-sxm", **kw)
+    now = serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=0, **kw)
+    assert now.windows.instances.tolist() == ahead.windows.instances.tolist() and now.energy_j == pytest.approx(
+        ahead.energy_j) and not now.windows.backlog.any()
+    late = serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, cold_start_s=120, **kw)
+    # window 2 on one instance for its first 3 min, then two: (180 + 2 x 420) / 600 serving, one started
+    assert late.windows.instances[1] == pytest.approx((60 + 2 * 540) / 600) and late.windows.started[1] == 1
+    assert late.windows.backlog[1] > 0 and late.windows.standby_j[1] == pytest.approx(
+        120 * lookup("h100-sxm").idle_power_w)
+    # a window later by far (no reaction): more waits
+    assert late.wait_s < serve("llama-3-8b", "h100-sxm", reactive=True, cold_start_s=120, **kw).wait_s
+    # a start of 15 min: the instance started 1 min into window 2 serves from 16 min in, window 3's first 6 min
+    long = serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, cold_start_s=900, **kw)
+    assert long.windows.standby_j[1:3] == pytest.approx(np.array([540, 360]) * lookup("h100-sxm").idle_power_w)
+    assert long.windows.backlog[2] > late.windows.backlog[2] and long.output_tokens == pytest.approx(late.output_tokens)
+    kept = serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, scale_in_delay_s=300, **kw)
+    assert kept.windows.instances[3] == pytest.approx((2 * 360 + 240) / 600) and kept.energy_j > serve(
+        "llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, **kw).energy_j
+    assert "reactive: scaling 60.00 s after a window's load changes, in to the most needed over 5.000 min" in (
+        render.serve_table(kept)) and kept.to_dict()["scale_in_delay_s"] == 300
+    # refused where a stretch of a window is past what serves it: here window 2 all on one, its start 10 min
+    with pytest.raises(joulecast.InputError, match=r"^window_rates: 12 requests/s in window 2 of 6 .* beyond what its "
+                       r"instances \(1\.9 held on average, 1 of them serving for 600 s of it\) serve .*: a reactive "
+                       r"autoscaler scales 60 s after a window's load changes; keep at least"):
+        serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, cold_start_s=600, **{**kw, "queue": False})
+    for name, value in (("reaction_s", 60), ("scale_in_delay_s", 300)):
+        with pytest.raises(joulecast.InputError, match=f"^{name}: applies to reactive"):
+            serve("llama-3-8b", "h100-sxm", **{name: value}, **kw)
+    with pytest.raises(joulecast.InputError, match="^reaction_s: must be a number from 0 to 86,400 s"):
+        serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=-1, **kw)
+
+
 def test_an_autoscaler_keeps_each_window_s_gaps_within_a_target():
     """`itl_p99_target_s`: more instances where 99 % of a window's gaps between tokens would come later than the
     target (fewer running an instance, each step shorter and admitting fewer prompts): the fewest that meet it, and

@@ -836,6 +836,10 @@ def test_the_trace_reading_script_reads_a_trace_and_serves_its_load():
     late, kept = scaled["reactive"], scaled["reactive_headroom"]
     assert late["ttft_s"] >= scaled["ttft_s"] * (1 - 1e-9) and late["instance_hours"] == scaled["instance_hours"]
     assert kept["hours_ending_with_backlog"] <= late["hours_ending_with_backlog"]
+    # scaling a minute after each hour's load changes: its first tokens no later than a whole hour on, no fewer
+    # instance-hours than sized ahead (it scales in no sooner)
+    minute = scaled["reactive_minute"]
+    assert minute["ttft_s"] <= late["ttft_s"] and minute["instance_hours"] >= scaled["instance_hours"] * (1 - 1e-9)
     # on one instance, queued: every figure finite, the waits none or some
     assert result["queued_on_one"]["energy_kwh"] > 0 and result["queued_on_one"]["wait_s"] >= 0
     # the week whose lengths follow the day: its length classes nearer a grid for every hour than its mean lengths

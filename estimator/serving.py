@@ -329,7 +329,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
           spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
           ttft_p99_target_s: float | None = None, itl_p99_target_s: float | None = None, reactive: bool = False,
-          reaction_s: float | None = None, scale_in_delay_s: float = 0.0, queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          reaction_s: float | None = None, scale_in_delay_s: float = 0.0, queue: bool = False,
+          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served

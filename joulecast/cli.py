@@ -1171,8 +1171,8 @@ def _share(text: str) -> float:
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool = False) -> None:
     """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s,
-    itl_p99_target_s, reactive, reaction_s and scale_in_delay_s), `prefix` leading their help; with `lists`, a sweep's: its headroom a list to
-    sweep."""
+    itl_p99_target_s, reactive, reaction_s and scale_in_delay_s), `prefix` leading their help; with `lists`, a
+    sweep's: its headroom a list to sweep."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")

@@ -299,6 +299,13 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     assert out["windows"]["instances"] == [2, 2, 1] and len(out["windows"]["itl_p99_s"]) == 3, out
     status, out = call(physics_server, "/v1/estimate", {**busy, "reactive": True})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "reactive"], out
+    # scaling 60 s after a window's load changes, in to the most needed over 300 s
+    status, out = call(physics_server, "/v1/estimate", {**scaled, "reactive": True, "queue": True,
+                                                        "reaction_s": 60, "scale_in_delay_s": 300})
+    assert status == 200 and (out["reaction_s"], out["scale_in_delay_s"]) == (60, 300), out
+    assert out["windows"]["instances"][1] > 1 and out["windows"]["instances"][2] < 2, out
+    status, out = call(physics_server, "/v1/estimate", {**scaled, "reaction_s": 60})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "reaction_s"], out
 
 
 def test_reports_over_http_are_the_cli_s_pages(physics_server):

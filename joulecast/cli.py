@@ -1176,33 +1176,36 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool =
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
-    parser.add_argument("--cold-start", dest="cold_start_s", type=_seconds, metavar="S", help=f"{prefix}with "
-                        "--autoscale, an instance's start from off to serving (loading the model: seconds, or 90s, "
-                        "2min), at its GPUs' idle power, ahead of the window it serves; default 0")
     parser.add_argument("--headroom", type=str if lists else _share, help=f"{prefix}with --autoscale, capacity kept "
                         "over each window's rate, e.g. 0.25 or 25%% (the instances at most 80 %% busy)"
                         + ("; several to sweep, e.g. 0,10%%,25%% (each a point)" if lists else "") + "; default 0")
-    parser.add_argument("--ttft-target", dest="ttft_target_s", type=_seconds, metavar="S", help=f"{prefix}with "
-                        "--autoscale, more instances where a window's requests would wait longer than this for "
-                        "their first token on average (its prefill and the wait for a batch slot), e.g. 0.5")
-    parser.add_argument("--ttft-p99-target", dest="ttft_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
-                        "with --autoscale, more instances where 99 %% of a window's requests would not have their "
-                        "first token within this, e.g. 2")
-    parser.add_argument("--itl-p99-target", dest="itl_p99_target_s", type=_seconds, metavar="S", help=f"{prefix}"
-                        "with --autoscale, more instances where 99 %% of a window's gaps between a request's tokens "
-                        "would not come within this (fewer running, fewer prompts a step), e.g. 50ms")
     parser.add_argument("--reactive", action="store_true", default=None, help=f"{prefix}with --autoscale, each "
                         "window sized by the window before it (an autoscaler scaling on the load it measured, every "
                         "--window), not by its own (one that knows the load ahead): a window whose load outgrew "
                         "the one before is refused, or with --queue its excess waits; its starts serve --cold-start "
                         "after they start")
-    parser.add_argument("--reaction", dest="reaction_s", type=_seconds, metavar="S", help=f"{prefix}with "
-                        "--reactive, scaling this long after a window's load changes (its metrics' lag and sync, "
-                        "e.g. 60s) instead of a window on")
-    parser.add_argument("--scale-in-delay", dest="scale_in_delay_s", type=_seconds, metavar="S", help=f"{prefix}"
-                        "with --reactive, scaling in to the most instances needed over this long (Kubernetes' HPA "
-                        "scale-down stabilization: 5min by default there); default 0")
+    for flag, dest, text in _AUTOSCALE_TIMES:  # times: seconds, or 90s, 2min, 50ms
+        parser.add_argument(flag, dest=dest, type=_seconds, metavar="S", help=prefix + text)
 
+
+# An autoscaled load's options that are times: flag, the API's name, and help (after a sweep's or an estimate's prefix)
+_AUTOSCALE_TIMES = (
+    ("--cold-start", "cold_start_s", "with --autoscale, an instance's start from off to serving (loading the model: "
+                                     "seconds, or 90s, 2min), at its GPUs' idle power, ahead of the window it serves; "
+                                     "default 0"),
+    ("--ttft-target", "ttft_target_s", "with --autoscale, more instances where a window's requests would wait longer "
+                                       "than this for their first token on average (its prefill and the wait for a "
+                                       "batch slot), e.g. 0.5"),
+    ("--ttft-p99-target", "ttft_p99_target_s", "with --autoscale, more instances where 99 %% of a window's requests "
+                                               "would not have their first token within this, e.g. 2"),
+    ("--itl-p99-target", "itl_p99_target_s", "with --autoscale, more instances where 99 %% of a window's gaps between "
+                                             "a request's tokens would not come within this (fewer running, fewer "
+                                             "prompts a step), e.g. 50ms"),
+    ("--reaction", "reaction_s", "with --reactive, scaling this long after a window's load changes (its metrics' lag "
+                                 "and sync, e.g. 60s) instead of a window on"),
+    ("--scale-in-delay", "scale_in_delay_s", "with --reactive, scaling in to the most instances needed over this long "
+                                             "(Kubernetes' HPA scale-down stabilization: 5min by default there); "
+                                             "default 0"))
 
 # Where a single estimate's flag is given a list: the command that takes lists (each item a point).
 _SWEEP_HINT = "; for a list, each a point, use joulecast sweep with the same flags"

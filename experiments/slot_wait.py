@@ -7,8 +7,8 @@ batch (`serve` at that concurrency, Llama-3-8B on an H100 with vLLM 0.5.4's host
 answers on average), and each request in it makes a token, leaving after its answer's last. Answers all as long
 (cv 0) or of geometric length (cv about 1; the steps then `serve`'s at that spread). For 8, 32 and 256 slots at
 50-95 % of the capacity at max_batch, the simulated mean wait and its 99th percentile (after the first tenth of the
-requests, over SEEDS runs: near capacity one run's mean swings by 10 % and more) beside the estimate's, and their CPU
-time.
+requests, over SEEDS runs of a million requests each: at 100,000 a run near capacity one run's mean swings by 10 % and
+more, and the scores by several points) beside the estimate's, and their CPU time (about 4 CPU-minutes in all).
 
 Run: python experiments/slot_wait.py [--requests N] [--json]
 """
@@ -75,7 +75,7 @@ def simulate(rate: float, slots: int, step_s: np.ndarray, cv: float, requests: i
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--requests", type=int, default=1_000_000)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     rows = []

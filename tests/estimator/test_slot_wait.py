@@ -1,6 +1,6 @@
 """A request's wait for a batch slot (`estimator.slot_wait`): the birth-death chain on an engine's capacity curve is
-M/M/c's Erlang C where the capacity is linear in the slots taken, M/M/1's where there is one slot; half the queue
-for answers all as long; the step an arrival finds running; and Little's law past max_batch at a concurrency."""
+M/M/c's Erlang C where the capacity is linear in the slots taken, M/M/1's where there is one slot; M/D/c's by
+Cosmetatos' approximation for answers all as long; the step an arrival finds running; and Little's law past max_batch at a concurrency."""
 
 import json
 import math
@@ -28,9 +28,17 @@ def test_a_capacity_linear_in_the_slots_is_erlang_c(slots, rate):
     batches = np.arange(1, slots + 1)
     got = slot_wait.open_wait_s(np.array([rate]), slots, batches, batches * mu, np.zeros(slots), np.array([1.0]))
     assert got[0] == pytest.approx(_erlang_c_wait(rate, mu, slots), rel=1e-9)
-    # answers all as long: half the queue (Allen and Cunneen's factor at cv 0)
+    # answers all as long: M/D/c by Cosmetatos' approximation, half M/M/c's raised by its light-traffic term (none
+    # at one slot: the Pollaczek-Khinchine mean, exactly half); spread cv 0.5 between them by cv^2
+    load = rate / (slots * mu)
+    md = got[0] / 2 * (1 + (1 - load) * (slots - 1) * (math.sqrt(4 + 5 * slots) - 2) / (16 * load * slots))
     half = slot_wait.open_wait_s(np.array([rate]), slots, batches, batches * mu, np.zeros(slots), np.array([0.0]))
-    assert half[0] == pytest.approx(got[0] / 2, rel=1e-9)
+    assert half[0] == pytest.approx(md, rel=1e-9) and (slots > 1 or half[0] == pytest.approx(got[0] / 2, rel=1e-9))
+    some = slot_wait.open_wait_s(np.array([rate]), slots, batches, batches * mu, np.zeros(slots), np.array([0.5]))
+    assert some[0] == pytest.approx(0.25 * got[0] + 0.75 * md, rel=1e-9)
+    # answers spread past the memoryless: Allen and Cunneen's (1 + cv^2) / 2
+    wide = slot_wait.open_wait_s(np.array([rate]), slots, batches, batches * mu, np.zeros(slots), np.array([2.0]))
+    assert wide[0] == pytest.approx(got[0] * 2.5, rel=1e-9)
 
 
 def test_the_step_an_arrival_finds_running_is_half_of_it_while_busy():

@@ -235,6 +235,7 @@ class ServeWindows:
     prefill_s: np.ndarray         # a request's time from its admission to its first token in the window
     itl_p90_s: np.ndarray         # the gap within which 90 % of the window's tokens come after the one before
     itl_p99_s: np.ndarray         # and 99 % (NaN: no gap, answers of a token or no request)
+    serving: np.ndarray           # instances loaded and serving (reactive: fewer than `instances` while starts load)
 
     @property
     def window_s(self) -> float:
@@ -604,7 +605,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, held,
-                              *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill, *window_gaps)
+                              *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill, *window_gaps,
+                              serving)
         # the whole load's: all its windows' gaps together (a request's tokens but its first)
         whole_gaps = token_gaps.quantiles_s(gap_classes, *gap_at, np.array(ITL_QUANTILES),
                                             weights=spread.output_tokens * np.clip(1.0 - 1.0 / answers, 0.0, None))

@@ -382,7 +382,9 @@ def _autoscale_lines(job: Any) -> list[str]:
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
              + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")
-             + (f"; reactive: {_reacting(job)}" if job.reactive else "")]
+             + (f"; reactive: {_reacting(job)}" if job.reactive else "")
+             + (f"; {figure(np.average(windows.serving, weights=seconds))} of them serving on average, the rest "
+                "starting" if not np.allclose(windows.serving, used) else "")]
     targets = [(f"a first token within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
                for t in (job.ttft_target_s,) if t is not None]
     targets += [(f"99 % of first tokens within {duration(t)}", windows.ttft_p99_s, t)

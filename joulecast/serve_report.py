@@ -61,7 +61,9 @@ def render(job: Any, figures: dict[str, Any], source: str, origin_s: float | Non
     charts = [bars_svg(w.power_w, span, "power, all instances (W)", "power"),
               bars_svg(w.request_rate, span, "arrivals (requests a second)", "rate")]
     if job.autoscale:
-        charts.append(bars_svg(w.instances, span, "instances serving", "instances"))
+        charts.append(bars_svg(w.serving, span, "instances serving", "instances"))
+        if not np.allclose(w.serving, w.instances):  # reactive, its starts loading within windows
+            charts.append(bars_svg(w.instances, span, "instances running (serving or starting)", "instances"))
     if job.queue and w.backlog.any():  # queued: the requests left waiting at each window's end
         charts.append(bars_svg(w.backlog, span, "requests waiting at the window's end", "queue"))
     if own_lengths(w):  # each window at its requests' lengths (none where it has no arrivals)

@@ -447,6 +447,12 @@ def test_a_trace_served_window_by_window_charted_in_a_report(tmp_path, capsys):
     # each window's mean first token (its prompt's prefill and its wait for a slot) and its 99th percentile
     assert "<th>first token (s)</th>" in busiest and "<th>99 % first token (s)</th>" in busiest
     assert "<th>99 % gap between tokens (s)</th>" in busiest
+    # reactive, its starts loading within windows: the instances running beside those serving
+    assert main([*argv, "--instances", "4", "--autoscale", "--headroom", "10", "--reactive", "--reaction", "5min",
+                 "--cold-start", "5min", "--queue", "--report", str(tmp_path / "reactive")]) == 0
+    page = (tmp_path / "reactive" / "report.html").read_text()
+    assert "instances running (serving or starting)" in page and page.count("<rect class='instances'") == 24
+    assert "of them serving on average, the rest starting" in capsys.readouterr().out
     assert main([*argv[:-2], "--report", str(tmp_path / "other")]) == 2
     assert "--report: applies to --window" in capsys.readouterr().err and not (tmp_path / "other").exists()
     # --out: a row a window, its UTC start, figures and carbon, summing to the estimate's

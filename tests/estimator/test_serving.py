@@ -1034,6 +1034,9 @@ def test_a_reactive_autoscaler_scales_a_reaction_after_the_load_changes():
     late = serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, cold_start_s=120, **kw)
     # window 2 on one instance for its first 3 min, then two: (180 + 2 x 420) / 600 serving, one started
     assert late.windows.instances[1] == pytest.approx((60 + 2 * 540) / 600) and late.windows.started[1] == 1
+    assert late.windows.serving[1] == pytest.approx((180 + 2 * 420) / 600) and (
+        late.windows.serving <= late.windows.instances).all() and ahead.windows.serving.tolist() == [1, 2, 2, 1, 3, 1]
+    assert "of them serving on average, the rest starting" in render.serve_table(late)
     assert late.windows.backlog[1] > 0 and late.windows.standby_j[1] == pytest.approx(
         120 * lookup("h100-sxm").idle_power_w)
     # a window later by far (no reaction): more waits

@@ -33,10 +33,10 @@ class Reactive(NamedTuple):
 
 
 class Pieces(NamedTuple):
-    """The stretches of a load's windows over which the instances serving hold still, in time order."""
+    """The stretches of a load's windows over which a count of instances holds still, in time order."""
     window: np.ndarray    # the window each lies in
     seconds: np.ndarray
-    serving: np.ndarray   # instances serving throughout it
+    instances: np.ndarray  # throughout it
 
 
 class Instances(NamedTuple):
@@ -45,7 +45,7 @@ class Instances(NamedTuple):
     serving: np.ndarray   # loaded and serving
     started: np.ndarray   # instances started within the window
     starting_s: np.ndarray  # instance-seconds of starts not yet serving (held - serving, x seconds)
-    pieces: Pieces        # serving, stretch by stretch
+    pieces: Pieces        # those serving, stretch by stretch
 
 
 def reactive_instances(needed: np.ndarray, seconds: np.ndarray, how: Reactive) -> Instances:
@@ -111,5 +111,5 @@ def _pieces(cuts: np.ndarray, values: np.ndarray, edges: np.ndarray) -> Pieces:
 
 def _means(pieces: Pieces, seconds: np.ndarray) -> np.ndarray:
     """Each window's mean of its `pieces`' values over its `seconds`."""
-    means = np.bincount(pieces.window, pieces.serving * pieces.seconds, minlength=len(seconds)) / seconds
-    return np.clip(means, pieces.serving.min(), pieces.serving.max())  # within its values, not a rounding past them
+    means = np.bincount(pieces.window, pieces.instances * pieces.seconds, minlength=len(seconds)) / seconds
+    return np.clip(means, pieces.instances.min(), pieces.instances.max())  # within its values, not a rounding past

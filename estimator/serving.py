@@ -66,8 +66,8 @@ from joulecast.data.kernels import DTYPES, dtype_name
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_host_dispatch
 from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
-from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, reactive_instances
+from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serve_windows import (
     MAX_COLD_START_S,
     MAX_HEADROOM,
@@ -893,7 +893,7 @@ def _past_within(demand: np.ndarray, reach: np.ndarray, pieces: Pieces) -> np.nd
 def _short(demand: np.ndarray, reach: np.ndarray, pieces: Pieces) -> np.ndarray:
     """Whether each of `pieces` serves less than its window's `demand`, one of a rounding's length aside."""
     seconds = np.bincount(pieces.window, pieces.seconds, minlength=len(demand))
-    return (_past(demand[pieces.window], reach[pieces.window], pieces.serving)
+    return (_past(demand[pieces.window], reach[pieces.window], pieces.instances)
             & (pieces.seconds > 1e-9 * seconds[pieces.window]))
 
 
@@ -905,7 +905,7 @@ def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, 
     before, and the least headroom (`_least_headroom`) that serves every window."""
     k = int(np.argmax(_past_within(demand, reach, scaled.pieces)))
     first = int(np.argmax(_short(demand, reach, scaled.pieces)))  # its first stretch short
-    fewest, stretch_s = float(scaled.pieces.serving[first]), float(scaled.pieces.seconds[first])
+    fewest, stretch_s = float(scaled.pieces.instances[first]), float(scaled.pieces.seconds[first])
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
     least = _least_headroom(demand, reach, needed, seconds, how, fleet)
     keep = (f"keep at least {100 * least:.3g} % headroom over each window's rate" if least is not None else
@@ -921,7 +921,7 @@ def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, 
 def _held_text(held: float, fewest: float, stretch_s: float, how: Reactive) -> str:
     """A window's instances as a refusal names them: those the window before needed, or those held and the
     `fewest` serving for `stretch_s` of it."""
-    if how.reaction_s is None and not how.scale_in_delay_s:
+    if how.reaction_s is None and not how.scale_in_delay_s and fewest == held:
         return f"the {held:g} instance{'s' if held != 1 else ''} the window before needed"
     return f"its instances ({held:.3g} held on average, {fewest:g} of them serving for {stretch_s:,.0f} s of it)"
 

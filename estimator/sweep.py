@@ -27,7 +27,7 @@ from joulecast.data.models import is_mixture_of_experts
 from joulecast.data.requests import RequestTrace, refuse_lengths, refuse_windows, requests_from_rows
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
-from joulecast.estimator.serve_windows import MAX_HEADROOM
+from joulecast.estimator.serve_windows import MAX_COLD_START_S, MAX_HEADROOM
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
 from joulecast.features.lowering import check_job as check_model_job
 from joulecast.features.lowering import (IGNORED_BY, fusions_refusal, idle_fusions, ignored_field, is_vision,
@@ -56,8 +56,14 @@ JOB_PHASES = ("train-run", "generate", "serve")
 # The jobs whose options JOB_AXES a sweep may take as axes: a generation's and a serving load's tensor-parallel GPUs an
 # instance and output length.
 AXIS_PHASES = ("generate", "serve")
-# each then a column of the points (instances and an autoscaler's headroom: serving's alone)
-JOB_AXES = ("tp", "output_len", "instances", "headroom")
+# each then a column of the points; and serving's alone, SERVING_AXES: its instances, and an autoscaler's headroom,
+# cold start and reaction (the what-ifs of an autoscaler's target, a faster model load, a faster metrics pipeline)
+# that FLOAT_AXES bound (the most each takes, and what its list holds, for the line refusing a value)
+FLOAT_AXES = {"headroom": (MAX_HEADROOM, "a share of each window's rate from 0 to 10"),
+              "cold_start_s": (MAX_COLD_START_S, f"a time from 0 to {MAX_COLD_START_S:,.0f} s"),
+              "reaction_s": (MAX_COLD_START_S, f"a time from 0 to {MAX_COLD_START_S:,.0f} s")}
+SERVING_AXES = ("instances", *FLOAT_AXES)
+JOB_AXES = ("tp", "output_len", *SERVING_AXES)
 MAX_JOB_POINTS = 5_000
 JOB_PART_ROWS = 50
 # A job sweep's fixed options, each passed to its job as is (the axes are the grid's columns: for a training run
@@ -156,24 +162,26 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
          tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = (),
-         instances: Sequence[int] = (), headrooms: Sequence[float] = ()) -> tuple[pd.DataFrame, dict[str, int]]:
+         serving_axes: Mapping[str, Sequence[float]] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each) of a model or each of a list of them, less the clocks and power
     limits each GPU does not allow, and how many were left out for which reason; `host_dispatch_s`, the machine's host
     time an eager launch where known (every configuration's `host_dispatch_s`; none: the default, its interval
     spanning the measured hosts); `tps`, a generation's or a serving load's tensor-parallel GPUs an instance as an
     axis (a `tp` column; each checked against the model first); `output_lens`, their tokens generated a sequence (a
     serving load's mean) as an axis (an `output_len` column, in place of the fixed option); `request_rates`, a serving
-    sweep's requests a second in place of its `batches` (a `request_rate` column, RATE_SIZES); `instances`, a
-    serving load's identical instances as an axis (an `instances` column; a concurrency that is no multiple of one
-    left out, as each instance keeps a whole share in flight); `headrooms`, an autoscaled serving load's capacity
-    over each window's rate as an axis (a `headroom` column). A clock or limit of
+    sweep's requests a second in place of its `batches` (a `request_rate` column, RATE_SIZES); `serving_axes`, a
+    serving load's SERVING_AXES' lists, each an axis (a column of its name): its identical `instances` (a
+    concurrency that is no multiple of one left out, as each instance keeps a whole share in flight), and an
+    autoscaled load's `headroom` over each window's rate, `cold_start_s` and `reaction_s`. A clock or limit of
     "range" ("range:N") is each GPU's own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its
     boost clock up, its power limits over the range it takes."""
     for name, values in zip(JOB_AXES, (tps, output_lens)):
         require(not values or phase in AXIS_PHASES, name, f"applies to --phase {' or '.join(AXIS_PHASES)} only")
-    for name, values in (("instances", instances), ("headroom", headrooms)):
+    for name, values in (serving_axes or {}).items():
+        require(name in SERVING_AXES, name, f"is no serving axis ({', '.join(SERVING_AXES)})")
         require(not values or phase == "serve", name, "applies to --phase serve only")
-    instances, headrooms = list(dict.fromkeys(instances)), list(dict.fromkeys(headrooms))
+    serving_axes = {name: list(dict.fromkeys((serving_axes or {}).get(name, ()))) for name in SERVING_AXES}
+    instances = serving_axes["instances"]
     models = [model] if isinstance(model, str) else list(model)
     if tps:  # each divides every model's heads
         tps = list(dict.fromkeys(check_tp(resolve_model(m)[0], tp) for m in models for tp in tps))
@@ -193,17 +201,17 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
               and is_vision(resolve_model(m)[0])}
     settings_count = sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus))
     size = (sum(1 if m in images else len(seqs) for m in models) * len(batches) * len(dtypes) * max(1, len(tps))
-            * max(1, len(output_lens)) * max(1, len(instances)) * max(1, len(headrooms)) * settings_count)
+            * max(1, len(output_lens)) * math.prod(max(1, len(v)) for v in serving_axes.values()) * settings_count)
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
     frame = pd.DataFrame([row for m in models for g in gpus for row in itertools.product(
                              [m], [g], batches, [None] if m in images else seqs, dtypes, *settings[g], tps or [None],
-                             output_lens or [None], instances or [None], headrooms or [None])],
+                             output_lens or [None], *(values or [None] for values in serving_axes.values()))],
                          columns=["model", "gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
                                   "sm_clock_mhz", "power_limit_w", *JOB_AXES])
-    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens, instances, headrooms))
+    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens, *serving_axes.values()))
                                 if not values])
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
@@ -358,10 +366,10 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
 
 
 def _axes(config: Any) -> dict[str, float]:
-    """A configuration's tensor parallelism, output length, instances and headroom where the sweep has them as axes
-    (columns), for its job (the counts whole)."""
+    """A configuration's JOB_AXES where the sweep has them as axes (columns), for its job (the counts whole)."""
     values = {name: getattr(config, name, None) for name in JOB_AXES}
-    return {name: float(v) if name == "headroom" else int(v) for name, v in values.items() if v is not None and v == v}
+    return {name: float(v) if name in FLOAT_AXES else int(v) for name, v in values.items()
+            if v is not None and v == v}
 
 
 def estimate_part(configs: pd.DataFrame, estimator: Any, job: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -486,7 +494,7 @@ FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name",
-          "headroom": "a share of each window's rate from 0 to 10"}
+          **{name: kind for name, (_, kind) in FLOAT_AXES.items()}}
 _COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
 
 
@@ -519,9 +527,9 @@ def listed(value: Any, name: str, default: list) -> list:
                or not 0 < v <= 2**24]
     elif name in ("sm_clock_mhz", "power_limit_w"):
         bad = [v for v in values if not is_setting(v)]
-    elif name == "headroom":  # a share of each window's rate, as `serve` takes it
+    elif name in FLOAT_AXES:  # a share of each window's rate or a time, as `serve` takes it
         bad = [v for v in values if not isinstance(v, (int, float, np.number)) or isinstance(v, bool)
-               or not 0 <= v <= MAX_HEADROOM]
+               or not 0 <= v <= FLOAT_AXES[name][0]]
     else:  # names
         bad = [v for v in values if not isinstance(v, str)]
     if bad:
@@ -629,9 +637,10 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     output_lens = listed(fields.get("output_len"), "output_len", []) if phase in AXIS_PHASES else []
     if len(output_lens) == 1:  # one length: a fixed option of every job; several: an axis
         job["output_len"] = output_lens.pop()
-    headrooms = listed(fields.get("headroom"), "headroom", []) if phase == "serve" else []
-    if len(headrooms) == 1:  # as the lengths
-        job["headroom"] = headrooms.pop()
+    serving_axes = {name: listed(fields.get(name), name, []) if phase == "serve" else [] for name in SERVING_AXES}
+    for name in FLOAT_AXES:  # as the lengths (instances: a column where given, as ever)
+        if len(serving_axes[name]) == 1:
+            job[name] = serving_axes[name].pop()
     grids = [grid_at(name, fields.get("carbon_intensity"), fields.get("pue"), fields.get("carbon_series"))
              for name in listed(fields.get("grid"), "grid", [None])]
     gpus, models = listed(gpu, "gpu", []), listed(model, "model", [])
@@ -651,9 +660,7 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
-                            output_lens=output_lens, request_rates=rates,
-                            instances=listed(fields.get("instances"), "instances", []) if phase == "serve" else [],
-                            headrooms=headrooms)
+                            output_lens=output_lens, request_rates=rates, serving_axes=serving_axes)
     if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")

@@ -424,7 +424,8 @@ def _listed(value: str | None, kind: type, flag: str, default: list, spans: bool
         try:
             out.append(parse(item.strip()))
         except (ValueError, argparse.ArgumentTypeError):
-            what = {int: "an integer", _share: "a share (0.25, or 25%)"}.get(kind, "a number")
+            what = {int: "an integer", _share: "a share (0.25, or 25%)", _seconds: "a time (90, 90s, 2min)"}.get(
+                kind, "a number")
             raise JoulecastError(f"{flag}: {item.strip()!r} is not {what}; give a comma-separated list") from None
     return out
 
@@ -568,7 +569,9 @@ def _sweep(args: argparse.Namespace) -> int:
     axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None,
             "instances": _listed(job.pop("instances", None), int, "--instances", []) or None,
-            "headroom": _listed(job.pop("headroom", None), _share, "--headroom", []) or None}
+            "headroom": _listed(job.pop("headroom", None), _share, "--headroom", []) or None,
+            **{dest: _listed(job.pop(dest, None), _seconds, flag, []) or None for flag, dest, _ in _AUTOSCALE_TIMES
+               if dest in SWEPT_TIMES}}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))
              if values}  # a serving load by its request rate has no concurrency
     fields = dict(sizes, **job, **{k: v for k, v in axes.items() if v is not None},
@@ -1172,7 +1175,7 @@ def _share(text: str) -> float:
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool = False) -> None:
     """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s,
     itl_p99_target_s, reactive, reaction_s and scale_in_delay_s), `prefix` leading their help; with `lists`, a
-    sweep's: its headroom a list to sweep."""
+    sweep's: its headroom and SWEPT_TIMES lists to sweep."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
@@ -1185,7 +1188,14 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool =
                         "the one before is refused, or with --queue its excess waits; its starts serve --cold-start "
                         "after they start")
     for flag, dest, text in _AUTOSCALE_TIMES:  # times: seconds, or 90s, 2min, 50ms
-        parser.add_argument(flag, dest=dest, type=_seconds, metavar="S", help=prefix + text)
+        swept = lists and dest in SWEPT_TIMES
+        parser.add_argument(flag, dest=dest, type=str if swept else _seconds, metavar="S", help=prefix + text + (
+            "; several to sweep, e.g. 0,1min,5min (each a point)" if swept else ""))
+
+
+# An autoscaled load's times a sweep takes as axes (`estimator.sweep.FLOAT_AXES`): a faster model load, a faster
+# autoscaler
+SWEPT_TIMES = ("cold_start_s", "reaction_s")
 
 
 # An autoscaled load's options that are times: flag, the API's name, and help (after a sweep's or an estimate's prefix)

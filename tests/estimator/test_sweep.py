@@ -975,6 +975,43 @@ def test_a_reactive_autoscaler_s_headroom_swept_finds_what_serves_every_window(c
     assert "--headroom: 'x' is not a share (0.25, or 25%)" in capsys.readouterr().err
 
 
+def test_a_reactive_autoscaler_s_cold_start_and_reaction_swept_against_its_first_tokens(capsys, tmp_path):
+    """`cold_start_s` and `reaction_s` as axes (lists; the CLI's --cold-start 30s,5min and --reaction 0,1min,10min):
+    each point `serve` at its own, a faster start or reaction a sooner first token for a few more instance-seconds,
+    --max-ttft-p99 keeping those fast enough; one value a fixed option, a bad time one line naming the field."""
+    kw = dict(input_len=512, output_len=128, engine="vllm-0.5.4", estimator="physics", max_batch=16)
+    reach = joulecast.serve("llama-3-8b", "h100-sxm", concurrency=16, **kw).requests_per_s
+    load = dict(window_rates=[0.5 * reach, 3.5 * reach, 3.5 * reach, 0.5 * reach], window_s=1800, autoscale=True,
+                reactive=True, queue=True, instances=6)
+    swept = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", cold_start_s=[30.0, 300.0],
+                            reaction_s=[0.0, 600.0], **load, **kw)
+    points = swept.points.set_index(["cold_start_s", "reaction_s"])
+    for start, reaction in points.index:
+        alone = joulecast.serve("llama-3-8b", "h100-sxm", cold_start_s=start, reaction_s=reaction, **load, **kw)
+        assert points.loc[(start, reaction), "energy_per_token_j"] == pytest.approx(
+            alone.energy_per_output_token_j, rel=1e-9)
+        assert points.loc[(start, reaction), "ttft_p99_s"] == pytest.approx(alone.ttft_p99_s, rel=1e-9)
+    assert points.loc[(30.0, 0.0), "ttft_p99_s"] < points.loc[(300.0, 0.0), "ttft_p99_s"] < points.loc[
+        (300.0, 600.0), "ttft_p99_s"]
+    one = joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", cold_start_s=[30.0], reaction_s=[0.0, 600.0],
+                          **load, **kw)
+    assert "cold_start_s" not in one.points and len(one.points) == 2  # one value: every point's option
+    with pytest.raises(joulecast.InputError, match="^reaction_s: -1 is not a time from 0 to 86,400 s"):
+        joulecast.sweep("llama-3-8b", "h100-sxm", phase="serve", reaction_s=[0.0, -1], **load, **kw)
+    # the CLI's lists, each a time as --cold-start and --reaction take one
+    arrivals = np.concatenate([np.linspace(0, 3599, 2000), np.linspace(3600, 7199, 40_000)])
+    pd.DataFrame({"input_len": 512, "output_len": 128, "arrival_s": arrivals}).to_csv(tmp_path / "t.csv", index=False)
+    argv = ["sweep", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "serve", "--requests",
+            str(tmp_path / "t.csv"), "--window", "1h", "--instances", "8", "--max-batch", "16", "--engine",
+            "vllm-0.5.4", "--estimator", "physics", "--autoscale", "--reactive", "--queue"]
+    assert main([*argv, "--cold-start", "30s,5min", "--reaction", "0,1min,10min", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)["points"]
+    assert sorted({(p["cold_start_s"], p["reaction_s"]) for p in out}) == [
+        (30.0, 0.0), (30.0, 60.0), (30.0, 600.0), (300.0, 0.0), (300.0, 60.0), (300.0, 600.0)]
+    assert main([*argv, "--reaction", "0,soon"]) == 2
+    assert "--reaction: 'soon' is not a time (90, 90s, 2min)" in capsys.readouterr().err
+
+
 def test_a_serving_sweep_gives_each_points_first_token_and_bounds_it(capsys):
     """A serving sweep's points carry `ttft_s` (serve's: the waits for a slot and a backlog, and the step), which
     `max_ttft_s` (--max-ttft) bounds: the rates whose requests wait too long for a slot are not feasible; another

@@ -1,6 +1,7 @@
 """A request's wait for a batch slot (`estimator.slot_wait`): the birth-death chain on an engine's capacity curve is
 M/M/c's Erlang C where the capacity is linear in the slots taken, M/M/1's where there is one slot; M/D/c's by
-Cosmetatos' approximation for answers all as long; the step an arrival finds running; and Little's law past max_batch at a concurrency."""
+Cosmetatos' approximation for answers all as long; the step an arrival finds running; and Little's law past
+max_batch at a concurrency."""
 
 import json
 import math

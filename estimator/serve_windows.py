@@ -1,6 +1,6 @@
 """A serving load window by window (`joulecast.serve`'s `window_rates`, `window_s`, `window_lengths`, `queue`): its
-checks, the length classes whose windows share one grid of steps, the queue that carries a window's excess on, and
-an autoscaled load's instances (its headroom, its idle spares or its cold starts).
+checks, the length classes whose windows share one grid of steps, and an autoscaled load's instances (its headroom,
+its idle spares or its cold starts); the queue that carries a window's excess on is `estimator.fluid_queue`.
 
 A window's requests are priced at their own mean lengths where `window_lengths` gives them (a trace's:
 `data.requests.RequestTrace.window_lengths`): an hour of long prompts costs more a token than the trace's mean says.
@@ -166,49 +166,6 @@ def numbers(values: Any, missing: bool = False) -> np.ndarray | None:
                                                  for v in values):
         return np.asarray([np.nan if v is None else v for v in values], dtype=np.float64)
     return None
-
-
-def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray) -> dict[str, Any]:
-    """A load's windows with the arrivals past what they serve queued for the windows after them (`serve`'s
-    `queue`), as a fluid queue: `arrivals` requests in each window of `seconds`, served at up to `capacity` requests
-    a second. The backlog at each window's end is Lindley's recursion, B = max(0, B_before + arrivals - capacity x
-    seconds), in its closed form (the running sum of the excess less its running minimum, below 0), so a year of
-    windows is one pass; what is left at the last window's end is served at its capacity in a drain that lengthens
-    it. Each window's requests wait for the backlog they find: it falls or grows linearly, so an arrival finds on
-    average half its start and end while the window serves at capacity, and while it drains, half its start over
-    the share of the window the drain takes; a wait is that backlog over the capacity. Returns the requests served
-    in each window, its backlog at its end (before the drain), its mean wait in seconds and its worst arrival's (the
-    larger backlog of its start and end), and the drain's seconds."""
-    excess = np.cumsum(arrivals - capacity * seconds)
-    backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
-    backlog[backlog <= 1e-9 * np.cumsum(arrivals + capacity * seconds)] = 0.0  # the running sum's rounding
-    before = np.concatenate([[0.0], backlog[:-1]])
-    served = arrivals + before - backlog
-    drain = backlog[-1] / capacity[-1]
-    served[-1] += backlog[-1]
-    rate = arrivals / seconds
-    # the share of each window the queue lasts: all of it where it ends with one, else until the backlog drains
-    lasts = np.where(backlog > 0, 1.0, np.divide(before, (capacity - rate) * seconds,
-                                                 out=np.zeros_like(before),
-                                                 where=(before > 0) & (capacity > rate)))
-    found = np.where(backlog > 0, (before + backlog) / 2, before / 2 * np.minimum(lasts, 1.0))
-    return {"served": served, "backlog": backlog, "wait_s": found / capacity,
-            "worst_wait_s": np.maximum(before, backlog) / capacity, "drain_s": float(drain)}
-
-
-def queued_within(arrivals: np.ndarray, reach: np.ndarray, seconds: np.ndarray, window: np.ndarray,
-                  lengths: np.ndarray, serving: np.ndarray) -> dict[str, Any]:
-    """`queued` where the instances serving change within a window (a reactive autoscaler's: a start serving part
-    way in): over each window's stretches (`window`, their `lengths`, `serving` instances of `reach` requests a
-    second each, in time order), its arrivals spread evenly over its seconds, then each window's: what it served, its
-    backlog at its end, its arrivals' mean wait (over its stretches by their seconds, as the arrivals are) and its
-    worst, and the drain."""
-    line = queued(arrivals[window] * lengths / seconds[window], reach[window] * serving, lengths)
-    firsts = np.flatnonzero(np.diff(window, prepend=-1))  # every window has a stretch from its start
-    lasts = np.append(firsts[1:], len(window)) - 1
-    return {"served": np.bincount(window, line["served"], minlength=len(seconds)), "backlog": line["backlog"][lasts],
-            "wait_s": np.bincount(window, line["wait_s"] * lengths, minlength=len(seconds)) / seconds,
-            "worst_wait_s": np.maximum.reduceat(line["worst_wait_s"], firsts), "drain_s": line["drain_s"]}
 
 
 def share(name: str, value: object, high: float, high_text: str) -> float:

@@ -41,7 +41,7 @@ that varies (`window_rates`: a trace's arrivals a second in each window of `wind
 window without arrivals at idle power), at the load's lengths or, where `window_lengths` gives them, its own, in
 length classes that share a grid of steps (`estimator.serve_windows`): its bursts cost what their batches draw, and
 its hours of long prompts what theirs do, which the mean rate and lengths average away; with `queue`, a window's
-arrivals past what it serves wait for the windows after it (a fluid queue: `serve_windows.queued`) instead of being
+arrivals past what it serves wait for the windows after it (a fluid queue: `fluid_queue.queued`) instead of being
 refused.
 Interval: the step's, every step sharing its error (comonotone, as `estimator.jobs`). Serving fp8 weights, it
 reaches up to the same load's cost in bf16 (`FP8_REACHES_BF16`).
@@ -67,6 +67,7 @@ from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_ho
 from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, reactive_instances
+from joulecast.estimator.fluid_queue import queued, queued_within
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.serve_windows import (
     MAX_COLD_START_S,
@@ -77,8 +78,6 @@ from joulecast.estimator.serve_windows import (
     length_classes,
     pooled_whole,
     positive,
-    queued,
-    queued_within,
     scaled_in,
     share,
     standby,
@@ -371,7 +370,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     long after a window's load changes instead of a window on (its metrics' lag), and with `scale_in_delay_s` it
     scales in to the most its windows needed over that long (Kubernetes' HPA: 300 s by default).
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
-    (served at max_batch meanwhile, the last window running on until none waits: `serve_windows.queued`), where
+    (served at max_batch meanwhile, the last window running on until none waits: `fluid_queue.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
     wait.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
@@ -871,7 +870,7 @@ def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output
 
 def _queued_load(line: dict[str, Any], seconds: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
     """A load's windows with the arrivals past what they serve queued for the windows after them (`line`,
-    `serve_windows.queued`): the queue, the windows' seconds (the last running on until its backlog is served) and
+    `fluid_queue.queued`): the queue, the windows' seconds (the last running on until its backlog is served) and
     the requests a second each window serves."""
     seconds = seconds.copy()
     seconds[-1] += line["drain_s"]

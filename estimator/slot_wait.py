@@ -14,7 +14,7 @@ an arrival finds running, half of it (engines admit requests between steps; Pois
 averages, so that step is step(n) with n as the chain has it). Because the step lengthens with the batch, the
 requests in the engine swing far more than a Poisson count around their mean: near capacity a queue forms long
 before the mean batch nears max_batch. A window at or past its capacity has no steady state; its wait is the fluid
-queue's alone (`serve_windows.queued`); a window of a load that varies has its queue bounded by what a window that
+queue's alone (`fluid_queue.queued`); a window of a load that varies has its queue bounded by what a window that
 long builds (`transient_queue`). A quantile of the first token (`quantile_s`, `serve`'s `ttft_p99_s`) takes the
 wait's shape: the step found running (its distribution over the chain's states, in bins finer in its tail,
 FOUND_BINS: near capacity the batch, and so the step, swings far past its mean), and where every slot is taken an

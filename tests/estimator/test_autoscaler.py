@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from joulecast.estimator.autoscaler import Reactive, reactive_instances
-from joulecast.estimator.serve_windows import queued, queued_within
+from joulecast.estimator.fluid_queue import queued, queued_within
 
 
 def _simulated(needed, seconds, how):
@@ -90,10 +90,10 @@ def test_a_year_of_hourly_windows_in_whole_instances():
 
 
 def test_a_queue_over_the_stretches_a_start_leaves_as_a_fluid_queue_runs():
-    """`serve_windows.queued_within`: a rising window's arrivals past its first stretch's instances queue until the
-    start serves, then drain: each window's backlog at its end and its arrivals' mean wait (the backlog each finds
-    over the capacity then) as a fluid queue stepped every millisecond has them; a window alike throughout reads as
-    `queued` does."""
+    """`fluid_queue.queued_within`: a rising window's arrivals past its first stretch's instances queue until the
+    start serves, then drain at the capacity after it: each window's backlog at its end, its arrivals' mean wait and
+    its worst, first in first out, as a fluid queue stepped every millisecond has them (each arrival served when the
+    requests served reach those arrived before it); a window alike throughout reads as `queued` does."""
     seconds, rates, reach = np.array([100.0, 100.0, 100.0]), np.array([1.0, 3.0, 1.0]), np.ones(3)
     scaled = reactive_instances(np.array([1.0, 5.0, 1.0]), seconds, Reactive(cold_start_s=30.0, reaction_s=10.0))
     got = queued_within(rates * seconds, reach, seconds, *scaled.pieces)
@@ -106,7 +106,26 @@ def test_a_queue_over_the_stretches_a_start_leaves_as_a_fluid_queue_runs():
     backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
     ends = backlog[np.searchsorted(t, [100, 200, 300]) - 1]
     assert got["backlog"] == pytest.approx(ends, abs=1e-2) and got["backlog"].tolist() == [0, 0, 0]
-    waits = np.bincount(window, backlog / capacity) / np.bincount(window)
-    assert got["wait_s"] == pytest.approx(waits, abs=1e-3) and got["wait_s"][1] > 10
+    came = np.cumsum(rates[window] * dt)
+    served = came - backlog
+    waits = t[np.minimum(np.searchsorted(served, came - 1e-9), len(t) - 1)] - t  # first in, first out
+    assert got["wait_s"] == pytest.approx(np.bincount(window, waits) / np.bincount(window), abs=1e-2)
+    # the backlog of 80 built in the first 40 s drains at 5 a second: its arrivals wait 18.7 s on average, 26.7 s at
+    # most (13.3 s in), where the backlog found over the capacity then read 40 and 80 s; those after, 5.3 s
+    assert got["wait_s"][1] == pytest.approx((40 * (18 + 2 / 3) + 60 * (5 + 1 / 3)) / 100)
+    assert got["worst_wait_s"] == pytest.approx([0, 26 + 2 / 3, 0], abs=1e-9)
+    assert got["worst_wait_s"][1] == pytest.approx(waits[window == 1].max(), abs=1e-2)
     whole = queued(rates * seconds, reach * scaled.serving, seconds)
     assert got["wait_s"][0] == whole["wait_s"][0] and whole["wait_s"][1] < got["wait_s"][1] / 10
+
+
+def test_a_fluid_queue_waits_first_in_first_out():
+    """`fluid_queue.queued` on windows: at one capacity, each arrival waits the backlog it finds over the capacity
+    (a window whose backlog grows to 100 at 2 a second: 25 s on average, 50 s at most); past the last window, its
+    backlog drains at the last capacity; a window with no arrivals waits nothing."""
+    line = queued(np.array([300.0, 100.0, 0.0]), np.full(3, 2.0), np.array([100.0, 100.0, 100.0]))
+    assert line["wait_s"] == pytest.approx([25, 25, 0]) and line["worst_wait_s"] == pytest.approx([50, 50, 0])
+    line = queued(np.array([50.0, 400.0]), np.array([1.0, 2.0]), np.array([100.0, 100.0]))
+    assert line["backlog"].tolist() == [0, 200] and line["drain_s"] == 100
+    # in window 2 the backlog grows 2 a second: the last arrival waits 200 / 2 s, on average half that
+    assert line["wait_s"] == pytest.approx([0, 50]) and line["worst_wait_s"] == pytest.approx([0, 100])

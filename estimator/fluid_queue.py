@@ -74,15 +74,24 @@ def _fifo_waits(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray,
     total = np.concatenate([[0.0], np.cumsum(np.diff(v) * (w_after[:-1] + w_before[1:]) / 2)])
     at_edges = total[np.searchsorted(v, came)]
     wait = np.divide(np.diff(at_edges), arrivals, out=np.zeros_like(arrivals), where=arrivals > 0)
-    # the worst: w at the knots within each stretch's requests, from each side
-    worst = np.zeros(len(arrivals))
-    stretch = np.searchsorted(came, v, side="right") - 1          # the stretch whose requests start at or below v
-    starts = (stretch < len(arrivals)) & (v < came[np.minimum(stretch + 1, len(came) - 1)])
-    np.maximum.at(worst, stretch[starts], w_after[starts])
-    ends = np.searchsorted(came, v, side="left") - 1              # the stretch whose requests end at or above v
-    inside = ends >= 0
-    np.maximum.at(worst, ends[inside], w_before[inside])
+    # the worst: w at the knots within each stretch's requests, from each side (v ascending, so each stretch's knots
+    # follow one another)
+    after = np.searchsorted(came, v, side="right") - 1            # the stretch whose requests start at or below v
+    before_v = np.searchsorted(came, v, side="left") - 1          # the stretch whose requests end at or above v
+    worst = np.maximum(_group_max(after, w_after, len(arrivals)), _group_max(before_v, w_before, len(arrivals)))
     return wait, np.where(arrivals > 0, worst, 0.0)
+
+
+def _group_max(group: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:
+    """The largest of `values` in each of `size` groups (`group` ascending; those outside 0..size-1 left out), 0 in
+    a group with none."""
+    kept = (group >= 0) & (group < size)
+    group, values = group[kept], values[kept]
+    out = np.zeros(size)
+    if len(group):
+        firsts = np.flatnonzero(np.diff(group, prepend=-1))
+        out[group[firsts]] = np.maximum.reduceat(values, firsts)
+    return out
 
 
 def _inverse(v: np.ndarray, values: np.ndarray, times: np.ndarray, side: str) -> np.ndarray:

@@ -111,8 +111,9 @@ def spread_factor(cv: np.ndarray, load: np.ndarray, slots: int) -> np.ndarray:
     servers in light traffic, where the queue past the slots is nil."""
     c2 = np.asarray(cv, dtype=np.float64) ** 2
     load = np.asarray(load, dtype=np.float64)
-    light = np.divide((1.0 - load) * (slots - 1) * (np.sqrt(4.0 + 5.0 * slots) - 2.0), 16.0 * load * slots,
-                      out=np.zeros_like(load), where=load > 0)
+    # (its light-traffic term grows as 1 / load, the queue it scales falls as load^slots: floored where both vanish,
+    # so that their product is no 0 x inf)
+    light = (1.0 - load) * (slots - 1) * (np.sqrt(4.0 + 5.0 * slots) - 2.0) / (16.0 * np.maximum(load, 1e-9) * slots)
     return np.where(c2 < 1.0, c2 + (1.0 - c2) * 0.5 * (1.0 + light), (1.0 + c2) / 2.0)
 
 

@@ -459,6 +459,9 @@ def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max
         gaps = np.isfinite(w.itl_p99_s)
         assert (gaps == np.isfinite(w.itl_p90_s)).all() and (w.itl_p90_s[gaps] > 0).all(), job
         assert (w.itl_p99_s[gaps] >= w.itl_p90_s[gaps]).all() and not gaps[w.output_tokens == 0].any(), job
+        # the first token's figures finite, none negative (its wait for a slot: none at a rate too low to queue)
+        assert np.isfinite([job.ttft_s, job.slot_wait_s, *w.slot_wait_s, *w.ttft_p99_s]).all(), job
+        assert (w.slot_wait_s >= 0).all() and job.ttft_s > 0, job
         if queue:
             assert np.isfinite([job.wait_s, *w.wait_s, *w.backlog]).all() and (w.wait_s >= 0).all(), job
             assert w.output_tokens.sum() == pytest.approx(np.dot(w.request_rate * w.duration_s, w.output_len))

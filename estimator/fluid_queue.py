@@ -20,29 +20,32 @@ from typing import Any
 import numpy as np
 
 
-def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray) -> dict[str, Any]:
+def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray,
+           drain_capacity: float | None = None) -> dict[str, Any]:
     """The fluid queue of `arrivals` requests in each stretch of `seconds`, served at up to `capacity` requests a
-    second (see the module's docstring). Returns the requests served in each stretch, its backlog at its end (before
-    the drain), its arrivals' mean wait (s) and its worst arrival's, and the drain's seconds."""
+    second (see the module's docstring; a stretch may serve none), what is left past the last served at
+    `drain_capacity` (the last stretch's where not given). Returns the requests served in each stretch, its backlog
+    at its end (before the drain), its arrivals' mean wait (s) and its worst arrival's, and the drain's seconds."""
     excess = np.cumsum(arrivals - capacity * seconds)
     backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
     backlog[backlog <= 1e-9 * np.cumsum(arrivals + capacity * seconds)] = 0.0  # the running sum's rounding
     before = np.concatenate([[0.0], backlog[:-1]])
     served = arrivals + before - backlog
-    drain = float(backlog[-1] / capacity[-1]) if backlog[-1] > 0 else 0.0
+    last = capacity[-1] if drain_capacity is None else drain_capacity
+    drain = float(backlog[-1] / last) if backlog[-1] > 0 else 0.0
     served[-1] += backlog[-1]
     wait, worst = _fifo_waits(arrivals, capacity, seconds, backlog, drain)
     return {"served": served, "backlog": backlog, "wait_s": wait, "worst_wait_s": worst, "drain_s": drain}
 
 
 def queued_within(arrivals: np.ndarray, reach: np.ndarray, seconds: np.ndarray, window: np.ndarray,
-                  lengths: np.ndarray, serving: np.ndarray) -> dict[str, Any]:
+                  lengths: np.ndarray, serving: np.ndarray, drain_capacity: float | None = None) -> dict[str, Any]:
     """`queued` where the instances serving change within a window (a reactive autoscaler's: a start serving part
     way in): over each window's stretches (`window`, their `lengths`, `serving` instances of `reach` requests a
     second each, in time order), its arrivals spread evenly over its seconds, then each window's: what it served, its
     backlog at its end, its arrivals' mean wait (over its stretches by their seconds, as the arrivals are) and its
-    worst, and the drain."""
-    line = queued(arrivals[window] * lengths / seconds[window], reach[window] * serving, lengths)
+    worst, and the drain (at `drain_capacity`, as `queued`'s)."""
+    line = queued(arrivals[window] * lengths / seconds[window], reach[window] * serving, lengths, drain_capacity)
     firsts = np.flatnonzero(np.diff(window, prepend=-1))  # every window has a stretch from its start
     lasts = np.append(firsts[1:], len(window)) - 1
     return {"served": np.bincount(window, line["served"], minlength=len(seconds)), "backlog": line["backlog"][lasts],

@@ -176,11 +176,12 @@ def share(name: str, value: object, high: float, high_text: str) -> float:
     return float(value)
 
 
-def scaled_in(demand: np.ndarray, reach: np.ndarray, fleet: int, headroom: float) -> np.ndarray:
+def scaled_in(demand: np.ndarray, reach: np.ndarray, fleet: int, headroom: float, least: int = 1) -> np.ndarray:
     """An autoscaled load's instances serving each window: the fewest of the `fleet` whose capacity (`reach`
     requests a second each) covers the window's `demand` with `headroom` to spare (a share of it: an autoscaler's
-    target utilisation of 1 / (1 + headroom), so that a burst within the window finds room), one at least."""
-    return np.clip(np.ceil(demand * (1.0 + headroom) / reach), 1.0, fleet)
+    target utilisation of 1 / (1 + headroom), so that a burst within the window finds room), `least` at least (one
+    wherever a window has a load)."""
+    return np.clip(np.ceil(demand * (1.0 + headroom) / reach), least, fleet)
 
 
 def standby(serving: np.ndarray, fleet: int, seconds: np.ndarray, idle_w: float, spare: str,

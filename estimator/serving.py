@@ -181,6 +181,7 @@ class ServeEstimate:
     reactive: bool = False        # autoscaled: each window on the instances the window before needed, not its own
     reaction_s: float | None = None  # reactive: scaling this long after a window's load changes (None: a window on)
     scale_in_delay_s: float = 0.0  # reactive: scaling in to the most needed over this long (HPA's stabilization)
+    min_instances: int = 1        # autoscaled: the fewest it keeps (0: it scales to zero where a window has no load)
     queue: bool = False           # window by window, the arrivals past what a window serves queued for the next
     wait_s: float | None = None   # queued: a request's mean wait for the backlog it finds (none without `queue`)
     slot_wait_s: float = 0.0      # a request's mean wait for one of max_batch slots (`estimator.slot_wait`)
@@ -329,8 +330,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
           last_window_s: float | None = None, window_lengths: Any = None, autoscale: bool = False,
           spare: str = "off", cold_start_s: float = 0.0, headroom: float = 0.0, ttft_target_s: float | None = None,
           ttft_p99_target_s: float | None = None, itl_p99_target_s: float | None = None, reactive: bool = False,
-          reaction_s: float | None = None, scale_in_delay_s: float = 0.0, queue: bool = False,
-          estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
+          reaction_s: float | None = None, scale_in_delay_s: float = 0.0, min_instances: int = 1,
+          queue: bool = False, estimator: Any = None, suggest_tp: bool = True) -> ServeEstimate:
     """Estimate steady-state serving (see the module's docstring), at a locked SM clock and a power limit where
     given (each GPU of a tensor-parallel instance so set), else the GPU's defaults; totalled (`energy_j`) over
     `duration_s` seconds, or over the time `output_tokens` output tokens take at this load ("a million served
@@ -368,7 +369,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     window before needed, those it starts serving `cold_start_s` after their start (`estimator.autoscaler`), and
     a window past what they serve is refused, or with `queue` its excess waits; with `reaction_s`, it scales that
     long after a window's load changes instead of a window on (its metrics' lag), and with `scale_in_delay_s` it
-    scales in to the most its windows needed over that long (Kubernetes' HPA: 300 s by default).
+    scales in to the most its windows needed over that long (Kubernetes' HPA: 300 s by default). `min_instances`:
+    the fewest an autoscaler keeps, 1 by default; 0 scales to zero where a window has no load (Knative's and KEDA's
+    scale to zero), so that the next window's requests wait for a start where it is reactive.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `fluid_queue.queued`), where
     without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
@@ -437,6 +440,11 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         require(isinstance(cv, (int, float)) and not isinstance(cv, bool) and 0.0 <= cv <= 10.0, name,
                 f"must be a number from 0 ({what} as long) to 10, got {cv!r}")
     instances = int(positive("instances", instances, integer=True, high=MAX_INSTANCES, high_text=f"{MAX_INSTANCES:,}"))
+    require(isinstance(min_instances, (int, np.integer)) and not isinstance(min_instances, bool)
+            and 0 <= min_instances <= instances, "min_instances",
+            f"must be a whole number from 0 to instances ({instances}), got {min_instances!r}")
+    require(min_instances == 1 or autoscale, "min_instances", "applies to autoscale (the instances a window does not "
+                                                              "need)")
     if concurrency is not None:
         concurrency = int(positive("concurrency", concurrency, integer=True))
         require(concurrency % instances == 0, "concurrency", f"{concurrency} in flight over {instances} instances: "
@@ -547,7 +555,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         gap_classes = [_gap_class(gap_rows[end - len(a):end], grid[some], size, admitted[labels == k],
                                   exact=not autoscale) for k, (a, end, size) in enumerate(zip(at_prompts, ends, sized))]
         if autoscale:  # the fewest that serve each window within max_batch in flight, one at least; the rest off
-            serving = scaled_in(demand, reach, instances, headroom)
+            serving = scaled_in(demand, reach, instances, headroom, min_instances)
             if any(t is not None for t in (ttft_target_s, ttft_p99_target_s, itl_p99_target_s)):  # and more where
                 # their requests' first tokens or the gaps between their tokens come later than a target
                 serving = _fewest_within(steps, demand, reach, serving, instances, ttft_target_s, ttft_p99_target_s,
@@ -558,12 +566,15 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                 scaled = reactive_instances(needed, seconds, how)
                 held, serving = scaled.held, scaled.serving
                 if queue:  # its arrivals past what those serve wait for the windows after it (as they start)
-                    line, seconds, demand = _queued_load(queued_within(arrivals, reach, seconds, *scaled.pieces),
-                                                         seconds)
+                    # (what waits past the last window served as it needed, one instance at least)
+                    line, seconds, demand = _queued_load(queued_within(
+                        arrivals, reach, seconds, *scaled.pieces, drain_capacity=reach[-1] * max(needed[-1], 1.0)),
+                        seconds)
                     steps = dataclasses.replace(steps, seconds=seconds)
                 elif _past_within(demand, reach, scaled.pieces).any():
                     raise _beyond_reactive(demand, reach, needed, scaled, seconds, how, instances)
-            rates = np.minimum(demand / serving, reach)  # within it but for rounding
+            # within it but for rounding (none on none: a window scaled to zero serves nothing)
+            rates = np.minimum(np.divide(demand, serving, out=np.zeros_like(demand), where=serving > 0), reach)
         batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)
         gap_at = (label, batches, _admitted(batches, answers))
         slot_s, prefill = waits.mean_s, prefills.mean_s
@@ -650,7 +661,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
         ttft_p99_target_s=ttft_p99_target_s, itl_p99_target_s=itl_p99_target_s, reactive=bool(reactive),
-        reaction_s=reaction_s, scale_in_delay_s=scale_in_delay_s,
+        reaction_s=reaction_s, scale_in_delay_s=scale_in_delay_s, min_instances=int(min_instances),
         wait_s=wait,
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
@@ -906,8 +917,10 @@ def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, 
     first = int(np.argmax(_short(demand, reach, scaled.pieces)))  # its first stretch short
     fewest, stretch_s = float(scaled.pieces.instances[first]), float(scaled.pieces.seconds[first])
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
-    least = _least_headroom(demand, reach, needed, seconds, how, fleet)
-    keep = (f"keep at least {100 * least:.3g} % headroom over each window's rate" if least is not None else
+    least = None if fewest == 0 else _least_headroom(demand, reach, needed, seconds, how, fleet)
+    keep = ("keep an instance running where a window has no load (min_instances 1): none serves a start's first "
+            "stretch" if fewest == 0 else f"keep at least {100 * least:.3g} % headroom over each window's rate"
+            if least is not None else
             f"no headroom up to {MAX_HEADROOM:g} serves every window on {fleet:,} instances: add instances")
     return BeyondCapacityError("window_rates", f"{demand[k]:g} requests/s in window {k + 1:,} of {len(demand):,} "
                                f"(its arrivals from {seconds[:k].sum():,.0f} s after the first, {grew}) is beyond "
@@ -938,7 +951,7 @@ def _least_headroom(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, s
     every window (each sized the more of what that headroom and what `needed` ask, its latency targets'; the
     capacity each window has rising with it), by bisection; None where even MAX_HEADROOM does not."""
     def fits(headroom: float) -> bool:
-        sized = np.maximum(scaled_in(demand, reach, fleet, headroom), needed)
+        sized = np.maximum(scaled_in(demand, reach, fleet, headroom, 0), needed)
         return not _past_within(demand, reach, reactive_instances(sized, seconds, how).pieces).any()
 
     if not fits(MAX_HEADROOM):

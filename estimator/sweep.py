@@ -78,7 +78,7 @@ JOB_OPTIONS = {"train-run": ("global_batch", "steps", "tokens", "lora_rank", "lo
                          "input_len_cv", "sampling", "expert_parallel", "instances", "window_rates", "window_s",
                          "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
                          "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
-                         "scale_in_delay_s", "queue")}
+                         "scale_in_delay_s", "min_instances", "queue")}
 # What a single-pass sweep (prefill, decode, training, inference) may fix for every configuration: `estimate_many`'s
 # columns, as `estimate` takes them for one pass.
 PASS_OPTIONS = ("attention", "launch_mode", "fusions", "engine")

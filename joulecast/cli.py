@@ -671,7 +671,7 @@ QUEUE_NEEDS_WINDOW = "applies to --window (a window's arrivals past what it serv
 WINDOW_SWITCHES = (("autoscale", AUTOSCALE_NEEDS_WINDOW), ("queue", QUEUE_NEEDS_WINDOW))  # each refused without it
 # the API's names (the flags' dests); each needs --autoscale
 AUTOSCALE_OPTIONS = ("spare", "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s",
-                     "reactive", "reaction_s", "scale_in_delay_s")
+                     "reactive", "reaction_s", "scale_in_delay_s", "min_instances")
 # The flags of the job phases, each an error with any other phase.
 JOB_FLAGS = {"generate": ("input_len", "output_len", "no_kv_cache", "requests", "offload_gb", "h2d_gbps", "tp",
                           "expert_parallel"),
@@ -1174,8 +1174,8 @@ def _share(text: str) -> float:
 
 def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool = False) -> None:
     """An autoscaled load's options (`serve`'s spare, cold_start_s, headroom, ttft_target_s, ttft_p99_target_s,
-    itl_p99_target_s, reactive, reaction_s and scale_in_delay_s), `prefix` leading their help; with `lists`, a
-    sweep's: its headroom and SWEPT_TIMES lists to sweep."""
+    itl_p99_target_s, reactive, reaction_s, scale_in_delay_s and min_instances), `prefix` leading their help; with
+    `lists`, a sweep's: its headroom and SWEPT_TIMES lists to sweep."""
     parser.add_argument("--spare", choices=("off", "idle"), help=f"{prefix}with --autoscale, the instances a "
                         "window does not need: off (released, drawing nothing; each started again pays "
                         "--cold-start) or idle (kept loaded at the GPUs' idle power); default off")
@@ -1187,6 +1187,9 @@ def _autoscale_flags(parser: argparse.ArgumentParser, prefix: str, lists: bool =
                         "--window), not by its own (one that knows the load ahead): a window whose load outgrew "
                         "the one before is refused, or with --queue its excess waits; its starts serve --cold-start "
                         "after they start")
+    parser.add_argument("--min-instances", dest="min_instances", type=int, metavar="N", help=f"{prefix}with "
+                        "--autoscale, the fewest instances kept (default 1); 0 scales to zero where a window has no "
+                        "requests (its next requests wait for a start where --reactive)")
     for flag, dest, text in _AUTOSCALE_TIMES:  # times: seconds, or 90s, 2min, 50ms
         swept = lists and dest in SWEPT_TIMES
         parser.add_argument(flag, dest=dest, type=str if swept else _seconds, metavar="S", help=prefix + text + (

@@ -39,7 +39,8 @@ _JOBS = {"generate": ("input_len", "output_len", "kv_cache", "requests", "offloa
                    "instances", "chunk_tokens", "duration_s", "output_tokens", "output_len_cv", "input_len_cv",
                    "sampling", "expert_parallel", "window_rates", "window_s", "last_window_s", "window_lengths",
                    "autoscale", "spare", "cold_start_s", "headroom", "ttft_target_s",
-                   "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s", "scale_in_delay_s", "queue"),
+                   "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s", "scale_in_delay_s",
+                   "min_instances", "queue"),
          "train-run": ("seq", "global_batch", "micro_batch", "steps", "tokens", "lora_rank", "lora_targets",
                        "recompute", "optimizer", "head_tokens", "head_outputs", "attention", "fusions",
                        "forward_overhead_s", "loader_rate", "eval_tokens", "evals")}
@@ -50,7 +51,7 @@ _CARBON = ("grid", "carbon_intensity", "pue", "carbon_series")
 # for one is the integer it names (`_as_read`), as the CLI reads --tokens 1e9.
 _COUNTS = frozenset({"batch", "seq", "input_len", "output_len", "steps", "tokens", "global_batch", "micro_batch",
                      "lora_rank", "head_tokens", "head_outputs", "concurrency", "max_batch", "tp", "instances",
-                     "chunk_tokens", "eval_tokens", "evals"})
+                     "chunk_tokens", "eval_tokens", "evals", "min_instances"})
 
 
 # Bodies each POST route takes, shown by /docs ("Try it out") and checked to answer by the tests: the fields are

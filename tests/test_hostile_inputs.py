@@ -356,7 +356,7 @@ _BODY_KEYS = ["phase", "batch", "seq", "dtype", "attention", "launch_mode", "eng
               "host_dispatch_s", "grid", "carbon_intensity", "pue", "loader_rate", "eval_tokens", "evals",
               "window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s",
               "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
-              "scale_in_delay_s", "queue", "input_len_cv", "chunk_tokens"]
+              "scale_in_delay_s", "min_instances", "queue", "input_len_cv", "chunk_tokens"]
 _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len": 16, "output_len": 4, "concurrency": 2},
           "train-run": {"seq": 64, "global_batch": 4, "steps": 2}}
 
@@ -428,8 +428,9 @@ _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.int
        max_batch=st.sampled_from([1, 4, 256]), last=st.one_of(st.none(), st.floats(1, 2e9)),
        scaled=st.dictionaries(st.sampled_from(["spare", "cold_start_s", "headroom", "ttft_target_s",
                                                "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
-                                               "scale_in_delay_s"]),
-                              mostly(st.one_of(st.sampled_from(["off", "idle"]), st.floats(0, 1e5), st.booleans()),
+                                               "scale_in_delay_s", "min_instances"]),
+                              mostly(st.one_of(st.sampled_from(["off", "idle"]), st.floats(0, 1e5), st.booleans(),
+                                               st.integers(0, 3)),
                                      anything),
                               max_size=3),
        lengths=st.one_of(st.none(), st.dictionaries(
@@ -452,7 +453,9 @@ def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max
         w = job.windows
         assert numbers_ok(job.energy_j, job.power_w, job.step_time_s, *w.energy_j, *w.power_w), job
         assert job.energy_j == pytest.approx(w.energy_j.sum()) and (w.idle_share[w.output_tokens == 0] == 1).all()
-        assert ((1 <= w.instances) & (w.instances <= instances)).all()
+        assert ((0 <= w.instances) & (w.instances <= instances)).all() and (w.serving <= w.instances + 1e-9).all()
+        # one at least wherever a window has arrivals, but where it scales to zero (min_instances 0)
+        assert job.min_instances == 0 or (w.instances >= 1).all(), job
         assert (w.standby_j >= 0).all() and (w.standby_j <= w.energy_j).all()
         assert job.autoscale or not w.standby_j.any()  # every instance serving: no spare, no start
         # each window's gaps between tokens: none (no tokens served), or positive, 99 % of them past 90 %
@@ -475,7 +478,7 @@ _SWEEP_KEYS = ["model", "phase", "gpu", "batch", "seq", "dtype", "sm_clock_mhz",
                "request_rate", "expert_parallel", "loader_rate", "fusions", "requests", "instances", "window_rates",
                "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
                "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s", "scale_in_delay_s",
-               "queue", "carbon_series"]
+               "min_instances", "queue", "carbon_series"]
 
 
 @SETTINGS
@@ -519,7 +522,7 @@ _CALLS = {
                "output_tokens", "output_len_cv", "sampling", "launch_mode", "dtype", "instances", "window_rates",
                "window_s", "last_window_s", "window_lengths", "autoscale", "spare", "cold_start_s", "headroom",
                "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s", "reactive", "reaction_s",
-               "scale_in_delay_s", "queue")),
+               "scale_in_delay_s", "min_instances", "queue")),
     "train_run": (lambda **k: joulecast.train_run(**{"model": "gpt2", "gpu": "a10", "seq": 64, "global_batch": 4,
                                                      "steps": 2, "estimator": "physics", **k}),
                   ("model", "gpu", "seq", "global_batch", "micro_batch", "steps", "lora_rank", "optimizer",

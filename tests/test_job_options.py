@@ -22,7 +22,7 @@ NOT_SWEPT = {"serve": {"request_rate", "duration_s", "output_tokens"}}
 # What the CLI reads from a requests file alone (`--requests FILE --window S`), tested with one below.
 FROM_A_FILE = {"serve": {"window_rates", "window_s", "last_window_s", "window_lengths", "autoscale", "spare",
                          "cold_start_s", "headroom", "ttft_target_s", "ttft_p99_target_s", "itl_p99_target_s",
-                         "reactive", "reaction_s", "scale_in_delay_s", "queue"}}
+                         "reactive", "reaction_s", "scale_in_delay_s", "min_instances", "queue"}}
 # A job function's module and name, and a CLI command that sets each of its options (non-default where it can).
 JOBS = {
     "generate": (jobs, "generate", ["--batch", "2", "--input-len", "16", "--output-len", "4", "--dtype", "fp16",
@@ -93,11 +93,12 @@ def test_the_cli_passes_a_requests_file_s_windows(tmp_path, monkeypatch):
         cli.main(["estimate", "--model", "gpt2", "--gpu", "a100", "--phase", "serve", "--requests",
                   str(tmp_path / "r.csv"), "--window", "120", "--instances", "2", "--autoscale", "--spare", "off",
                   "--cold-start", "1min", "--headroom", "10%", "--ttft-target", "2", "--ttft-p99-target", "9",
-                  "--itl-p99-target", "50ms", "--reactive", "--reaction", "45s", "--scale-in-delay", "5min"])
+                  "--itl-p99-target", "50ms", "--reactive", "--reaction", "45s", "--scale-in-delay", "5min",
+                  "--min-instances", "0"])
     # 0-120 s, then 120-250 s: the 10 s from 240 s too short a window, joined to the one before
     assert seen["window_s"] == 120 and seen["window_rates"].tolist() == [2 / 120, 1 / 130]
     assert seen["last_window_s"] == 130
     assert seen["autoscale"] is True and seen["instances"] == 2
     assert (seen["spare"], seen["cold_start_s"], seen["headroom"], seen["ttft_target_s"]) == ("off", 60, 0.1, 2)
     assert seen["ttft_p99_target_s"] == 9 and seen["itl_p99_target_s"] == 0.05 and seen["reactive"] is True
-    assert (seen["reaction_s"], seen["scale_in_delay_s"]) == (45, 300)
+    assert (seen["reaction_s"], seen["scale_in_delay_s"], seen["min_instances"]) == (45, 300, 0)

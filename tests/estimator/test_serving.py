@@ -1062,6 +1062,35 @@ def test_a_reactive_autoscaler_scales_a_reaction_after_the_load_changes():
         serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=-1, **kw)
 
 
+def test_an_autoscaler_scales_to_zero_where_a_window_has_no_load():
+    """`min_instances=0`: a window without arrivals runs no instance and draws nothing, each window with arrivals
+    after one pays a start; sized ahead its requests wait for nothing, reactive they queue until it serves (refused
+    without `queue`, naming min_instances); the fewest kept is a whole number up to the fleet."""
+    kw = dict(input_len=512, output_len=256, engine="vllm-0.11.1", estimator="physics", window_s=600, instances=4,
+              autoscale=True, max_batch=16, window_rates=[2.0, 0.0, 0.0, 6.0, 0.0, 2.0], cold_start_s=60)
+    kept = serve("llama-3-8b", "h100-sxm", **kw)
+    zero = serve("llama-3-8b", "h100-sxm", min_instances=0, **kw)
+    idle_w = lookup("h100-sxm").idle_power_w
+    assert kept.windows.instances.tolist() == [1] * 6 and zero.windows.instances.tolist() == [1, 0, 0, 1, 0, 1]
+    assert zero.windows.energy_j[[1, 2, 4]].tolist() == [0, 0, 0]
+    assert zero.windows.started.tolist() == [0, 0, 0, 1, 0, 1]
+    # the idle hours' energy less the two starts' (at idle power for their minute)
+    assert kept.energy_j - zero.energy_j == pytest.approx(kept.windows.energy_j[[1, 2, 4]].sum() - 2 * 60 * idle_w)
+    assert zero.ttft_s == pytest.approx(kept.ttft_s) and zero.min_instances == 0 and kept.min_instances == 1
+    late = serve("llama-3-8b", "h100-sxm", min_instances=0, reactive=True, reaction_s=30, queue=True, **kw)
+    # window 4: none serving for its first 90 s (30 s to act, 60 s to load), its arrivals queued for that
+    assert late.windows.serving[3] == pytest.approx(510 / 600) and late.windows.wait_s[3] > 30
+    assert late.ttft_s > zero.ttft_s and late.output_tokens == pytest.approx(zero.output_tokens)
+    with pytest.raises(joulecast.InputError, match=r"^window_rates: .* 0 of them serving for 90 s of it\) serve "
+                       r"\(0/s\): .*keep an instance running where a window has no load \(min_instances 1\)"):
+        serve("llama-3-8b", "h100-sxm", min_instances=0, reactive=True, reaction_s=30, **kw)
+    for bad in (-1, 5, 1.5, True):
+        with pytest.raises(joulecast.InputError, match="^min_instances: must be a whole number from 0 to instances"):
+            serve("llama-3-8b", "h100-sxm", min_instances=bad, **kw)
+    with pytest.raises(joulecast.InputError, match="^min_instances: applies to autoscale"):
+        serve("llama-3-8b", "h100-sxm", min_instances=0, **{**kw, "autoscale": False, "cold_start_s": 0})
+
+
 def test_an_autoscaler_keeps_each_window_s_gaps_within_a_target():
     """`itl_p99_target_s`: more instances where 99 % of a window's gaps between tokens would come later than the
     target (fewer running an instance, each step shorter and admitting fewer prompts): the fewest that meet it, and

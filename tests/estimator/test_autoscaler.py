@@ -129,3 +129,16 @@ def test_a_fluid_queue_waits_first_in_first_out():
     assert line["backlog"].tolist() == [0, 200] and line["drain_s"] == 100
     # in window 2 the backlog grows 2 a second: the last arrival waits 200 / 2 s, on average half that
     assert line["wait_s"] == pytest.approx([0, 50]) and line["worst_wait_s"] == pytest.approx([0, 100])
+
+
+def test_a_stretch_that_serves_none_holds_its_arrivals_until_one_does():
+    """A stretch of no capacity (scaled to zero, its start loading): its arrivals wait for the first that serves,
+    first in, first out (50 s at none then 2 a second, 1 arriving a second: 37.5 s on average, 50 s at most, then
+    6.25 s and 25 s); a backlog left past the last stretch drains at the capacity given for it."""
+    line = queued(np.array([50.0, 100.0]), np.array([0.0, 2.0]), np.array([50.0, 100.0]))
+    assert line["backlog"].tolist() == [50, 0] and line["served"].tolist() == [0, 150]
+    assert line["wait_s"] == pytest.approx([37.5, 6.25]) and line["worst_wait_s"] == pytest.approx([50, 25])
+    left = queued(np.array([50.0]), np.array([0.0]), np.array([50.0]), drain_capacity=5.0)
+    # the arrival at t served at 50 + t / 5: waits 50 - 0.8 t
+    assert left["drain_s"] == 10 and left["wait_s"] == pytest.approx([30])
+    assert left["worst_wait_s"] == pytest.approx([50])

@@ -609,9 +609,10 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                        else (lengths[:, 0], lengths[:, 1]))
         queued_at = (line["backlog"], line["wait_s"]) if queue else (np.zeros(len(seconds)),) * 2
         # autoscaled: its idle spares or its cold starts (`serve_windows.standby`), none where every instance serves
-        extra_j, started = standby(held, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
         if reactive and spare == "off":  # its starts as they ran: each at idle power until it serves
             extra_j, started = scaled.starting_s * tp * spec.idle_power_w, scaled.started
+        else:
+            extra_j, started = standby(held, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
                               tokens_per_s * serving * seconds, held,
@@ -913,8 +914,8 @@ def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, 
     it (`demand` requests a second each window, `needed` the instances each window needed, `scaled` those it held
     and those serving, `reach` an instance's most): the first such window's, how far its load outgrew the one
     before, and the least headroom (`_least_headroom`) that serves every window."""
-    k = int(np.argmax(_past_within(demand, reach, scaled.pieces)))
-    first = int(np.argmax(_short(demand, reach, scaled.pieces)))  # its first stretch short
+    first = int(np.argmax(_short(demand, reach, scaled.pieces)))  # its first stretch short, in time order
+    k = int(scaled.pieces.window[first])  # and its window
     fewest, stretch_s = float(scaled.pieces.instances[first]), float(scaled.pieces.seconds[first])
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
     least = None if fewest == 0 else _least_headroom(demand, reach, needed, seconds, how, fleet)

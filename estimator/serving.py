@@ -67,8 +67,9 @@ from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_ho
 from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, reactive_instances
-from joulecast.estimator.fluid_queue import queued, queued_within
+from joulecast.estimator.fluid_queue import queued
 from joulecast.estimator.loading import load_estimator
+from joulecast.estimator.reactive_queue import queued_reactive
 from joulecast.estimator.serve_windows import (
     MAX_COLD_START_S,
     MAX_HEADROOM,
@@ -373,8 +374,9 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     the fewest an autoscaler keeps, 1 by default; 0 scales to zero where a window has no load (Knative's and KEDA's
     scale to zero), so that the next window's requests wait for a start where it is reactive.
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
-    (served at max_batch meanwhile, the last window running on until none waits: `fluid_queue.queued`), where
-    without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
+    (served at max_batch meanwhile, the last window running on until none waits: `fluid_queue.queued`; reactive,
+    on the instances its load needed, one at least, after they start where none serves at its end:
+    `reactive_queue`), where without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
     wait.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
@@ -563,16 +565,16 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             held = serving
             if reactive:  # each window on what the window before needed
                 needed = serving
-                scaled = reactive_instances(needed, seconds, how)
-                held, serving = scaled.held, scaled.serving
-                if queue:  # its arrivals past what those serve wait for the windows after it (as they start)
-                    # (what waits past the last window served as it needed, one instance at least)
-                    line, seconds, demand = _queued_load(queued_within(
-                        arrivals, reach, seconds, *scaled.pieces, drain_capacity=reach[-1] * max(needed[-1], 1.0)),
-                        seconds)
+                if queue:  # its arrivals past what those serve wait for the windows after it (as they start),
+                    # what waits past the last window for the instances it needed (`reactive_queue`)
+                    line, scaled = queued_reactive(arrivals, reach, seconds, needed, how)
+                    line, seconds, demand = _queued_load(line, seconds)
                     steps = dataclasses.replace(steps, seconds=seconds)
-                elif _past_within(demand, reach, scaled.pieces).any():
-                    raise _beyond_reactive(demand, reach, needed, scaled, seconds, how, instances)
+                else:
+                    scaled = reactive_instances(needed, seconds, how)
+                    if _past_within(demand, reach, scaled.pieces).any():
+                        raise _beyond_reactive(demand, reach, needed, scaled, seconds, how, instances)
+                held, serving = scaled.held, scaled.serving
             # within it but for rounding (none on none: a window scaled to zero serves nothing)
             rates = np.minimum(np.divide(demand, serving, out=np.zeros_like(demand), where=serving > 0), reach)
         batches, step_time, step_energy, prefills, waits = _served(steps, rates, everyone)

@@ -51,3 +51,25 @@ def test_a_drain_runs_on_the_instances_the_last_window_needed():
     drain = late["drain_s"]
     assert drain == pytest.approx((6000 - 4440) / 8)              # drained at the two it needed
     assert scaled3.serving[-1] == pytest.approx((90 + 2 * 510 + 2 * drain) / (600 + drain))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_request_of_a_queued_load_is_served_and_paid_for(seed):
+    """Random loads with idle windows, autoscaled and queued, reactive or sized ahead, scaling to zero or not:
+    every arrival's answer counted, each window with tokens drawing energy, the windows summing to the whole, and
+    no figure NaN."""
+    rng = np.random.default_rng(seed)
+    for _ in range(6):
+        rates = np.where(rng.random(5) < 0.4, 0.0, rng.uniform(0.1, 12, 5)).round(2)
+        rates[-1] = rates[-1] or 1.0
+        kw = {**KW, "window_s": float(rng.choice([60, 600])), "cold_start_s": float(rng.choice([0, 60, 900])),
+              "min_instances": int(rng.integers(0, 2)), "reactive": bool(rng.integers(0, 2))}
+        if kw["reactive"]:
+            kw.update(reaction_s=[None, 0.0, 700.0][int(rng.integers(0, 3))],
+                      scale_in_delay_s=float(rng.choice([0, 300])))
+        one = serve("llama-3-8b", "h100-sxm", window_rates=rates.tolist(), **kw)
+        w = one.windows
+        assert w.output_tokens.sum() == pytest.approx(rates.sum() * kw["window_s"] * 256, rel=1e-9)
+        assert (w.energy_j[w.output_tokens > 0] > 0).all() and w.energy_j.sum() == pytest.approx(one.energy_j)
+        assert (w.serving <= w.instances + 1e-9).all()
+        assert np.isfinite([one.energy_j, one.ttft_s, one.power_w, one.energy_per_output_token_j]).all()

@@ -296,7 +296,9 @@ def test_serving_requests_window_by_window_over_http(physics_server):
     status, out = call(physics_server, "/v1/estimate", {**scaled, "reactive": True, "queue": True,
                                                         "itl_p99_target_s": 1.0})
     assert status == 200 and out["reactive"] and out["itl_p99_target_s"] == 1.0, out
-    assert out["windows"]["instances"] == [2, 2, 1] and len(out["windows"]["itl_p99_s"]) == 3, out
+    # the last window on the one the window before needed, then its backlog drained on the two it needed
+    assert out["windows"]["instances"][:2] == [2, 2] and 1 < out["windows"]["instances"][2] < 2, out
+    assert len(out["windows"]["itl_p99_s"]) == 3, out
     status, out = call(physics_server, "/v1/estimate", {**busy, "reactive": True})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "reactive"], out
     # scaling 60 s after a window's load changes, in to the most needed over 300 s

@@ -7,7 +7,7 @@ The estimate is physics x exp(learned residual) (the hybrid); `estimator="physic
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -397,15 +397,37 @@ def estimate_batch(workloads: Sequence[Workload], gpu: str | GpuSpec, sm_clock_m
     return out
 
 
-def _rows(features: Mapping[str, Any], start: int, stop: int) -> dict[str, Any]:
+def _rows(features: Mapping[str, Any], start: int, stop: int) -> Mapping[str, Any]:
     """One workload's rows of a stacked kernel table (`Labels` kept as labels, its `workload_id` 0 as alone): all of
     them where it is the table."""
     if start == 0 and stop == len(features["workload_id"]):
         return dict(features)
-    rows = {k: Labels(v.codes[start:stop], v.names) if isinstance(v, Labels) else v[start:stop]
-            for k, v in features.items()}
-    rows["workload_id"] = np.zeros(stop - start, np.int64)
-    return rows
+    return _Rows(features, start, stop)
+
+
+class _Rows(Mapping[str, Any]):
+    """`_rows` of a table of several workloads, each column cut when first read: a job's dozens of steps each
+    keep a table most callers never look at (its launches aside)."""
+
+    def __init__(self, features: Mapping[str, Any], start: int, stop: int):
+        self._features, self._start, self._stop, self._cut = features, start, stop, {}
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._cut:
+            if name == "workload_id":
+                self._features[name]  # a KeyError where the table has none
+                self._cut[name] = np.zeros(self._stop - self._start, np.int64)
+            else:
+                v = self._features[name]
+                self._cut[name] = (Labels(v.codes[self._start:self._stop], v.names) if isinstance(v, Labels)
+                                   else v[self._start:self._stop])
+        return self._cut[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._features)
+
+    def __len__(self) -> int:
+        return len(self._features)
 
 
 def _largest_batch(need: Mapping[str, np.ndarray], spec: GpuSpec, batch: int | None) -> int | None:

@@ -145,7 +145,7 @@ def exceeding(waits: SlotWaits, t: np.ndarray) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64)
     s, delta, p_wait = waits.full_s, waits.decay, waits.waiting
 
-    def rest(length: np.ndarray) -> np.ndarray:  # P(U(0, length) > t)
+    def rest(length: np.ndarray, t: np.ndarray = t) -> np.ndarray:  # P(U(0, length) > t)
         return np.where(length > 0, np.clip(1.0 - t / np.where(length > 0, length, 1.0), 0.0, 1.0), 0.0)
 
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -154,7 +154,8 @@ def exceeding(waits: SlotWaits, t: np.ndarray) -> np.ndarray:
                           np.exp(-delta * (t - s)) * -np.expm1(-delta * s) / (delta * s))
         tail = np.where(s > 0, within, np.exp(-delta * t))
     tail = np.where(np.isfinite(delta), tail, rest(s))  # a queue with no wait: the step found alone
-    found = sum(share * rest(step) for step, share in zip(waits.found_s, waits.found_share))
+    # every bin of the step found at once: (..., bins, streams), summed over the bins
+    found = (waits.found_share * rest(waits.found_s, t[..., None, :] if t.ndim else t)).sum(axis=-2)
     return np.where(t < 0, 1.0, found + p_wait * np.nan_to_num(tail))
 
 

@@ -442,6 +442,8 @@ _length = st.one_of(st.floats(0, 3000), st.just(float("nan")), st.none(), st.int
 # scaled to zero before the last window, reacting a window late: its requests once served by none, at no energy
 @example(rates=[0.0, 3.0], window=600.0, instances=2, autoscale=True, queue=True, max_batch=4, last=None,
          lengths=None, scaled={"reactive": True, "min_instances": 0})
+@example(rates=[2.0, 0.0, 3.0], window=600.0, instances=2, autoscale=True, queue=True, max_batch=4, last=None,
+         lengths=None, scaled={"spare": "idle", "min_instances": 0})  # none serving, the spares idle
 def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max_batch, last, lengths, scaled):
     """Any windows' rates and lengths (the last its own, each window's own lengths or the load's), autoscaled or not
     (its spares off or idle, its cold starts, its headroom, its latency targets), queued or not: the windows' energy
@@ -455,9 +457,10 @@ def test_a_load_window_by_window(rates, window, instances, autoscale, queue, max
     if job is not None:
         w = job.windows
         assert numbers_ok(job.energy_j, job.power_w, job.step_time_s), job
-        # a window scaled to zero draws nothing (min_instances 0), every other window something
+        # a window scaled to zero (min_instances 0) draws only its idle spares' (spare "idle"), every other something
         running = (w.instances > 0) | (w.output_tokens > 0)
-        assert numbers_ok(*w.energy_j[running], *w.power_w[running]) and not w.energy_j[~running].any(), job
+        assert numbers_ok(*w.energy_j[running], *w.power_w[running]), job
+        assert (w.energy_j[~running] == w.standby_j[~running]).all(), job
         assert job.energy_j == pytest.approx(w.energy_j.sum()) and (w.idle_share[w.output_tokens == 0] == 1).all()
         assert ((0 <= w.instances) & (w.instances <= instances)).all() and (w.serving <= w.instances + 1e-9).all()
         # one at least wherever a window has arrivals, but where it scales to zero (min_instances 0)

@@ -376,8 +376,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     `queue`: a window's arrivals past what the instances serve within `max_batch` wait for the windows after it
     (served at max_batch meanwhile, the last window running on until none waits: `fluid_queue.queued`; reactive,
     on the instances its load needed, one at least, after they start where none serves at its end:
-    `reactive_queue`), where without it such a window is refused; `windows` gives each one's backlog and wait, `wait_s` the requests' mean
-    wait.
+    `reactive_queue`), where without it such a window is refused; `windows` gives each one's backlog and wait,
+    `wait_s` the requests' mean wait. A request a later window serves is priced at that window's lengths.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:

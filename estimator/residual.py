@@ -80,6 +80,14 @@ OUT_OF_DOMAIN_WIDEN = 2.0
 # (`training.residual.CONFORMAL_ON_JOINED`, 2026-12-06's eighth session): Blackwell's serving 67.9 / 76.4 / 83.6 %,
 # the V100's epochs 73.5 / 89.8 / 100 %, serving over every GPU 75.9 / 81.7 / 86.7 %: 1.5 stays.
 UNLEARNED_WIDEN = 1.5
+# The same widening holds a kind of work that fewer than two GPUs trained on ran (the shipped model: decode and
+# training steps, the H200's alone): it has no physics margin of its own, and takes the widest measured on other
+# kinds (`Residual._new_gpu_reach`), a transfer from other work as a new architecture's is from other hardware
+# (`Residual.kind_measured`; 2026-12-07's twenty-sixth session). Whole jobs (experiments/job_coverage.py): Zeus' A40
+# epochs 79.1 -> 89.5 % (BERT 94.4 -> 98.6, ResNet-50 65.4 -> 81.5 %; 39.6 -> 53.8 % wide), training runs over both
+# GPUs 86.0 -> 92.2 %, the H100's serving 91.3 -> 93.4 %, serving over every GPU 86.7 -> 87.8 %; the H200's decode
+# rows held out with its other kinds kept 80.0 -> 100 % of 15 (experiments/gpu_transfer.py; the eleventh session's
+# probe of 2026-12-06), each GPU held out the same.
 TREES_FILE, POOLED_TREES_FILE = "trees.npz", "trees_pooled.npz"
 ESTIMATOR_FILE = "estimator.json"  # every saved model folder holds it (levels, margins, metadata)
 BAG_KEYS = tuple((target, band) for target in TARGETS for band in (False, True))  # the models' order in the arrays
@@ -377,17 +385,22 @@ class Residual:
         if not self.gpu_work:
             return out
         notes: dict[tuple[str, str], str] = {}  # one per kind of work and GPU, shared by their rows
+        measured = set(self._measured_kinds)  # kinds with a physics margin of their own (`kind_measured`)
         interval = ("as far each way as physics missed the GPUs trained on" if physics else
                     "the interval spanning the GPU level's and the pooled model's, moved to it")
         for i in np.flatnonzero(~checks.work).tolist():
             k, g = str(checks.kinds[i]), str(gpus[i])
+            unmeasured = physics and bool(measured) and k not in measured and not k.endswith(MOE_WORK)
             if g in self.gpu_work:
-                widened = ", widened" if physics and k.endswith(MOE_WORK) else ""
+                widened = ", widened" if physics and (k.endswith(MOE_WORK) or unmeasured) else ""
                 note = notes.setdefault((k, g), f"{k} work on {g}, trained on {', '.join(self.gpu_work[g])} only "
                                                 f"(physics' point, {interval}{widened})")
                 out[i] = (*out[i], note)
             elif physics and k.endswith(MOE_WORK):  # a GPU not trained on: its flag says so; the kind, this
                 out[i] = (*out[i], f"{k} work, which no GPU trained on ran (physics' point, widened)")
+            elif unmeasured:
+                out[i] = (*out[i], notes.setdefault((k, ""), f"{k} work, which fewer than two GPUs trained on ran: "
+                                                             f"physics' margin of other work, widened"))
         return out
 
     def _features_in_domain(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
@@ -460,7 +473,7 @@ class Residual:
             reach = self.physics_reach(every, columns, checks.kinds)
             checks = checks._replace(mix=self.arch_mix_outside(every, columns, checks.kinds))
             familiar = (features_inside & self.known_architecture(every, columns) & ~checks.mix.any(axis=1)
-                        & ~_moe(checks.kinds))
+                        & ~_moe(checks.kinds) & self.kind_measured(checks.kinds))
             unknown = np.where(familiar, 1.0, UNLEARNED_WIDEN)
             lo = np.where(~seen | other_work, point - reach[..., 0] * unknown, lo)
             hi = np.where(~seen | other_work, point + reach[..., 1] * unknown, hi)
@@ -518,6 +531,20 @@ class Residual:
                         out = reach.copy() if out is reach else out
                         out[i, hit] = margin
         return out
+
+    def kind_measured(self, kinds: np.ndarray | None) -> np.ndarray | bool:
+        """Per row, whether its kind of work has a physics margin of its own, measured on two GPUs or more
+        (`physics_new_gpu_by_kind`, or its architecture's: `physics_new_gpu_by_arch`); True without kinds, and for a
+        model saved without those margins."""
+        if kinds is None or not self._measured_kinds:
+            return True
+        return np.isin(kinds, self._measured_kinds)
+
+    @functools.cached_property
+    def _measured_kinds(self) -> list[str]:
+        """The kinds of work with a physics margin of their own (`kind_measured`)."""
+        by_arch = (kinds for per_arch in self.physics_new_gpu_by_arch.values() for kinds in per_arch.values())
+        return sorted({k for per_kind in (*self.physics_new_gpu_by_kind.values(), *by_arch) for k in per_kind})
 
     def arch_mix_outside(self, values: np.ndarray, columns: list[str], kinds: np.ndarray | None) -> np.ndarray:
         """(rows, KERNEL_MIX_FEATURES): where a pass's kernel class time share lies outside what its architecture's

@@ -149,7 +149,8 @@ def margin_coverage(table, kinds: np.ndarray, error: np.ndarray, split_kernels: 
                         physics_arch_mix=arch_mix_ranges(table.X[train], kinds[train]) if siblings else {})
         inside = (~seen._outside_block(values[test], columns).any(axis=1)
                   & seen.known_architecture(values[test], columns)
-                  & ~seen.arch_mix_outside(values[test], columns, kinds[test]).any(axis=1))
+                  & ~seen.arch_mix_outside(values[test], columns, kinds[test]).any(axis=1)
+                  & seen.kind_measured(kinds[test]))
         reach = seen.physics_reach(values[test], columns, kinds[test])[energy, :, 1]  # the shipped rule's
         low, high = (np.zeros(int(test.sum())),) * 2 if spread is None else (spread[0][test], spread[1][test])
         for widen in WIDEN_GRID:

@@ -78,6 +78,38 @@ def test_a_mixture_of_experts_pass_is_work_of_its_own_kind_read_at_physics_and_w
     assert not any("mixture" in r for r in dense.outside_domain)  # the dense step keeps its kind
 
 
+def test_a_kind_fewer_than_two_gpus_ran_takes_another_kinds_margin_widened(shipped):
+    """Decode and training steps: the H200's rows alone, so no margin of their own (`kind_measured`); on another GPU
+    they read at physics' point with the widest margin measured on other kinds, widened as work unlearned
+    (UNLEARNED_WIDEN), and say so; a forward pass there keeps its own kind's margin, unwidened; a model saved without
+    per-kind margins widens nothing for it."""
+    assert shipped.kind_measured(np.array(["forward", "serving", "decode", "training"])).tolist() == [
+        True, True, False, False]
+    widest = max(shipped.physics_new_gpu_by_kind["energy"].values())
+    for phase, kind in (("decode", "decode"), ("training", "training")):
+        step = joulecast.workload("llama-3-8b", phase=phase, batch=8, seq=512, host_dispatch_s=HOST)
+        est = joulecast.estimate(step, "a40", estimator=shipped)
+        physics = joulecast.estimate(step, "a40", estimator="physics")
+        assert est.energy_j == pytest.approx(physics.energy_j, rel=1e-12) and "spec-only" in est.flags
+        assert f"{kind} work, which fewer than two GPUs trained on ran: physics' margin of other work, widened" in \
+            est.outside_domain
+        lo, hi = est.energy_interval_j
+        assert np.log(hi / est.energy_j) == pytest.approx(widest * residual.UNLEARNED_WIDEN, rel=1e-6)
+        assert np.log(est.energy_j / lo) == pytest.approx(widest * residual.UNLEARNED_WIDEN, rel=1e-6)
+        # on the H100, trained on serving alone, the note on its kind says widened
+        other = joulecast.estimate(step, "h100-sxm", estimator=shipped)
+        assert any(f"{kind} work on h100-sxm, trained on serving only" in r and r.endswith("widened)")
+                   for r in other.outside_domain), other.outside_domain
+    prefill = joulecast.estimate(joulecast.workload("llama-3-8b", batch=8, seq=512, host_dispatch_s=HOST), "a40",
+                                 estimator=shipped)
+    margin = shipped.physics_new_gpu_by_arch["energy"]["8.0"]["forward"]
+    assert np.log(prefill.energy_j / prefill.energy_interval_j[0]) == pytest.approx(margin, rel=1e-6)  # (the upper
+    # held under the power limit)
+    assert not any("fewer than two" in r for r in prefill.outside_domain)
+    older = dataclasses.replace(shipped, physics_new_gpu_by_kind={}, physics_new_gpu_by_arch={}, trees=shipped.trees)
+    assert older.kind_measured(np.array(["decode"])) is True
+
+
 def test_prefill_on_a_gpu_trained_only_on_serving_reads_at_physics_and_spans_the_learned_intervals(shipped):
     prefill = joulecast.workload("llama-3-8b", batch=8, seq=1024, host_dispatch_s=HOST)  # no host's spread
     est = joulecast.estimate(prefill, "h100-sxm", estimator=shipped)

@@ -22,7 +22,8 @@ five folds) instead of the full one.
 (the physics margin of the row's kind, measured on the other GPUs' rows of its architecture where they ran 30 rows
 of it, `ResidualModel._physics_margin_by_arch`, else on every other GPU's, `ResidualModel._physics_margin`; read as
 the shipped model reads them, `Residual.physics_reach`) with rows outside the other GPUs' domain or architectures,
-or passes whose kernel mix their architecture's passes never ran (`Residual.physics_arch_mix`), widened by each
+or passes whose kernel mix their architecture's passes never ran (`Residual.physics_arch_mix`), or of a kind of
+work fewer than two of the other GPUs ran (`Residual.kind_measured`), widened by each
 factor of WIDEN_GRID (the shipped rule: `UNLEARNED_WIDEN`, 1.5), the mean width of those intervals,
 the same with single-kernel rows (phase `kernel`) as a kind of work of their own, and with the margin pooled over
 every architecture (`pooled, no arch`: the rule before 2026-12-04's seventeenth session), and the shipped rule with

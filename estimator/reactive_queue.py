@@ -9,7 +9,9 @@ Where none serves at the last window's end (scaled to zero, or its starts still 
 until the autoscaler's instances have come up: a tail after the last window, without arrivals, as long as the
 autoscaler takes to act and an instance to load (`reaction_s`, none where it sizes each window by the one before,
 plus `cold_start_s`), over which the queue waits on and the starts draw idle power. The tail is run as one more
-window of the autoscaler and the queue, then folded into the last window.
+window of the autoscaler and the queue, then folded into the last window. (Where a start already loading at the last
+window's end serves within the tail, the queue drains as soon, and the tail still counts whole: a start's worth at
+most.)
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +56,8 @@ _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 # A floor: Hugging Face's models also return their logits (and upcast them), which the training loop holds through
 # the backward.
 _LOSS_BYTES = 4.0
+# `train_run(micro_batch=...)`'s word for the largest micro-batch that fits the GPU's memory (`_largest_fitting`)
+AUTO_MICRO_BATCH = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +177,7 @@ class TrainRunEstimate:
     loader_wait_s: float = 0.0  # seconds of the run the GPU waits for its input (`_fed_by_loader`)
     eval_tokens: int = 0        # tokens (images) evaluated over the run, forward only
     evals: int = 1              # evaluations they are split into, each in whole global batches
+    micro_batch_auto: bool = False  # micro_batch "auto": the largest that fits the GPU's memory
     eval_time_s: float = 0.0    # the evaluations' share of time_s
     eval_energy_j: float = 0.0  # and of energy_j
 
@@ -449,7 +452,8 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
               host_dispatch_s: float | None = None, loader_rate: float | None = None, eval_tokens: int = 0,
               evals: int = 1) -> TrainRunEstimate:
     """Estimate a training run on one GPU: `steps` optimizer steps (or enough steps for `tokens`) of `global_batch`
-    sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro);
+    sequences of `seq` tokens, in micro-batches of `micro_batch` (gradient accumulation = global / micro; "auto":
+    the largest dividing the global batch whose memory fits the GPU at `recompute`, the global batch where it fits);
     `launch_mode`, `head_tokens`, `head_outputs`, `attention`, `fusions`, `forward_overhead_s` and `host_dispatch_s`
     as for `step_estimate`. A vision model's run is over images: `global_batch` images a step, `tokens` the images
     to train on, no `seq`, and none of the options only a text model has (LoRA, recomputation, heads, the
@@ -477,7 +481,10 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     else:
         require(seq is not None, "seq", f"required for {name}'s run: tokens a sequence")
     seq, global_batch = _count("seq", seq), _count("global_batch", global_batch)
-    micro_batch = global_batch if micro_batch is None else _count("micro_batch", micro_batch)
+    auto = isinstance(micro_batch, str)
+    require(not auto or micro_batch == AUTO_MICRO_BATCH, "micro_batch",
+            f"must be a whole number or {AUTO_MICRO_BATCH!r} (the largest that fits the GPU), got {micro_batch!r}")
+    micro_batch = global_batch if micro_batch is None or auto else _count("micro_batch", micro_batch)
     require(global_batch % micro_batch == 0, "micro_batch",
             f"{micro_batch} does not divide the global batch {global_batch}")
     require((steps is None) != (tokens is None), "steps", "give steps or tokens, one of them; got "
@@ -492,19 +499,24 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     require(evals == 1 or eval_tokens > 0, "evals", "splits eval_tokens, which the run does not give")
     # each evaluation in whole global batches: its share of the eval sequences (images), rounded up
     eval_batches = evals * math.ceil(eval_tokens / (evals * seq * global_batch))
-    if images:
-        step = vision_step(config, name, gpu, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
-                           optimizer=optimizer, attention=attention, launch_mode=launch_mode,
-                           sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                           host_dispatch_s=host_dispatch_s, fusions=fusions, with_forward=eval_batches > 0)
-    else:
-        step = step_estimate(model, gpu, seq=seq, micro_batch=micro_batch, accumulation=accumulation, dtype=dtype,
-                             lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, optimizer=optimizer,
-                             sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
-                             launch_mode=launch_mode, head_tokens=head_tokens, head_outputs=head_outputs,
-                             attention=attention, fusions=fusions, forward_overhead_s=forward_overhead_s,
-                             host_dispatch_s=host_dispatch_s, with_forward=eval_batches > 0)
+
+    def step_of(micro: int) -> StepEstimate:  # a step of `micro`-sequence micro-batches
+        common = dict(micro_batch=micro, accumulation=global_batch // micro, dtype=dtype, optimizer=optimizer,
+                      sm_clock_mhz=sm_clock_mhz, power_limit_w=power_limit_w, estimator=estimator,
+                      launch_mode=launch_mode, attention=attention, fusions=fusions,
+                      host_dispatch_s=host_dispatch_s, with_forward=eval_batches > 0)
+        if images:
+            return vision_step(config, name, gpu, **common)
+        return step_estimate(model, gpu, seq=seq, lora_rank=lora_rank, lora_targets=lora_targets,
+                             recompute=recompute, head_tokens=head_tokens, head_outputs=head_outputs,
+                             forward_overhead_s=forward_overhead_s, **common)
+
+    step = step_of(micro_batch)
     spec = lookup_gpu(gpu)
+    if auto and step.memory_gb > spec.memory_gb:  # the largest micro-batch that fits: the fewest accumulated
+        step = _largest_fitting(step, step_of, spec, global_batch, seq, recompute)
+        accumulation = step.accumulation
+        micro_batch = global_batch // accumulation
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     fits: tuple[dict[str, Any], ...] = ()
     if step.memory_gb > spec.memory_gb:
@@ -540,6 +552,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
         fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token",
         loader_rate=loader_rate, loader_wait_s=total(lambda p: p.wait_s), eval_tokens=eval_tokens, evals=evals,
+        micro_batch_auto=auto,
         eval_time_s=eval_batches * judged.time_s if judged else 0.0,
         eval_energy_j=eval_batches * judged.energy_j if judged else 0.0)
 
@@ -550,6 +563,35 @@ def state_gb(parts: dict[str, float]) -> float:
     return sum(v for k, v in parts.items() if k != "activations")
 
 
+def _largest_fitting(step: StepEstimate, step_of: Callable[[int], StepEstimate], spec: GpuSpec, global_batch: int,
+                     seq: int, recompute: str) -> StepEstimate:
+    """`train_run`'s `micro_batch="auto"`: the step of the largest micro-batch dividing `global_batch` whose memory
+    fits `spec` at `recompute` (its activations in proportion to the micro-batch, `memory_fits`' rule; each step
+    estimated checked, the next smaller tried where it does not fit); where none does, one line naming micro_batch
+    with what would fit instead."""
+    per_token = (step.activations_gb_a_token or {}).get(recompute)
+    fixed = state_gb(step.memory_parts_gb)
+    for micro in _divisors(global_batch):
+        if per_token is None or fixed + per_token * micro * seq <= spec.memory_gb:
+            tried = step_of(micro)
+            if tried.memory_gb <= spec.memory_gb:
+                return tried
+    other = [f"recompute {f['recompute']} with micro_batch {f['micro_batch']}"
+             for f in memory_fits(step, spec.memory_gb, global_batch, seq) if f["recompute"] != recompute]
+    what = "sequence" if seq > 1 else "image"
+    advice = (f"{', or '.join(other)} would" if other else
+              f"the weights, gradients and optimizer state alone take {fixed:,.4g} GiB: fewer trained weights "
+              f"(lora_rank) or sharding over GPUs (joulecast plan)" if fixed >= spec.memory_gb else
+              "fewer trained weights (lora_rank) or sharding over GPUs (joulecast plan)")
+    raise InputError("micro_batch", f"{AUTO_MICRO_BATCH}: not one {what} a micro-batch fits {spec.name}'s "
+                                    f"{spec.memory_gb:g} GiB with recompute {recompute}; {advice}")
+
+
+def _divisors(n: int) -> list[int]:
+    """The divisors of `n`, largest first."""
+    return sorted({d for i in range(1, math.isqrt(n) + 1) if n % i == 0 for d in (i, n // i)}, reverse=True)
+
+
 def memory_fits(step: StepEstimate, capacity_gb: float, global_batch: int, seq: int) -> tuple[dict[str, Any], ...]:
     """What a one-GPU run that exceeds `capacity_gb` would fit in: per recomputation (`train_step.RECOMPUTE`), the
     largest micro-batch that divides the global batch (the fewest accumulated, the fastest) whose memory fits, with
@@ -557,8 +599,7 @@ def memory_fits(step: StepEstimate, capacity_gb: float, global_batch: int, seq: 
     a lighter one does (it would only add work); none at all where not one sequence a micro-batch fits, even fully
     recomputed (LoRA, or sharding over GPUs: `joulecast plan`)."""
     fixed = state_gb(step.memory_parts_gb)
-    divisors = sorted({d for i in range(1, math.isqrt(global_batch) + 1) if global_batch % i == 0
-                       for d in (i, global_batch // i)}, reverse=True)
+    divisors = _divisors(global_batch)
     out = []
     for how, per_token in (step.activations_gb_a_token or {}).items():
         largest = next((m for m in divisors if fixed + per_token * m * seq <= capacity_gb), 0)

@@ -330,7 +330,8 @@ def _train_run(args: argparse.Namespace, host_dispatch_s: float | None, where: A
     if "fusions" in given:  # judged on one training pass of the run's shape, as for a single pass
         import joulecast
 
-        fields = dict(model=args.model, phase="training", batch=args.micro_batch or args.global_batch, seq=args.seq,
+        micro = args.micro_batch if isinstance(args.micro_batch, int) else None  # "auto": judged on the global
+        fields = dict(model=args.model, phase="training", batch=micro or args.global_batch, seq=args.seq,
                       fusions=given["fusions"], **{k: given[k] for k in ("dtype", "attention") if k in given})
         _refuse_fusions_without_effect(joulecast.workload(**fields), fields)
     job = train_run(args.model, args.gpu, seq=args.seq, global_batch=args.global_batch, micro_batch=args.micro_batch,
@@ -1139,6 +1140,11 @@ def _whole(text: str) -> int:
     return int(value)
 
 
+def _whole_or_auto(text: str) -> int | str:
+    """`_whole`, or the word auto (`--micro-batch auto`)."""
+    return text if text == "auto" else _whole(text)
+
+
 # A time flag's units (`_seconds`), in seconds
 TIME_UNITS = {"ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86_400.0}
 
@@ -1337,8 +1343,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tokens", type=_whole, help="tokens to train on (steps = tokens / (global batch x seq), rounded "
                      "up)")
     run.add_argument("--global-batch", type=_whole, help="sequences (a vision model: images) per optimizer step")
-    run.add_argument("--micro-batch", type=_whole, help="sequences per forward/backward pass (gradient accumulation = "
-                     "global / micro); default the global batch")
+    run.add_argument("--micro-batch", type=_whole_or_auto, help="sequences per forward/backward pass (gradient "
+                     "accumulation = global / micro), or auto: the largest dividing the global batch that fits the "
+                     "GPU's memory; default the global batch")
     run.add_argument("--lora-rank", type=_whole, help="LoRA adapters of this rank (weights frozen); default 0: full "
                      "fine-tuning")
     run.add_argument("--lora-targets", help="all (every linear layer but the LM head) or attention; default all")

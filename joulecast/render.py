@@ -512,7 +512,8 @@ def train_run_table(job: Any) -> str:
            f"recompute {job.recompute}")
     lines = [f"training run {job.model}: {plural(job.steps, 'step')} x {run}, {job.optimizer}",
              f"gpu        {job.gpu}", f"method     {job.method}",
-             f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step"]
+             f"batches    micro-batch {job.micro_batch}, {job.accumulation} accumulated a step"
+             + (" (auto: the largest that fits)" if getattr(job, "micro_batch_auto", False) else "")]
     if images:
         lines += [f"launches   {launches}" + ("" if job.attention == "none" else f"; {job.attention} attention"),
                   f"kernels    {_kernels(job.fusions, 0.0)}", ""]

@@ -552,3 +552,42 @@ def test_a_vision_run_evaluates_with_inference_passes_which_its_input_pipeline_p
 def test_bad_evaluations_name_their_field(kw, field):
     with pytest.raises(joulecast.InputError, match=f"^{field}"):
         _run(**kw)
+
+
+def test_micro_batch_auto_takes_the_largest_that_fits_the_gpu(capsys):
+    """`micro_batch="auto"`: the largest micro-batch dividing the global batch whose memory fits the GPU (the fewest
+    accumulated), the global batch where it fits; where none does, one line naming micro_batch with what would fit
+    instead; on the CLI `--micro-batch auto`, its table saying so and its JSON `micro_batch_auto`."""
+    kw = dict(global_batch=64, seq=2048, steps=10, lora_rank=16, estimator="physics")
+    auto = joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch="auto", **kw)
+    assert auto.micro_batch == 4 and auto.accumulation == 16 and auto.micro_batch_auto
+    assert auto.memory_gb <= 80 and "exceeds-memory" not in auto.flags
+    given = joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch=4, **kw)
+    assert auto.energy_j == pytest.approx(given.energy_j, rel=1e-12) and not given.micro_batch_auto
+    assert "exceeds-memory" in joulecast.train_run("llama-3-8b", "h100-sxm", micro_batch=8, **kw).flags
+    small = joulecast.train_run("gpt2", "h100-sxm", global_batch=8, seq=512, steps=10, micro_batch="auto",
+                                estimator="physics")
+    assert small.micro_batch == 8 and small.accumulation == 1  # the whole global batch fits
+    images = joulecast.train_run("resnet-50", "a10", global_batch=1024, tokens=100_000, dtype="bf16",
+                                 micro_batch="auto", estimator="physics")
+    assert images.micro_batch == 256 and images.memory_gb <= 24
+    assert "exceeds-memory" in joulecast.train_run("resnet-50", "a10", global_batch=1024, tokens=100_000,
+                                                   dtype="bf16", micro_batch=512, estimator="physics").flags
+    with pytest.raises(joulecast.InputError, match=r"^micro_batch: auto: not one sequence a micro-batch fits a10's "
+                                                   r"24 GiB with recompute none; recompute full with micro_batch 2 "
+                                                   r"would$"):
+        joulecast.train_run("llama-3-8b", "a10", global_batch=8, seq=4096, steps=10, lora_rank=8,
+                            micro_batch="auto", estimator="physics")
+    with pytest.raises(joulecast.InputError, match=r"^micro_batch: auto: .*the weights, gradients and optimizer "
+                                                   r"state alone take 1,05\d GiB: .*joulecast plan\)$"):
+        joulecast.train_run("llama-3-70b", "h100-sxm", global_batch=8, seq=2048, steps=10, micro_batch="auto",
+                            estimator="physics")
+    with pytest.raises(joulecast.InputError, match=r"^micro_batch: must be a whole number or 'auto'"):
+        joulecast.train_run("gpt2", "h100-sxm", global_batch=8, seq=512, steps=10, micro_batch="most")
+    base = ["estimate", "--model", "llama-3-8b", "--gpu", "h100-sxm", "--phase", "train-run", "--global-batch", "64",
+            "--seq", "2048", "--steps", "10", "--lora-rank", "16", "--micro-batch", "auto", "--estimator", "physics"]
+    assert main(base) == 0
+    assert "micro-batch 4, 16 accumulated a step (auto: the largest that fits)" in capsys.readouterr().out
+    assert main([*base, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["micro_batch"] == 4 and out["micro_batch_auto"] is True

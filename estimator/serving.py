@@ -377,7 +377,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     (served at max_batch meanwhile, the last window running on until none waits: `fluid_queue.queued`; reactive,
     on the instances its load needed, one at least, after they start where none serves at its end:
     `reactive_queue`), where without it such a window is refused; `windows` gives each one's backlog and wait,
-    `wait_s` the requests' mean wait. A request a later window serves is priced at that window's lengths.
+    `wait_s` the requests' mean wait. What waits is work, first in, first out: each request the instance-seconds its
+    own lengths take (`_queued_load`), so a request a later window serves keeps its answer's tokens.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
 
     Raises:
@@ -533,10 +534,12 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         own_out = output_len if lengths is None else lengths[:, 1]
         scale = np.ones(len(rates)) if lengths is None else own_out / classes[label, 1]
         reach = capacity[label, -1] / scale
+        answers = np.broadcast_to(np.asarray(own_out, dtype=np.float64), reach.shape)
         demand = windows  # requests a second each window serves, all instances'
         if queue and not reactive:  # arrivals past what the instances serve wait for the windows after it
             # (reactive, past what the instances it has serve: below)
-            line, seconds, demand = _queued_load(queued(arrivals, reach * instances, seconds), seconds)
+            line, seconds, demand = _queued_load(queued(arrivals / reach, np.full(len(reach), float(instances)),
+                                                        seconds), seconds, arrivals, reach, answers)
             rates = np.minimum(demand / instances, reach)  # within it but for rounding
         elif (rates > reach).any():
             k = int(label[np.argmax(rates > reach)])
@@ -547,7 +550,6 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         serving = np.full(len(rates), float(instances))  # instances serving each window (all, unless autoscaled)
         held = serving  # and running (reactive: those it starts serve part of it)
         everyone = np.arange(len(rates))
-        answers = np.broadcast_to(np.asarray(own_out, dtype=np.float64), rates.shape)
         # the prompts admitted a step its windows may take: at their rates, or autoscaled from the most an instance
         # serves to the whole fleet's share
         span = (rates,) if not autoscale else (reach, np.minimum(demand / instances, reach))
@@ -567,8 +569,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                 needed = serving
                 if queue:  # its arrivals past what those serve wait for the windows after it (as they start),
                     # what waits past the last window for the instances it needed (`reactive_queue`)
-                    line, scaled = queued_reactive(arrivals, reach, seconds, needed, how)
-                    line, seconds, demand = _queued_load(line, seconds)
+                    line, scaled = queued_reactive(arrivals / reach, np.ones(len(reach)), seconds, needed, how)
+                    line, seconds, demand = _queued_load(line, seconds, arrivals, reach, answers)
                     steps = dataclasses.replace(steps, seconds=seconds)
                 else:
                     scaled = reactive_instances(needed, seconds, how)
@@ -617,7 +619,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
             extra_j, started = standby(held, instances, seconds, tp * spec.idle_power_w, spare, cold_start_s)
         spread = ServeWindows(seconds, arrivals / seconds if queue else rates * serving, batches, idle, step_s,
                               power * serving + extra_j / seconds, power * serving * seconds + extra_j,
-                              tokens_per_s * serving * seconds, held,
+                              line["served_tokens"] if queue else tokens_per_s * serving * seconds, held,
                               *own_lengths, *queued_at, started, slot_s, p99, extra_j, prefill, *window_gaps,
                               serving)
         # the whole load's: all its windows' gaps together (a request's tokens but its first)
@@ -882,13 +884,25 @@ def _in_flight(rates: np.ndarray, grid: np.ndarray, capacity: np.ndarray, output
     return np.where(rates >= capacity[0], between, rates * output_len * first_step_s)
 
 
-def _queued_load(line: dict[str, Any], seconds: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
-    """A load's windows with the arrivals past what they serve queued for the windows after them (`line`,
-    `fluid_queue.queued`): the queue, the windows' seconds (the last running on until its backlog is served) and
-    the requests a second each window serves."""
+def _queued_load(line: dict[str, Any], seconds: np.ndarray, arrivals: np.ndarray, reach: np.ndarray,
+                 answers: np.ndarray) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """A load's windows with the arrivals past what they serve queued for the windows after them, `line` the queue
+    of their work (`fluid_queue.queued` of each window's `arrivals` over `reach`, the requests a second an instance
+    serves at its lengths: instance-seconds, so that a request waiting into a window of other lengths takes the
+    work its own lengths make, first in, first out): the queue, its backlog in requests and each window's output
+    tokens served (`served_tokens`, of the requests it serves, `answers` long on average where they came), the
+    windows' seconds (the last running on until its backlog is served) and the requests a second each window serves,
+    as requests of its own lengths that load its instances as much."""
     seconds = seconds.copy()
     seconds[-1] += line["drain_s"]
-    return line, seconds, line["served"] / seconds
+    # the work, requests and tokens arrived by each window's edge; what is served of them, first in, first out
+    work, came, asked = (np.concatenate([[0.0], np.cumsum(a)]) for a in (arrivals / reach, arrivals,
+                                                                          arrivals * answers))
+    waiting = came[1:] - np.interp(work[1:] - line["backlog"], work, came)  # at each window's end, before the drain
+    tokens = np.interp(np.cumsum(line["served"]), work, asked)
+    out = {**line, "backlog": np.where(line["backlog"] > 0, np.maximum(waiting, 0.0), 0.0),
+           "served_tokens": np.diff(tokens, prepend=0.0)}
+    return out, seconds, line["served"] / seconds * reach
 
 
 def _past(demand: np.ndarray, reach: np.ndarray, serving: np.ndarray) -> np.ndarray:

@@ -853,6 +853,34 @@ def test_window_lengths_need_the_windows_and_the_lengths_need_giving():
         serve("llama-3-8b", "h100-sxm", output_len=8, request_rate=1.0)
 
 
+def test_a_queued_request_keeps_its_own_lengths_in_the_window_that_serves_it():
+    """Windows of their own lengths, queued: what waits is work, first in, first out (each request the
+    instance-seconds its own lengths take), so a backlog of long answers drains at their rate in a window of short
+    ones and their tokens are theirs: every arrival's tokens counted, the backlog said in requests."""
+    kw = dict(estimator="physics", engine="vllm-0.5.4", window_s=600)
+    caps = []
+    for out in (256, 16):  # what one instance serves a second at each window's lengths (max_batch's)
+        with pytest.raises(joulecast.InputError) as refused:
+            serve("llama-3-8b", "h100-sxm", window_rates=[1000.0], input_len=512, output_len=out, **kw)
+        caps.append(float(re.search(r"serve \(([\d.]+)/s\)", refused.value.message).group(1)))
+    rates = [1.5 * caps[0], 0.2 * caps[1]]
+    lengths = {"input_len": [512.0, 512.0], "output_len": [256.0, 16.0]}
+    job = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_lengths=lengths, queue=True, **kw)
+    w = job.windows
+    assert job.output_tokens == pytest.approx(rates[0] * 600 * 256 + rates[1] * 600 * 16, rel=1e-9)
+    assert w.backlog[0] == pytest.approx(0.5 * caps[0] * 600, rel=2e-3)  # requests, of the long answers
+    waiting = 0.5 * 600 + rates[1] * 600 / caps[1]  # instance-seconds: the backlog's, then the window's own
+    assert w.duration_s[1] == pytest.approx(max(600.0, waiting), rel=2e-3)
+    # the second window serves the backlog's long answers too: more tokens than its own arrivals ask
+    assert w.output_tokens[1] == pytest.approx(0.5 * caps[0] * 600 * 256 + rates[1] * 600 * 16, rel=2e-3)
+    # windows of one length each way: the same queue as the load's lengths given once
+    same = serve("llama-3-8b", "h100-sxm", window_rates=rates, window_lengths={"input_len": [512.0, 512.0],
+                 "output_len": [256.0, 256.0]}, queue=True, **kw)
+    once = serve("llama-3-8b", "h100-sxm", window_rates=rates, input_len=512, output_len=256, queue=True, **kw)
+    for name in ("backlog", "wait_s", "duration_s", "output_tokens", "energy_j"):
+        assert getattr(same.windows, name) == pytest.approx(getattr(once.windows, name), rel=1e-9, abs=1e-9)
+
+
 def test_a_queued_load_carries_each_window_s_excess_to_the_windows_after_it():
     """`queue`: a window's arrivals past what the instances serve wait for the windows after it (Lindley's
     recursion), each window served at what it serves; every request is served (the last window running on until

@@ -899,9 +899,12 @@ def _queued_load(line: dict[str, Any], seconds: np.ndarray, arrivals: np.ndarray
     work, came, asked = (np.concatenate([[0.0], np.cumsum(a)]) for a in (arrivals / reach, arrivals,
                                                                           arrivals * answers))
     waiting = came[1:] - np.interp(work[1:] - line["backlog"], work, came)  # at each window's end, before the drain
-    tokens = np.interp(np.cumsum(line["served"]), work, asked)
+    # a window that finds a backlog serves others' requests first; one that finds none serves its own alone, their
+    # tokens its served work's at its own lengths (no difference of two running sums, which a tiny load would lose)
+    carried = np.diff(np.interp(np.cumsum(line["served"]), work, asked), prepend=0.0)
+    found = np.concatenate([[False], line["backlog"][:-1] > 0])
     out = {**line, "backlog": np.where(line["backlog"] > 0, np.maximum(waiting, 0.0), 0.0),
-           "served_tokens": np.diff(tokens, prepend=0.0)}
+           "served_tokens": np.where(found, carried, line["served"] * reach * answers)}
     return out, seconds, line["served"] / seconds * reach
 
 

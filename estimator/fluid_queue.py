@@ -30,7 +30,8 @@ def queued(arrivals: np.ndarray, capacity: np.ndarray, seconds: np.ndarray,
     backlog = excess - np.minimum(np.minimum.accumulate(excess), 0.0)
     backlog[backlog <= 1e-9 * np.cumsum(arrivals + capacity * seconds)] = 0.0  # the running sum's rounding
     before = np.concatenate([[0.0], backlog[:-1]])
-    served = arrivals + before - backlog
+    served = np.clip(arrivals + before - backlog, 0.0, capacity * seconds)  # (the running sums' rounding: none
+    # served by no capacity)
     last = capacity[-1] if drain_capacity is None else drain_capacity
     drain = float(backlog[-1] / last) if backlog[-1] > 0 else 0.0
     served[-1] += backlog[-1]

@@ -74,3 +74,14 @@ def test_every_request_of_a_queued_load_is_served_and_paid_for(seed):
         assert (w.energy_j[w.output_tokens > 0] > 0).all() and w.energy_j.sum() == pytest.approx(one.energy_j)
         assert (w.serving <= w.instances + 1e-9).all()
         assert np.isfinite([one.energy_j, one.ttft_s, one.power_w, one.energy_per_output_token_j]).all()
+
+
+def test_a_window_no_instance_serves_serves_nothing():
+    """Scaled to zero before it, reacting a window late: a window's arrivals all wait, and it serves none of them,
+    not a rounding's worth of tokens at no energy."""
+    late = serve("llama-3-8b", "h100-sxm", window_rates=[8.26, 0.0, 0.0, 3.82, 5.98],
+                 **{**KW, "window_s": 3600.0, "cold_start_s": 0.0})
+    w = late.windows
+    assert w.serving[3] == 0 and w.output_tokens[3] == 0 and w.energy_j[3] == 0
+    assert w.backlog[3] == pytest.approx(3.82 * 3600) and w.output_tokens.sum() == pytest.approx(
+        sum([8.26, 3.82, 5.98]) * 3600 * 256)

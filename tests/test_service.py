@@ -462,6 +462,12 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == status_int == 200 and by_float == by_int and by_float["steps"] == -(-10**9 // (8 * 256))
     status, out = call(server, "/v1/estimate", {**run, "tokens": 1e9, "micro_batch": 2.5})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "micro_batch"]
+    # "auto": the largest micro-batch that fits, as the CLI's --micro-batch auto
+    status, out = call(server, "/v1/estimate", {**run, "model": "llama-3-8b", "gpu": "h100-sxm", "seq": 2048,
+                                                "global_batch": 64, "lora_rank": 16, "steps": 2, "micro_batch": "auto"})
+    assert status == 200 and out["micro_batch"] == 4 and out["micro_batch_auto"] is True, out
+    status, out = call(server, "/v1/estimate", {**run, "steps": 2, "micro_batch": "most"})
+    assert status == 422 and out["detail"][0]["loc"] == ["body", "micro_batch"]
     status, out = call(server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 4.0}]})
     assert status == 200 and out["rows"][0]["batch"] == 4
 

@@ -417,10 +417,8 @@ class _Rows(Mapping[str, Any]):
             if name == "workload_id":
                 self._features[name]  # a KeyError where the table has none
                 self._cut[name] = np.zeros(self._stop - self._start, np.int64)
-            else:
-                v = self._features[name]
-                self._cut[name] = (Labels(v.codes[self._start:self._stop], v.names) if isinstance(v, Labels)
-                                   else v[self._start:self._stop])
+            else:  # an array's rows, or a `Labels` column's (its codes sliced, its names kept)
+                self._cut[name] = self._features[name][self._start:self._stop]
         return self._cut[name]
 
     def __iter__(self) -> Iterator[str]:

@@ -43,17 +43,18 @@ def queued_reactive(arrivals: np.ndarray, reach: np.ndarray, seconds: np.ndarray
         scaled = reactive_instances(wanted, longer, how)
         line = queued_within(np.append(arrivals, 0.0), np.append(reach, reach[-1]), longer, *scaled.pieces,
                              drain_capacity=reach[-1] * last)
-        line, scaled = _folded(line, scaled, seconds[-1])
-        return line, _drained(scaled, seconds[-1] + tail_s, line["drain_s"] - tail_s, last)
+        drain_s = line["drain_s"]  # past the tail
+        line, scaled = _folded(line, scaled, seconds[-1], tail_s)
+        return line, _drained(scaled, seconds[-1] + tail_s, drain_s, last)
     return line, _drained(scaled, seconds[-1], line["drain_s"], last)
 
 
-def _folded(line: dict[str, Any], scaled: Instances, last_s: float) -> tuple[dict[str, Any], Instances]:
-    """The tail (the last of `line`'s and `scaled`'s windows) folded into the window before it (of `last_s`
-    seconds): its requests served, its starts and their seconds added, its instances' means over both, its seconds
-    in the drain's."""
+def _folded(line: dict[str, Any], scaled: Instances, last_s: float, tail_s: float
+            ) -> tuple[dict[str, Any], Instances]:
+    """The tail (the last of `line`'s and `scaled`'s windows, `tail_s` long) folded into the window before it (of
+    `last_s` seconds): its requests served, its starts and their seconds added, its instances' means over both, its
+    seconds in the drain's."""
     n = len(scaled.held) - 1
-    tail_s = float(scaled.pieces.seconds[scaled.pieces.window == n].sum())
 
     def mean(values: np.ndarray) -> np.ndarray:
         return np.append(values[:-2], (values[-2] * last_s + values[-1] * tail_s) / (last_s + tail_s))

@@ -574,7 +574,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
                     steps = dataclasses.replace(steps, seconds=seconds)
                 else:
                     scaled = reactive_instances(needed, seconds, how)
-                    if _past_within(demand, reach, scaled.pieces).any():
+                    if _past_within(demand, reach, scaled.pieces, seconds).any():
                         raise _beyond_reactive(demand, reach, needed, scaled, seconds, how, instances)
                 held, serving = scaled.held, scaled.serving
             # within it but for rounding (none on none: a window scaled to zero serves nothing)
@@ -914,15 +914,17 @@ def _past(demand: np.ndarray, reach: np.ndarray, serving: np.ndarray) -> np.ndar
     return demand > reach * serving * (1 + 1e-12)
 
 
-def _past_within(demand: np.ndarray, reach: np.ndarray, pieces: Pieces) -> np.ndarray:
+def _past_within(demand: np.ndarray, reach: np.ndarray, pieces: Pieces, seconds: np.ndarray
+                 ) -> np.ndarray:
     """Whether each window's `demand` is past what its instances serve in any stretch of it (`pieces`, those of a
-    reactive autoscaler: a start serves part way in), a stretch of a rounding's length aside."""
-    return np.bincount(pieces.window, _short(demand, reach, pieces), minlength=len(demand)) > 0
+    reactive autoscaler: a start serves part way in), a stretch of a rounding's length aside (of its window's
+    `seconds`)."""
+    return np.bincount(pieces.window, _short(demand, reach, pieces, seconds), minlength=len(demand)) > 0
 
 
-def _short(demand: np.ndarray, reach: np.ndarray, pieces: Pieces) -> np.ndarray:
-    """Whether each of `pieces` serves less than its window's `demand`, one of a rounding's length aside."""
-    seconds = np.bincount(pieces.window, pieces.seconds, minlength=len(demand))
+def _short(demand: np.ndarray, reach: np.ndarray, pieces: Pieces, seconds: np.ndarray) -> np.ndarray:
+    """Whether each of `pieces` serves less than its window's `demand`, one of a rounding's length (of its window's
+    `seconds`) aside."""
     return (_past(demand[pieces.window], reach[pieces.window], pieces.instances)
             & (pieces.seconds > 1e-9 * seconds[pieces.window]))
 
@@ -933,7 +935,8 @@ def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, 
     it (`demand` requests a second each window, `needed` the instances each window needed, `scaled` those it held
     and those serving, `reach` an instance's most): the first such window's, how far its load outgrew the one
     before, and the least headroom (`_least_headroom`) that serves every window."""
-    first = int(np.argmax(_short(demand, reach, scaled.pieces)))  # its first stretch short, in time order
+    # its first stretch short, in time order
+    first = int(np.argmax(_short(demand, reach, scaled.pieces, seconds)))
     k = int(scaled.pieces.window[first])  # and its window
     fewest, stretch_s = float(scaled.pieces.instances[first]), float(scaled.pieces.seconds[first])
     grew = f"{demand[k] / demand[k - 1]:.3g}x the window before's" if k and demand[k - 1] > 0 else "after none"
@@ -972,7 +975,7 @@ def _least_headroom(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, s
     capacity each window has rising with it), by bisection; None where even MAX_HEADROOM does not."""
     def fits(headroom: float) -> bool:
         sized = np.maximum(scaled_in(demand, reach, fleet, headroom, 0), needed)
-        return not _past_within(demand, reach, reactive_instances(sized, seconds, how).pieces).any()
+        return not _past_within(demand, reach, reactive_instances(sized, seconds, how).pieces, seconds).any()
 
     if not fits(MAX_HEADROOM):
         return None

@@ -88,6 +88,9 @@ SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len")
 # service sees, the GPU idling where it serves it faster; a point past the GPU's capacity (`max_batch` in flight)
 # cannot serve it and is flagged `exceeds-capacity`, infeasible as one past memory is.
 RATE_SIZES = ("request_rate", "input_len")
+# A training sweep's micro-batch given as the word auto (`train_run`'s "the largest that fits"): a value of the grid's
+# batch column no count takes, each point then showing the micro-batch chosen (and `micro_batch_auto` True)
+AUTO_SIZE = 0
 UNSERVABLE = ("exceeds-memory", "exceeds-capacity")  # a point so flagged cannot run its load
 # The job option (and the points' columns, a grid's index after it) that carry a load window by window's hourly
 # series in (each grid on one, else None) and each point's intensity out, its windows' hours weighted by their energy
@@ -314,10 +317,9 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                        power_limit_w=None if np.isnan(c.power_limit_w) else c.power_limit_w,
                        host_dispatch_s=None if np.isnan(dispatch) else dispatch)
         if c.phase == "train-run":  # a vision model's run over images: its seq empty (`grid`)
-            r = train_run(c.model, c.gpu, seq=None if images[c.model] else int(c.seq), micro_batch=int(c.batch),
-                          **job, **setting)
+            r = _train_point(c.model, c.gpu, None if images[c.model] else int(c.seq), int(c.batch), {**job, **setting})
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
-                           gpu_busy_share=np.nan)
+                           gpu_busy_share=np.nan, micro_batch=r.micro_batch)
         elif c.phase == "generate":
             r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **own, **setting, **_axes(c),
                          suggest_tp=False)  # a point past memory is infeasible: the search would only slow the sweep
@@ -360,9 +362,30 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
         out.append(dict(**figures, energy_lo_j=lo, energy_hi_j=hi, power_w=r.power_w, memory_gb=r.memory_gb,
                         flags=",".join(r.flags), outside_domain="; ".join(r.outside_domain), method=r.method))
     configs = configs.reset_index(drop=True)
+    points = pd.DataFrame(out)
+    if "micro_batch" in points:  # the micro-batch each run took: the word auto's choice where it was given
+        auto = configs["batch"].eq(AUTO_SIZE)
+        configs["batch"] = points.pop("micro_batch").astype(np.int64)
+        if auto.any():
+            configs.insert(configs.columns.get_loc("batch") + 1, "micro_batch_auto", auto)
     if configs["phase"].eq("train-run").any() and any(images.values()):  # an image is one "token", as a pass's seq
         configs["seq"] = np.where(configs["model"].map(images).to_numpy(bool), 1, configs["seq"]).astype(np.int64)
-    return pd.concat([configs, pd.DataFrame(out)], axis=1)
+    return pd.concat([configs, points], axis=1)
+
+
+def _train_point(model: str, gpu: str, seq: int | None, micro_batch: int, options: Mapping[str, Any]) -> Any:
+    """A training sweep's point: `train_run` at `micro_batch`, or at the largest that fits where it is AUTO_SIZE;
+    where not one sequence a micro-batch fits, at one, flagged exceeds-memory (infeasible) as a number past memory
+    is, not the sweep refused."""
+    from joulecast.estimator.train_run import AUTO_MICRO_BATCH, train_run
+
+    try:
+        return train_run(model, gpu, seq=seq, micro_batch=AUTO_MICRO_BATCH if micro_batch == AUTO_SIZE
+                         else micro_batch, **options)
+    except InputError as exc:
+        if micro_batch != AUTO_SIZE or exc.field != "micro_batch":
+            raise
+        return train_run(model, gpu, seq=seq, micro_batch=1, **options)
 
 
 def _axes(config: Any) -> dict[str, float]:
@@ -494,8 +517,14 @@ FIELDS = ("model", "phase", "gpu", "dtype", "sm_clock_mhz", "power_limit_w", "tp
 _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MHz or \"range\"",
           "request_rate": "a number of requests a second above 0 and at most 2^24",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name",
+          "micro_batch": "a whole number from 1 to 2^24, or auto (the largest that fits the GPU)",
           **{name: kind for name, (_, kind) in FLOAT_AXES.items()}}
 _COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
+
+
+def _is_auto(value: Any) -> bool:
+    """Whether a training sweep's micro-batch is the word auto (the largest that fits, `AUTO_SIZE`), in any case."""
+    return isinstance(value, str) and value.strip().lower() == "auto"
 
 
 def _is_count(value: Any) -> bool:
@@ -520,8 +549,9 @@ def listed(value: Any, name: str, default: list) -> list:
         return default
     values = list(value) if isinstance(value, (list, tuple)) else [value]
     if name in _COUNT_FIELDS:
-        values = [whole_number(v) for v in values]
-        bad = [v for v in values if not _is_count(v)]
+        auto = [name == "micro_batch" and _is_auto(v) for v in values]
+        values = [AUTO_SIZE if a else whole_number(v) for a, v in zip(auto, values)]
+        bad = [v for a, v in zip(auto, values) if not a and not _is_count(v)]
     elif name == "request_rate":  # requests a second, as `serve` takes them
         bad = [v for v in values if not isinstance(v, (int, float, np.number)) or isinstance(v, bool)
                or not 0 < v <= 2**24]

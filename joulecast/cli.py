@@ -425,7 +425,7 @@ def _listed(value: str | None, kind: type, flag: str, default: list, spans: bool
         try:
             out.append(parse(item.strip()))
         except (ValueError, argparse.ArgumentTypeError):
-            what = {int: "an integer", _share: "a share (0.25, or 25%)", _seconds: "a time (90, 90s, 2min)"}.get(
+            what = {int: "an integer", _whole_or_auto: "an integer or auto", _share: "a share (0.25, or 25%)", _seconds: "a time (90, 90s, 2min)"}.get(
                 kind, "a number")
             raise JoulecastError(f"{flag}: {item.strip()!r} is not {what}; give a comma-separated list") from None
     return out
@@ -499,7 +499,8 @@ def _sweep_axes(args: argparse.Namespace) -> tuple[list[int], list[int], dict, A
         instead = _SWEEP_INSTEAD.get(phase, {}).get(flag)
         raise InputError(name, f"has no effect with --phase {phase}" + (f" (give {instead})" if instead else ""))
     _refuse_unqualified(args)
-    sizes = [_listed(getattr(args, a), int, f"--{a.replace('_', '-')}", []) for a in axes]
+    sizes = [_listed(getattr(args, a), _whole_or_auto if a == "micro_batch" else int, f"--{a.replace('_', '-')}", [])
+             for a in axes]
     job = {f: getattr(args, f) for f in flags_of.get(phase, ()) if getattr(args, f) not in (None, False)}
     if phase == "train-run":
         if args.global_batch is None:
@@ -1450,7 +1451,8 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--json", action="store_true", help="print JSON: points, pareto, best")
     jobs = sw.add_argument_group("--phase train-run, generate and serve (a whole job a point); --attention, "
                                  "--launch-mode, --fusions and --engine also for a single pass")
-    jobs.add_argument("--micro-batch", help="train-run: micro-batches to sweep, e.g. 1,2,4 (default the global batch)")
+    jobs.add_argument("--micro-batch", help="train-run: micro-batches to sweep, e.g. 1,2,4,auto (auto: the largest "
+                      "dividing the global batch that fits each point's GPU; default the global batch)")
     jobs.add_argument("--global-batch", type=_whole, help="train-run: sequences (images) an optimizer step")
     jobs.add_argument("--steps", type=_whole, help="train-run: optimizer steps (or give --tokens)")
     jobs.add_argument("--tokens", type=_whole, help="train-run: tokens (a vision model: images) to train on")

@@ -468,6 +468,12 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 200 and out["micro_batch"] == 4 and out["micro_batch_auto"] is True, out
     status, out = call(server, "/v1/estimate", {**run, "steps": 2, "micro_batch": "most"})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "micro_batch"]
+    # and in a sweep, beside numbers: each auto point the micro-batch chosen on its GPU
+    status, out = call(server, "/v1/sweep", {**run, "model": "llama-3-8b", "gpu": ["h100-sxm", "a10"], "seq": 2048,
+                                             "global_batch": 64, "lora_rank": 16, "steps": 2, "micro_batch": ["auto"]})
+    assert status == 200, out
+    assert {(p["gpu"], p["micro_batch"], p["micro_batch_auto"], p["feasible"]) for p in out["points"]} == {
+        ("h100-sxm", 4, True, True), ("a10", 1, True, False)}
     status, out = call(server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 4.0}]})
     assert status == 200 and out["rows"][0]["batch"] == 4
 

@@ -474,6 +474,45 @@ def test_a_sweep_takes_the_host_stated_and_spans_the_measured_hosts_without_one(
     assert unstated["energy_lo_j"] < stated["energy_lo_j"] and unstated["energy_hi_j"] > stated["energy_hi_j"]
 
 
+def test_a_training_sweep_s_micro_batch_auto_is_the_largest_that_fits_each_point_s_gpu(capsys):
+    """micro_batch "auto" beside numbers: each auto point is `train_run(micro_batch="auto")` on its GPU, showing the
+    micro-batch chosen (`micro_batch_auto` True); where not one sequence fits (Llama-3-8B's LoRA state on a 24 GB
+    A10), a point at one sequence flagged exceeds-memory and infeasible, not the sweep refused."""
+    from joulecast.estimator.train_run import train_run
+
+    options = dict(phase="train-run", global_batch=64, seq=2048, lora_rank=16, steps=2, estimator="physics")
+    points = joulecast.sweep(["gpt2", "llama-3-8b"], ["a10", "h100-sxm"], micro_batch=[4, "Auto"], **options).points
+    assert len(points) == 8 and points["micro_batch_auto"].sum() == 4
+    assert (points.loc[~points["micro_batch_auto"], "micro_batch"] == 4).all()
+    sizes = {k: v for k, v in options.items() if k not in ("phase", "estimator")}
+    for p in points[points["micro_batch_auto"]].itertuples():
+        capacity = joulecast.gpu(p.gpu).memory_gb
+        if (p.model, p.gpu) == ("llama-3-8b", "a10"):
+            assert p.micro_batch == 1 and "exceeds-memory" in p.flags and not p.feasible and p.memory_gb > capacity
+            with pytest.raises(joulecast.InputError, match="micro_batch: auto: not one sequence"):
+                train_run(p.model, p.gpu, micro_batch="auto", estimator="physics", **sizes)
+            continue
+        run = train_run(p.model, p.gpu, micro_batch="auto", estimator="physics", **sizes)
+        assert (p.micro_batch, p.energy_j, p.memory_gb) == (run.micro_batch, run.energy_j, run.memory_gb)
+        assert p.feasible and p.memory_gb <= capacity
+        if p.micro_batch < 64:  # the next larger divisor of the global batch does not fit
+            larger = train_run(p.model, p.gpu, micro_batch=2 * p.micro_batch, estimator="physics", **sizes)
+            assert "exceeds-memory" in larger.flags
+    assert sorted(points.loc[points["micro_batch_auto"], "micro_batch"]) == [1, 4, 16, 64]
+    for bad in (0, "most", [2, "largest"]):
+        with pytest.raises(joulecast.InputError) as err:
+            joulecast.sweep("gpt2", "a10", micro_batch=bad, **options)
+        assert err.value.field == "micro_batch" and "or auto (the largest that fits the GPU)" in err.value.message
+    argv = ["sweep", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--global-batch", "64", "--steps", "2",
+            "--seq", "2048", "--estimator", "physics"]
+    assert main([*argv, "--micro-batch", "4,auto", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)["points"]
+    assert [(p["micro_batch"], p["micro_batch_auto"]) for p in shown] == [(4, False), (16, True)]
+    assert main([*argv, "--micro-batch", "4,most"]) == 2
+    err = capsys.readouterr().err
+    assert "--micro-batch: 'most' is not an integer or auto" in err and err.count("\n") == 1
+
+
 def test_a_training_run_sweep_finds_the_least_energy_power_cap_by_a_deadline():
     """Each point the whole fine-tuning run at its GPU, micro-batch and power cap, exactly as `train_run` gives it;
     the best under --max-time is the least energy of the runs that finish by then."""

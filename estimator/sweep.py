@@ -523,8 +523,9 @@ _COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.value
 
 
 def _is_auto(value: Any) -> bool:
-    """Whether a training sweep's micro-batch is the word auto (the largest that fits, `AUTO_SIZE`), in any case."""
-    return isinstance(value, str) and value.strip().lower() == "auto"
+    """Whether a training sweep's micro-batch is the word auto (the largest that fits, `AUTO_SIZE`), as `train_run`
+    takes it."""
+    return isinstance(value, str) and value == "auto"
 
 
 def _is_count(value: Any) -> bool:

@@ -481,7 +481,7 @@ def test_a_training_sweep_s_micro_batch_auto_is_the_largest_that_fits_each_point
     from joulecast.estimator.train_run import train_run
 
     options = dict(phase="train-run", global_batch=64, seq=2048, lora_rank=16, steps=2, estimator="physics")
-    points = joulecast.sweep(["gpt2", "llama-3-8b"], ["a10", "h100-sxm"], micro_batch=[4, "Auto"], **options).points
+    points = joulecast.sweep(["gpt2", "llama-3-8b"], ["a10", "h100-sxm"], micro_batch=[4, "auto"], **options).points
     assert len(points) == 8 and points["micro_batch_auto"].sum() == 4
     assert (points.loc[~points["micro_batch_auto"], "micro_batch"] == 4).all()
     sizes = {k: v for k, v in options.items() if k not in ("phase", "estimator")}
@@ -499,7 +499,7 @@ def test_a_training_sweep_s_micro_batch_auto_is_the_largest_that_fits_each_point
             larger = train_run(p.model, p.gpu, micro_batch=2 * p.micro_batch, estimator="physics", **sizes)
             assert "exceeds-memory" in larger.flags
     assert sorted(points.loc[points["micro_batch_auto"], "micro_batch"]) == [1, 4, 16, 64]
-    for bad in (0, "most", [2, "largest"]):
+    for bad in (0, "most", "Auto", [2, "largest"]):
         with pytest.raises(joulecast.InputError) as err:
             joulecast.sweep("gpt2", "a10", micro_batch=bad, **options)
         assert err.value.field == "micro_batch" and "or auto (the largest that fits the GPU)" in err.value.message

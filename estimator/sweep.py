@@ -23,12 +23,13 @@ from joulecast.data.files import kind_of, whole_number
 from joulecast.data.fusions import check_fusions
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
-from joulecast.data.models import is_mixture_of_experts
+from joulecast.data.models import TEXT_TRAINING_OPTIONS, is_mixture_of_experts
 from joulecast.data.requests import RequestTrace, refuse_lengths, refuse_windows, requests_from_rows
 from joulecast.data.workload import PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.serve_windows import MAX_COLD_START_S, MAX_HEADROOM
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
+from joulecast.estimator.train_run import left_as_is
 from joulecast.features.lowering import check_job as check_model_job
 from joulecast.features.lowering import (IGNORED_BY, fusions_refusal, idle_fusions, ignored_field, is_vision,
                                         resolve_model, workload)
@@ -316,8 +317,10 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                        sm_clock_mhz=None if np.isnan(c.sm_clock_mhz) else c.sm_clock_mhz,
                        power_limit_w=None if np.isnan(c.power_limit_w) else c.power_limit_w,
                        host_dispatch_s=None if np.isnan(dispatch) else dispatch)
-        if c.phase == "train-run":  # a vision model's run over images: its seq empty (`grid`)
-            r = _train_point(c.model, c.gpu, None if images[c.model] else int(c.seq), int(c.batch), {**job, **setting})
+        if c.phase == "train-run":  # a vision model's run over images: its seq empty (`grid`), a text model's
+            # options left to the text models among the sweep's (as its seq is)
+            text = job if not images[c.model] else {k: v for k, v in job.items() if k not in TEXT_TRAINING_OPTIONS}
+            r = _train_point(c.model, c.gpu, None if images[c.model] else int(c.seq), int(c.batch), {**text, **setting})
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan, micro_batch=r.micro_batch)
         elif c.phase == "generate":
@@ -600,9 +603,14 @@ def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mappi
     line naming the field, not points labelled with what they ignore (`joulecast sweep` names its flags first)."""
     if phase in ("generate", "serve"):
         return
-    if phase == "train-run" and fields.get("seq") is not None and all(is_vision(resolve_model(m)[0]) for m in models):
-        raise InputError("seq", f"has no effect with {' or '.join(models)} (a vision model's run is over images: "
-                                "global_batch images a step); leave it out")
+    if phase == "train-run" and all(is_vision(resolve_model(m)[0]) for m in models):
+        if fields.get("seq") is not None:
+            raise InputError("seq", f"has no effect with {' or '.join(models)} (a vision model's run is over images: "
+                                    "global_batch images a step); leave it out")
+        for name, (default, what) in TEXT_TRAINING_OPTIONS.items():  # a text model's, as `train_run` refuses them
+            if not left_as_is(job.get(name, default), default):
+                raise InputError(name, f"{what}: has no effect on {' or '.join(models)}, "
+                                       f"{'a vision model' if len(models) == 1 else 'vision models'}; leave it out")
     if phase not in JOB_PHASES:
         given = {k for k in IGNORED_BY if (fields if k == "seq" else job).get(k) is not None}
         ignored = ignored_field(list(models), given)

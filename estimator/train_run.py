@@ -395,7 +395,7 @@ def _memory(params: int, trainable: int, dtype: str, optimizer: str, layout: Lay
             "activations": activations / memory.GIB}
 
 
-def _left_as_is(value: Any, default: Any) -> bool:
+def left_as_is(value: Any, default: Any) -> bool:
     """Whether an option holds its default; a value of another kind (an array, an object) not."""
     try:
         return bool(value == default)
@@ -475,7 +475,7 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         given = dict(lora_rank=lora_rank, lora_targets=lora_targets, recompute=recompute, head_tokens=head_tokens,
                      head_outputs=head_outputs, forward_overhead_s=forward_overhead_s)
         for field, (default, what) in TEXT_TRAINING_OPTIONS.items():
-            require(_left_as_is(given[field], default), field,
+            require(left_as_is(given[field], default), field,
                     f"{what}: has no effect on {name}, a vision model; leave it out")
         seq = 1  # a step of `global_batch` images: one "token" each
     else:

@@ -446,6 +446,11 @@ def test_a_sweep_over_images_counts_images_where_it_shows_its_figures(capsys, tm
     (["gpt2", "llama-3-8b"], {"fusions": ["rope"]}, None),
     (["resnet-101", "vit-large"], {"fusions": "gemm_activation"}, None),
     (["resnet-101", "gpt2"], {"seq": 128}, None),
+    # a text model's training options: refused where every model is a vision model, else the text models' alone
+    (["resnet-50", "resnet-101"], {"phase": "train-run", "global_batch": 8, "steps": 2, "recompute": "full"},
+     ("recompute", "the layers' activation recomputation: has no effect on resnet-50 or resnet-101, vision models; "
+                   "leave it out")),
+    (["resnet-50", "gpt2"], {"phase": "train-run", "global_batch": 8, "steps": 2, "lora_rank": 4}, None),
 ])
 def test_a_sweep_refuses_what_none_of_its_models_takes(models, fields, refused):
     """`joulecast.sweep` (and so POST /v1/sweep) refuses a field every model ignores, and fusions that change no
@@ -472,6 +477,23 @@ def test_a_sweep_takes_the_host_stated_and_spans_the_measured_hosts_without_one(
     unstated, stated = point(), point("--host-dispatch-us", "25")
     assert unstated["energy_j"] == pytest.approx(stated["energy_j"], rel=1e-12)
     assert unstated["energy_lo_j"] < stated["energy_lo_j"] and unstated["energy_hi_j"] > stated["energy_hi_j"]
+
+
+def test_a_training_sweep_of_text_and_vision_models_gives_the_text_models_alone_their_options():
+    """LoRA, recomputation and the head's options beside a vision model: each text point the run with them, each
+    vision point the run without them, exactly as `train_run` gives each (before, the vision model's first point
+    refused the sweep)."""
+    from joulecast.estimator.train_run import train_run
+
+    common = dict(global_batch=8, steps=3, estimator="physics")
+    text = dict(lora_rank=16, recompute="full", head_outputs=2)
+    points = joulecast.sweep(["qwen2-1.5b", "resnet-50"], "l40s", phase="train-run", micro_batch=[2, 8], seq=512,
+                             **text, **common).points
+    for p in points.itertuples():
+        run = (train_run(p.model, "l40s", micro_batch=p.micro_batch, seq=512, **text, **common) if p.model != "resnet-50"
+               else train_run(p.model, "l40s", micro_batch=p.micro_batch, **common))
+        assert (p.energy_j, p.time_s, p.memory_gb) == (run.energy_j, run.time_s, run.memory_gb)
+    assert sorted(set(points["model"])) == ["qwen2-1.5b", "resnet-50"]
 
 
 def test_a_training_sweep_s_micro_batch_auto_is_the_largest_that_fits_each_point_s_gpu(capsys):

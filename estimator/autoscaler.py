@@ -48,6 +48,15 @@ class Instances(NamedTuple):
     pieces: Pieces        # those serving, stretch by stretch
 
 
+def following_text(reaction_s: float | None, scale_in_delay_s: float,
+                   seconds: Callable[[float], str] = lambda s: f"{s:g} s") -> str:
+    """How a reactive autoscaler follows the load, in words (its refusals and tables say it), each time by
+    `seconds`."""
+    late = ("each window on what the window before needed" if reaction_s is None else
+            f"scaling {seconds(reaction_s)} after a window's load changes")
+    return late + (f", in to the most needed over {seconds(scale_in_delay_s)}" if scale_in_delay_s else "")
+
+
 def reactive_instances(needed: np.ndarray, seconds: np.ndarray, how: Reactive) -> Instances:
     """Each window's instances under a reactive autoscaler `how`, the windows (of `seconds` each) needing `needed`
     (the first window's running already)."""

@@ -66,7 +66,7 @@ from joulecast.data.kernels import DTYPES, dtype_name
 from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_host_dispatch
 from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
-from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, reactive_instances
+from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, following_text, reactive_instances
 from joulecast.estimator.fluid_queue import queued
 from joulecast.estimator.loading import load_estimator
 from joulecast.estimator.reactive_queue import queued_reactive
@@ -949,7 +949,8 @@ def _beyond_reactive(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, 
                                f"(its arrivals from {seconds[:k].sum():,.0f} s after the first, {grew}) is beyond "
                                f"what {_held_text(scaled.held[k], fewest, stretch_s, how)} serve "
                                f"({reach[k] * fewest:.4g}/s): "
-                               f"a reactive autoscaler {_reacts_text(how)}; {keep}, or let its excess wait for the "
+                               f"a reactive autoscaler ({following_text(how.reaction_s, how.scale_in_delay_s)}); "
+                               f"{keep}, or let its excess wait for the "
                                "windows after it (queue)")
 
 
@@ -959,13 +960,6 @@ def _held_text(held: float, fewest: float, stretch_s: float, how: Reactive) -> s
     if how.reaction_s is None and not how.scale_in_delay_s and fewest == held:
         return f"the {held:g} instance{'s' if held != 1 else ''} the window before needed"
     return f"its instances ({held:.3g} held on average, {fewest:g} of them serving for {stretch_s:,.0f} s of it)"
-
-
-def _reacts_text(how: Reactive) -> str:
-    """How a reactive autoscaler follows the load, as its refusal says."""
-    late = ("sizes each window by the one before it" if how.reaction_s is None else
-            f"scales {how.reaction_s:g} s after a window's load changes")
-    return late + (f", and in to the most needed over {how.scale_in_delay_s:g} s" if how.scale_in_delay_s else "")
 
 
 def _least_headroom(demand: np.ndarray, reach: np.ndarray, needed: np.ndarray, seconds: np.ndarray,

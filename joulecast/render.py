@@ -375,6 +375,8 @@ def own_lengths(windows: Any) -> bool:
 def _autoscale_lines(job: Any) -> list[str]:
     """How many of an autoscaled load's instances served, window by window (with its headroom), and what the others
     cost: idle spares, or the cold starts of those started again."""
+    from joulecast.estimator.autoscaler import following_text
+
     windows, fleet = job.windows, job.instances
     used, seconds, extra = windows.instances, windows.duration_s, windows.standby_j.sum()
     lines = [f"autoscale  {figure(used.min(), digits=3)} - {figure(used.max(), digits=3)} of {fleet} instances "
@@ -382,7 +384,8 @@ def _autoscale_lines(job: Any) -> list[str]:
              f"({figure(np.average(used, weights=seconds))} on average; {figure(np.dot(used, seconds) / 3600)} "
              f"instance-hours of the {figure(fleet * seconds.sum() / 3600)} the whole fleet would run)"
              + (f", {100 * job.headroom:.3g} % over each window's rate" if job.headroom else "")
-             + (f"; reactive: {_reacting(job)}" if job.reactive else "")
+             + (f"; reactive: {following_text(job.reaction_s, job.scale_in_delay_s, duration)}" if job.reactive
+                else "")
              + (f"; {figure(np.average(windows.serving, weights=seconds))} of them serving on average, the rest "
                 "starting" if not np.allclose(windows.serving, used) else "")]
     targets = [(f"a first token within {duration(t)} on average", windows.prefill_s + windows.slot_wait_s, t)
@@ -408,13 +411,6 @@ def _autoscale_lines(job: Any) -> list[str]:
                                                     "of the energy)" if job.cold_start_s else
                                                     " (no cold start given: none priced)")))
     return lines
-
-
-def _reacting(job: Any) -> str:
-    """How a reactive autoscaler followed the load (`estimator.autoscaler`)."""
-    late = ("each window on what the window before needed" if job.reaction_s is None else
-            f"scaling {duration(job.reaction_s)} after a window's load changes")
-    return late + (f", in to the most needed over {duration(job.scale_in_delay_s)}" if job.scale_in_delay_s else "")
 
 
 def _queue_line(job: Any) -> str:

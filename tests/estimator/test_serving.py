@@ -1081,7 +1081,7 @@ def test_a_reactive_autoscaler_scales_a_reaction_after_the_load_changes():
     # refused where a stretch of a window is past what serves it: here window 2 all on one, its start 10 min
     with pytest.raises(joulecast.InputError, match=r"^window_rates: 12 requests/s in window 2 of 6 .* beyond what its "
                        r"instances \(1\.9 held on average, 1 of them serving for 600 s of it\) serve .*: a reactive "
-                       r"autoscaler scales 60 s after a window's load changes; keep at least"):
+                       r"autoscaler \(scaling 60 s after a window's load changes\); keep at least"):
         serve("llama-3-8b", "h100-sxm", reactive=True, reaction_s=60, cold_start_s=600, **{**kw, "queue": False})
     for name, value in (("reaction_s", 60), ("scale_in_delay_s", 300)):
         with pytest.raises(joulecast.InputError, match=f"^{name}: applies to reactive"):

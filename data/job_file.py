@@ -24,7 +24,8 @@ from joulecast.data.fusions import check_fusions, check_overhead
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, check_config, is_vision, model_entry
-from joulecast.data.workload import LAUNCH_MODES, MAX_LOADER_RATE, MIN_LOADER_RATE, check_host_dispatch
+from joulecast.data.workload import (AUTO_MICRO_BATCH, LAUNCH_MODES, MAX_LOADER_RATE, MIN_LOADER_RATE,
+                                     check_host_dispatch)
 
 DATA_DIR = Path(__file__).parent / "distributed"
 STRATEGIES = ("ddp", "fsdp", "diloco", "streaming-diloco", "fedavg")
@@ -112,7 +113,7 @@ class Job:
     model_name: str
     seq: int
     global_batch: int
-    micro_batch: int
+    micro_batch: int | str            # or AUTO_MICRO_BATCH: each site the largest that fits its GPUs
     steps: int
     dtype: str
     lora_rank: int
@@ -354,7 +355,13 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
                                          f"global_batch images a step); leave it out")
     seq = 1 if images else _number(raw, "seq", "", integer=True, low=1)
     global_batch = _number(raw, "global_batch", "", integer=True, low=1)
-    micro_batch = _number(raw, "micro_batch", "", 1, integer=True, low=1)
+    micro_batch = raw.get("micro_batch", 1)
+    if isinstance(micro_batch, str):  # the word auto, each site's largest (`estimator.plan.site_compute`)
+        require(micro_batch == AUTO_MICRO_BATCH, "micro_batch", f"must be a whole number or {AUTO_MICRO_BATCH!r} "
+                f"(each site the largest dividing its replicas' share of global_batch that fits its GPUs), got "
+                f"{micro_batch!r}")
+    else:
+        micro_batch = _number(raw, "micro_batch", "", 1, integer=True, low=1)
     require(("steps" in raw) != ("tokens" in raw), "steps", "give steps or tokens, one of them")
     steps = (_number(raw, "steps", "", integer=True, low=1) if "steps" in raw
              else -(-_number(raw, "tokens", "", low=1, integer=True) // (global_batch * seq)))

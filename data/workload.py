@@ -24,6 +24,9 @@ MAX_SIZE = 2**24
 # ask for (a rate of 1e-311 made a run's time infinite)
 MAX_LOADER_RATE = 1e9
 MIN_LOADER_RATE = 1e-3
+# A training run's or a plan's micro-batch given as this word: the largest that divides its batch and fits the GPU's
+# memory (`joulecast.train_run`, a job file's `micro_batch`, each site its own)
+AUTO_MICRO_BATCH = "auto"
 MAX_TOKENS = 2**31
 
 

@@ -64,8 +64,9 @@ from joulecast.data.job_file import (
     reference,
 )
 from joulecast.data.models import head_count, hidden_size, layer_count
+from joulecast.data.workload import AUTO_MICRO_BATCH
 from joulecast.estimator.loading import load_estimator
-from joulecast.estimator.train_run import Layout, StepEstimate, step_estimate, vision_step
+from joulecast.estimator.train_run import Layout, StepEstimate, largest_fitting, step_estimate, vision_step
 from joulecast.features import collectives
 from joulecast.features.lowering import is_vision, refuse_idle_fusions, resolve_model
 from joulecast.features.physics import check_setting
@@ -117,6 +118,7 @@ class SiteCompute:
     overhead_s: float           # a step's framework overhead (`Job.forward_overhead_s`), within compute_s
     dp_bytes: float             # gradient bytes a GPU holds (its shard's trainable parameters)
     dp_link: dict[str, float]   # the site's data-parallel link: gbytes_per_s, latency_us, pj_per_bit
+    micro_batch: int = 1        # the site's micro-batch (its own, where the job's is AUTO_MICRO_BATCH)
     input_floor_s: float = 0.0  # a replica's input pipeline's time for its share of a global step (`Job.loader_rate`)
     eval_floor_s: float = 0.0   # and for every evaluation global batch of the job, together
 
@@ -131,13 +133,15 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
     per_replica = lay["tp"] * lay["pp"] * lay["cp"]
     replicas = [s.gpus // per_replica for s in job.sites]
     total = sum(replicas)
-    require(job.global_batch % (total * job.micro_batch) == 0, "global_batch",
+    auto = job.micro_batch == AUTO_MICRO_BATCH  # each site the largest micro-batch that fits its GPUs
+    split = 1 if auto else job.micro_batch
+    require(job.global_batch % (total * split) == 0, "global_batch",
             f"{job.global_batch} {'images' if job.unit == 'image' else 'sequences'} do not split into {total} "
-            f"replicas x micro-batches of {job.micro_batch}")
-    accumulation = job.global_batch // (total * job.micro_batch)
+            f"replicas" + ("" if auto else f" x micro-batches of {split}"))
+    share = job.global_batch // total  # a replica's sequences a step
     config = resolve_model(job.model)[0]  # any model: a vision model's plan is data-parallel (its job file checks)
     if job.fusions:  # one that changes none of the model's kernels refused, as `estimate` refuses it
-        refuse_idle_fusions(model=job.model, phase="training", batch=job.micro_batch, seq=job.seq, dtype=job.dtype,
+        refuse_idle_fusions(model=job.model, phase="training", batch=split, seq=job.seq, dtype=job.dtype,
                             fusions=list(job.fusions))
     images = is_vision(config)  # data-parallel over images (the job file checks its layout): no activations sent
     if images:  # no tensor, context or pipeline parallelism: nothing sent within a replica
@@ -156,25 +160,35 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             check_setting(spec, site.sm_clock_mhz, site.power_limit_w)
         except InputError as exc:
             raise InputError(f"sites[{i}].{exc.field}", str(exc).split(": ", 1)[-1]) from None
-        setting = dict(micro_batch=job.micro_batch, accumulation=accumulation, dtype=job.dtype,
-                       optimizer=job.optimizer, sm_clock_mhz=site.sm_clock_mhz, power_limit_w=site.power_limit_w,
-                       estimator=model if model is not None else "physics", launch_mode=job.launch_mode,
-                       fusions=job.fusions, host_dispatch_s=site.host_dispatch_s, with_forward=job.eval_tokens > 0)
-        if images:  # each GPU a whole replica: its step is a one-GPU run's (`train_run`)
-            step = vision_step(config, job.model_name, site.gpu, attention="flash", **setting)
-        else:
-            step = step_estimate(job.model, site.gpu, seq=job.seq, lora_rank=job.lora_rank,
+        setting = dict(dtype=job.dtype, optimizer=job.optimizer, sm_clock_mhz=site.sm_clock_mhz,
+                       power_limit_w=site.power_limit_w, estimator=model if model is not None else "physics",
+                       launch_mode=job.launch_mode, fusions=job.fusions, host_dispatch_s=site.host_dispatch_s,
+                       with_forward=job.eval_tokens > 0)
+
+        def step_of(micro: int) -> StepEstimate:  # a step of the replica's share in micro-batches of `micro`
+            if images:  # each GPU a whole replica: its step is a one-GPU run's (`train_run`)
+                return vision_step(config, job.model_name, site.gpu, attention="flash", micro_batch=micro,
+                                   accumulation=share // micro, **setting)
+            return step_estimate(job.model, site.gpu, seq=job.seq, lora_rank=job.lora_rank,
                                  lora_targets=job.lora_targets, recompute=job.recompute, layout=layout,
                                  fp8_attention=job.fp8_attention, head_tokens=job.head_tokens,
-                                 head_outputs=job.head_outputs, forward_overhead_s=job.forward_overhead_s, **setting)
+                                 head_outputs=job.head_outputs, forward_overhead_s=job.forward_overhead_s,
+                                 micro_batch=micro, accumulation=share // micro, **setting)
+
+        step = step_of(share if auto else split)
+        if auto and step.memory_gb > spec.memory_gb:  # the largest that fits: the fewest accumulated
+            step = largest_fitting(step, step_of, spec.memory_gb, share, job.seq, job.recompute) or step_of(1)
+        micro = share // step.accumulation
+        accumulation = step.accumulation
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
-            how = "lower micro_batch" if images else "raise TP or PP, use ZeRO (layout.zero) or recompute"
+            how = ("a GPU with more memory" if images and auto else "lower micro_batch" if images
+                   else "raise TP or PP, use ZeRO (layout.zero) or recompute")
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
-                             f"{spec.name}; {how}")
+                             f"{spec.name}" + (" at one sequence a micro-batch" if auto else "") + f"; {how}")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
-        tokens = job.micro_batch * job.seq // lay["cp"]
+        tokens = micro * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
         layers_stage = -(-layers // lay["pp"])
         intra_link = _link(site.intra)
@@ -203,7 +217,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         # fills and drains once an evaluation step, of as many micro-batches as a training step (NeMo and Megatron
         # evaluate in global batches of the training's size). Each evaluation runs whole global batches: its last,
         # partial one takes a full one's time (the replicas with no sequence left wait for it), charged as busy
-        passes_eval = job.evals * eval_steps(job) * job.global_batch / (job.micro_batch * total)
+        passes_eval = job.evals * eval_steps(job) * accumulation
         forward = step.forward
         # each evaluation forward waits out the framework's overhead too (`StepEstimate.overhead_s`), at its power
         eval_s = passes_eval * (forward.time_s + step.overhead_s) * (
@@ -211,7 +225,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         eval_j = passes_eval * forward.energy_j * (1 + step.overhead_s / forward.time_s) if forward else 0.0
         # a replica's input pipeline (`Job.loader_rate`) prepares its share of the next global batch meanwhile: a
         # step takes at least that long (`evaluate`), an evaluation batch too, the GPUs waiting at their waiting power
-        input_floor = accumulation * job.micro_batch / job.loader_rate if job.loader_rate else 0.0
+        input_floor = share / job.loader_rate if job.loader_rate else 0.0
         wait_w = site.wait_w if site.wait_w is not None else waiting_power_w(spec, site.sm_clock_mhz)
         eval_floor = job.evals * eval_steps(job) * input_floor if forward else 0.0
         out.append(SiteCompute(
@@ -220,7 +234,7 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             bubble_s=bubble, busy_w=step.energy_j / step.time_s, wait_w=wait_w,
             intra_exposed_s=exposed, intra_bytes=intra_bytes,
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
-            dp_bytes=step.trainable * grad_width, dp_link=dp_link, input_floor_s=input_floor,
+            dp_bytes=step.trainable * grad_width, dp_link=dp_link, micro_batch=micro, input_floor_s=input_floor,
             eval_floor_s=eval_floor))
     return out
 
@@ -482,7 +496,7 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         j = self.job
         sites = [dict(name=s.site.name, gpu=s.site.gpu, gpus=s.site.gpus, replicas=s.replicas,
-                      step_compute_s=s.compute_s, bubble_s=s.bubble_s, step_overhead_s=s.overhead_s,
+                      micro_batch=s.micro_batch, accumulation=s.step.accumulation, step_compute_s=s.compute_s, bubble_s=s.bubble_s, step_overhead_s=s.overhead_s,
                       step_input_s=s.input_floor_s,
                       gpu_busy_w=s.busy_w, gpu_wait_w=s.wait_w,
                       memory_gb=s.step.memory_gb, method=s.step.micro.method,

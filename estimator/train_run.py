@@ -34,8 +34,8 @@ from joulecast.data.gpus import GpuSpec
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import DTYPE_BYTES, dtype_name
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, head_count, hidden_size, layer_count
-from joulecast.data.workload import (LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, MIN_LOADER_RATE, Workload,
-                                     check_host_dispatch)
+from joulecast.data.workload import (AUTO_MICRO_BATCH, LAUNCH_MODES, MAX_LOADER_RATE, MAX_SIZE, MIN_LOADER_RATE,
+                                     Workload, check_host_dispatch)
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.loading import load_estimator
 from joulecast.features import memory, train_step
@@ -56,8 +56,6 @@ _SAVED_BYTES, _FULL_RECOMPUTE_BYTES, _SCORES_BYTES = 34.0, 2.0, 5.0
 # A floor: Hugging Face's models also return their logits (and upcast them), which the training loop holds through
 # the backward.
 _LOSS_BYTES = 4.0
-# `train_run(micro_batch=...)`'s word for the largest micro-batch that fits the GPU's memory (`_largest_fitting`)
-AUTO_MICRO_BATCH = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -514,7 +512,10 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
     step = step_of(micro_batch)
     spec = lookup_gpu(gpu)
     if auto and step.memory_gb > spec.memory_gb:  # the largest micro-batch that fits: the fewest accumulated
-        step = _largest_fitting(step, step_of, spec, global_batch, seq, recompute)
+        fitting = largest_fitting(step, step_of, spec.memory_gb, global_batch, seq, recompute)
+        if fitting is None:
+            raise _none_fits(step, spec, global_batch, seq, recompute)
+        step = fitting
         accumulation = step.accumulation
         micro_batch = global_batch // accumulation
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
@@ -563,19 +564,26 @@ def state_gb(parts: dict[str, float]) -> float:
     return sum(v for k, v in parts.items() if k != "activations")
 
 
-def _largest_fitting(step: StepEstimate, step_of: Callable[[int], StepEstimate], spec: GpuSpec, global_batch: int,
-                     seq: int, recompute: str) -> StepEstimate:
-    """`train_run`'s `micro_batch="auto"`: the step of the largest micro-batch dividing `global_batch` whose memory
-    fits `spec` at `recompute` (its activations in proportion to the micro-batch, `memory_fits`' rule; each step
-    estimated checked, the next smaller tried where it does not fit); where none does, one line naming micro_batch
-    with what would fit instead."""
+def largest_fitting(step: StepEstimate, step_of: Callable[[int], StepEstimate], capacity_gb: float, batch: int,
+                    seq: int, recompute: str) -> StepEstimate | None:
+    """The step of the largest micro-batch dividing `batch` whose memory fits `capacity_gb` at `recompute` (`step`,
+    any micro-batch's, gives its activations in proportion to the micro-batch, `memory_fits`' rule, to skip those
+    that cannot; each one tried is estimated, `step_of`, and checked); None where none does (`train_run`'s and a
+    plan's `micro_batch` "auto")."""
     per_token = (step.activations_gb_a_token or {}).get(recompute)
     fixed = state_gb(step.memory_parts_gb)
-    for micro in _divisors(global_batch):
-        if per_token is None or fixed + per_token * micro * seq <= spec.memory_gb:
+    for micro in _divisors(batch):
+        if per_token is None or fixed + per_token * micro * seq <= capacity_gb:
             tried = step_of(micro)
-            if tried.memory_gb <= spec.memory_gb:
+            if tried.memory_gb <= capacity_gb:
                 return tried
+    return None
+
+
+def _none_fits(step: StepEstimate, spec: GpuSpec, global_batch: int, seq: int, recompute: str) -> InputError:
+    """`train_run`'s micro_batch "auto" where not one sequence fits: one line naming micro_batch with what would
+    fit instead."""
+    fixed = state_gb(step.memory_parts_gb)
     other = [f"recompute {f['recompute']} with micro_batch {f['micro_batch']}"
              for f in memory_fits(step, spec.memory_gb, global_batch, seq) if f["recompute"] != recompute]
     what = "sequence" if seq > 1 else "image"
@@ -583,8 +591,8 @@ def _largest_fitting(step: StepEstimate, step_of: Callable[[int], StepEstimate],
               f"the weights, gradients and optimizer state alone take {fixed:,.4g} GiB: fewer trained weights "
               f"(lora_rank) or sharding over GPUs (joulecast plan)" if fixed >= spec.memory_gb else
               "fewer trained weights (lora_rank) or sharding over GPUs (joulecast plan)")
-    raise InputError("micro_batch", f"{AUTO_MICRO_BATCH}: not one {what} a micro-batch fits {spec.name}'s "
-                                    f"{spec.memory_gb:g} GiB with recompute {recompute}; {advice}")
+    return InputError("micro_batch", f"{AUTO_MICRO_BATCH}: not one {what} a micro-batch fits {spec.name}'s "
+                                     f"{spec.memory_gb:g} GiB with recompute {recompute}; {advice}")
 
 
 def _divisors(n: int) -> list[int]:

@@ -575,6 +575,9 @@ def plan_table(result: Any) -> str:
             f"{job.layout['pp']} CP {job.layout['cp']}")
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
+    if isinstance(job.micro_batch, str):  # auto: each site's own
+        head += "\nmicro-batch: auto, each site the largest that fits its GPUs: " + ", ".join(
+            f"{s.site.name} {s.micro_batch} ({s.step.accumulation} accumulated a step)" for s in result.sites)
     if job.loader_rate:
         slow = [s for s in result.sites if s.input_floor_s > s.compute_s]
         head += (f"\ninput: {figure(job.loader_rate)} {sample_of(unit)}s a second a replica"

@@ -408,6 +408,9 @@ def test_a_plan_over_http_is_the_cli_s(server):
     assert status == 422 and out["detail"][0]["loc"] == ["body", "links[0].gbps"]
     status, out = call(server, "/v1/plan", {**job, "evals": 0})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "evals"]
+    status, out = call(server, "/v1/plan", {**job, "micro_batch": "auto"})  # each site the largest that fits
+    assert status == 200 and all(s["micro_batch"] * s["accumulation"] == job["global_batch"] // sum(
+        t["gpus"] for t in job["sites"]) for s in out["sites"]), out
     for sites, links in ((5, job["links"]), (job["sites"], 5)):  # no list: a 422 naming it (a number was a 500)
         status, out = call(server, "/v1/plan", {**job, "sites": sites, "links": links})
         assert status == 422 and out["detail"][0]["loc"] == ["body", "sites" if sites == 5 else "links"]

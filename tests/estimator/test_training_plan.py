@@ -142,6 +142,36 @@ def test_a_job_file_names_its_model_and_gpus_as_the_catalog_does():
     assert spelt["model"] == "gpt2" and [s["gpu"] for s in spelt["sites"]] == ["a100-sxm4-80gb"] * 2
     assert [p["energy_j"] for p in spelt["plans"]] == pytest.approx([p["energy_j"] for p in plain["plans"]])
 
+def test_a_job_s_micro_batch_auto_is_each_site_s_largest_that_fits_its_gpus(capsys, tmp_path):
+    """micro_batch auto: each site its own, the largest dividing a replica's share of the global batch that fits its
+    GPUs (Llama-3.2-1B at 2,048 tokens: 16 sequences a replica, all of them on an H100, one at a time on an A10),
+    each site's step exactly a one-site job's at that micro-batch; where not one sequence fits, the site named."""
+    sites = [dict(name="a", gpu="h100-sxm", gpus=8, grid="FR"), dict(name="b", gpu="a10", gpus=8, grid="DE")]
+    common = dict(model="llama-3.2-1b", seq=2048, links=[dict(between=["a", "b"], gbps=10.0, rtt_ms=20.0)],
+                  strategies=["ddp", dict(kind="diloco", H=100, bits=16)])
+    auto = planner.plan(_job(global_batch=256, micro_batch="auto", sites=sites, **common))
+    assert [(s.micro_batch, s.step.accumulation) for s in auto.sites] == [(16, 1), (1, 16)]
+    for site, raw, chosen in zip(auto.sites, sites, (16, 1)):  # a one-site job's step, as many sequences a replica
+        alone = planner.site_compute(_job(global_batch=128, micro_batch=chosen, sites=[raw], links=[],
+                                          model="llama-3.2-1b", seq=2048))[0]
+        assert (alone.compute_s, alone.busy_w, alone.step.memory_gb) == (site.compute_s, site.busy_w,
+                                                                       site.step.memory_gb)
+        assert site.step.memory_gb <= joulecast.gpu(site.site.gpu).memory_gb
+    with pytest.raises(joulecast.InputError, match=r"sites\[1\]\.gpu: the model does not fit .* on a 24 GB a10;"):
+        planner.plan(_job(global_batch=256, micro_batch=2, sites=sites, **common))  # the A10's next size up
+    shown = auto.to_dict()["sites"]
+    assert [(s["micro_batch"], s["accumulation"]) for s in shown] == [(16, 1), (1, 16)]
+    assert ("micro-batch: auto, each site the largest that fits its GPUs: a 16 (1 accumulated a step), b 1 (16 "
+            "accumulated a step)") in render.plan_table(auto)
+    with pytest.raises(joulecast.InputError, match=r"sites\[0\]\.gpu: .* on a 80 GB h100-sxm at one sequence a "
+                                                   r"micro-batch; raise TP or PP"):
+        planner.plan(_job(global_batch=256, micro_batch="auto", sites=sites, **{**common, "model": "llama-3-70b"}))
+    with pytest.raises(joulecast.InputError, match="micro_batch: must be a whole number or 'auto'"):
+        _job(micro_batch="largest")
+    with pytest.raises(joulecast.InputError, match="global_batch: 100 sequences do not split into 16 replicas$"):
+        planner.plan(_job(global_batch=100, micro_batch="auto", sites=sites, **common))
+
+
 def test_local_energy_meets_a_share_within_its_hours_and_lowers_carbon():
     sites = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE"),
              dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=1000, hours=[0, 24]))]

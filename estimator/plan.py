@@ -186,7 +186,8 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                    else "raise TP or PP, use ZeRO (layout.zero) or recompute")
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
                              f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
-                             f"{spec.name}" + (" at one sequence a micro-batch" if auto else "") + f"; {how}")
+                             f"{spec.name}" + (f" at one {'image' if images else 'sequence'} a micro-batch" if auto
+                                               else "") + f"; {how}")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
         tokens = micro * job.seq // lay["cp"]
         act_bytes = 2.0  # activations exchanged in 16-bit
@@ -496,8 +497,8 @@ class Plan:
     def to_dict(self) -> dict[str, Any]:
         j = self.job
         sites = [dict(name=s.site.name, gpu=s.site.gpu, gpus=s.site.gpus, replicas=s.replicas,
-                      micro_batch=s.micro_batch, accumulation=s.step.accumulation, step_compute_s=s.compute_s, bubble_s=s.bubble_s, step_overhead_s=s.overhead_s,
-                      step_input_s=s.input_floor_s,
+                      micro_batch=s.micro_batch, accumulation=s.step.accumulation, step_compute_s=s.compute_s,
+                      bubble_s=s.bubble_s, step_overhead_s=s.overhead_s, step_input_s=s.input_floor_s,
                       gpu_busy_w=s.busy_w, gpu_wait_w=s.wait_w,
                       memory_gb=s.step.memory_gb, method=s.step.micro.method,
                       flags=[str(f) for f in s.step.micro.flags if f != "exceeds-memory"])  # memory: checked above

@@ -425,8 +425,8 @@ def _listed(value: str | None, kind: type, flag: str, default: list, spans: bool
         try:
             out.append(parse(item.strip()))
         except (ValueError, argparse.ArgumentTypeError):
-            what = {int: "an integer", _whole_or_auto: "an integer or auto", _share: "a share (0.25, or 25%)", _seconds: "a time (90, 90s, 2min)"}.get(
-                kind, "a number")
+            what = {int: "an integer", _whole_or_auto: "an integer or auto", _share: "a share (0.25, or 25%)",
+                    _seconds: "a time (90, 90s, 2min)"}.get(kind, "a number")
             raise JoulecastError(f"{flag}: {item.strip()!r} is not {what}; give a comma-separated list") from None
     return out
 

@@ -490,8 +490,8 @@ def test_a_training_sweep_of_text_and_vision_models_gives_the_text_models_alone_
     points = joulecast.sweep(["qwen2-1.5b", "resnet-50"], "l40s", phase="train-run", micro_batch=[2, 8], seq=512,
                              **text, **common).points
     for p in points.itertuples():
-        run = (train_run(p.model, "l40s", micro_batch=p.micro_batch, seq=512, **text, **common) if p.model != "resnet-50"
-               else train_run(p.model, "l40s", micro_batch=p.micro_batch, **common))
+        run = (train_run(p.model, "l40s", micro_batch=p.micro_batch, **common) if p.model == "resnet-50"
+               else train_run(p.model, "l40s", micro_batch=p.micro_batch, seq=512, **text, **common))
         assert (p.energy_j, p.time_s, p.memory_gb) == (run.energy_j, run.time_s, run.memory_gb)
     assert sorted(set(points["model"])) == ["qwen2-1.5b", "resnet-50"]
 

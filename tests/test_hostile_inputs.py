@@ -252,6 +252,7 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
 @example(path=("fusions",), value=["activation", "attention_layout"])
 @example(path=("forward_overhead_s",), value=0.003)
 @example(path=("loader_rate",), value=5.0)  # a pipeline far slower than the GPUs: every step waits for it
+@example(path=("micro_batch",), value="auto")  # each site the largest that fits
 @example(path=("model",), value="resnet-50")  # a vision model in a text model's job: its seq named
 @example(path=("links", 0, "rtt_ms"), value=1.797693134862316e+305)  # once overflowed the plan's hours of carbon
 @example(path=("links", 0, "gbps"), value=2.2250738585072014e-308)  # once did too: an infinite time
@@ -308,7 +309,7 @@ def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
 
 @SETTINGS
 @given(argv=st.lists(st.sampled_from(["--phase", "train-run", "generate", "serve", "prefill", "--global-batch", "8",
-                                      "--steps", "5", "--micro-batch", "2,4", "3", "--input-len", "64,x", "64",
+                                      "--steps", "5", "--micro-batch", "2,4", "3", "2,auto", "--input-len", "64,x", "64",
                                       "--output-len", "8", "--concurrency", "4", "--power-limit", "100,2000",
                                       "--request-rate", "0.5,1e9", "8,16",
                                       "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json", "--grid",

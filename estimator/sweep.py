@@ -34,6 +34,7 @@ from joulecast.features.lowering import check_job as check_model_job
 from joulecast.features.lowering import (IGNORED_BY, fusions_refusal, idle_fusions, ignored_field, is_vision,
                                         resolve_model, workload)
 from joulecast.features.power import MIN_CLOCK_RATIO
+from joulecast.features.train_step import RECOMPUTE
 
 OBJECTIVES = ("energy", "time", "carbon")
 # The axes of the front: a pass's energy against its time, or, where the points do different work (several batch
@@ -64,7 +65,10 @@ FLOAT_AXES = {"headroom": (MAX_HEADROOM, "a share of each window's rate from 0 t
               "cold_start_s": (MAX_COLD_START_S, f"a time from 0 to {MAX_COLD_START_S:,.0f} s"),
               "reaction_s": (MAX_COLD_START_S, f"a time from 0 to {MAX_COLD_START_S:,.0f} s")}
 SERVING_AXES = ("instances", *FLOAT_AXES)
-JOB_AXES = ("tp", "output_len", *SERVING_AXES)
+# ... and a training run's, TRAINING_AXES: its LoRA rank (0: full fine-tuning) and activation recomputation, a text
+# model's (a vision model's points take neither: one point where a text model's take each)
+TRAINING_AXES = ("lora_rank", "recompute")
+JOB_AXES = ("tp", "output_len", *SERVING_AXES, *TRAINING_AXES)
 MAX_JOB_POINTS = 5_000
 JOB_PART_ROWS = 50
 # A job sweep's fixed options, each passed to its job as is (the axes are the grid's columns: for a training run
@@ -166,7 +170,8 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
          dtypes: Sequence[str] = ("bf16",), sm_clocks: Sequence[float | str | None] = (None,),
          power_limits: Sequence[float | str | None] = (None,), host_dispatch_s: float | None = None,
          tps: Sequence[int] = (), output_lens: Sequence[int] = (), request_rates: Sequence[float] = (),
-         serving_axes: Mapping[str, Sequence[float]] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
+         serving_axes: Mapping[str, Sequence[float]] | None = None,
+         training_axes: Mapping[str, Sequence[int | str]] | None = None) -> tuple[pd.DataFrame, dict[str, int]]:
     """The configurations of a sweep (one row each) of a model or each of a list of them, less the clocks and power
     limits each GPU does not allow, and how many were left out for which reason; `host_dispatch_s`, the machine's host
     time an eager launch where known (every configuration's `host_dispatch_s`; none: the default, its interval
@@ -176,7 +181,9 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
     sweep's requests a second in place of its `batches` (a `request_rate` column, RATE_SIZES); `serving_axes`, a
     serving load's SERVING_AXES' lists, each an axis (a column of its name): its identical `instances` (a
     concurrency that is no multiple of one left out, as each instance keeps a whole share in flight), and an
-    autoscaled load's `headroom` over each window's rate, `cold_start_s` and `reaction_s`. A clock or limit of
+    autoscaled load's `headroom` over each window's rate, `cold_start_s` and `reaction_s`; `training_axes`, a
+    training run's TRAINING_AXES' lists, each an axis (a text model's: a vision model's point takes neither, as it
+    takes no seq). A clock or limit of
     "range" ("range:N") is each GPU's own span in RANGE_STEPS (N) whole values: its clocks from MIN_CLOCK_RATIO of its
     boost clock up, its power limits over the range it takes."""
     for name, values in zip(JOB_AXES, (tps, output_lens)):
@@ -185,6 +192,10 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
         require(name in SERVING_AXES, name, f"is no serving axis ({', '.join(SERVING_AXES)})")
         require(not values or phase == "serve", name, "applies to --phase serve only")
     serving_axes = {name: list(dict.fromkeys((serving_axes or {}).get(name, ()))) for name in SERVING_AXES}
+    for name, values in (training_axes or {}).items():
+        require(name in TRAINING_AXES, name, f"is no training axis ({', '.join(TRAINING_AXES)})")
+        require(not values or phase == "train-run", name, "applies to --phase train-run only")
+    training_axes = {name: list(dict.fromkeys((training_axes or {}).get(name, ()))) for name in TRAINING_AXES}
     instances = serving_axes["instances"]
     models = [model] if isinstance(model, str) else list(model)
     if tps:  # each divides every model's heads
@@ -204,19 +215,22 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
     images = {m for m in models if (phase not in JOB_PHASES or phase == "train-run")
               and is_vision(resolve_model(m)[0])}
     settings_count = sum(len(clocks) * len(limits) for clocks, limits in (settings[g] for g in gpus))
-    size = (sum(1 if m in images else len(seqs) for m in models) * len(batches) * len(dtypes) * max(1, len(tps))
-            * max(1, len(output_lens)) * math.prod(max(1, len(v)) for v in serving_axes.values()) * settings_count)
+    texts = math.prod(max(1, len(v)) for v in training_axes.values())  # a text model's points a setting
+    size = (sum(1 if m in images else len(seqs) * texts for m in models) * len(batches) * len(dtypes)
+            * max(1, len(tps)) * max(1, len(output_lens)) * math.prod(max(1, len(v)) for v in serving_axes.values())
+            * settings_count)
     most = MAX_JOB_POINTS if phase in JOB_PHASES else MAX_POINTS
     if size > most:
         raise InputError("sweep", f"{size:,} configurations; at most {most:,}{' jobs' if phase in JOB_PHASES else ''} "
                                   "(narrow the lists)")
     frame = pd.DataFrame([row for m in models for g in gpus for row in itertools.product(
                              [m], [g], batches, [None] if m in images else seqs, dtypes, *settings[g], tps or [None],
-                             output_lens or [None], *(values or [None] for values in serving_axes.values()))],
+                             output_lens or [None], *(values or [None] for values in serving_axes.values()),
+                             *([None] if m in images or not values else values for values in training_axes.values()))],
                          columns=["model", "gpu", "request_rate" if request_rates else "batch", "seq", "dtype",
                                   "sm_clock_mhz", "power_limit_w", *JOB_AXES])
-    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens, *serving_axes.values()))
-                                if not values])
+    frame = frame.drop(columns=[c for c, values in zip(JOB_AXES, (tps, output_lens, *serving_axes.values(),
+                                                                   *training_axes.values())) if not values])
     frame.insert(1, "phase", phase)
     frame[["sm_clock_mhz", "power_limit_w"]] = frame[["sm_clock_mhz", "power_limit_w"]].astype(float)
     if host_dispatch_s is not None:
@@ -320,7 +334,8 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
         if c.phase == "train-run":  # a vision model's run over images: its seq empty (`grid`), a text model's
             # options left to the text models among the sweep's (as its seq is)
             text = job if not images[c.model] else {k: v for k, v in job.items() if k not in TEXT_TRAINING_OPTIONS}
-            r = _train_point(c.model, c.gpu, None if images[c.model] else int(c.seq), int(c.batch), {**text, **setting})
+            r = _train_point(c.model, c.gpu, None if images[c.model] else int(c.seq), int(c.batch),
+                             {**text, **setting, **_axes(c)})
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.tokens, band=r.energy_interval_j,
                            gpu_busy_share=np.nan, micro_batch=r.micro_batch)
         elif c.phase == "generate":
@@ -392,10 +407,11 @@ def _train_point(model: str, gpu: str, seq: int | None, micro_batch: int, option
 
 
 def _axes(config: Any) -> dict[str, float]:
-    """A configuration's JOB_AXES where the sweep has them as axes (columns), for its job (the counts whole)."""
+    """A configuration's JOB_AXES where the sweep has them as axes (columns), for its job (the counts whole, a
+    recomputation its name)."""
     values = {name: getattr(config, name, None) for name in JOB_AXES}
-    return {name: float(v) if name in FLOAT_AXES else int(v) for name, v in values.items()
-            if v is not None and v == v}
+    return {name: float(v) if name in FLOAT_AXES else v if name == "recompute" else int(v)
+            for name, v in values.items() if v is not None and v == v}
 
 
 def estimate_part(configs: pd.DataFrame, estimator: Any, job: Mapping[str, Any] | None = None) -> pd.DataFrame:
@@ -521,6 +537,7 @@ _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MH
           "request_rate": "a number of requests a second above 0 and at most 2^24",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name",
           "micro_batch": "a whole number from 1 to 2^24, or auto (the largest that fits the GPU)",
+          "lora_rank": "a whole number from 0 (full fine-tuning) to 2^24", "recompute": "none, selective or full",
           **{name: kind for name, (_, kind) in FLOAT_AXES.items()}}
 _COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
 
@@ -552,7 +569,12 @@ def listed(value: Any, name: str, default: list) -> list:
     if value is None:
         return default
     values = list(value) if isinstance(value, (list, tuple)) else [value]
-    if name in _COUNT_FIELDS:
+    if name == "lora_rank":  # 0: full fine-tuning
+        values = [whole_number(v) for v in values]
+        bad = [v for v in values if not (_is_count(v) or v == 0 and not isinstance(v, bool))]
+    elif name == "recompute":
+        bad = [v for v in values if v not in RECOMPUTE]
+    elif name in _COUNT_FIELDS:
         auto = [name == "micro_batch" and _is_auto(v) for v in values]
         values = [AUTO_SIZE if a else whole_number(v) for a, v in zip(auto, values)]
         bad = [v for a, v in zip(auto, values) if not a and not _is_count(v)]
@@ -608,7 +630,7 @@ def _refuse_what_no_model_takes(models: Sequence[str], phase: str, fields: Mappi
             raise InputError("seq", f"has no effect with {' or '.join(models)} (a vision model's run is over images: "
                                     "global_batch images a step); leave it out")
         for name, (default, what) in TEXT_TRAINING_OPTIONS.items():  # a text model's, as `train_run` refuses them
-            if not left_as_is(job.get(name, default), default):
+            if not left_as_is(job.get(name, fields.get(name, default)), default):  # a fixed option, or an axis
                 raise InputError(name, f"{what}: has no effect on {' or '.join(models)}, "
                                        f"{'a vision model' if len(models) == 1 else 'vision models'}; leave it out")
     if phase not in JOB_PHASES:
@@ -680,6 +702,11 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     for name in FLOAT_AXES:  # as the lengths (instances: a column where given, as ever)
         if len(serving_axes[name]) == 1:
             job[name] = serving_axes[name].pop()
+    training_axes = {name: listed(fields.get(name), name, []) if phase == "train-run" else []
+                     for name in TRAINING_AXES}
+    for name, values in training_axes.items():  # one value: every run's option; several: an axis
+        if len(values) == 1:
+            job[name] = values.pop()
     grids = [grid_at(name, fields.get("carbon_intensity"), fields.get("pue"), fields.get("carbon_series"))
              for name in listed(fields.get("grid"), "grid", [None])]
     gpus, models = listed(gpu, "gpu", []), listed(model, "model", [])
@@ -699,7 +726,8 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
                             sm_clocks=listed(fields.get("sm_clock_mhz"), "sm_clock_mhz", [None]),
                             power_limits=listed(fields.get("power_limit_w"), "power_limit_w", [None]),
                             host_dispatch_s=fields.get("host_dispatch_s"), tps=listed(fields.get("tp"), "tp", []),
-                            output_lens=output_lens, request_rates=rates, serving_axes=serving_axes)
+                            output_lens=output_lens, request_rates=rates, serving_axes=serving_axes,
+                            training_axes=training_axes)
     if max_points is not None and len(configs) * len(grids) > max_points:  # a caller's bound (the service's)
         raise InputError("sweep", f"{len(configs) * len(grids):,} points; at most {max_points:,} here (narrow the "
                                   "lists, or run joulecast sweep)")

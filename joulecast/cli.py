@@ -572,6 +572,8 @@ def _sweep(args: argparse.Namespace) -> int:
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None,
             "instances": _listed(job.pop("instances", None), int, "--instances", []) or None,
             "headroom": _listed(job.pop("headroom", None), _share, "--headroom", []) or None,
+            "lora_rank": _listed(job.pop("lora_rank", None), int, "--lora-rank", []) or None,
+            "recompute": _listed(job.pop("recompute", None), str, "--recompute", []) or None,
             **{dest: _listed(job.pop(dest, None), _seconds, flag, []) or None for flag, dest, _ in _AUTOSCALE_TIMES
                if dest in SWEPT_TIMES}}
     sizes = {name: values for name, values in zip(SIZES.get(args.phase, ("batch", "seq")), (batches, seqs))
@@ -628,7 +630,10 @@ def _sweep(args: argparse.Namespace) -> int:
         print(render.sweep_front(sweep_report.shown_table(result.pareto, result)))
     if best is not None:
         shown = sweep_report.columns(result)  # the model and TP where they vary, an image's seq never
-        sizes = " ".join(f"{c.replace('_', '-')} {render.figure(best[c])}" for c in (*result.sizes, "output_len")
+        auto = bool(best.get("micro_batch_auto", False))  # the micro-batch auto chose
+        sizes = " ".join(f"{c.replace('_', '-')} {render.figure(best[c])}" + (" (auto)" if c == "micro_batch" and auto
+                                                                              else "")
+                         for c in (*result.sizes, "output_len")
                          if c in best and c in shown)  # the output length where it is an axis; a rate of 4.0 as 4
         setting = "".join(f", {best[c]:.0f} {unit}" for c, unit in (("sm_clock_mhz", "MHz"), ("power_limit_w", "W"))
                           if best[c] == best[c])  # NaN: the GPU's default
@@ -651,6 +656,9 @@ def _sweep(args: argparse.Namespace) -> int:
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
         tp = f", TP {best['tp']:.0f}" if "tp" in shown else ""
         tp += f", {best['instances']:.0f} instances" if "instances" in shown else ""
+        # a training run's axes (a vision model's point has neither)
+        tp += f", LoRA rank {best['lora_rank']:.0f}" if "lora_rank" in shown and best["lora_rank"] >= 0 else ""
+        tp += f", recompute {best['recompute']}" if "recompute" in shown and isinstance(best["recompute"], str) else ""
         carbon = (f"{render.mass(1e6 * best['carbon_per_token_g'])} CO2e a million output tokens"
                   if args.phase == "serve" else f"{render.mass(best['carbon_g'])} CO2e")
         model = f"{best['model']} on " if "model" in shown else ""
@@ -1456,9 +1464,11 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--global-batch", type=_whole, help="train-run: sequences (images) an optimizer step")
     jobs.add_argument("--steps", type=_whole, help="train-run: optimizer steps (or give --tokens)")
     jobs.add_argument("--tokens", type=_whole, help="train-run: tokens (a vision model: images) to train on")
-    jobs.add_argument("--lora-rank", type=_whole, help="train-run: LoRA adapters of this rank; default 0 (full)")
+    jobs.add_argument("--lora-rank", help="train-run: LoRA adapters of these ranks, e.g. 0,16 (0: full fine-tuning; "
+                      "several: an axis); default 0")
     jobs.add_argument("--lora-targets", help="train-run: all or attention; default all")
-    jobs.add_argument("--recompute", help="train-run: none, selective or full; default none")
+    jobs.add_argument("--recompute", help="train-run: none, selective or full, or several, e.g. none,full (an axis); "
+                      "default none")
     jobs.add_argument("--optimizer", help="train-run: adamw or sgd; default adamw")
     jobs.add_argument("--head-tokens", type=_whole, help="train-run: tokens a sequence the LM head runs over")
     jobs.add_argument("--head-outputs", type=_whole, help="train-run: a task head's width (default the vocabulary)")

@@ -477,6 +477,8 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 200, out
     assert {(p["gpu"], p["micro_batch"], p["micro_batch_auto"], p["feasible"]) for p in out["points"]} == {
         ("h100-sxm", 4, True, True), ("a10", 1, True, False)}
+    status, out = call(server, "/v1/sweep", {**run, "steps": 2, "lora_rank": [0, 16], "recompute": "full"})
+    assert status == 200 and [p["lora_rank"] for p in out["points"]] == [0, 16] and out["job"]["recompute"] == "full"
     status, out = call(server, "/v1/estimate/batch", {"rows": [{"model": "gpt2", "gpu": "a10", "batch": 4.0}]})
     assert status == 200 and out["rows"][0]["batch"] == 4
 

@@ -496,6 +496,43 @@ def test_a_training_sweep_of_text_and_vision_models_gives_the_text_models_alone_
     assert sorted(set(points["model"])) == ["qwen2-1.5b", "resnet-50"]
 
 
+def test_a_training_sweep_takes_lora_rank_and_recomputation_as_axes(capsys):
+    """Several LoRA ranks (0: full fine-tuning) or recomputations: axes, each point the run with them, exactly as
+    `train_run` gives it; a vision model's one point takes neither; one value is every run's option."""
+    from joulecast.estimator.train_run import train_run
+
+    common = dict(global_batch=16, micro_batch=4, steps=5, estimator="physics")
+    points = joulecast.sweep(["gpt2", "resnet-50"], "a10", phase="train-run", seq=512, lora_rank=[0, 16],
+                             recompute=["none", "full"], **common).points
+    text, image = points[points["model"] == "gpt2"], points[points["model"] == "resnet-50"]
+    assert sorted(zip(text["lora_rank"], text["recompute"])) == [(0, "full"), (0, "none"), (16, "full"),
+                                                                 (16, "none")]
+    for p in text.itertuples():
+        run = train_run("gpt2", "a10", seq=512, lora_rank=int(p.lora_rank), recompute=p.recompute, **common)
+        assert (p.energy_j, p.time_s, p.memory_gb) == (run.energy_j, run.time_s, run.memory_gb)
+    assert len(image) == 1 and image["energy_j"].iloc[0] == train_run("resnet-50", "a10", **common).energy_j
+    by = {(p.lora_rank, p.recompute): p for p in text.itertuples()}
+    assert by[16, "none"].memory_gb < by[0, "none"].memory_gb and by[0, "full"].time_s > by[0, "none"].time_s
+    one = joulecast.sweep("gpt2", "a10", phase="train-run", seq=512, lora_rank=[8], **common)
+    assert one.job["lora_rank"] == 8 and "lora_rank" not in one.points
+    for fields, refused in (({"lora_rank": [0, -1]}, ("lora_rank", "-1 is not a whole number from 0")),
+                            ({"recompute": ["none", "most"]}, ("recompute", "'most' is not none, selective or full")),
+                            ({"model": "resnet-50", "lora_rank": [0, 4]}, ("lora_rank", "LoRA's adapters on a "
+                                                                           "transformer's linear layers: has no effect"))):
+        with pytest.raises(joulecast.InputError) as err:
+            joulecast.sweep(fields.pop("model", "gpt2"), "a10", phase="train-run", **fields, **common)
+        assert err.value.field == refused[0] and err.value.message.startswith(refused[1])
+    argv = ["sweep", "--model", "gpt2", "--gpu", "a10", "--phase", "train-run", "--global-batch", "16", "--steps", "5",
+            "--seq", "512", "--estimator", "physics", "--lora-rank", "0,16", "--recompute", "none,full"]
+    assert main([*argv, "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["points"]) == 4
+    assert main(argv) == 0
+    assert re.search(r"best by energy: a10 micro-batch 16 seq 512 bf16, LoRA rank \d+, recompute (none|full), ",
+                     capsys.readouterr().out)
+    assert main([*argv[:-4], "--lora-rank", "0,x"]) == 2
+    assert "--lora-rank: 'x' is not an integer" in capsys.readouterr().err
+
+
 def test_a_training_sweep_s_micro_batch_auto_is_the_largest_that_fits_each_point_s_gpu(capsys):
     """micro_batch "auto" beside numbers: each auto point is `train_run(micro_batch="auto")` on its GPU, showing the
     micro-batch chosen (`micro_batch_auto` True); where not one sequence fits (Llama-3-8B's LoRA state on a 24 GB

@@ -515,10 +515,10 @@ def test_a_training_sweep_takes_lora_rank_and_recomputation_as_axes(capsys):
     assert by[16, "none"].memory_gb < by[0, "none"].memory_gb and by[0, "full"].time_s > by[0, "none"].time_s
     one = joulecast.sweep("gpt2", "a10", phase="train-run", seq=512, lora_rank=[8], **common)
     assert one.job["lora_rank"] == 8 and "lora_rank" not in one.points
+    adapters = "LoRA's adapters on a transformer's linear layers: has no effect"
     for fields, refused in (({"lora_rank": [0, -1]}, ("lora_rank", "-1 is not a whole number from 0")),
                             ({"recompute": ["none", "most"]}, ("recompute", "'most' is not none, selective or full")),
-                            ({"model": "resnet-50", "lora_rank": [0, 4]}, ("lora_rank", "LoRA's adapters on a "
-                                                                           "transformer's linear layers: has no effect"))):
+                            ({"model": "resnet-50", "lora_rank": [0, 4]}, ("lora_rank", adapters))):
         with pytest.raises(joulecast.InputError) as err:
             joulecast.sweep(fields.pop("model", "gpt2"), "a10", phase="train-run", **fields, **common)
         assert err.value.field == refused[0] and err.value.message.startswith(refused[1])

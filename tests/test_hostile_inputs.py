@@ -314,7 +314,8 @@ def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
                                       "--request-rate", "0.5,1e9", "8,16",
                                       "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json", "--grid",
                                       "FR,in", "--objective", "carbon", "--pue", "hyperscale", "--loader-rate", "0",
-                                      "--fusions", "channels_last"]), max_size=12))
+                                      "--fusions", "channels_last", "--lora-rank", "0,16", "--recompute",
+                                      "none,full"]), max_size=12))
 def test_cli_sweep_of_jobs(argv):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

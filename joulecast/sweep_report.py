@@ -167,18 +167,23 @@ def svg(points: Any, axes: tuple[str, str] = ("time_s", "energy_j"), names: list
         grid = points["grid"] if "grid" in points else pd.Series("", index=points.index)
         tp = points["tp"] if varies(points, "tp") else pd.Series(np.nan, index=points.index)
         out = points["output_len"] if "output_len" in points else pd.Series(np.nan, index=points.index)
+        rank, redo = (points[c] if c in points else pd.Series(np.nan, index=points.index)  # a training run's axes
+                      for c in ("lora_rank", "recompute"))
         model = points["model"] + " on " if varies(points, "model") else pd.Series("", index=points.index)
         shape = [" ".join(f"{name} {v}" for name, v in zip(sizes_shown, values))
                  for values in zip(*(points[c].astype(str) for c in sizes))]
         names = [f"{r.model}{r.gpu} {r.shape}"
                  + (f" output-len {r.out:.0f}" if r.out == r.out else "") + f" {r.dtype}"
-                 + (f", TP {r.tp:.0f}" if r.tp == r.tp else "") + f", clock "
+                 + (f", TP {r.tp:.0f}" if r.tp == r.tp else "")
+                 + (f", LoRA rank {r.rank:.0f}" if r.rank == r.rank else "")
+                 + (f", recompute {r.redo}" if isinstance(r.redo, str) else "") + f", clock "
                  f"{r.sm_clock_mhz}, limit {r.power_limit_w}: {figure(r.energy_j)} J in {figure(r.time_s)} s"
                  + (f", {figure(r.carbon_g)} g CO2e {grid_place(r.grid)}" if r.grid else "")
                  for r in points[["gpu", "dtype", "energy_j", "time_s"]]
                  .assign(shape=shape, sm_clock_mhz=setting_text(points["sm_clock_mhz"]),
                          power_limit_w=setting_text(points["power_limit_w"]), grid=grid,
-                         carbon_g=points.get("carbon_g", np.nan), tp=tp, out=out, model=model).itertuples()]
+                         carbon_g=points.get("carbon_g", np.nan), tp=tp, out=out, model=model, rank=rank,
+                         redo=redo).itertuples()]
     names = [html.escape(n) for n in names]
     groups = list(dict.fromkeys(points[group])) if group in points else []
     by_group = 1 < len(groups) <= len(_GROUP_COLOURS)

@@ -496,7 +496,7 @@ def test_a_training_sweep_of_text_and_vision_models_gives_the_text_models_alone_
     assert sorted(set(points["model"])) == ["qwen2-1.5b", "resnet-50"]
 
 
-def test_a_training_sweep_takes_lora_rank_and_recomputation_as_axes(capsys):
+def test_a_training_sweep_takes_lora_rank_and_recomputation_as_axes(capsys, tmp_path):
     """Several LoRA ranks (0: full fine-tuning) or recomputations: axes, each point the run with them, exactly as
     `train_run` gives it; a vision model's one point takes neither; one value is every run's option."""
     from joulecast.estimator.train_run import train_run
@@ -526,9 +526,11 @@ def test_a_training_sweep_takes_lora_rank_and_recomputation_as_axes(capsys):
             "--seq", "512", "--estimator", "physics", "--lora-rank", "0,16", "--recompute", "none,full"]
     assert main([*argv, "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["points"]) == 4
-    assert main(argv) == 0
+    assert main([*argv, "--report", str(tmp_path)]) == 0
     assert re.search(r"best by energy: a10 micro-batch 16 seq 512 bf16, LoRA rank \d+, recompute (none|full), ",
                      capsys.readouterr().out)
+    page = (tmp_path / "report.html").read_text()  # each point's label names its rank and recomputation
+    assert all(f"LoRA rank {r}, recompute {c}, clock" in page for r in (0, 16) for c in ("none", "full"))
     assert main([*argv[:-4], "--lora-rank", "0,x"]) == 2
     assert "--lora-rank: 'x' is not an integer" in capsys.readouterr().err
 

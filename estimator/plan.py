@@ -43,7 +43,7 @@ import dataclasses
 import functools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -165,15 +165,16 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
                        launch_mode=job.launch_mode, fusions=job.fusions, host_dispatch_s=site.host_dispatch_s,
                        with_forward=job.eval_tokens > 0)
 
-        def step_of(micro: int) -> StepEstimate:  # a step of the replica's share in micro-batches of `micro`
+        def step_of(micro: int, under: Layout = layout, recompute: str = job.recompute,
+                    **other: Any) -> StepEstimate:  # a step of the replica's share in micro-batches of `micro`
             if images:  # each GPU a whole replica: its step is a one-GPU run's (`train_run`)
                 return vision_step(config, job.model_name, site.gpu, attention="flash", micro_batch=micro,
                                    accumulation=share // micro, **setting)
             return step_estimate(job.model, site.gpu, seq=job.seq, lora_rank=job.lora_rank,
-                                 lora_targets=job.lora_targets, recompute=job.recompute, layout=layout,
+                                 lora_targets=job.lora_targets, recompute=recompute, layout=under,
                                  fp8_attention=job.fp8_attention, head_tokens=job.head_tokens,
                                  head_outputs=job.head_outputs, forward_overhead_s=job.forward_overhead_s,
-                                 micro_batch=micro, accumulation=share // micro, **setting)
+                                 micro_batch=micro, accumulation=share // micro, **{**setting, **other})
 
         step = step_of(share if auto else split)
         if auto and step.memory_gb > spec.memory_gb:  # the largest that fits: the fewest accumulated
@@ -182,10 +183,14 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
         accumulation = step.accumulation
         if step.memory_gb > spec.memory_gb:
             parts = ", ".join(f"{k} {v:.1f}" for k, v in step.memory_parts_gb.items())
+            fits = [] if images else _what_fits(job, site, spec, micro, lambda under, recompute: step_of(
+                micro, under, recompute, estimator="physics"))  # memory alone: physics' steps
             how = ("a GPU with more memory" if images and auto else "lower micro_batch" if images
-                   else "raise TP or PP, use ZeRO (layout.zero) or recompute")
+                   else f"{' or '.join(fits)} would fit" if fits else
+                   "raise TP or PP, use ZeRO (layout.zero) or recompute")
             raise InputError(f"sites[{i}].gpu", f"the model does not fit under layout TP {lay['tp']} x PP {lay['pp']} "
-                             f"x CP {lay['cp']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a {spec.memory_gb:g} GB "
+                             f"x CP {lay['cp']}, ZeRO {lay['zero']}: {step.memory_gb:.1f} GiB a GPU ({parts}) on a "
+                             f"{spec.memory_gb:g} GB "
                              f"{spec.name}" + (f" at one {'image' if images else 'sequence'} a micro-batch" if auto
                                                else "") + f"; {how}")
         bubble = step.time_s * (lay["pp"] - 1) / (lay["vpp"] * accumulation) if lay["pp"] > 1 else 0.0
@@ -237,6 +242,52 @@ def site_compute(job: Job, estimator: Any = None) -> list[SiteCompute]:
             intra_pj_per_bit=pj / intra_bytes if intra_bytes else 0.0,
             dp_bytes=step.trainable * grad_width, dp_link=dp_link, micro_batch=micro, input_floor_s=input_floor,
             eval_floor_s=eval_floor))
+    return out
+
+
+# How many ways to fit a site that its job's layout does not, a memory refusal names at most (`_what_fits`)
+FIT_HINTS = 3
+
+
+def _what_fits(job: Job, site: Site, spec: Any, micro: int,
+               step_with: Callable[[Layout, str], StepEstimate]) -> list[str]:
+    """What would fit `site`'s GPUs where the job's layout does not, as its job file would say it: of each kind of
+    change the least that fits, cheaper kinds first (a higher ZeRO stage, sharding over the site's replicas; full
+    recomputation; more tensor parallelism, within a node; more pipeline parallelism; where none of these alone does,
+    both with ZeRO 3), each
+    with its GiB a GPU (`step_with` a layout and recomputation: the step at the job's `micro`-batch), at most
+    FIT_HINTS, and only where the job's GPUs still hold whole replicas that split its global batch and the model
+    takes the split."""
+    lay, recompute = job.layout, job.recompute
+    kinds = [[(f"layout.zero {z}", dict(zero=z), recompute) for z in range(lay["zero"] + 1, 4)],
+             [("recompute full", {}, "full")] if recompute != "full" else [],
+             [(f"layout.tp {t}", dict(tp=t), recompute) for t in (2, 4, 8) if lay["tp"] < t <= site.gpus_per_node],
+             [(f"layout.pp {p}", dict(pp=p), recompute) for p in (2, 4, 8) if p > lay["pp"]],
+             sorted(((f"layout.{'tp ' + str(t) + ', ' if t > 1 else ''}{'pp ' + str(p) + ', ' if p > 1 else ''}zero 3",
+                      dict(tp=t, pp=p, zero=3), recompute)
+                     for t in (1, 2, 4, 8) for p in (1, 2, 4, 8)
+                     if t <= site.gpus_per_node and (t, p) != (1, 1) and (t > lay["tp"] or p > lay["pp"])),
+                    key=lambda c: c[1]["tp"] * c[1]["pp"])]
+    out: list[str] = []
+    for k, tried in enumerate(kinds):
+        if k == len(kinds) - 1 and out:  # both with ZeRO 3: only where no change alone fits
+            break
+        for said, change, how in tried:
+            new = {**lay, **change}
+            per_replica = new["tp"] * new["pp"] * new["cp"]
+            if any(s.gpus % per_replica for s in job.sites) or job.global_batch % (
+                    micro * sum(s.gpus // per_replica for s in job.sites)):
+                continue
+            under = Layout(tp=new["tp"], pp=new["pp"], cp=new["cp"], dp=site.gpus // per_replica, zero=new["zero"])
+            try:
+                step = step_with(under, how)
+            except InputError:  # a split the model does not take: heads or layers that do not divide
+                continue
+            if step.memory_gb <= spec.memory_gb:
+                out.append(f"{said} ({step.memory_gb:.1f} GiB)")
+                break
+        if len(out) == FIT_HINTS:
+            break
     return out
 
 

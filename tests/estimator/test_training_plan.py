@@ -172,6 +172,33 @@ def test_a_job_s_micro_batch_auto_is_each_site_s_largest_that_fits_its_gpus(caps
         planner.plan(_job(global_batch=100, micro_batch="auto", sites=sites, **common))
 
 
+@pytest.mark.parametrize("model, gpu, gpus, hints", [
+    ("llama-3-8b", "h100-sxm", 8, ["layout.zero 1", "layout.tp 2", "layout.pp 2"]),  # one of each kind, cheapest first
+    ("llama-3-8b", "a10", 8, ["layout.tp 8"]),
+    ("llama-3-70b", "a10", 64, ["layout.tp 8, zero 3"]),  # no change alone: both with ZeRO 3
+    ("llama-3-70b", "h100-sxm", 8, []),  # nothing fits: the general advice
+])
+def test_a_site_its_job_s_layout_does_not_fit_is_told_what_would(model, gpu, gpus, hints):
+    """A memory refusal names what would fit the site's GPUs, as the job file would say it, each with its GiB a GPU:
+    planned so, each fits with that memory."""
+    job = dict(model=model, seq=2048, global_batch=512, micro_batch=1, steps=10, links=[], strategies=["ddp"],
+               sites=[dict(name="a", gpu=gpu, gpus=gpus)])
+    with pytest.raises(joulecast.InputError) as err:
+        planner.plan(_job(**job))
+    said = err.value.message
+    assert err.value.field == "sites[0].gpu" and "ZeRO 0: " in said and "\n" not in said
+    found = re.findall(r"(layout\.[a-z0-9, ]+?) \(([0-9.]+) GiB\)", said)
+    assert [h for h, _ in found] == hints
+    if not hints:
+        assert said.endswith("raise TP or PP, use ZeRO (layout.zero) or recompute")
+    for hint, gib in found:  # "layout.tp 8, zero 3": tp 8 and zero 3
+        layout = {"tp": 1, "pp": 1, "cp": 1, "zero": 0}
+        layout.update({k: int(v) for k, v in re.findall(r"(tp|pp|zero) (\d)", hint)})
+        site = planner.site_compute(_job(**job, layout=layout))[0]
+        assert site.step.memory_gb == pytest.approx(float(gib), abs=0.05)
+        assert site.step.memory_gb <= joulecast.gpu(gpu).memory_gb
+
+
 def test_local_energy_meets_a_share_within_its_hours_and_lowers_carbon():
     sites = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE"),
              dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=1000, hours=[0, 24]))]

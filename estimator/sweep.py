@@ -25,7 +25,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, is_mixture_of_experts
 from joulecast.data.requests import RequestTrace, refuse_lengths, refuse_windows, requests_from_rows
-from joulecast.data.workload import PHASES, check_host_dispatch
+from joulecast.data.workload import AUTO_MICRO_BATCH, PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.serve_windows import MAX_COLD_START_S, MAX_HEADROOM
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
@@ -395,7 +395,7 @@ def _train_point(model: str, gpu: str, seq: int | None, micro_batch: int, option
     """A training sweep's point: `train_run` at `micro_batch`, or at the largest that fits where it is AUTO_SIZE;
     where not one sequence a micro-batch fits, at one, flagged exceeds-memory (infeasible) as a number past memory
     is, not the sweep refused."""
-    from joulecast.estimator.train_run import AUTO_MICRO_BATCH, train_run
+    from joulecast.estimator.train_run import train_run
 
     try:
         return train_run(model, gpu, seq=seq, micro_batch=AUTO_MICRO_BATCH if micro_batch == AUTO_SIZE
@@ -545,7 +545,7 @@ _COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.value
 def _is_auto(value: Any) -> bool:
     """Whether a training sweep's micro-batch is the word auto (the largest that fits, `AUTO_SIZE`), as `train_run`
     takes it."""
-    return isinstance(value, str) and value == "auto"
+    return isinstance(value, str) and value == AUTO_MICRO_BATCH
 
 
 def _is_count(value: Any) -> bool:
@@ -573,7 +573,7 @@ def listed(value: Any, name: str, default: list) -> list:
         values = [whole_number(v) for v in values]
         bad = [v for v in values if not (_is_count(v) or v == 0 and not isinstance(v, bool))]
     elif name == "recompute":
-        bad = [v for v in values if v not in RECOMPUTE]
+        bad = [v for v in values if not isinstance(v, str) or v not in RECOMPUTE]
     elif name in _COUNT_FIELDS:
         auto = [name == "micro_batch" and _is_auto(v) for v in values]
         values = [AUTO_SIZE if a else whole_number(v) for a, v in zip(auto, values)]

@@ -27,6 +27,14 @@ MIN_LOADER_RATE = 1e-3
 # A training run's or a plan's micro-batch given as this word: the largest that divides its batch and fits the GPU's
 # memory (`joulecast.train_run`, a job file's `micro_batch`, each site its own)
 AUTO_MICRO_BATCH = "auto"
+# A generation's or a serving load's tensor-parallel GPUs given as this word: the fewest (1, 2, 4 or 8) whose shards
+# fit each GPU's memory (`joulecast.generate`, `joulecast.serve`)
+AUTO_TP = "auto"
+
+
+def is_auto_tp(tp: object) -> bool:
+    """Whether `tp` is the word AUTO_TP (not a number, nor a number's text)."""
+    return isinstance(tp, str) and tp == AUTO_TP
 MAX_TOKENS = 2**31
 
 

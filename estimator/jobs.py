@@ -9,6 +9,7 @@ errors would.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,10 +23,11 @@ from joulecast.data.errors import InputError, require, require_choice, require_s
 from joulecast.data.files import REQUEST_LENGTHS, check_count, request_pairs
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
-from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch
+from joulecast.data.workload import LAUNCH_MODES, MAX_SIZE, check_host_dispatch, is_auto_tp
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.offload import H2D_DEFAULT_GBPS, check_offload, with_copies
-from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp, fewest_fitting, with_all_reduces
+from joulecast.estimator.tensor_parallel import (check_expert_parallel, check_tp_or_auto, fewest_fitting,
+                                                 with_all_reduces)
 from joulecast.features.design import host_dispatch, host_stated
 from joulecast.features.lowering import ATTENTION_BACKENDS, check_job, resolve_model
 from joulecast.features.physics import check_setting
@@ -69,6 +71,7 @@ class GenerationEstimate:
     tp: int = 1                       # tensor-parallel GPUs: energy and power are all of theirs, memory one's
     expert_parallel: bool = False     # a mixture's experts split whole over the tp GPUs, not each one's width
     fits_tp: int | None = None        # exceeds-memory: the fewest tensor-parallel GPUs (2, 4, 8) whose shards fit
+    tp_auto: bool = False             # tp "auto": `tp` the fewest GPUs whose shards fit (1 where one GPU holds it)
     steps: pd.DataFrame = field(default=None, compare=False, repr=False)  # each step's estimate
 
     def to_dict(self) -> dict[str, Any]:
@@ -162,7 +165,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
              engine: str | None = None,
              sm_clock_mhz: float | None = None, power_limit_w: float | None = None,
              host_dispatch_s: float | None = None, offload_gb: float = 0.0, h2d_gbps: float | None = None,
-             tp: int = 1, expert_parallel: bool = False, estimator: Any = None,
+             tp: int | str = 1, expert_parallel: bool = False, estimator: Any = None,
              suggest_tp: bool = True) -> GenerationEstimate:
     """Estimate a whole generation: the prompt's prefill, then `output_len - 1` decode steps (the prefill yields the
     first token), step t attending to `input_len + t` cached tokens. Without a KV cache (HF transformers'
@@ -182,10 +185,15 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     the posted rates' median, the interval spanning them: `estimator.offload`).
     `suggest_tp`: where the generation exceeds its GPU's memory, find the fewest tensor-parallel GPUs that hold it
     (`fits_tp`: a few passes of physics more; a sweep, which marks such a point infeasible, asks none).
+    `tp` "auto": the generation on the fewest GPUs (1, 2, 4 or 8) whose shards fit (`tp_auto`; one past 8 GPUs'
+    memory on one, flagged exceeds-memory with `fits_tp` none).
 
     Raises:
         InputError: naming the field that is wrong.
     """
+    called = dict(locals())  # the arguments, for tp "auto"'s estimate on the GPUs found
+    auto_tp = is_auto_tp(tp)
+    suggest_tp = suggest_tp or auto_tp
     batch, input_len, output_len = (_positive(n, v) for n, v in (("batch", batch), ("input_len", input_len),
                                                                  ("output_len", output_len)))
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
@@ -200,6 +208,9 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
     out = _with_all_reduces(out, steps, model, gpu, tp, sm_clock_mhz, expert_parallel, dtype, power_limit_w)
     totals = _summed(out)
     energy = totals["energy_j"]
+    fits_tp = _fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb) if suggest_tp else None
+    if auto_tp and fits_tp:  # the fewest GPUs whose shards fit: the generation on them
+        return dataclasses.replace(generate(**{**called, "tp": fits_tp, "suggest_tp": False}), tp_auto=True)
     dispatch = float(host_dispatch([launch_mode], [host_dispatch_s])[0])  # the host the steps took (design's rule)
     return GenerationEstimate(
         **_names(model, gpu), batch=batch, input_len=input_len, output_len=output_len, kv_cache=kv_cache, **totals,
@@ -209,7 +220,7 @@ def generate(model: str, gpu: str, *, batch: int = 1, input_len: int, output_len
         prefill_energy_j=float(out["energy_j"].iloc[0]), decode_energy_j=float(out["energy_j"].iloc[1:].sum()),
         host_dispatch_s=dispatch, host_dispatch_stated=host_stated(host_dispatch_s, dispatch),
         **_offload_fields(offload_gb, h2d_gbps), tp=tp, expert_parallel=expert_parallel, steps=out,
-        fits_tp=_fits_tp(model, steps.iloc[[0, -1]], tp, totals["flags"], offload_gb) if suggest_tp else None)
+        fits_tp=fits_tp, tp_auto=auto_tp)
 
 
 def _names(model: Any, gpu: str) -> dict[str, str]:
@@ -238,7 +249,7 @@ def _layout(model: str, tp: object, offload_gb: float, expert_parallel: object) 
             "(a generation reads a config from its file)")
     config = resolve_model(model)[0]
     check_job(config, "generate")
-    tp = check_tp(config, tp)
+    tp = check_tp_or_auto(config, tp)
     if tp > 1 and offload_gb:
         raise InputError("offload_gb", "give it or tp, not both: GPUs that hold the model between them copy none")
     return tp, check_expert_parallel(expert_parallel, config)
@@ -295,6 +306,7 @@ class RequestsEstimate:
     tp: int = 1
     expert_parallel: bool = False
     fits_tp: int | None = None        # as `GenerationEstimate`'s
+    tp_auto: bool = False             # as `GenerationEstimate`'s
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -315,18 +327,19 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
                       kv_cache: bool = True, attention: str = "flash", launch_mode: str | None = None,
                       engine: str | None = None, sm_clock_mhz: float | None = None,
                       power_limit_w: float | None = None, host_dispatch_s: float | None = None,
-                      offload_gb: float = 0.0, h2d_gbps: float | None = None, tp: int = 1,
+                      offload_gb: float = 0.0, h2d_gbps: float | None = None, tp: int | str = 1,
                       expert_parallel: bool = False, estimator: Any = None) -> RequestsEstimate:
     """Estimate a list of requests, (input_len, output_len) each (or a frame's input_len and output_len columns),
     generated as Hugging Face's `generate` runs a batch: `batch` requests at a time in the list's order, each batch
     padded to its longest prompt and decoding until its longest answer ends (a finished sequence goes on as padding),
     one batch after another. Every batch's steps go through `estimate_many` in one pass; the interval adds up all
     steps' bounds, as `generate`'s; weights offloaded to host memory (`offload_gb`, `h2d_gbps`), tensor
-    parallelism (`tp`) and experts split over its GPUs (`expert_parallel`) as `generate` takes them.
+    parallelism (`tp`, "auto" too) and experts split over its GPUs (`expert_parallel`) as `generate` takes them.
 
     Raises:
         InputError: naming the field that is wrong (`requests[i]` for a request).
     """
+    called = dict(locals())  # the arguments, for tp "auto"'s estimate on the GPUs found
     batch = _positive("batch", batch)
     if isinstance(requests, pd.DataFrame):  # a requests CSV read by pandas: its two columns, lengths as the CLI reads
         require({"input_len", "output_len"} <= set(requests.columns), "requests",
@@ -344,6 +357,7 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
         _positive(f"requests[{i}].input_len", pair[0])
         _positive(f"requests[{i}].output_len", pair[1])
     lengths = np.array(pairs, dtype=np.int64)
+    auto_tp = is_auto_tp(tp)
     offload_gb, h2d_gbps = check_offload(offload_gb, h2d_gbps)
     (tp, expert_parallel), engine = _layout(model, tp, offload_gb, expert_parallel), check_engine(engine)
     kv_cache = require_switch(kv_cache, "kv_cache")
@@ -369,12 +383,14 @@ def generate_requests(model: str, gpu: str, requests: Any, *, batch: int = 1, dt
     totals = _summed(out)
     asked = int(lengths[:, 1].sum())
     computed = sum(len(g) * int(g[:, 1].max()) for g in groups)
+    fits_tp = _fits_tp(model, steps.iloc[np.concatenate([first, np.r_[first[1:], len(steps)] - 1])], tp,
+                       totals["flags"], offload_gb)
+    if auto_tp and fits_tp:  # the fewest GPUs whose shards fit: the requests on them
+        return dataclasses.replace(generate_requests(**{**called, "tp": fits_tp}), tp_auto=True)
     return RequestsEstimate(
         **_names(model, gpu), batch=batch, requests=len(lengths), input_len_mean=float(lengths[:, 0].mean()),
         output_len_mean=float(lengths[:, 1].mean()), kv_cache=kv_cache, **totals,
         ttft_mean_s=float(np.repeat(waits, [len(g) for g in groups]).mean()),
         energy_per_output_token_j=totals["energy_j"] / asked, energy_per_request_j=totals["energy_j"] / len(lengths),
         padding_share=1.0 - asked / computed, **_offload_fields(offload_gb, h2d_gbps), tp=tp,
-        expert_parallel=expert_parallel,
-        fits_tp=_fits_tp(model, steps.iloc[np.concatenate([first, np.r_[first[1:], len(steps)] - 1])], tp,
-                         totals["flags"], offload_gb))
+        expert_parallel=expert_parallel, fits_tp=fits_tp, tp_auto=auto_tp)

@@ -63,7 +63,7 @@ from joulecast.data.errors import InputError, require, require_choice, require_s
 from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kept import kept_for
 from joulecast.data.kernels import DTYPES, dtype_name
-from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_host_dispatch
+from joulecast.data.workload import LAUNCH_MODES, MAX_TOKENS, Workload, check_host_dispatch, is_auto_tp
 from joulecast.estimator import token_gaps
 from joulecast.estimator.api import Estimate, estimate_batch
 from joulecast.estimator.autoscaler import Instances, Pieces, Reactive, following_text, reactive_instances
@@ -86,7 +86,7 @@ from joulecast.estimator.serve_windows import (
 from joulecast.estimator.slot_wait import SlotWaits, closed_wait_s, open_waits, quantile_s
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
-    check_tp,
+    check_tp_or_auto,
     fewest_fitting,
     instance_wait,
 )
@@ -171,6 +171,7 @@ class ServeEstimate:
     output_tokens: float | None = None  # output tokens served in duration_s
     energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
+    tp_auto: bool = False         # tp "auto": `tp` the fewest GPUs whose shards fit (1 where one GPU holds it)
     instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
     autoscale: bool = False       # window by window, as few of the instances as serve each window (`windows`)
     spare: str = "off"            # autoscaled: the instances not serving off (drawing nothing) or idle (warm)
@@ -321,7 +322,7 @@ def _evaluate(model: str, spec: Any, batches: np.ndarray | list[np.ndarray], siz
 
 def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: float | None = None,
           concurrency: int | None = None, request_rate: float | None = None, max_batch: int = 256,
-          engine: str = "none", tp: int = 1,
+          engine: str = "none", tp: int | str = 1,
           dtype: str = "bf16", launch_mode: str = "graph", chunk_tokens: int = serve_step.CHUNK_TOKENS,
           duration_s: float | None = None,
           sm_clock_mhz: float | None = None, power_limit_w: float | None = None, output_tokens: float | None = None,
@@ -380,12 +381,18 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     `wait_s` the requests' mean wait. What waits is work, first in, first out: each request the instance-seconds its
     own lengths take (`_queued_load`), so a request a later window serves keeps its answer's tokens.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
+    `tp` "auto": the load on the fewest GPUs (1, 2, 4 or 8) whose shards fit (`tp_auto`; a load past 8 GPUs' memory
+    on one, flagged exceeds-memory with `fits_tp` none).
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
             serves (naming the fewest instances that would), an unknown engine, a layout the model's heads do not
             divide, experts split where the model has none, a clock or a limit the GPU does not allow).
     """
+    called = dict(locals())  # the arguments, for tp "auto"'s estimate on the GPUs found
+    auto_tp = is_auto_tp(tp)
+    if auto_tp:
+        tp, suggest_tp = 1, True
     windows, spread, lengths = None, None, None
     if any(v is not None for v in (window_rates, window_s, last_window_s, window_lengths)):
         windows, seconds = check_windows(window_rates, window_s, last_window_s, concurrency, request_rate,
@@ -468,7 +475,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     config = resolve_model(model)[0]
     check_job(config, "serve")
-    tp = check_tp(config, tp)  # a whole number of GPUs the model's heads divide into
+    tp = check_tp_or_auto(config, called["tp"])  # a whole number of GPUs the model's heads divide into, or auto's 1
     expert_parallel = check_expert_parallel(expert_parallel, config)
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
@@ -646,6 +653,8 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
+    if auto_tp and fits_tp:  # the fewest GPUs whose shards fit: the load on them
+        return dataclasses.replace(serve(**{**called, "tp": fits_tp, "suggest_tp": False}), tp_auto=True)
     gaps = tuple(float(g) if np.isfinite(g) else None for g in whole_gaps)  # none: answers of one token
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
@@ -662,6 +671,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         itl_p90_s=gaps[0], itl_p99_s=gaps[1],
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
+        tp_auto=auto_tp,
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,

@@ -24,6 +24,7 @@ from joulecast.data.gpus import GpuSpec
 from joulecast.data.job_file import reference
 from joulecast.data.kernels import stack
 from joulecast.data.models import hidden_size, layer_count
+from joulecast.data.workload import AUTO_TP, is_auto_tp
 from joulecast.features import collectives
 from joulecast.features.kernel_table import kernel_columns
 from joulecast.features.lower_transformers import expert_gemms
@@ -59,6 +60,17 @@ def check_expert_parallel(value: object, config: Mapping[str, Any] | None = None
 # The instance sizes a memory hint tries: 2, 4 or 8 GPUs, within one node's NVLink domain (an HGX H100 node holds 8:
 # data/distributed/systems.yaml's gpus_per_node, shared/reference/distributed.md [Latif]).
 SPLITS = (2, 4, 8)
+
+
+def check_tp_or_auto(config: Mapping[str, Any], tp: object) -> int:
+    """`check_tp`, where `tp` may also be the word auto (`data.workload.AUTO_TP`: read as 1, the caller searching
+    the fewest that fit), else one InputError naming `tp` that says so."""
+    if is_auto_tp(tp):
+        return 1
+    if isinstance(tp, str):
+        raise InputError("tp", f"must be a whole number of GPUs from 1 to 1,024 or {AUTO_TP!r} (the fewest whose "
+                               f"shards fit), got {tp!r}")
+    return check_tp(config, tp)
 
 
 def fewest_fitting(config: Mapping[str, Any], tp: int, fits: Callable[[int], bool]) -> int | None:

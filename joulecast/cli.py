@@ -1150,8 +1150,14 @@ def _whole(text: str) -> int:
 
 
 def _whole_or_auto(text: str) -> int | str:
-    """`_whole`, or the word auto (`--micro-batch auto`)."""
-    return text if text == "auto" else _whole(text)
+    """`_whole`, or the word auto (`--micro-batch auto`, `--tp auto`)."""
+    if text == "auto":
+        return text
+    try:
+        return _whole(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace(" is not a whole number (", " is not auto nor a whole "
+                                                                                        "number (", 1)) from None
 
 
 # A time flag's units (`_seconds`), in seconds
@@ -1308,9 +1314,9 @@ def build_parser() -> argparse.ArgumentParser:
     srv.add_argument("--concurrency", type=_whole, help="requests kept in flight (or give --request-rate)")
     srv.add_argument("--request-rate", type=float, help="requests a second, Poisson arrivals")
     srv.add_argument("--max-batch", type=_whole, help="the engine's most requests in flight; default 256")
-    srv.add_argument("--tp", type=_whole, help="tensor-parallel GPUs of one instance (--phase generate too), each its "
-                     "shard, two all-reduces a layer over the GPUs' own link (NVLink on SXM boards, PCIe on "
-                     "PCIe cards); default 1")
+    srv.add_argument("--tp", type=_whole_or_auto, help="tensor-parallel GPUs of one instance (--phase generate too), "
+                     "each its shard, two all-reduces a layer over the GPUs' own link (NVLink on SXM boards, PCIe on "
+                     "PCIe cards), or auto: the fewest (1, 2, 4 or 8) whose shards fit; default 1")
     srv.add_argument("--expert-parallel", action="store_true", help="a mixture of experts' experts split whole over "
                      "the --tp GPUs, a share each (vLLM's --enable-expert-parallel), not each expert's width split "
                      "(--phase generate too)")

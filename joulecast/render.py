@@ -294,8 +294,17 @@ def _tensor_parallel(job: Any) -> str:
     """A job on several GPUs in tensor parallelism: how many, how a mixture's experts are split, and what its
     figures cover."""
     experts = ", experts split over the GPUs" if job.expert_parallel else ""
-    return ("" if job.tp == 1 else f" x {job.tp}, tensor parallel{experts} (energy and power all of them, memory one "
-                                   "GPU's)")
+    auto = _tp_auto(job)
+    return (auto and f" (tp auto: {auto})" if job.tp == 1 else f" x {job.tp}, tensor parallel{experts} (energy and "
+            f"power all of them, memory one GPU's{'; tp auto: ' + auto if auto else ''})")
+
+
+def _tp_auto(job: Any) -> str:
+    """What tp "auto" found, in words; empty where the job's tp was given."""
+    if not getattr(job, "tp_auto", False):
+        return ""
+    return ("the fewest GPUs whose shards fit" if job.tp > 1 or "exceeds-memory" not in job.flags
+            else "not 8 GPUs' shards fit either")
 
 
 def _offload_lines(job: Any) -> list[str]:
@@ -434,7 +443,8 @@ def serve_table(job: Any, origin_s: float | None = None) -> str:
     lines = [f"serving {job.model}: {figure(job.input_len)} token{'' if job.input_len == 1 else 's'} in, "
              f"{figure(job.output_len)} out a request, "
              f"{job.batch:.3g} in flight{' an instance' if job.instances > 1 else ''}, engine {job.engine}"
-             + (f", TP {job.tp}" if job.tp > 1 else "")
+             + (f", TP {job.tp}" if job.tp > 1 or _tp_auto(job) else "")
+             + (f" (auto: {_tp_auto(job)})" if _tp_auto(job) else "")
              + (", experts split over the GPUs" if job.expert_parallel and job.tp > 1 else "")
              + (f", {job.sampling} sampling" if job.sampling != "greedy" else ""),
              f"gpu        {job.gpu}" + (f" x {job.tp * job.instances}" if job.tp * job.instances > 1 else "")

@@ -471,6 +471,9 @@ def test_serving_and_training_runs_over_http_are_the_cli_s(server):
     assert status == 200 and out["micro_batch"] == 4 and out["micro_batch_auto"] is True, out
     status, out = call(server, "/v1/estimate", {**run, "steps": 2, "micro_batch": "most"})
     assert status == 422 and out["detail"][0]["loc"] == ["body", "micro_batch"]
+    status, out = call(server, "/v1/estimate", {"model": "llama-3-70b", "gpu": "h100-sxm", "phase": "serve",
+                                                "input_len": 512, "output_len": 128, "concurrency": 16, "tp": "auto"})
+    assert status == 200 and (out["tp"], out["tp_auto"]) == (2, True), out
     # and in a sweep, beside numbers: each auto point the micro-batch chosen on its GPU
     status, out = call(server, "/v1/sweep", {**run, "model": "llama-3-8b", "gpu": ["h100-sxm", "a10"], "seq": 2048,
                                              "global_batch": 64, "lora_rank": 16, "steps": 2, "micro_batch": ["auto"]})

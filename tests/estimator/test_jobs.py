@@ -558,6 +558,45 @@ def test_a_list_of_requests_past_its_gpus_memory_names_the_fewest_gpus_too():
     assert joulecast.generate_requests("llama-3-8b", "h100-sxm", pairs, batch=2, estimator="physics").fits_tp is None
 
 
+def test_tp_auto_runs_a_job_on_the_fewest_gpus_whose_shards_fit(capsys):
+    """tp "auto": a generation, a list of requests or a serving load on the fewest GPUs (1, 2, 4, 8) whose shards
+    fit, exactly the estimate at that tp, `tp_auto` set; where one GPU holds it, at one; where not eight do, at one,
+    flagged; anything else named."""
+    from joulecast.estimator.serving import serve
+
+    kw = dict(batch=4, input_len=1024, output_len=16, estimator="physics")
+    for model, card, tp in (("llama-3-70b", "h100-sxm", 2), ("llama-3-70b", "a10", 8), ("llama-3-8b", "h100-sxm", 1)):
+        auto, given = (joulecast.generate(model, card, tp=t, **kw) for t in ("auto", tp))
+        assert (auto.tp, auto.tp_auto, given.tp_auto) == (tp, True, False)
+        assert (auto.energy_j, auto.time_s, auto.energy_interval_j) == (given.energy_j, given.time_s,
+                                                                      given.energy_interval_j)
+        load = dict(input_len=512, output_len=128, concurrency=16, engine="vllm-0.11.1", estimator="physics")
+        auto, given = (serve(model, card, tp=t, **load) for t in ("auto", tp))
+        assert (auto.tp, auto.tp_auto) == (tp, True) and auto.energy_per_output_token_j == \
+            given.energy_per_output_token_j and auto.energy_per_output_token_interval_j == \
+            given.energy_per_output_token_interval_j
+    pairs = [(64, 8), (64, 8), (6000, 8), (6000, 8)]
+    run = joulecast.generate_requests("llama-3-70b", "h100-sxm", pairs, batch=2, tp="auto", estimator="physics")
+    assert (run.tp, run.tp_auto) == (2, True) and run.energy_j == joulecast.generate_requests(
+        "llama-3-70b", "h100-sxm", pairs, batch=2, tp=2, estimator="physics").energy_j
+    past = serve("llama-3.1-405b", "a10", input_len=512, output_len=128, concurrency=4, tp="auto", estimator="physics")
+    assert (past.tp, past.tp_auto, past.fits_tp) == (1, True, None) and "exceeds-memory" in past.flags
+    for run in (lambda: joulecast.generate("gpt2", "a10", tp="most", **kw),
+                lambda: serve("gpt2", "a10", input_len=8, output_len=8, concurrency=1, tp="most")):
+        with pytest.raises(joulecast.InputError, match="^tp: must be a whole number of GPUs from 1 to 1,024 or 'auto'"):
+            run()
+    argv = ["estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--input-len", "512", "--output-len", "16",
+            "--tp", "auto", "--estimator", "physics"]
+    assert main([*argv, "--phase", "serve", "--concurrency", "16"]) == 0
+    assert "TP 2 (auto: the fewest GPUs whose shards fit)" in capsys.readouterr().out.splitlines()[0]
+    assert main([*argv, "--phase", "generate", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["tp"], shown["tp_auto"]) == (2, True)
+    with pytest.raises(SystemExit) as exc:
+        main([*argv[:-4], "--tp", "most", "--phase", "generate"])
+    assert exc.value.code == 2 and "argument --tp: 'most' is not auto nor a whole number" in capsys.readouterr().err
+
+
 def test_a_list_of_requests_past_the_step_bound_is_refused_before_any_estimate():
     """Steps are each batch's longest answer, summed: 5,000 answers of 101 tokens one at a time are 505,000, over
     MAX_REQUEST_STEPS, refused at once naming the requests and the serving load instead."""

@@ -367,6 +367,8 @@ _NEEDS = {"generate": {"input_len": 16, "output_len": 4}, "serve": {"input_len":
 @given(phase=st.sampled_from([None, "generate", "serve", "train-run", "decode", "training"]), needs=st.booleans(),
        extra=st.dictionaries(st.sampled_from(_BODY_KEYS),
                              st.one_of(anything, st.lists(st.integers(-1, 64), max_size=2)), max_size=3))
+@example(phase="serve", needs=True, extra={"tp": "auto"})  # the fewest GPUs whose shards fit
+@example(phase="train-run", needs=True, extra={"micro_batch": "auto", "tp": "auto"})  # tp: not a training field
 def test_service_bodies(phase, needs, extra):
     """A service body with hostile fields (its phase's required ones or not), as an estimate and as a report: an
     answer, or one line naming a field (the service's 422); never another exception (a 500: a train-run body without

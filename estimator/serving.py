@@ -86,6 +86,8 @@ from joulecast.estimator.serve_windows import (
 from joulecast.estimator.slot_wait import SlotWaits, closed_wait_s, open_waits, quantile_s
 from joulecast.estimator.tensor_parallel import (
     check_expert_parallel,
+    SPLITS,
+    check_tp,
     check_tp_or_auto,
     fewest_fitting,
     instance_wait,
@@ -381,18 +383,16 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     `wait_s` the requests' mean wait. What waits is work, first in, first out: each request the instance-seconds its
     own lengths take (`_queued_load`), so a request a later window serves keeps its answer's tokens.
     `suggest_tp`: as `joulecast.generate`'s (the fewest tensor-parallel GPUs that hold a load past one GPU's memory).
-    `tp` "auto": the load on the fewest GPUs (1, 2, 4 or 8) whose shards fit (`tp_auto`; a load past 8 GPUs' memory
-    on one, flagged exceeds-memory with `fits_tp` none).
+    `tp` "auto": the load on the fewest GPUs (1, 2, 4 or 8) whose shards fit and serve it (`tp_auto`; a load past 8
+    GPUs' memory on the fewest that serve it, flagged exceeds-memory; past what 8 serve, refused as at 8).
 
     Raises:
         InputError: naming the field (lengths, a load given both ways or neither, a rate beyond what max_batch
             serves (naming the fewest instances that would), an unknown engine, a layout the model's heads do not
             divide, experts split where the model has none, a clock or a limit the GPU does not allow).
     """
-    called = dict(locals())  # the arguments, for tp "auto"'s estimate on the GPUs found
-    auto_tp = is_auto_tp(tp)
-    if auto_tp:
-        tp, suggest_tp = 1, True
+    if is_auto_tp(tp):
+        return _fewest_gpus(dict(locals()))
     windows, spread, lengths = None, None, None
     if any(v is not None for v in (window_rates, window_s, last_window_s, window_lengths)):
         windows, seconds = check_windows(window_rates, window_s, last_window_s, concurrency, request_rate,
@@ -475,7 +475,7 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
     sampling = check_sampling(sampling)  # before the model loads, as the settings above
     config = resolve_model(model)[0]
     check_job(config, "serve")
-    tp = check_tp_or_auto(config, called["tp"])  # a whole number of GPUs the model's heads divide into, or auto's 1
+    tp = check_tp_or_auto(config, tp)  # a whole number of GPUs the model's heads divide into
     expert_parallel = check_expert_parallel(expert_parallel, config)
     spec = lookup_gpu(gpu)
     clock, limit = check_setting(spec, sm_clock_mhz, power_limit_w)  # before the model loads: a bad one costs no wait
@@ -653,8 +653,6 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         fits_tp = fewest_fitting(config, tp, lambda gpus: "exceeds-memory" not in _evaluate(
             model, spec, np.array([busy]), [at], dtype=dtype, engine=eng, launch_mode=launch_mode, tp=gpus,
             chunk_tokens=chunk_tokens, residual=None, **setting)[0][0][0].flags)
-    if auto_tp and fits_tp:  # the fewest GPUs whose shards fit: the load on them
-        return dataclasses.replace(serve(**{**called, "tp": fits_tp, "suggest_tp": False}), tp_auto=True)
     gaps = tuple(float(g) if np.isfinite(g) else None for g in whole_gaps)  # none: answers of one token
     # queued: a request's mean wait for the backlog it finds, over the requests
     wait = float(np.average(line["wait_s"], weights=arrivals)) if queue else None
@@ -671,7 +669,6 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         itl_p90_s=gaps[0], itl_p99_s=gaps[1],
         memory_gb=float(est.memory_gb or 0.0),
         flags=tuple(sorted(str(f) for f in flags)), fits_tp=fits_tp, outside_domain=tuple(est.outside_domain),
-        tp_auto=auto_tp,
         method=est.method,
         sm_clock_mhz=clock, power_limit_w=limit, instances=instances, autoscale=bool(autoscale), queue=bool(queue),
         spare=spare, cold_start_s=cold_start_s, headroom=headroom, ttft_target_s=ttft_target_s,
@@ -681,6 +678,30 @@ def serve(model: str, gpu: str, *, input_len: float | None = None, output_len: f
         windows=spread,
         **_totals(power, tokens_per_s, duration_s, output_tokens, None if band is None else
                   tuple(b / per_token for b in band)))
+
+
+def _fewest_gpus(called: dict[str, Any]) -> ServeEstimate:
+    """`serve` with `tp` "auto" (`called`: its arguments): the load on each of 1, 2, 4 and 8 GPUs the model's heads
+    divide into, fewest first, until one holds its shards and serves its rate; where none holds them, the fewest that
+    serve it, flagged exceeds-memory; where none serves it, the refusal at the most."""
+    config = resolve_model(called["model"])[0]
+    held, refused = None, None
+    for gpus in (1, *SPLITS):
+        try:
+            check_tp(config, gpus)
+        except InputError:  # a split the model's heads do not take
+            continue
+        try:
+            r = serve(**{**called, "tp": gpus, "suggest_tp": False})
+        except BeyondCapacityError as exc:  # more GPUs an instance serve more
+            refused = exc
+            continue
+        if "exceeds-memory" not in r.flags:
+            return dataclasses.replace(r, tp_auto=True)
+        held = held or r
+    if held is None:
+        raise refused
+    return dataclasses.replace(held, tp_auto=True)
 
 
 def _first_sizes(size: Mapping[str, float], chunk_tokens: int, batch: int

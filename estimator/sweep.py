@@ -25,7 +25,7 @@ from joulecast.data.gpus import gpu as lookup_gpu
 from joulecast.data.kernels import dtype_name
 from joulecast.data.models import TEXT_TRAINING_OPTIONS, is_mixture_of_experts
 from joulecast.data.requests import RequestTrace, refuse_lengths, refuse_windows, requests_from_rows
-from joulecast.data.workload import AUTO_MICRO_BATCH, PHASES, check_host_dispatch
+from joulecast.data.workload import AUTO_MICRO_BATCH, AUTO_TP, PHASES, check_host_dispatch
 from joulecast.estimator.many import estimate_many
 from joulecast.estimator.serve_windows import MAX_COLD_START_S, MAX_HEADROOM
 from joulecast.estimator.tensor_parallel import check_expert_parallel, check_tp
@@ -93,9 +93,11 @@ SIZES = {"train-run": ("micro_batch", "seq"), "generate": ("batch", "input_len")
 # service sees, the GPU idling where it serves it faster; a point past the GPU's capacity (`max_batch` in flight)
 # cannot serve it and is flagged `exceeds-capacity`, infeasible as one past memory is.
 RATE_SIZES = ("request_rate", "input_len")
-# A training sweep's micro-batch given as the word auto (`train_run`'s "the largest that fits"): a value of the grid's
-# batch column no count takes, each point then showing the micro-batch chosen (and `micro_batch_auto` True)
+# A training sweep's micro-batch, or a generation's or serving load's tensor-parallel GPUs, given as the word auto
+# (`train_run`'s "the largest that fits", `serve`'s and `generate`'s "the fewest whose shards fit"): a value of its
+# column no count takes, each point then showing the one chosen (and `micro_batch_auto` or `tp_auto` True)
 AUTO_SIZE = 0
+AUTO_FIELDS = ("micro_batch", "tp")
 UNSERVABLE = ("exceeds-memory", "exceeds-capacity")  # a point so flagged cannot run its load
 # The job option (and the points' columns, a grid's index after it) that carry a load window by window's hourly
 # series in (each grid on one, else None) and each point's intensity out, its windows' hours weighted by their energy
@@ -198,8 +200,9 @@ def grid(model: str | Sequence[str], phase: str, *, gpus: Sequence[str], batches
     training_axes = {name: list(dict.fromkeys((training_axes or {}).get(name, ()))) for name in TRAINING_AXES}
     instances = serving_axes["instances"]
     models = [model] if isinstance(model, str) else list(model)
-    if tps:  # each divides every model's heads
-        tps = list(dict.fromkeys(check_tp(resolve_model(m)[0], tp) for m in models for tp in tps))
+    if tps:  # each divides every model's heads (auto: each finds its own)
+        tps = list(dict.fromkeys(tp if tp == AUTO_SIZE else check_tp(resolve_model(m)[0], tp) for m in models
+                                 for tp in tps))
     output_lens = list(dict.fromkeys(output_lens))  # each checked by its jobs, as the sizes are
     if request_rates:
         require(phase == "serve", "request_rate", "applies to --phase serve only")
@@ -342,7 +345,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             r = generate(c.model, c.gpu, batch=int(c.batch), input_len=int(c.seq), **own, **setting, **_axes(c),
                          suggest_tp=False)  # a point past memory is infeasible: the search would only slow the sweep
             figures = dict(time_s=r.time_s, energy_j=r.energy_j, tokens=r.batch * r.output_len,
-                           band=r.energy_interval_j, gpu_busy_share=np.nan)
+                           band=r.energy_interval_j, gpu_busy_share=np.nan, **_tp_taken(c, r.tp))
         else:  # a step: its output tokens at the estimate's throughput and energy a token
             load = ({} if "window_rates" in own  # a load window by window (`_window_fields`): the job's
                     else {"request_rate": float(c.request_rate)} if hasattr(c, "request_rate")
@@ -359,7 +362,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                                 gpu_busy_share=np.nan, ttft_s=np.nan, ttft_p99_s=np.nan, itl_p99_s=np.nan,
                                 power_w=np.nan,
                                 memory_gb=np.nan, flags="exceeds-capacity",
-                                outside_domain=exc.message, method=""))
+                                outside_domain=exc.message, method="", **_tp_taken(c, None)))
                 continue
             tokens = r.tokens_per_s * r.step_time_s
             band = r.energy_per_output_token_interval_j
@@ -368,7 +371,7 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
             figures = dict(time_s=r.step_time_s, energy_j=r.energy_per_output_token_j * tokens, tokens=tokens,
                            band=None if band is None else tuple(b * tokens for b in band),
                            gpu_busy_share=r.gpu_busy_share, ttft_s=r.ttft_s, ttft_p99_s=r.ttft_p99_s,
-                           itl_p99_s=np.nan if r.itl_p99_s is None else r.itl_p99_s)
+                           itl_p99_s=np.nan if r.itl_p99_s is None else r.itl_p99_s, **_tp_taken(c, r.tp))
             if r.wait_s is not None:  # queued: a request's mean wait for the backlog it finds
                 figures["wait_s"] = r.wait_s
             w = r.windows
@@ -381,11 +384,14 @@ def estimate_jobs(configs: pd.DataFrame, job: Mapping[str, Any], estimator: Any)
                         flags=",".join(r.flags), outside_domain="; ".join(r.outside_domain), method=r.method))
     configs = configs.reset_index(drop=True)
     points = pd.DataFrame(out)
-    if "micro_batch" in points:  # the micro-batch each run took: the word auto's choice where it was given
-        auto = configs["batch"].eq(AUTO_SIZE)
-        configs["batch"] = points.pop("micro_batch").astype(np.int64)
-        if auto.any():
-            configs.insert(configs.columns.get_loc("batch") + 1, "micro_batch_auto", auto)
+    for column, taken in (("batch", "micro_batch"), ("tp", "tp")):  # the size each job took: auto's choice where
+        if taken in points:                                           # the word was given
+            auto = configs[column].eq(AUTO_SIZE)
+            configs[column] = points.pop(taken)
+            if auto.any():
+                configs.insert(configs.columns.get_loc(column) + 1, f"{taken}_auto", auto)
+            else:
+                configs[column] = configs[column].astype(np.int64)
     if configs["phase"].eq("train-run").any() and any(images.values()):  # an image is one "token", as a pass's seq
         configs["seq"] = np.where(configs["model"].map(images).to_numpy(bool), 1, configs["seq"]).astype(np.int64)
     return pd.concat([configs, points], axis=1)
@@ -406,11 +412,20 @@ def _train_point(model: str, gpu: str, seq: int | None, micro_batch: int, option
         return train_run(model, gpu, seq=seq, micro_batch=1, **options)
 
 
+def _tp_taken(config: Any, tp: int | None) -> dict[str, float]:
+    """A generation's or serving point's tensor-parallel GPUs where the sweep has them as an axis: those its job
+    took (tp auto's choice), NaN where it took none (a rate no tp served)."""
+    if not hasattr(config, "tp"):
+        return {}
+    return {"tp": float(config.tp) if tp is None and config.tp != AUTO_SIZE else np.nan if tp is None else tp}
+
+
 def _axes(config: Any) -> dict[str, float]:
     """A configuration's JOB_AXES where the sweep has them as axes (columns), for its job (the counts whole, a
     recomputation its name)."""
     values = {name: getattr(config, name, None) for name in JOB_AXES}
-    return {name: float(v) if name in FLOAT_AXES else v if name == "recompute" else int(v)
+    return {name: float(v) if name in FLOAT_AXES else v if name == "recompute"
+            else AUTO_TP if name == "tp" and v == AUTO_SIZE else int(v)
             for name, v in values.items() if v is not None and v == v}
 
 
@@ -537,15 +552,16 @@ _KINDS = {"gpu": "a GPU's name (joulecast gpus)", "sm_clock_mhz": "a clock in MH
           "request_rate": "a number of requests a second above 0 and at most 2^24",
           "power_limit_w": "a power limit in W or \"range\"", "grid": "a grid's name", "dtype": "a dtype's name",
           "micro_batch": "a whole number from 1 to 2^24, or auto (the largest that fits the GPU)",
+          "tp": "a whole number from 1 to 2^24, or auto (the fewest GPUs whose shards fit)",
           "lora_rank": "a whole number from 0 (full fine-tuning) to 2^24", "recompute": "none, selective or full",
           **{name: kind for name, (_, kind) in FLOAT_AXES.items()}}
 _COUNT_FIELDS = ("tp", "output_len", "instances", *{size for pair in SIZES.values() for size in pair}, "batch", "seq")
 
 
 def _is_auto(value: Any) -> bool:
-    """Whether a training sweep's micro-batch is the word auto (the largest that fits, `AUTO_SIZE`), as `train_run`
-    takes it."""
-    return isinstance(value, str) and value == AUTO_MICRO_BATCH
+    """Whether a sweep's micro-batch or tensor-parallel GPUs (AUTO_FIELDS) are the word auto (`AUTO_SIZE`), as
+    `train_run`, `generate` and `serve` take it."""
+    return isinstance(value, str) and value in (AUTO_MICRO_BATCH, AUTO_TP)
 
 
 def _is_count(value: Any) -> bool:
@@ -575,7 +591,7 @@ def listed(value: Any, name: str, default: list) -> list:
     elif name == "recompute":
         bad = [v for v in values if not isinstance(v, str) or v not in RECOMPUTE]
     elif name in _COUNT_FIELDS:
-        auto = [name == "micro_batch" and _is_auto(v) for v in values]
+        auto = [name in AUTO_FIELDS and _is_auto(v) for v in values]
         values = [AUTO_SIZE if a else whole_number(v) for a, v in zip(auto, values)]
         bad = [v for a, v in zip(auto, values) if not a and not _is_count(v)]
     elif name == "request_rate":  # requests a second, as `serve` takes them

@@ -568,7 +568,7 @@ def _sweep(args: argparse.Namespace) -> int:
     batches, seqs, job, trace = _sweep_axes(args)  # each flag checked as the CLI names it, before the API sees it
     if args.phase not in SIZES:  # a single pass's flags: a text model among the models takes them
         _refuse_flags_without_effect(args, _listed(args.model, str, "--model", []))
-    axes = {"tp": _listed(job.pop("tp", None), int, "--tp", []) or None,
+    axes = {"tp": _listed(job.pop("tp", None), _whole_or_auto, "--tp", []) or None,
             "output_len": _listed(job.pop("output_len", None), int, "--output-len", []) or None,
             "instances": _listed(job.pop("instances", None), int, "--instances", []) or None,
             "headroom": _listed(job.pop("headroom", None), _share, "--headroom", []) or None,
@@ -654,7 +654,8 @@ def _sweep(args: argparse.Namespace) -> int:
                        f", {render.figure(best['energy_per_token_j'])} J and "
                        f"{render.duration(best['s_per_token'])} {render.article(result.unit)} {result.unit}"
                        + (" (the front's axes)" if result.cost == "energy" else "") if result.front == "token" else ""))
-        tp = f", TP {best['tp']:.0f}" if "tp" in shown else ""
+        tp = f", TP {best['tp']:.0f}" if "tp" in shown and best["tp"] == best["tp"] else ""
+        tp += " (auto)" if tp and bool(best.get("tp_auto", False)) else ""
         tp += f", {best['instances']:.0f} instances" if "instances" in shown else ""
         # a training run's axes (a vision model's point has neither)
         tp += f", LoRA rank {best['lora_rank']:.0f}" if "lora_rank" in shown and best["lora_rank"] >= 0 else ""

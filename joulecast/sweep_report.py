@@ -26,7 +26,7 @@ _LABELLED = 20_000  # points up to this many carry a hover label (the configurat
 # the front's), with a legend: which GPU a point is, without hovering over each
 _GROUP_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
 COLUMNS = ("model", "gpu", "batch", "micro_batch_auto", "seq", "output_len", "lora_rank", "recompute", "dtype", "tp",
-           "instances", "headroom", "cold_start_s", "reaction_s", "sm_clock_mhz", "power_limit_w",
+           "tp_auto", "instances", "headroom", "cold_start_s", "reaction_s", "sm_clock_mhz", "power_limit_w",
            "energy_j", "time_s", "power_w", "tokens_per_s", "wait_s", "ttft_s", "ttft_p99_s", "itl_p99_s",
            "energy_per_token_j", "grid", "carbon_g", "flags")
 # a serving point's 99th percentiles, in the table where a constraint bounds them

@@ -560,9 +560,9 @@ def test_a_list_of_requests_past_its_gpus_memory_names_the_fewest_gpus_too():
 
 def test_tp_auto_runs_a_job_on_the_fewest_gpus_whose_shards_fit(capsys):
     """tp "auto": a generation, a list of requests or a serving load on the fewest GPUs (1, 2, 4, 8) whose shards
-    fit, exactly the estimate at that tp, `tp_auto` set; where one GPU holds it, at one; where not eight do, at one,
-    flagged; anything else named."""
-    from joulecast.estimator.serving import serve
+    fit (a load: and serve its rate), exactly the estimate at that tp, `tp_auto` set; where one GPU holds it, at one;
+    where not eight do, at one, flagged; anything else named."""
+    from joulecast.estimator.serving import BeyondCapacityError, serve
 
     kw = dict(batch=4, input_len=1024, output_len=16, estimator="physics")
     for model, card, tp in (("llama-3-70b", "h100-sxm", 2), ("llama-3-70b", "a10", 8), ("llama-3-8b", "h100-sxm", 1)):
@@ -581,6 +581,17 @@ def test_tp_auto_runs_a_job_on_the_fewest_gpus_whose_shards_fit(capsys):
         "llama-3-70b", "h100-sxm", pairs, batch=2, tp=2, estimator="physics").energy_j
     past = serve("llama-3.1-405b", "a10", input_len=512, output_len=128, concurrency=4, tp="auto", estimator="physics")
     assert (past.tp, past.tp_auto, past.fits_tp) == (1, True, None) and "exceeds-memory" in past.flags
+    # a rate: the fewest whose shards fit and serve it (one H100 serves 3.3 requests a second of these, two 5.8);
+    # past what eight serve, refused as at eight
+    rate = dict(input_len=512, output_len=512, estimator="physics")
+    with pytest.raises(BeyondCapacityError):
+        serve("llama-3-70b", "h100-sxm", request_rate=4.0, tp=1, **rate)
+    auto = serve("llama-3-70b", "h100-sxm", request_rate=4.0, tp="auto", **rate)
+    assert (auto.tp, auto.tp_auto) == (2, True)
+    assert auto.energy_per_output_token_j == serve("llama-3-70b", "h100-sxm", request_rate=4.0, tp=2,
+                                                   **rate).energy_per_output_token_j
+    with pytest.raises(BeyondCapacityError, match=r"beyond what 256 in flight serve \(11\.\d+/s\)"):
+        serve("llama-3-70b", "h100-sxm", request_rate=20.0, tp="auto", **rate)
     for run in (lambda: joulecast.generate("gpt2", "a10", tp="most", **kw),
                 lambda: serve("gpt2", "a10", input_len=8, output_len=8, concurrency=1, tp="most")):
         with pytest.raises(joulecast.InputError, match="^tp: must be a whole number of GPUs from 1 to 1,024 or 'auto'"):

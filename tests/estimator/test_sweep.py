@@ -496,6 +496,30 @@ def test_a_training_sweep_of_text_and_vision_models_gives_the_text_models_alone_
     assert sorted(set(points["model"])) == ["qwen2-1.5b", "resnet-50"]
 
 
+def test_a_sweep_s_tp_auto_is_each_point_s_fewest_gpus_whose_shards_fit(capsys):
+    """tp auto beside numbers: each auto point is `serve(tp="auto")` on its GPU, showing the GPUs chosen (Llama-3-70B:
+    2 H100s, 1 H200), `tp_auto` True; a rate no tp serves, infeasible, its tp not known; the word in the CLI's list."""
+    from joulecast.estimator.serving import serve
+
+    load = dict(concurrency=[16], input_len=512, output_len=128, estimator="physics")
+    points = joulecast.sweep("llama-3-70b", ["h100-sxm", "h200"], phase="serve", tp=["auto", 8], **load).points
+    auto = points[points["tp_auto"]]
+    assert sorted(zip(auto["gpu"], auto["tp"])) == [("h100-sxm", 2), ("h200", 1)]
+    assert (points.loc[~points["tp_auto"], "tp"] == 8).all() and points["feasible"].all()
+    for p in auto.itertuples():
+        direct = serve("llama-3-70b", p.gpu, concurrency=16, input_len=512, output_len=128, tp=int(p.tp),
+                       estimator="physics")
+        assert p.energy_per_token_j == pytest.approx(direct.energy_per_output_token_j, rel=1e-12)
+    past = joulecast.sweep("llama-3-70b", "h100-sxm", phase="serve", request_rate=[20.0], input_len=512,
+                           output_len=512, tp=["auto"], estimator="physics").points
+    assert past["tp"].isna().all() and not past["feasible"].any() and (past["flags"] == "exceeds-capacity").all()
+    with pytest.raises(joulecast.InputError, match="^tp: 'most' is not a whole number from 1 to 2\\^24, or auto"):
+        joulecast.sweep("llama-3-70b", "h100-sxm", phase="serve", tp=["most"], **load)
+    assert main(["sweep", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--phase", "serve", "--concurrency", "16",
+                 "--input-len", "512", "--output-len", "128", "--tp", "1,auto", "--estimator", "physics"]) == 0
+    assert "TP 2 (auto)" in capsys.readouterr().out
+
+
 def test_a_training_sweep_takes_lora_rank_and_recomputation_as_axes(capsys, tmp_path):
     """Several LoRA ranks (0: full fine-tuning) or recomputations: axes, each point the run with them, exactly as
     `train_run` gives it; a vision model's one point takes neither; one value is every run's option."""

@@ -170,6 +170,8 @@ class TrainRunEstimate:
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the micro-step's, `Estimate.outside_domain`)
     # where the run exceeds the GPU's memory: what would fit (`memory_fits`), else empty
     fits: tuple[dict[str, Any], ...] = ()
+    # and where not one sequence fits one GPU: the fewest GPUs whose ZeRO-3 shards would (`sharded_fit`), else None
+    fits_sharded: dict[str, Any] | None = None
     unit: str = "token"     # what `tokens` counts: a text model's tokens, or a vision model's images (`seq` 1)
     loader_rate: float | None = None  # samples (sequences or images) a second the host's input pipeline delivers
     loader_wait_s: float = 0.0  # seconds of the run the GPU waits for its input (`_fed_by_loader`)
@@ -520,9 +522,11 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         micro_batch = global_batch // accumulation
     flags = {f for f in step.micro.flags if f != "exceeds-memory"}
     fits: tuple[dict[str, Any], ...] = ()
+    sharded = None
     if step.memory_gb > spec.memory_gb:
         flags.add("exceeds-memory")
         fits = memory_fits(step, spec.memory_gb, global_batch, seq)
+        sharded = None if fits or images else sharded_fit(step, spec.memory_gb, global_batch, seq, recompute)
     idle_w = 0.0 if loader_rate is None else float(idle_power_w(spec, check_setting(spec, sm_clock_mhz,
                                                                                    power_limit_w)[0]))
     fed = _fed_by_loader(_global_step(step), global_batch, loader_rate, idle_w)
@@ -551,7 +555,8 @@ def train_run(model: str, gpu: str, *, seq: int | None = None, global_batch: int
         step_time_s=fed.time_s, step_energy_j=fed.energy_j,
         energy_per_token_j=e / run_tokens, tokens_per_s=run_tokens / t, memory_gb=step.memory_gb,
         memory_parts_gb=step.memory_parts_gb, flags=tuple(sorted(flags)), method=step.micro.method, step=step,
-        fits=fits, outside_domain=tuple(step.micro.outside_domain), unit="image" if images else "token",
+        fits=fits, fits_sharded=sharded, outside_domain=tuple(step.micro.outside_domain),
+        unit="image" if images else "token",
         loader_rate=loader_rate, loader_wait_s=total(lambda p: p.wait_s), eval_tokens=eval_tokens, evals=evals,
         micro_batch_auto=auto,
         eval_time_s=eval_batches * judged.time_s if judged else 0.0,
@@ -587,12 +592,30 @@ def _none_fits(step: StepEstimate, spec: GpuSpec, global_batch: int, seq: int, r
     other = [f"recompute {f['recompute']} with micro_batch {f['micro_batch']}"
              for f in memory_fits(step, spec.memory_gb, global_batch, seq) if f["recompute"] != recompute]
     what = "sequence" if seq > 1 else "image"
+    sharded = sharded_fit(step, spec.memory_gb, global_batch, seq, recompute) if seq > 1 else None
+    over = (f"sharding over GPUs (joulecast plan: ZeRO 3 over {sharded['gpus']} GPUs fits, "
+            f"{sharded['memory_gb']:,.4g} GiB a GPU)" if sharded else "sharding over GPUs (joulecast plan)")
     advice = (f"{', or '.join(other)} would" if other else
               f"the weights, gradients and optimizer state alone take {fixed:,.4g} GiB: fewer trained weights "
-              f"(lora_rank) or sharding over GPUs (joulecast plan)" if fixed >= spec.memory_gb else
-              "fewer trained weights (lora_rank) or sharding over GPUs (joulecast plan)")
+              f"(lora_rank) or {over}" if fixed >= spec.memory_gb else f"fewer trained weights (lora_rank) or {over}")
     return InputError("micro_batch", f"{AUTO_MICRO_BATCH}: not one {what} a micro-batch fits {spec.name}'s "
                                      f"{spec.memory_gb:g} GiB with recompute {recompute}; {advice}")
+
+
+def sharded_fit(step: StepEstimate, capacity_gb: float, global_batch: int, seq: int,
+                recompute: str) -> dict[str, Any] | None:
+    """Where not one sequence of a run fits one GPU: the fewest data-parallel GPUs, a power of two up to the global
+    batch (a sequence each at least), over which ZeRO stage 3 shards its weights, gradients and optimizer state
+    (`_memory`: each over the GPUs) beside one sequence's activations at `recompute`, with its GiB a GPU; None where
+    none does (tensor or pipeline parallelism then: `joulecast plan`)."""
+    fixed = state_gb(step.memory_parts_gb)
+    activations = (step.activations_gb_a_token or {}).get(recompute, math.inf) * seq
+    gpus = 2
+    while gpus <= global_batch and fixed / gpus + activations > capacity_gb:
+        gpus *= 2
+    if gpus > global_batch:
+        return None
+    return {"gpus": gpus, "zero": 3, "recompute": recompute, "memory_gb": fixed / gpus + activations}
 
 
 def _divisors(n: int) -> list[int]:

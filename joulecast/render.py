@@ -558,7 +558,9 @@ def _fits(job: Any) -> str:
         fixed = state_gb(job.memory_parts_gb)
         if getattr(job, "unit", "token") == "image":  # no LoRA, and no plan over GPUs, for a vision model
             return f"a GPU with more memory (not one image a micro-batch fits: {gib(fixed)} GiB of state beside it)"
-        how = ("" if job.lora_rank else "LoRA, --lora-rank; or ") + "shard over GPUs, joulecast plan"
+        sharded = getattr(job, "fits_sharded", None)
+        how = ("" if job.lora_rank else "LoRA, --lora-rank; or ") + "shard over GPUs, joulecast plan" + (
+            f": ZeRO 3 over {sharded['gpus']} GPUs fits, {gib(sharded['memory_gb'])} GiB a GPU" if sharded else "")
         if fixed > gpu(job.gpu).memory_gb:
             return (f"{how} (no micro-batch on one GPU: weights, gradients and optimizer state alone take "
                     f"{gib(fixed)} GiB)")

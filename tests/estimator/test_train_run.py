@@ -385,6 +385,34 @@ def test_a_sequence_too_long_even_fully_recomputed_fits_no_micro_batch(capsys):
         in capsys.readouterr().out
 
 
+def test_a_run_no_gpu_holds_names_the_fewest_gpus_whose_zero_3_shards_would(capsys):
+    """Llama-3-70B's 1,051 GiB of weights, gradients and AdamW state: not one sequence on an H100; sharded by ZeRO
+    stage 3 over 32 GPUs beside one sequence's activations, 76.3 GiB a GPU, exactly what `joulecast plan` finds on 32
+    H100s, where 16 do not fit; said in the table, the JSON and auto's refusal; none where the global batch has too
+    few sequences for the GPUs it would take."""
+    from joulecast.data.job_file import parse_job
+    from joulecast.estimator.plan import site_compute
+
+    kw = dict(seq=2048, global_batch=64, steps=10, micro_batch=1, estimator="physics")
+    run = joulecast.train_run("llama-3-70b", "h100-sxm", **kw)
+    assert run.fits == () and run.fits_sharded["gpus"] == 32 and run.fits_sharded["zero"] == 3
+    job = dict(name="t", model="llama-3-70b", seq=2048, global_batch=64, micro_batch=1, steps=10,
+               estimator="physics", layout=dict(zero=3), strategies=["ddp"])
+    site = site_compute(parse_job({**job, "sites": [dict(name="a", gpu="h100-sxm", gpus=32)]}))[0]
+    assert site.step.memory_gb == pytest.approx(run.fits_sharded["memory_gb"], rel=1e-12) and site.step.memory_gb <= 80
+    with pytest.raises(joulecast.InputError, match="does not fit under layout"):
+        site_compute(parse_job({**job, "sites": [dict(name="a", gpu="h100-sxm", gpus=16)]}))
+    assert joulecast.train_run("llama-3.1-405b", "a10", **kw).fits_sharded is None  # 64 sequences, 512 GPUs
+    argv = ["estimate", "--model", "llama-3-70b", "--gpu", "h100-sxm", "--phase", "train-run", "--seq", "2048",
+            "--global-batch", "64", "--steps", "10", "--estimator", "physics"]
+    assert main([*argv, "--micro-batch", "1"]) == 0
+    assert "shard over GPUs, joulecast plan: ZeRO 3 over 32 GPUs fits, 76.3 GiB a GPU" in capsys.readouterr().out
+    assert main([*argv, "--micro-batch", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["fits_sharded"]["gpus"] == 32
+    assert main([*argv, "--micro-batch", "auto"]) == 2
+    assert "sharding over GPUs (joulecast plan: ZeRO 3 over 32 GPUs fits, 76.33 GiB a GPU)" in capsys.readouterr().err
+
+
 def test_a_vision_models_run_is_over_images_its_memory_from_the_kernel_table():
     """A vision model trains over images: `global_batch` images a step, `tokens` counting images (`seq` 1), each step
     its accumulated micro-steps (the `training` phase's kernels less its AdamW update) and one update; its memory the

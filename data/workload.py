@@ -28,7 +28,7 @@ MIN_LOADER_RATE = 1e-3
 # memory (`joulecast.train_run`, a job file's `micro_batch`, each site its own)
 AUTO_MICRO_BATCH = "auto"
 # A generation's or a serving load's tensor-parallel GPUs given as this word: the fewest (1, 2, 4 or 8) whose shards
-# fit each GPU's memory (`joulecast.generate`, `joulecast.serve`)
+# fit each GPU's memory (`joulecast.generate`; `joulecast.serve`'s, and serve the load's rate)
 AUTO_TP = "auto"
 
 

@@ -173,7 +173,7 @@ class ServeEstimate:
     output_tokens: float | None = None  # output tokens served in duration_s
     energy_interval_j: tuple[float, float] | None = None  # energy_j's, the per-token figure's relative band
     outside_domain: tuple[str, ...] = ()  # out-of-domain: why (the step's, `Estimate.outside_domain`)
-    tp_auto: bool = False         # tp "auto": `tp` the fewest GPUs whose shards fit (1 where one GPU holds it)
+    tp_auto: bool = False         # tp "auto": `tp` the fewest GPUs whose shards fit and serve the load
     instances: int = 1            # identical instances the load is spread over, each its share (data-parallel)
     autoscale: bool = False       # window by window, as few of the instances as serve each window (`windows`)
     spare: str = "off"            # autoscaled: the instances not serving off (drawing nothing) or idle (warm)

@@ -303,8 +303,7 @@ def _tp_auto(job: Any) -> str:
     """What tp "auto" found, in words; empty where the job's tp was given."""
     if not getattr(job, "tp_auto", False):
         return ""
-    return ("the fewest GPUs whose shards fit" if job.tp > 1 or "exceeds-memory" not in job.flags
-            else "not 8 GPUs' shards fit either")
+    return "not 8 GPUs' shards fit either" if "exceeds-memory" in job.flags else "the fewest GPUs whose shards fit"
 
 
 def _offload_lines(job: Any) -> list[str]:

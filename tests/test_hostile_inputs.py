@@ -309,7 +309,8 @@ def test_serving_totals_and_settings(output_tokens, duration, cv, limit, clock):
 
 @SETTINGS
 @given(argv=st.lists(st.sampled_from(["--phase", "train-run", "generate", "serve", "prefill", "--global-batch", "8",
-                                      "--steps", "5", "--micro-batch", "2,4", "3", "2,auto", "--input-len", "64,x", "64",
+                                      "--steps", "5", "--micro-batch", "2,4", "3", "2,auto", "--input-len", "64,x",
+                                      "64",
                                       "--output-len", "8", "--concurrency", "4", "--power-limit", "100,2000",
                                       "--request-rate", "0.5,1e9", "8,16",
                                       "--no-kv-cache", "--engine", "sglang-0.4", "--tp", "0", "--json", "--grid",

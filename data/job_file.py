@@ -27,6 +27,8 @@ from joulecast.data.models import TEXT_TRAINING_OPTIONS, check_config, is_vision
 from joulecast.data.workload import (AUTO_MICRO_BATCH, LAUNCH_MODES, MAX_LOADER_RATE, MIN_LOADER_RATE,
                                      check_host_dispatch)
 
+AUTO_LAYOUT = "auto"  # a job file's layout as this word: the least that fits every site's GPUs
+
 DATA_DIR = Path(__file__).parent / "distributed"
 STRATEGIES = ("ddp", "fsdp", "diloco", "streaming-diloco", "fedavg")
 LINK_MODES = ("dedicated", "internet")
@@ -148,6 +150,7 @@ class Job:
     step_jitter: float = 0.0
     source: str = field(default="", compare=False)
     unit: str = "token"               # what `seq` and `tokens` count: a text model's tokens, or images (`seq` 1)
+    layout_auto: bool = False         # layout "auto": the least that fits every site (`estimator.plan.fitting_layout`)
     # samples (sequences, images) a second a replica's input pipeline delivers; None: one that keeps up
     loader_rate: float | None = None
 
@@ -369,7 +372,11 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
     require(head_tokens is None or head_tokens <= seq, "head_tokens",
             f"{head_tokens} is more than the sequence's {seq} tokens")
     head_outputs = _number(raw, "head_outputs", "", integer=True, low=1) if "head_outputs" in raw else None
-    layout = _mapping(raw.get("layout", {}), "layout")
+    layout = raw.get("layout", {})
+    layout_auto = isinstance(layout, str) and layout == AUTO_LAYOUT  # the plan finds the least that fits every site
+    require(layout_auto or not isinstance(layout, str), "layout", f"must be a mapping of tp, pp, cp, vpp and zero, or "
+            f"{AUTO_LAYOUT!r} (the least that fits every site's GPUs), got {layout!r}")
+    layout = {} if layout_auto else _mapping(layout, "layout")
     _known(layout, {"tp", "pp", "cp", "vpp", "zero"}, "layout")
     lay = {k: _number(layout, k, "layout", 1, integer=True, low=1) for k in ("tp", "pp", "cp", "vpp")}
     lay["zero"] = _number(layout, "zero", "layout", 0, integer=True, low=0, high=3)
@@ -430,7 +437,7 @@ def parse_job(raw: Any, base: Path = Path("."), source: str = "") -> Job:
         launch_mode=_choice(raw, "launch_mode", "", LAUNCH_MODES, "eager"), head_tokens=head_tokens,
         head_outputs=head_outputs, fusions=check_fusions(raw.get("fusions")),
         forward_overhead_s=check_overhead(raw.get("forward_overhead_s", 0.0)), source=source,
-        unit="image" if images else "token",
+        unit="image" if images else "token", layout_auto=layout_auto,
         loader_rate=(_number(raw, "loader_rate", "", low=MIN_LOADER_RATE, high=MAX_LOADER_RATE)
                      if "loader_rate" in raw else None))
 

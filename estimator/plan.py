@@ -43,6 +43,7 @@ import dataclasses
 import functools
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -252,31 +253,19 @@ FIT_HINTS = 3
 def _what_fits(job: Job, site: Site, spec: Any, micro: int,
                step_with: Callable[[Layout, str], StepEstimate]) -> list[str]:
     """What would fit `site`'s GPUs where the job's layout does not, as its job file would say it: of each kind of
-    change the least that fits, cheaper kinds first (a higher ZeRO stage, sharding over the site's replicas; full
-    recomputation; more tensor parallelism, within a node; more pipeline parallelism; where none of these alone does,
-    both with ZeRO 3), each
-    with its GiB a GPU (`step_with` a layout and recomputation: the step at the job's `micro`-batch), at most
-    FIT_HINTS, and only where the job's GPUs still hold whole replicas that split its global batch and the model
-    takes the split."""
-    lay, recompute = job.layout, job.recompute
-    kinds = [[(f"layout.zero {z}", dict(zero=z), recompute) for z in range(lay["zero"] + 1, 4)],
-             [("recompute full", {}, "full")] if recompute != "full" else [],
-             [(f"layout.tp {t}", dict(tp=t), recompute) for t in (2, 4, 8) if lay["tp"] < t <= site.gpus_per_node],
-             [(f"layout.pp {p}", dict(pp=p), recompute) for p in (2, 4, 8) if p > lay["pp"]],
-             sorted(((f"layout.{'tp ' + str(t) + ', ' if t > 1 else ''}{'pp ' + str(p) + ', ' if p > 1 else ''}zero 3",
-                      dict(tp=t, pp=p, zero=3), recompute)
-                     for t in (1, 2, 4, 8) for p in (1, 2, 4, 8)
-                     if t <= site.gpus_per_node and (t, p) != (1, 1) and (t > lay["tp"] or p > lay["pp"])),
-                    key=lambda c: c[1]["tp"] * c[1]["pp"])]
+    change (`_changes`) the least that fits, cheaper kinds first, each with its GiB a GPU (`step_with` a layout and
+    recomputation: the step at the job's `micro`-batch), at most FIT_HINTS, and only where the job's GPUs still hold
+    whole replicas that split its global batch and the model takes the split; the last kind (both with ZeRO 3) only
+    where no change alone fits."""
+    kinds = _changes(job, site.gpus_per_node, with_recompute=True)
     out: list[str] = []
     for k, tried in enumerate(kinds):
-        if k == len(kinds) - 1 and out:  # both with ZeRO 3: only where no change alone fits
+        if k == len(kinds) - 1 and out:
             break
         for said, change, how in tried:
-            new = {**lay, **change}
+            new = {**job.layout, **change}
             per_replica = new["tp"] * new["pp"] * new["cp"]
-            if any(s.gpus % per_replica for s in job.sites) or job.global_batch % (
-                    micro * sum(s.gpus // per_replica for s in job.sites)):
+            if not _splits(job, new, micro):
                 continue
             under = Layout(tp=new["tp"], pp=new["pp"], cp=new["cp"], dp=site.gpus // per_replica, zero=new["zero"])
             try:
@@ -289,6 +278,55 @@ def _what_fits(job: Job, site: Site, spec: Any, micro: int,
         if len(out) == FIT_HINTS:
             break
     return out
+
+
+def _changes(job: Job, gpus_per_node: int, with_recompute: bool) -> list[list[tuple[str, dict[str, int], str]]]:
+    """The changes to a job's layout that shard its model further, by kind, cheaper kinds first and the least of
+    each first (said as its job file would say it, the layout's fields changed, the recomputation): a higher ZeRO
+    stage (sharding over the replicas); full recomputation (`with_recompute`); more tensor parallelism, within a node
+    of `gpus_per_node`; more pipeline parallelism; both with ZeRO 3, the fewest GPUs a replica first."""
+    lay, recompute = job.layout, job.recompute
+    return [[(f"layout.zero {z}", dict(zero=z), recompute) for z in range(lay["zero"] + 1, 4)],
+            [("recompute full", {}, "full")] if with_recompute and recompute != "full" else [],
+            [(f"layout.tp {t}", dict(tp=t), recompute) for t in (2, 4, 8) if lay["tp"] < t <= gpus_per_node],
+            [(f"layout.pp {p}", dict(pp=p), recompute) for p in (2, 4, 8) if p > lay["pp"]],
+            sorted(((f"layout.{'tp ' + str(t) + ', ' if t > 1 else ''}{'pp ' + str(p) + ', ' if p > 1 else ''}zero 3",
+                     dict(tp=t, pp=p, zero=3), recompute)
+                    for t in (1, 2, 4, 8) for p in (1, 2, 4, 8)
+                    if t <= gpus_per_node and (t, p) != (1, 1) and (t > lay["tp"] or p > lay["pp"])),
+                   key=lambda c: c[1]["tp"] * c[1]["pp"])]
+
+
+def _splits(job: Job, layout: Mapping[str, int], micro: int) -> bool:
+    """Whether every site's GPUs hold whole replicas of `layout` and they split the global batch in `micro`-batches."""
+    per_replica = layout["tp"] * layout["pp"] * layout["cp"]
+    return not any(s.gpus % per_replica for s in job.sites) and job.global_batch % (
+        micro * sum(s.gpus // per_replica for s in job.sites)) == 0
+
+
+def fitting_layout(job: Job) -> Job:
+    """A job whose layout is auto (`Job.layout_auto`) on the least layout that fits every site's GPUs: its default
+    (a GPU a replica) where it does, else the first change of `_changes` (a higher ZeRO stage, more tensor, more
+    pipeline parallelism, both with ZeRO 3; never its recomputation, the job's own) under which every site's step
+    fits, judged on physics' steps (memory is physics' alone); where none does, the default, whose refusal says what
+    would fit. Any other job as it is."""
+    if not job.layout_auto:
+        return job
+    micro = 1 if job.micro_batch == AUTO_MICRO_BATCH else job.micro_batch
+    nodes = min(s.gpus_per_node for s in job.sites)
+    for _, change, _ in [("", {}, job.recompute), *(c for kind in _changes(job, nodes, with_recompute=False)
+                                                     for c in kind)]:
+        candidate = dataclasses.replace(job, layout={**job.layout, **change})
+        if not _splits(job, candidate.layout, micro):
+            continue
+        try:
+            site_compute(candidate, "physics")
+        except InputError as exc:
+            if re.fullmatch(r"sites\[\d+\]\.gpu|layout(\..*)?", exc.field):  # past memory, or a split the model
+                continue                                                       # does not take
+            raise
+        return candidate
+    return job
 
 
 def eval_steps(job: Job) -> int:
@@ -556,7 +594,8 @@ class Plan:
                  for s in self.sites]
         return {"job": j.name, "model": j.model_name, "gpus": j.gpus, "steps": j.steps, "tokens": j.tokens,
                 "unit": j.unit, "loader_rate": j.loader_rate,
-                "layout": j.layout, "fusions": list(j.fusions), "forward_overhead_s": j.forward_overhead_s,
+                "layout": j.layout, "layout_auto": j.layout_auto, "fusions": list(j.fusions),
+                "forward_overhead_s": j.forward_overhead_s,
                 "evals": j.evals, "eval_steps": eval_steps(j), "eval_overhead_s": j.eval_overhead_s,
                 "sites": sites, "plans": [p.to_dict() for p in self.plans]}
 
@@ -580,7 +619,7 @@ def plan(job: Job | str | os.PathLike | Mapping, estimator: Any = None) -> Plan:
     """Every strategy of the job (a `Job`, or a job file's path or mapping: `load_job`), side by side. Intervals:
     energy as `evaluate` gives it; time and utilisation with every step's compute at the ends of its time interval
     (comonotone); carbon and J a token in proportion to energy."""
-    job = job if isinstance(job, Job) else load_job(job)
+    job = fitting_layout(job if isinstance(job, Job) else load_job(job))
     sites = site_compute(job, estimator)
     bounds = [_at_time_bound(sites, side) for side in (0, 1)]
     results = []
@@ -659,7 +698,8 @@ def sweep(job: Job | str | os.PathLike | Mapping, *, H: Sequence[int] = SWEEP_AX
 
     from joulecast.estimator.sweep import is_setting, pareto_mask, settings_of
 
-    job = job if isinstance(job, Job) else load_job(job)  # a job file's path or mapping too, as `plan` takes it
+    # a job file's path or mapping too, as `plan` takes it; an auto layout the least that fits every site
+    job = fitting_layout(job if isinstance(job, Job) else load_job(job))
     require_choice(front, ("energy", "carbon"), "front")
     H, P, tau, bits = (_listed(v, n) for n, v in (("H", H), ("P", P), ("tau", tau), ("bits", bits)))
     gbps = None if gbps is None else _listed(gbps, "gbps")

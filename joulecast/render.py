@@ -583,7 +583,8 @@ def plan_table(result: Any) -> str:
     unit = job.unit  # a vision model's plan counts images
     head = (f"plan {job.name}: {job.model_name}, {plural(job.gpus, 'GPU')} on {plural(len(job.sites), 'site')}, "
             f"{plural(job.steps, 'step')}, {plural(job.tokens, unit)}, layout TP {job.layout['tp']} PP "
-            f"{job.layout['pp']} CP {job.layout['cp']}")
+            f"{job.layout['pp']} CP {job.layout['cp']}" + (f" ZeRO {job.layout['zero']}" if job.layout["zero"] else "")
+            + (" (auto: the least that fits every site)" if getattr(job, "layout_auto", False) else ""))
     if job.fusions or job.forward_overhead_s:  # what the job says its framework does beyond HF's eager kernels
         head += f"\nkernels: {_kernels(job.fusions, job.forward_overhead_s)}"
     if isinstance(job.micro_batch, str):  # auto: each site's own

@@ -253,6 +253,7 @@ _JOB = {"model": "gpt2", "seq": 256, "global_batch": 16, "micro_batch": 4, "step
 @example(path=("forward_overhead_s",), value=0.003)
 @example(path=("loader_rate",), value=5.0)  # a pipeline far slower than the GPUs: every step waits for it
 @example(path=("micro_batch",), value="auto")  # each site the largest that fits
+@example(path=("layout",), value="auto")  # the least that fits every site
 @example(path=("model",), value="resnet-50")  # a vision model in a text model's job: its seq named
 @example(path=("links", 0, "rtt_ms"), value=1.797693134862316e+305)  # once overflowed the plan's hours of carbon
 @example(path=("links", 0, "gbps"), value=2.2250738585072014e-308)  # once did too: an infinite time

@@ -199,6 +199,39 @@ def test_a_site_its_job_s_layout_does_not_fit_is_told_what_would(model, gpu, gpu
         assert site.step.memory_gb <= joulecast.gpu(gpu).memory_gb
 
 
+@pytest.mark.parametrize("model, sites, chosen", [
+    ("gpt2", [("a", "h100-sxm", 8), ("b", "a10", 8)], {}),  # a GPU a replica fits
+    ("llama-3-8b", [("a", "h100-sxm", 8)], {"zero": 1}),  # the cheapest kind first: ZeRO
+    ("llama-3-8b", [("a", "h100-sxm", 8), ("b", "a10", 8)], {"tp": 8}),  # every site: the A10s need 8-way TP
+    ("llama-3-70b", [("a", "a10", 64)], {"tp": 8, "zero": 3}),  # no change alone: both with ZeRO 3
+])
+def test_a_job_s_layout_auto_is_the_least_that_fits_every_site(model, sites, chosen, capsys, tmp_path):
+    """layout auto: the default where it fits, else the first change `_what_fits` would name (never the job's
+    recomputation) under which every site fits; the plan exactly the one with that layout written out."""
+    links = [dict(between=["a", "b"], gbps=10.0, rtt_ms=20.0)] if len(sites) > 1 else []
+    job = dict(model=model, seq=2048, global_batch=512, micro_batch=1, steps=10, links=links, strategies=["ddp"],
+               sites=[dict(name=n, gpu=g, gpus=k) for n, g, k in sites])
+    auto = planner.plan(_job(**job, layout="auto"))
+    layout = {"tp": 1, "pp": 1, "cp": 1, "vpp": 1, "zero": 0, **chosen}
+    assert auto.job.layout == layout and auto.job.layout_auto
+    written = planner.plan(_job(**job, layout=layout))
+    assert [p.energy_j for p in auto.plans] == [p.energy_j for p in written.plans]
+    assert "(auto: the least that fits every site)" in render.plan_table(auto).splitlines()[0]
+    assert auto.to_dict()["layout_auto"] is True and written.to_dict()["layout_auto"] is False
+
+
+def test_a_job_s_layout_auto_that_nothing_fits_is_refused_with_what_would_fit_nothing():
+    """Llama-3-70B's state on 8 H100s and 8 A10s: no layout of theirs holds it; the default's refusal, naming the
+    site, as without auto; a word that is not auto, by name."""
+    sites = [dict(name="a", gpu="h100-sxm", gpus=8), dict(name="b", gpu="a10", gpus=8)]
+    with pytest.raises(joulecast.InputError) as err:
+        planner.plan(_job(model="llama-3-70b", seq=2048, global_batch=512, micro_batch=1, steps=10, sites=sites,
+                          links=[dict(between=["a", "b"], gbps=10.0, rtt_ms=20.0)], layout="auto"))
+    assert err.value.field == "sites[0].gpu" and "ZeRO 0: " in err.value.message
+    with pytest.raises(joulecast.InputError, match="^layout: must be a mapping of tp, pp, cp, vpp and zero, or 'auto'"):
+        _job(layout="most")
+
+
 def test_local_energy_meets_a_share_within_its_hours_and_lowers_carbon():
     sites = [dict(name="a", gpu="a100-sxm4-80gb", gpus=8, grid="DE"),
              dict(name="b", gpu="a100-sxm4-80gb", gpus=8, grid="DE", local_energy=dict(kw=1000, hours=[0, 24]))]

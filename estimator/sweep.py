@@ -677,7 +677,9 @@ def run_sweep(model: str | Sequence[str], gpu: str | Sequence[str], *, phase: st
     every combination of `model` (a catalog name or a list of them), `gpu`, the phase's two sizes (`SIZES`: batch and
     seq; micro_batch and seq; batch and input_len; concurrency and input_len), `dtype`, `sm_clock_mhz` and
     `power_limit_w` (numbers, None for the default, or "range" / "range:N"), a generation's or serving load's `tp` and
-    `output_len` (one output_len: every job's; several: an axis), a serving load's `instances`, and the carbon
+    `output_len` (one output_len: every job's; several: an axis), a serving load's `instances`, a training run's
+    `lora_rank` and `recompute` (one: every run's; several: an axis), "auto" among the micro-batches or tps (each
+    point the largest that fits, the fewest whose shards fit: `micro_batch_auto`, `tp_auto`), and the carbon
     `grid` (or `carbon_intensity` or `carbon_series`, at `pue`), each a value or a list; the phase's fixed options
     (`JOB_OPTIONS`, `PASS_OPTIONS`) as its job takes them; the `objective`, `front` and constraints (`max_time_s`,
     `min_tokens_per_s`, `max_power_w`, a queued serving load's `max_wait_s`) as `sweep` takes them; a serving

@@ -417,7 +417,9 @@ def _tp_taken(config: Any, tp: int | None) -> dict[str, float]:
     took (tp auto's choice), NaN where it took none (a rate no tp served)."""
     if not hasattr(config, "tp"):
         return {}
-    return {"tp": float(config.tp) if tp is None and config.tp != AUTO_SIZE else np.nan if tp is None else tp}
+    if tp is None:  # no job: the tp asked for, none known where it was auto
+        tp = np.nan if config.tp == AUTO_SIZE else float(config.tp)
+    return {"tp": tp}
 
 
 def _axes(config: Any) -> dict[str, float]:

@@ -295,8 +295,10 @@ def _tensor_parallel(job: Any) -> str:
     figures cover."""
     experts = ", experts split over the GPUs" if job.expert_parallel else ""
     auto = _tp_auto(job)
-    return (auto and f" (tp auto: {auto})" if job.tp == 1 else f" x {job.tp}, tensor parallel{experts} (energy and "
-            f"power all of them, memory one GPU's{'; tp auto: ' + auto if auto else ''})")
+    if job.tp == 1:
+        return f" (tp auto: {auto})" if auto else ""
+    return (f" x {job.tp}, tensor parallel{experts} (energy and power all of them, memory one GPU's"
+            f"{'; tp auto: ' + auto if auto else ''})")
 
 
 def _tp_auto(job: Any) -> str:
